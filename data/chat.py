@@ -1,0 +1,60 @@
+"""Chat template shared by SFT (data/) and RL environments (rl/envs).
+
+One message renders as   <|role|> content <|end|>
+An assistant message may carry tool calls, rendered inside its content as
+    <|tool_call|>{"name": "read_file", "arguments": {"path": "a.py"}}<|/tool_call|>
+A tool result is a message with role "tool":   <|tool|><|tool_result|>...<|/tool_result|><|end|>
+The conversation starts with <|bos|>. Generation for the assistant starts after "<|assistant|>".
+
+`render_messages` returns the token ids and a 0/1 mask that is 1 exactly on tokens the assistant
+produced (its content, tool calls and its closing <|end|>), so SFT trains on what the policy
+would emit and RL's "model-generated" mask means the same thing.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Sequence
+
+from data.tokenizers import Tokenizer, special_text
+
+ROLES = ("system", "user", "assistant", "tool")
+
+
+def tool_call_text(name: str, arguments: dict[str, Any]) -> str:
+    """The exact text of one tool call (what the model must emit)."""
+    body = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
+    return f"{special_text('tool_call')}{body}{special_text('/tool_call')}"
+
+
+def _content_ids(tok: Tokenizer, message: dict[str, Any]) -> list[int]:
+    role = message["role"]
+    content = message.get("content") or ""
+    if role == "tool":
+        return ([tok.special_id("tool_result")] + tok.encode(content)
+                + [tok.special_id("/tool_result")])
+    ids = tok.encode(content)   # raw text never yields control tokens
+    for call in message.get("tool_calls") or ():
+        ids += tok.encode(tool_call_text(call["name"], call.get("arguments", {})), allow_special=True)
+    return ids
+
+
+def render_messages(tok: Tokenizer, messages: Sequence[dict[str, Any]], *, where: str = "messages"
+                    ) -> tuple[list[int], list[int]]:
+    """Renders a conversation to (ids, assistant_mask). `where` names the source in errors."""
+    ids, mask = [tok.bos_id], [0]
+    for i, message in enumerate(messages):
+        role = message.get("role") if isinstance(message, dict) else None
+        if role not in ROLES:
+            raise ValueError(f"{where}: message {i} has unknown role {role!r} (expected one of {ROLES})")
+        header = [tok.special_id(role)]
+        body = _content_ids(tok, message) + [tok.special_id("end")]
+        trained = 1 if role == "assistant" else 0
+        ids += header + body
+        mask += [0] * len(header) + [trained] * len(body)
+    return ids, mask
+
+
+def generation_prompt(tok: Tokenizer, messages: Sequence[dict[str, Any]]) -> list[int]:
+    """Ids of the conversation so far followed by the assistant header, ready for sampling."""
+    ids, _ = render_messages(tok, messages)
+    return ids + [tok.special_id("assistant")]
