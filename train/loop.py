@@ -1,0 +1,204 @@
+"""The pretraining / SFT loop: wiring of data, jitted steps, checkpoints and logging.
+
+Every piece it calls is pure and tested on its own; this file only sequences them:
+  restore-or-init -> [batch -> step -> (log | eval | save)]* -> final save.
+Exact resume: the TrainState (rng included) and the data iterator's state are saved together, so
+a restarted run sees the same batches and computes the same params (bitwise on CPU).
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import signal
+import time
+from typing import Any, Callable
+
+import jax
+import numpy as np
+
+from train import build, checkpoint, metrics as mx, optim, sharding as shd, synthetic_data
+from train.config_check import check_config
+from train.losses import make_lm_loss
+from train.model_api import ModelHandle, from_model_package
+from train.step import router_bias_update
+from train.tensorboard import SummaryWriter
+
+
+class NonFiniteLossError(RuntimeError):
+  pass
+
+
+def model_handle(config) -> ModelHandle:
+  """`config.model` is a preset name, or an HF directory (through model/'s HF import)."""
+  from model import presets  # pylint: disable=import-outside-toplevel
+  name = config.model
+  if os.path.isdir(name):
+    from model import hf  # pylint: disable=import-outside-toplevel
+    cfg = hf.config_from_hf(name)
+  else:
+    cfg = presets.get(name)
+  cfg = dataclasses.replace(cfg, dtype=config.train.compute_dtype)
+  return from_model_package(cfg)
+
+
+def model_rules(config, handle: ModelHandle):
+  if len(config.rules):
+    return shd.rules_from_config(config.rules)
+  from model import sharding as model_sharding  # pylint: disable=import-outside-toplevel
+  return tuple(model_sharding.DEFAULT_RULES)
+
+
+def data_iterators(config, vocab_size: int):
+  """(train iterator for this host, list of held-out batches for this host)."""
+  t, d = config.train, config.data
+  if d.source == 'synthetic':
+    tokens = synthetic_data.synthetic_tokens(200_000, vocab_size, t.seed)
+  elif d.source == 'local_text':
+    tokens = synthetic_data.local_text_tokens(d.max_bytes)
+  else:
+    raise shd.ConfigError(f"data.source={d.source!r}: expected 'local_text' or 'synthetic'")
+  cut = int(len(tokens) * (1 - d.heldout_fraction))
+  shard = dict(shard_index=jax.process_index(), shard_count=jax.process_count())
+  train_it = synthetic_data.lm_batches(tokens[:cut], batch_size=t.batch_size, seq_len=t.seq_len,
+                                       seed=t.seed, **shard)
+  heldout_it = synthetic_data.lm_batches(tokens[cut:], batch_size=t.batch_size,
+                                         seq_len=t.seq_len, seed=0, shuffle=False, **shard)
+  return train_it, [next(heldout_it) for _ in range(t.eval_batches)]
+
+
+class _Preemption:
+  """SIGTERM sets a flag; the loop saves and exits at the next step boundary. With several
+  processes JAX's own preemption sync point makes all hosts agree on the step."""
+
+  def __init__(self):
+    self.requested = False
+    if jax.process_count() == 1:
+      signal.signal(signal.SIGTERM, self._handler)
+
+  def _handler(self, signum, frame):
+    del signum, frame
+    self.requested = True
+
+  def should_stop(self, step: int) -> bool:
+    if jax.process_count() > 1:
+      from jax.experimental import multihost_utils  # pylint: disable=import-outside-toplevel
+      try:
+        return bool(multihost_utils.reached_preemption_sync_point(step))
+      except RuntimeError:  # the preemption service is not running (not initialized for it)
+        return False
+    return self.requested
+
+
+def build_optimizer(config, handle: ModelHandle):
+  t = config.train
+  schedule = optim.make_schedule(kind=t.schedule, peak_lr=t.lr, total_steps=t.steps,
+                                 warmup_steps=t.warmup_steps, min_lr_ratio=t.min_lr_ratio,
+                                 decay_fraction=t.wsd_decay_fraction)
+  abstract_params = jax.eval_shape(handle.init_params, jax.random.PRNGKey(0))
+  tx = optim.make_optimizer(params=abstract_params, trainable=handle.trainable_mask(abstract_params),
+                            schedule=schedule, optimizer=t.optimizer,
+                            weight_decay=t.weight_decay, b1=t.b1, b2=t.b2, eps=t.eps,
+                            clip_norm=t.clip_norm)
+  return tx, schedule
+
+
+def _evaluate(eval_fn, params, batches, mesh) -> float:
+  sums = [jax.device_get(eval_fn(params, shd.global_batch(b, mesh))) for b in batches]
+  return float(sum(s['ce_sum'] for s in sums) / max(sum(s['weight'] for s in sums), 1.0))
+
+
+def train(config, workdir: str, *, handle: ModelHandle | None = None, rules=None,
+          log: Callable[[str], None] = print, stop_after_steps: int | None = None) -> Any:
+  """Runs (or resumes) training to config.train.steps; returns the final TrainState.
+
+  `stop_after_steps` ends the run early after that many steps of this invocation (tests).
+  """
+  t = config.train
+  handle = handle or model_handle(config)
+  rules = rules if rules is not None else model_rules(config, handle)
+  mesh_sizes = check_config(config, handle.cfg, jax.device_count(), jax.process_count())
+  mesh = shd.make_mesh(mesh_sizes)
+  tx, schedule = build_optimizer(config, handle)
+  loss_fn = make_lm_loss(handle.apply, mtp_mode=t.mtp_mode, mtp_weight=t.mtp_weight,
+                         z_loss_coef=t.z_loss, use_balance_loss=t.balance_loss)
+  bias_update = None
+  if handle.router_bias is not None and t.bias_update_rate:
+    bias_update = router_bias_update(handle.router_bias, handle.with_router_bias,
+                                     t.bias_update_rate)
+  train_it, heldout = data_iterators(config, handle.cfg.vocab_size)
+  ckpt = checkpoint.Checkpointer(workdir, keep=config.checkpoint.keep,
+                                 async_save=config.checkpoint.async_save)
+  state_sh = build.state_shardings(handle, tx, mesh, rules)
+  restored = ckpt.restore_latest(build.abstract_state(handle, tx), state_sh)
+  if restored is not None:
+    state, data_state, _ = restored
+    train_it.set_state(data_state)
+    log(f'resumed from {ckpt.directory} at step {int(state.step)}')
+  else:
+    state, _ = build.init_state(handle, tx, mesh, rules, t.seed)
+    if config.init_params_from:
+      params = checkpoint.load_params(config.init_params_from, jax.tree.map(
+          lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
+          state.params, state_sh.params))
+      state = state.replace(params=params)
+      log(f'initialized params from {config.init_params_from}')
+
+  step_fn = build.jit_train_step(loss_fn, state_sh, mesh, rules,
+                                 num_microbatches=t.microbatches, bias_update=bias_update)
+  eval_fn = build.jit_eval_step(loss_fn, state_sh.params, mesh, rules)
+  writer = SummaryWriter(os.path.join(workdir, 'tb')) if jax.process_index() == 0 else None
+  flops_per_token = handle.flops_per_token(t.seq_len)
+  peak = mx.measure_matmul_peak()
+  config_dict = config.to_dict()
+  preempt = _Preemption()
+  step = int(jax.device_get(state.step))
+  start_step, window_t0, window_step = step, time.perf_counter(), step
+  run_t0 = time.perf_counter()
+  log(f'training {handle.count_params()[0]:,} params on mesh {mesh_sizes} from step {step} '
+      f'to {t.steps}; matmul peak {peak / 1e9:.1f} GFLOP/s/device')
+  try:
+    while step < t.steps:
+      batch = shd.global_batch(next(train_it), mesh)
+      state, m = step_fn(state, batch)
+      step += 1
+      streak = int(m['nonfinite_streak'])
+      if streak:
+        log(f'step {step}: non-finite loss or gradient, step skipped ({streak} in a row)')
+        if streak >= t.max_nonfinite_in_a_row:
+          raise NonFiniteLossError(
+              f'{streak} non-finite steps in a row at step {step} '
+              f'(train.max_nonfinite_in_a_row={t.max_nonfinite_in_a_row}); last good '
+              f'checkpoint: {ckpt.all_steps()[-1] if ckpt.all_steps() else "none"}')
+      if step % t.log_every == 0 or step == t.steps:
+        m = jax.device_get(m)
+        dt = (time.perf_counter() - window_t0) / max(step - window_step, 1)
+        tps = t.batch_size * t.seq_len / dt
+        row = {k: float(v) for k, v in m.items()}
+        row.update(lr=float(schedule(step - 1)), step_time_s=dt, tokens_per_s=tps,
+                   mfu=mx.mfu(tps, flops_per_token, peak, jax.device_count()),
+                   skipped_total=float(jax.device_get(state.skipped_steps)),
+                   eta_s=(time.perf_counter() - run_t0) / (step - start_step) * (t.steps - step))
+        log(mx.log_line(step, t.steps, row))
+        if writer:
+          writer.scalars(step, {k: v for k, v in row.items() if k != 'eta_s'})
+        window_t0, window_step = time.perf_counter(), step
+      if step % t.eval_every == 0 or step == t.steps:
+        heldout_loss = _evaluate(eval_fn, state.params, heldout, mesh)
+        log(f'step {step}: held-out loss {heldout_loss:.4f}')
+        if writer:
+          writer.scalars(step, {'heldout_loss': heldout_loss})
+      stop = preempt.should_stop(step)
+      if step % config.checkpoint.every_steps == 0 or step == t.steps or stop:
+        ckpt.save(state, train_it.get_state(), config_dict, force=stop)
+      if stop:
+        log(f'preempted: saved step {step}, exiting')
+        break
+      if stop_after_steps is not None and step - start_step >= stop_after_steps:
+        break
+  finally:
+    ckpt.wait()
+    ckpt.close()
+    if writer:
+      writer.close()
+  return state
