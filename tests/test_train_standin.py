@@ -128,3 +128,15 @@ def synthetic_batches(n, batch_size=8, seq_len=16, seed=0, vocab=64):
   it = sd.lm_batches(sd.synthetic_tokens(4000, vocab, seed), batch_size=batch_size,
                      seq_len=seq_len, seed=seed)
   return [next(it) for _ in range(n)]
+
+
+def tiny_run_config(steps=12, every=4, log_every=1):
+  """configs/default.py shrunk for the stand-in (vocab 64 -> synthetic data)."""
+  from configs import default
+  c = default.get_config()
+  c.train.update(steps=steps, batch_size=8, seq_len=16, warmup_steps=2, log_every=log_every,
+                 eval_every=steps, eval_batches=2, lr=1e-2)
+  c.data.source = 'synthetic'
+  c.checkpoint.every_steps = every
+  c.rules = [list(r) for r in STANDIN_RULES]
+  return c
