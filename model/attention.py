@@ -52,10 +52,10 @@ class MLA(nn.Module):
             self.wq = logical_param(self, "wq", (d, h, n + r), (sh.EMBED, sh.HEADS, sh.HEAD_DIM), init)
         else:
             self.wq_a = logical_param(self, "wq_a", (d, c.q_lora_rank), (sh.EMBED, sh.Q_LATENT), init)
-            self.q_a_norm = RMSNorm(c.q_lora_rank, c.rms_norm_eps, sh.Q_LATENT)
+            self.q_a_norm = RMSNorm(c.q_lora_rank, 1e-6, sh.Q_LATENT)  # HF: fixed eps, not rms_norm_eps
             self.wq_b = logical_param(self, "wq_b", (c.q_lora_rank, h, n + r), (sh.Q_LATENT, sh.HEADS, sh.HEAD_DIM), init)
         self.wkv_a = logical_param(self, "wkv_a", (d, l + r), (sh.EMBED, sh.KV_LATENT), init)
-        self.kv_a_norm = RMSNorm(l, c.rms_norm_eps, sh.KV_LATENT)
+        self.kv_a_norm = RMSNorm(l, 1e-6, sh.KV_LATENT)  # HF: fixed eps
         self.wk_b = logical_param(self, "wk_b", (l, h, n), (sh.KV_LATENT, sh.HEADS, sh.HEAD_DIM), init)
         self.wv_b = logical_param(self, "wv_b", (l, h, c.v_head_dim), (sh.KV_LATENT, sh.HEADS, sh.HEAD_DIM), init)
         self.wo = logical_param(self, "wo", (h, c.v_head_dim, d), (sh.HEADS, sh.HEAD_DIM, sh.EMBED), init)
@@ -84,7 +84,7 @@ class MLA(nn.Module):
         cache: {'latent': [B,S,L], 'rope': [B,S,R], 'positions': [B,S] (-1 = empty)}; the T new tokens are
         written at slots `positions` (their absolute positions), then attended causally.
         """
-        cos, sin = rope_tables(self.cfg, positions)
+        cos, sin = rope_tables(self.cfg, jnp.maximum(positions, 0))  # negative = padding (decode)
         q_nope, q_rope = self._queries(x, cos, sin)
         latent, k_rope = self._latents(x, cos, sin)
         if cache is None:
