@@ -144,7 +144,7 @@ def test_config_styles():
     assert v5["rope_parameters"]["rope_type"] == "yarn" and v5["rope_parameters"]["rope_theta"] == 50000.0
     ckpt = json.load(open(os.path.join(ROOT, "sharded_fp8", "config.json")))
     assert "rope_parameters" not in ckpt and ckpt["rope_theta"] == 10000.0  # official checkpoint style
-    assert ckpt["rope_scaling"]["type"] == "yarn" and ckpt["rope_scaling"]["original_max_position_embeddings"] == 8
+    assert ckpt["rope_scaling"]["type"] == "yarn" and ckpt["rope_scaling"]["original_max_position_embeddings"] == 4096
     assert ckpt["quantization_config"] == {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
                                            "weight_block_size": [128, 128]}
 

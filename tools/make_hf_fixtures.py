@@ -72,7 +72,9 @@ VARIANTS = {
         vocab_size=160, hidden_size=160, intermediate_size=288, q_lora_rank=48, num_hidden_layers=3,
         first_k_dense_replace=1, n_routed_experts=8, num_experts_per_tok=2, n_group=4, topk_group=2,
         n_shared_experts=1, norm_topk_prob=True, routed_scaling_factor=2.5,
-        rope_parameters=dict(rope_theta=10000.0, **YARN), max_position_embeddings=32, num_nextn_predict_layers=0),
+        # Official-like original length 4096: the YaRN ramp then blends one frequency 50/50 (ramp = [0, 0, .5, 1]).
+        rope_parameters=dict(rope_theta=10000.0, **dict(YARN, original_max_position_embeddings=4096)),
+        max_position_embeddings=16384, num_nextn_predict_layers=0),
     # MTP module stored at layer index num_hidden_layers with the official DeepSeek-V3 names.
     "mtp": dict(
         vocab_size=128, q_lora_rank=24, num_hidden_layers=2, first_k_dense_replace=1, n_routed_experts=8,
