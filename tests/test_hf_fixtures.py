@@ -94,7 +94,7 @@ def expected_layer_names(cfg, i, moe):
     if cfg["q_lora_rank"] is None:
         names.append(p + "self_attn.q_proj.weight")
     else:
-        names += [p + "self_attn.q_a_proj.weight", p + "self_attn.q_a_layernorm.weight", p + "self_attn.q_b_proj.weight"]
+        names += [p + "self_attn." + k for k in ("q_a_proj.weight", "q_a_layernorm.weight", "q_b_proj.weight")]
     mlp_prefixes = [p + "mlp."]
     if moe:
         names += [p + "mlp.gate.weight", p + "mlp.gate.e_score_correction_bias"]
@@ -124,7 +124,8 @@ def test_tensor_names_and_shapes(fixture):
     d, heads = cfg["hidden_size"], cfg["num_attention_heads"]
     qk = cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"]
     shape = lambda k: tensors[k][1].shape  # noqa: E731
-    assert shape("model.layers.0.self_attn.kv_a_proj_with_mqa.weight") == (cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"], d)
+    kv_a_rows = cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"]  # latent + shared rope key
+    assert shape("model.layers.0.self_attn.kv_a_proj_with_mqa.weight") == (kv_a_rows, d)
     assert shape("model.layers.0.self_attn.kv_b_proj.weight") == (
         heads * (cfg["qk_nope_head_dim"] + cfg["v_head_dim"]), cfg["kv_lora_rank"])
     assert shape("model.layers.0.self_attn.o_proj.weight") == (d, heads * cfg["v_head_dim"])

@@ -1,6 +1,6 @@
 """Generate tiny HuggingFace DeepSeek-V3 reference fixtures for the JAX model.
 
-Run:  python tools/make_hf_fixtures.py      (about 20 s on 2 CPU cores)
+Run:  python tools/make_hf_fixtures.py      (about 10 s on 2 CPU cores; deterministic, byte-identical reruns)
 
 This is the ONLY file in the project that imports torch/transformers. It writes, per variant,
 tests/fixtures/hf/<name>/ with config.json, safetensors weights and reference.npz holding what HF
@@ -21,7 +21,11 @@ reference.npz keys (B=2 rows, T=12 tokens, N=B*T flattened tokens in row-major (
   routing_margin       float32 [M, N]          smallest gap (biased score / group score) at a top-k boundary;
                                                all > MIN_MARGIN so float32 implementations cannot flip choices
   unbiased_differs     bool    [M, N]          True where top-k without e_score_correction_bias picks other experts
-  (mtp only) mtp_logits float32 [B, T-1, V], mtp_hidden float32 [B, T-1, D]: see make_mtp_reference.
+  (mtp only) mtp_logits float32 [B, T-1, V], mtp_hidden float32 [B, T-1, D] and mtp_<routing keys> for the MTP
+             block's router over the B*(T-1) MTP positions: see mtp_reference.
+
+Optional: with `accelerate` importable, the FP8 fixture is also cross-checked against transformers' own FP8 loader.
+Needs transformers >= 5 (rope_parameters, experts_implementation, modeling_layers.MtpModel); made with 5.23.0.
 """
 
 import json
@@ -411,7 +415,8 @@ def save_safetensors(path, arrays):
     for name in sorted(arrays):
         a = arrays[name]
         raw = a.tobytes()
-        header[name] = {"dtype": ST_DTYPES[a.dtype], "shape": list(a.shape), "data_offsets": [offset, offset + len(raw)]}
+        header[name] = {"dtype": ST_DTYPES[a.dtype], "shape": list(a.shape),
+                        "data_offsets": [offset, offset + len(raw)]}
         blobs.append(raw)
         offset += len(raw)
     head = json.dumps(header, separators=(",", ":")).encode()
