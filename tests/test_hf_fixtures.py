@@ -288,3 +288,125 @@ def test_mtp_fixture():
 def test_total_size_small():
     total = sum(os.path.getsize(os.path.join(dp, f)) for dp, _, fs in os.walk(ROOT) for f in fs)
     assert total < 3_000_000
+
+
+# ---------------------------------------------------------------- numpy forward, written from tools/HF_SEMANTICS.md
+# An independent float64 re-implementation of the documented semantics (MLA with interleaved rope, YaRN, router,
+# MTP) must reproduce HF's float32 logits. This validates HF_SEMANTICS.md and the fixture weights together.
+# Letters: B batch, T tokens, D model, H heads, n nope dim, r rope dim, v value dim, L kv latent rank.
+
+def silu(x):
+    return x / (1 + np.exp(-x))
+
+
+def yarn_mscale(factor, m):
+    return 1.0 if factor <= 1 else 0.1 * m * math.log(factor) + 1.0
+
+
+def rope_setup(cfg):
+    """(inv_freq [r/2], attention_factor for cos/sin, softmax scale) from either config style."""
+    r = cfg["qk_rope_head_dim"]
+    rp = cfg.get("rope_parameters") or dict(cfg.get("rope_scaling") or {}, rope_theta=cfg["rope_theta"])
+    theta = rp["rope_theta"]
+    inv_freq = theta ** (-np.arange(0, r, 2) / r)
+    attention_factor, scale = 1.0, (cfg["qk_nope_head_dim"] + r) ** -0.5
+    if rp.get("rope_type", rp.get("type")) == "yarn":
+        factor, orig = rp["factor"], rp["original_max_position_embeddings"]
+        corr = lambda rot: r * math.log(orig / (rot * 2 * math.pi)) / (2 * math.log(theta))  # noqa: E731
+        low = max(math.floor(corr(rp.get("beta_fast") or 32)), 0)
+        high = min(math.ceil(corr(rp.get("beta_slow") or 1)), r - 1)
+        ramp = np.clip((np.arange(r // 2) - low) / max(high - low, 0.001), 0, 1)
+        inv_freq = inv_freq / factor * ramp + inv_freq * (1 - ramp)
+        m, m_all = rp.get("mscale"), rp.get("mscale_all_dim")
+        attention_factor = yarn_mscale(factor, m) / yarn_mscale(factor, m_all) if m and m_all else yarn_mscale(factor, 1)
+        if m_all:
+            scale *= yarn_mscale(factor, m_all) ** 2
+    return inv_freq, attention_factor, scale
+
+
+def rope_interleaved(x, pos, inv_freq, attention_factor):
+    """Pairs (x[2j], x[2j+1]) rotate by pos*inv_freq[j]; output de-interleaved like HF (same for q and k)."""
+    angle = pos[:, None] * inv_freq[None]  # [T, r/2]
+    cos, sin = np.cos(angle) * attention_factor, np.sin(angle) * attention_factor
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1)
+
+
+def mla(W, p, cfg, x, pos):
+    H, n, r, v, L = (cfg[k] for k in ("num_attention_heads", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+                                      "kv_lora_rank"))
+    B, T, _ = x.shape
+    inv_freq, attention_factor, scale = rope_setup(cfg)
+    if cfg["q_lora_rank"] is None:
+        q = x @ W[p + "q_proj.weight"].T
+    else:  # q_a_layernorm / kv_a_layernorm always use eps 1e-6
+        q = rmsnorm(x @ W[p + "q_a_proj.weight"].T, W[p + "q_a_layernorm.weight"], 1e-6) @ W[p + "q_b_proj.weight"].T
+    q = q.reshape(B, T, H, n + r).transpose(0, 2, 1, 3)  # [B, H, T, n+r]
+    ckv = x @ W[p + "kv_a_proj_with_mqa.weight"].T  # [B, T, L + r]
+    latent, k_pe = rmsnorm(ckv[..., :L], W[p + "kv_a_layernorm.weight"], 1e-6), ckv[..., L:]
+    kv = (latent @ W[p + "kv_b_proj.weight"].T).reshape(B, T, H, n + v).transpose(0, 2, 1, 3)  # [B, H, T, n+v]
+    q_pe = rope_interleaved(q[..., n:], pos, inv_freq, attention_factor)
+    k_pe = rope_interleaved(k_pe[:, None], pos, inv_freq, attention_factor)  # one head, shared by all
+    s = (q[..., :n] @ kv[..., :n].transpose(0, 1, 3, 2) + q_pe @ k_pe.transpose(0, 1, 3, 2)) * scale
+    s = s + np.triu(np.full((T, T), -np.inf), 1)
+    prob = np.exp(s - s.max(-1, keepdims=True))
+    prob /= prob.sum(-1, keepdims=True)
+    out = (prob @ kv[..., n:]).transpose(0, 2, 1, 3).reshape(B, T, H * v)
+    return out @ W[p + "o_proj.weight"].T
+
+
+def swiglu(W, p, x):
+    return (silu(x @ W[p + "gate_proj.weight"].T) * (x @ W[p + "up_proj.weight"].T)) @ W[p + "down_proj.weight"].T
+
+
+def moe(W, p, cfg, x):
+    flat = x.reshape(-1, x.shape[-1])
+    logits = flat @ W[p + "gate.weight"].T
+    ids = group_limited_topk(logits, W[p + "gate.e_score_correction_bias"], cfg)
+    w = np.take_along_axis(1 / (1 + np.exp(-logits)), ids, -1)  # unbiased scores
+    if cfg["norm_topk_prob"]:
+        w = w / (w.sum(-1, keepdims=True) + 1e-20)
+    w = w * cfg["routed_scaling_factor"]
+    out = np.zeros_like(flat)
+    for e in np.unique(ids):
+        tok, slot = np.nonzero(ids == e)
+        out[tok] += w[tok, slot, None] * swiglu(W, p + f"experts.{e}.", flat[tok])
+    return out.reshape(x.shape) + swiglu(W, p + "shared_experts.", x)
+
+
+def decoder_layer(W, i, cfg, h, pos):
+    p, eps = f"model.layers.{i}.", cfg["rms_norm_eps"]
+    h = h + mla(W, p + "self_attn.", cfg, rmsnorm(h, W[p + "input_layernorm.weight"], eps), pos)
+    x = rmsnorm(h, W[p + "post_attention_layernorm.weight"], eps)
+    dense = i < cfg["first_k_dense_replace"]  # MTP blocks (i >= num_hidden_layers) are always MoE
+    return h + (swiglu(W, p + "mlp.", x) if dense else moe(W, p + "mlp.", cfg, x))
+
+
+def float64_weights(tensors):
+    """Decoded tensors as float64, FP8 ones dequantized: W[i, j] = Wq[i, j] * scale_inv[i // 128, j // 128]."""
+    W = {k: a.astype(np.float64) for k, (_, a) in tensors.items() if not k.endswith("_scale_inv")}
+    for k, (_, scale) in tensors.items():
+        if k.endswith("_scale_inv"):
+            q = W[k[: -len("_scale_inv")]]
+            W[k[: -len("_scale_inv")]] = q * np.repeat(np.repeat(scale, FP8_BLOCK, 0), FP8_BLOCK, 1)[
+                : q.shape[0], : q.shape[1]]
+    return W
+
+
+def test_numpy_forward_matches_reference(fixture):
+    name, cfg, tensors, ref = fixture
+    W, eps, ids = float64_weights(tensors), cfg["rms_norm_eps"], ref["input_ids"]
+    pos = np.arange(SEQ, dtype=np.float64)
+    h = W["model.embed_tokens.weight"][ids]
+    for i in range(cfg["num_hidden_layers"]):
+        h = decoder_layer(W, i, cfg, h, pos)
+        np.testing.assert_allclose(h, ref["hidden_states"][i + 1], atol=1e-4, err_msg=f"{name} layer {i}")
+    final = rmsnorm(h, W["model.norm.weight"], eps)
+    np.testing.assert_allclose(final @ W["lm_head.weight"].T, ref["logits"], atol=1e-4, err_msg=name)
+    if "mtp_logits" in ref:  # x_i = eh_proj([enorm(embed(t_{i+1})), hnorm(final_hidden_i)]), positions 1..T-1
+        p = f"model.layers.{cfg['num_hidden_layers']}."
+        e = rmsnorm(W[p + "embed_tokens.weight"][ids[:, 1:]], W[p + "enorm.weight"], eps)
+        x = np.concatenate([e, rmsnorm(final[:, :-1], W[p + "hnorm.weight"], eps)], -1) @ W[p + "eh_proj.weight"].T
+        y = decoder_layer(W, cfg["num_hidden_layers"], cfg, x, pos[1:])
+        y = rmsnorm(y, W[p + "shared_head.norm.weight"], eps)
+        np.testing.assert_allclose(y @ W[p + "shared_head.head.weight"].T, ref["mtp_logits"], atol=1e-4)
