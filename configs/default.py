@@ -23,6 +23,7 @@ def get_config() -> ml_collections.ConfigDict:
       weight_decay=0.1, b1=0.9, b2=0.95, eps=1e-8, clip_norm=1.0,
       microbatches=1,             # gradient accumulation inside the step
       compute_dtype='float32',    # 'float32' | 'bfloat16' (params stay float32)
+      remat='none',               # 'none' | 'full' | 'dots' | 'dots_no_batch'
       z_loss=0.0, mtp_mode='ce', mtp_weight=0.3,  # mtp_mode: 'none' | 'ce' | 'distill'
       balance_loss=True, bias_update_rate=1e-3,
       max_nonfinite_in_a_row=5,

@@ -19,7 +19,8 @@ from train.model_api import ModelHandle
 class StandInConfig:
   vocab_size: int = 64
   d_model: int = 16
-  n_heads: int = 2
+  num_attention_heads: int = 2
+  max_position_embeddings: int = 64
   n_routed_experts: int = 4
   num_mtp_modules: int = 1
   dtype: str = 'float32'
@@ -87,8 +88,13 @@ def standin_handle(cfg: StandInConfig = StandInConfig()) -> ModelHandle:
       cfg=cfg, init_params=init_params, apply=apply, trainable_mask=trainable_mask,
       logical_specs=logical_specs, flops_per_token=lambda seq_len: 6.0 * n,
       count_params=lambda: (n, n),
-      router_bias=lambda params: params['router_bias'],
-      with_router_bias=lambda params, b: {**params, 'router_bias': b})
+      update_router_bias=_update_router_bias)
+
+
+def _update_router_bias(params, counts, rate):
+  load = counts['main'].astype(jnp.float32)
+  bias = params['router_bias'] + rate * jnp.sign(load.mean(-1, keepdims=True) - load)
+  return {**params, 'router_bias': bias}
 
 
 STANDIN_RULES = (('vocab', 'tensor'), ('embed', 'fsdp'), ('mlp', 'tensor'), ('exp', 'expert'))
@@ -119,7 +125,7 @@ def standin_setup(optimizer='adamw', lr=1e-2, steps=10, mtp_mode='ce', bias_rate
   tx = optim.make_optimizer(params=ap, trainable=h.trainable_mask(ap), schedule=sched,
                             optimizer=optimizer)
   loss_fn = losses.make_lm_loss(h.apply, mtp_mode=mtp_mode, use_balance_loss=balance)
-  bu = router_bias_update(h.router_bias, h.with_router_bias, bias_rate) if bias_rate else None
+  bu = router_bias_update(h.update_router_bias, bias_rate) if bias_rate else None
   return h, tx, loss_fn, bu
 
 

@@ -19,9 +19,10 @@ def check_config(config, model_cfg, num_devices: int, num_processes: int = 1) ->
   if config.checkpoint.every_steps <= 0:
     raise ConfigError(f'checkpoint.every_steps={config.checkpoint.every_steps}: must be > 0')
   mesh = dict(zip(MESH_AXES, resolve_mesh_shape(dict(config.mesh), num_devices)))
-  heads = getattr(model_cfg, 'n_heads', None)
-  if heads is not None and heads % mesh['tensor']:
-    raise ConfigError(f'model n_heads={heads} is not divisible by mesh.tensor={mesh["tensor"]}')
+  heads = model_cfg.num_attention_heads
+  if heads % mesh['tensor']:
+    raise ConfigError(f'model num_attention_heads={heads} is not divisible by '
+                      f'mesh.tensor={mesh["tensor"]}')
   experts = getattr(model_cfg, 'n_routed_experts', 0) or 0
   if experts and experts % mesh['expert']:
     raise ConfigError(f'model n_routed_experts={experts} is not divisible by '
@@ -34,7 +35,7 @@ def check_config(config, model_cfg, num_devices: int, num_processes: int = 1) ->
   if (t.batch_size // rows) % t.microbatches and t.batch_size % t.microbatches:
     raise ConfigError(f'train.batch_size={t.batch_size} is not divisible by '
                       f'train.microbatches={t.microbatches}')
-  max_len = getattr(model_cfg, 'max_seq_len', None)
-  if max_len is not None and t.seq_len > max_len:
-    raise ConfigError(f'train.seq_len={t.seq_len} exceeds model max_seq_len={max_len}')
+  max_len = model_cfg.max_position_embeddings
+  if t.seq_len > max_len:
+    raise ConfigError(f'train.seq_len={t.seq_len} exceeds model max_position_embeddings={max_len}')
   return mesh

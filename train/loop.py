@@ -30,16 +30,18 @@ class NonFiniteLossError(RuntimeError):
 
 
 def model_handle(config) -> ModelHandle:
-  """`config.model` is a preset name, or an HF directory (through model/'s HF import)."""
-  from model import presets  # pylint: disable=import-outside-toplevel
+  """`config.model` is a preset name, or an HF checkpoint directory (params loaded from it)."""
+  from model import hf, presets  # pylint: disable=import-outside-toplevel
   name = config.model
   if os.path.isdir(name):
-    from model import hf  # pylint: disable=import-outside-toplevel
-    cfg = hf.config_from_hf(name)
+    cfg, hf_dir = hf.read_config(name)[0], name
   else:
-    cfg = presets.get(name)
-  cfg = dataclasses.replace(cfg, dtype=config.train.compute_dtype)
-  return from_model_package(cfg)
+    try:
+      cfg, hf_dir = presets.get(name), None
+    except ValueError as e:
+      raise shd.ConfigError(f'model={name!r}: {e}') from None
+  cfg = dataclasses.replace(cfg, dtype=config.train.compute_dtype, remat=config.train.remat)
+  return from_model_package(cfg, hf_dir)
 
 
 def model_rules(config, handle: ModelHandle):
@@ -123,9 +125,8 @@ def train(config, workdir: str, *, handle: ModelHandle | None = None, rules=None
   loss_fn = make_lm_loss(handle.apply, mtp_mode=t.mtp_mode, mtp_weight=t.mtp_weight,
                          z_loss_coef=t.z_loss, use_balance_loss=t.balance_loss)
   bias_update = None
-  if handle.router_bias is not None and t.bias_update_rate:
-    bias_update = router_bias_update(handle.router_bias, handle.with_router_bias,
-                                     t.bias_update_rate)
+  if handle.update_router_bias is not None and t.bias_update_rate:
+    bias_update = router_bias_update(handle.update_router_bias, t.bias_update_rate)
   train_it, heldout = data_iterators(config, handle.cfg.vocab_size)
   ckpt = checkpoint.Checkpointer(workdir, keep=config.checkpoint.keep,
                                  async_save=config.checkpoint.async_save)
@@ -137,6 +138,11 @@ def train(config, workdir: str, *, handle: ModelHandle | None = None, rules=None
     log(f'resumed from {ckpt.directory} at step {int(state.step)}')
   else:
     state, _ = build.init_state(handle, tx, mesh, rules, t.seed)
+    if handle.hf_params is not None:
+      params = jax.tree.map(jax.device_put, handle.hf_params(), state_sh.params)
+      state = state.replace(params=params, opt_state=jax.jit(
+          tx.init, out_shardings=state_sh.opt_state)(params))
+      log(f'initialized params from HF checkpoint {config.model}')
     if config.init_params_from:
       params = checkpoint.load_params(config.init_params_from, jax.tree.map(
           lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
@@ -188,9 +194,11 @@ def train(config, workdir: str, *, handle: ModelHandle | None = None, rules=None
         log(f'step {step}: held-out loss {heldout_loss:.4f}')
         if writer:
           writer.scalars(step, {'heldout_loss': heldout_loss})
+        window_t0, window_step = time.perf_counter(), step  # throughput excludes eval
       stop = preempt.should_stop(step)
       if step % config.checkpoint.every_steps == 0 or step == t.steps or stop:
         ckpt.save(state, train_it.get_state(), config_dict, force=stop)
+        window_t0, window_step = time.perf_counter(), step  # and checkpoint copies
       if stop:
         log(f'preempted: saved step {step}, exiting')
         break

@@ -77,6 +77,14 @@ def mtp_self_distillation(mtp_logits, logits, loss_mask, segment_ids):
   return jnp.mean(jnp.stack(losses))
 
 
+def _expert_counts(out):
+  """{'main': [n_moe_layers, E], 'mtp': [M, E]} of whichever the model returned, or None."""
+  counts = {'main': getattr(out, 'expert_counts', None),
+            'mtp': getattr(out, 'mtp_expert_counts', None)}
+  counts = {k: v for k, v in counts.items() if v is not None}
+  return counts or None
+
+
 def make_lm_loss(apply_fn: Callable, *, mtp_mode: str = 'none', mtp_weight: float = 0.3,
                  z_loss_coef: float = 0.0, use_balance_loss: bool = True) -> Callable:
   """Next-token CE (+ MTP in 'ce' or 'distill' mode, + z-loss, + the model's balance loss)."""
@@ -102,8 +110,7 @@ def make_lm_loss(apply_fn: Callable, *, mtp_mode: str = 'none', mtp_weight: floa
     balance = getattr(out, 'balance_loss', None)
     if use_balance_loss and balance is not None:
       loss, metrics['balance'] = loss + balance, balance
-    aux = {'weight': jnp.sum(mask), 'metrics': metrics,
-           'expert_counts': getattr(out, 'expert_counts', None)}
+    aux = {'weight': jnp.sum(mask), 'metrics': metrics, 'expert_counts': _expert_counts(out)}
     return loss, aux
 
   return loss_fn

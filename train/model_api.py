@@ -20,37 +20,39 @@ class ModelHandle:
   logical_specs: Callable[[], Any]           # () -> PartitionSpec pytree of logical names
   flops_per_token: Callable[[int], float]    # seq_len -> training FLOPs/token (fwd + bwd)
   count_params: Callable[[], tuple[int, int]]  # () -> (total, active)
-  router_bias: Callable[[Params], Any] | None = None        # params -> [n_moe_layers, E]
-  with_router_bias: Callable[[Params, Any], Params] | None = None
+  # (params, expert counts {'main': [n_moe_layers, E], 'mtp': [M, E] (optional)}, rate) -> params;
+  # None for models without MoE.
+  update_router_bias: Callable[[Params, dict, float], Params] | None = None
+  hf_params: Callable[[], Params] | None = None  # numpy params of an HF checkpoint, if loaded from one
 
 
-def from_model_package(cfg) -> ModelHandle:
+def from_model_package(cfg, hf_dir: str | None = None) -> ModelHandle:
   """Handle for model/ (the real Transformer); imported lazily so train/ imports without it."""
-  import jax.numpy as jnp
-  import model as model_pkg
+  import model as m
 
-  module = model_pkg.Transformer(cfg)
+  module = m.Transformer(cfg)
 
   def init_params(rng):
-    tokens = jnp.zeros((1, 8), jnp.int32)
-    return module.init(rng, tokens)['params']
+    return m.params._init(cfg, rng)  # pylint: disable=protected-access  (unjitted: we jit it)
 
   def apply(params, tokens, positions=None, segment_ids=None):
     return module.apply({'params': params}, tokens, positions=positions, segment_ids=segment_ids)
 
-  def pick(name):
-    """Contract functions may live on the module instance or the package."""
-    return getattr(module, name, None) or getattr(model_pkg, name)
+  def update_router_bias(params, counts, rate):
+    return m.update_router_bias(params, counts['main'], counts.get('mtp'), rate=rate)
 
-  has_moe = cfg.n_routed_experts > 0 and cfg.n_layers > cfg.first_k_dense_replace
+  hf_params = None
+  if hf_dir:
+    hf_params = lambda: m.load_hf_checkpoint(hf_dir)[1]
+
   return ModelHandle(
       cfg=cfg,
       init_params=init_params,
       apply=apply,
-      trainable_mask=pick('trainable_mask'),
-      logical_specs=lambda: pick('param_logical_specs')(cfg),
-      flops_per_token=lambda seq_len: pick('flops_per_token')(cfg, seq_len),
-      count_params=lambda: model_pkg.count_params(cfg),
-      router_bias=pick('router_bias') if has_moe else None,
-      with_router_bias=pick('with_router_bias') if has_moe else None,
+      trainable_mask=m.trainable_mask,
+      logical_specs=lambda: m.param_logical_specs(cfg),
+      flops_per_token=lambda seq_len: m.flops_per_token(cfg, seq_len),
+      count_params=lambda: m.count_params(cfg),
+      update_router_bias=update_router_bias if cfg.num_moe_layers else None,
+      hf_params=hf_params,
   )

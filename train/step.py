@@ -21,7 +21,7 @@ import optax
 
 from train.state import TrainState
 
-BiasUpdate = Callable[[Any, jax.Array], Any]  # (params, global expert counts) -> params
+BiasUpdate = Callable[[Any, Any], Any]  # (params, global expert counts pytree) -> params
 
 
 def split_microbatches(batch: dict, n: int) -> dict:
@@ -50,8 +50,7 @@ def _grads_and_aux(params, batch, rng, loss_fn, num_microbatches):
     acc_loss, acc_grads, acc_metrics, acc_w, acc_counts = carry
     acc_grads = jax.tree.map(lambda a, g: a + w * g, acc_grads, grads)
     acc_metrics = jax.tree.map(lambda a, m: a + w * m, acc_metrics, aux['metrics'])
-    if acc_counts is not None:
-      acc_counts = acc_counts + aux['expert_counts']
+    acc_counts = jax.tree.map(jnp.add, acc_counts, aux['expert_counts'])
     return (acc_loss + w * loss, acc_grads, acc_metrics, acc_w + w, acc_counts), None
 
   first = jax.tree.map(lambda x: x[0], micro)
@@ -66,18 +65,13 @@ def _grads_and_aux(params, batch, rng, loss_fn, num_microbatches):
           jax.tree.map(lambda m: m * inv, metrics), w, counts)
 
 
-def router_bias_update(router_bias: Callable, with_router_bias: Callable, rate: float) -> BiasUpdate:
-  """DeepSeek-V3 aux-loss-free balancing: bias += rate * sign(mean_load - load), per MoE layer.
+def router_bias_update(update_router_bias: Callable, rate: float) -> BiasUpdate:
+  """DeepSeek-V3 aux-loss-free balancing (the model's rule: bias += rate * sign(mean - load)).
 
   `counts` are global: inside jit the batch is one global array, so the model's sum over tokens
   already covers every shard (XLA inserts the cross-device reduction).
   """
-  def update(params, counts):
-    load = counts.astype(jnp.float32)                      # [n_moe_layers, E]
-    mean_load = jnp.mean(load, axis=-1, keepdims=True)
-    bias = router_bias(params)
-    return with_router_bias(params, bias + rate * jnp.sign(mean_load - load).astype(bias.dtype))
-  return update
+  return lambda params, counts: update_router_bias(params, counts, rate)
 
 
 def train_step(state: TrainState, batch: dict, loss_fn: Callable, *, num_microbatches: int = 1,
