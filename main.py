@@ -12,7 +12,24 @@ import sys
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-_CONFIG = config_flags.DEFINE_config_file('config', 'configs/default.py', 'Run config (a .py preset).')
+
+
+def _config_error(e: Exception) -> None:
+  """A bad --config file or override (unknown key, wrong type, missing file) in one line."""
+  message = ' '.join(str(e).replace('\\n', ' ').replace('\\', '').split()).strip(chr(39))
+  if 'Attempted' in message:  # ml_collections lists every path it tried; the first line says it
+    message = message.split('Attempted')[0].strip()
+  overrides = ' '.join(a for a in sys.argv[1:] if a.startswith('--config'))
+  print(f'config error: {message} (flags: {overrides})', file=sys.stderr)
+  sys.exit(2)
+
+
+# ml_collections loads the default config file and applies --config.* overrides right here, at
+# definition time, so errors in them surface at import.
+try:
+  _CONFIG = config_flags.DEFINE_config_file('config', 'configs/default.py', 'Run config (a .py preset).')
+except (AttributeError, KeyError, TypeError, ValueError, OSError, flags.Error) as e:
+  _config_error(e)
 _WORKDIR = flags.DEFINE_string('workdir', 'workdir/default', 'Checkpoints, TensorBoard events.')
 _MODE = flags.DEFINE_enum('mode', 'pretrain', ['pretrain', 'sft', 'convert'], 'What to run.')
 _DRY_RUN = flags.DEFINE_bool('dry_run', False, 'Print sizes, FLOPs and per-device bytes; allocate nothing.')
@@ -39,6 +56,11 @@ def main(argv):
   from train.sharding import ConfigError  # pylint: disable=import-outside-toplevel
   config = _CONFIG.value
   try:
+    config.to_dict()  # a config file that failed to load raises here (ml_collections defers it)
+  except OSError:
+    path = [a.split('=', 1)[1] for a in sys.argv if a.startswith('--config=')] or ['?']
+    _config_error(OSError(f'cannot load config file {path[-1]} (missing, or get_config() failed)'))
+  try:
     if _DRY_RUN.value:
       from train import dry_run  # pylint: disable=import-outside-toplevel
       print(dry_run.report(config))
@@ -56,6 +78,13 @@ def main(argv):
     sys.exit(2)
 
 
+def _parse_flags(argv):
+  try:
+    return flags.FLAGS(argv)
+  except (AttributeError, KeyError, TypeError, ValueError, OSError, flags.Error) as e:
+    _config_error(e)
+
+
 if __name__ == '__main__':
   logging.set_verbosity(logging.WARNING)
-  app.run(main)
+  app.run(main, flags_parser=_parse_flags)
