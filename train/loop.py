@@ -155,19 +155,22 @@ def train(config, workdir: str, *, handle: ModelHandle | None = None, rules=None
   eval_fn = build.jit_eval_step(loss_fn, state_sh.params, mesh, rules)
   writer = SummaryWriter(os.path.join(workdir, 'tb')) if jax.process_index() == 0 else None
   flops_per_token = handle.flops_per_token(t.seq_len)
-  peak = mx.measure_matmul_peak()
+  peak = mx.measure_matmul_peak_all()
   config_dict = config.to_dict()
   preempt = _Preemption()
   step = int(jax.device_get(state.step))
   start_step, window_t0, window_step = step, time.perf_counter(), step
   run_t0 = time.perf_counter()
   log(f'training {handle.count_params()[0]:,} params on mesh {mesh_sizes} from step {step} '
-      f'to {t.steps}; matmul peak {peak / 1e9:.1f} GFLOP/s/device')
+      f'to {t.steps}; matmul peak {peak / 1e9:.1f} GFLOP/s (all devices)')
   try:
     while step < t.steps:
       batch = shd.global_batch(next(train_it), mesh)
       state, m = step_fn(state, batch)
       step += 1
+      if step == start_step + 1:  # throughput windows exclude the first step's compilation
+        jax.block_until_ready(state)
+        window_t0, window_step = time.perf_counter(), step
       streak = int(m['nonfinite_streak'])
       if streak:
         log(f'step {step}: non-finite loss or gradient, step skipped ({streak} in a row)')
@@ -182,7 +185,7 @@ def train(config, workdir: str, *, handle: ModelHandle | None = None, rules=None
         tps = t.batch_size * t.seq_len / dt
         row = {k: float(v) for k, v in m.items()}
         row.update(lr=float(schedule(step - 1)), step_time_s=dt, tokens_per_s=tps,
-                   mfu=mx.mfu(tps, flops_per_token, peak, jax.device_count()),
+                   mfu=mx.mfu(tps, flops_per_token, peak),
                    skipped_total=float(jax.device_get(state.skipped_steps)),
                    eta_s=(time.perf_counter() - run_t0) / (step - start_step) * (t.steps - step))
         log(mx.log_line(step, t.steps, row))
