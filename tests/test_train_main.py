@@ -19,7 +19,7 @@ def _main(*args, timeout=120):
     (['--config.train.steps=abc'], '--config.train.steps=abc'),
     (['--config=configs/nope.py'], 'cannot load config file configs/nope.py'),
     (['--config.mesh.tensor=3'], 'fixed axes (3) do not divide 8 devices'),
-    (['--config.mesh.data=1', '--config.mesh.tensor=8'],
+    (['--config.model=tiny', '--config.mesh.data=1', '--config.mesh.tensor=8'],
      'num_attention_heads=4 is not divisible by mesh.tensor=8'),
     (['--config.model=huge'], "unknown model preset 'huge'"),
     (['--config.train.optimizer=sgd'], "train.optimizer='sgd'"),
