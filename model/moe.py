@@ -136,8 +136,9 @@ def _grouped_matmul_bwd(res, g):
     xb, w, block_expert, block_used = res
     dx = jax.lax.map(lambda a: _block_matmul(a[0], jnp.swapaxes(w, 1, 2), a[1], a[2]), (g, block_expert, block_used))
 
-    def weight_tile(a):  # xb_m^T g_m: [D,F] per block, summed per expert below
-        return jax.lax.cond(a[2], lambda: a[0].T @ a[1], lambda: jnp.zeros(w.shape[1:], w.dtype))
+    def weight_tile(a):  # xb_m^T g_m: [D,F] per block in float32, summed per expert below
+        return jax.lax.cond(a[2], lambda: jnp.matmul(a[0].T, a[1], preferred_element_type=jnp.float32),
+                            lambda: jnp.zeros(w.shape[1:], jnp.float32))
 
     tiles = jax.lax.map(weight_tile, (xb, g, block_used))                     # [M, D, F]
     dw = jax.ops.segment_sum(tiles, block_expert, num_segments=w.shape[0], indices_are_sorted=True)
