@@ -134,3 +134,25 @@ class _PackIterator(grain.DatasetIterator):
         if state["offset"] >= 0:
             self._fetch()
             self._offset = state["offset"]
+
+
+def iter_pieces(batch: dict[str, np.ndarray]):
+    """Inverse of packing, for tests and inspection: yields each document piece of a batch in order
+    as {'ids': its tokens plus its last target, 'weights', 'positions', 'row'}."""
+    for b in range(batch["tokens"].shape[0]):
+        segments = batch["segment_ids"][b]
+        for s in range(1, int(segments.max(initial=0)) + 1):
+            idx = segments == s
+            yield {"ids": np.append(batch["tokens"][b][idx], batch["targets"][b][idx][-1]),
+                   "weights": batch["loss_mask"][b][idx], "positions": batch["positions"][b][idx], "row": b}
+
+
+def join_pieces(pieces, bos_id: int) -> list[np.ndarray]:
+    """Reassembles split documents: a piece that does not start with bos continues the previous one."""
+    docs: list[np.ndarray] = []
+    for piece in pieces:
+        if piece["ids"][0] == bos_id or not docs:
+            docs.append(piece["ids"])
+        else:
+            docs[-1] = np.concatenate([docs[-1], piece["ids"][1:]])
+    return docs

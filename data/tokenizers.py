@@ -249,20 +249,22 @@ class TiktokenTokenizer:
         unknown = set(special_ids) - set(SPECIAL_TOKENS)
         if unknown:
             raise KeyError(f"{path}: special_ids names unknown special tokens {sorted(unknown)}")
-        next_id = max([*ranks.values(), *special_ids.values()]) + 1
+        taken, next_id = set(special_ids.values()), max(ranks.values()) + 1
         self._special_to_id = {}
-        for name in SPECIAL_TOKENS:
+        for name in SPECIAL_TOKENS:       # unmapped names take the first free ids after the ranks
             if name in special_ids:
                 self._special_to_id[name] = special_ids[name]
-            else:
-                self._special_to_id[name], next_id = next_id, next_id + 1
+                continue
+            while next_id in taken:
+                next_id += 1
+            self._special_to_id[name], next_id = next_id, next_id + 1
         self._id_to_special = {i: n for n, i in self._special_to_id.items()}
         self._enc = tiktoken.Encoding(
             name=os.path.basename(path), pat_str=pat_str, mergeable_ranks=ranks,
             special_tokens={special_text(n): i for n, i in self._special_to_id.items()})
         self._ranks = ranks
         self.path = path
-        self.vocab_size = next_id
+        self.vocab_size = max(*ranks.values(), *self._special_to_id.values()) + 1
         self.pad_id, self.bos_id, self.eos_id = (self._special_to_id[n] for n in ("pad", "bos", "eos"))
 
     def special_id(self, name: str) -> int:
