@@ -1,0 +1,144 @@
+"""Param utilities that allocate nothing unless asked: init, logical specs, counts, FLOPs, the
+non-trainable router bias and its aux-loss-free update."""
+from __future__ import annotations
+
+import functools
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from model.config import ModelConfig
+from model.transformer import Transformer
+
+ROUTER_BIAS = "router_bias"
+
+
+def _dummy_tokens(batch: int = 1, seq: int = 1):
+    return jnp.zeros((batch, seq), jnp.int32)
+
+
+def abstract_variables(cfg: ModelConfig):
+    """Boxed (logically partitioned) ShapeDtypeStructs of init's variables; nothing is allocated."""
+    return jax.eval_shape(lambda: Transformer(cfg).init(jax.random.PRNGKey(0), _dummy_tokens()))
+
+
+def param_shapes(cfg: ModelConfig):
+    return nn.unbox(abstract_variables(cfg)["params"])
+
+
+def param_logical_specs(cfg: ModelConfig):
+    """Pytree of PartitionSpec over logical axis names, matching the params tree."""
+    return nn.get_partition_spec(abstract_variables(cfg))["params"]
+
+
+def _init(cfg: ModelConfig, rng):
+    return nn.unbox(Transformer(cfg).init(rng, _dummy_tokens())["params"])
+
+
+def init_params(cfg: ModelConfig, rng, out_shardings=None):
+    """Unboxed float32 params, created by one jitted init: with `out_shardings` (e.g. from
+    param_logical_specs mapped onto a mesh) every device materializes only its own shards."""
+    return jax.jit(_init, static_argnums=0, out_shardings=out_shardings)(cfg, rng)
+
+
+def _path_names(path) -> list[str]:
+    return [str(getattr(k, "key", getattr(k, "name", k))) for k in path]
+
+
+def trainable_mask(params):
+    """Pytree of bools: False for the router correction bias (updated by the loop, not the optimizer)."""
+    return jax.tree_util.tree_map_with_path(lambda p, _: _path_names(p)[-1] != ROUTER_BIAS, params)
+
+
+def _size(x) -> int:
+    n = 1
+    for d in x.shape:
+        n *= d
+    return n
+
+
+@functools.lru_cache(maxsize=None)
+def count_params(cfg: ModelConfig) -> tuple[int, int]:
+    """(total, active) parameter counts; embeddings and head included, MTP modules excluded.
+
+    Active = total minus the routed experts a token does not use: (E - k) / E of each MoE layer's
+    routed-expert weights.
+    """
+    shapes = param_shapes(cfg)
+    total = routed = 0
+    for path, leaf in jax.tree_util.tree_leaves_with_path(shapes):
+        names = _path_names(path)
+        if names[0].startswith("mtp_"):
+            continue
+        total += _size(leaf)
+        if names[-1] in ("wi_gate", "wi_up", "wo") and "moe" in names:
+            routed += _size(leaf)
+    e, k = cfg.n_routed_experts, cfg.num_experts_per_tok
+    inactive = routed * (e - k) // e if e else 0
+    return total, total - inactive
+
+
+def _active_matmul_params_per_layer(cfg: ModelConfig, moe: bool) -> int:
+    d, h = cfg.hidden_size, cfg.num_attention_heads
+    q = d * h * cfg.qk_head_dim if cfg.q_lora_rank is None else cfg.q_lora_rank * (d + h * cfg.qk_head_dim)
+    attn = q + d * (cfg.kv_lora_rank + cfg.qk_rope_head_dim) \
+        + cfg.kv_lora_rank * h * (cfg.qk_nope_head_dim + cfg.v_head_dim) + h * cfg.v_head_dim * d
+    if not moe:
+        return attn + 3 * d * cfg.intermediate_size
+    experts = (cfg.num_experts_per_tok + cfg.n_shared_experts) * 3 * d * cfg.moe_intermediate_size
+    return attn + experts + d * cfg.n_routed_experts  # + router
+
+
+def flops_per_token(cfg: ModelConfig, seq_len: int, training: bool = True) -> float:
+    """Analytic matmul FLOPs per token: 2 per active weight (MLA, active + shared experts, router,
+    head, MTP modules) plus causal attention (queries see (T+1)/2 keys on average:
+    2·H·(qk_head_dim + v_head_dim) per key). Training = 3x forward (backward is twice forward)."""
+    per_token = cfg.num_dense_layers * _active_matmul_params_per_layer(cfg, False)
+    per_token += cfg.num_moe_layers * _active_matmul_params_per_layer(cfg, True)
+    per_token += cfg.hidden_size * cfg.vocab_size                                 # output head
+    mtp_moe = cfg.n_routed_experts > 0 and cfg.num_hidden_layers >= cfg.first_k_dense_replace
+    per_mtp = _active_matmul_params_per_layer(cfg, mtp_moe) + 2 * cfg.hidden_size ** 2 + cfg.hidden_size * cfg.vocab_size
+    per_token += cfg.num_mtp_modules * per_mtp
+    attn_layers = cfg.num_hidden_layers + cfg.num_mtp_modules
+    attn = attn_layers * 2 * cfg.num_attention_heads * (cfg.qk_head_dim + cfg.v_head_dim) * (seq_len + 1) / 2
+    forward = 2 * per_token + attn
+    return 3 * forward if training else forward
+
+
+def _bias_leaves(params):
+    """[(path tuple, bias array)] for every MoE layer stack and MTP MoE block."""
+    found = []
+    for path, leaf in jax.tree_util.tree_leaves_with_path(params):
+        names = _path_names(path)
+        if names[-1] == ROUTER_BIAS:
+            found.append((tuple(names), leaf))
+    return found
+
+
+def router_bias(params):
+    """The main stack's correction biases [n_moe_layers, E]."""
+    return params["moe_layers"]["moe"][ROUTER_BIAS]
+
+
+def update_router_bias(params, expert_counts, mtp_expert_counts=None, rate: float = 1e-3):
+    """Aux-loss-free balancing (DeepSeek-V3): bias += rate · sign(mean load − load), per layer.
+
+    expert_counts [n_moe_layers, E] must be GLOBAL (summed over every data shard) so all replicas agree;
+    under jit with sharded batches the model's counts already are. Returns new params.
+    """
+    def nudge(bias, counts):
+        load = counts.astype(jnp.float32)
+        return bias + rate * jnp.sign(load.mean(-1, keepdims=True) - load)
+
+    params = jax.tree_util.tree_map(lambda x: x, params)  # shallow copy of the dict structure
+    if "moe_layers" in params:
+        moe = dict(params["moe_layers"]["moe"])
+        moe[ROUTER_BIAS] = nudge(moe[ROUTER_BIAS], expert_counts)
+        params["moe_layers"] = {**params["moe_layers"], "moe": moe}
+    for m in range(0 if mtp_expert_counts is None else mtp_expert_counts.shape[0]):
+        name = f"mtp_{m}"
+        moe = dict(params[name]["block"]["moe"])
+        moe[ROUTER_BIAS] = nudge(moe[ROUTER_BIAS], mtp_expert_counts[m])
+        params[name] = {**params[name], "block": {**params[name]["block"], "moe": moe}}
+    return params

@@ -1,0 +1,204 @@
+"""Model invariants: decode == forward, dispatch implementations agree with each other and with a
+per-token reference, router semantics, param counts of the presets, config errors."""
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from model import Transformer, count_params, init_params, presets
+from model.decode import cache_bytes_per_token, forward_cached, init_cache
+from model.moe import DISPATCH, choose_experts, route, dispatch_blocked
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    cfg = presets.get("tiny")
+    params = init_params(cfg, jax.random.PRNGKey(0))
+    return cfg, params
+
+
+def _apply(cfg, params, tokens, **kw):
+    """Jitted forward (eager Flax scans would recompile op by op)."""
+    return jax.jit(lambda p, t, kw: Transformer(cfg).apply({"params": p}, t, **kw))(params, tokens, kw)
+
+
+def _tokens(cfg, b=2, t=16, seed=1):
+    return jax.random.randint(jax.random.PRNGKey(seed), (b, t), 0, cfg.vocab_size)
+
+
+def test_preset_param_counts():
+    total, active = count_params(presets.get("kimi_k2"))
+    assert abs(total / 1e12 - 1.026) < 0.005 and abs(active / 1e9 - 32.9) < 0.2, (total, active)
+    total, active = count_params(presets.get("deepseek_v3"))
+    assert abs(total / 1e9 - 671) < 2 and abs(active / 1e9 - 37.5) < 0.3, (total, active)
+    total, _ = count_params(presets.get("small"))
+    assert 50e6 <= total <= 150e6
+
+
+def test_latent_cache_is_smaller_than_full_cache_for_kimi():
+    sizes = cache_bytes_per_token(presets.get("kimi_k2"))
+    # 576 values/token/layer (512 latent + 64 rope) vs 64 heads x (192 + 128).
+    assert sizes["latent"] == 61 * 576 * 2
+    assert sizes["uncompressed"] == 61 * 64 * 320 * 2
+
+
+@pytest.mark.parametrize("q_lora", [True, False])
+def test_token_by_token_decode_matches_forward(q_lora):
+    cfg = presets.get("tiny", rope_scaling=presets.get("deepseek_v3").rope_scaling.__class__(
+        factor=4.0, original_max_position_embeddings=8))
+    if not q_lora:
+        cfg = cfg.replace(q_lora_rank=None)
+    params = init_params(cfg, jax.random.PRNGKey(3))
+    tokens = _tokens(cfg, 2, 14)
+    full = _apply(cfg, params, tokens)
+    prefill = 5
+    cache = init_cache(cfg, 2, 16)
+    pos = jnp.broadcast_to(jnp.arange(prefill), (2, prefill))
+    step = jax.jit(lambda p, tok, pos, c: forward_cached(cfg, p, tok, pos, c))
+    out = step(params, tokens[:, :prefill], pos, cache)
+    logits = [out.logits]
+    cache = out.cache
+    for t in range(prefill, tokens.shape[1]):
+        out = step(params, tokens[:, t:t + 1], jnp.full((2, 1), t), cache)
+        cache = out.cache
+        logits.append(out.logits)
+    np.testing.assert_allclose(np.concatenate(logits, 1), full.logits, atol=1e-4, rtol=0)
+    assert float(full.logits.std()) > 0.1  # not a trivially flat comparison
+
+
+def test_rows_at_different_lengths_decode_independently(tiny):
+    cfg, params = tiny
+    tokens = _tokens(cfg, 2, 10)
+    full = _apply(cfg, params, tokens)
+    # Row 0 prefilled with 6 tokens, row 1 with 3 (padding marked by position -1).
+    pos = jnp.array([[0, 1, 2, 3, 4, 5], [0, 1, 2, -1, -1, -1]])
+    cached = jax.jit(lambda p, tok, pos, c: forward_cached(cfg, p, tok, pos, c))
+    out = cached(params, tokens[:, :6], pos, init_cache(cfg, 2, 12))
+    np.testing.assert_allclose(out.logits[0], full.logits[0, :6], atol=1e-4)
+    np.testing.assert_allclose(out.logits[1, :3], full.logits[1, :3], atol=1e-4)
+    nxt = cached(params, jnp.stack([tokens[0, 6:7], tokens[1, 3:4]]), jnp.array([[6], [3]]), out.cache)
+    np.testing.assert_allclose(nxt.logits[:, 0], jnp.stack([full.logits[0, 6], full.logits[1, 3]]), atol=1e-4)
+
+
+def _per_token_reference(x, kernel, bias, wi_gate, wi_up, wo, cfg):
+    """Naive numpy MoE, one token at a time, straight from the DeepSeek-V3 description."""
+    x, kernel, bias = (np.asarray(a, np.float64) for a in (x, kernel, bias))
+    wi_gate, wi_up, wo = (np.asarray(a, np.float64) for a in (wi_gate, wi_up, wo))
+    e, g = cfg.n_routed_experts, cfg.n_group
+    out, chosen = np.zeros_like(x), []
+    for n in range(x.shape[0]):
+        s = 1 / (1 + np.exp(-(x[n] @ kernel)))
+        biased = s + bias
+        groups = biased.reshape(g, e // g)
+        group_score = np.sort(groups, axis=1)[:, -2:].sum(1)
+        keep = np.argsort(-group_score)[: cfg.topk_group]
+        masked = np.full(e, -np.inf)
+        for grp in keep:
+            masked[grp * (e // g):(grp + 1) * (e // g)] = biased[grp * (e // g):(grp + 1) * (e // g)]
+        ids = np.argsort(-masked)[: cfg.num_experts_per_tok]
+        w = s[ids] / s[ids].sum() * cfg.routed_scaling_factor
+        for i, wi in zip(ids, w):
+            h = x[n] @ wi_gate[i]
+            h = h / (1 + np.exp(-h)) * (x[n] @ wi_up[i])
+            out[n] += wi * (h @ wo[i])
+        chosen.append(sorted(ids))
+    return out, np.array(chosen)
+
+
+@pytest.mark.parametrize("impl", sorted(DISPATCH))
+def test_dispatch_matches_per_token_reference(impl):
+    cfg = presets.get("tiny", n_routed_experts=8, n_group=4, topk_group=2, num_experts_per_tok=3)
+    keys = jax.random.split(jax.random.PRNGKey(7), 6)
+    n, d, f, e = 40, cfg.hidden_size, cfg.moe_intermediate_size, cfg.n_routed_experts
+    x = jax.random.normal(keys[0], (n, d))
+    kernel = jax.random.normal(keys[1], (d, e)) * 0.3
+    bias = jax.random.normal(keys[2], (e,)) * 0.3
+    wi_gate, wi_up = (jax.random.normal(k, (e, d, f)) * 0.1 for k in keys[3:5])
+    wo = jax.random.normal(keys[5], (e, f, d)) * 0.1
+    r = route(x, kernel, bias, cfg)
+    got = DISPATCH[impl](x, r, wi_gate, wi_up, wo, "float32")
+    want, chosen = _per_token_reference(x, kernel, bias, wi_gate, wi_up, wo, cfg)
+    np.testing.assert_array_equal(np.sort(np.asarray(r.expert_ids), 1), chosen)
+    np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4)
+    # The bias changes choices for some tokens (else the test would not cover it).
+    unbiased = choose_experts(r.scores, jnp.zeros(e), cfg.num_experts_per_tok, cfg.n_group, cfg.topk_group)
+    assert np.any(np.sort(np.asarray(unbiased), 1) != chosen)
+
+
+@pytest.mark.parametrize("block", [1, 8, 64])
+def test_blocked_dispatch_is_dropless_for_any_block_size(block):
+    cfg = presets.get("tiny")
+    e, d, f = cfg.n_routed_experts, cfg.hidden_size, cfg.moe_intermediate_size
+    keys = jax.random.split(jax.random.PRNGKey(2), 5)
+    x = jax.random.normal(keys[0], (33, d))
+    # Skewed routing: all tokens to experts 0 and 1 -> one group holds every assignment.
+    r = route(x, jax.random.normal(keys[1], (d, e)), jnp.array([5.0, 5.0] + [0.0] * (e - 2)), cfg)
+    assert set(np.unique(r.expert_ids)) <= {0, 1, 2, 3}
+    w = [jax.random.normal(k, s) * 0.1 for k, s in zip(keys[2:], [(e, d, f), (e, d, f), (e, f, d)])]
+    np.testing.assert_allclose(dispatch_blocked(x, r, *w, "float32", block=block),
+                               DISPATCH["dense"](x, r, *w, "float32"), atol=1e-5)
+
+
+def test_model_dispatch_impls_agree_in_forward_and_grad(tiny):
+    cfg, params = tiny
+    tokens = _tokens(cfg)
+
+    def loss(p, impl):
+        out = Transformer(cfg.replace(moe_impl=impl)).apply({"params": p}, tokens)
+        return jnp.mean(jax.nn.log_softmax(out.logits)[..., 0]) + jnp.mean(out.mtp_logits)
+
+    grad_fn = jax.jit(jax.value_and_grad(loss), static_argnums=1)
+    ref_val, ref_grad = grad_fn(params, "dense")
+    for impl in ("blocked", "ragged"):
+        val, grad = grad_fn(params, impl)
+        np.testing.assert_allclose(val, ref_val, atol=1e-5)
+        jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-5), grad, ref_grad)
+    bias_grad = ref_grad["moe_layers"]["moe"]["router_bias"]
+    assert np.all(np.asarray(bias_grad) == 0)  # non-trainable: stop_gradient
+
+
+def test_router_replay_reproduces_logits(tiny):
+    cfg, params = tiny
+    tokens = _tokens(cfg)
+    out = _apply(cfg, params, tokens)
+    replay = _apply(cfg, params, tokens, forced_experts=out.expert_ids)
+    np.testing.assert_array_equal(replay.logits, out.logits)
+    other = (out.expert_ids + 1) % cfg.n_routed_experts
+    forced = _apply(cfg, params, tokens, forced_experts=other)
+    np.testing.assert_array_equal(forced.expert_ids, other)
+    assert not np.allclose(forced.logits, out.logits)
+
+
+def test_segments_block_attention_across_documents(tiny):
+    cfg, params = tiny
+    a, b = _tokens(cfg, 1, 6, seed=4), _tokens(cfg, 1, 5, seed=5)
+    packed = jnp.concatenate([a, b], 1)
+    seg = jnp.array([[1] * 6 + [2] * 5])
+    pos = jnp.array([list(range(6)) + list(range(5))])
+    out = _apply(cfg, params, packed, positions=pos, segment_ids=seg).logits
+    np.testing.assert_allclose(out[:, :6], _apply(cfg, params, a).logits, atol=1e-5)
+    np.testing.assert_allclose(out[:, 6:], _apply(cfg, params, b).logits, atol=1e-5)
+
+
+def test_expert_counts_exclude_padding(tiny):
+    cfg, params = tiny
+    tokens = _tokens(cfg, 2, 8)
+    seg = jnp.array([[1] * 8, [1] * 5 + [0] * 3])
+    out = _apply(cfg, params, tokens, segment_ids=seg)
+    assert out.expert_counts.shape == (cfg.num_moe_layers, cfg.n_routed_experts)
+    assert int(out.expert_counts.sum()) == 13 * cfg.num_experts_per_tok * cfg.num_moe_layers
+
+
+@pytest.mark.parametrize("bad, message", [
+    (dict(n_routed_experts=6, n_group=4), "divisible by n_group"),
+    (dict(qk_rope_head_dim=7), "qk_rope_head_dim must be even"),
+    (dict(num_experts_per_tok=9), "num_experts_per_tok"),
+    (dict(moe_impl="magic"), "moe_impl"),
+])
+def test_malformed_config_errors_name_the_field(bad, message):
+    with pytest.raises(ValueError, match=message):
+        presets.get("tiny", **bad)
+    with pytest.raises(ValueError, match="unknown model preset"):
+        presets.get("nope")
