@@ -44,6 +44,7 @@ DataCounters ('<source>/skipped_<kind>'; the first few are also logged with thei
 Empty documents (stdlib has empty __init__.py files) are always skipped and counted.
 
 Tokenizers: data.tokenizers.load_tokenizer('byte' | 'hf:PATH' | 'tiktoken:PATH'); local files only.
+Inspection: data.packing.iter_pieces(batch) / join_pieces(...) undo the packing (used by the tests).
 """
 import importlib
 import os

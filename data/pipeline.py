@@ -136,8 +136,10 @@ class _DocLoader:
         return None
 
 
-def _source_rows(spec: SourceSpec, source_number: int, tok: Tokenizer, split: str, cfg: DataConfig,
-                 counters: DataCounters, host: tuple[int, int]) -> grain.IterDataset:
+def _source_rows(spec: SourceSpec, source_number: int, tok: Tokenizer, byte_lengths: np.ndarray,
+                 split: str, cfg: DataConfig, counters: DataCounters, host: tuple[int, int]
+                 ) -> grain.IterDataset:
+    """One source's packed rows for this host (train: shuffled, repeated; held-out: one pass)."""
     source = open_source(spec)
     index, count = host
     docs = grain.MapDataset.range(len(source))[index::count]
@@ -152,8 +154,8 @@ def _source_rows(spec: SourceSpec, source_number: int, tok: Tokenizer, split: st
         stream = grain.experimental.WithOptionsIterDataset(
             stream, grain.experimental.DatasetOptions(filter_warn_threshold_ratio=None))
     return PackIterDataset(stream, seq_len=cfg.seq_len, pad_id=tok.pad_id,
-                           byte_lengths=token_byte_lengths(tok),
-                           avoid_splitting=cfg.avoid_splitting)
+                           byte_lengths=byte_lengths, avoid_splitting=cfg.avoid_splitting)
+
 
 
 def train_iterator(cfg: DataConfig, counters: DataCounters | None = None,
@@ -166,7 +168,8 @@ def train_iterator(cfg: DataConfig, counters: DataCounters | None = None,
     tok = tok or load_tokenizer(cfg.tokenizer)
     counters = counters if counters is not None else DataCounters()
     host = _process_index_and_count(cfg)
-    rows = [_source_rows(s, n, tok, TRAIN, cfg, counters, host) for n, s in enumerate(cfg.sources)]
+    byte_lengths = token_byte_lengths(tok)
+    rows = [_source_rows(s, n, tok, byte_lengths, TRAIN, cfg, counters, host) for n, s in enumerate(cfg.sources)]
     mixed = rows[0] if len(rows) == 1 else grain.IterDataset.mix(rows, [s.weight for s in cfg.sources])
     return iter(mixed.batch(cfg.global_batch_size // host[1], drop_remainder=True))
 
@@ -185,8 +188,9 @@ def held_out_batches(cfg: DataConfig, counters: DataCounters | None = None,
     counters = counters if counters is not None else DataCounters()
     host = _process_index_and_count(cfg)
     local_batch = cfg.global_batch_size // host[1]
+    byte_lengths = token_byte_lengths(tok)
     rows = (row for n, s in enumerate(cfg.sources)
-            for row in _source_rows(s, n, tok, HELD_OUT, cfg, counters, host))
+            for row in _source_rows(s, n, tok, byte_lengths, HELD_OUT, cfg, counters, host))
     yielded = 0
     while num_batches is None or yielded < num_batches:
         batch = [row for _, row in zip(range(local_batch), rows)]

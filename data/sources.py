@@ -79,7 +79,9 @@ class DataCounters:
     """Thread-safe counts of documents read, tokens produced and documents skipped, per source.
 
     Keys look like 'stdlib/documents', 'stdlib/tokens', 'traces/skipped_bad_json'. `snapshot()`
-    is what the loop logs. Reader threads run ahead of training, so counts include prefetched docs.
+    is what the loop logs. Reader threads run ahead of training, so counts include prefetched docs;
+    counts start at zero in each process (they are not checkpointed), and a restore re-reads the
+    document it resumes inside, counting it again.
     """
 
     _LOGGED_PER_KEY = 3   # log the first few skips of each kind with their location, then count only

@@ -12,8 +12,12 @@ no files, so tests and the default main job run anywhere.
 """
 from __future__ import annotations
 
+import hashlib
+import os
 import re
-from typing import Protocol, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
+
+import numpy as np
 
 # One list, one order: the byte tokenizer assigns ids 256.. in this order.
 SPECIAL_TOKENS: tuple[str, ...] = (
@@ -98,13 +102,6 @@ class ByteTokenizer:
 # template renders the same text whatever the vocabulary. A backend may map a name onto one of its
 # own tokens (Kimi's '<|im_user|>' for 'user'); names it lacks get fresh ids after its vocabulary.
 # ---------------------------------------------------------------------------------------------
-
-import base64
-import hashlib
-import os
-from typing import Any, Callable, Mapping
-
-import numpy as np
 
 # GPT-2 / tiktoken-style pre-tokenisation regex (cl100k); Kimi's file needs its own (pass pat_str).
 DEFAULT_PAT_STR = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
