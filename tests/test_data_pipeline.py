@@ -219,3 +219,18 @@ def test_stdlib_is_the_default_corpus():
     assert len(source) > 500 and not any("site-packages" in f for f in source.files)
     openings = {open(f, "rb").read(60).decode("utf-8", "replace")[:20] for f in source.files}
     assert all(TOK.decode(p["ids"][1:21]) in openings for p in pieces if len(p["ids"]) > 21)
+
+
+@pytest.mark.parametrize("spec", ["byte", "hf", "tiktoken"])
+def test_held_out_target_bytes_equal_the_documents_bytes_for_every_tokenizer(tmp_path, spec):
+    from data.sources import Document, is_held_out
+    fixtures = os.path.join(os.path.dirname(__file__), "fixtures", "data")
+    tokenizer = {"byte": "byte", "hf": f"hf:{fixtures}/tokenizer.json",
+                 "tiktoken": f"tiktoken:{fixtures}/tiktoken.model"}[spec]
+    docs = [d + " déjà 日本" for d in texts(60, max_len=40)]
+    cfg = config((write_jsonl(tmp_path / "a.jsonl", docs),), held_out_fraction=0.5, seq_len=64,
+                 tokenizer=tokenizer)
+    held = [d for d in docs if is_held_out(Document(d, ""), 0.5)]
+    batches = list(held_out_batches(cfg))
+    assert 10 < len(held) < 50
+    assert sum(int(b["target_bytes"].sum()) for b in batches) == sum(len(d.encode()) for d in held)
