@@ -196,6 +196,19 @@ class FilesSource:
             return Document(_decode_utf8(f.read(), path), path)
 
 
+def _line_bounds(data, chunk: int = 1 << 26) -> np.ndarray:
+    """Start offset of every line, then len(data): scanned 64 MiB at a time, so indexing a large
+    file costs no memory beyond the index itself."""
+    starts = [np.zeros(1, np.int64)]
+    for lo in range(0, len(data), chunk):
+        piece = np.frombuffer(data, np.uint8, count=min(chunk, len(data) - lo), offset=lo)
+        starts.append(np.flatnonzero(piece == ord("\n")).astype(np.int64) + lo + 1)
+    starts = np.concatenate(starts)
+    if starts[-1] >= len(data):           # a final newline (or an empty file) starts no line
+        starts = starts[:-1]
+    return np.append(starts, len(data))
+
+
 class JsonlSource:
     """One line = one JSON object; lines are indexed by byte offset (files are memory-mapped)."""
 
@@ -205,12 +218,8 @@ class JsonlSource:
         for path in self.files:
             with open(path, "rb") as f:
                 data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if os.path.getsize(path) else b""
-            newlines = np.flatnonzero(np.frombuffer(data, np.uint8) == ord("\n")) if len(data) else np.zeros(0, int)
-            starts = np.concatenate([[0], newlines + 1]).astype(np.int64)
-            if starts[-1] >= len(data):       # a final newline does not start another line
-                starts = starts[:-1]
             self._maps.append(data)
-            self._starts.append(np.append(starts, len(data)))
+            self._starts.append(_line_bounds(data))
         self._index = _MultiFileIndex([len(s) - 1 for s in self._starts])
         if not len(self._index):
             raise FileNotFoundError(f"source {label}: {', '.join(self.files)} holds no lines")

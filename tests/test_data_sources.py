@@ -160,3 +160,13 @@ def test_chat_with_malformed_tool_call_is_named(tmp_path):
     it = train_iterator(config(path, strict=True, field="messages"))
     with pytest.raises(DataError, match=r"c.jsonl:1: malformed message"):
         next(it)
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 1 << 26])
+def test_jsonl_line_index_is_independent_of_the_scan_chunk(chunk):
+    from data.sources import _line_bounds
+    for data in [b"", b"a", b"a\n", b"\n", b"ab\n\ncd\nef", b"x\ny\n"]:
+        bounds = _line_bounds(data, chunk=chunk)
+        lines = [data[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+        assert b"".join(lines) == data
+        assert [line.rstrip(b"\n") for line in lines] == data.splitlines()
