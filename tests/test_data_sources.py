@@ -31,7 +31,7 @@ def test_files_globs_and_directories(tmp_path):
     assert len(read_all(SourceSpec("files", (str(tmp_path / "code"),)))) == 4
 
 
-def test_jsonl_parquet_array_record_read_the_same_documents(tmp_path):
+def test_jsonl_and_array_record_read_the_same_documents(tmp_path):
     jsonl = write(tmp_path / "d.jsonl", "".join(json.dumps({"text": d}) + "\n" for d in DOCS).encode())
     assert read_all(SourceSpec("jsonl", (jsonl,))) == DOCS
 
@@ -43,11 +43,15 @@ def test_jsonl_parquet_array_record_read_the_same_documents(tmp_path):
     writer.close()
     assert read_all(SourceSpec("array_record", (path,))) == DOCS
 
+
+def test_parquet_reads_the_same_documents_across_row_groups(tmp_path):
     pq = pytest.importorskip("pyarrow.parquet", reason="Parquet needs pyarrow (not a core dependency)")
     import pyarrow as pa
     parquet = str(tmp_path / "d.parquet")
     pq.write_table(pa.table({"text": DOCS, "n": [1, 2, 3]}), parquet, row_group_size=2)
     assert read_all(SourceSpec("parquet", (parquet,))) == DOCS
+    with pytest.raises(DataError, match=r"d.parquet: no column 'body'"):
+        open_source(SourceSpec("parquet", (parquet,), field="body"))
 
 
 def test_jsonl_line_numbers_survive_blank_lines_and_missing_final_newline(tmp_path):
