@@ -31,6 +31,7 @@ from data.sources import (DataCounters, DataError, SourceSpec, is_held_out, open
 from data.tokenizers import Tokenizer, load_tokenizer, token_byte_lengths
 
 TRAIN, HELD_OUT = "train", "held_out"
+_PREFETCH = 64   # documents each source's reader threads may read ahead
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,8 +100,8 @@ def _process_index_and_count(cfg: DataConfig) -> tuple[int, int]:
 class _DocLoader:
     """Index -> tokenized document of the wanted split, or None (skipped/other split; counted).
 
-    Raises when a whole pass over the source yields nothing (all bad, or all in the other split),
-    which would otherwise spin forever on an infinite repeat.
+    Raises when more than two passes' worth of documents in a row yield nothing (all bad, or all
+    in the other split), which would otherwise spin forever on an infinite repeat.
     """
 
     def __init__(self, source, tok: Tokenizer, split: str, cfg: DataConfig, counters: DataCounters):
@@ -109,31 +110,33 @@ class _DocLoader:
         self._misses, self._lock = 0, threading.Lock()
 
     def __call__(self, i: int) -> dict[str, np.ndarray] | None:
+        tokens = self._load(int(i))
+        with self._lock:
+            self._misses = 0 if tokens is not None else self._misses + 1
+            # A usable document recurs once per epoch, so between two of them at most 2 * (len - 1)
+            # documents miss (end of one shuffled epoch + start of the next); reader threads finish
+            # out of order by at most their look-ahead (_PREFETCH elements).
+            if self._misses > 2 * len(self._source) + 2 * _PREFETCH:
+                raise DataError("no_documents", self._label,
+                                f"source {self._label}: a whole pass yielded no {self._split} document")
+        return tokens
+
+    def _load(self, i: int) -> dict[str, np.ndarray] | None:
         try:
-            doc = self._source.read(int(i))
+            doc = self._source.read(i)
             if not doc.value:
                 raise DataError("empty", doc.where, "empty document")
             if is_held_out(doc, self._cfg.held_out_fraction) != (self._split == HELD_OUT):
-                return self._miss()
+                return None
             tokens = tokenize_document(self._tok, doc)
         except DataError as e:
             if self._cfg.strict and e.kind != "empty":   # empty files are normal (__init__.py)
                 raise
             self._counters.skipped(self._label, e)
-            return self._miss()
-        with self._lock:
-            self._misses = 0
+            return None
         self._counters.add(f"{self._label}/documents")
         self._counters.add(f"{self._label}/tokens", len(tokens["ids"]) - 1)
         return tokens
-
-    def _miss(self) -> None:
-        with self._lock:
-            self._misses += 1
-            if self._misses > len(self._source) + 1:
-                raise DataError("empty", self._label,
-                                f"source {self._label}: a whole pass yielded no {self._split} document")
-        return None
 
 
 def _source_rows(spec: SourceSpec, source_number: int, tok: Tokenizer, byte_lengths: np.ndarray,
@@ -149,13 +152,12 @@ def _source_rows(spec: SourceSpec, source_number: int, tok: Tokenizer, byte_leng
         seed = int(np.random.SeedSequence([cfg.seed, source_number]).generate_state(1)[0])
         docs = docs.shuffle(seed=seed).repeat()
     docs = docs.map(_DocLoader(source, tok, split, cfg, counters))
-    stream = docs.to_iter_dataset(grain.ReadOptions(num_threads=cfg.num_threads, prefetch_buffer_size=64))
+    stream = docs.to_iter_dataset(grain.ReadOptions(num_threads=cfg.num_threads, prefetch_buffer_size=_PREFETCH))
     if split == HELD_OUT:   # ~99% of documents belong to the other split: expected, not a warning
         stream = grain.experimental.WithOptionsIterDataset(
             stream, grain.experimental.DatasetOptions(filter_warn_threshold_ratio=None))
     return PackIterDataset(stream, seq_len=cfg.seq_len, pad_id=tok.pad_id,
                            byte_lengths=byte_lengths, avoid_splitting=cfg.avoid_splitting)
-
 
 
 def train_iterator(cfg: DataConfig, counters: DataCounters | None = None,
@@ -182,7 +184,7 @@ def held_out_batches(cfg: DataConfig, counters: DataCounters | None = None,
     The last batch is filled with empty rows (loss_mask 0) so every batch has the training shape.
     num_batches: yield exactly this many (truncating, or adding all-padding batches). Multi-host
     evaluation needs it: hosts hold different amounts of held-out data but must run the same
-    number of steps.
+    number of steps. Without it, a source whose held-out split is empty yields no batch.
     """
     tok = tok or load_tokenizer(cfg.tokenizer)
     counters = counters if counters is not None else DataCounters()
