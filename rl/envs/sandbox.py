@@ -1,0 +1,433 @@
+"""Sandboxed command execution for agent episodes.
+
+Each `Sandbox` owns a fresh copy of a repo (the "episode directory") and a private, otherwise unused
+uid. Commands run as that uid, so the kernel enforces RLIMIT_NPROC per episode (it never does for
+root), files outside the episode are protected by ordinary permissions, and after every command the
+episode's leftover processes (daemons, fork-bomb children) are killed with one `kill(-1)` issued as
+that uid, which the kernel applies to every process of the uid in a single pass.
+
+Backends, chosen once per process:
+- "bwrap" (bubblewrap): new pid/net/ipc/uts namespaces (no network; every process dies when the
+  command's shell exits), the system bound read-only (/usr, a few /etc files, the Python prefix),
+  a private tmpfs /tmp, the episode bound read-write at /repo; nothing else of the host is visible.
+- "rlimit": no namespaces. Same uid switch, rlimits, timeouts and process sweep, but the network and
+  world-readable/writable host paths (/tmp) are reachable. Used only when bwrap is missing or does
+  not work here, with one loud warning. Force it with RL_ENVS_SANDBOX=rlimit (tests do, to cover it).
+
+Without root the uid switch is impossible: commands then run as the caller under bwrap's user
+namespace, RLIMIT_NPROC is left unset (it would count all of the caller's processes), and a fork bomb
+is contained only by the pid namespace and the wall timeout.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import secrets
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+SANDBOX_REPO = "/repo"   # where the episode directory appears inside bwrap
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """Per-command resource limits. Memory is address space, so it bounds what a process can map."""
+    cpu_s: int = 30                      # RLIMIT_CPU per process (soft; hard = soft + 1 -> SIGKILL)
+    memory_bytes: int = 2 << 30          # RLIMIT_AS per process
+    nproc: int = 128                     # RLIMIT_NPROC for the episode uid (root only)
+    file_bytes: int = 64 << 20           # RLIMIT_FSIZE: largest file a command may write
+    output_bytes: int = 32 << 10         # output kept for the caller (head + tail)
+    output_kill_bytes: int = 16 << 20    # output beyond this ends the command (limit "output")
+    tmp_bytes: int = 256 << 20           # size of the private /tmp tmpfs (bwrap only)
+
+
+@dataclasses.dataclass
+class RunResult:
+    exit_code: int            # shell convention: 128 + signal when a signal ended it
+    output: str               # stdout+stderr interleaved, capped to Limits.output_bytes with a marker
+    timed_out: bool           # the wall timeout killed the process tree
+    limit: str | None         # "cpu" | "file_size" | "memory" | "processes" | "output" | None
+    output_bytes: int         # bytes the command produced in total
+    duration_s: float
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out and self.limit is None
+
+    @property
+    def status(self) -> str:
+        if self.timed_out:
+            return "timeout"
+        if self.limit:
+            return f"limit:{self.limit}"
+        return "ok" if self.exit_code == 0 else f"exit:{self.exit_code}"
+
+
+# ---------------------------------------------------------------- backend selection
+
+def _is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def _python_prefixes() -> list[str]:
+    """Python installations the sandbox must see read-only (the interpreter + its site-packages)."""
+    prefixes = {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)}
+    return sorted(p for p in prefixes if p not in ("/usr", "/"))
+
+
+_ETC_FILES = ("ld.so.cache", "ld.so.conf", "passwd", "group", "nsswitch.conf", "localtime", "hosts")
+
+
+def _bwrap_prefix(episode_dir: str, limits: Limits) -> list[str]:
+    args = ["bwrap", "--ro-bind", "/usr", "/usr"]
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        path = f"/{name}"
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    args += ["--dir", "/etc"]
+    for name in _ETC_FILES:
+        if os.path.exists(f"/etc/{name}"):
+            args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+    if os.path.isdir("/etc/alternatives"):
+        args += ["--ro-bind", "/etc/alternatives", "/etc/alternatives"]
+    for prefix in _python_prefixes():
+        # Parents (e.g. /root/.pyenv under a 0700 /root) are created empty and traversable, so the
+        # prefix is usable while the rest of the host home stays invisible.
+        parents = list(Path(prefix).parents)[::-1][1:]
+        for parent in parents:
+            args += ["--perms", "0755", "--dir", str(parent)]
+        args += ["--ro-bind", prefix, prefix]
+    args += ["--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp",
+             "--proc", "/proc", "--dev", "/dev",
+             "--bind", episode_dir, SANDBOX_REPO, "--chdir", SANDBOX_REPO,
+             "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+             "--die-with-parent", "--new-session", "--clearenv"]
+    if not _is_root():
+        args += ["--unshare-user"]
+    for key, value in _sandbox_env(SANDBOX_REPO).items():
+        args += ["--setenv", key, value]
+    return args + ["--"]
+
+
+def _sandbox_env(repo: str) -> dict[str, str]:
+    bins = [os.path.join(p, "bin") for p in _python_prefixes()]
+    return {"PATH": ":".join(bins + ["/usr/local/bin", "/usr/bin", "/bin"]), "HOME": repo,
+            "TMPDIR": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONUNBUFFERED": "1"}
+
+
+def _drop_privileges(uid: int) -> list[str]:
+    if not _is_root():
+        return []
+    return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs",
+            "--bounding-set=-all", "--inh-caps=-all", "--"]
+
+
+def _rlimits(limits: Limits) -> list[str]:
+    args = ["prlimit", f"--cpu={limits.cpu_s}:{limits.cpu_s + 1}", f"--as={limits.memory_bytes}",
+            f"--fsize={limits.file_bytes}", "--core=0"]
+    if _is_root():
+        args.append(f"--nproc={limits.nproc}")
+    return args + ["--"]
+
+
+@functools.lru_cache(maxsize=1)
+def backend() -> str:
+    """'bwrap' when bubblewrap works here (probed once), else 'rlimit' with one loud warning."""
+    forced = os.environ.get("RL_ENVS_SANDBOX", "")
+    if forced in ("bwrap", "rlimit"):
+        return forced
+    needed = ["prlimit", "setpriv"] if _is_root() else ["prlimit"]
+    missing = [tool for tool in needed if shutil.which(tool) is None]
+    if missing:
+        raise RuntimeError(f"sandbox needs util-linux tools not found on PATH: {', '.join(missing)}")
+    reason = "bwrap not found on PATH (Debian package 'bubblewrap')"
+    if shutil.which("bwrap"):
+        with tempfile.TemporaryDirectory() as probe_dir:
+            os.chmod(probe_dir, 0o777)
+            argv = _bwrap_prefix(probe_dir, Limits()) + _drop_privileges(_probe_uid()) + ["/bin/true"]
+            probe = subprocess.run(argv, capture_output=True, text=True)
+        if probe.returncode == 0:
+            return "bwrap"
+        reason = f"bwrap probe failed (exit {probe.returncode}): {probe.stderr.strip()[:200]}"
+    warnings.warn(f"rl.envs.Sandbox: {reason}. FALLING BACK TO RLIMITS + TIMEOUTS ONLY: commands can "
+                  "reach the network and world-readable host files.", RuntimeWarning, stacklevel=2)
+    print(f"WARNING rl.envs.Sandbox: {reason}; sandbox is rlimits + timeouts only", file=sys.stderr)
+    return "rlimit"
+
+
+def _probe_uid() -> int:
+    return _fresh_uid() if _is_root() else os.getuid()
+
+
+def _fresh_uid() -> int:
+    # A random uid far above real accounts: unique per episode with overwhelming probability, so
+    # RLIMIT_NPROC and the kill(-1) sweep never touch another episode or a host process.
+    return 1_000_000 + secrets.randbelow(1 << 30)
+
+
+# ---------------------------------------------------------------- the sandbox
+
+class Sandbox:
+    """A private copy of `repo_dir` in which commands run confined. Use as a context manager."""
+
+    def __init__(self, repo_dir: str | os.PathLike | None = None, *, limits: Limits = Limits(),
+                 base_dir: str | None = None):
+        self.limits = limits
+        self.backend = backend()
+        self.uid = _fresh_uid() if _is_root() else os.getuid()
+        self._base = tempfile.mkdtemp(prefix="rl-episode-", dir=base_dir)
+        os.chmod(self._base, 0o711)   # the episode uid may traverse (rlimit backend), not list
+        self.root = os.path.join(self._base, "repo")
+        if repo_dir is None:
+            os.mkdir(self.root)
+        else:
+            shutil.copytree(repo_dir, self.root, symlinks=True)
+        self._chown_tree(self.root)
+        os.chmod(self.root, 0o700)
+        self._closed = False
+
+    @classmethod
+    def from_files(cls, files: dict[str, str], **kwargs) -> "Sandbox":
+        box = cls(None, **kwargs)
+        for rel, content in files.items():
+            box.write_text(rel, content)
+        return box
+
+    # -- commands
+
+    def run(self, command: str, timeout_s: float = 10.0) -> RunResult:
+        if self._closed:
+            raise RuntimeError("Sandbox.run after close()")
+        argv, cwd, env = self._argv(command)
+        start = time.monotonic()
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                start_new_session=True, **self._user_kwargs())
+        capture = _OutputCapture(self.limits.output_bytes)
+        timed_out, output_killed = _pump(proc, capture, start + timeout_s, self.limits.output_kill_bytes)
+        if timed_out or output_killed:
+            _kill_group(proc.pid)
+        exit_code = _shell_code(proc.wait())
+        self.kill_all()
+        proc.stdout.close()
+        limit = "output" if output_killed else _limit_hit(exit_code, capture.text())
+        return RunResult(exit_code=exit_code, output=capture.text(), timed_out=timed_out, limit=limit,
+                         output_bytes=capture.total, duration_s=time.monotonic() - start)
+
+    def _argv(self, command: str) -> tuple[list[str], str, dict[str, str]]:
+        inner = _rlimits(self.limits) + ["/bin/sh", "-c", command]
+        if self.backend == "bwrap":
+            return _bwrap_prefix(self.root, self.limits) + _drop_privileges(self.uid) + inner, self.root, {}
+        env = _sandbox_env(self.root)
+        env["TMPDIR"] = self.root
+        return inner, self.root, env
+
+    def _user_kwargs(self) -> dict:
+        # The rlimit backend switches uid in the child before exec (no preexec_fn: thread-safe).
+        if self.backend == "rlimit" and _is_root():
+            return {"user": self.uid, "group": self.uid, "extra_groups": []}
+        return {}
+
+    def kill_all(self) -> None:
+        """Kills every process of the episode uid: kill(-1) as that uid is one kernel pass, so a
+        fork bomb cannot outrun it."""
+        if not _is_root() or not _uid_has_processes(self.uid):
+            return
+        for _ in range(3):
+            subprocess.run(["/bin/kill", "-KILL", "-1"], user=self.uid, group=self.uid, extra_groups=[],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if not _uid_has_processes(self.uid):
+                return
+
+    # -- files (host side, confined to the episode directory)
+
+    def path(self, rel: str) -> str:
+        """Absolute host path of `rel`, refusing anything that resolves outside the episode (.., /abs,
+        symlinks the agent planted)."""
+        if not isinstance(rel, str) or not rel or "\0" in rel:
+            raise ValueError(f"bad path {rel!r}")
+        rel = rel[len(SANDBOX_REPO) + 1:] if rel.startswith(SANDBOX_REPO + "/") else rel
+        full = os.path.realpath(os.path.join(self.root, rel))
+        root = os.path.realpath(self.root)
+        if full != root and not full.startswith(root + os.sep):
+            raise ValueError(f"path {rel!r} is outside the repository")
+        return full
+
+    def read_text(self, rel: str) -> str:
+        with open(self.path(rel), "rb") as f:
+            return f.read().decode("utf-8", errors="replace")
+
+    def write_text(self, rel: str, content: str) -> None:
+        full = self.path(rel)
+        parent = os.path.dirname(full)
+        os.makedirs(parent, exist_ok=True)
+        self._chown_tree(self.root, only=parent)
+        if os.path.lexists(full) and not os.path.isfile(full):
+            raise ValueError(f"path {rel!r} exists and is not a regular file")
+        with open(full, "w", encoding="utf-8") as f:
+            f.write(content)
+        self._chown(full)
+
+    def remove(self, rel: str) -> None:
+        full = self.path(rel)
+        if os.path.isdir(full) and not os.path.islink(full):
+            shutil.rmtree(full)
+        else:
+            os.remove(full)
+
+    def list_files(self, rel: str = ".") -> list[str]:
+        top = self.path(rel)
+        out = []
+        for dirpath, dirnames, filenames in os.walk(top):
+            dirnames[:] = sorted(d for d in dirnames if d not in (".git", "__pycache__", ".pytest_cache"))
+            for name in sorted(filenames):
+                out.append(os.path.relpath(os.path.join(dirpath, name), self.root))
+        return out
+
+    def snapshot(self) -> dict[str, str]:
+        return {rel: self.read_text(rel) for rel in self.list_files()}
+
+    # -- ownership
+
+    def _chown(self, path: str) -> None:
+        if _is_root():
+            os.lchown(path, self.uid, self.uid)
+
+    def _chown_tree(self, top: str, only: str | None = None) -> None:
+        if not _is_root():
+            return
+        if only is not None:   # chown `only` and its parents up to the root
+            path = only
+            while path.startswith(top):
+                self._chown(path)
+                path = os.path.dirname(path)
+            return
+        self._chown(top)
+        for dirpath, dirnames, filenames in os.walk(top):
+            for name in dirnames + filenames:
+                self._chown(os.path.join(dirpath, name))
+
+    # -- lifetime
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.kill_all()
+        shutil.rmtree(self._base, ignore_errors=True)
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        if not getattr(self, "_closed", True):
+            self.close()
+
+
+# ---------------------------------------------------------------- helpers
+
+class _OutputCapture:
+    """Keeps the first and last `cap/2` bytes and counts the rest."""
+
+    def __init__(self, cap: int):
+        self.half = max(cap // 2, 1)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            if len(self.tail) > self.half:
+                del self.tail[:len(self.tail) - self.half]
+
+    def text(self) -> str:
+        omitted = self.total - len(self.head) - len(self.tail)
+        middle = f"\n[... {omitted} bytes of output omitted ...]\n".encode() if omitted else b""
+        return bytes(self.head + middle + self.tail).decode("utf-8", errors="replace")
+
+
+def _pump(proc: subprocess.Popen, capture: _OutputCapture, deadline: float, kill_bytes: int
+          ) -> tuple[bool, bool]:
+    """Reads output until EOF, the deadline, or too much output. Returns (timed_out, output_killed)."""
+    fd = proc.stdout.fileno()
+    os.set_blocking(fd, False)
+    exited_at = None
+    while True:
+        now = time.monotonic()
+        if now >= deadline:
+            return True, False
+        if exited_at is None and proc.poll() is not None:
+            exited_at = now
+        if exited_at is not None and now - exited_at > 0.2:
+            return False, False   # an escaped child holds the pipe open; the sweep will kill it
+        ready, _, _ = select.select([fd], [], [], min(deadline - now, 0.05))
+        if not ready:
+            continue
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            continue
+        if not chunk:
+            return False, False
+        capture.add(chunk)
+        if capture.total > kill_bytes:
+            return False, True
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _shell_code(returncode: int) -> int:
+    return 128 - returncode if returncode < 0 else returncode
+
+
+_MEMORY_MARKERS = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory")
+_NPROC_MARKERS = ("Resource temporarily unavailable", "BlockingIOError", "fork: retry", "Cannot fork")
+
+
+def _limit_hit(exit_code: int, output: str) -> str | None:
+    if exit_code == 128 + signal.SIGXCPU:
+        return "cpu"
+    if exit_code == 128 + signal.SIGXFSZ:
+        return "file_size"
+    if exit_code != 0 and any(m in output for m in _MEMORY_MARKERS):
+        return "memory"
+    if any(m in output for m in _NPROC_MARKERS):
+        return "processes"
+    return None
+
+
+def _uid_has_processes(uid: int) -> bool:
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.stat(entry.path).st_uid == uid:
+                return True
+        except FileNotFoundError:
+            continue
+    return False
