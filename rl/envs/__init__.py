@@ -2,7 +2,7 @@
 
     from rl.envs import Sandbox, CodingEnv, generate_tasks, verify_tasks
 """
-from rl.envs.env import CodingEnv, EpisodeRecord
+from rl.envs.env import CodingEnv, EpisodeRecord, run_episode
 from rl.envs.sandbox import Limits, RunResult, Sandbox, backend
 from rl.envs.taskgen import TEMPLATES, generate_task, generate_tasks
 from rl.envs.tasks import Grade, Task, apply_solution, grade_repo, load_tasks, save_tasks
@@ -11,4 +11,4 @@ from rl.envs.verify import Verdict, verify_task, verify_tasks
 
 __all__ = ["CodingEnv", "EpisodeRecord", "Grade", "Limits", "RunResult", "Sandbox", "TEMPLATES", "TOOL_SCHEMAS",
            "Task", "Verdict", "apply_solution", "backend", "generate_task", "generate_tasks", "grade_repo",
-           "load_tasks", "parse_turn", "save_tasks", "verify_task", "verify_tasks"]
+           "load_tasks", "parse_turn", "run_episode", "save_tasks", "verify_task", "verify_tasks"]

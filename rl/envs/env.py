@@ -16,7 +16,7 @@ limit ends the episode, after which the hidden tests grade a fresh copy of the r
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from typing import Callable, Sequence
 
 from data.chat import generation_prompt
 from data.tokenizers import Tokenizer
@@ -174,3 +174,17 @@ class CodingEnv:
         self.grade = grade_repo(self.task, self.sandbox.root, self.test_timeout_s, self.limits)
         rec.tests_passed, rec.tests_total = self.grade.passed, self.grade.total
         self.close()
+
+
+def run_episode(env: CodingEnv, task: Task, policy: Callable[[list[int]], list[int]]) -> EpisodeRecord:
+    """Drives one episode: `policy(context_ids) -> emitted_ids` is a sampler (or a scripted agent)."""
+    context = env.reset(task)
+    try:
+        while True:
+            emitted = list(policy(context))
+            obs, done = env.step(emitted)
+            context = context + emitted + obs
+            if done:
+                return env.record()
+    finally:
+        env.close()

@@ -182,9 +182,11 @@ class Sandbox:
     """A private copy of `repo_dir` in which commands run confined. Use as a context manager."""
 
     def __init__(self, repo_dir: str | os.PathLike | None = None, *, limits: Limits = Limits(),
-                 base_dir: str | None = None):
+                 base_dir: str | None = None, backend_name: str | None = None):
+        if backend_name not in (None, "bwrap", "rlimit"):
+            raise ValueError(f"unknown sandbox backend {backend_name!r} (expected 'bwrap' or 'rlimit')")
         self.limits = limits
-        self.backend = backend()
+        self.backend = backend_name or backend()
         self.uid = _fresh_uid() if _is_root() else os.getuid()
         self._base = tempfile.mkdtemp(prefix="rl-episode-", dir=base_dir)
         os.chmod(self._base, 0o711)   # the episode uid may traverse (rlimit backend), not list
@@ -422,12 +424,17 @@ def _limit_hit(exit_code: int, output: str) -> str | None:
 
 
 def _uid_has_processes(uid: int) -> bool:
+    """True if a live (non-zombie) process of `uid` exists. Zombies are dead; init reaps them."""
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
         try:
-            if os.stat(entry.path).st_uid == uid:
-                return True
-        except FileNotFoundError:
+            if os.stat(entry.path).st_uid != uid:
+                continue
+            with open(os.path.join(entry.path, "stat"), "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError, IndexError):
             continue
+        if state not in (b"Z", b"X"):
+            return True
     return False
