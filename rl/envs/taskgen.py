@@ -449,18 +449,26 @@ def _write_tests(rng, pkg, difficulty):
                                    str(TEST_FILE)], cwd=copy, capture_output=True).returncode
 
 
+        @pytest.fixture(scope="module")
+        def passes_on_real_code(tmp_path_factory):
+            return _run_suite(tmp_path_factory.mktemp("real")) == 0
+
+
         def test_file_exists_with_tests():
             assert TEST_FILE.exists()
             assert TEST_FILE.read_text().count("def test_") >= 2
 
 
-        def test_passes_on_real_code(tmp_path):
-            assert _run_suite(tmp_path) == 0
+        def test_passes_on_real_code(passes_on_real_code):
+            assert passes_on_real_code
 
 
         @pytest.mark.parametrize("mutant", MUTANTS)
-        def test_catches_mutant(tmp_path, mutant):
-            assert _run_suite(tmp_path, mutant) != 0
+        def test_catches_mutant(tmp_path, passes_on_real_code, mutant):
+            # Only a suite that passes on the real code gets credit for failing on a mutant, and only
+            # by failing tests (exit 1), not by crashing (2), having no tests (5) or no file (4).
+            assert passes_on_real_code
+            assert _run_suite(tmp_path, mutant) == 1
         ''')}
     solution = {"tests/test_version.py": _d(f'''
         import pytest

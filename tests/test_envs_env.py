@@ -1,0 +1,167 @@
+"""Token-level episodes driven by scripted agents through the real tool protocol.
+
+The scripted agent emits token ids (text + tool calls encoded with the special tokens + <|end|>),
+exactly like a sampler would; the env parses, executes and appends observations.
+"""
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from data.chat import generation_prompt, tool_call_text
+from data.tokenizers import ByteTokenizer
+from rl.envs import CodingEnv, Task, TEMPLATES, generate_task, run_episode
+from rl.envs.env import DEFAULT_SYSTEM
+
+TOK = ByteTokenizer()
+END = TOK.special_id("end")
+
+
+def minimal_edit(old_text, new_text):
+    """Smallest exact search/replace (grown with context until unique) turning old into new."""
+    a, b = old_text.splitlines(keepends=True), new_text.splitlines(keepends=True)
+    p = 0
+    while p < min(len(a), len(b)) and a[p] == b[p]:
+        p += 1
+    s = 0
+    while s < min(len(a), len(b)) - p and a[-1 - s] == b[-1 - s]:
+        s += 1
+    for ctx in range(len(a) + 1):
+        lo, cut = max(p - ctx, 0), max(s - ctx, 0)
+        old, new = "".join(a[lo:len(a) - cut]), "".join(b[lo:len(b) - cut])
+        if old and old_text.count(old) == 1 and old_text.replace(old, new, 1) == new_text:
+            return old, new
+    return None
+
+
+class ScriptedAgent:
+    """Looks around, applies `edits` with edit/write_file/run, runs the tests, submits."""
+
+    def __init__(self, task, edits):
+        self.task, self.edits = task, edits
+        self.turns = iter(self._plan())
+        self.contexts, self.emitted, self.calls = [], [], 0
+
+    def _plan(self):
+        yield "Let me see the repo. " + self._call("list_files", {})
+        first = next((p for p in self.edits if p in self.task.files), None)
+        if first:
+            yield self._call("read_file", {"path": first, "start_line": 1, "end_line": 400})
+            assert self.task.files[first] in TOK.decode(self.contexts[-1][-4000:])   # saw the real file
+        for path, content in self.edits.items():
+            if content is None:
+                yield self._call("run", {"command": f"rm {path}"})
+            elif path in self.task.files and minimal_edit(self.task.files[path], content):
+                old, new = minimal_edit(self.task.files[path], content)
+                yield "Fixing it.\n" + self._call("edit", {"path": path, "old": old, "new": new})
+            else:
+                yield self._call("write_file", {"path": path, "content": content})
+        yield self._call("run_tests", {})
+        yield "Done. " + self._call("submit", {})
+
+    def _call(self, name, args):
+        self.calls += 1
+        return tool_call_text(name, args)
+
+    def __call__(self, context):
+        self.contexts.append(list(context))
+        ids = TOK.encode(next(self.turns), allow_special=True) + [END]
+        self.emitted.append(ids)
+        return ids
+
+
+def _episode(task, edits, **env_kwargs):
+    agent = ScriptedAgent(task, edits)
+    record = run_episode(CodingEnv(TOK, **env_kwargs), task, agent)
+    return agent, record
+
+
+# one task per template, difficulties spread over 1..3
+TASKS = [generate_task(name, seed=7, difficulty=1 + i % 3) for i, name in enumerate(TEMPLATES)]
+
+
+def test_scripted_agents_solve_every_template_through_the_tools():
+    with ThreadPoolExecutor(2) as pool:   # concurrent episodes, as rollout workers run them
+        results = list(pool.map(lambda t: _episode(t, t.solution), TASKS))
+    for task, (agent, rec) in zip(TASKS, results):
+        assert rec.done_reason == "submit" and rec.all_pass and rec.reward == 1.0, (task.id, rec)
+        assert rec.malformed_calls == 0 and rec.tool_calls == agent.calls and rec.turns == len(agent.emitted)
+        _check_token_record(task, agent, rec)
+
+
+def _check_token_record(task, agent, rec):
+    prompt = generation_prompt(TOK, [{"role": "system", "content": DEFAULT_SYSTEM},
+                                     {"role": "user", "content": task.prompt}])
+    assert rec.tokens[:rec.prompt_len] == prompt and rec.prompt_len == len(prompt)
+    # The record is exactly what the policy saw, then what it emitted last: no re-tokenization.
+    assert rec.tokens == agent.contexts[-1] + agent.emitted[-1]
+    assert len(rec.mask) == len(rec.tokens) and sum(rec.mask) == sum(map(len, agent.emitted))
+    for context, emitted in zip(agent.contexts, agent.emitted):
+        span = slice(len(context), len(context) + len(emitted))
+        assert rec.tokens[span] == emitted and all(rec.mask[span])
+        assert rec.mask[len(context) - 1] == 0 and rec.tokens[len(context) - 1] == TOK.special_id("assistant")
+    assert 0 < rec.tool_io_tokens < len(rec.tokens) - rec.prompt_len
+
+
+def test_wrong_solutions_score_zero_and_doing_nothing_fails():
+    picked = [t for t in TASKS if t.meta["template"] in ("boundary", "rename", "write_tests", "api_migration")]
+    broken = lambda t: {p: "raise ImportError('broken')\n" for p, c in t.solution.items() if c is not None}
+    with ThreadPoolExecutor(2) as pool:
+        wrong = list(pool.map(lambda t: _episode(t, broken(t))[1], picked))
+        idle = list(pool.map(lambda t: _episode(t, {})[1], picked))
+    for task, rec in zip(picked, wrong):
+        assert rec.reward == 0.0 and not rec.all_pass and rec.tests_total > 0, (task.id, rec)
+    for task, rec in zip(picked, idle):
+        assert not rec.all_pass and rec.reward < 1.0, (task.id, rec)
+
+
+SIMPLE = Task(id="simple", prompt="make f return 2", files={"m.py": "def f():\n    return 1\n"},
+              hidden_tests={"test_m.py": "from m import f\n\ndef test_f():\n    assert f() == 2\n"},
+              solution={"m.py": "def f():\n    return 2\n"})
+
+
+def test_malformed_calls_are_flagged_and_the_episode_continues():
+    env = CodingEnv(TOK, system_prompt=None)
+    env.reset(SIMPLE)
+    bad = TOK.encode('<|tool_call|>{"name": "edit", "arguments": {"path": "m.py"}}<|/tool_call|>',
+                     allow_special=True) + [END]
+    obs, done = env.step(bad)
+    text = TOK.decode(obs)
+    assert not done and '"error": "malformed_tool_call"' in text and "missing required argument 'old'" in text
+    assert obs[-1] == TOK.special_id("assistant")
+    cut = TOK.encode(tool_call_text("read_file", {"path": "m.py"}), allow_special=True)   # no <|end|>
+    obs, done = env.step(cut)
+    assert not done and obs[0] == END and "return 1" in TOK.decode(obs)   # env closes the turn (mask 0)
+    fix = TOK.encode(tool_call_text("write_file", {"path": "m.py", "content": "def f():\n    return 2\n"})
+                     + tool_call_text("submit", {}), allow_special=True) + [END]
+    obs, done = env.step(fix)
+    rec = env.record()
+    assert done and obs == [] and rec.reward == 1.0 and rec.done_reason == "submit"
+    assert rec.malformed_calls == 1 and rec.malformed_turns == [0, 1] and rec.tool_calls == 3 and rec.turns == 3
+    assert sum(rec.mask) == len(bad) + len(cut) + len(fix)
+    with pytest.raises(RuntimeError, match="after the episode ended"):
+        env.step(fix)
+
+
+def test_turn_limit_and_no_tool_call_end_the_episode():
+    env = CodingEnv(TOK, max_turns=2, system_prompt=None)
+    env.reset(SIMPLE)
+    look = TOK.encode(tool_call_text("list_files", {}), allow_special=True) + [END]
+    assert env.step(look)[1] is False
+    assert env.step(look) == ([], True)
+    assert env.record().done_reason == "turn_limit" and env.record().reward == 0.0
+    env.reset(SIMPLE)
+    assert env.step(TOK.encode("I think it's fine.") + [END]) == ([], True)
+    assert env.record().done_reason == "no_tool_call" and env.record().turns == 1
+
+
+def test_hidden_tests_are_invisible_and_planted_conftest_is_ignored():
+    env = CodingEnv(TOK, system_prompt=None)
+    env.reset(SIMPLE)
+    cheat = ("import pytest\n@pytest.hookimpl(tryfirst=True)\ndef pytest_runtest_call(item):\n"
+             "    pass\n")   # would not help anyway; grading runs with --noconftest
+    turn = TOK.encode(tool_call_text("run", {"command": "ls -a; ls -a .hidden_tests"})
+                      + tool_call_text("write_file", {"path": "conftest.py", "content": cheat}), allow_special=True)
+    obs, _ = env.step(turn + [END])
+    assert "test_m.py" not in TOK.decode(obs)
+    env.step(TOK.encode(tool_call_text("submit", {}), allow_special=True) + [END])
+    assert env.record().reward == 0.0 and env.record().tests_total == 1
