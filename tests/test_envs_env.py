@@ -3,13 +3,14 @@
 The scripted agent emits token ids (text + tool calls encoded with the special tokens + <|end|>),
 exactly like a sampler would; the env parses, executes and appends observations.
 """
+import json
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from data.chat import generation_prompt, tool_call_text
 from data.tokenizers import ByteTokenizer
-from rl.envs import CodingEnv, Task, TEMPLATES, generate_task, run_episode
+from rl.envs import CodingEnv, OraclePolicy, Task, TEMPLATES, generate_task, run_episode
 from rl.envs.env import DEFAULT_SYSTEM
 
 TOK = ByteTokenizer()
@@ -140,6 +141,22 @@ def test_malformed_calls_are_flagged_and_the_episode_continues():
     assert sum(rec.mask) == len(bad) + len(cut) + len(fix)
     with pytest.raises(RuntimeError, match="after the episode ended"):
         env.step(fix)
+    row = json.loads(json.dumps(rec.to_dict()))
+    assert row["tokens"] == rec.tokens and row["reward"] == 1.0 and row["all_pass"] is True
+
+
+def test_setup_runs_at_reset_and_oracle_policy_solves():
+    task = Task(id="setup", prompt="make f return 2", files=dict(SIMPLE.files),
+                hidden_tests={"test_m.py": "import pathlib\nfrom m import f\n\ndef test_f():\n"
+                                           "    assert f() == 2 and pathlib.Path('gen.txt').read_text() == 'ok'\n"},
+                solution=dict(SIMPLE.solution), setup=["printf ok > gen.txt"])
+    rec = run_episode(CodingEnv(TOK), task, OraclePolicy(TOK, task))
+    assert rec.reward == 1.0 and rec.tool_calls == 4
+    failing = Task(id="bad-setup", prompt="x", files={}, hidden_tests={}, solution={}, setup=["exit 7"])
+    env = CodingEnv(TOK)
+    with pytest.raises(RuntimeError, match=r"task bad-setup: setup command 0 \('exit 7'\) ended exit:7"):
+        env.reset(failing)
+    assert env.sandbox is None
 
 
 def test_turn_limit_and_no_tool_call_end_the_episode():

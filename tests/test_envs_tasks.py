@@ -84,3 +84,10 @@ def test_uncollectable_hidden_file_still_counts_its_tests(tmp_path):
     task = Task("t", "p", {}, HIDDEN, {}, meta={"hidden_test_count": 2})
     grade = grade_repo(task, str(tmp_path), timeout_s=20)
     assert (grade.passed, grade.total, grade.fraction, grade.all_pass) == (0, 2, 0.0, False)
+
+
+@pytest.mark.slow
+def test_every_template_and_difficulty_passes_the_gate():
+    tasks = [generate_task(name, seed=0, difficulty=d) for name in TEMPLATES for d in (1, 2, 3)]
+    accepted, rejected = verify_tasks(tasks)
+    assert rejected == [] and len(accepted) == 3 * len(TEMPLATES)

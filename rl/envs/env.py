@@ -55,6 +55,10 @@ class EpisodeRecord:
     def generated_tokens(self) -> int:
         return sum(self.mask)
 
+    def to_dict(self) -> dict:
+        """JSON-ready, with the derived reward fields included."""
+        return dict(dataclasses.asdict(self), reward=self.reward, all_pass=self.all_pass)
+
 
 class CodingEnv:
     """One episode at a time on one task; not thread-safe (use one env per worker thread)."""
@@ -82,6 +86,7 @@ class CodingEnv:
         for i, command in enumerate(task.setup):
             result = self.sandbox.run(command, self.test_timeout_s)
             if not result.ok:
+                self.close()
                 raise RuntimeError(f"task {task.id}: setup command {i} ({command!r}) ended "
                                    f"{result.status}: {result.output[-500:]}")
         messages = ([{"role": "system", "content": self.system_prompt}] if self.system_prompt else [])

@@ -54,7 +54,9 @@ class RunResult:
     exit_code: int            # shell convention: 128 + signal when a signal ended it
     output: str               # stdout+stderr interleaved, capped to Limits.output_bytes with a marker
     timed_out: bool           # the wall timeout killed the process tree
-    limit: str | None         # "cpu" | "file_size" | "memory" | "processes" | "output" | None
+    limit: str | None         # "cpu" | "file_size" | "memory" | "processes" | "output" | None;
+                              # cpu/file_size come from the signal, memory/processes from the
+                              # error text the program printed (a heuristic), output is exact
     output_bytes: int         # bytes the command produced in total
     duration_s: float
 

@@ -194,7 +194,7 @@ def execute(sandbox, call: ToolCall, *, test_command: str, command_timeout_s: fl
         if call.name == "edit":
             return _edit(sandbox, a["path"], a["old"], a["new"])
         if call.name == "run":
-            timeout = min(float(a.get("timeout_s", command_timeout_s)), command_timeout_s)
+            timeout = min(max(float(a.get("timeout_s", command_timeout_s)), 0.1), command_timeout_s)
             return _command_output(sandbox.run(a["command"], timeout))
         if call.name == "run_tests":
             command = test_command + (f" {_shell_quote(a['path'])}" if "path" in a else "")
