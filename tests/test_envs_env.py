@@ -96,6 +96,7 @@ def _check_token_record(task, agent, rec):
     # The record is exactly what the policy saw, then what it emitted last: no re-tokenization.
     assert rec.tokens == agent.contexts[-1] + agent.emitted[-1]
     assert len(rec.mask) == len(rec.tokens) and sum(rec.mask) == sum(map(len, agent.emitted))
+    assert rec.turn_spans == [(len(c), len(c) + len(e)) for c, e in zip(agent.contexts, agent.emitted)]
     for context, emitted in zip(agent.contexts, agent.emitted):
         span = slice(len(context), len(context) + len(emitted))
         assert rec.tokens[span] == emitted and all(rec.mask[span])
@@ -182,3 +183,17 @@ def test_hidden_tests_are_invisible_and_planted_conftest_is_ignored():
     assert "test_m.py" not in TOK.decode(obs)
     env.step(TOK.encode(tool_call_text("submit", {}), allow_special=True) + [END])
     assert env.record().reward == 0.0 and env.record().tests_total == 1
+
+
+def test_call_limit_per_turn_and_undecodable_file_names():
+    env = CodingEnv(TOK, system_prompt=None, max_calls_per_turn=2)
+    env.reset(SIMPLE)
+    make_odd = tool_call_text("run", {"command": "touch \"$(printf 'bad\\377name')\""})
+    look = tool_call_text("list_files", {})
+    obs, done = env.step(TOK.encode(make_odd + look + look, allow_special=True) + [END])
+    text = TOK.decode(obs)
+    assert not done and "bad\ufffdname" in text and "more than 2 tool calls in one turn" in text
+    assert text.count("<|tool_result|>") == 3
+    rec = env.record()
+    assert rec.tool_calls == 2 and rec.malformed_calls == 1 and rec.malformed_turns == [0]
+    env.close()

@@ -76,7 +76,7 @@ def test_fork_bomb_contained(repo, backend_name):
 def test_infinite_loop_hits_wall_timeout(repo, backend_name):
     with make(repo, backend_name) as sb:
         r = sb.run("while :; do :; done", timeout_s=1.5)
-        assert r.timed_out and r.status == "timeout" and 1.4 < r.duration_s < 3.0
+        assert r.timed_out and r.status == "timeout" and 1.4 < r.duration_s < 5.0
         assert not _uid_has_processes(sb.uid) or not IS_ROOT
 
 
@@ -89,8 +89,11 @@ def test_cpu_limit_ends_busy_process(repo):
 @pytest.mark.parametrize("backend_name", BACKENDS)
 def test_memory_bomb_hits_memory_limit(repo, backend_name):
     with make(repo, backend_name) as sb:
-        r = sb.run("python3 -c 'x = []\nwhile True: x.append(bytearray(50 << 20))'", timeout_s=5)
+        r = sb.run("python3 -c 'x = bytearray(8 << 30)'", timeout_s=10)
         assert r.limit == "memory" and "MemoryError" in r.output, r.status
+        # Mapping without touching: only the address-space limit stops this, not the host running out.
+        r = sb.run("python3 -c 'import mmap\nx = []\nwhile True: x.append(mmap.mmap(-1, 64 << 20))'", timeout_s=10)
+        assert r.limit == "memory" and "Cannot allocate memory" in r.output and r.duration_s < 8, r.status
         r = sb.run("head -c 20000000 /dev/zero > big", timeout_s=5)   # RLIMIT_FSIZE = 8 MiB
         assert r.limit == "file_size" and os.path.getsize(sb.path("big")) <= FAST.file_bytes
 
@@ -163,7 +166,7 @@ def test_no_network_even_to_host_loopback(repo):
 def test_100mb_output_is_capped(repo, backend_name):
     with make(repo, backend_name) as sb:
         r = sb.run("head -c 100000000 /dev/zero | tr '\\0' a", timeout_s=5)
-        assert r.limit == "output" and not r.timed_out and r.duration_s < 4
+        assert r.limit == "output" and not r.timed_out and r.duration_s < 8
         assert len(r.output) < FAST.output_bytes + 100 and "bytes of output omitted" in r.output
         assert r.output_bytes > FAST.output_kill_bytes
         r = sb.run("seq 1 100000", timeout_s=5)              # below the kill threshold: head + tail kept
@@ -177,7 +180,7 @@ def test_daemonized_child_is_killed(repo, backend_name):
     with make(repo, backend_name) as sb:
         r = sb.run("(setsid sh -c 'sleep 2; echo late > late.txt' >/dev/null 2>&1 &); "
                    "nohup sleep 60 >/dev/null 2>&1 & echo started", timeout_s=5)
-        assert r.ok and r.output == "started\n" and r.duration_s < 2
+        assert r.ok and r.output == "started\n" and r.duration_s < 5   # not the 60 s of the daemon
         assert not _uid_has_processes(sb.uid) or not IS_ROOT
         time.sleep(2.5)
         assert not os.path.exists(sb.path("late.txt"))
@@ -243,3 +246,19 @@ def test_backend_falls_back_loudly_and_can_be_forced(monkeypatch):
     assert sandbox.backend.__wrapped__() == "bwrap"
     with pytest.raises(ValueError, match="unknown sandbox backend 'docker'"):
         Sandbox(backend_name="docker")
+
+
+def test_special_files_and_oversized_repos_do_not_hang_grading(repo):
+    from rl.envs import Task, grade_repo
+    task = Task(id="t", prompt="x", files={}, solution={}, meta={"hidden_test_count": 1},
+                hidden_tests={"test_main.py": "def test_main():\n    import main\n"})
+    with Sandbox(repo, limits=FAST) as sb:
+        sb.run("mkfifo pipe; python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"sock\")'", 5)
+        assert {"pipe", "sock"} <= set(os.listdir(sb.root))
+        start = time.monotonic()
+        grade = grade_repo(task, sb.root, timeout_s=20)          # copying a FIFO would block forever
+        assert grade.all_pass and time.monotonic() - start < 10
+        sb.run("head -c 3000 /dev/zero > blob", 5)
+        small = Limits(repo_bytes=2000)
+        grade = grade_repo(task, sb.root, timeout_s=20, limits=small)
+        assert grade.passed == 0 and grade.total == 1 and "over the 2000-byte limit" in grade.output

@@ -39,6 +39,7 @@ class EpisodeRecord:
     tool_io_tokens: int           # tokens of emitted calls + tokens of tool observations
     malformed_calls: int
     malformed_turns: list[int]    # indices of turns with a malformed call or no <|end|>
+    turn_spans: list[tuple[int, int]]   # [start, end) of each emitted turn in `tokens`
     done_reason: str              # "submit" | "no_tool_call" | "turn_limit" | "context_limit"
     tests_passed: int = 0
     tests_total: int = 0
@@ -66,12 +67,13 @@ class CodingEnv:
     def __init__(self, tok: Tokenizer, *, max_turns: int = 30, max_tokens: int = 32768,
                  obs_token_budget: int = 2048, command_timeout_s: float = 10.0,
                  test_timeout_s: float = 60.0, system_prompt: str | None = DEFAULT_SYSTEM,
-                 limits: Limits = Limits()):
+                 limits: Limits = Limits(), max_calls_per_turn: int = 16):
         self.tok = tok
         self.max_turns, self.max_tokens = max_turns, max_tokens
         self.obs_token_budget = obs_token_budget
         self.command_timeout_s, self.test_timeout_s = command_timeout_s, test_timeout_s
         self.system_prompt, self.limits = system_prompt, limits
+        self.max_calls_per_turn = max_calls_per_turn
         self.sandbox: Sandbox | None = None
         self.task: Task | None = None
         self._record: EpisodeRecord | None = None
@@ -93,7 +95,8 @@ class CodingEnv:
         prompt = generation_prompt(self.tok, messages + [{"role": "user", "content": task.prompt}])
         self._record = EpisodeRecord(task_id=task.id, tokens=list(prompt), mask=[0] * len(prompt),
                                      prompt_len=len(prompt), turns=0, tool_calls=0, tool_io_tokens=0,
-                                     malformed_calls=0, malformed_turns=[], done_reason="")
+                                     malformed_calls=0, malformed_turns=[], turn_spans=[],
+                                     done_reason="")
         return list(prompt)
 
     def step(self, emitted_ids: Sequence[int]) -> tuple[list[int], bool]:
@@ -101,13 +104,15 @@ class CodingEnv:
         if rec is None or rec.done_reason:
             raise RuntimeError("step() before reset() or after the episode ended")
         emitted = [int(t) for t in emitted_ids]
+        rec.turn_spans.append((len(rec.tokens), len(rec.tokens) + len(emitted)))
         rec.tokens += emitted
         rec.mask += [1] * len(emitted)
         turn = rec.turns
         rec.turns += 1
         parsed = tools.parse_turn(self.tok, emitted)
+        malformed_before = rec.malformed_calls
         observations, submitted = self._run_items(parsed)
-        if parsed.malformed or not parsed.terminated:
+        if rec.malformed_calls > malformed_before or not parsed.terminated:
             rec.malformed_turns.append(turn)
         reason = self._done_reason(parsed, submitted)
         if reason:
@@ -135,8 +140,13 @@ class CodingEnv:
 
     def _run_items(self, parsed: tools.ParsedTurn) -> tuple[list[str], bool]:
         rec, observations, submitted = self._record, [], False
+        rec.tool_io_tokens += sum(item.n_tokens for item in parsed.items)
         for item in parsed.items:
-            rec.tool_io_tokens += item.n_tokens
+            if len(observations) >= self.max_calls_per_turn:
+                rec.malformed_calls += 1
+                observations.append(tools.malformed_observation(
+                    f"more than {self.max_calls_per_turn} tool calls in one turn; the rest were not run"))
+                break
             if isinstance(item, tools.Malformed):
                 rec.malformed_calls += 1
                 observations.append(tools.malformed_observation(item.detail))

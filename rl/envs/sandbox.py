@@ -31,6 +31,7 @@ import secrets
 import select
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -51,6 +52,7 @@ class Limits:
     output_bytes: int = 32 << 10         # output kept for the caller (head + tail)
     output_kill_bytes: int = 16 << 20    # output beyond this ends the command (limit "output")
     tmp_bytes: int = 256 << 20           # size of the private /tmp tmpfs (bwrap only)
+    repo_bytes: int = 1 << 30            # largest repo Sandbox() agrees to copy (e.g. for grading)
 
 
 @dataclasses.dataclass
@@ -221,7 +223,7 @@ class Sandbox:
         if repo_dir is None:
             os.mkdir(self.root)
         else:
-            shutil.copytree(repo_dir, self.root, symlinks=True)
+            _copy_repo(repo_dir, self.root, limits.repo_bytes)
         self._chown_tree(self.root)
         os.chmod(self.root, 0o700)
         self._tmp = os.path.join(self._base, "tmp")   # TMPDIR for the rlimit backend (bwrap has its own)
@@ -372,6 +374,32 @@ class Sandbox:
 
 
 # ---------------------------------------------------------------- helpers
+
+class RepoTooLarge(ValueError):
+    pass
+
+
+def _copy_repo(src: str | os.PathLike, dst: str, max_bytes: int) -> None:
+    """copytree of regular files, dirs and symlinks only: an agent-made FIFO would block the copy
+    forever and a socket would fail it. Refuses repos over `max_bytes` before copying anything."""
+    total = 0
+    for dirpath, _, filenames in os.walk(src):
+        for name in filenames:
+            st = os.lstat(os.path.join(dirpath, name))
+            total += st.st_size if stat.S_ISREG(st.st_mode) else 0
+    if total > max_bytes:
+        raise RepoTooLarge(f"repo {src} holds {total} bytes, over the {max_bytes}-byte limit")
+
+    def special(dirpath, names):
+        out = []
+        for name in names:
+            mode = os.lstat(os.path.join(dirpath, name)).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+                out.append(name)
+        return out
+
+    shutil.copytree(src, dst, symlinks=True, ignore=special)
+
 
 class _OutputCapture:
     """Keeps the first and last `cap/2` bytes and counts the rest."""

@@ -25,7 +25,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from rl.envs.sandbox import Limits, Sandbox
+from rl.envs.sandbox import Limits, RepoTooLarge, Sandbox
 
 HIDDEN_DIR = ".hidden_tests"
 RESULTS_FILE = ".hidden_results.xml"
@@ -89,7 +89,11 @@ def grade_in(sandbox: Sandbox, task: Task, timeout_s: float = 60.0) -> Grade:
 
 def grade_repo(task: Task, repo_dir: str, timeout_s: float = 60.0, limits: Limits = Limits()) -> Grade:
     """Reward function: hidden tests run on a fresh copy of the agent's final repo."""
-    with Sandbox(repo_dir, limits=limits) as box:
+    try:
+        box = Sandbox(repo_dir, limits=limits)
+    except RepoTooLarge as e:
+        return Grade(passed=0, total=max(int(task.meta.get("hidden_test_count", 0)), 1), output=f"[rejected] {e}")
+    with box:
         return grade_in(box, task, timeout_s)
 
 

@@ -158,6 +158,8 @@ def malformed_observation(detail: str) -> str:
 
 def truncate_to_budget(tok: Tokenizer, text: str, budget: int) -> list[int]:
     """Token ids of `text`, keeping head and tail within `budget` tokens around a visible marker."""
+    # File names and outputs may hold undecodable bytes (surrogate escapes): make them U+FFFD.
+    text = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     ids = tok.encode(text)
     if len(ids) <= budget:
         return ids
