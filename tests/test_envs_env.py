@@ -127,11 +127,13 @@ def test_malformed_calls_are_flagged_and_the_episode_continues():
     bad = TOK.encode('<|tool_call|>{"name": "edit", "arguments": {"path": "m.py"}}<|/tool_call|>',
                      allow_special=True) + [END]
     obs, done = env.step(bad)
+    obs_lens = [len(obs) - 1]   # minus the next "<|assistant|>" header
     text = TOK.decode(obs)
     assert not done and '"error": "malformed_tool_call"' in text and "missing required argument 'old'" in text
     assert obs[-1] == TOK.special_id("assistant")
     cut = TOK.encode(tool_call_text("read_file", {"path": "m.py"}), allow_special=True)   # no <|end|>
     obs, done = env.step(cut)
+    obs_lens.append(len(obs) - 2)   # minus the env-inserted <|end|> and the header
     assert not done and obs[0] == END and "return 1" in TOK.decode(obs)   # env closes the turn (mask 0)
     fix = TOK.encode(tool_call_text("write_file", {"path": "m.py", "content": "def f():\n    return 2\n"})
                      + tool_call_text("submit", {}), allow_special=True) + [END]
@@ -140,6 +142,8 @@ def test_malformed_calls_are_flagged_and_the_episode_continues():
     assert done and obs == [] and rec.reward == 1.0 and rec.done_reason == "submit"
     assert rec.malformed_calls == 1 and rec.malformed_turns == [0, 1] and rec.tool_calls == 3 and rec.turns == 3
     assert sum(rec.mask) == len(bad) + len(cut) + len(fix)
+    # tool I/O = every emitted call span (tags included, <|end|> not) + every tool message
+    assert rec.tool_io_tokens == (len(bad) - 1) + len(cut) + (len(fix) - 1) + sum(obs_lens)
     with pytest.raises(RuntimeError, match="after the episode ended"):
         env.step(fix)
     row = json.loads(json.dumps(rec.to_dict()))
