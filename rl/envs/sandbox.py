@@ -274,16 +274,19 @@ class Sandbox:
             return {"user": self.uid, "group": self.uid, "extra_groups": []}
         return {}
 
-    def kill_all(self) -> None:
+    def kill_all(self, patience_s: float = 2.0) -> None:
         """Kills every process of the episode uid: kill(-1) as that uid is one kernel pass, so a
-        fork bomb cannot outrun it."""
-        if not self.own_uid or not _uid_has_processes(self.uid):   # never kill(-1) as a shared uid
+        fork bomb cannot outrun it. Repeats until none is alive (dying ones take a moment)."""
+        if not self.own_uid:   # never kill(-1) as a shared uid
             return
-        for _ in range(3):
+        deadline = time.monotonic() + patience_s
+        while _uid_has_processes(self.uid):
             subprocess.run(["/bin/sh", "-c", "kill -KILL -1"], user=self.uid, group=self.uid, extra_groups=[],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            if not _uid_has_processes(self.uid):
+            if time.monotonic() > deadline:
+                warnings.warn(f"rl.envs.Sandbox: processes of uid {self.uid} survive kill -1", RuntimeWarning)
                 return
+            time.sleep(0.005)
 
     # -- files (host side, confined to the episode directory)
 
@@ -370,7 +373,10 @@ class Sandbox:
 
     def __del__(self):
         if not getattr(self, "_closed", True):
-            self.close()
+            try:
+                self.close()
+            except Exception:   # interpreter shutdown: best effort only
+                pass
 
 
 # ---------------------------------------------------------------- helpers
@@ -432,6 +438,8 @@ def _pump(proc: subprocess.Popen, capture: _OutputCapture, deadline: float, kill
     """Reads output until EOF, the deadline, or too much output. Returns (timed_out, output_killed)."""
     fd = proc.stdout.fileno()
     os.set_blocking(fd, False)
+    poller = select.poll()   # not select.select: it fails for fds >= 1024 (many episodes per process)
+    poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
     exited_at = None
     while True:
         now = time.monotonic()
@@ -441,8 +449,7 @@ def _pump(proc: subprocess.Popen, capture: _OutputCapture, deadline: float, kill
             exited_at = now
         if exited_at is not None and now - exited_at > 0.2:
             return False, False   # an escaped child holds the pipe open; the sweep will kill it
-        ready, _, _ = select.select([fd], [], [], min(deadline - now, 0.05))
-        if not ready:
+        if not poller.poll(1e3 * min(deadline - now, 0.05)):
             continue
         try:
             chunk = os.read(fd, 1 << 16)
