@@ -176,16 +176,33 @@ def test_turn_limit_and_no_tool_call_end_the_episode():
     assert env.record().done_reason == "no_tool_call" and env.record().turns == 1
 
 
-def test_hidden_tests_are_invisible_and_planted_conftest_is_ignored():
+CHEAT_CONFTEST = """import pytest
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    outcome.get_result().outcome = "passed"
+"""
+CHEAT_PYTEST = """import pathlib, sys
+pathlib.Path('.hidden_results.xml').write_text('<testsuite><testcase name="x"/></testsuite>')
+sys.exit(0)
+"""
+
+
+def test_hidden_tests_are_invisible_and_planted_cheats_do_not_pay():
     env = CodingEnv(TOK, system_prompt=None)
     env.reset(SIMPLE)
-    cheat = ("import pytest\n@pytest.hookimpl(tryfirst=True)\ndef pytest_runtest_call(item):\n"
-             "    pass\n")   # would not help anyway; grading runs with --noconftest
-    turn = TOK.encode(tool_call_text("run", {"command": "ls -a; ls -a .hidden_tests"})
-                      + tool_call_text("write_file", {"path": "conftest.py", "content": cheat}), allow_special=True)
-    obs, _ = env.step(turn + [END])
-    assert "test_m.py" not in TOK.decode(obs)
-    env.step(TOK.encode(tool_call_text("submit", {}), allow_special=True) + [END])
+    calls = (tool_call_text("run", {"command": "ls -a; ls -a .hidden_tests"})
+             + tool_call_text("write_file", {"path": "conftest.py", "content": CHEAT_CONFTEST})
+             + tool_call_text("write_file", {"path": "test_vis.py", "content": "def test_v():\n    assert False\n"})
+             + tool_call_text("run_tests", {}))
+    obs, _ = env.step(TOK.encode(calls, allow_special=True) + [END])
+    text = TOK.decode(obs)
+    assert "test_m.py" not in text
+    assert "1 passed" in text   # the conftest cheat really flips outcomes in an ordinary run ...
+    cheat_pytest = tool_call_text("write_file", {"path": "pytest.py", "content": CHEAT_PYTEST})
+    env.step(TOK.encode(cheat_pytest + tool_call_text("submit", {}), allow_special=True) + [END])
+    # ... but grading resets conftest.py and runs pytest isolated from the repo's own modules.
     assert env.record().reward == 0.0 and env.record().tests_total == 1
 
 

@@ -91,3 +91,11 @@ def test_every_template_and_difficulty_passes_the_gate():
     tasks = [generate_task(name, seed=0, difficulty=d) for name in TEMPLATES for d in (1, 2, 3)]
     accepted, rejected = verify_tasks(tasks)
     assert rejected == [] and len(accepted) == 3 * len(TEMPLATES)
+
+
+def test_task_root_conftest_serves_hidden_tests_even_if_agent_rewrote_it(tmp_path):
+    conftest = "import pytest\n\n@pytest.fixture\ndef answer():\n    return 42\n"
+    task = Task("c", "p", {"conftest.py": conftest}, {"test_a.py": "def test_a(answer):\n    assert answer == 42\n"}, {})
+    (tmp_path / "conftest.py").write_text("import pytest\n\n@pytest.fixture\ndef answer():\n    return 0\n")
+    grade = grade_repo(task, str(tmp_path), timeout_s=20)
+    assert (grade.passed, grade.total) == (1, 1), grade.output

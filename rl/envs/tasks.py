@@ -12,15 +12,17 @@ the JSONL file) at plain directories:
 `solution_deletes` lists repo files the solution removes. Users bring their own tasks this way.
 
 Grading copies the agent's final repo into a fresh sandbox, adds the hidden tests (after submit, so
-the agent never sees them), and runs them with pytest, ignoring the repo's own conftest/ini files.
-Limitation: the code under test runs in the pytest process, so a policy could in principle tamper
-with the test run from inside; the junit report is read from the episode only after that run.
+the agent never sees them), and runs them with pytest (see `grade_in` for what it guards against).
+Limitation: the code under test runs inside the pytest process, so a policy could still tamper with
+the run from there (e.g. a repo module shadowing a stdlib module pytest imports late); hidden tests
+from users cannot rely on a conftest.py of their own beyond the repo's original root one.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
 import os
+import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -72,19 +74,34 @@ def apply_solution(sandbox: Sandbox, solution: dict[str, str | None]) -> None:
 
 
 def grade_in(sandbox: Sandbox, task: Task, timeout_s: float = 60.0) -> Grade:
-    """Adds the hidden tests to `sandbox` (whose repo is consumed) and runs them."""
-    for stale in (HIDDEN_DIR, RESULTS_FILE):
-        if os.path.lexists(sandbox.path(stale)):
-            sandbox.remove(stale)   # the agent may have planted files under these names
+    """Adds the hidden tests to `sandbox` (whose repo is consumed) and runs them.
+
+    Cheap defences against a repo that games its grading: names the grader uses are replaced, the
+    root conftest.py is reset to the task's original (or removed), the interpreter runs isolated
+    (-I: the repo's own `pytest.py` or `sitecustomize.py` are not importable before pytest is), and
+    the repo's pytest config is ignored (-c). The repo root is put on sys.path by our own ini.
+    """
+    for name in (HIDDEN_DIR, RESULTS_FILE, "conftest.py"):
+        _remove_entry(sandbox.root, name)   # lstat-based: the agent may have planted symlinks
+    if "conftest.py" in task.files:
+        sandbox.write_text("conftest.py", task.files["conftest.py"])
     for rel, content in task.hidden_tests.items():
         sandbox.write_text(f"{HIDDEN_DIR}/{rel}", content)
-    sandbox.write_text(f"{HIDDEN_DIR}/pytest.ini", "[pytest]\n")
-    command = (f"python3 -m pytest -q -p no:cacheprovider --noconftest -c {HIDDEN_DIR}/pytest.ini "
-               f"--rootdir=. --junitxml={RESULTS_FILE} {HIDDEN_DIR}")
+    sandbox.write_text(f"{HIDDEN_DIR}/pytest.ini", "[pytest]\npythonpath = ..\n")
+    command = (f"python3 -I -m pytest -q -p no:cacheprovider -c {HIDDEN_DIR}/pytest.ini "
+               f"--rootdir=. --confcutdir=. --junitxml={RESULTS_FILE} {HIDDEN_DIR}")
     result = sandbox.run(command, timeout_s)
     passed, total = _junit_counts(sandbox, RESULTS_FILE)
     expected = int(task.meta.get("hidden_test_count", 0))
     return Grade(passed=passed, total=max(total, expected), output=f"[{result.status}]\n{result.output}")
+
+
+def _remove_entry(root: str, name: str) -> None:
+    path = os.path.join(root, name)
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        os.remove(path)
 
 
 def grade_repo(task: Task, repo_dir: str, timeout_s: float = 60.0, limits: Limits = Limits()) -> Grade:
