@@ -99,3 +99,16 @@ def test_task_root_conftest_serves_hidden_tests_even_if_agent_rewrote_it(tmp_pat
     (tmp_path / "conftest.py").write_text("import pytest\n\n@pytest.fixture\ndef answer():\n    return 0\n")
     grade = grade_repo(task, str(tmp_path), timeout_s=20)
     assert (grade.passed, grade.total) == (1, 1), grade.output
+
+
+def test_cli_make_then_verify_round_trip(tmp_path, capsys):
+    from rl.envs.__main__ import main
+    assert main(["make", "--n", "2", "--seed", "5", "--difficulties", "1", "--out", str(tmp_path)]) == 0
+    assert "2/2 tasks accepted" in capsys.readouterr().out
+    saved = load_tasks(tmp_path / "tasks.jsonl")
+    assert [t.id for t in saved] == [t.id for t in generate_tasks(2, seed=5, difficulties=(1,))]
+    assert all(t.meta["hidden_test_count"] > 0 for t in saved)
+    (tmp_path / saved[0].id / "solution" / next(iter(saved[0].solution))).write_text("broken(\n")
+    assert main(["verify", str(tmp_path / "tasks.jsonl")]) == 1
+    out = capsys.readouterr().out
+    assert f"REJECTED {saved[0].id}: reference solution fails hidden tests" in out and "1/2 tasks accepted" in out

@@ -1,6 +1,15 @@
-"""Agent environments: sandboxed execution, tool protocol, coding tasks, verification, episodes.
+"""Agent environments for RL and evaluation: sandbox, tool protocol, tasks, verification, episodes.
 
-    from rl.envs import Sandbox, CodingEnv, generate_tasks, verify_tasks
+    from rl.envs import CodingEnv, Sandbox, generate_tasks, verify_tasks, run_episode
+
+    tasks, rejected = verify_tasks(generate_tasks(100, seed=0))   # the gate: only well-posed tasks
+    env = CodingEnv(tokenizer)                                     # one per rollout worker thread
+    record = run_episode(env, tasks[0], policy)                    # policy(context_ids) -> emitted_ids
+    record.tokens, record.mask, record.reward, record.all_pass     # train on exactly these ids
+
+Modules: sandbox (bubblewrap/rlimit confinement), tools (strict tool-call parsing + the tools),
+env (token-level episodes, reward), tasks (Task, JSONL + files, grading), taskgen (procedural
+tasks), verify (the gate), scripted (an oracle policy for smoke tests and benchmarks).
 """
 from rl.envs.env import CodingEnv, EpisodeRecord, run_episode
 from rl.envs.sandbox import Limits, RunResult, Sandbox, backend
