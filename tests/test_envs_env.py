@@ -174,6 +174,10 @@ def test_turn_limit_and_no_tool_call_end_the_episode():
     env.reset(SIMPLE)
     assert env.step(TOK.encode("I think it's fine.") + [END]) == ([], True)
     assert env.record().done_reason == "no_tool_call" and env.record().turns == 1
+    env.reset(SIMPLE)
+    with pytest.raises(ValueError, match="emitted token id 272 is outside the vocab"):
+        env.step([65, 272])
+    env.close()
 
 
 CHEAT_CONFTEST = """import pytest

@@ -56,6 +56,8 @@ def test_structural_errors():
     assert "without a matching" in stray.malformed[0].detail
     role = parse_turn(TOK, turn("<|user|>hi"))
     assert "unexpected control token <|user|>" in role.malformed[0].detail
+    inner = parse_turn(TOK, turn('<|tool_call|>{"name": "submit", <|end|>"arguments": {}}<|/tool_call|>'))
+    assert [m.detail for m in inner.malformed] == ["control token inside tool call JSON"]
     no_end = parse_turn(TOK, TOK.encode(tool_call_text("submit", {}), allow_special=True))
     assert not no_end.terminated and len(no_end.calls) == 1
     eos = parse_turn(TOK, TOK.encode(tool_call_text("submit", {}), allow_special=True) + [TOK.eos_id])

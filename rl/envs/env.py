@@ -104,6 +104,9 @@ class CodingEnv:
         if rec is None or rec.done_reason:
             raise RuntimeError("step() before reset() or after the episode ended")
         emitted = [int(t) for t in emitted_ids]
+        bad = [t for t in emitted if not 0 <= t < self.tok.vocab_size]
+        if bad:   # a sampler bug, not a model mistake: refuse rather than record garbage
+            raise ValueError(f"emitted token id {bad[0]} is outside the vocab (size {self.tok.vocab_size})")
         rec.turn_spans.append((len(rec.tokens), len(rec.tokens) + len(emitted)))
         rec.tokens += emitted
         rec.mask += [1] * len(emitted)

@@ -17,7 +17,7 @@ import json
 import math
 from typing import Any, Sequence
 
-from data.tokenizers import Tokenizer
+from data.tokenizers import SPECIAL_TOKENS, Tokenizer, special_text
 
 # name -> {argument: (type(s), required)}. bool is excluded from int explicitly below.
 TOOL_SCHEMAS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
@@ -74,6 +74,7 @@ def parse_turn(tok: Tokenizer, ids: Sequence[int]) -> ParsedTurn:
     terminated = bool(ids) and ids[-1] in end_ids
     body = ids[:-1] if terminated else ids
     open_id, close_id = tok.special_id("tool_call"), tok.special_id("/tool_call")
+    specials = _special_ids(tok)
     allowed_free = {tok.special_id("think"), tok.special_id("/think")}
     items: list = []
     i = 0
@@ -87,32 +88,31 @@ def parse_turn(tok: Tokenizer, ids: Sequence[int]) -> ParsedTurn:
                 items.append(Malformed("tool call opened with <|tool_call|> but never closed", j - i))
                 i = j
                 continue
-            items.append(_parse_call(tok, body[i + 1:j], n_tokens=j - i + 1))
+            items.append(_parse_call(tok, body[i + 1:j], specials, n_tokens=j - i + 1))
             i = j + 1
         elif t == close_id:
             items.append(Malformed("<|/tool_call|> without a matching <|tool_call|>", 1))
             i += 1
-        elif t >= 256 and t not in allowed_free and _is_special(tok, t):
-            items.append(Malformed(f"unexpected control token {tok.decode([t])} inside the turn", 1))
+        elif t in specials and t not in allowed_free:
+            items.append(Malformed(f"unexpected control token {special_text(specials[t])} inside the turn", 1))
             i += 1
         else:
             i += 1
     return ParsedTurn(items, terminated)
 
 
-def _is_special(tok: Tokenizer, t: int) -> bool:
-    try:
-        return tok.decode([t]).startswith("<|")
-    except ValueError:
-        return True
+def _special_ids(tok: Tokenizer) -> dict[int, str]:
+    """id -> name of every control token (works for any tokenizer, not just the byte one)."""
+    return {tok.special_id(name): name for name in SPECIAL_TOKENS}
 
 
 def _reject_constant(name: str):
     raise ValueError(f"non-standard JSON constant {name}")
 
 
-def _parse_call(tok: Tokenizer, body_ids: list[int], n_tokens: int) -> ToolCall | Malformed:
-    if any(_is_special(tok, t) for t in body_ids if t >= 256):
+def _parse_call(tok: Tokenizer, body_ids: list[int], specials: dict[int, str], n_tokens: int
+                ) -> ToolCall | Malformed:
+    if any(t in specials for t in body_ids):
         return Malformed("control token inside tool call JSON", n_tokens)
     text = tok.decode(body_ids)
     try:
