@@ -105,7 +105,7 @@ def _check_token_record(task, agent, rec):
 
 
 def test_wrong_solutions_score_zero_and_doing_nothing_fails():
-    picked = [t for t in TASKS if t.meta["template"] in ("boundary", "rename", "write_tests", "api_migration")]
+    picked = [t for t in TASKS if t.meta["template"] in ("boundary", "rename", "write_tests", "readme_example", "api_migration")]
     broken = lambda t: {p: "raise ImportError('broken')\n" for p, c in t.solution.items() if c is not None}
     with ThreadPoolExecutor(2) as pool:
         wrong = list(pool.map(lambda t: _episode(t, broken(t))[1], picked))

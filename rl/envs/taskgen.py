@@ -4,8 +4,8 @@ Kinds and templates (the kinds the Composer report names):
     bugfix    off_by_one, boundary, mutable_default
     feature   add_function, add_option
     refactor  rename, extract_helper
-    tests     write_tests
-    docs      docstrings
+    tests     write_tests, regression_test
+    docs      docstrings, readme_example
     migration api_migration
 
 Difficulty 1..3 makes the prompt vaguer (d1 names the file and symptom, d3 only the symptom) and
@@ -420,12 +420,10 @@ _VERSION_MUTANTS = (
 )
 
 
-def _write_tests(rng, pkg, difficulty):
-    files = _base_repo(rng, pkg, difficulty)
-    impl = _d(_VERSION_IMPL)
-    files[f"{pkg}/version.py"] = impl
-    mutants = rng.sample(_VERSION_MUTANTS, min(difficulty + 1, len(_VERSION_MUTANTS)))
-    hidden = {"test_written_tests_hidden.py": _d(f'''
+def _suite_grader(target: str, test_file: str, mutants, min_tests: int) -> str:
+    """Hidden tests that grade a test suite the agent wrote: it must exist with >= min_tests tests,
+    pass on the real code, and fail (by failing tests) on each mutant of `target`."""
+    return _d(f'''
         import pathlib
         import shutil
         import subprocess
@@ -433,15 +431,15 @@ def _write_tests(rng, pkg, difficulty):
 
         import pytest
 
-        TEST_FILE = pathlib.Path("tests/test_version.py")
-        MUTANTS = {mutants!r}
+        TEST_FILE = pathlib.Path("{test_file}")
+        MUTANTS = {list(mutants)!r}
 
 
         def _run_suite(tmp_path, mutant=None):
             copy = tmp_path / "repo"
             shutil.copytree(".", copy, ignore=shutil.ignore_patterns(".hidden_tests", "*.xml"))
             if mutant:
-                target = copy / "{pkg}" / "version.py"
+                target = copy / "{target}"
                 src = target.read_text()
                 assert mutant[0] in src
                 target.write_text(src.replace(mutant[0], mutant[1]))
@@ -456,7 +454,7 @@ def _write_tests(rng, pkg, difficulty):
 
         def test_file_exists_with_tests():
             assert TEST_FILE.exists()
-            assert TEST_FILE.read_text().count("def test_") >= 2
+            assert TEST_FILE.read_text().count("def test_") >= {min_tests}
 
 
         def test_passes_on_real_code(passes_on_real_code):
@@ -469,7 +467,15 @@ def _write_tests(rng, pkg, difficulty):
             # by failing tests (exit 1), not by crashing (2), having no tests (5) or no file (4).
             assert passes_on_real_code
             assert _run_suite(tmp_path, mutant) == 1
-        ''')}
+        ''')
+
+
+def _write_tests(rng, pkg, difficulty):
+    files = _base_repo(rng, pkg, difficulty)
+    files[f"{pkg}/version.py"] = _d(_VERSION_IMPL)
+    mutants = rng.sample(_VERSION_MUTANTS, min(difficulty + 1, len(_VERSION_MUTANTS)))
+    hidden = {"test_written_tests_hidden.py": _suite_grader(f"{pkg}/version.py", "tests/test_version.py",
+                                                            mutants, min_tests=2)}
     solution = {"tests/test_version.py": _d(f'''
         import pytest
 
@@ -534,6 +540,65 @@ def _docstrings(rng, pkg, difficulty):
     return files, prompt, hidden, {f"{pkg}/money.py": "\n\n".join(documented)}
 
 
+def _regression_test(rng, pkg, difficulty):
+    fn = rng.choice(("window_sums", "rolling_totals", "block_sums"))
+    files = _base_repo(rng, pkg, difficulty)
+    fixed = _d(f'''
+        def {fn}(xs, k):
+            """Sum of every length-k window of xs, left to right."""
+            return [sum(xs[i:i + k]) for i in range(len(xs) - k + 1)]
+        ''')
+    files[f"{pkg}/series.py"] = fixed
+    test_file = "tests/test_windows.py"
+    bug = ("range(len(xs) - k + 1)", "range(len(xs) - k)")
+    hidden = {"test_regression_hidden.py": _suite_grader(f"{pkg}/series.py", test_file, [bug], min_tests=1)}
+    solution = {test_file: _d(f'''
+        from {pkg}.series import {fn}
+
+
+        def test_last_window_kept():
+            assert {fn}([1, 2, 3], 2) == [3, 5]
+        ''')}
+    prompt = _prompt(difficulty, (f"{fn} ({pkg}/series.py) used to drop the last window; add a regression test in {test_file}",
+                                  f"add a regression test for the {fn} last-window bug ({test_file})",
+                                  f"we fixed a last-window bug in {fn}; pin it with a test in {test_file}"))
+    return files, prompt, hidden, solution
+
+
+def _readme_example(rng, pkg, difficulty):
+    name = rng.choice(sorted(_FEATURES))
+    signature, spec, impl, _ = _FEATURES[name]
+    call, result = _EXAMPLES[name]
+    files = _base_repo(rng, pkg, difficulty)
+    files[f"{pkg}/text.py"] = _d(impl)
+    readme = files["README.md"]
+    hidden = {"test_readme_hidden.py": _d(f'''
+        import doctest
+        import pathlib
+
+
+        def test_readme_has_a_running_example_of_{name}():
+            text = pathlib.Path("README.md").read_text()
+            examples = doctest.DocTestParser().get_examples(text)
+            assert any("{name}(" in ex.source for ex in examples)
+            result = doctest.testfile("README.md", module_relative=False)
+            assert result.attempted >= 2 and result.failed == 0
+
+
+        def test_readme_keeps_its_intro():
+            assert pathlib.Path("README.md").read_text().startswith({readme.splitlines()[0]!r})
+        ''')}
+    example = (f"\n## Example\n\n```python\n>>> from {pkg}.text import {name}\n>>> {call}\n{result}\n\n```\n")
+    prompt = _prompt(difficulty, (f"add a doctest-style usage example of {name} to README.md",
+                                  f"README needs a runnable {name} example (doctest)", f"document {name} in the README with a doctest"))
+    return files, prompt, hidden, {"README.md": readme + example}
+
+
+_EXAMPLES = {"slugify": ('slugify("Hello, World!")', "'hello-world'"),
+             "chunked": ("chunked([1, 2, 3], 2)", "[[1, 2], [3]]"),
+             "rle_encode": ('rle_encode("aab")', "[('a', 2), ('b', 1)]")}
+
+
 # ---------------------------------------------------------------- API migration
 
 def _api_migration(rng, pkg, difficulty):
@@ -588,7 +653,9 @@ TEMPLATES: dict[str, tuple[str, Callable]] = {
     "rename": ("refactor", _rename),
     "extract_helper": ("refactor", _extract_helper),
     "write_tests": ("tests", _write_tests),
+    "regression_test": ("tests", _regression_test),
     "docstrings": ("docs", _docstrings),
+    "readme_example": ("docs", _readme_example),
     "api_migration": ("migration", _api_migration),
 }
 
