@@ -1,5 +1,6 @@
 """Task generator reproducibility, JSONL + files round trip, and the verification gate."""
 import json
+import pathlib
 
 import pytest
 
@@ -112,3 +113,16 @@ def test_cli_make_then_verify_round_trip(tmp_path, capsys):
     assert main(["verify", str(tmp_path / "tasks.jsonl")]) == 1
     out = capsys.readouterr().out
     assert f"REJECTED {saved[0].id}: reference solution fails hidden tests" in out and "1/2 tasks accepted" in out
+
+
+def test_hand_written_task_set_loads_verifies_and_is_solvable():
+    from data.tokenizers import ByteTokenizer
+    from rl.envs import CodingEnv, OraclePolicy, run_episode
+    path = pathlib.Path(__file__).parent / "envs_fixtures" / "custom" / "tasks.jsonl"
+    [task] = load_tasks(path)
+    assert task.solution["notes.txt"] is None and task.setup == ['python3 -c "import fizz"']
+    accepted, rejected = verify_tasks([task])
+    assert rejected == [] and task.meta["hidden_test_count"] == 2
+    tok = ByteTokenizer()
+    record = run_episode(CodingEnv(tok), task, OraclePolicy(tok, task))
+    assert record.all_pass and record.tool_calls == 5   # list, write, rm, run_tests, submit
