@@ -258,6 +258,8 @@ def test_special_files_and_oversized_repos_do_not_hang_grading(repo):
         start = time.monotonic()
         grade = grade_repo(task, sb.root, timeout_s=20)          # copying a FIFO would block forever
         assert grade.all_pass and time.monotonic() - start < 10
+        with Sandbox(sb.root) as copy:
+            assert sorted(copy.skipped_files) == ["pipe", "sock"]
         sb.run("head -c 3000 /dev/zero > blob", 5)
         small = Limits(repo_bytes=2000)
         grade = grade_repo(task, sb.root, timeout_s=20, limits=small)

@@ -220,10 +220,11 @@ class Sandbox:
         self._base = tempfile.mkdtemp(prefix="rl-episode-", dir=base_dir)
         os.chmod(self._base, 0o711)   # the episode uid may traverse (rlimit backend), not list
         self.root = os.path.join(self._base, "repo")
+        self.skipped_files: list[str] = []   # FIFOs, sockets, devices left out of the copy
         if repo_dir is None:
             os.mkdir(self.root)
         else:
-            _copy_repo(repo_dir, self.root, limits.repo_bytes)
+            self.skipped_files = _copy_repo(repo_dir, self.root, limits.repo_bytes)
         self._chown_tree(self.root)
         os.chmod(self.root, 0o700)
         self._tmp = os.path.join(self._base, "tmp")   # TMPDIR for the rlimit backend (bwrap has its own)
@@ -385,9 +386,10 @@ class RepoTooLarge(ValueError):
     pass
 
 
-def _copy_repo(src: str | os.PathLike, dst: str, max_bytes: int) -> None:
+def _copy_repo(src: str | os.PathLike, dst: str, max_bytes: int) -> list[str]:
     """copytree of regular files, dirs and symlinks only: an agent-made FIFO would block the copy
-    forever and a socket would fail it. Refuses repos over `max_bytes` before copying anything."""
+    forever and a socket would fail it. Refuses repos over `max_bytes` before copying anything.
+    Returns the skipped paths."""
     total = 0
     for dirpath, _, filenames in os.walk(src):
         for name in filenames:
@@ -396,15 +398,19 @@ def _copy_repo(src: str | os.PathLike, dst: str, max_bytes: int) -> None:
     if total > max_bytes:
         raise RepoTooLarge(f"repo {src} holds {total} bytes, over the {max_bytes}-byte limit")
 
+    skipped = []
+
     def special(dirpath, names):
         out = []
         for name in names:
             mode = os.lstat(os.path.join(dirpath, name)).st_mode
             if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
                 out.append(name)
+                skipped.append(os.path.relpath(os.path.join(dirpath, name), src))
         return out
 
     shutil.copytree(src, dst, symlinks=True, ignore=special)
+    return skipped
 
 
 class _OutputCapture:
