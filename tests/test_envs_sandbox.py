@@ -264,3 +264,19 @@ def test_special_files_and_oversized_repos_do_not_hang_grading(repo):
         small = Limits(repo_bytes=2000)
         grade = grade_repo(task, sb.root, timeout_s=20, limits=small)
         assert grade.passed == 0 and grade.total == 1 and "over the 2000-byte limit" in grade.output
+
+
+def test_failed_construction_leaves_nothing_behind(repo, tmp_path_factory):
+    from rl.envs.sandbox import RepoTooLarge
+    base = tmp_path_factory.mktemp("episodes")
+    with pytest.raises(ValueError, match="is inside the repo"):
+        Sandbox(repo, base_dir=str(repo))
+    assert sorted(p.name for p in repo.iterdir()) == ["main.py", "pkg"]   # no episode dir left in it
+    with pytest.raises(RepoTooLarge, match="over the 10-byte limit"):
+        Sandbox(repo, limits=Limits(repo_bytes=10), base_dir=str(base))
+    with pytest.raises(ValueError, match="outside the repository"):
+        Sandbox.from_files({"ok.py": "", "../escape.py": ""}, base_dir=str(base))
+    assert list(base.iterdir()) == []
+    with Sandbox(repo, base_dir=str(base)):
+        assert len(list(base.iterdir())) == 1
+    assert list(base.iterdir()) == []

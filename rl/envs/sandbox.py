@@ -217,26 +217,41 @@ class Sandbox:
         auto = _is_root() and (self.backend == "bwrap" or _others_can_run_python())
         self.own_uid = auto if own_uid is None else own_uid
         self.uid = _fresh_uid() if self.own_uid else os.getuid()
+        self._closed = True   # until fully built: __del__ must not act on a half-made sandbox
         self._base = tempfile.mkdtemp(prefix="rl-episode-", dir=base_dir)
+        try:
+            self._populate(repo_dir)
+        except BaseException:
+            shutil.rmtree(self._base, ignore_errors=True)
+            raise
+        self._closed = False
+
+    def _populate(self, repo_dir) -> None:
         os.chmod(self._base, 0o711)   # the episode uid may traverse (rlimit backend), not list
         self.root = os.path.join(self._base, "repo")
         self.skipped_files: list[str] = []   # FIFOs, sockets, devices left out of the copy
         if repo_dir is None:
             os.mkdir(self.root)
         else:
-            self.skipped_files = _copy_repo(repo_dir, self.root, limits.repo_bytes)
+            src = os.path.realpath(repo_dir)
+            if os.path.realpath(self._base).startswith(src + os.sep):
+                raise ValueError(f"episode dir {self._base} is inside the repo {src} it would copy")
+            self.skipped_files = _copy_repo(repo_dir, self.root, self.limits.repo_bytes)
         self._chown_tree(self.root)
         os.chmod(self.root, 0o700)
         self._tmp = os.path.join(self._base, "tmp")   # TMPDIR for the rlimit backend (bwrap has its own)
         os.mkdir(self._tmp, 0o700)
         self._chown(self._tmp)
-        self._closed = False
 
     @classmethod
     def from_files(cls, files: dict[str, str], **kwargs) -> "Sandbox":
         box = cls(None, **kwargs)
-        for rel, content in files.items():
-            box.write_text(rel, content)
+        try:
+            for rel, content in files.items():
+                box.write_text(rel, content)
+        except BaseException:
+            box.close()
+            raise
         return box
 
     # -- commands
