@@ -326,29 +326,16 @@ def _rename(rng, pkg, difficulty):
         files[f"{pkg}/report_{i}.py"] = caller.format(name=old)
         solution[f"{pkg}/report_{i}.py"] = caller.format(name=new)
         callers.append(i)
-    checks = "\n".join(f"    assert report_{i}.report_{i}([100, 200]) == {new}([{(i + 1) * 100}, {(i + 1) * 200}])"
-                       for i in callers)
-    hidden = {"test_rename_hidden.py": _d(f'''
-        import pathlib
-
-        from {pkg} import core
-        from {pkg}.core import {new}
-        {"; ".join(f"from {pkg} import report_{i}" for i in callers)}
-
-
-        def test_behaviour_kept():
-            assert {new}([100, 200]) == 300 * {100 + rate} // 100
-
-
-        def test_callers():
-        {{checks}}
-
-
-        def test_old_name_gone():
-            assert not hasattr(core, "{old}")
-            for path in pathlib.Path("{pkg}").rglob("*.py"):
-                assert "{old}" not in path.read_text(), path
-        ''').replace("{checks}", checks)}
+    imports = "".join(f"from {pkg} import report_{i}\n" for i in callers)
+    checks = "".join(f"    assert report_{i}.report_{i}([100, 200]) == {new}([{(i + 1) * 100}, {(i + 1) * 200}])\n"
+                     for i in callers)
+    hidden = {"test_rename_hidden.py": (
+        f"import pathlib\nimport re\n\nfrom {pkg} import core\nfrom {pkg}.core import {new}\n{imports}\n\n"
+        f"def test_behaviour_kept():\n    assert {new}([100, 200]) == 300 * {100 + rate} // 100\n\n\n"
+        f"def test_callers():\n{checks}\n\n"
+        f"def test_old_name_gone():\n    assert not hasattr(core, {old!r})\n"
+        f"    for path in pathlib.Path({pkg!r}).rglob('*.py'):\n"
+        f"        assert not re.search(r'\\b{old}\\b', path.read_text()), path   # whole words: proc vs process_rows\n")}
     prompt = _prompt(difficulty, (f"rename {old} to {new} in {pkg}/core.py and update callers",
                                   f"rename {old} -> {new}", f"{old} is a bad name, call it {new}"))
     return files, prompt, hidden, solution
@@ -607,18 +594,18 @@ def _api_migration(rng, pkg, difficulty):
     store = _d('''
         class KV:
             def __init__(self, data=None):
-                self._data = dict(data or {{}})
+                self._data = dict(data or {})
 
             def fetch(self, key, *, default=None):
                 return self._data.get(key, default)
-        {old}''')
-    old_get = _d('''
-            def get(self, key, default=None):
-                """Deprecated: use fetch(key, default=...)."""
-                return self.fetch(key, default=default)
         ''')
-    files[f"{pkg}/kv.py"] = store.format(old=textwrap.indent(old_get, "    "))
-    solution = {f"{pkg}/kv.py": store.format(old="")}
+    old_get = _d('''
+        def get(self, key, default=None):
+            """Deprecated: use fetch(key, default=...)."""
+            return self.fetch(key, default=default)
+        ''')
+    files[f"{pkg}/kv.py"] = store + "\n" + textwrap.indent(old_get, "    ")
+    solution = {f"{pkg}/kv.py": store}
     checks = []
     for i in range(difficulty + 1):
         key = f"k{i}"
