@@ -42,6 +42,7 @@ def test_well_formed_calls_parse_in_order_with_token_counts():
     ('{"name": "run", "arguments": {"command": "ls", "timeout_s": NaN}}', "non-standard JSON constant"),
     ('{"name": "submit", "arguments": []}', "arguments must be an object"),
     ('["submit"]', 'exactly "name" and "arguments"'),
+    ('{"name": "run", "arguments": {"command": "ls", "command": "rm -rf ."}}', "duplicate key(s) ['command']"),
 ])
 def test_malformed_calls_are_reported_with_reason(body, why):
     parsed = parse_turn(TOK, turn("ok " + raw_call(body)))

@@ -110,13 +110,21 @@ def _reject_constant(name: str):
     raise ValueError(f"non-standard JSON constant {name}")
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, _ in pairs]
+    duplicated = sorted({k for k in keys if keys.count(k) > 1})
+    if duplicated:
+        raise ValueError(f"duplicate key(s) {duplicated}")
+    return dict(pairs)
+
+
 def _parse_call(tok: Tokenizer, body_ids: list[int], specials: dict[int, str], n_tokens: int
                 ) -> ToolCall | Malformed:
     if any(t in specials for t in body_ids):
         return Malformed("control token inside tool call JSON", n_tokens)
     text = tok.decode(body_ids)
     try:
-        obj = json.loads(text, parse_constant=_reject_constant)
+        obj = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
     except (ValueError, RecursionError) as e:
         return Malformed(f"tool call is not valid JSON: {e}", n_tokens)
     if not isinstance(obj, dict) or set(obj) != {"name", "arguments"}:
