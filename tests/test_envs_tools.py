@@ -80,6 +80,9 @@ def test_truncation_keeps_head_and_tail_within_budget():
     assert truncate_to_budget(TOK, "short", 200) == TOK.encode("short")
     cut = TOK.decode(truncate_to_budget(TOK, "é" * 500, 101))   # a cut inside a 2-byte char stays valid text
     assert "[... truncated" in cut
+    huge = "a" * 50_000_000 + "END"                               # tokenizing this whole would take GBs
+    ids = truncate_to_budget(TOK, huge, 100)
+    assert len(ids) <= 102 and TOK.decode(ids).endswith("END") and "+ 49993603 chars" in TOK.decode(ids)
 
 
 @pytest.fixture
