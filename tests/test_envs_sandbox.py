@@ -5,6 +5,7 @@ fallback honestly covers, also on the rlimit backend.
 """
 import os
 import pathlib
+import shutil
 import socket
 import subprocess
 import threading
@@ -26,6 +27,8 @@ def make(repo, backend_name, **kwargs):
     """On the rlimit backend, force the private uid when root (the dev machine's interpreter lives
     under a 0700 /root, so auto mode would run as root); these tests use /usr/bin tools only."""
     own = True if backend_name == "rlimit" and IS_ROOT else None
+    if own and not shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin"):
+        pytest.skip("no system python3 reachable by the episode uid on the rlimit backend")
     return Sandbox(repo, limits=FAST, backend_name=backend_name, own_uid=own, **kwargs)
 FAST = Limits(cpu_s=5, memory_bytes=1 << 30, nproc=64, file_bytes=8 << 20, output_bytes=4096,
               output_kill_bytes=4 << 20)
