@@ -18,6 +18,10 @@ Backends, chosen once per process:
   caller instead (no process limit, no uid sweep: only the process group is killed) and the
   warning says so.
 
+Not bounded (no cgroups, which CI containers rarely delegate): memory summed over an episode's
+processes (RLIMIT_AS is per process, so nproc x memory_bytes in the worst case) and the episode
+directory's total size (only single files, via RLIMIT_FSIZE; copies refuse repos over repo_bytes).
+
 Without root the uid switch is impossible: commands then run as the caller under bwrap's user
 namespace, RLIMIT_NPROC is left unset (it would count all of the caller's processes), and a fork bomb
 is contained only by the pid namespace and the wall timeout.
