@@ -63,7 +63,6 @@ class ModelConfig:
     remat: str = "none"
     moe_impl: str = "blocked"
     moe_block_size: int = 0               # rows per expert block in the 'blocked' dispatch; 0 = choose from shapes
-    attn_chunk_size: int = 0              # query chunk for training attention; 0 = whole sequence at once
 
     def __post_init__(self):
         validate(self)

@@ -128,3 +128,12 @@ def test_truncated_safetensors_is_reported(tmp_path):
     (dst / "model.safetensors").write_bytes(data[: len(data) // 2])
     with pytest.raises(ValueError, match="truncated"):
         load_hf_checkpoint(str(dst))
+
+
+def test_convert_cli_writes_params_checkpoint_that_reloads(tmp_path):
+    from model.export import load_params, main
+    main(["--hf_dir", os.path.join(FIXTURES, "mtp"), "--out_dir", str(tmp_path / "ckpt")])
+    cfg, params = load_params(str(tmp_path / "ckpt"))
+    cfg0, params0 = load_hf_checkpoint(os.path.join(FIXTURES, "mtp"))
+    assert cfg == cfg0
+    jax.tree_util.tree_map(np.testing.assert_array_equal, params, params0)

@@ -1,0 +1,26 @@
+"""Agent environments for RL and evaluation: sandbox, tool protocol, tasks, verification, episodes.
+
+    from rl.envs import CodingEnv, Sandbox, generate_tasks, verify_tasks, run_episode
+
+    tasks, rejected = verify_tasks(generate_tasks(100, seed=0))   # the gate: only well-posed tasks
+    env = CodingEnv(tokenizer)                                     # one per rollout worker thread
+    record = run_episode(env, tasks[0], policy)                    # policy(context_ids) -> emitted_ids
+    record.tokens, record.mask, record.reward, record.all_pass     # train on exactly these ids
+
+Modules: sandbox (bubblewrap/rlimit confinement), tools (strict tool-call parsing + the tools),
+env (token-level episodes, reward), tasks (Task, JSONL + files, grading), taskgen (procedural
+tasks), verify (the gate), scripted (an oracle policy for smoke tests and benchmarks).
+"""
+from rl.envs.env import CodingEnv, EpisodeRecord, run_episode
+from rl.envs.sandbox import Limits, RunResult, Sandbox, backend
+from rl.envs.scripted import OraclePolicy
+from rl.envs.taskgen import TEMPLATES, generate_task, generate_tasks
+from rl.envs.tasks import Grade, Task, apply_solution, grade_repo, load_tasks, save_tasks
+from rl.envs.tools import TOOL_SCHEMAS, parse_turn
+from rl.envs.verify import Verdict, verify_task, verify_tasks
+
+__all__ = [
+    "CodingEnv", "EpisodeRecord", "Grade", "Limits", "OraclePolicy", "RunResult", "Sandbox", "TEMPLATES",
+    "TOOL_SCHEMAS", "Task", "Verdict", "apply_solution", "backend", "generate_task", "generate_tasks",
+    "grade_repo", "load_tasks", "parse_turn", "run_episode", "save_tasks", "verify_task", "verify_tasks",
+]

@@ -1,0 +1,531 @@
+"""Sandboxed command execution for agent episodes.
+
+Each `Sandbox` owns a fresh copy of a repo (the "episode directory") and a private, otherwise unused
+uid. Commands run as that uid, so the kernel enforces RLIMIT_NPROC per episode (it never does for
+root), files outside the episode are protected by ordinary permissions, and after every command the
+episode's leftover processes (daemons, fork-bomb children) are killed with one `kill(-1)` issued as
+that uid, which the kernel applies to every process of the uid in a single pass.
+
+Backends, chosen once per process:
+- "bwrap" (bubblewrap): new pid/net/ipc/uts namespaces (no network; every process dies when the
+  command's shell exits), the system bound read-only (/usr, a few /etc files, the Python prefix),
+  a private tmpfs /tmp, the episode bound read-write at /repo; nothing else of the host is visible.
+- "rlimit": no namespaces. Same uid switch, rlimits, timeouts and process sweep, but the network and
+  world-readable/writable host paths (/tmp) are reachable. Used only when bwrap is missing or does
+  not work here, with one loud warning. Force it with RL_ENVS_SANDBOX=rlimit or
+  Sandbox(backend_name="rlimit"). Without bind mounts the episode uid must reach the interpreter
+  itself; when it cannot (pyenv under a 0700 /root, as on the dev machine) commands run as the
+  caller instead (no process limit, no uid sweep: only the process group is killed) and the
+  warning says so.
+
+Not bounded (no cgroups, which CI containers rarely delegate): memory summed over an episode's
+processes (RLIMIT_AS is per process, so nproc x memory_bytes in the worst case) and the episode
+directory's total size (only single files, via RLIMIT_FSIZE; copies refuse repos over repo_bytes).
+
+Without root the uid switch is impossible: commands then run as the caller under bwrap's user
+namespace, RLIMIT_NPROC is left unset (it would count all of the caller's processes), and a fork bomb
+is contained only by the pid namespace and the wall timeout.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import secrets
+import select
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+SANDBOX_REPO = "/repo"   # where the episode directory appears inside bwrap
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """Per-command resource limits. Memory is address space, so it bounds what a process can map."""
+    cpu_s: int = 30                      # RLIMIT_CPU per process (soft; hard = soft + 1 -> SIGKILL)
+    memory_bytes: int = 2 << 30          # RLIMIT_AS per process
+    nproc: int = 128                     # RLIMIT_NPROC for the episode uid (root only)
+    file_bytes: int = 64 << 20           # RLIMIT_FSIZE: largest file a command may write
+    output_bytes: int = 32 << 10         # output kept for the caller (head + tail)
+    output_kill_bytes: int = 16 << 20    # output beyond this ends the command (limit "output")
+    tmp_bytes: int = 256 << 20           # size of the private /tmp tmpfs (bwrap only)
+    repo_bytes: int = 1 << 30            # largest repo Sandbox() agrees to copy (e.g. for grading)
+
+
+@dataclasses.dataclass
+class RunResult:
+    exit_code: int            # shell convention: 128 + signal when a signal ended it
+    output: str               # stdout+stderr interleaved, capped to Limits.output_bytes with a marker
+    timed_out: bool           # the wall timeout killed the process tree
+    limit: str | None         # "cpu" | "file_size" | "memory" | "processes" | "output" | None;
+                              # cpu/file_size come from the signal, memory/processes from the
+                              # error text the program printed (a heuristic), output is exact
+    output_bytes: int         # bytes the command produced in total
+    duration_s: float
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out and self.limit is None
+
+    @property
+    def status(self) -> str:
+        if self.timed_out:
+            return "timeout"
+        if self.limit:
+            return f"limit:{self.limit}"
+        return "ok" if self.exit_code == 0 else f"exit:{self.exit_code}"
+
+
+# ---------------------------------------------------------------- backend selection
+
+def _is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def _python_prefixes() -> list[str]:
+    """Python installations the sandbox must see read-only (the interpreter + its site-packages)."""
+    prefixes = {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)}
+    return sorted(p for p in prefixes if p not in ("/usr", "/"))
+
+
+_ETC_FILES = ("ld.so.cache", "ld.so.conf", "passwd", "group", "nsswitch.conf", "localtime", "hosts")
+
+
+def _bwrap_prefix(episode_dir: str, limits: Limits) -> list[str]:
+    args = ["bwrap", "--ro-bind", "/usr", "/usr"]
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        path = f"/{name}"
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    args += ["--dir", "/etc"]
+    for name in _ETC_FILES:
+        if os.path.exists(f"/etc/{name}"):
+            args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+    if os.path.isdir("/etc/alternatives"):
+        args += ["--ro-bind", "/etc/alternatives", "/etc/alternatives"]
+    for prefix in _python_prefixes():
+        # Parents (e.g. /root/.pyenv under a 0700 /root) are created empty and traversable, so the
+        # prefix is usable while the rest of the host home stays invisible.
+        parents = list(Path(prefix).parents)[::-1][1:]
+        for parent in parents:
+            args += ["--perms", "0755", "--dir", str(parent)]
+        args += ["--ro-bind", prefix, prefix]
+    args += ["--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp",
+             "--proc", "/proc", "--dev", "/dev",
+             "--bind", episode_dir, SANDBOX_REPO, "--chdir", SANDBOX_REPO,
+             "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+             "--die-with-parent", "--new-session", "--clearenv"]
+    if not _is_root():
+        args += ["--unshare-user"]
+    for key, value in _sandbox_env(SANDBOX_REPO).items():
+        args += ["--setenv", key, value]
+    return args + ["--"]
+
+
+def _sandbox_env(repo: str) -> dict[str, str]:
+    bins = [os.path.join(p, "bin") for p in _python_prefixes()]
+    return {"PATH": ":".join(bins + ["/usr/local/bin", "/usr/bin", "/bin"]), "HOME": repo,
+            "TMPDIR": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONUNBUFFERED": "1",
+            # Host pytest plugins (hypothesis, anyio, ...) cost ~1.4 s per run here and make task
+            # results depend on what the host happens to have installed: tasks get plain pytest.
+            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+
+
+def _drop_privileges(uid: int | None) -> list[str]:
+    if uid is None:
+        return []
+    return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs",
+            "--bounding-set=-all", "--inh-caps=-all", "--"]
+
+
+def _rlimits(limits: Limits, own_uid: bool) -> list[str]:
+    args = ["prlimit", f"--cpu={limits.cpu_s}:{limits.cpu_s + 1}", f"--as={limits.memory_bytes}",
+            f"--fsize={limits.file_bytes}", "--core=0"]
+    if own_uid:   # RLIMIT_NPROC counts every process of the uid: only meaningful for a private uid
+        args.append(f"--nproc={limits.nproc}")
+    return args + ["--"]
+
+
+@functools.lru_cache(maxsize=1)
+def backend() -> str:
+    """'bwrap' when bubblewrap works here (probed once), else 'rlimit' with one loud warning."""
+    forced = os.environ.get("RL_ENVS_SANDBOX", "")
+    if forced in ("bwrap", "rlimit"):
+        return forced
+    needed = ["prlimit", "setpriv"] if _is_root() else ["prlimit"]
+    missing = [tool for tool in needed if shutil.which(tool) is None]
+    if missing:
+        raise RuntimeError(f"sandbox needs util-linux tools not found on PATH: {', '.join(missing)}")
+    reason = "bwrap not found on PATH (Debian package 'bubblewrap')"
+    if shutil.which("bwrap"):
+        with tempfile.TemporaryDirectory() as probe_dir:
+            os.chmod(probe_dir, 0o777)
+            argv = _bwrap_prefix(probe_dir, Limits()) + _drop_privileges(_probe_uid()) + ["/bin/true"]
+            probe = subprocess.run(argv, capture_output=True, text=True)
+        if probe.returncode == 0:
+            return "bwrap"
+        reason = f"bwrap probe failed (exit {probe.returncode}): {probe.stderr.strip()[:200]}"
+    if _is_root() and not _others_can_run_python():
+        reason += (f"; also the Python prefix {_python_prefixes()} is not reachable by other users, so "
+                   "commands run AS ROOT (no per-episode uid, no process limit, host files readable)")
+    warnings.warn(f"rl.envs.Sandbox: {reason}. FALLING BACK TO RLIMITS + TIMEOUTS ONLY: commands can "
+                  "reach the network and world-readable host files.", RuntimeWarning, stacklevel=2)
+    print(f"WARNING rl.envs.Sandbox: {reason}; sandbox is rlimits + timeouts only", file=sys.stderr)
+    return "rlimit"
+
+
+def _probe_uid() -> int | None:
+    return _fresh_uid() if _is_root() else None
+
+
+def _others_can_run_python() -> bool:
+    """Whether a non-root uid can reach the interpreter (pyenv under a 0700 /root cannot)."""
+    for prefix in _python_prefixes():
+        for path in [prefix, *Path(prefix).parents]:
+            if not os.stat(path).st_mode & 0o001:
+                return False
+    return True
+
+
+def _fresh_uid() -> int:
+    # A random uid far above real accounts: unique per episode with overwhelming probability, so
+    # RLIMIT_NPROC and the kill(-1) sweep never touch another episode or a host process.
+    return 1_000_000 + secrets.randbelow(1 << 30)
+
+
+# ---------------------------------------------------------------- the sandbox
+
+class Sandbox:
+    """A private copy of `repo_dir` in which commands run confined. Use as a context manager."""
+
+    def __init__(self, repo_dir: str | os.PathLike | None = None, *, limits: Limits = Limits(),
+                 base_dir: str | None = None, backend_name: str | None = None, own_uid: bool | None = None):
+        if backend_name not in (None, "bwrap", "rlimit"):
+            raise ValueError(f"unknown sandbox backend {backend_name!r} (expected 'bwrap' or 'rlimit')")
+        self.limits = limits
+        self.backend = backend_name or backend()
+        # A private uid needs root to switch to, and (without bwrap's bind mounts) an interpreter
+        # that other users can reach.
+        if own_uid and not _is_root():
+            raise ValueError("Sandbox(own_uid=True) needs root to switch uid")
+        auto = _is_root() and (self.backend == "bwrap" or _others_can_run_python())
+        self.own_uid = auto if own_uid is None else own_uid
+        self.uid = _fresh_uid() if self.own_uid else os.getuid()
+        self._closed = True   # until fully built: __del__ must not act on a half-made sandbox
+        self._base = tempfile.mkdtemp(prefix="rl-episode-", dir=base_dir)
+        try:
+            self._populate(repo_dir)
+        except BaseException:
+            shutil.rmtree(self._base, ignore_errors=True)
+            raise
+        self._closed = False
+
+    def _populate(self, repo_dir) -> None:
+        os.chmod(self._base, 0o711)   # the episode uid may traverse (rlimit backend), not list
+        self.root = os.path.join(self._base, "repo")
+        self.skipped_files: list[str] = []   # FIFOs, sockets, devices left out of the copy
+        if repo_dir is None:
+            os.mkdir(self.root)
+        else:
+            src = os.path.realpath(repo_dir)
+            if os.path.realpath(self._base).startswith(src + os.sep):
+                raise ValueError(f"episode dir {self._base} is inside the repo {src} it would copy")
+            self.skipped_files = _copy_repo(repo_dir, self.root, self.limits.repo_bytes)
+        self._chown_tree(self.root)
+        os.chmod(self.root, 0o700)
+        self._tmp = os.path.join(self._base, "tmp")   # TMPDIR for the rlimit backend (bwrap has its own)
+        os.mkdir(self._tmp, 0o700)
+        self._chown(self._tmp)
+
+    @classmethod
+    def from_files(cls, files: dict[str, str], **kwargs) -> "Sandbox":
+        box = cls(None, **kwargs)
+        try:
+            for rel, content in files.items():
+                box.write_text(rel, content)
+        except BaseException:
+            box.close()
+            raise
+        return box
+
+    # -- commands
+
+    def run(self, command: str, timeout_s: float = 10.0) -> RunResult:
+        if self._closed:
+            raise RuntimeError("Sandbox.run after close()")
+        argv, cwd, env = self._argv(command)
+        start = time.monotonic()
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                start_new_session=True, **self._user_kwargs())
+        capture = _OutputCapture(self.limits.output_bytes)
+        timed_out, output_killed = _pump(proc, capture, start + timeout_s, self.limits.output_kill_bytes)
+        if timed_out or output_killed:
+            _kill_group(proc.pid)
+        exit_code = _shell_code(proc.wait())
+        self.kill_all()
+        proc.stdout.close()
+        limit = "output" if output_killed else _limit_hit(exit_code, capture.text())
+        return RunResult(exit_code=exit_code, output=capture.text(), timed_out=timed_out, limit=limit,
+                         output_bytes=capture.total, duration_s=time.monotonic() - start)
+
+    def _argv(self, command: str) -> tuple[list[str], str, dict[str, str]]:
+        inner = _rlimits(self.limits, self.own_uid) + ["/bin/sh", "-c", command]
+        if self.backend == "bwrap":
+            drop = _drop_privileges(self.uid if self.own_uid else None)
+            return _bwrap_prefix(self.root, self.limits) + drop + inner, self.root, {}
+        env = _sandbox_env(self.root)
+        env["TMPDIR"] = self._tmp
+        return inner, self.root, env
+
+    def _user_kwargs(self) -> dict:
+        # The rlimit backend switches uid in the child before exec (no preexec_fn: thread-safe).
+        if self.backend == "rlimit" and self.own_uid:
+            return {"user": self.uid, "group": self.uid, "extra_groups": []}
+        return {}
+
+    def kill_all(self, patience_s: float = 2.0) -> None:
+        """Kills every process of the episode uid: kill(-1) as that uid is one kernel pass, so a
+        fork bomb cannot outrun it. Repeats until none is alive (dying ones take a moment)."""
+        if not self.own_uid:   # never kill(-1) as a shared uid
+            return
+        deadline = time.monotonic() + patience_s
+        while _uid_has_processes(self.uid):
+            subprocess.run(["/bin/sh", "-c", "kill -KILL -1"], user=self.uid, group=self.uid, extra_groups=[],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if time.monotonic() > deadline:
+                warnings.warn(f"rl.envs.Sandbox: processes of uid {self.uid} survive kill -1", RuntimeWarning)
+                return
+            time.sleep(0.005)
+
+    # -- files (host side, confined to the episode directory)
+
+    def path(self, rel: str) -> str:
+        """Absolute host path of `rel`, refusing anything that resolves outside the episode (.., /abs,
+        symlinks the agent planted)."""
+        if not isinstance(rel, str) or not rel or "\0" in rel:
+            raise ValueError(f"bad path {rel!r}")
+        rel = rel[len(SANDBOX_REPO) + 1:] if rel.startswith(SANDBOX_REPO + "/") else rel
+        full = os.path.realpath(os.path.join(self.root, rel))
+        root = os.path.realpath(self.root)
+        if full != root and not full.startswith(root + os.sep):
+            raise ValueError(f"path {rel!r} is outside the repository")
+        return full
+
+    def read_text(self, rel: str) -> str:
+        with open(self.path(rel), "rb") as f:
+            return f.read().decode("utf-8", errors="replace")
+
+    def write_text(self, rel: str, content: str) -> None:
+        full = self.path(rel)
+        parent = os.path.dirname(full)
+        os.makedirs(parent, exist_ok=True)
+        self._chown_tree(self.root, only=parent)
+        if os.path.lexists(full) and not os.path.isfile(full):
+            raise ValueError(f"path {rel!r} exists and is not a regular file")
+        with open(full, "w", encoding="utf-8") as f:
+            f.write(content)
+        self._chown(full)
+
+    def remove(self, rel: str) -> None:
+        full = self.path(rel)
+        if os.path.isdir(full) and not os.path.islink(full):
+            shutil.rmtree(full)
+        else:
+            os.remove(full)
+
+    def list_files(self, rel: str = ".") -> list[str]:
+        top = self.path(rel)
+        out = []
+        for dirpath, dirnames, filenames in os.walk(top):
+            dirnames[:] = sorted(d for d in dirnames if d not in (".git", "__pycache__", ".pytest_cache"))
+            for name in sorted(filenames):
+                out.append(os.path.relpath(os.path.join(dirpath, name), self.root))
+        return out
+
+    def snapshot(self) -> dict[str, str]:
+        return {rel: self.read_text(rel) for rel in self.list_files()}
+
+    # -- ownership
+
+    def _chown(self, path: str) -> None:
+        if self.own_uid:
+            os.lchown(path, self.uid, self.uid)
+
+    def _chown_tree(self, top: str, only: str | None = None) -> None:
+        if not self.own_uid:
+            return
+        if only is not None:   # chown `only` and its parents up to the root
+            path = only
+            while path.startswith(top):
+                self._chown(path)
+                path = os.path.dirname(path)
+            return
+        self._chown(top)
+        for dirpath, dirnames, filenames in os.walk(top):
+            for name in dirnames + filenames:
+                self._chown(os.path.join(dirpath, name))
+
+    # -- lifetime
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.kill_all()
+        shutil.rmtree(self._base, ignore_errors=True)
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        if not getattr(self, "_closed", True):
+            try:
+                self.close()
+            except Exception:   # interpreter shutdown: best effort only
+                pass
+
+
+# ---------------------------------------------------------------- helpers
+
+class RepoTooLarge(ValueError):
+    pass
+
+
+def _copy_repo(src: str | os.PathLike, dst: str, max_bytes: int) -> list[str]:
+    """copytree of regular files, dirs and symlinks only: an agent-made FIFO would block the copy
+    forever and a socket would fail it. Refuses repos over `max_bytes` before copying anything.
+    Returns the skipped paths."""
+    total = 0
+    for dirpath, _, filenames in os.walk(src):
+        for name in filenames:
+            st = os.lstat(os.path.join(dirpath, name))
+            total += st.st_size if stat.S_ISREG(st.st_mode) else 0
+    if total > max_bytes:
+        raise RepoTooLarge(f"repo {src} holds {total} bytes, over the {max_bytes}-byte limit")
+
+    skipped = []
+
+    def special(dirpath, names):
+        out = []
+        for name in names:
+            mode = os.lstat(os.path.join(dirpath, name)).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+                out.append(name)
+                skipped.append(os.path.relpath(os.path.join(dirpath, name), src))
+        return out
+
+    shutil.copytree(src, dst, symlinks=True, ignore=special)
+    return skipped
+
+
+class _OutputCapture:
+    """Keeps the first and last `cap/2` bytes and counts the rest."""
+
+    def __init__(self, cap: int):
+        self.half = max(cap // 2, 1)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            if len(self.tail) > self.half:
+                del self.tail[:len(self.tail) - self.half]
+
+    def text(self) -> str:
+        omitted = self.total - len(self.head) - len(self.tail)
+        middle = f"\n[... {omitted} bytes of output omitted ...]\n".encode() if omitted else b""
+        return bytes(self.head + middle + self.tail).decode("utf-8", errors="replace")
+
+
+def _pump(proc: subprocess.Popen, capture: _OutputCapture, deadline: float, kill_bytes: int
+          ) -> tuple[bool, bool]:
+    """Reads output until EOF, the deadline, or too much output. Returns (timed_out, output_killed)."""
+    fd = proc.stdout.fileno()
+    os.set_blocking(fd, False)
+    poller = select.poll()   # not select.select: it fails for fds >= 1024 (many episodes per process)
+    poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+    exited_at = None
+    while True:
+        now = time.monotonic()
+        if now >= deadline:
+            return True, False
+        if exited_at is None and proc.poll() is not None:
+            exited_at = now
+        if exited_at is not None and now - exited_at > 0.2:
+            return False, False   # an escaped child holds the pipe open; the sweep will kill it
+        if not poller.poll(1e3 * min(deadline - now, 0.05)):
+            continue
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            continue
+        if not chunk:
+            return False, False
+        capture.add(chunk)
+        if capture.total > kill_bytes:
+            return False, True
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _shell_code(returncode: int) -> int:
+    return 128 - returncode if returncode < 0 else returncode
+
+
+_MEMORY_MARKERS = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory")
+_NPROC_MARKERS = ("Resource temporarily unavailable", "BlockingIOError", "fork: retry", "Cannot fork")
+
+
+def _limit_hit(exit_code: int, output: str) -> str | None:
+    if exit_code == 128 + signal.SIGXCPU:
+        return "cpu"
+    if exit_code == 128 + signal.SIGXFSZ:
+        return "file_size"
+    if exit_code != 0 and any(m in output for m in _MEMORY_MARKERS):
+        return "memory"
+    if any(m in output for m in _NPROC_MARKERS):
+        return "processes"
+    return None
+
+
+def _uid_has_processes(uid: int) -> bool:
+    """True if a live (non-zombie) process of `uid` exists. Zombies are dead; init reaps them."""
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.stat(entry.path).st_uid != uid:
+                continue
+            with open(os.path.join(entry.path, "stat"), "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue
+        if state not in (b"Z", b"X"):
+            return True
+    return False

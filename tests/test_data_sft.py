@@ -1,0 +1,107 @@
+"""SFT: the loss mask covers exactly the assistant tokens after packing; the shipped traces are sound."""
+import json
+import os
+import sys
+
+import numpy as np
+
+import data
+from data import DataConfig, SourceSpec, train_iterator
+from data.chat import render_messages
+from data.packing import iter_pieces, join_pieces
+from data.tokenizers import ByteTokenizer
+
+TOK = ByteTokenizer()
+TRACES = os.path.join(data.TRACES_DIR, "coding_traces.jsonl")
+
+
+def load_traces():
+    with open(TRACES) as f:
+        return [json.loads(line) for line in f]
+
+
+def expected_by_ids():
+    """ids of each rendered trace -> its target weights (assistant mask shifted by one)."""
+    out = {}
+    for trace in load_traces():
+        ids, mask = render_messages(TOK, trace["messages"])
+        out[tuple(ids)] = np.asarray(mask[1:], np.float32)
+    return out
+
+
+def test_packed_loss_mask_is_exactly_the_assistant_tokens():
+    cfg = data.sft_config(global_batch_size=2, held_out_fraction=0.0, process_index=0, process_count=1)
+    expected = expected_by_ids()
+    it = train_iterator(cfg)
+    checked = 0
+    for _ in range(10):
+        for piece in iter_pieces(next(it)):
+            assert piece["ids"][0] == TOK.bos_id             # avoid_splitting: traces stay whole
+            np.testing.assert_array_equal(piece["weights"], expected[tuple(piece["ids"])])
+            checked += 1
+    assert checked >= 10
+
+
+def test_loss_mask_survives_splitting_a_chat_across_rows(tmp_path):
+    chats = [[{"role": "system", "content": "be brief"}, {"role": "user", "content": f"add {i} and 2"},
+              {"role": "assistant", "content": "calling", "tool_calls": [{"name": "add", "arguments": {"a": i}}]},
+              {"role": "tool", "content": f"{i + 2}"}, {"role": "assistant", "content": f"It is {i + 2}."}]
+             for i in range(6)]
+    path = tmp_path / "c.jsonl"
+    path.write_text("".join(json.dumps({"messages": c}) + "\n" for c in chats))
+    cfg = DataConfig(sources=(SourceSpec("jsonl", (str(path),), field="messages"),), seq_len=48,
+                     global_batch_size=2, held_out_fraction=0.0, strict=True, process_index=0, process_count=1)
+    it = train_iterator(cfg)
+    pieces = [p for _ in range(12) for p in iter_pieces(next(it))]
+    weights = {}
+    for piece in pieces:                                      # rebuild weights alongside the ids
+        if piece["ids"][0] == TOK.bos_id or not weights:
+            weights[len(weights)] = [piece["weights"]]
+        else:
+            weights[len(weights) - 1].append(piece["weights"])
+    docs = join_pieces(pieces, TOK.bos_id)
+    for i, chat in enumerate(chats):
+        ids, mask = render_messages(TOK, chat)
+        k = next(k for k, d in enumerate(docs) if list(d) == ids)   # every chat appears whole
+        np.testing.assert_array_equal(np.concatenate(weights[k]), mask[1:])
+        trained = TOK.decode([t for t, w in zip(ids[1:], mask[1:]) if w])
+        assert trained == (f'calling<|tool_call|>{{"name": "add", "arguments": {{"a": {i}}}}}<|/tool_call|><|end|>'
+                           f"It is {i + 2}.<|end|>")
+
+
+def test_shipped_traces_are_valid_and_small():
+    traces = load_traces()
+    assert 300 <= len(traces) and os.path.getsize(TRACES) < 2_000_000
+    assert len({t["id"] for t in traces}) == len(traces)
+    assert {t["flow"] for t in traces} == {"implement", "retry", "fix"}
+    for t in traces:
+        messages = t["messages"]
+        ids, mask = render_messages(TOK, messages, where=t["id"])   # unknown roles would raise here
+        assert sum(mask) > 0 and len(ids) < 4096
+        calls = [c for m in messages for c in m.get("tool_calls", [])]
+        assert {c["name"] for c in calls} <= {"read_file", "write_file", "run_command"}
+        results = [m["content"] for m in messages if m["role"] == "tool"]
+        assert len(results) == len(calls)                           # each call answered once
+        assert results[-1].endswith("[exit code 0]") and messages[-1]["role"] == "assistant"
+        if t["flow"] in ("retry", "fix"):
+            assert any(r.endswith("[exit code 1]") for r in results)
+
+
+def test_task_bank_bugs_fail_and_solutions_pass():
+    sys.path.insert(0, data.TRACES_DIR)
+    try:
+        from make_traces import function_source
+        from tasks import TASKS
+    finally:
+        sys.path.remove(data.TRACES_DIR)
+    for _, func, args, doc, good, bad, cases in TASKS:
+        for body, should_pass in ((good, True), (bad, False)):
+            scope = {}
+            exec(function_source(func, args, doc, body), scope)
+            results = []
+            for case in cases:
+                try:
+                    results.append(bool(eval(case, scope)))
+                except Exception:
+                    results.append(False)
+            assert all(results) == should_pass, (func, body)

@@ -1,0 +1,285 @@
+"""Hostile programs inside rl.envs.Sandbox: each is contained, gets a clear status, host unaffected.
+
+Runs on the bwrap backend when it works here (skipped otherwise) and, for the cases that the
+fallback honestly covers, also on the rlimit backend.
+"""
+import os
+import pathlib
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import uuid
+
+import pytest
+
+from rl.envs import Limits, Sandbox, backend
+from rl.envs.sandbox import _uid_has_processes
+
+IS_ROOT = os.geteuid() == 0
+BWRAP = backend() == "bwrap"
+needs_bwrap = pytest.mark.skipif(not BWRAP, reason="bubblewrap not usable here (rlimit fallback)")
+BACKENDS = [pytest.param("bwrap", marks=needs_bwrap), "rlimit"]
+
+
+def make(repo, backend_name, **kwargs):
+    """On the rlimit backend, force the private uid when root (the dev machine's interpreter lives
+    under a 0700 /root, so auto mode would run as root); these tests use /usr/bin tools only."""
+    own = True if backend_name == "rlimit" and IS_ROOT else None
+    if own and not shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin"):
+        pytest.skip("no system python3 reachable by the episode uid on the rlimit backend")
+    return Sandbox(repo, limits=FAST, backend_name=backend_name, own_uid=own, **kwargs)
+FAST = Limits(cpu_s=5, memory_bytes=1 << 30, nproc=64, file_bytes=8 << 20, output_bytes=4096,
+              output_kill_bytes=4 << 20)
+
+
+@pytest.fixture
+def repo(tmp_path):
+    (tmp_path / "main.py").write_text("print('hello from repo')\n")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "mod.py").write_text("X = 1\n")
+    return tmp_path
+
+
+def _host_can_fork():
+    return subprocess.run(["/bin/true"], timeout=5).returncode == 0
+
+
+def test_basic_run_copies_repo_and_reports_exit_code(repo):
+    with Sandbox(repo, limits=FAST) as sb:
+        assert sb.root != str(repo)
+        r = sb.run("python3 main.py && exit 3", timeout_s=5)
+        assert r.exit_code == 3 and "hello from repo" in r.output and not r.timed_out and r.limit is None
+        assert r.status == "exit:3"
+        r = sb.run("echo changed > pkg/mod.py; cat pkg/mod.py", timeout_s=5)
+        assert r.ok and r.output == "changed\n"
+    assert (repo / "pkg" / "mod.py").read_text() == "X = 1\n"   # the source repo is untouched
+    assert not os.path.exists(sb.root)                         # close() removed the episode
+
+
+@pytest.mark.parametrize("backend_name", BACKENDS)
+def test_fork_bomb_contained(repo, backend_name):
+    if backend_name == "rlimit" and not IS_ROOT:
+        pytest.skip("the rlimit backend bounds processes only when it can switch uid (root)")
+    with make(repo, backend_name) as sb:
+        start = time.monotonic()
+        r = sb.run("python3 -c 'import os\nwhile True: os.fork()'", timeout_s=3)
+        assert time.monotonic() - start < 6
+        assert r.timed_out or r.limit == "processes", r.status
+        assert not _uid_has_processes(sb.uid)
+        r = sb.run("b() { b | b & }; b; sleep 1", timeout_s=3)
+        assert r.timed_out or r.limit == "processes" or r.exit_code != 0, r.status
+        assert not _uid_has_processes(sb.uid)
+        assert sb.run("echo alive", timeout_s=5).output == "alive\n"   # the episode still works
+    assert _host_can_fork()
+
+
+@pytest.mark.parametrize("backend_name", BACKENDS)
+def test_infinite_loop_hits_wall_timeout(repo, backend_name):
+    with make(repo, backend_name) as sb:
+        r = sb.run("while :; do :; done", timeout_s=1.5)
+        assert r.timed_out and r.status == "timeout" and 1.4 < r.duration_s < 5.0
+        assert not _uid_has_processes(sb.uid) or not IS_ROOT
+
+
+def test_cpu_limit_ends_busy_process(repo):
+    with Sandbox(repo, limits=Limits(cpu_s=1)) as sb:
+        r = sb.run("python3 -c 'while True: pass'", timeout_s=8)
+        assert not r.timed_out and r.limit == "cpu" and r.duration_s < 5, r.status
+
+
+@pytest.mark.parametrize("backend_name", BACKENDS)
+def test_memory_bomb_hits_memory_limit(repo, backend_name):
+    with make(repo, backend_name) as sb:
+        r = sb.run("python3 -c 'x = bytearray(8 << 30)'", timeout_s=10)
+        assert r.limit == "memory" and "MemoryError" in r.output, r.status
+        # Mapping without touching: only the address-space limit stops this, not the host running out.
+        r = sb.run("python3 -c 'import mmap\nx = []\nwhile True: x.append(mmap.mmap(-1, 64 << 20))'", timeout_s=10)
+        assert r.limit == "memory" and "Cannot allocate memory" in r.output and r.duration_s < 8, r.status
+        r = sb.run("head -c 20000000 /dev/zero > big", timeout_s=5)   # RLIMIT_FSIZE = 8 MiB
+        assert r.limit == "file_size" and os.path.getsize(sb.path("big")) <= FAST.file_bytes
+
+
+@needs_bwrap
+def test_writes_outside_repo_do_not_reach_host(repo, tmp_path_factory):
+    host_dir = tmp_path_factory.mktemp("host")   # world-readable host dir the sandbox must not touch
+    os.chmod(host_dir, 0o777)
+    canary = host_dir / "canary"
+    canary.write_text("keep")
+    marker = f"/tmp/rl_envs_marker_{uuid.uuid4().hex}"
+    with Sandbox(repo, limits=FAST) as sb:
+        r = sb.run(f"echo x > {marker}; echo x > {host_dir}/new; rm -f {canary}; touch /usr/pwned;"
+                   f"echo x > {pathlib.Path.home()}/pwned_{uuid.uuid4().hex}; cat {marker}", timeout_s=5)
+        assert "x" in r.output   # writing the private /tmp works inside ...
+    assert not os.path.exists(marker)                    # ... but never reaches the host's /tmp
+    assert canary.read_text() == "keep" and not (host_dir / "new").exists()
+    assert not os.path.exists("/usr/pwned")
+    assert not list(pathlib.Path.home().glob("pwned_*"))
+
+
+@pytest.mark.parametrize("backend_name", BACKENDS)
+def test_host_secret_and_project_not_readable(repo, backend_name):
+    if backend_name == "rlimit" and not IS_ROOT:
+        pytest.skip("without a uid switch the rlimit backend reads what the caller can read")
+    secret_value = uuid.uuid4().hex
+    secret = pathlib.Path.home() / f".rl_envs_secret_{uuid.uuid4().hex[:8]}"
+    secret.write_text(secret_value)
+    os.chmod(secret, 0o600)
+    try:
+        with make(repo, backend_name) as sb:
+            r = sb.run(f"cat {secret}; cat {pathlib.Path.home()}/.ssh/*", timeout_s=5)
+            assert secret_value not in r.output and r.exit_code != 0
+            listing = sb.run(f"ls -a {pathlib.Path.home()}", timeout_s=5).output
+            assert secret.name not in listing
+            sb.run(f"ln -s {secret} leak", timeout_s=5)
+            with pytest.raises(ValueError, match="outside the repository"):
+                sb.read_text("leak")                       # host-side tools refuse planted symlinks
+            with pytest.raises(ValueError, match="outside the repository"):
+                sb.read_text("../../../" + str(secret))
+            if backend_name == "bwrap":                    # the project checkout is invisible too
+                r = sb.run(f"cat {__file__}", timeout_s=5)
+                assert r.exit_code != 0 and "hostile" not in r.output
+    finally:
+        secret.unlink()
+
+
+@needs_bwrap
+def test_no_network_even_to_host_loopback(repo):
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.settimeout(0.1)
+    port = server.getsockname()[1]
+    try:
+        with Sandbox(repo, limits=FAST) as sb:
+            code = (f"import socket\nfor host in ('127.0.0.1', '1.1.1.1'):\n"
+                    f"    try:\n        socket.create_connection((host, {port}), timeout=1); print('CONNECTED')\n"
+                    f"    except OSError as e:\n        print('BLOCKED', e)\n")
+            sb.write_text("net.py", code)
+            r = sb.run("python3 net.py", timeout_s=5)
+            assert "CONNECTED" not in r.output and r.output.count("BLOCKED") == 2, r.output
+        with pytest.raises(socket.timeout):
+            server.accept()
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("backend_name", BACKENDS)
+def test_100mb_output_is_capped(repo, backend_name):
+    with make(repo, backend_name) as sb:
+        r = sb.run("head -c 100000000 /dev/zero | tr '\\0' a", timeout_s=5)
+        assert r.limit == "output" and not r.timed_out and r.duration_s < 8
+        assert len(r.output) < FAST.output_bytes + 100 and "bytes of output omitted" in r.output
+        assert r.output_bytes > FAST.output_kill_bytes
+        r = sb.run("seq 1 100000", timeout_s=5)              # below the kill threshold: head + tail kept
+        assert r.ok and r.output.startswith("1\n2\n") and r.output.endswith("99999\n100000\n")
+
+
+@pytest.mark.parametrize("backend_name", BACKENDS)
+def test_daemonized_child_is_killed(repo, backend_name):
+    if backend_name == "rlimit" and not IS_ROOT:
+        pytest.skip("the rlimit backend sweeps leftover processes by uid, which needs root")
+    with make(repo, backend_name) as sb:
+        r = sb.run("(setsid sh -c 'sleep 2; echo late > late.txt' >/dev/null 2>&1 &); "
+                   "nohup sleep 60 >/dev/null 2>&1 & echo started", timeout_s=5)
+        assert r.ok and r.output == "started\n" and r.duration_s < 5   # not the 60 s of the daemon
+        assert not _uid_has_processes(sb.uid) or not IS_ROOT
+        time.sleep(2.5)
+        assert not os.path.exists(sb.path("late.txt"))
+
+
+@needs_bwrap
+def test_deleting_the_repo_and_root_is_contained(repo, tmp_path_factory):
+    other_dir = tmp_path_factory.mktemp("other")
+    (other_dir / "f.txt").write_text("other")
+    with Sandbox(other_dir, limits=FAST) as other, Sandbox(repo, limits=FAST) as sb:
+        r = sb.run("cd / && rm -rf /repo/* /repo/.[!.]* /repo ~ /usr/bin/env /etc/passwd /tmp 2>/dev/null;"
+                   "ls -A /repo | wc -l", timeout_s=5)
+        assert r.output.strip() == "0" and not r.timed_out
+        assert os.listdir(sb.root) == []                   # only its own copy is gone
+        assert other.read_text("f.txt") == "other" and (other_dir / "f.txt").exists()
+        assert (repo / "main.py").exists() and os.path.exists("/usr/bin/env")
+        assert sb.run("echo still here", timeout_s=5).output == "still here\n"
+    assert _host_can_fork()
+
+
+def test_hanging_hidden_test_times_out_and_scores_zero(repo):
+    from rl.envs import Task, grade_repo
+    task = Task(id="hang", prompt="x", files={}, solution={},
+                hidden_tests={"test_hang.py": "import time\n\ndef test_hang():\n    time.sleep(1000)\n"},
+                meta={"hidden_test_count": 1})
+    start = time.monotonic()
+    grade = grade_repo(task, str(repo), timeout_s=3)
+    assert time.monotonic() - start < 6
+    assert grade.passed == 0 and grade.total == 1 and grade.output.startswith("[timeout]")
+
+
+def test_concurrent_episodes_do_not_interfere(repo):
+    results = {}
+
+    def episode(i):
+        with Sandbox(repo, limits=FAST) as sb:
+            sb.run(f"echo {i} > mine.txt", timeout_s=5)
+            if i == 0 and sb.own_uid:   # one episode misbehaves while the others work
+                sb.run("python3 -c 'import os\nwhile True: os.fork()'", timeout_s=2)
+            time.sleep(0.2)
+            results[i] = (sb.run("cat mine.txt; ls", timeout_s=5).output, sb.uid if sb.own_uid else i, sb.root)
+
+    threads = [threading.Thread(target=episode, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert sorted(results) == [0, 1, 2, 3]
+    for i, (out, _, _) in results.items():
+        assert out.splitlines()[0] == str(i) and "mine.txt" in out
+    assert len({uid for _, uid, _ in results.values()}) == 4
+    assert len({root for _, _, root in results.values()}) == 4
+
+
+def test_backend_falls_back_loudly_and_can_be_forced(monkeypatch):
+    from rl.envs import sandbox
+    real_which = sandbox.shutil.which
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None if name == "bwrap" else real_which(name))
+    monkeypatch.delenv("RL_ENVS_SANDBOX", raising=False)
+    with pytest.warns(RuntimeWarning, match="FALLING BACK TO RLIMITS"):
+        assert sandbox.backend.__wrapped__() == "rlimit"
+    monkeypatch.setenv("RL_ENVS_SANDBOX", "bwrap")
+    assert sandbox.backend.__wrapped__() == "bwrap"
+    with pytest.raises(ValueError, match="unknown sandbox backend 'docker'"):
+        Sandbox(backend_name="docker")
+
+
+def test_special_files_and_oversized_repos_do_not_hang_grading(repo):
+    from rl.envs import Task, grade_repo
+    task = Task(id="t", prompt="x", files={}, solution={}, meta={"hidden_test_count": 1},
+                hidden_tests={"test_main.py": "def test_main():\n    import main\n"})
+    with Sandbox(repo, limits=FAST) as sb:
+        sb.run("mkfifo pipe; python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"sock\")'", 5)
+        assert {"pipe", "sock"} <= set(os.listdir(sb.root))
+        start = time.monotonic()
+        grade = grade_repo(task, sb.root, timeout_s=20)          # copying a FIFO would block forever
+        assert grade.all_pass and time.monotonic() - start < 10
+        with Sandbox(sb.root) as copy:
+            assert sorted(copy.skipped_files) == ["pipe", "sock"]
+        sb.run("head -c 3000 /dev/zero > blob", 5)
+        small = Limits(repo_bytes=2000)
+        grade = grade_repo(task, sb.root, timeout_s=20, limits=small)
+        assert grade.passed == 0 and grade.total == 1 and "over the 2000-byte limit" in grade.output
+
+
+def test_failed_construction_leaves_nothing_behind(repo, tmp_path_factory):
+    from rl.envs.sandbox import RepoTooLarge
+    base = tmp_path_factory.mktemp("episodes")
+    with pytest.raises(ValueError, match="is inside the repo"):
+        Sandbox(repo, base_dir=str(repo))
+    assert sorted(p.name for p in repo.iterdir()) == ["main.py", "pkg"]   # no episode dir left in it
+    with pytest.raises(RepoTooLarge, match="over the 10-byte limit"):
+        Sandbox(repo, limits=Limits(repo_bytes=10), base_dir=str(base))
+    with pytest.raises(ValueError, match="outside the repository"):
+        Sandbox.from_files({"ok.py": "", "../escape.py": ""}, base_dir=str(base))
+    assert list(base.iterdir()) == []
+    with Sandbox(repo, base_dir=str(base)):
+        assert len(list(base.iterdir())) == 1
+    assert list(base.iterdir()) == []
