@@ -3,8 +3,8 @@
     python main.py                       # = --config=configs/default.py --workdir=workdir/default
     python main.py --config=configs/default.py --config.train.steps=50 --workdir=/tmp/run
 
-Expect: the 'small' preset (102M total / 25M active params) on 8 x 128-token batches of local
-Python source bytes; held-out loss printed every 20 steps, going down from ~6.3 (random init over
+Expect: the 'small' preset (102M total / 25M active params) on 8 x 128-token packed batches of
+the embedded code corpus (the Python stdlib through data/'s Grain pipeline, byte tokenizer); held-out loss printed every 20 steps, going down from ~6.3 (random init over
 a 512-id vocab) to ~4 by step 20 and lower after; checkpoints under <workdir>/checkpoints (every
 50 steps), TensorBoard events under <workdir>/tb. Re-running the same command resumes from the
 latest checkpoint (and does nothing once train.steps is reached).
@@ -33,8 +33,11 @@ def get_config() -> ml_collections.ConfigDict:
       log_every=5, eval_every=20, eval_batches=4,
   ))
   c.data = ml_collections.ConfigDict(dict(
-      source='local_text',        # 'local_text' | 'synthetic'
-      max_bytes=4_000_000, heldout_fraction=0.05,
+      source='pipeline',          # 'pipeline' (data/) | 'local_text' | 'synthetic' (train/synthetic_data.py)
+      # pipeline: data.pipeline.SourceSpec fields; 'stdlib' = the embedded corpus (Python's own stdlib)
+      sources=({'kind': 'stdlib'},), tokenizer='byte', strict=False, avoid_splitting=False,
+      heldout_fraction=0.01,
+      max_bytes=4_000_000,        # local_text only
   ))
   # Mesh axis sizes; one may be -1 (fills the devices).
   c.mesh = ml_collections.ConfigDict(dict(data=-1, fsdp=1, expert=1, tensor=1))

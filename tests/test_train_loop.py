@@ -54,6 +54,15 @@ def _spawn(workdir, out):
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
+def _step_losses(stdout):
+  """{step: logged loss text} from log lines 'step N/40 (...) loss X ...'."""
+  out = {}
+  for line in stdout.splitlines():
+    if line.startswith('step ') and '/' in line.split()[1] and ' loss ' in line:
+      out.setdefault(int(line.split()[1].split('/')[0]), []).append(line.split(' loss ')[1].split()[0])
+  return out
+
+
 def _wait_for_checkpoint(workdir, proc, timeout=60):
   t0 = time.time()
   while time.time() - t0 < timeout:
@@ -71,13 +80,20 @@ def test_sigkill_then_restart_matches_uninterrupted_run(tmp_path):
   _wait_for_checkpoint(str(tmp_path / 'run'), killed)
   time.sleep(0.3)  # somewhere after the first checkpoint, mid-step or mid-save
   killed.send_signal(signal.SIGKILL)
-  killed.wait()
+  killed_stdout, _ = killed.communicate()
   assert not (tmp_path / 'run.npz').exists()  # it really died before the end
   out = subprocess.run([sys.executable, __file__, str(tmp_path / 'run'), str(tmp_path / 'run.npz')],
                        capture_output=True, text=True, timeout=120)
   assert out.returncode == 0, out.stdout + out.stderr
   assert 'resumed' in out.stdout, out.stdout
-  assert ref.wait(timeout=120) == 0, ref.stdout.read()
+  ref_stdout, _ = ref.communicate(timeout=120)
+  assert ref.returncode == 0, ref_stdout
+  # Data order: every step, whether run before the kill or (again) after the restart, logged
+  # the same loss as the uninterrupted run.
+  ref_losses = _step_losses(ref_stdout)
+  assert sorted(ref_losses) == list(range(1, 41))
+  for step, values in {**_step_losses(killed_stdout), **_step_losses(out.stdout)}.items():
+    assert set(values) == set(ref_losses[step]), (step, values, ref_losses[step])
   a, b = np.load(tmp_path / 'ref.npz'), np.load(tmp_path / 'run.npz')
   assert sorted(a.files) == sorted(b.files)
   for k in a.files:
@@ -126,16 +142,19 @@ def test_non_finite_losses_stop_the_run_and_never_reach_a_checkpoint(tmp_path):
 
 
 def _script(workdir, out):
-  """Subprocess body: 40 slow-ish steps (log sleeps) so a kill lands mid-run."""
+  """Subprocess body: 40 slow-ish steps (log sleeps) so a kill lands mid-run, on batches from
+  data/'s Grain pipeline (the embedded stdlib corpus), whose state is checkpointed with the run."""
+  from test_train_standin import StandInConfig
   from train import loop
-  from train import synthetic_data as sd
 
   def slow_log(line):
     print(line, flush=True)
     time.sleep(0.05)
 
   config = tiny_run_config(steps=40, every=5)
-  state = loop.train(config, workdir, handle=standin_handle(), rules=STANDIN_RULES, log=slow_log)
+  config.data.source = 'pipeline'
+  state = loop.train(config, workdir, handle=standin_handle(StandInConfig(vocab_size=320)),
+                     rules=STANDIN_RULES, log=slow_log)
   if int(state.step) < config.train.steps:
     return  # preempted
   flat = {jax.tree_util.keystr(p): np.asarray(x)
@@ -143,7 +162,6 @@ def _script(workdir, out):
   # The data order: the iterator state the run ended with must match too.
   flat['rng'] = np.asarray(jax.device_get(state.rng))
   np.savez(out, **flat)
-  del sd
 
 
 if __name__ == '__main__':

@@ -51,15 +51,67 @@ def model_rules(config, handle: ModelHandle):
   return tuple(model_sharding.DEFAULT_RULES)
 
 
-def data_iterators(config, vocab_size: int):
-  """(train iterator for this host, list of held-out batches for this host)."""
+BATCH_KEYS = ('tokens', 'targets', 'segment_ids', 'positions', 'loss_mask')
+
+
+def _contract_keys(it):
+  """The batch contract's keys only (the pipeline adds e.g. target_bytes for bits-per-byte)."""
+  for batch in it:
+    yield {k: batch[k] for k in BATCH_KEYS}
+
+
+class _KeyFilter:
+  """Wraps a grain iterator: same get_state/set_state, batches restricted to BATCH_KEYS."""
+
+  def __init__(self, it):
+    self.it = it
+
+  def __iter__(self):
+    return self
+
+  def __next__(self):
+    batch = next(self.it)
+    return {k: batch[k] for k in BATCH_KEYS}
+
+  def get_state(self):
+    return self.it.get_state()
+
+  def set_state(self, state):
+    self.it.set_state(state)
+
+
+def data_iterators(config, vocab_size: int, counters=None):
+  """(train iterator for this host, list of held-out batches for this host).
+
+  'pipeline' is data/'s Grain pipeline (sources, packing, mixing, host sharding); 'synthetic'
+  and 'local_text' are the small stand-ins in train/synthetic_data.py (tests, offline demos).
+  """
   t, d = config.train, config.data
+  if d.source == 'pipeline':
+    from data import pipeline  # pylint: disable=import-outside-toplevel
+    from data.tokenizers import load_tokenizer  # pylint: disable=import-outside-toplevel
+    try:
+      dcfg = pipeline.DataConfig.from_dict(dict(
+          sources=[dict(s) for s in d.sources], tokenizer=d.tokenizer, seq_len=t.seq_len,
+          global_batch_size=t.batch_size, seed=t.seed, held_out_fraction=d.heldout_fraction,
+          strict=d.strict, avoid_splitting=d.avoid_splitting))
+      tok = load_tokenizer(dcfg.tokenizer)
+    except (ValueError, OSError) as e:
+      raise shd.ConfigError(f'data: {e}') from None
+    if tok.vocab_size > vocab_size:
+      raise shd.ConfigError(f'data.tokenizer has {tok.vocab_size} ids but the model vocab_size '
+                            f'is {vocab_size}')
+    train_it = _KeyFilter(pipeline.train_iterator(dcfg, counters, tok))
+    heldout = list(_contract_keys(pipeline.held_out_batches(
+        dcfg, counters, tok, num_batches=t.eval_batches)))
+    return train_it, heldout
   if d.source == 'synthetic':
     tokens = synthetic_data.synthetic_tokens(200_000, vocab_size, t.seed)
   elif d.source == 'local_text':
     tokens = synthetic_data.local_text_tokens(d.max_bytes)
   else:
-    raise shd.ConfigError(f"data.source={d.source!r}: expected 'local_text' or 'synthetic'")
+    raise shd.ConfigError(f"data.source={d.source!r}: expected 'pipeline', 'local_text' or "
+                          "'synthetic'")
   cut = int(len(tokens) * (1 - d.heldout_fraction))
   shard = dict(shard_index=jax.process_index(), shard_count=jax.process_count())
   train_it = synthetic_data.lm_batches(tokens[:cut], batch_size=t.batch_size, seq_len=t.seq_len,
@@ -127,7 +179,11 @@ def train(config, workdir: str, *, handle: ModelHandle | None = None, rules=None
   bias_update = None
   if handle.update_router_bias is not None and t.bias_update_rate:
     bias_update = router_bias_update(handle.update_router_bias, t.bias_update_rate)
-  train_it, heldout = data_iterators(config, handle.cfg.vocab_size)
+  counters = None
+  if config.data.source == 'pipeline':
+    from data.sources import DataCounters  # pylint: disable=import-outside-toplevel
+    counters = DataCounters()
+  train_it, heldout = data_iterators(config, handle.cfg.vocab_size, counters)
   ckpt = checkpoint.Checkpointer(workdir, keep=config.checkpoint.keep,
                                  async_save=config.checkpoint.async_save)
   state_sh = build.state_shardings(handle, tx, mesh, rules)
@@ -191,6 +247,8 @@ def train(config, workdir: str, *, handle: ModelHandle | None = None, rules=None
         log(mx.log_line(step, t.steps, row))
         if writer:
           writer.scalars(step, {k: v for k, v in row.items() if k != 'eta_s'})
+          if counters is not None:  # documents/tokens read and skipped, per source
+            writer.scalars(step, {f'data/{k}': v for k, v in counters.snapshot().items()})
         window_t0, window_step = time.perf_counter(), step
       if step % t.eval_every == 0 or step == t.steps:
         heldout_loss = _evaluate(eval_fn, state.params, heldout, mesh)
