@@ -43,6 +43,12 @@ def test_resume_is_bitwise_and_logs(tmp_path):
   events = read_scalars(glob.glob(str(tmp_path / 'a' / 'tb' / 'events.*'))[0])
   losses = [v for s, t, v in events if t == 'loss']
   assert len(losses) == 12 and losses[-1] < losses[0]
+  # --mode=convert: params-only export of the newest checkpoint, equal to the final params.
+  from train import checkpoint, convert
+  path = convert.export_latest(tiny_run_config(), str(tmp_path / 'a'), handle=standin_handle(),
+                               rules=STANDIN_RULES)
+  assert path.endswith('params_12')
+  _assert_bitwise(checkpoint.load_params(path), full)
   _train(tmp_path / 'b', stop_after_steps=5)       # stops after step 5; last save at step 4
   resumed, lines = _train(tmp_path / 'b')
   assert any('resumed' in l and 'at step 4' in l for l in lines), lines[:3]
