@@ -1,6 +1,7 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from train.state import create_train_state
 from train.step import eval_step, split_microbatches, train_step
@@ -27,8 +28,9 @@ def test_train_step_is_pure():
   assert _max_diff(s1.params, state.params) > 0
 
 
-def test_loss_goes_down_with_jit():
-  h, tx, loss_fn, bu = standin_setup(lr=3e-2, steps=30)
+@pytest.mark.parametrize('optimizer', ['adamw', 'muon'])
+def test_loss_goes_down_with_jit(optimizer):
+  h, tx, loss_fn, bu = standin_setup(lr=3e-2, steps=30, optimizer=optimizer)
   state = _state(h, tx)
   step = jax.jit(lambda s, b: train_step(s, b, loss_fn, bias_update=bu))
   batch = synthetic_batches(1)[0]
@@ -109,3 +111,16 @@ def test_eval_step_sums_combine_to_the_batch_mean():
   mean_whole = whole['ce_sum'] / whole['weight']
   mean_halves = sum(h_['ce_sum'] for h_ in halves) / sum(h_['weight'] for h_ in halves)
   np.testing.assert_allclose(mean_whole, mean_halves, rtol=1e-6)
+
+
+def test_bfloat16_compute_keeps_float32_params_and_loss():
+  from test_train_standin import StandInConfig
+  h, tx, loss_fn, bu = standin_setup(cfg=StandInConfig(dtype='bfloat16'))
+  state = _state(h, tx)
+  new, m = jax.jit(lambda s, b: train_step(s, b, loss_fn, bias_update=bu))(
+      state, synthetic_batches(1)[0])
+  assert m['loss'].dtype == jnp.float32 and np.isfinite(float(m['loss']))
+  assert all(x.dtype == jnp.float32 for x in jax.tree.leaves(new.params))
+  h32, _, loss32, _ = standin_setup()
+  _, m32 = jax.jit(lambda s, b: train_step(s, b, loss32))(state, synthetic_batches(1)[0])
+  assert abs(float(m['ce']) - float(m32['ce'])) < 0.05  # bf16 matmuls, same model

@@ -85,6 +85,9 @@ class Checkpointer:
     and the one before it is tried.
     """
     target = _abstract(_state_tree(abstract_state), _state_tree(shardings))
+    # A failed restore leaves orbax's read tasks erroring in the background; their tracebacks
+    # would bury the one-line warning below.
+    logging.getLogger('asyncio').setLevel(logging.CRITICAL)
     for step in reversed(self.all_steps()):
       try:
         restored = self.manager.restore(step, args=ocp.args.Composite(
