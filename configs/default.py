@@ -4,10 +4,11 @@
     python main.py --config=configs/default.py --config.train.steps=50 --workdir=/tmp/run
 
 Expect: the 'small' preset (102M total / 25M active params) on 8 x 128-token packed batches of
-the embedded code corpus (the Python stdlib through data/'s Grain pipeline, byte tokenizer); held-out loss printed every 20 steps, going down from ~6.3 (random init over
-a 512-id vocab) to ~4 by step 20 and lower after; checkpoints under <workdir>/checkpoints (every
-50 steps), TensorBoard events under <workdir>/tb. Re-running the same command resumes from the
-latest checkpoint (and does nothing once train.steps is reached).
+the embedded code corpus (the Python stdlib through data/'s Grain pipeline, byte tokenizer), 40
+steps. Measured on 2 busy CPU cores (load ~6): ~6 s/step, 6 minutes in all; held-out loss every
+10 steps 4.17, 4.00, 3.94, 3.89 (training CE ~2.8; the held-out documents are other files).
+Checkpoints under <workdir>/checkpoints (steps 20 and 40), TensorBoard events under <workdir>/tb.
+Re-running the same command resumes from the latest checkpoint (and stops at once at step 40).
 For a 30-second smoke run: python main.py --config.model=tiny --workdir=/tmp/tiny
 """
 import ml_collections
@@ -19,10 +20,10 @@ def get_config() -> ml_collections.ConfigDict:
   c.init_params_from = ''  # exported params of a previous stage ('' = random init)
 
   c.train = ml_collections.ConfigDict(dict(
-      steps=100, batch_size=8, seq_len=128, seed=0,
+      steps=40, batch_size=8, seq_len=128, seed=0,
       optimizer='adamw',          # 'adamw' | 'muon' (hidden 2-D matrices; AdamW for the rest)
-      lr=3e-3, schedule='cosine',  # 'cosine' | 'wsd' | 'constant'
-      warmup_steps=20, min_lr_ratio=0.1, wsd_decay_fraction=0.2,
+      lr=1e-3, schedule='cosine',  # 'cosine' | 'wsd' | 'constant'
+      warmup_steps=5, min_lr_ratio=0.1, wsd_decay_fraction=0.2,
       weight_decay=0.1, b1=0.9, b2=0.95, eps=1e-8, clip_norm=1.0,
       microbatches=1,             # gradient accumulation inside the step
       compute_dtype='float32',    # 'float32' | 'bfloat16' (params stay float32)
@@ -30,7 +31,7 @@ def get_config() -> ml_collections.ConfigDict:
       z_loss=0.0, mtp_mode='ce', mtp_weight=0.3,  # mtp_mode: 'none' | 'ce' | 'distill'
       balance_loss=True, bias_update_rate=1e-3,
       max_nonfinite_in_a_row=5,
-      log_every=5, eval_every=20, eval_batches=4,
+      log_every=5, eval_every=10, eval_batches=4,
   ))
   c.data = ml_collections.ConfigDict(dict(
       source='pipeline',          # 'pipeline' (data/) | 'local_text' | 'synthetic' (train/synthetic_data.py)
@@ -43,6 +44,6 @@ def get_config() -> ml_collections.ConfigDict:
   c.mesh = ml_collections.ConfigDict(dict(data=-1, fsdp=1, expert=1, tensor=1))
   # Logical axis -> mesh axis rules as (name, axis) pairs; empty = the model's DEFAULT_RULES.
   c.rules = ()
-  c.checkpoint = ml_collections.ConfigDict(dict(every_steps=50, keep=3, async_save=True))
+  c.checkpoint = ml_collections.ConfigDict(dict(every_steps=20, keep=3, async_save=True))
   c.dry_run_devices = 0  # --dry_run on a described mesh of this many devices (0 = the real ones)
   return c
