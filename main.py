@@ -6,7 +6,6 @@ printing held-out loss, with checkpoints under workdir/default (re-running resum
 Multi-host: pass --coordinator_address/--num_processes/--process_id, or --distributed to let
 jax.distributed.initialize() read them from the environment (TPU pods, SLURM).
 """
-import os
 import sys
 
 from absl import app, flags, logging
@@ -41,9 +40,10 @@ _PROCESS_ID = flags.DEFINE_integer('process_id', None, 'This process\'s index.')
 
 def _init_distributed():
   import jax  # pylint: disable=import-outside-toplevel
+  # Only affects the CPU backend (cross-process collectives for CPU runs); harmless elsewhere.
+  # Asking jax.default_backend() here would start the backend before initialize(), which fails.
+  jax.config.update('jax_cpu_collectives_implementation', 'gloo')
   if _COORDINATOR.value or _NUM_PROCESSES.value:
-    if jax.default_backend() == 'cpu' or os.environ.get('JAX_PLATFORMS', '') == 'cpu':
-      jax.config.update('jax_cpu_collectives_implementation', 'gloo')
     jax.distributed.initialize(coordinator_address=_COORDINATOR.value,
                                num_processes=_NUM_PROCESSES.value, process_id=_PROCESS_ID.value)
   elif _DISTRIBUTED.value:
@@ -76,6 +76,12 @@ def main(argv):
   except ConfigError as e:
     print(f'config error: {e}', file=sys.stderr)
     sys.exit(2)
+  except RuntimeError as e:
+    from train.loop import NonFiniteLossError  # pylint: disable=import-outside-toplevel
+    if not isinstance(e, NonFiniteLossError):
+      raise
+    print(f'training stopped: {e}', file=sys.stderr)
+    sys.exit(3)
 
 
 def _parse_flags(argv):

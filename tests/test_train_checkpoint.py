@@ -4,7 +4,6 @@ import os
 
 import jax
 import numpy as np
-import pytest
 
 from train import build, checkpoint, sharding as shd, synthetic_data as sd
 from test_train_standin import STANDIN_RULES, standin_setup

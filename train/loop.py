@@ -15,7 +15,6 @@ import time
 from typing import Any, Callable
 
 import jax
-import numpy as np
 
 from train import build, checkpoint, metrics as mx, optim, sharding as shd, synthetic_data
 from train.config_check import check_config
