@@ -18,6 +18,7 @@ def get_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   c.model = 'small'  # preset name from model.presets, or an HF checkpoint directory
   c.init_params_from = ''  # exported params of a previous stage ('' = random init)
+  c.export_hf = False  # --mode=convert also writes an HF folder (config.json + safetensors)
 
   c.train = ml_collections.ConfigDict(dict(
       steps=40, batch_size=8, seq_len=128, seed=0,

@@ -1,5 +1,6 @@
-"""--mode=convert: export the params of the newest good checkpoint (params-only, for samplers and
-the next stage's --config.init_params_from)."""
+"""--mode=convert: export the params of the newest good checkpoint: params-only Orbax (for
+samplers and the next stage's --config.init_params_from) and, with --config.export_hf=True, an
+HF folder (config.json + safetensors) through model/'s HF export."""
 from __future__ import annotations
 
 import os
@@ -23,4 +24,10 @@ def export_latest(config, workdir: str, *, handle=None, rules=None) -> str:
   path = os.path.join(workdir, 'export', f'params_{int(jax.device_get(state.step))}')
   checkpoint.export_params(state.params, path)
   ckpt.close()
+  if config.get('export_hf'):
+    from model import hf  # pylint: disable=import-outside-toplevel
+    hf_path = path + '_hf'
+    # Gathers every shard to this host: fine for what fits in host memory.
+    hf.save_hf_checkpoint(handle.cfg, jax.device_get(state.params), hf_path)
+    return f'{path}\n{hf_path}'
   return path
