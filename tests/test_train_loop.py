@@ -147,6 +147,28 @@ def test_non_finite_losses_stop_the_run_and_never_reach_a_checkpoint(tmp_path):
   _assert_bitwise(state.params, init)  # skipped steps left params exactly at init
 
 
+def test_hf_folder_as_model_initializes_params(tmp_path):
+  """config.model = an HF folder: the model config and the initial params come from it."""
+  from model import hf, init_params, presets
+  from train import checkpoint, loop, sharding as shd
+  from configs import default
+  cfg = presets.get('tiny')
+  params = jax.device_get(init_params(cfg, jax.random.PRNGKey(7)))
+  hf.save_hf_checkpoint(cfg, params, str(tmp_path / 'hf'))
+  config = default.get_config()
+  config.model = str(tmp_path / 'hf')
+  handle = loop.model_handle(config)
+  assert handle.cfg.hidden_size == cfg.hidden_size
+  tx, _ = loop.build_optimizer(config, handle)
+  mesh = shd.make_mesh({'fsdp': 2, 'expert': 2, 'tensor': 2})
+  from model import sharding as msh
+  ckpt = checkpoint.Checkpointer(str(tmp_path / 'run'))
+  state, _ = loop.restore_or_init(config, handle, tx, mesh, msh.DEFAULT_RULES, ckpt,
+                                  train_it=None, log=lambda _: None)
+  _assert_bitwise(state.params, params)
+  assert state.params['lm_head'].sharding.spec == jax.sharding.PartitionSpec('fsdp', 'tensor')
+
+
 def _script(workdir, out):
   """Subprocess body: 40 slow-ish steps (log sleeps) so a kill lands mid-run, on batches from
   data/'s Grain pipeline (the embedded stdlib corpus), whose state is checkpointed with the run."""

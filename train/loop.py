@@ -161,6 +161,33 @@ def _evaluate(eval_fn, params, batches, mesh) -> float:
   return float(sum(s['ce_sum'] for s in sums) / max(sum(s['weight'] for s in sums), 1.0))
 
 
+def restore_or_init(config, handle: ModelHandle, tx, mesh, rules, ckpt, train_it,
+                    log: Callable[[str], None] = print):
+  """(state, state shardings): the newest good checkpoint (and the data iterator moved to its
+  position), else a fresh sharded init, with params from an HF folder (config.model) or an
+  exported params checkpoint (config.init_params_from) when given."""
+  state_sh = build.state_shardings(handle, tx, mesh, rules)
+  restored = ckpt.restore_latest(build.abstract_state(handle, tx), state_sh)
+  if restored is not None:
+    state, data_state, _ = restored
+    train_it.set_state(data_state)
+    log(f'resumed from {ckpt.directory} at step {int(state.step)}')
+    return state, state_sh
+  state, _ = build.init_state(handle, tx, mesh, rules, config.train.seed)
+  if handle.hf_params is not None:
+    # Host numpy -> sharded device arrays, leaf by leaf. Adam moments are zeros whatever the
+    # params, so the freshly initialized optimizer state stays valid.
+    state = state.replace(params=jax.tree.map(jax.device_put, handle.hf_params(), state_sh.params))
+    log(f'initialized params from HF checkpoint {config.model}')
+  if config.init_params_from:
+    params = checkpoint.load_params(config.init_params_from, jax.tree.map(
+        lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
+        state.params, state_sh.params))
+    state = state.replace(params=params)
+    log(f'initialized params from {config.init_params_from}')
+  return state, state_sh
+
+
 def train(config, workdir: str, *, handle: ModelHandle | None = None, rules=None,
           log: Callable[[str], None] = print, stop_after_steps: int | None = None) -> Any:
   """Runs (or resumes) training to config.train.steps; returns the final TrainState.
@@ -185,25 +212,7 @@ def train(config, workdir: str, *, handle: ModelHandle | None = None, rules=None
   train_it, heldout = data_iterators(config, handle.cfg.vocab_size, counters)
   ckpt = checkpoint.Checkpointer(workdir, keep=config.checkpoint.keep,
                                  async_save=config.checkpoint.async_save)
-  state_sh = build.state_shardings(handle, tx, mesh, rules)
-  restored = ckpt.restore_latest(build.abstract_state(handle, tx), state_sh)
-  if restored is not None:
-    state, data_state, _ = restored
-    train_it.set_state(data_state)
-    log(f'resumed from {ckpt.directory} at step {int(state.step)}')
-  else:
-    state, _ = build.init_state(handle, tx, mesh, rules, t.seed)
-    if handle.hf_params is not None:
-      params = jax.tree.map(jax.device_put, handle.hf_params(), state_sh.params)
-      state = state.replace(params=params, opt_state=jax.jit(
-          tx.init, out_shardings=state_sh.opt_state)(params))
-      log(f'initialized params from HF checkpoint {config.model}')
-    if config.init_params_from:
-      params = checkpoint.load_params(config.init_params_from, jax.tree.map(
-          lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
-          state.params, state_sh.params))
-      state = state.replace(params=params)
-      log(f'initialized params from {config.init_params_from}')
+  state, state_sh = restore_or_init(config, handle, tx, mesh, rules, ckpt, train_it, log)
 
   step_fn = build.jit_train_step(loss_fn, state_sh, mesh, rules,
                                  num_microbatches=t.microbatches, bias_update=bias_update)
