@@ -208,6 +208,11 @@ def test_bad_input_gets_a_clear_error(tiny, prompts, max_new, kwargs, message):
         generate(cfg, params, prompts, max_new, **kwargs)
 
 
+def test_package_exports_the_generate_function():
+    import model
+    assert model.generate is generate and callable(model.generate)
+
+
 def test_speculative_needs_mtp_modules(tiny):
     cfg, params = tiny
     with pytest.raises(ValueError, match="num_mtp_modules=0"):
