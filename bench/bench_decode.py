@@ -153,7 +153,8 @@ def main():
         return
     print(f"\n## decode, prompt {args.prompt_len} tokens (held-out stdlib file), {args.max_new} new tokens, "
           f"median of {args.repeats}")
-    print("| batch | temperature | draft K | decode tokens/s | speedup vs K=0 | acceptance | tokens/verify step | same tokens as K=0 |")
+    print("| batch | temperature | draft K | decode tokens/s | speedup vs K=0 | acceptance | tokens/verify step "
+          "| same tokens as K=0 |")
     print("|---|---|---|---|---|---|---|---|")
     for spec in args.variants.split(";"):
         b, ks, temps = spec.split(":")
@@ -161,7 +162,8 @@ def main():
                                     [float(t) for t in temps.split(",")], args.prompt_len, args.max_new, args.repeats)
         for r in rows:
             acc = "-" if r["k"] == 0 else f"{r['acceptance']:.2f}"
-            print(f"| {r['batch']} | {r['temperature']:g} | {r['k']} | {r['tokens_s']:.1f} | {r['speedup']:.2f}x | {acc} "
+            print(f"| {r['batch']} | {r['temperature']:g} | {r['k']} | {r['tokens_s']:.1f} | {r['speedup']:.2f}x "
+                  f"| {acc} "
                   f"| {r['per_step']:.2f} | {r['same']} |", flush=True)
         if int(b) == 1:
             text = bytes(t for t in tokens[(0.0, 0)][0] if t < 256).decode("utf-8", "replace")
@@ -169,7 +171,8 @@ def main():
     print("\n## latent cache bytes/token (all layers)")
     cache = init_cache(cfg, 1, 1024)
     measured = sum(x.nbytes for x in jax.tree_util.tree_leaves(cache)) / 1024
-    print(f"  {args.preset}: {measured:.0f} bytes/token measured from init_cache (float32 latent+rope, int32 position); "
+    print(f"  {args.preset}: {measured:.0f} bytes/token measured from init_cache "
+          f"(float32 latent+rope, int32 position); "
           f"{cache_bytes_per_token(cfg, 4)['latent']} bytes latent+rope float32")
     for name in (args.preset, "deepseek_v3", "kimi_k2"):
         s = cache_bytes_per_token(presets.get(name))

@@ -130,7 +130,8 @@ def _prefill(cfg: ModelConfig, shape: EngineShape, params, cache, mtp_cache, pro
     k1 = shape.num_draft + 1
     hbuf = jnp.zeros((r, k1, hidden.shape[-1]), jnp.float32).at[:, 0].set(hidden[rows, jnp.maximum(lengths - 2, 0)])
     tbuf = jnp.zeros((r, k1), jnp.int32).at[:, 0].set(tok)
-    nbuf = (lengths >= 2).astype(jnp.int32)  # a 1-token prompt has no h_{L-2}: its first draft is junk (and is judged as such)
+    # A 1-token prompt has no h_{L-2}: its first draft is junk, and the accept rule judges it as such.
+    nbuf = (lengths >= 2).astype(jnp.int32)
     experts = jnp.moveaxis(_expert_ids(cfg, out, r, tp - 1), 0, 2)         # [R,Tp-1,n,k]
     return out.cache, mtp_cache, (tok, lengths - 1, hbuf, tbuf, nbuf), experts
 
@@ -252,7 +253,8 @@ def _refill(cfg: ModelConfig, shape: EngineShape, params, st: State, job: Job) -
         prompt = jax.lax.dynamic_slice_in_dim(job.prompts, head, 1, 0)
         length = jax.lax.dynamic_slice_in_dim(job.lengths, head, 1, 0)
         cache, mtp_cache, fields, experts = _prefill(cfg, shape, params, cache, mtp_cache, prompt, length)
-        st = st.replace(cache=_put_rows(st.cache, cache, slot, 1), mtp_cache=_put_rows(st.mtp_cache, mtp_cache, slot, 0),
+        st = st.replace(cache=_put_rows(st.cache, cache, slot, 1),
+                        mtp_cache=_put_rows(st.mtp_cache, mtp_cache, slot, 0),
                         queue_head=head + 1)
         return _assign(st, slot[None], head[None], fields, experts, jnp.ones((1,), bool))
 

@@ -107,7 +107,8 @@ def test_speculative_greedy_equals_plain_greedy(tiny, greedy_plain):
 
 @pytest.mark.parametrize("num_draft", [0, 2])
 @pytest.mark.parametrize("temperature, top_k, top_p", [(0.8, 0, 0.9), (1.3, 6, 1.0)])
-def test_logprobs_equal_filtered_forward_and_replay_reproduces_them(tiny, forward, num_draft, temperature, top_k, top_p):
+def test_logprobs_equal_filtered_forward_and_replay_reproduces_them(tiny, forward, num_draft, temperature, top_k,
+                                                                    top_p):
     cfg, params = tiny
     out = generate(cfg, params, PROMPTS, MAX_NEW, batch_size=2, num_draft=num_draft,
                    temperature=temperature, top_k=top_k, top_p=top_p, seed=5)
