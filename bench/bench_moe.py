@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from bench.common import matmul_peak_flops, time_fn  # noqa: E402
+from bench.common import interleaved_min_times, matmul_peak_flops  # noqa: E402
 from model import presets  # noqa: E402
 from model.moe import DISPATCH, dispatch_blocked, route  # noqa: E402
 
@@ -32,6 +32,7 @@ def main():
     ap.add_argument("--f", type=int, default=512)
     ap.add_argument("--impls", default="blocked,ragged,dense")
     ap.add_argument("--block", type=int, default=0)
+    ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
     n, e, k, d, f = args.tokens, args.experts, args.top_k, args.d, args.f
     cfg = presets.get("tiny", hidden_size=d, moe_intermediate_size=f, n_routed_experts=e, num_experts_per_tok=k,
@@ -55,14 +56,18 @@ def main():
         return loss
 
     peak = matmul_peak_flops()
-    dense_t = time_fn(jax.jit(jax.grad(dense_loss, argnums=(0, 1, 2, 3))), x, *dense_w)
-    print(f"matmul peak (f32, 2048^3): {peak / 1e9:.1f} GFLOP/s")
-    print(f"tokens={n} experts={e} top_k={k} d={d} f={f}  fwd+bwd useful FLOPs={flops / 1e9:.2f} G")
-    print(f"{'dense matmul FFN':>18}: {dense_t * 1e3:8.1f} ms  {flops / dense_t / 1e9:7.1f} GFLOP/s  "
-          f"(1.00 of dense, {flops / dense_t / peak:.2f} of peak)")
+    grad = lambda fn: jax.jit(jax.grad(fn, argnums=(0, 1, 2, 3)))  # noqa: E731
+    fns = {"dense matmul FFN": grad(dense_loss)}
+    args_of = {"dense matmul FFN": (x, *dense_w)}
     for impl in args.impls.split(","):
-        t = time_fn(jax.jit(jax.grad(moe_loss(impl), argnums=(0, 1, 2, 3))), x, *w, repeats=3)
-        print(f"{impl:>18}: {t * 1e3:8.1f} ms  {flops / t / 1e9:7.1f} GFLOP/s  "
+        fns[impl], args_of[impl] = grad(moe_loss(impl)), (x, *w)
+    best = interleaved_min_times(fns, args_of, rounds=args.rounds)
+    dense_t = best["dense matmul FFN"]
+    print(f"matmul peak (f32, 2048^3): {peak / 1e9:.1f} GFLOP/s")
+    print(f"tokens={n} experts={e} top_k={k} d={d} f={f}  fwd+bwd useful FLOPs={flops / 1e9:.2f} G  "
+          f"(best of {args.rounds} interleaved rounds)")
+    for name, t in best.items():
+        print(f"{name:>18}: {t * 1e3:8.1f} ms  {flops / t / 1e9:7.1f} GFLOP/s  "
               f"({dense_t / t:.2f} of dense, {flops / t / peak:.2f} of peak)")
 
 

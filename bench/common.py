@@ -27,3 +27,17 @@ def matmul_peak_flops(n: int = 2048, dtype=jnp.float32, repeats: int = 5) -> flo
     b = jax.random.normal(jax.random.PRNGKey(1), (n, n), dtype)
     f = jax.jit(lambda a, b: a @ b)
     return 2 * n ** 3 / time_fn(f, a, b, repeats=repeats)
+
+
+def interleaved_min_times(fns: dict, args: dict, rounds: int = 5) -> dict:
+    """Best-of-`rounds` seconds per fn, the fns run in turn each round so background load on this
+    shared machine hits them alike; the minimum is the least-disturbed run."""
+    for name, fn in fns.items():
+        jax.block_until_ready(fn(*args[name]))  # compile + warm up
+    best = {name: float("inf") for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            jax.block_until_ready(fn(*args[name]))
+            best[name] = min(best[name], time.perf_counter() - start)
+    return best

@@ -113,17 +113,11 @@ def block_rows(n_assignments: int, n_experts: int, configured: int) -> int:
     return c
 
 
-def _block_matmul(x, w, expert, used, transpose_w: bool = False):
-    """x [C,D] @ w[expert] [D,F] (or x [C,F] @ w[expert]^T); an unused (all-padding) block costs nothing.
-    The expert's matrix is sliced in place; the transpose is folded into the dot, never materialized."""
-    contract = 1 if transpose_w else 0
-    out_dim = w.shape[1] if transpose_w else w.shape[2]
-
-    def compute():
-        w_e = jax.lax.dynamic_index_in_dim(w, expert, 0, keepdims=False)
-        return jax.lax.dot_general(x, w_e, (((1,), (contract,)), ((), ())))
-
-    return jax.lax.cond(used, compute, lambda: jnp.zeros((x.shape[0], out_dim), x.dtype))
+def _block_matmul(x, w, expert, used):
+    """x [C,D] @ w[expert] [D,F]; the expert's matrix is sliced in place, and an unused
+    (all-padding) block costs nothing."""
+    return jax.lax.cond(used, lambda: x @ jax.lax.dynamic_index_in_dim(w, expert, 0, keepdims=False),
+                        lambda: jnp.zeros((x.shape[0], w.shape[2]), x.dtype))
 
 
 @jax.custom_vjp
@@ -141,14 +135,17 @@ def _grouped_matmul_fwd(xb, w, block_expert, block_used):
 
 def _grouped_matmul_bwd(res, g):
     xb, w, block_expert, block_used = res
-    dx = jax.lax.map(lambda a: _block_matmul(a[0], w, a[1], a[2], transpose_w=True), (g, block_expert, block_used))
+    w_t = jnp.swapaxes(w, 1, 2)  # one transpose, so every block's dx is a plain matmul
+    dx = jax.lax.map(lambda a: _block_matmul(a[0], w_t, a[1], a[2]), (g, block_expert, block_used))
 
-    def weight_tile(a):  # xb_m^T g_m: [D,F] per block in float32, summed per expert below
-        return jax.lax.cond(a[2], lambda: jnp.matmul(a[0].T, a[1], preferred_element_type=jnp.float32),
-                            lambda: jnp.zeros(w.shape[1:], jnp.float32))
+    def add_weight_tile(dw, a):  # dw[e] += xb_m^T g_m, in place in the loop carry (float32)
+        x, g_m, e, used = a
+        tile = jax.lax.dot_general(x, g_m, (((0,), (0,)), ((), ())), preferred_element_type=jnp.float32)
+        current = jax.lax.dynamic_index_in_dim(dw, e, 0, keepdims=False)
+        return jax.lax.cond(used, lambda: jax.lax.dynamic_update_index_in_dim(dw, current + tile, e, 0),
+                            lambda: dw), None
 
-    tiles = jax.lax.map(weight_tile, (xb, g, block_used))                     # [M, D, F]
-    dw = jax.ops.segment_sum(tiles, block_expert, num_segments=w.shape[0], indices_are_sorted=True)
+    dw, _ = jax.lax.scan(add_weight_tile, jnp.zeros(w.shape, jnp.float32), (xb, g, block_expert, block_used))
     return dx, dw.astype(w.dtype), None, None
 
 

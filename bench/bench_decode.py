@@ -1,0 +1,184 @@
+"""Decode benchmarks for model/generate.py, side by side in one process (the machine is shared):
+
+    python bench/bench_decode.py                       # small preset: trains its MTP head once (cached in
+                                                       # runs/bench_decode), then benchmarks
+    python bench/bench_decode.py --train_steps 0       # random weights (acceptance is then meaningless)
+
+1. MTP heads: the main model and its MTP module are trained together for --train_steps AdamW steps with
+   the next-token CE + MTP CE loss (module 0 at t predicts t+2, weight --mtp_weight) on byte-tokenized
+   Python standard-library sources (sys.prefix/lib/python3.11/*.py; the last file in sorted order is
+   held out for prompts). The checkpoint is saved with model.export.save_params and reused.
+2. Plain greedy decode tokens/s at batch 1 and 32 (the prefill is excluded: Engine() prefills, the
+   timed part is the decode loop), median of --repeats.
+3. Speculative decode (greedy and temperature 1) at batch 1 (and 32) with K = 1..3 MTP drafts: tokens/s, speedup over
+   plain measured in the same loop (runs alternate), and the acceptance rate (accepted / drafted).
+4. Latent-cache bytes/token for the small preset (measured from init_cache) and the big presets.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import optax  # noqa: E402
+
+from model import Transformer, init_params, presets, trainable_mask  # noqa: E402
+from model.decode import cache_bytes_per_token, init_cache  # noqa: E402
+from model.export import load_params, save_params  # noqa: E402
+from model.generate import Engine  # noqa: E402
+
+
+def stdlib_bytes() -> tuple[np.ndarray, np.ndarray]:
+    """(train, held-out) byte arrays of the Python stdlib's top-level sources."""
+    files = sorted(glob.glob(os.path.join(sys.prefix, "lib", "python3.11", "*.py")))
+    if len(files) < 2:
+        raise FileNotFoundError(f"no Python sources under {sys.prefix}/lib/python3.11")
+    read = lambda f: np.frombuffer(open(f, "rb").read(), np.uint8)  # noqa: E731
+    return np.concatenate([read(f) for f in files[:-1]]).astype(np.int32), read(files[-1]).astype(np.int32)
+
+
+def make_train_step(cfg, lr: float, steps: int, mtp_weight: float):
+    sched = optax.warmup_cosine_decay_schedule(0.0, lr, min(50, steps // 5 + 1), steps, lr / 10)
+    opt = optax.masked(optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(sched, weight_decay=0.01)),
+                       trainable_mask)
+
+    def loss_fn(params, tokens):
+        out = Transformer(cfg).apply({"params": params}, tokens)
+        ce = optax.softmax_cross_entropy_with_integer_labels(out.logits[:, :-1], tokens[:, 1:]).mean()
+        mtp = optax.softmax_cross_entropy_with_integer_labels(out.mtp_logits[0][:, :-2], tokens[:, 2:]).mean()
+        return ce + mtp_weight * mtp, (ce, mtp)
+
+    def step(params, opt_state, tokens):
+        (_, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, tokens)
+        updates, opt_state = opt.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, aux
+
+    return opt, jax.jit(step, donate_argnums=(0, 1))
+
+
+def train_or_load(cfg, workdir: str, steps: int, batch: int, seq: int, lr: float, mtp_weight: float):
+    if os.path.exists(os.path.join(workdir, "model_config.json")):
+        print(f"reusing trained params from {workdir}")
+        return load_params(workdir)[1]
+    params = init_params(cfg, jax.random.PRNGKey(0))
+    if steps <= 0:
+        return params
+    data, _ = stdlib_bytes()
+    opt, step = make_train_step(cfg, lr, steps, mtp_weight)
+    opt_state = opt.init(params)
+    rng = np.random.default_rng(0)
+    start = time.perf_counter()
+    for i in range(steps):
+        offsets = rng.integers(0, len(data) - seq - 1, batch)
+        tokens = jnp.asarray(np.stack([data[o:o + seq + 1] for o in offsets]))
+        params, opt_state, (ce, mtp) = step(params, opt_state, tokens)
+        if i % 25 == 0 or i == steps - 1:
+            print(f"  train step {i:4d}  ce {float(ce):.3f}  mtp_ce {float(mtp):.3f}  "
+                  f"({time.perf_counter() - start:.0f} s)", flush=True)
+    save_params(workdir, cfg, params)
+    print(f"saved {workdir}")
+    return params
+
+
+def held_out_prompts(n: int, length: int) -> list[list[int]]:
+    _, text = stdlib_bytes()
+    starts = np.linspace(0, len(text) - length - 1, n).astype(int)
+    return [[int(t) for t in text[s:s + length]] for s in starts]
+
+
+def decode_run(cfg, params, prompts, max_new: int, num_draft: int, temperature: float) -> tuple[float, dict, list]:
+    """Seconds of the decode loop (prefill excluded), stats, tokens."""
+    engine = Engine(cfg, params, prompts, max_new, num_draft=num_draft, temperature=temperature, seed=1)
+    jax.block_until_ready(engine.state)
+    start = time.perf_counter()
+    engine.run_until_done()
+    jax.block_until_ready(engine.state)
+    seconds = time.perf_counter() - start
+    out = engine.results()
+    return seconds, out.stats, out.tokens
+
+
+def bench_decode(cfg, params, batch: int, drafts: list[int], temperatures: list[float], prompt_len: int,
+                 max_new: int, repeats: int):
+    """One row per (temperature, K); K = 0 is the plain baseline of the speedup column."""
+    prompts = held_out_prompts(batch, prompt_len)
+    variants = [(t, k) for t in temperatures for k in [0] + drafts]
+    times = {v: [] for v in variants}
+    stats, tokens = {}, {}
+    for t, k in variants[:len(drafts) + 1]:  # compile (temperature is traced: one compile per K)
+        decode_run(cfg, params, prompts, max_new, k, t)
+    for _ in range(repeats):  # alternate, so load changes hit every variant alike
+        for v in variants:
+            sec, stats[v], tokens[v] = decode_run(cfg, params, prompts, max_new, v[1], v[0])
+            times[v].append(sec)
+    rows = []
+    for t, k in variants:
+        med = float(np.median(times[(t, k)]))
+        base = float(np.median(times[(t, 0)]))
+        st = stats[(t, k)]
+        rows.append(dict(batch=batch, temperature=t, k=k, tokens_s=st["tokens"] / med, speedup=base / med,
+                         acceptance=st["acceptance_rate"], per_step=st["tokens_per_slot_step"],
+                         same=tokens[(t, k)] == tokens[(t, 0)] if t == 0 else "-"))
+    return rows, tokens
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--preset", default="small")
+    ap.add_argument("--workdir", default="runs/bench_decode")
+    ap.add_argument("--train_steps", type=int, default=300)
+    ap.add_argument("--train_batch", type=int, default=8)
+    ap.add_argument("--train_seq", type=int, default=128)
+    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--mtp_weight", type=float, default=1.0)
+    ap.add_argument("--prompt_len", type=int, default=64)
+    ap.add_argument("--max_new", type=int, default=128)
+    # batch:drafts:temperatures; one table block each (K = 0 always runs as the baseline).
+    ap.add_argument("--variants", default="1:1,2,3:0,1;32:2:0")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--train_only", action="store_true")
+    args = ap.parse_args()
+    cfg = presets.get(args.preset)
+    print(f"devices: {jax.devices()}  preset={args.preset}")
+    params = train_or_load(cfg, args.workdir, args.train_steps, args.train_batch, args.train_seq, args.lr,
+                           args.mtp_weight)
+    if args.train_only:
+        return
+    print(f"\n## decode, prompt {args.prompt_len} tokens (held-out stdlib file), {args.max_new} new tokens, "
+          f"median of {args.repeats}")
+    print("| batch | temperature | draft K | decode tokens/s | speedup vs K=0 | acceptance | tokens/verify step "
+          "| same tokens as K=0 |")
+    print("|---|---|---|---|---|---|---|---|")
+    for spec in args.variants.split(";"):
+        b, ks, temps = spec.split(":")
+        rows, tokens = bench_decode(cfg, params, int(b), [int(k) for k in ks.split(",") if k],
+                                    [float(t) for t in temps.split(",")], args.prompt_len, args.max_new, args.repeats)
+        for r in rows:
+            acc = "-" if r["k"] == 0 else f"{r['acceptance']:.2f}"
+            print(f"| {r['batch']} | {r['temperature']:g} | {r['k']} | {r['tokens_s']:.1f} | {r['speedup']:.2f}x "
+                  f"| {acc} "
+                  f"| {r['per_step']:.2f} | {r['same']} |", flush=True)
+        if int(b) == 1:
+            text = bytes(t for t in tokens[(0.0, 0)][0] if t < 256).decode("utf-8", "replace")
+            print(f"greedy sample (batch 1): {text[:200]!r}")
+    print("\n## latent cache bytes/token (all layers)")
+    cache = init_cache(cfg, 1, 1024)
+    measured = sum(x.nbytes for x in jax.tree_util.tree_leaves(cache)) / 1024
+    print(f"  {args.preset}: {measured:.0f} bytes/token measured from init_cache "
+          f"(float32 latent+rope, int32 position); "
+          f"{cache_bytes_per_token(cfg, 4)['latent']} bytes latent+rope float32")
+    for name in (args.preset, "deepseek_v3", "kimi_k2"):
+        s = cache_bytes_per_token(presets.get(name))
+        print(f"  {name}: bf16 latent {s['latent']} B vs uncompressed {s['uncompressed']} B "
+              f"({s['uncompressed'] / s['latent']:.1f}x smaller)")
+
+
+if __name__ == "__main__":
+    main()

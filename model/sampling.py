@@ -1,0 +1,98 @@
+"""Token sampling and the speculative accept/reject rule, as pure jittable functions.
+
+Letters: B batch, K draft tokens, V vocab.
+
+The distribution a token is "sampled from" is the one `filtered_logprobs` returns: logits / temperature,
+then top-k, then top-p (nucleus over what top-k kept). Greedy (temperature == 0) takes the argmax and
+reports the log-prob of that token under the plain softmax of the logits (temperature 1, no filtering),
+so greedy rollouts still carry a meaningful sampler log-prob.
+
+Sampling settings are traced scalars (changing them does not recompile); top_k <= 0 and top_p >= 1
+switch the filters off.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+NEG_INF = -jnp.inf
+
+
+class SamplingParams(NamedTuple):
+    temperature: jnp.ndarray  # float32 scalar; 0 = greedy
+    top_k: jnp.ndarray        # int32 scalar; <= 0 = off
+    top_p: jnp.ndarray        # float32 scalar; >= 1 = off
+
+    @staticmethod
+    def make(temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0) -> "SamplingParams":
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        if not 0.0 < top_p <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+        return SamplingParams(jnp.float32(temperature), jnp.int32(top_k), jnp.float32(top_p))
+
+
+def filtered_logprobs(logits, sp: SamplingParams):
+    """logits [..., V] -> normalized log-probs [..., V] of the distribution tokens are sampled from
+    (-inf outside the top-k / top-p set). Greedy: the plain log-softmax (see module docstring)."""
+    greedy = sp.temperature <= 0
+    scaled = logits.astype(jnp.float32) / jnp.where(greedy, 1.0, sp.temperature)
+    v = scaled.shape[-1]
+    desc = -jnp.sort(-scaled, axis=-1)                                       # [..., V] largest first
+    kth = jnp.take(desc, jnp.clip(sp.top_k - 1, 0, v - 1), axis=-1)[..., None]
+    keep = (sp.top_k <= 0) | (scaled >= kth)
+    # Nucleus: the smallest prefix of the sorted (top-k filtered) distribution whose mass reaches top_p;
+    # a token is kept if the mass strictly before it is < top_p (so the crossing token is kept).
+    desc_kept = jnp.where((sp.top_k <= 0) | (desc >= kth), desc, NEG_INF)
+    probs = jax.nn.softmax(desc_kept, axis=-1)
+    mass_before = jnp.cumsum(probs, axis=-1) - probs
+    n_keep = jnp.sum(mass_before < sp.top_p, axis=-1, keepdims=True)         # >= 1
+    pth = jnp.take_along_axis(desc_kept, n_keep - 1, axis=-1)
+    keep &= (sp.top_p >= 1.0) | (scaled >= pth)
+    filtered = jax.nn.log_softmax(jnp.where(keep & ~greedy, scaled, NEG_INF), axis=-1)
+    return jnp.where(greedy, jax.nn.log_softmax(scaled, axis=-1), filtered)
+
+
+def sample(key, logprobs, greedy):
+    """logprobs [..., V] from filtered_logprobs -> token ids [...] (argmax when greedy)."""
+    return jnp.where(greedy, jnp.argmax(logprobs, -1), jax.random.categorical(key, logprobs, axis=-1)).astype(jnp.int32)
+
+
+def token_logprob(logprobs, tokens):
+    """logprobs [..., V], tokens [...] -> [...]."""
+    return jnp.take_along_axis(logprobs, tokens[..., None], axis=-1)[..., 0]
+
+
+def speculative_accept(key, target_lp, draft_lp, drafts, greedy, rule: str = "exact"):
+    """Standard speculative sampling (Leviathan et al. 2023; Chen et al. 2023) for K drafts.
+
+    target_lp [B,K+1,V]: the main model's filtered log-probs at the pending token and each draft;
+    draft_lp [B,K,V]: the draft distributions the drafts [B,K] were sampled from.
+    Draft i is accepted with probability min(1, p_i(d)/q_i(d)); at the first rejection the token is
+    resampled from normalize(max(0, p - q)); if all K are accepted a bonus token comes from p_K.
+    The emitted sequence is then distributed exactly as sampling from p one token at a time.
+    Greedy: accept while the draft equals the target argmax, then emit the target argmax.
+
+    rule='resample_target' is a deliberately wrong variant (resample from p, not the residual) used
+    only by the test that shows the distribution check detects a wrong rule.
+    -> (n_accepted [B] in [0, K], next token [B] emitted after the accepted drafts).
+    """
+    b, k = drafts.shape
+    k_accept, k_resample = jax.random.split(key)
+    p_d = jnp.exp(token_logprob(target_lp[:, :k], drafts))                  # [B,K]
+    q_d = jnp.exp(token_logprob(draft_lp, drafts))                           # [B,K]
+    u = jax.random.uniform(k_accept, (b, k))
+    sampled_ok = u * q_d < p_d
+    greedy_ok = drafts == jnp.argmax(target_lp[:, :k], -1)
+    ok = jnp.where(greedy, greedy_ok, sampled_ok)
+    n_acc = jnp.sum(jnp.cumprod(ok.astype(jnp.int32), axis=1), axis=1)     # leading accepts
+    p = jnp.exp(jnp.take_along_axis(target_lp, n_acc[:, None, None], axis=1)[:, 0])   # [B,V]
+    q_pad = jnp.concatenate([jnp.exp(draft_lp), jnp.zeros_like(p)[:, None]], axis=1)  # q_K = 0: bonus from p
+    q = jnp.take_along_axis(q_pad, n_acc[:, None, None], axis=1)[:, 0]
+    residual = jnp.maximum(p - q, 0.0) if rule == "exact" else p
+    residual = jnp.where(residual.sum(-1, keepdims=True) > 0, residual, p)  # p == q: any p-sample is fine
+    nxt_sampled = jax.random.categorical(k_resample, jnp.log(residual), axis=-1)
+    nxt = jnp.where(greedy, jnp.argmax(p, -1), nxt_sampled).astype(jnp.int32)
+    return n_acc, nxt
