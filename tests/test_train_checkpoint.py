@@ -19,12 +19,13 @@ def _train_and_save(workdir, shape, steps):
   state, sh = build.init_state(h, tx, mesh, STANDIN_RULES, seed=0)
   step = build.jit_train_step(loss_fn, sh, mesh, STANDIN_RULES, bias_update=bu)
   it = sd.lm_batches(sd.synthetic_tokens(4000, 64, 0), batch_size=8, seq_len=16, seed=0)
-  ckpt = checkpoint.Checkpointer(str(workdir), keep=2)
-  for _ in range(steps):
-    state, _ = step(state, shd.global_batch(next(it), mesh))
-    ckpt.save(state, it.get_state(), {'note': 'test'})
-  ckpt.wait()
-  return h, tx, state, it, ckpt
+  with checkpoint.Checkpointer(str(workdir), keep=2) as ckpt:
+    for _ in range(steps):
+      state, _ = step(state, shd.global_batch(next(it), mesh))
+      ckpt.save(state, it.get_state(), {'note': 'test'})
+    ckpt.wait()
+    steps_saved = ckpt.all_steps()
+  return h, tx, state, it, steps_saved
 
 
 def _tree_equal(a, b):
@@ -33,12 +34,13 @@ def _tree_equal(a, b):
 
 
 def test_roundtrip_keep_n_and_restore_onto_other_meshes(tmp_path):
-  h, tx, state, it, ckpt = _train_and_save(tmp_path, (8, 1, 1, 1), steps=3)
-  assert ckpt.all_steps() == [2, 3]  # keep=2
+  h, tx, state, it, steps_saved = _train_and_save(tmp_path, (8, 1, 1, 1), steps=3)
+  assert steps_saved == [2, 3]  # keep=2
   for shape in [(1, 1, 1, 1), (1, 2, 2, 2)]:  # other device count, other mesh
     mesh = _mesh(shape)
-    restored, data_state, config = checkpoint.Checkpointer(str(tmp_path)).restore_latest(
-        build.abstract_state(h, tx), build.state_shardings(h, tx, mesh, STANDIN_RULES))
+    with checkpoint.Checkpointer(str(tmp_path)) as reader:
+      restored, data_state, config = reader.restore_latest(
+          build.abstract_state(h, tx), build.state_shardings(h, tx, mesh, STANDIN_RULES))
     _tree_equal(restored.params, state.params)
     _tree_equal(restored.opt_state, state.opt_state)
     np.testing.assert_array_equal(restored.rng, state.rng)
@@ -47,15 +49,15 @@ def test_roundtrip_keep_n_and_restore_onto_other_meshes(tmp_path):
 
 
 def test_corrupted_latest_checkpoint_falls_back_with_warning(tmp_path, caplog):
-  h, tx, state, it, ckpt = _train_and_save(tmp_path, (1, 1, 1, 1), steps=2)
+  h, tx, state, it, _ = _train_and_save(tmp_path, (1, 1, 1, 1), steps=2)
   data_files = glob.glob(str(tmp_path / 'checkpoints' / '2' / 'state' / '**' / 'd' / '*'),
                          recursive=True)
   assert data_files
   for f in data_files:  # truncate every array data file of the latest checkpoint
     os.truncate(f, 7)
   mesh = _mesh((1, 1, 1, 1))
-  with caplog.at_level(logging.WARNING):
-    restored, data_state, _ = checkpoint.Checkpointer(str(tmp_path)).restore_latest(
+  with caplog.at_level(logging.WARNING), checkpoint.Checkpointer(str(tmp_path)) as reader:
+    restored, data_state, _ = reader.restore_latest(
         build.abstract_state(h, tx), build.state_shardings(h, tx, mesh, STANDIN_RULES))
   assert int(restored.step) == 1 and data_state == {'next_index': 1}
   assert any('checkpoints/2 is unreadable' in r.getMessage() for r in caplog.records)
@@ -64,8 +66,9 @@ def test_corrupted_latest_checkpoint_falls_back_with_warning(tmp_path, caplog):
 def test_no_checkpoint_gives_none(tmp_path):
   h, tx, _, _ = standin_setup()
   mesh = _mesh((1, 1, 1, 1))
-  assert checkpoint.Checkpointer(str(tmp_path)).restore_latest(
-      build.abstract_state(h, tx), build.state_shardings(h, tx, mesh, STANDIN_RULES)) is None
+  with checkpoint.Checkpointer(str(tmp_path)) as reader:
+    assert reader.restore_latest(
+        build.abstract_state(h, tx), build.state_shardings(h, tx, mesh, STANDIN_RULES)) is None
 
 
 def test_params_only_export_roundtrip(tmp_path):

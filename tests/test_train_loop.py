@@ -136,13 +136,14 @@ def test_non_finite_losses_stop_the_run_and_never_reach_a_checkpoint(tmp_path):
   with pytest.raises(loop.NonFiniteLossError, match='3 non-finite steps in a row at step 3'):
     loop.train(config, str(tmp_path), handle=bad, rules=STANDIN_RULES, log=lambda _: None)
   ckpt = Checkpointer(str(tmp_path))
-  assert ckpt.all_steps() == [1, 2]
+  assert ckpt.all_steps() == [1, 2]  # steps 1 and 2 saved; the run stopped at step 3
   from train import build, sharding as shd
   tx, _ = loop.build_optimizer(config, h)
   mesh = shd.make_mesh({'data': -1})
   init = jax.device_get(build.init_state(h, tx, mesh, STANDIN_RULES, config.train.seed)[0].params)
-  state, _, _ = ckpt.restore_latest(build.abstract_state(h, tx),
-                                    build.state_shardings(h, tx, mesh, STANDIN_RULES))
+  with ckpt:
+    state, _, _ = ckpt.restore_latest(build.abstract_state(h, tx),
+                                      build.state_shardings(h, tx, mesh, STANDIN_RULES))
   assert int(state.skipped_steps) == 2
   _assert_bitwise(state.params, init)  # skipped steps left params exactly at init
 
@@ -162,9 +163,9 @@ def test_hf_folder_as_model_initializes_params(tmp_path):
   tx, _ = loop.build_optimizer(config, handle)
   mesh = shd.make_mesh({'fsdp': 2, 'expert': 2, 'tensor': 2})
   from model import sharding as msh
-  ckpt = checkpoint.Checkpointer(str(tmp_path / 'run'))
-  state, _ = loop.restore_or_init(config, handle, tx, mesh, msh.DEFAULT_RULES, ckpt,
-                                  train_it=None, log=lambda _: None)
+  with checkpoint.Checkpointer(str(tmp_path / 'run')) as ckpt:
+    state, _ = loop.restore_or_init(config, handle, tx, mesh, msh.DEFAULT_RULES, ckpt,
+                                    train_it=None, log=lambda _: None)
   _assert_bitwise(state.params, params)
   assert state.params['lm_head'].sharding.spec == jax.sharding.PartitionSpec('fsdp', 'tensor')
 

@@ -74,6 +74,12 @@ class Checkpointer:
   def close(self) -> None:
     self.manager.close()
 
+  def __enter__(self) -> 'Checkpointer':
+    return self
+
+  def __exit__(self, *exc) -> None:
+    self.close()
+
   def all_steps(self) -> list[int]:
     return sorted(self.manager.all_steps())
 
