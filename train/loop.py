@@ -161,6 +161,20 @@ def _evaluate(eval_fn, params, batches, mesh) -> float:
   return float(sum(s['ce_sum'] for s in sums) / max(sum(s['weight'] for s in sums), 1.0))
 
 
+def _metrics_row(m, state, step, start_step, window_t0, window_step, run_t0, t, schedule,
+                 flops_per_token, peak) -> dict:
+  """Step metrics + lr, step time and tokens/s over the window since the last log, MFU, ETA."""
+  now = time.perf_counter()
+  dt = (now - window_t0) / max(step - window_step, 1)
+  tps = t.batch_size * t.seq_len / dt
+  row = {k: float(v) for k, v in jax.device_get(m).items()}
+  row.update(lr=float(schedule(step - 1)), step_time_s=dt, tokens_per_s=tps,
+             mfu=mx.mfu(tps, flops_per_token, peak),
+             skipped_total=float(jax.device_get(state.skipped_steps)),
+             eta_s=(now - run_t0) / (step - start_step) * (t.steps - step))
+  return row
+
+
 def restore_or_init(config, handle: ModelHandle, tx, mesh, rules, ckpt, train_it,
                     log: Callable[[str], None] = print):
   """(state, state shardings): the newest good checkpoint (and the data iterator moved to its
@@ -244,14 +258,8 @@ def train(config, workdir: str, *, handle: ModelHandle | None = None, rules=None
               f'(train.max_nonfinite_in_a_row={t.max_nonfinite_in_a_row}); last good '
               f'checkpoint: {ckpt.all_steps()[-1] if ckpt.all_steps() else "none"}')
       if step % t.log_every == 0 or step == t.steps:
-        m = jax.device_get(m)
-        dt = (time.perf_counter() - window_t0) / max(step - window_step, 1)
-        tps = t.batch_size * t.seq_len / dt
-        row = {k: float(v) for k, v in m.items()}
-        row.update(lr=float(schedule(step - 1)), step_time_s=dt, tokens_per_s=tps,
-                   mfu=mx.mfu(tps, flops_per_token, peak),
-                   skipped_total=float(jax.device_get(state.skipped_steps)),
-                   eta_s=(time.perf_counter() - run_t0) / (step - start_step) * (t.steps - step))
+        row = _metrics_row(m, state, step, start_step, window_t0, window_step, run_t0, t,
+                           schedule, flops_per_token, peak)
         log(mx.log_line(step, t.steps, row))
         if writer:
           writer.scalars(step, {k: v for k, v in row.items() if k != 'eta_s'})
