@@ -30,7 +30,12 @@ try:
 except (AttributeError, KeyError, TypeError, ValueError, OSError, flags.Error) as e:
   _config_error(e)
 _WORKDIR = flags.DEFINE_string('workdir', 'workdir/default', 'Checkpoints, TensorBoard events.')
-_MODE = flags.DEFINE_enum('mode', 'pretrain', ['pretrain', 'sft', 'convert'], 'What to run.')
+_MODE = flags.DEFINE_enum('mode', 'pretrain', ['pretrain', 'sft', 'convert', 'sample'], 'What to run.')
+_PROMPT = flags.DEFINE_string('prompt', '', '--mode=sample: the text to complete.')
+_PARAMS = flags.DEFINE_string('params', '', '--mode=sample: exported params dir (default: export the '
+                              'newest checkpoint under --workdir).')
+_MAX_NEW = flags.DEFINE_integer('max_new_tokens', 128, '--mode=sample: tokens to generate.')
+_TEMPERATURE = flags.DEFINE_float('temperature', 0.0, '--mode=sample: 0 = greedy.')
 _DRY_RUN = flags.DEFINE_bool('dry_run', False, 'Print sizes, FLOPs and per-device bytes; allocate nothing.')
 _DISTRIBUTED = flags.DEFINE_bool('distributed', False, 'jax.distributed.initialize() from the environment.')
 _COORDINATOR = flags.DEFINE_string('coordinator_address', None, 'host:port of process 0.')
@@ -73,6 +78,12 @@ def main(argv):
     elif _MODE.value == 'convert':
       from train import convert  # pylint: disable=import-outside-toplevel
       print(convert.export_latest(config, _WORKDIR.value))
+    elif _MODE.value == 'sample':
+      from model.generate import sample_cli  # pylint: disable=import-outside-toplevel
+      from train import convert  # pylint: disable=import-outside-toplevel
+      params_dir = _PARAMS.value or convert.export_latest(config, _WORKDIR.value)
+      print(sample_cli(params_dir, _PROMPT.value, max_new_tokens=_MAX_NEW.value,
+                       temperature=_TEMPERATURE.value))
   except ConfigError as e:
     print(f'config error: {e}', file=sys.stderr)
     sys.exit(2)

@@ -43,9 +43,16 @@ def save_params(path: str, cfg: ModelConfig, params) -> None:
     os.replace(tmp, os.path.join(path, "model_config.json"))  # atomic: never a half-written config
 
 
+def restore_params(path: str, abstract_params=None):
+    """The params tree of a checkpoint written by save_params; `abstract_params` (ShapeDtypeStructs,
+    optionally with shardings) places them directly."""
+    import orbax.checkpoint as ocp
+    with ocp.StandardCheckpointer() as ckpt:
+        return ckpt.restore(os.path.join(os.path.abspath(path), "params"), abstract_params)
+
+
 def load_params(path: str, shardings=None) -> tuple[ModelConfig, dict]:
     """-> (cfg, params). `shardings` (pytree of jax.sharding.Sharding) restores directly sharded."""
-    import orbax.checkpoint as ocp
     from model.params import param_shapes
     path = os.path.abspath(path)
     where = os.path.join(path, "model_config.json")
@@ -56,9 +63,7 @@ def load_params(path: str, shardings=None) -> tuple[ModelConfig, dict]:
     shapes = param_shapes(cfg)
     if shardings is not None:
         shapes = jax.tree_util.tree_map(lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh), shapes, shardings)
-    with ocp.StandardCheckpointer() as ckpt:
-        params = ckpt.restore(os.path.join(path, "params"), shapes)
-    return cfg, params
+    return cfg, restore_params(path, shapes)
 
 
 def main(argv=None):

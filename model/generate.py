@@ -476,9 +476,9 @@ def sample_cli(checkpoint_dir: str, prompt: str, max_new_tokens: int = 128, temp
     from model.export import load_params
     cfg, params = load_params(checkpoint_dir)
     tok = ByteTokenizer()
-    ids = tok.encode(prompt)
-    if not ids:
+    if not prompt:
         raise ValueError("--prompt: empty")
+    ids = [tok.bos_id] + tok.encode(prompt)  # documents start with <|bos|> in training (data/packing)
     out = generate(cfg, params, [ids], max_new_tokens, temperature=temperature, top_p=top_p,
                    stop_tokens=[tok.eos_id], num_draft=num_draft, seed=seed)
     tokens = out.tokens[0]

@@ -32,14 +32,15 @@ def param_logical_specs(cfg: ModelConfig):
     return nn.get_partition_spec(abstract_variables(cfg))["params"]
 
 
-def _init(cfg: ModelConfig, rng):
+def init_params_unjitted(cfg: ModelConfig, rng):
+    """Unboxed params, for callers that jit init together with more (e.g. optimizer state)."""
     return nn.unbox(Transformer(cfg).init(rng, _dummy_tokens())["params"])
 
 
 def init_params(cfg: ModelConfig, rng, out_shardings=None):
     """Unboxed float32 params, created by one jitted init: with `out_shardings` (e.g. from
     param_logical_specs mapped onto a mesh) every device materializes only its own shards."""
-    return jax.jit(_init, static_argnums=0, out_shardings=out_shardings)(cfg, rng)
+    return jax.jit(init_params_unjitted, static_argnums=0, out_shardings=out_shardings)(cfg, rng)
 
 
 def _path_names(path) -> list[str]:

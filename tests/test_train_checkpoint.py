@@ -5,6 +5,7 @@ import os
 import jax
 import numpy as np
 
+from model import presets
 from train import build, checkpoint, sharding as shd, synthetic_data as sd
 from test_train_standin import STANDIN_RULES, standin_setup
 
@@ -75,7 +76,7 @@ def test_params_only_export_roundtrip(tmp_path):
   h, tx, loss_fn, _ = standin_setup()
   mesh = _mesh((2, 2, 2, 1))
   state, sh = build.init_state(h, tx, mesh, STANDIN_RULES, seed=3)
-  checkpoint.export_params(state.params, str(tmp_path / 'params'))
+  checkpoint.export_params(state.params, str(tmp_path / 'params'), presets.get('tiny'))
   target = jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
                         state.params, sh.params)
   loaded = checkpoint.load_params(str(tmp_path / 'params'), target)

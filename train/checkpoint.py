@@ -112,13 +112,14 @@ class Checkpointer:
     return None
 
 
-def export_params(params: Any, path: str) -> None:
-  """Params-only checkpoint for samplers and the next stage (blocking)."""
-  ckptr = ocp.StandardCheckpointer()
-  ckptr.save(os.path.abspath(path), params, force=True)
-  ckptr.wait_until_finished()
+def export_params(params: Any, path: str, model_cfg) -> None:
+  """Params-only checkpoint for samplers and the next stage, in model/export.py's layout
+  (<path>/params + <path>/model_config.json), so `model.export.load_params` and the sampler read it."""
+  from model import export  # pylint: disable=import-outside-toplevel
+  export.save_params(path, model_cfg, params)
 
 
 def load_params(path: str, abstract_params: Any | None = None) -> Any:
   """Restores exported params; `abstract_params` (ShapeDtypeStructs with shardings) places them."""
-  return ocp.StandardCheckpointer().restore(os.path.abspath(path), abstract_params)
+  from model import export  # pylint: disable=import-outside-toplevel
+  return export.restore_params(path, abstract_params)

@@ -22,7 +22,7 @@ def export_latest(config, workdir: str, *, handle=None, rules=None) -> str:
     raise FileNotFoundError(f'no checkpoint under {ckpt.directory}')
   state = restored[0]
   path = os.path.join(workdir, 'export', f'params_{int(jax.device_get(state.step))}')
-  checkpoint.export_params(state.params, path)
+  checkpoint.export_params(state.params, path, handle.cfg)
   if config.get('export_hf'):
     from model import hf  # pylint: disable=import-outside-toplevel
     hf_path = path + '_hf'

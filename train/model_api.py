@@ -33,7 +33,7 @@ def from_model_package(cfg, hf_dir: str | None = None) -> ModelHandle:
   module = m.Transformer(cfg)
 
   def init_params(rng):
-    return m.params._init(cfg, rng)  # pylint: disable=protected-access  (unjitted: we jit it)
+    return m.params.init_params_unjitted(cfg, rng)  # we jit it together with the optimizer state
 
   def apply(params, tokens, positions=None, segment_ids=None):
     return module.apply({'params': params}, tokens, positions=positions, segment_ids=segment_ids)
