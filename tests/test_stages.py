@@ -96,29 +96,26 @@ def _restore(config, workdir):
   return handle, jax.device_get(state)
 
 
-@pytest.mark.parametrize('fmt', ['train_export', 'model_export'])
-def test_long_context_stage_starts_from_pretrain_params(tmp_path, fmt):
-  """(a)'s params (train/'s export or model/export.py's, e.g. an HF import) load bitwise into (b),
+def test_long_context_stage_starts_from_pretrain_params(tmp_path):
+  """(a)'s params (train/'s export and model/export.py's, e.g. an HF import) load bitwise into (b),
   whose model differs only in YaRN; the optimizer starts fresh."""
   from configs import long_context, pretrain
   from model import export
   from train import checkpoint
   a_handle, a_state = _restore(_tiny(pretrain.get_config()), tmp_path / 'a')
   params = jax.tree.map(lambda x: x + 0.5, a_state.params)  # not what (b)'s seed would init
-  path = str(tmp_path / 'params')
-  if fmt == 'train_export':
-    checkpoint.export_params(params, path)
-  else:
-    export.save_params(path, a_handle.cfg, params)
-  c = _tiny(long_context.get_config())
-  c.init_params_from = path
-  b_handle, b_state = _restore(c, tmp_path / 'b')
-  assert b_handle.cfg.rope_scaling.factor == 4.0
-  for x, y in zip(jax.tree.leaves(params), jax.tree.leaves(b_state.params)):
-    np.testing.assert_array_equal(x, y)
-  assert int(b_state.step) == 0
-  assert all(float(np.abs(m).max()) == 0 for m in jax.tree.leaves(b_state.opt_state)
-             if getattr(m, 'ndim', 0) > 0)  # fresh Adam moments
+  checkpoint.export_params(params, str(tmp_path / 'train_export'))
+  export.save_params(str(tmp_path / 'model_export'), a_handle.cfg, params)
+  for fmt in ('train_export', 'model_export'):
+    c = _tiny(long_context.get_config())
+    c.init_params_from = str(tmp_path / fmt)
+    b_handle, b_state = _restore(c, tmp_path / f'b_{fmt}')
+    assert b_handle.cfg.rope_scaling.factor == 4.0
+    for x, y in zip(jax.tree.leaves(params), jax.tree.leaves(b_state.params)):
+      np.testing.assert_array_equal(x, y)
+    assert int(b_state.step) == 0
+    assert all(float(np.abs(m).max()) == 0 for m in jax.tree.leaves(b_state.opt_state)
+               if getattr(m, 'ndim', 0) > 0)  # fresh Adam moments
 
 
 def test_pipeline_run_logs_heldout_nll_and_bits_per_byte(tmp_path):
@@ -128,7 +125,8 @@ def test_pipeline_run_logs_heldout_nll_and_bits_per_byte(tmp_path):
   from train import loop
   from train.tensorboard import read_scalars
   c = _tiny(pretrain.get_config())
-  c.train.update(steps=2, batch_size=8, seq_len=32, eval_every=2, log_every=1, warmup_steps=1)
+  c.train.update(steps=2, batch_size=8, seq_len=32, eval_every=2, log_every=1, warmup_steps=1,
+                 mtp_mode='none')  # less to compile
   lines = []
   loop.train(c, str(tmp_path), log=lines.append)
   assert any(l.startswith('step 0: initial held-out loss') for l in lines), lines
