@@ -15,8 +15,8 @@ tokenizer, 8 x 128-token packed rows; held-out stdlib files evaluated before the
 `eval_every` steps and at the end: 'held-out loss' (NLL, nats/token) and bits/byte, also under
 eval/nll and eval/bits_per_byte in TensorBoard.
 
-Expect (small preset, 2 CPU cores): see bench/RESULTS_stages.md; held-out NLL falls from the
-starting params' value (ln 272 ~ 5.6 for a random init) over the run.
+Expect (small preset from a random init, 2 loaded CPU cores, ~8 min): held-out NLL 6.35 -> 3.70,
+bits/byte 9.17 -> 5.34 over the 40 steps (bench/RESULTS_stages.md).
 """
 import ml_collections
 
