@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 import signal
 import time
 from typing import Any, Callable
 
 import jax
+import numpy as np
 
 from train import build, checkpoint, metrics as mx, optim, sharding as shd, synthetic_data
 from train.config_check import check_config
@@ -40,7 +42,32 @@ def model_handle(config) -> ModelHandle:
     except ValueError as e:
       raise shd.ConfigError(f'model={name!r}: {e}') from None
   cfg = dataclasses.replace(cfg, dtype=config.train.compute_dtype, remat=config.train.remat)
+  overrides = config.get('model_overrides')
+  if overrides:
+    try:
+      cfg = apply_model_overrides(cfg, overrides.to_dict() if hasattr(overrides, 'to_dict')
+                                  else dict(overrides))
+    except (TypeError, ValueError) as e:
+      raise shd.ConfigError(f'model_overrides: {e}') from None
   return from_model_package(cfg, hf_dir)
+
+
+def apply_model_overrides(cfg, overrides: dict):
+  """cfg with ModelConfig fields replaced; `rope_scaling` (a dict) is merged into the existing
+  RopeScaling, so a stage can change only the YaRN factor. Unknown fields are errors."""
+  fields = {f.name: f for f in dataclasses.fields(cfg)}
+  for name in overrides:
+    if name not in fields:
+      raise ValueError(f'unknown ModelConfig field {name!r}')
+  overrides = dict(overrides)
+  rope = overrides.get('rope_scaling')
+  if isinstance(rope, dict):
+    known = {f.name for f in dataclasses.fields(cfg.rope_scaling)}
+    for name in rope:
+      if name not in known:
+        raise ValueError(f'unknown rope_scaling field {name!r}')
+    overrides['rope_scaling'] = dataclasses.replace(cfg.rope_scaling, **rope)
+  return dataclasses.replace(cfg, **overrides)
 
 
 def model_rules(config, handle: ModelHandle):
@@ -51,12 +78,13 @@ def model_rules(config, handle: ModelHandle):
 
 
 BATCH_KEYS = ('tokens', 'targets', 'segment_ids', 'positions', 'loss_mask')
+EVAL_KEYS = BATCH_KEYS + ('target_bytes',)  # UTF-8 bytes per target, for bits per byte
 
 
-def _contract_keys(it):
-  """The batch contract's keys only (the pipeline adds e.g. target_bytes for bits-per-byte)."""
+def _contract_keys(it, keys=BATCH_KEYS):
+  """The batch contract's keys only (held-out batches also keep target_bytes)."""
   for batch in it:
-    yield {k: batch[k] for k in BATCH_KEYS}
+    yield {k: batch[k] for k in keys if k in batch}
 
 
 class _KeyFilter:
@@ -102,7 +130,7 @@ def data_iterators(config, vocab_size: int, counters=None):
                             f'is {vocab_size}')
     train_it = _KeyFilter(pipeline.train_iterator(dcfg, counters, tok))
     heldout = list(_contract_keys(pipeline.held_out_batches(
-        dcfg, counters, tok, num_batches=t.eval_batches)))
+        dcfg, counters, tok, num_batches=t.eval_batches), EVAL_KEYS))
     return train_it, heldout
   if d.source == 'synthetic':
     tokens = synthetic_data.synthetic_tokens(200_000, vocab_size, t.seed)
@@ -156,9 +184,37 @@ def build_optimizer(config, handle: ModelHandle):
   return tx, schedule
 
 
-def _evaluate(eval_fn, params, batches, mesh) -> float:
-  sums = [jax.device_get(eval_fn(params, shd.global_batch(b, mesh))) for b in batches]
-  return float(sum(s['ce_sum'] for s in sums) / max(sum(s['weight'] for s in sums), 1.0))
+def evaluate(eval_fn, params, batches, mesh) -> dict[str, float]:
+  """Held-out {'nll': mean next-token NLL (nats), 'bits_per_byte'} over masked targets.
+
+  bits/byte = sum(nll * mask) / ln 2 / sum(target_bytes * mask): tokenizer-independent, so stages
+  and tokenizers compare. Without target_bytes in the batches (stand-in data) it is left out.
+  Byte sums are taken on the host batches: with several hosts each holds its own part, so they
+  are added across processes like the device sums are.
+  """
+  nll_sum = weight = byte_sum = 0.0
+  with_bytes = bool(batches) and all('target_bytes' in b for b in batches)
+  for b in batches:
+    model_batch = {k: b[k] for k in BATCH_KEYS}
+    s = jax.device_get(eval_fn(params, shd.global_batch(model_batch, mesh)))
+    nll_sum, weight = nll_sum + float(s['ce_sum']), weight + float(s['weight'])
+    if with_bytes:
+      byte_sum += float(np.sum(np.asarray(b['target_bytes'], np.float64) * b['loss_mask']))
+  if with_bytes and jax.process_count() > 1:
+    from jax.experimental import multihost_utils  # pylint: disable=import-outside-toplevel
+    byte_sum = float(np.sum(multihost_utils.process_allgather(np.float64(byte_sum))))
+  out = {'nll': nll_sum / max(weight, 1.0)}
+  if with_bytes:
+    out['bits_per_byte'] = nll_sum / math.log(2) / max(byte_sum, 1.0)
+  return out
+
+
+def _log_eval(step, result, log, writer, prefix=''):
+  bpb = f', bits/byte {result["bits_per_byte"]:.4f}' if 'bits_per_byte' in result else ''
+  log(f'step {step}: {prefix}held-out loss {result["nll"]:.4f}{bpb}')
+  if writer:
+    writer.scalars(step, {'heldout_loss': result['nll'],
+                          **{f'eval/{k}': v for k, v in result.items()}})
 
 
 def _metrics_row(m, state, step, start_step, window_t0, window_step, run_t0, t, schedule,
@@ -241,6 +297,8 @@ def train(config, workdir: str, *, handle: ModelHandle | None = None, rules=None
   run_t0 = time.perf_counter()
   log(f'training {handle.count_params()[0]:,} params on mesh {mesh_sizes} from step {step} '
       f'to {t.steps}; matmul peak {peak / 1e9:.1f} GFLOP/s (all devices)')
+  if t.get('eval_at_start') and step == 0:  # the stage's starting point on its own held-out data
+    _log_eval(step, evaluate(eval_fn, state.params, heldout, mesh), log, writer, 'initial ')
   try:
     while step < t.steps:
       batch = shd.global_batch(next(train_it), mesh)
@@ -267,10 +325,8 @@ def train(config, workdir: str, *, handle: ModelHandle | None = None, rules=None
             writer.scalars(step, {f'data/{k}': v for k, v in counters.snapshot().items()})
         window_t0, window_step = time.perf_counter(), step
       if step % t.eval_every == 0 or step == t.steps:
-        heldout_loss = _evaluate(eval_fn, state.params, heldout, mesh)
-        log(f'step {step}: held-out loss {heldout_loss:.4f}')
-        if writer:
-          writer.scalars(step, {'heldout_loss': heldout_loss})
+        _log_eval(step, evaluate(eval_fn, state.params, heldout, mesh), log, writer,
+                  'final ' if step == t.steps else '')
         window_t0, window_step = time.perf_counter(), step  # throughput excludes eval
       stop = preempt.should_stop(step)
       if step % config.checkpoint.every_steps == 0 or step == t.steps or stop:
