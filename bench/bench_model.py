@@ -23,7 +23,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import optax  # noqa: E402
 
-from bench.common import matmul_peak_flops, time_fn  # noqa: E402
+from bench.common import matmul_peak_flops  # noqa: E402
 from model import Transformer, flops_per_token, init_params, presets, trainable_mask  # noqa: E402
 from model.decode import cache_bytes_per_token  # noqa: E402
 

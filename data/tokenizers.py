@@ -50,7 +50,17 @@ class Tokenizer(Protocol):
 _SPECIAL_RE = re.compile("(" + "|".join(re.escape(special_text(n)) for n in SPECIAL_TOKENS) + ")")
 
 
-class ByteTokenizer:
+class _SpecialIds:
+    """special_id() for tokenizers that fill self._special_to_id {name: id}."""
+    _special_to_id: dict[str, int]
+
+    def special_id(self, name: str) -> int:
+        if name not in self._special_to_id:
+            raise KeyError(f"unknown special token {name!r}; known: {', '.join(SPECIAL_TOKENS)}")
+        return self._special_to_id[name]
+
+
+class ByteTokenizer(_SpecialIds):
     """UTF-8 bytes (ids 0..255) + SPECIAL_TOKENS (ids 256..). vocab_size = 256 + 16 = 272."""
 
     def __init__(self):
@@ -60,11 +70,6 @@ class ByteTokenizer:
         self.pad_id = self._special_to_id["pad"]
         self.bos_id = self._special_to_id["bos"]
         self.eos_id = self._special_to_id["eos"]
-
-    def special_id(self, name: str) -> int:
-        if name not in self._special_to_id:
-            raise KeyError(f"unknown special token {name!r}; known: {', '.join(SPECIAL_TOKENS)}")
-        return self._special_to_id[name]
 
     def encode(self, text: str, allow_special: bool = False) -> list[int]:
         if not allow_special:
@@ -149,7 +154,7 @@ def _gpt2_unicode_to_byte() -> dict[str, int]:
     return chars
 
 
-class HFTokenizer:
+class HFTokenizer(_SpecialIds):
     """A HuggingFace `tokenizer.json` through the `tokenizers` library (local file only).
 
     special_map: optional {our name: the tokenizer's own token string}. Names without a mapping use
@@ -186,11 +191,6 @@ class HFTokenizer:
         self.vocab_size = tok.get_vocab_size(with_added_tokens=True)
         self.pad_id, self.bos_id, self.eos_id = (self._special_to_id[n] for n in ("pad", "bos", "eos"))
 
-    def special_id(self, name: str) -> int:
-        if name not in self._special_to_id:
-            raise KeyError(f"unknown special token {name!r}; known: {', '.join(SPECIAL_TOKENS)}")
-        return self._special_to_id[name]
-
     def _encode_raw(self, text: str) -> list[int]:
         return self._raw.encode(text, add_special_tokens=False).ids
 
@@ -225,7 +225,7 @@ class HFTokenizer:
         return lengths
 
 
-class TiktokenTokenizer:
+class TiktokenTokenizer(_SpecialIds):
     """A tiktoken-format BPE file (one 'base64-token rank' per line, e.g. Kimi's tiktoken.model).
 
     Loaded through tiktoken's own loader from a local path. special_ids: optional {our name: id}
@@ -263,11 +263,6 @@ class TiktokenTokenizer:
         self.path = path
         self.vocab_size = max(*ranks.values(), *self._special_to_id.values()) + 1
         self.pad_id, self.bos_id, self.eos_id = (self._special_to_id[n] for n in ("pad", "bos", "eos"))
-
-    def special_id(self, name: str) -> int:
-        if name not in self._special_to_id:
-            raise KeyError(f"unknown special token {name!r}; known: {', '.join(SPECIAL_TOKENS)}")
-        return self._special_to_id[name]
 
     def encode(self, text: str, allow_special: bool = False) -> list[int]:
         if not allow_special:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import glob
 import json
 import os
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -221,7 +221,7 @@ def _layer_entries(cfg: ModelConfig, moe: bool) -> list[tuple]:
     return e
 
 
-def _rope_rows_to_interleaved(cfg: ModelConfig, src: TensorSource, name: str, x: np.ndarray) -> np.ndarray:
+def _rope_rows_to_interleaved(cfg: ModelConfig, name: str, x: np.ndarray) -> np.ndarray:
     """Checkpoints with rope_interleave=False store rope dims as halves; convert rows to pairs."""
     n, r, l = cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.kv_lora_rank
     to_pairs = np.stack([np.arange(r // 2), np.arange(r // 2) + r // 2], -1).reshape(-1)  # [0, r/2, 1, r/2+1, ...]
@@ -246,7 +246,7 @@ def _read_layer(cfg, src, i: int, moe: bool, interleaved: bool) -> dict:
         else:
             value = src.get(prefix + hf_name, shape)
             if not interleaved:
-                value = _rope_rows_to_interleaved(cfg, src, hf_name, value)
+                value = _rope_rows_to_interleaved(cfg, hf_name, value)
             value = to_ours(value) if to_ours else value
         _set(out, path, value)
     return out

@@ -107,16 +107,6 @@ def flops_per_token(cfg: ModelConfig, seq_len: int, training: bool = True) -> fl
     return 3 * forward if training else forward
 
 
-def _bias_leaves(params):
-    """[(path tuple, bias array)] for every MoE layer stack and MTP MoE block."""
-    found = []
-    for path, leaf in jax.tree_util.tree_leaves_with_path(params):
-        names = _path_names(path)
-        if names[-1] == ROUTER_BIAS:
-            found.append((tuple(names), leaf))
-    return found
-
-
 def router_bias(params):
     """The main stack's correction biases [n_moe_layers, E]."""
     return params["moe_layers"]["moe"][ROUTER_BIAS]
@@ -132,7 +122,7 @@ def update_router_bias(params, expert_counts, mtp_expert_counts=None, rate: floa
         load = counts.astype(jnp.float32)
         return bias + rate * jnp.sign(load.mean(-1, keepdims=True) - load)
 
-    params = jax.tree_util.tree_map(lambda x: x, params)  # shallow copy of the dict structure
+    params = dict(params)  # new top level; the touched subtrees are rebuilt below, the rest shared
     if "moe_layers" in params:
         moe = dict(params["moe_layers"]["moe"])
         moe[ROUTER_BIAS] = nudge(moe[ROUTER_BIAS], expert_counts)
