@@ -6,102 +6,131 @@ printing held-out loss, with checkpoints under workdir/default (re-running resum
 Multi-host: pass --coordinator_address/--num_processes/--process_id, or --distributed to let
 jax.distributed.initialize() read them from the environment (TPU pods, SLURM).
 """
+
 import sys
 
 from absl import app, flags, logging
 from ml_collections import config_flags
 
 
-
 def _config_error(e: Exception) -> None:
-  """A bad --config file or override (unknown key, wrong type, missing file) in one line."""
-  message = ' '.join(str(e).replace('\\n', ' ').replace('\\', '').split()).strip(chr(39))
-  if 'Attempted' in message:  # ml_collections lists every path it tried; the first line says it
-    message = message.split('Attempted')[0].strip()
-  overrides = ' '.join(a for a in sys.argv[1:] if a.startswith('--config'))
-  print(f'config error: {message} (flags: {overrides})', file=sys.stderr)
-  sys.exit(2)
+    """A bad --config file or override (unknown key, wrong type, missing file) in one line."""
+    message = " ".join(str(e).replace("\\n", " ").replace("\\", "").split()).strip(chr(39))
+    if "Attempted" in message:  # ml_collections lists every path it tried; the first line says it
+        message = message.split("Attempted")[0].strip()
+    overrides = " ".join(a for a in sys.argv[1:] if a.startswith("--config"))
+    print(f"config error: {message} (flags: {overrides})", file=sys.stderr)
+    sys.exit(2)
 
 
 # ml_collections loads the default config file and applies --config.* overrides right here, at
 # definition time, so errors in them surface at import.
 try:
-  _CONFIG = config_flags.DEFINE_config_file('config', 'configs/default.py', 'Run config (a .py preset).')
+    _CONFIG = config_flags.DEFINE_config_file(
+        "config", "configs/default.py", "Run config (a .py preset)."
+    )
 except (AttributeError, KeyError, TypeError, ValueError, OSError, flags.Error) as e:
-  _config_error(e)
-_WORKDIR = flags.DEFINE_string('workdir', 'workdir/default', 'Checkpoints, TensorBoard events.')
-_MODE = flags.DEFINE_enum('mode', 'pretrain', ['pretrain', 'sft', 'convert', 'sample'], 'What to run.')
-_PROMPT = flags.DEFINE_string('prompt', '', '--mode=sample: the text to complete.')
-_PARAMS = flags.DEFINE_string('params', '', '--mode=sample: exported params dir (default: export the '
-                              'newest checkpoint under --workdir).')
-_MAX_NEW = flags.DEFINE_integer('max_new_tokens', 128, '--mode=sample: tokens to generate.')
-_TEMPERATURE = flags.DEFINE_float('temperature', 0.0, '--mode=sample: 0 = greedy.')
-_DRY_RUN = flags.DEFINE_bool('dry_run', False, 'Print sizes, FLOPs and per-device bytes; allocate nothing.')
-_DISTRIBUTED = flags.DEFINE_bool('distributed', False, 'jax.distributed.initialize() from the environment.')
-_COORDINATOR = flags.DEFINE_string('coordinator_address', None, 'host:port of process 0.')
-_NUM_PROCESSES = flags.DEFINE_integer('num_processes', None, 'Number of processes (hosts).')
-_PROCESS_ID = flags.DEFINE_integer('process_id', None, 'This process\'s index.')
+    _config_error(e)
+_WORKDIR = flags.DEFINE_string("workdir", "workdir/default", "Checkpoints, TensorBoard events.")
+_MODE = flags.DEFINE_enum(
+    "mode", "pretrain", ["pretrain", "sft", "convert", "sample"], "What to run."
+)
+_PROMPT = flags.DEFINE_string("prompt", "", "--mode=sample: the text to complete.")
+_PARAMS = flags.DEFINE_string(
+    "params",
+    "",
+    "--mode=sample: exported params dir (default: export the newest checkpoint under --workdir).",
+)
+_MAX_NEW = flags.DEFINE_integer("max_new_tokens", 128, "--mode=sample: tokens to generate.")
+_TEMPERATURE = flags.DEFINE_float("temperature", 0.0, "--mode=sample: 0 = greedy.")
+_DRY_RUN = flags.DEFINE_bool(
+    "dry_run", False, "Print sizes, FLOPs and per-device bytes; allocate nothing."
+)
+_DISTRIBUTED = flags.DEFINE_bool(
+    "distributed", False, "jax.distributed.initialize() from the environment."
+)
+_COORDINATOR = flags.DEFINE_string("coordinator_address", None, "host:port of process 0.")
+_NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Number of processes (hosts).")
+_PROCESS_ID = flags.DEFINE_integer("process_id", None, "This process's index.")
 
 
 def _init_distributed():
-  import jax  # pylint: disable=import-outside-toplevel
-  # Only affects the CPU backend (cross-process collectives for CPU runs); harmless elsewhere.
-  # Asking jax.default_backend() here would start the backend before initialize(), which fails.
-  jax.config.update('jax_cpu_collectives_implementation', 'gloo')
-  if _COORDINATOR.value or _NUM_PROCESSES.value:
-    jax.distributed.initialize(coordinator_address=_COORDINATOR.value,
-                               num_processes=_NUM_PROCESSES.value, process_id=_PROCESS_ID.value)
-  elif _DISTRIBUTED.value:
-    jax.distributed.initialize()
+    import jax  # pylint: disable=import-outside-toplevel
+
+    # Only affects the CPU backend (cross-process collectives for CPU runs); harmless elsewhere.
+    # Asking jax.default_backend() here would start the backend before initialize(), which fails.
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    if _COORDINATOR.value or _NUM_PROCESSES.value:
+        jax.distributed.initialize(
+            coordinator_address=_COORDINATOR.value,
+            num_processes=_NUM_PROCESSES.value,
+            process_id=_PROCESS_ID.value,
+        )
+    elif _DISTRIBUTED.value:
+        jax.distributed.initialize()
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
-  from train.sharding import ConfigError  # pylint: disable=import-outside-toplevel
-  config = _CONFIG.value
-  try:
-    config.to_dict()  # a config file that failed to load raises here (ml_collections defers it)
-  except OSError:
-    path = [a.split('=', 1)[1] for a in sys.argv if a.startswith('--config=')] or ['?']
-    _config_error(OSError(f'cannot load config file {path[-1]} (missing, or get_config() failed)'))
-  try:
-    if _DRY_RUN.value:
-      from train import dry_run  # pylint: disable=import-outside-toplevel
-      print(dry_run.report(config))
-      return
-    _init_distributed()
-    from train import loop  # pylint: disable=import-outside-toplevel
-    if _MODE.value in ('pretrain', 'sft'):
-      # SFT is the same loop; its data has a loss mask and it starts from --config.init_params_from.
-      loop.train(config, _WORKDIR.value)
-    elif _MODE.value == 'convert':
-      from train import convert  # pylint: disable=import-outside-toplevel
-      print(convert.export_latest(config, _WORKDIR.value))
-    elif _MODE.value == 'sample':
-      from model.generate import sample_cli  # pylint: disable=import-outside-toplevel
-      from train import convert  # pylint: disable=import-outside-toplevel
-      params_dir = _PARAMS.value or convert.export_latest(config, _WORKDIR.value)
-      print(sample_cli(params_dir, _PROMPT.value, max_new_tokens=_MAX_NEW.value,
-                       temperature=_TEMPERATURE.value))
-  except ConfigError as e:
-    print(f'config error: {e}', file=sys.stderr)
-    sys.exit(2)
-  except RuntimeError as e:
-    from train.loop import NonFiniteLossError  # pylint: disable=import-outside-toplevel
-    if not isinstance(e, NonFiniteLossError):
-      raise
-    print(f'training stopped: {e}', file=sys.stderr)
-    sys.exit(3)
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    from train.sharding import ConfigError  # pylint: disable=import-outside-toplevel
+
+    config = _CONFIG.value
+    try:
+        config.to_dict()  # a config file that failed to load raises here (ml_collections defers it)
+    except OSError:
+        path = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--config=")] or ["?"]
+        _config_error(
+            OSError(f"cannot load config file {path[-1]} (missing, or get_config() failed)")
+        )
+    try:
+        if _DRY_RUN.value:
+            from train import dry_run  # pylint: disable=import-outside-toplevel
+
+            print(dry_run.report(config))
+            return
+        _init_distributed()
+        from train import loop  # pylint: disable=import-outside-toplevel
+
+        if _MODE.value in ("pretrain", "sft"):
+            # SFT is the same loop; its data has a loss mask and it starts from --config.init_params_from.
+            loop.train(config, _WORKDIR.value)
+        elif _MODE.value == "convert":
+            from train import convert  # pylint: disable=import-outside-toplevel
+
+            print(convert.export_latest(config, _WORKDIR.value))
+        elif _MODE.value == "sample":
+            from model.generate import sample_cli  # pylint: disable=import-outside-toplevel
+            from train import convert  # pylint: disable=import-outside-toplevel
+
+            params_dir = _PARAMS.value or convert.export_latest(config, _WORKDIR.value)
+            print(
+                sample_cli(
+                    params_dir,
+                    _PROMPT.value,
+                    max_new_tokens=_MAX_NEW.value,
+                    temperature=_TEMPERATURE.value,
+                )
+            )
+    except ConfigError as e:
+        print(f"config error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except RuntimeError as e:
+        from train.loop import NonFiniteLossError  # pylint: disable=import-outside-toplevel
+
+        if not isinstance(e, NonFiniteLossError):
+            raise
+        print(f"training stopped: {e}", file=sys.stderr)
+        sys.exit(3)
 
 
 def _parse_flags(argv):
-  try:
-    return flags.FLAGS(argv)
-  except (AttributeError, KeyError, TypeError, ValueError, OSError, flags.Error) as e:
-    _config_error(e)
+    try:
+        return flags.FLAGS(argv)
+    except (AttributeError, KeyError, TypeError, ValueError, OSError, flags.Error) as e:
+        _config_error(e)
 
 
-if __name__ == '__main__':
-  logging.set_verbosity(logging.WARNING)
-  app.run(main, flags_parser=_parse_flags)
+if __name__ == "__main__":
+    logging.set_verbosity(logging.WARNING)
+    app.run(main, flags_parser=_parse_flags)

@@ -11,6 +11,7 @@ Measures, in one run and side by side:
 The issue's bar: pipeline tokens/s >= 10x the small preset's training tokens/s (2-10k tokens/s
 on this CPU by the brief's estimate), i.e. >= 100k tokens/s.
 """
+
 from __future__ import annotations
 
 import os
@@ -25,8 +26,10 @@ import data  # noqa: E402
 from data import DataConfig, held_out_batches, train_iterator  # noqa: E402
 from data.sources import SourceSpec, open_source  # noqa: E402
 
-TRAINING_TOKENS_PER_S = 10_000   # upper end of the brief's estimate for the small preset on CPU
-FIXTURE_HF = os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "data", "tokenizer.json")
+TRAINING_TOKENS_PER_S = 10_000  # upper end of the brief's estimate for the small preset on CPU
+FIXTURE_HF = os.path.join(
+    os.path.dirname(__file__), "..", "tests", "fixtures", "data", "tokenizer.json"
+)
 
 
 def raw_floor() -> tuple[float, float, int]:
@@ -76,18 +79,34 @@ def main() -> None:
     host = dict(process_index=0, process_count=1)
     rows = []
     seconds, rate, total = raw_floor()
-    rows.append(("raw read + byte tokenize, whole stdlib", f"{total / 1e6:.1f}M tokens in {seconds:.2f} s", rate))
-    settings = [("stdlib, T=1024, B=8, 4 threads", dict(seq_len=1024, global_batch_size=8), 1500),
-                ("stdlib, T=1024, B=8, 1 thread", dict(seq_len=1024, global_batch_size=8, num_threads=1), 1500),
-                ("stdlib, T=256, B=32, 4 threads", dict(seq_len=256, global_batch_size=32), 1500),
-                ("stdlib, T=4096, B=8, 4 threads", dict(seq_len=4096, global_batch_size=8), 300)]
+    rows.append(
+        (
+            "raw read + byte tokenize, whole stdlib",
+            f"{total / 1e6:.1f}M tokens in {seconds:.2f} s",
+            rate,
+        )
+    )
+    settings = [
+        ("stdlib, T=1024, B=8, 4 threads", dict(seq_len=1024, global_batch_size=8), 1500),
+        (
+            "stdlib, T=1024, B=8, 1 thread",
+            dict(seq_len=1024, global_batch_size=8, num_threads=1),
+            1500,
+        ),
+        ("stdlib, T=256, B=32, 4 threads", dict(seq_len=256, global_batch_size=32), 1500),
+        ("stdlib, T=4096, B=8, 4 threads", dict(seq_len=4096, global_batch_size=8), 300),
+    ]
     for name, kw, n in settings:
         first, rate = pipeline_rate(DataConfig(**kw, **host), n)
         rows.append((f"pipeline: {name}", f"first batch {first:.2f} s", rate))
     first, rate = pipeline_rate(data.sft_config(global_batch_size=8, **host), 200)
     rows.append(("pipeline: SFT traces, T=4096, B=8", f"first batch {first:.2f} s", rate))
-    first, rate = pipeline_rate(DataConfig(seq_len=1024, global_batch_size=8, tokenizer=f"hf:{FIXTURE_HF}", **host), 150)
-    rows.append(("pipeline: stdlib, HF BPE fixture (384 ids), T=1024", f"first batch {first:.2f} s", rate))
+    first, rate = pipeline_rate(
+        DataConfig(seq_len=1024, global_batch_size=8, tokenizer=f"hf:{FIXTURE_HF}", **host), 150
+    )
+    rows.append(
+        ("pipeline: stdlib, HF BPE fixture (384 ids), T=1024", f"first batch {first:.2f} s", rate)
+    )
 
     print("| what | detail | tokens/s | x 10k tok/s training |")
     print("|---|---|---:|---:|")
@@ -95,9 +114,13 @@ def main() -> None:
         print(f"| {name} | {detail} | {rate:,.0f} | {rate / TRAINING_TOKENS_PER_S:,.0f}x |")
     cfg = DataConfig(seq_len=1024, global_batch_size=8, **host)
     seconds, batches, tokens = held_out_pass(cfg)
-    print(f"\nheld-out pass (1% of stdlib by content hash): {batches} batches, {tokens:,} target tokens, "
-          f"{seconds:.2f} s")
-    print(f"restore mid-epoch (after 200 batches) and fetch one batch: {restore_seconds(cfg, 200):.2f} s")
+    print(
+        f"\nheld-out pass (1% of stdlib by content hash): {batches} batches, {tokens:,} target tokens, "
+        f"{seconds:.2f} s"
+    )
+    print(
+        f"restore mid-epoch (after 200 batches) and fetch one batch: {restore_seconds(cfg, 200):.2f} s"
+    )
 
 
 if __name__ == "__main__":

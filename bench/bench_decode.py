@@ -14,6 +14,7 @@
    plain measured in the same loop (runs alternate), and the acceptance rate (accepted / drafted).
 4. Latent-cache bytes/token for the small preset (measured from init_cache) and the big presets.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,18 +42,26 @@ def stdlib_bytes() -> tuple[np.ndarray, np.ndarray]:
     if len(files) < 2:
         raise FileNotFoundError(f"no Python sources under {sys.prefix}/lib/python3.11")
     read = lambda f: np.frombuffer(open(f, "rb").read(), np.uint8)  # noqa: E731
-    return np.concatenate([read(f) for f in files[:-1]]).astype(np.int32), read(files[-1]).astype(np.int32)
+    return np.concatenate([read(f) for f in files[:-1]]).astype(np.int32), read(files[-1]).astype(
+        np.int32
+    )
 
 
 def make_train_step(cfg, lr: float, steps: int, mtp_weight: float):
     sched = optax.warmup_cosine_decay_schedule(0.0, lr, min(50, steps // 5 + 1), steps, lr / 10)
-    opt = optax.masked(optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(sched, weight_decay=0.01)),
-                       trainable_mask)
+    opt = optax.masked(
+        optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(sched, weight_decay=0.01)),
+        trainable_mask,
+    )
 
     def loss_fn(params, tokens):
         out = Transformer(cfg).apply({"params": params}, tokens)
-        ce = optax.softmax_cross_entropy_with_integer_labels(out.logits[:, :-1], tokens[:, 1:]).mean()
-        mtp = optax.softmax_cross_entropy_with_integer_labels(out.mtp_logits[0][:, :-2], tokens[:, 2:]).mean()
+        ce = optax.softmax_cross_entropy_with_integer_labels(
+            out.logits[:, :-1], tokens[:, 1:]
+        ).mean()
+        mtp = optax.softmax_cross_entropy_with_integer_labels(
+            out.mtp_logits[0][:, :-2], tokens[:, 2:]
+        ).mean()
         return ce + mtp_weight * mtp, (ce, mtp)
 
     def step(params, opt_state, tokens):
@@ -63,7 +72,9 @@ def make_train_step(cfg, lr: float, steps: int, mtp_weight: float):
     return opt, jax.jit(step, donate_argnums=(0, 1))
 
 
-def train_or_load(cfg, workdir: str, steps: int, batch: int, seq: int, lr: float, mtp_weight: float):
+def train_or_load(
+    cfg, workdir: str, steps: int, batch: int, seq: int, lr: float, mtp_weight: float
+):
     if os.path.exists(os.path.join(workdir, "model_config.json")):
         print(f"reusing trained params from {workdir}")
         return load_params(workdir)[1]
@@ -77,11 +88,14 @@ def train_or_load(cfg, workdir: str, steps: int, batch: int, seq: int, lr: float
     start = time.perf_counter()
     for i in range(steps):
         offsets = rng.integers(0, len(data) - seq - 1, batch)
-        tokens = jnp.asarray(np.stack([data[o:o + seq + 1] for o in offsets]))
+        tokens = jnp.asarray(np.stack([data[o : o + seq + 1] for o in offsets]))
         params, opt_state, (ce, mtp) = step(params, opt_state, tokens)
         if i % 25 == 0 or i == steps - 1:
-            print(f"  train step {i:4d}  ce {float(ce):.3f}  mtp_ce {float(mtp):.3f}  "
-                  f"({time.perf_counter() - start:.0f} s)", flush=True)
+            print(
+                f"  train step {i:4d}  ce {float(ce):.3f}  mtp_ce {float(mtp):.3f}  "
+                f"({time.perf_counter() - start:.0f} s)",
+                flush=True,
+            )
     save_params(workdir, cfg, params)
     print(f"saved {workdir}")
     return params
@@ -90,12 +104,16 @@ def train_or_load(cfg, workdir: str, steps: int, batch: int, seq: int, lr: float
 def held_out_prompts(n: int, length: int) -> list[list[int]]:
     _, text = stdlib_bytes()
     starts = np.linspace(0, len(text) - length - 1, n).astype(int)
-    return [[int(t) for t in text[s:s + length]] for s in starts]
+    return [[int(t) for t in text[s : s + length]] for s in starts]
 
 
-def decode_run(cfg, params, prompts, max_new: int, num_draft: int, temperature: float) -> tuple[float, dict, list]:
+def decode_run(
+    cfg, params, prompts, max_new: int, num_draft: int, temperature: float
+) -> tuple[float, dict, list]:
     """Seconds of the decode loop (prefill excluded), stats, tokens."""
-    engine = Engine(cfg, params, prompts, max_new, num_draft=num_draft, temperature=temperature, seed=1)
+    engine = Engine(
+        cfg, params, prompts, max_new, num_draft=num_draft, temperature=temperature, seed=1
+    )
     jax.block_until_ready(engine.state)
     start = time.perf_counter()
     engine.run_until_done()
@@ -105,14 +123,22 @@ def decode_run(cfg, params, prompts, max_new: int, num_draft: int, temperature: 
     return seconds, out.stats, out.tokens
 
 
-def bench_decode(cfg, params, batch: int, drafts: list[int], temperatures: list[float], prompt_len: int,
-                 max_new: int, repeats: int):
+def bench_decode(
+    cfg,
+    params,
+    batch: int,
+    drafts: list[int],
+    temperatures: list[float],
+    prompt_len: int,
+    max_new: int,
+    repeats: int,
+):
     """One row per (temperature, K); K = 0 is the plain baseline of the speedup column."""
     prompts = held_out_prompts(batch, prompt_len)
     variants = [(t, k) for t in temperatures for k in [0] + drafts]
     times = {v: [] for v in variants}
     stats, tokens = {}, {}
-    for t, k in variants[:len(drafts) + 1]:  # compile (temperature is traced: one compile per K)
+    for t, k in variants[: len(drafts) + 1]:  # compile (temperature is traced: one compile per K)
         decode_run(cfg, params, prompts, max_new, k, t)
     for _ in range(repeats):  # alternate, so load changes hit every variant alike
         for v in variants:
@@ -123,9 +149,18 @@ def bench_decode(cfg, params, batch: int, drafts: list[int], temperatures: list[
         med = float(np.median(times[(t, k)]))
         base = float(np.median(times[(t, 0)]))
         st = stats[(t, k)]
-        rows.append(dict(batch=batch, temperature=t, k=k, tokens_s=st["tokens"] / med, speedup=base / med,
-                         acceptance=st["acceptance_rate"], per_step=st["tokens_per_slot_step"],
-                         same=tokens[(t, k)] == tokens[(t, 0)] if t == 0 else "-"))
+        rows.append(
+            dict(
+                batch=batch,
+                temperature=t,
+                k=k,
+                tokens_s=st["tokens"] / med,
+                speedup=base / med,
+                acceptance=st["acceptance_rate"],
+                per_step=st["tokens_per_slot_step"],
+                same=tokens[(t, k)] == tokens[(t, 0)] if t == 0 else "-",
+            )
+        )
     return rows, tokens
 
 
@@ -147,37 +182,63 @@ def main():
     args = ap.parse_args()
     cfg = presets.get(args.preset)
     print(f"devices: {jax.devices()}  preset={args.preset}")
-    params = train_or_load(cfg, args.workdir, args.train_steps, args.train_batch, args.train_seq, args.lr,
-                           args.mtp_weight)
+    params = train_or_load(
+        cfg,
+        args.workdir,
+        args.train_steps,
+        args.train_batch,
+        args.train_seq,
+        args.lr,
+        args.mtp_weight,
+    )
     if args.train_only:
         return
-    print(f"\n## decode, prompt {args.prompt_len} tokens (held-out stdlib file), {args.max_new} new tokens, "
-          f"median of {args.repeats}")
-    print("| batch | temperature | draft K | decode tokens/s | speedup vs K=0 | acceptance | tokens/verify step "
-          "| same tokens as K=0 |")
+    print(
+        f"\n## decode, prompt {args.prompt_len} tokens (held-out stdlib file), {args.max_new} new tokens, "
+        f"median of {args.repeats}"
+    )
+    print(
+        "| batch | temperature | draft K | decode tokens/s | speedup vs K=0 | acceptance | tokens/verify step "
+        "| same tokens as K=0 |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for spec in args.variants.split(";"):
         b, ks, temps = spec.split(":")
-        rows, tokens = bench_decode(cfg, params, int(b), [int(k) for k in ks.split(",") if k],
-                                    [float(t) for t in temps.split(",")], args.prompt_len, args.max_new, args.repeats)
+        rows, tokens = bench_decode(
+            cfg,
+            params,
+            int(b),
+            [int(k) for k in ks.split(",") if k],
+            [float(t) for t in temps.split(",")],
+            args.prompt_len,
+            args.max_new,
+            args.repeats,
+        )
         for r in rows:
             acc = "-" if r["k"] == 0 else f"{r['acceptance']:.2f}"
-            print(f"| {r['batch']} | {r['temperature']:g} | {r['k']} | {r['tokens_s']:.1f} | {r['speedup']:.2f}x "
-                  f"| {acc} "
-                  f"| {r['per_step']:.2f} | {r['same']} |", flush=True)
+            print(
+                f"| {r['batch']} | {r['temperature']:g} | {r['k']} | {r['tokens_s']:.1f} | {r['speedup']:.2f}x "
+                f"| {acc} "
+                f"| {r['per_step']:.2f} | {r['same']} |",
+                flush=True,
+            )
         if int(b) == 1:
             text = bytes(t for t in tokens[(0.0, 0)][0] if t < 256).decode("utf-8", "replace")
             print(f"greedy sample (batch 1): {text[:200]!r}")
     print("\n## latent cache bytes/token (all layers)")
     cache = init_cache(cfg, 1, 1024)
     measured = sum(x.nbytes for x in jax.tree_util.tree_leaves(cache)) / 1024
-    print(f"  {args.preset}: {measured:.0f} bytes/token measured from init_cache "
-          f"(float32 latent+rope, int32 position); "
-          f"{cache_bytes_per_token(cfg, 4)['latent']} bytes latent+rope float32")
+    print(
+        f"  {args.preset}: {measured:.0f} bytes/token measured from init_cache "
+        f"(float32 latent+rope, int32 position); "
+        f"{cache_bytes_per_token(cfg, 4)['latent']} bytes latent+rope float32"
+    )
     for name in (args.preset, "deepseek_v3", "kimi_k2"):
         s = cache_bytes_per_token(presets.get(name))
-        print(f"  {name}: bf16 latent {s['latent']} B vs uncompressed {s['uncompressed']} B "
-              f"({s['uncompressed'] / s['latent']:.1f}x smaller)")
+        print(
+            f"  {name}: bf16 latent {s['latent']} B vs uncompressed {s['uncompressed']} B "
+            f"({s['uncompressed'] / s['latent']:.1f}x smaller)"
+        )
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@
 3. Compile time of the training step at 4 vs 32 layers (nn.scan keeps it nearly flat).
 4. Latent-cache bytes/token vs an uncompressed multi-head cache for kimi_k2 and deepseek_v3.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,9 +35,16 @@ def make_step(cfg):
 
     def loss_fn(params, tokens):
         out = Transformer(cfg).apply({"params": params}, tokens)
-        ce = optax.softmax_cross_entropy_with_integer_labels(out.logits[:, :-1], tokens[:, 1:]).mean()
+        ce = optax.softmax_cross_entropy_with_integer_labels(
+            out.logits[:, :-1], tokens[:, 1:]
+        ).mean()
         if out.mtp_logits is not None:
-            ce += 0.3 * optax.softmax_cross_entropy_with_integer_labels(out.mtp_logits[0][:, :-2], tokens[:, 2:]).mean()
+            ce += (
+                0.3
+                * optax.softmax_cross_entropy_with_integer_labels(
+                    out.mtp_logits[0][:, :-2], tokens[:, 2:]
+                ).mean()
+            )
         return ce
 
     def step(params, opt_state, tokens):
@@ -88,10 +96,14 @@ def main():
     peak = matmul_peak_flops()
     print(f"devices: {jax.devices()}")
     print(f"f32 matmul peak: {peak / 1e9:.1f} GFLOP/s")
-    print(f"\n## training step, preset={args.preset} batch={args.batch} seq={args.seq} "
-          f"({flops_per_token(base, args.seq) / 1e6:.1f} MFLOP/token analytic)")
+    print(
+        f"\n## training step, preset={args.preset} batch={args.batch} seq={args.seq} "
+        f"({flops_per_token(base, args.seq) / 1e6:.1f} MFLOP/token analytic)"
+    )
     for impl in args.impls.split(","):
-        dt, tok_s, mfu = bench_train_step(base.replace(moe_impl=impl), args.batch, args.seq, args.steps, peak)
+        dt, tok_s, mfu = bench_train_step(
+            base.replace(moe_impl=impl), args.batch, args.seq, args.steps, peak
+        )
         print(f"  moe_impl={impl:8s} step {dt * 1e3:8.1f} ms  {tok_s:8.0f} tokens/s  MFU {mfu:.1%}")
     if not args.skip_compile:
         print("\n## training-step compile time vs depth (nn.scan)")
@@ -101,8 +113,10 @@ def main():
     print("\n## KV cache bytes/token (bf16, all layers)")
     for name in ("kimi_k2", "deepseek_v3"):
         sizes = cache_bytes_per_token(presets.get(name))
-        print(f"  {name}: latent {sizes['latent'] / 1024:.1f} KiB vs uncompressed {sizes['uncompressed'] / 1024:.1f} KiB "
-              f"({sizes['uncompressed'] / sizes['latent']:.1f}x smaller)")
+        print(
+            f"  {name}: latent {sizes['latent'] / 1024:.1f} KiB vs uncompressed {sizes['uncompressed'] / 1024:.1f} KiB "
+            f"({sizes['uncompressed'] / sizes['latent']:.1f}x smaller)"
+        )
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ forward and 2x that backward. The dense baseline runs one SwiGLU FFN of width kÂ
 tokens (identical FLOPs, no routing). Reported: each implementation's useful FLOP rate and its ratio
 to the dense rate, measured side by side in one process, plus the f32 matmul peak.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,13 +36,26 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
     n, e, k, d, f = args.tokens, args.experts, args.top_k, args.d, args.f
-    cfg = presets.get("tiny", hidden_size=d, moe_intermediate_size=f, n_routed_experts=e, num_experts_per_tok=k,
-                      n_group=1, topk_group=1)
+    cfg = presets.get(
+        "tiny",
+        hidden_size=d,
+        moe_intermediate_size=f,
+        n_routed_experts=e,
+        num_experts_per_tok=k,
+        n_group=1,
+        topk_group=1,
+    )
     keys = jax.random.split(jax.random.PRNGKey(0), 6)
     x = jax.random.normal(keys[0], (n, d))
     kernel = jax.random.normal(keys[1], (d, e)) * 0.05
-    w = [jax.random.normal(kk, s) * 0.02 for kk, s in zip(keys[2:5], [(e, d, f), (e, d, f), (e, f, d)])]
-    dense_w = [jax.random.normal(kk, s) * 0.02 for kk, s in zip(keys[2:5], [(d, k * f), (d, k * f), (k * f, d)])]
+    w = [
+        jax.random.normal(kk, s) * 0.02
+        for kk, s in zip(keys[2:5], [(e, d, f), (e, d, f), (e, f, d)])
+    ]
+    dense_w = [
+        jax.random.normal(kk, s) * 0.02
+        for kk, s in zip(keys[2:5], [(d, k * f), (d, k * f), (k * f, d)])
+    ]
     flops = 3 * (6 * d * f * k * n)  # forward + backward (2x forward)
 
     def dense_loss(x, wg, wu, wd):
@@ -53,6 +67,7 @@ def main():
             if impl == "blocked":
                 return jnp.sum(dispatch_blocked(x, r, wg, wu, wd, "float32", block=args.block))
             return jnp.sum(DISPATCH[impl](x, r, wg, wu, wd, "float32"))
+
         return loss
 
     peak = matmul_peak_flops()
@@ -64,11 +79,15 @@ def main():
     best = interleaved_min_times(fns, args_of, rounds=args.rounds)
     dense_t = best["dense matmul FFN"]
     print(f"matmul peak (f32, 2048^3): {peak / 1e9:.1f} GFLOP/s")
-    print(f"tokens={n} experts={e} top_k={k} d={d} f={f}  fwd+bwd useful FLOPs={flops / 1e9:.2f} G  "
-          f"(best of {args.rounds} interleaved rounds)")
+    print(
+        f"tokens={n} experts={e} top_k={k} d={d} f={f}  fwd+bwd useful FLOPs={flops / 1e9:.2f} G  "
+        f"(best of {args.rounds} interleaved rounds)"
+    )
     for name, t in best.items():
-        print(f"{name:>18}: {t * 1e3:8.1f} ms  {flops / t / 1e9:7.1f} GFLOP/s  "
-              f"({dense_t / t:.2f} of dense, {flops / t / peak:.2f} of peak)")
+        print(
+            f"{name:>18}: {t * 1e3:8.1f} ms  {flops / t / 1e9:7.1f} GFLOP/s  "
+            f"({dense_t / t:.2f} of dense, {flops / t / peak:.2f} of peak)"
+        )
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@
    run_tests, submit, hidden-test grading) run one after another, then all 8 concurrently in
    threads; reports episodes/s for both and the ratio.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,14 +32,16 @@ def command_overhead(n: int) -> dict[str, tuple[float, float, float]]:
     out = {}
     for name in dict.fromkeys([backend(), "rlimit"]):
         with Sandbox(backend_name=name) as box:
-            box.run("true", 5)   # warm up
+            box.run("true", 5)  # warm up
             boxed, bare = [], []
             for _ in range(n):
                 t = time.perf_counter()
                 box.run("true", 5)
                 boxed.append(time.perf_counter() - t)
                 t = time.perf_counter()
-                subprocess.run(["/bin/sh", "-c", "true"], stdin=subprocess.DEVNULL, capture_output=True)
+                subprocess.run(
+                    ["/bin/sh", "-c", "true"], stdin=subprocess.DEVNULL, capture_output=True
+                )
                 bare.append(time.perf_counter() - t)
         p90 = statistics.quantiles(boxed, n=10)[-1]
         out[name] = (1e3 * statistics.median(boxed), 1e3 * p90, 1e3 * statistics.median(bare))
@@ -63,9 +66,13 @@ def main():
     parser.add_argument("--commands", type=int, default=200)
     parser.add_argument("--episodes", type=int, default=8)
     args = parser.parse_args()
-    print(f"backend: {backend()}  cpus: {os.cpu_count()}  python: {sys.version.split()[0]}  "
-          f"load average at start: {os.getloadavg()[0]:.1f}")
-    print("\n| backend | median `true` sandboxed (ms) | p90 sandboxed (ms) | median bare (ms) | median overhead (ms) |")
+    print(
+        f"backend: {backend()}  cpus: {os.cpu_count()}  python: {sys.version.split()[0]}  "
+        f"load average at start: {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        "\n| backend | median `true` sandboxed (ms) | p90 sandboxed (ms) | median bare (ms) | median overhead (ms) |"
+    )
     print("|---|---|---|---|---|")
     for name, (boxed, p90, bare) in command_overhead(args.commands).items():
         print(f"| {name} | {boxed:.1f} | {p90:.1f} | {bare:.1f} | {boxed - bare:.1f} |")
@@ -74,10 +81,16 @@ def main():
     n = args.episodes
     print(f"\n| {n} episodes (oracle, d1) | wall (s) | episodes/s | mean reward |")
     print("|---|---|---|---|")
-    print(f"| sequential | {serial_s:.2f} | {n / serial_s:.2f} | {statistics.mean(serial_rewards):.2f} |")
-    print(f"| {n} concurrent | {conc_s:.2f} | {n / conc_s:.2f} | {statistics.mean(conc_rewards):.2f} |")
-    print(f"\nconcurrent / sequential throughput: {serial_s / conc_s:.2f}x  "
-          f"(load average at end: {os.getloadavg()[0]:.1f})")
+    print(
+        f"| sequential | {serial_s:.2f} | {n / serial_s:.2f} | {statistics.mean(serial_rewards):.2f} |"
+    )
+    print(
+        f"| {n} concurrent | {conc_s:.2f} | {n / conc_s:.2f} | {statistics.mean(conc_rewards):.2f} |"
+    )
+    print(
+        f"\nconcurrent / sequential throughput: {serial_s / conc_s:.2f}x  "
+        f"(load average at end: {os.getloadavg()[0]:.1f})"
+    )
 
 
 if __name__ == "__main__":

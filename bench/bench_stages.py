@@ -11,6 +11,7 @@ Runs the README's commands (python main.py ...) one after another:
 "after" its final eval. For (b) it also evaluates (a)'s params at 512 tokens with plain RoPE
 (the un-extended model), in this process, on the same held-out batches.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,93 +25,153 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-_EVAL = re.compile(r'step (\d+): (initial |final |)held-out loss ([\d.]+), bits/byte ([\d.]+)')
+_EVAL = re.compile(r"step (\d+): (initial |final |)held-out loss ([\d.]+), bits/byte ([\d.]+)")
 
 
 def run_main(args: list[str]) -> str:
-  cmd = [sys.executable, 'main.py'] + args
-  print('$ ' + ' '.join(cmd[1:]), flush=True)
-  t0 = time.perf_counter()
-  out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
-  if out.returncode:
-    raise SystemExit(f'command failed ({out.returncode}):\n{out.stdout[-2000:]}{out.stderr[-3000:]}')
-  lines = [l for l in out.stdout.splitlines() if 'held-out' in l or '100%' in l]
-  print('\n'.join('    ' + l for l in lines) + f'\n    ({time.perf_counter() - t0:.0f} s)', flush=True)
-  return out.stdout
+    cmd = [sys.executable, "main.py"] + args
+    print("$ " + " ".join(cmd[1:]), flush=True)
+    t0 = time.perf_counter()
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
+    if out.returncode:
+        raise SystemExit(
+            f"command failed ({out.returncode}):\n{out.stdout[-2000:]}{out.stderr[-3000:]}"
+        )
+    lines = [l for l in out.stdout.splitlines() if "held-out" in l or "100%" in l]
+    print(
+        "\n".join("    " + l for l in lines) + f"\n    ({time.perf_counter() - t0:.0f} s)",
+        flush=True,
+    )
+    return out.stdout
 
 
 def before_after(stdout: str) -> dict:
-  evals = {kind.strip() or 'mid': (float(nll), float(bpb)) for _, kind, nll, bpb in _EVAL.findall(stdout)}
-  return {'before': evals['initial'], 'after': evals['final']}
+    evals = {
+        kind.strip() or "mid": (float(nll), float(bpb))
+        for _, kind, nll, bpb in _EVAL.findall(stdout)
+    }
+    return {"before": evals["initial"], "after": evals["final"]}
 
 
 def heldout_metrics(config) -> tuple[float, float]:
-  """(NLL, bits/byte) of config.init_params_from on the config's held-out batches, no training."""
-  import tempfile  # pylint: disable=import-outside-toplevel
-  import jax  # pylint: disable=import-outside-toplevel
-  from train import build, checkpoint, loop, sharding as shd  # pylint: disable=import-outside-toplevel
-  from train.config_check import check_config  # pylint: disable=import-outside-toplevel
-  from train.losses import make_lm_loss  # pylint: disable=import-outside-toplevel
-  handle = loop.model_handle(config)
-  rules = loop.model_rules(config, handle)
-  mesh = shd.make_mesh(check_config(config, handle.cfg, jax.device_count(), jax.process_count()))
-  tx, _ = loop.build_optimizer(config, handle)
-  train_it, heldout = loop.data_iterators(config, handle.cfg.vocab_size)
-  with tempfile.TemporaryDirectory() as tmp:
-    ckpt = checkpoint.Checkpointer(tmp, keep=1, async_save=False)
-    state, state_sh = loop.restore_or_init(config, handle, tx, mesh, rules, ckpt, train_it,
-                                           log=lambda s: None)
-    ckpt.close()
-  eval_fn = build.jit_eval_step(make_lm_loss(handle.apply), state_sh.params, mesh, rules)
-  result = loop.evaluate(eval_fn, state.params, heldout, mesh)
-  return result['nll'], result['bits_per_byte']
+    """(NLL, bits/byte) of config.init_params_from on the config's held-out batches, no training."""
+    import tempfile  # pylint: disable=import-outside-toplevel
+
+    import jax  # pylint: disable=import-outside-toplevel
+
+    from train import build, checkpoint, loop  # pylint: disable=import-outside-toplevel
+    from train import sharding as shd
+    from train.config_check import check_config  # pylint: disable=import-outside-toplevel
+    from train.losses import make_lm_loss  # pylint: disable=import-outside-toplevel
+
+    handle = loop.model_handle(config)
+    rules = loop.model_rules(config, handle)
+    mesh = shd.make_mesh(check_config(config, handle.cfg, jax.device_count(), jax.process_count()))
+    tx, _ = loop.build_optimizer(config, handle)
+    train_it, heldout = loop.data_iterators(config, handle.cfg.vocab_size)
+    with tempfile.TemporaryDirectory() as tmp:
+        ckpt = checkpoint.Checkpointer(tmp, keep=1, async_save=False)
+        state, state_sh = loop.restore_or_init(
+            config, handle, tx, mesh, rules, ckpt, train_it, log=lambda s: None
+        )
+        ckpt.close()
+    eval_fn = build.jit_eval_step(make_lm_loss(handle.apply), state_sh.params, mesh, rules)
+    result = loop.evaluate(eval_fn, state.params, heldout, mesh)
+    return result["nll"], result["bits_per_byte"]
 
 
 def main():
-  p = argparse.ArgumentParser()
-  p.add_argument('--preset', default='small')
-  p.add_argument('--steps', default='40,30,20', help='steps of stages a,b,c')
-  p.add_argument('--sft_batch', type=int, default=2)
-  p.add_argument('--eval_batches', type=int, default=4)
-  p.add_argument('--workdir', default='/tmp/bench_stages')
-  a = p.parse_args()
-  steps = [int(s) for s in a.steps.split(',')]
-  shutil.rmtree(a.workdir, ignore_errors=True)
-  wd = {k: os.path.join(a.workdir, k) for k in ('pretrain', 'long', 'sft')}
-  common = [f'--config.model={a.preset}', f'--config.train.eval_batches={a.eval_batches}']
-  t0 = time.perf_counter()
-  rows = {}
-  out = run_main(['--config=configs/pretrain.py', f'--workdir={wd["pretrain"]}', *common,
-                  f'--config.train.steps={steps[0]}', f'--config.train.eval_every={steps[0]}'])
-  rows['(a) pretrain, 8 x 128, stdlib'] = before_after(out)
-  export_a = run_main(['--mode=convert', '--config=configs/pretrain.py', f'--workdir={wd["pretrain"]}',
-                       *common]).strip().splitlines()[-1]
-  long_args = [f'--config.init_params_from={export_a}', f'--config.train.steps={steps[1]}',
-               f'--config.train.eval_every={steps[1]}']
-  out = run_main(['--config=configs/long_context.py', f'--workdir={wd["long"]}', *common, *long_args])
-  rows['(b) long context, 2 x 512, stdlib, YaRN x4'] = before_after(out)
-  from configs import long_context  # pylint: disable=import-outside-toplevel
-  unextended = long_context.get_config()
-  unextended.model, unextended.init_params_from = a.preset, export_a
-  unextended.train.eval_batches = a.eval_batches
-  unextended.model_overrides.rope_scaling.factor = 1.0  # plain RoPE: (a)'s model as trained
-  plain = heldout_metrics(unextended)
-  print(f'    (a) params at 512 tokens, plain RoPE (un-extended): NLL {plain[0]:.4f}, '
-        f'bits/byte {plain[1]:.4f}', flush=True)
-  export_b = run_main(['--mode=convert', '--config=configs/long_context.py', f'--workdir={wd["long"]}',
-                       *common]).strip().splitlines()[-1]
-  out = run_main(['--mode=sft', '--config=configs/sft.py', f'--workdir={wd["sft"]}', *common,
-                  f'--config.init_params_from={export_b}', f'--config.train.steps={steps[2]}',
-                  f'--config.train.eval_every={steps[2]}', f'--config.train.batch_size={a.sft_batch}'])
-  rows[f'(c) SFT, {a.sft_batch} x 512, traces (assistant tokens)'] = before_after(out)
-  print(f'\npreset {a.preset}, steps {steps}, total {time.perf_counter() - t0:.0f} s\n')
-  print('| stage | held-out NLL before | after | bits/byte before | after |')
-  print('|---|---|---|---|---|')
-  for name, r in rows.items():
-    print(f'| {name} | {r["before"][0]:.4f} | {r["after"][0]:.4f} | {r["before"][1]:.4f} | '
-          f'{r["after"][1]:.4f} |')
-  print(f'| (a) params at 512, plain RoPE (un-extended) | {plain[0]:.4f} | | {plain[1]:.4f} | |')
+    p = argparse.ArgumentParser()
+    p.add_argument("--preset", default="small")
+    p.add_argument("--steps", default="40,30,20", help="steps of stages a,b,c")
+    p.add_argument("--sft_batch", type=int, default=2)
+    p.add_argument("--eval_batches", type=int, default=4)
+    p.add_argument("--workdir", default="/tmp/bench_stages")
+    a = p.parse_args()
+    steps = [int(s) for s in a.steps.split(",")]
+    shutil.rmtree(a.workdir, ignore_errors=True)
+    wd = {k: os.path.join(a.workdir, k) for k in ("pretrain", "long", "sft")}
+    common = [f"--config.model={a.preset}", f"--config.train.eval_batches={a.eval_batches}"]
+    t0 = time.perf_counter()
+    rows = {}
+    out = run_main(
+        [
+            "--config=configs/pretrain.py",
+            f"--workdir={wd['pretrain']}",
+            *common,
+            f"--config.train.steps={steps[0]}",
+            f"--config.train.eval_every={steps[0]}",
+        ]
+    )
+    rows["(a) pretrain, 8 x 128, stdlib"] = before_after(out)
+    export_a = (
+        run_main(
+            [
+                "--mode=convert",
+                "--config=configs/pretrain.py",
+                f"--workdir={wd['pretrain']}",
+                *common,
+            ]
+        )
+        .strip()
+        .splitlines()[-1]
+    )
+    long_args = [
+        f"--config.init_params_from={export_a}",
+        f"--config.train.steps={steps[1]}",
+        f"--config.train.eval_every={steps[1]}",
+    ]
+    out = run_main(
+        ["--config=configs/long_context.py", f"--workdir={wd['long']}", *common, *long_args]
+    )
+    rows["(b) long context, 2 x 512, stdlib, YaRN x4"] = before_after(out)
+    from configs import long_context  # pylint: disable=import-outside-toplevel
+
+    unextended = long_context.get_config()
+    unextended.model, unextended.init_params_from = a.preset, export_a
+    unextended.train.eval_batches = a.eval_batches
+    unextended.model_overrides.rope_scaling.factor = 1.0  # plain RoPE: (a)'s model as trained
+    plain = heldout_metrics(unextended)
+    print(
+        f"    (a) params at 512 tokens, plain RoPE (un-extended): NLL {plain[0]:.4f}, "
+        f"bits/byte {plain[1]:.4f}",
+        flush=True,
+    )
+    export_b = (
+        run_main(
+            [
+                "--mode=convert",
+                "--config=configs/long_context.py",
+                f"--workdir={wd['long']}",
+                *common,
+            ]
+        )
+        .strip()
+        .splitlines()[-1]
+    )
+    out = run_main(
+        [
+            "--mode=sft",
+            "--config=configs/sft.py",
+            f"--workdir={wd['sft']}",
+            *common,
+            f"--config.init_params_from={export_b}",
+            f"--config.train.steps={steps[2]}",
+            f"--config.train.eval_every={steps[2]}",
+            f"--config.train.batch_size={a.sft_batch}",
+        ]
+    )
+    rows[f"(c) SFT, {a.sft_batch} x 512, traces (assistant tokens)"] = before_after(out)
+    print(f"\npreset {a.preset}, steps {steps}, total {time.perf_counter() - t0:.0f} s\n")
+    print("| stage | held-out NLL before | after | bits/byte before | after |")
+    print("|---|---|---|---|---|")
+    for name, r in rows.items():
+        print(
+            f"| {name} | {r['before'][0]:.4f} | {r['after'][0]:.4f} | {r['before'][1]:.4f} | "
+            f"{r['after'][1]:.4f} |"
+        )
+    print(f"| (a) params at 512, plain RoPE (un-extended) | {plain[0]:.4f} | | {plain[1]:.4f} | |")
 
 
-if __name__ == '__main__':
-  main()
+if __name__ == "__main__":
+    main()

@@ -1,5 +1,6 @@
 """Timing helpers shared by the benchmarks: median wall time of a jitted call, and the machine's
 float32 matmul peak measured in the same process (the denominator of every MFU we report)."""
+
 from __future__ import annotations
 
 import time
@@ -26,7 +27,7 @@ def matmul_peak_flops(n: int = 2048, dtype=jnp.float32, repeats: int = 5) -> flo
     a = jax.random.normal(jax.random.PRNGKey(0), (n, n), dtype)
     b = jax.random.normal(jax.random.PRNGKey(1), (n, n), dtype)
     f = jax.jit(lambda a, b: a @ b)
-    return 2 * n ** 3 / time_fn(f, a, b, repeats=repeats)
+    return 2 * n**3 / time_fn(f, a, b, repeats=repeats)
 
 
 def interleaved_min_times(fns: dict, args: dict, rounds: int = 5) -> dict:

@@ -11,40 +11,63 @@ Checkpoints under <workdir>/checkpoints (steps 20 and 40), TensorBoard events un
 Re-running the same command resumes from the latest checkpoint (and stops at once at step 40).
 For a 30-second smoke run: python main.py --config.model=tiny --workdir=/tmp/tiny
 """
+
 import ml_collections
 
 
 def get_config() -> ml_collections.ConfigDict:
-  c = ml_collections.ConfigDict()
-  c.model = 'small'  # preset name from model.presets, or an HF checkpoint directory
-  c.init_params_from = ''  # exported params of a previous stage ('' = random init)
-  c.export_hf = False  # --mode=convert also writes an HF folder (config.json + safetensors)
+    c = ml_collections.ConfigDict()
+    c.model = "small"  # preset name from model.presets, or an HF checkpoint directory
+    c.init_params_from = ""  # exported params of a previous stage ('' = random init)
+    c.export_hf = False  # --mode=convert also writes an HF folder (config.json + safetensors)
 
-  c.train = ml_collections.ConfigDict(dict(
-      steps=40, batch_size=8, seq_len=128, seed=0,
-      optimizer='adamw',          # 'adamw' | 'muon' (hidden 2-D matrices; AdamW for the rest)
-      lr=1e-3, schedule='cosine',  # 'cosine' | 'wsd' | 'constant'
-      warmup_steps=5, min_lr_ratio=0.1, wsd_decay_fraction=0.2,
-      weight_decay=0.1, b1=0.9, b2=0.95, eps=1e-8, clip_norm=1.0,
-      microbatches=1,             # gradient accumulation inside the step
-      compute_dtype='float32',    # 'float32' | 'bfloat16' (params stay float32)
-      remat='none',               # 'none' | 'full' | 'dots' | 'dots_no_batch'
-      z_loss=0.0, mtp_mode='ce', mtp_weight=0.3,  # mtp_mode: 'none' | 'ce' | 'distill'
-      balance_loss=True, bias_update_rate=1e-3,
-      max_nonfinite_in_a_row=5,
-      log_every=5, eval_every=10, eval_batches=4,
-  ))
-  c.data = ml_collections.ConfigDict(dict(
-      source='pipeline',          # 'pipeline' (data/) | 'local_text' | 'synthetic' (train/synthetic_data.py)
-      # pipeline: data.pipeline.SourceSpec fields; 'stdlib' = the embedded corpus (Python's own stdlib)
-      sources=({'kind': 'stdlib'},), tokenizer='byte', strict=False, avoid_splitting=False,
-      heldout_fraction=0.01,
-      max_bytes=4_000_000,        # local_text only
-  ))
-  # Mesh axis sizes; one may be -1 (fills the devices).
-  c.mesh = ml_collections.ConfigDict(dict(data=-1, fsdp=1, expert=1, tensor=1))
-  # Logical axis -> mesh axis rules as (name, axis) pairs; empty = the model's DEFAULT_RULES.
-  c.rules = ()
-  c.checkpoint = ml_collections.ConfigDict(dict(every_steps=20, keep=3, async_save=True))
-  c.dry_run_devices = 0  # --dry_run on a described mesh of this many devices (0 = the real ones)
-  return c
+    c.train = ml_collections.ConfigDict(
+        dict(
+            steps=40,
+            batch_size=8,
+            seq_len=128,
+            seed=0,
+            optimizer="adamw",  # 'adamw' | 'muon' (hidden 2-D matrices; AdamW for the rest)
+            lr=1e-3,
+            schedule="cosine",  # 'cosine' | 'wsd' | 'constant'
+            warmup_steps=5,
+            min_lr_ratio=0.1,
+            wsd_decay_fraction=0.2,
+            weight_decay=0.1,
+            b1=0.9,
+            b2=0.95,
+            eps=1e-8,
+            clip_norm=1.0,
+            microbatches=1,  # gradient accumulation inside the step
+            compute_dtype="float32",  # 'float32' | 'bfloat16' (params stay float32)
+            remat="none",  # 'none' | 'full' | 'dots' | 'dots_no_batch'
+            z_loss=0.0,
+            mtp_mode="ce",
+            mtp_weight=0.3,  # mtp_mode: 'none' | 'ce' | 'distill'
+            balance_loss=True,
+            bias_update_rate=1e-3,
+            max_nonfinite_in_a_row=5,
+            log_every=5,
+            eval_every=10,
+            eval_batches=4,
+        )
+    )
+    c.data = ml_collections.ConfigDict(
+        dict(
+            source="pipeline",  # 'pipeline' (data/) | 'local_text' | 'synthetic' (train/synthetic_data.py)
+            # pipeline: data.pipeline.SourceSpec fields; 'stdlib' = the embedded corpus (Python's own stdlib)
+            sources=({"kind": "stdlib"},),
+            tokenizer="byte",
+            strict=False,
+            avoid_splitting=False,
+            heldout_fraction=0.01,
+            max_bytes=4_000_000,  # local_text only
+        )
+    )
+    # Mesh axis sizes; one may be -1 (fills the devices).
+    c.mesh = ml_collections.ConfigDict(dict(data=-1, fsdp=1, expert=1, tensor=1))
+    # Logical axis -> mesh axis rules as (name, axis) pairs; empty = the model's DEFAULT_RULES.
+    c.rules = ()
+    c.checkpoint = ml_collections.ConfigDict(dict(every_steps=20, keep=3, async_save=True))
+    c.dry_run_devices = 0  # --dry_run on a described mesh of this many devices (0 = the real ones)
+    return c

@@ -17,6 +17,7 @@ Expect (small preset, after configs/pretrain.py's 40 steps, ~4 min): held-out NL
 3.708 -> 3.687 (bits/byte 5.350 -> 5.321), below (a)'s un-extended params at 512 with plain RoPE
 (3.705; measured by bench/bench_stages.py). Numbers in bench/RESULTS_stages.md.
 """
+
 import ml_collections
 
 from configs import pretrain
@@ -26,17 +27,29 @@ LONG_CONTEXT = 512
 
 
 def long_context_overrides() -> ml_collections.ConfigDict:
-  """ModelConfig overrides of the extended model (also used by configs/sft.py)."""
-  return ml_collections.ConfigDict(dict(
-      max_position_embeddings=LONG_CONTEXT,
-      rope_scaling=dict(factor=LONG_CONTEXT / ORIGINAL_CONTEXT,
-                        original_max_position_embeddings=ORIGINAL_CONTEXT)))
+    """ModelConfig overrides of the extended model (also used by configs/sft.py)."""
+    return ml_collections.ConfigDict(
+        dict(
+            max_position_embeddings=LONG_CONTEXT,
+            rope_scaling=dict(
+                factor=LONG_CONTEXT / ORIGINAL_CONTEXT,
+                original_max_position_embeddings=ORIGINAL_CONTEXT,
+            ),
+        )
+    )
 
 
 def get_config() -> ml_collections.ConfigDict:
-  c = pretrain.get_config()
-  c.model_overrides = long_context_overrides()
-  c.train.update(steps=30, batch_size=2, seq_len=LONG_CONTEXT, lr=3e-4, warmup_steps=3,
-                 eval_every=15, eval_batches=4)
-  c.checkpoint.every_steps = 15
-  return c
+    c = pretrain.get_config()
+    c.model_overrides = long_context_overrides()
+    c.train.update(
+        steps=30,
+        batch_size=2,
+        seq_len=LONG_CONTEXT,
+        lr=3e-4,
+        warmup_steps=3,
+        eval_every=15,
+        eval_batches=4,
+    )
+    c.checkpoint.every_steps = 15
+    return c

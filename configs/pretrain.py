@@ -18,18 +18,20 @@ eval/nll and eval/bits_per_byte in TensorBoard.
 Expect (small preset from a random init, 2 loaded CPU cores, ~8 min): held-out NLL 6.35 -> 3.70,
 bits/byte 9.17 -> 5.34 over the 40 steps (bench/RESULTS_stages.md).
 """
+
 import ml_collections
 
 from configs import default
 
 
 def get_config() -> ml_collections.ConfigDict:
-  c = default.get_config()
-  # ModelConfig fields replacing the preset's / the HF config's (unknown names are errors);
-  # rope_scaling is merged field by field. Stage (a) keeps the model as it is.
-  c.model_overrides = ml_collections.ConfigDict()
-  c.train.update(steps=40, batch_size=8, seq_len=128, lr=3e-4, warmup_steps=4,
-                 eval_every=20, eval_batches=4)
-  c.train.eval_at_start = True  # held-out metrics of the starting params ("before")
-  c.checkpoint.every_steps = 20
-  return c
+    c = default.get_config()
+    # ModelConfig fields replacing the preset's / the HF config's (unknown names are errors);
+    # rope_scaling is merged field by field. Stage (a) keeps the model as it is.
+    c.model_overrides = ml_collections.ConfigDict()
+    c.train.update(
+        steps=40, batch_size=8, seq_len=128, lr=3e-4, warmup_steps=4, eval_every=20, eval_batches=4
+    )
+    c.train.eval_at_start = True  # held-out metrics of the starting params ("before")
+    c.checkpoint.every_steps = 20
+    return c

@@ -17,16 +17,33 @@ first step and every 20 steps, going down over 60 steps of 8 x 512-token rows (a
 bench/RESULTS_stages.md). Without --config.init_params_from it starts from a random
 init (a smoke test).
 """
+
 from configs import long_context, pretrain
 
 
 def get_config():
-  c = pretrain.get_config()
-  c.model_overrides = long_context.long_context_overrides()
-  c.train.update(steps=60, seq_len=512, lr=1e-3, warmup_steps=5, eval_every=20, log_every=5,
-                 mtp_mode='distill')  # MTP heads trained by self-distillation from the main head
-  c.data.update(sources=({'kind': 'jsonl', 'paths': ['data/traces/coding_traces.jsonl'],
-                          'field': 'messages', 'name': 'traces'},),
-                avoid_splitting=True, heldout_fraction=0.05)
-  c.checkpoint.every_steps = 20
-  return c
+    c = pretrain.get_config()
+    c.model_overrides = long_context.long_context_overrides()
+    c.train.update(
+        steps=60,
+        seq_len=512,
+        lr=1e-3,
+        warmup_steps=5,
+        eval_every=20,
+        log_every=5,
+        mtp_mode="distill",
+    )  # MTP heads trained by self-distillation from the main head
+    c.data.update(
+        sources=(
+            {
+                "kind": "jsonl",
+                "paths": ["data/traces/coding_traces.jsonl"],
+                "field": "messages",
+                "name": "traces",
+            },
+        ),
+        avoid_splitting=True,
+        heldout_fraction=0.05,
+    )
+    c.checkpoint.every_steps = 20
+    return c

@@ -46,14 +46,21 @@ Empty documents (stdlib has empty __init__.py files) are always skipped and coun
 Tokenizers: data.tokenizers.load_tokenizer('byte' | 'hf:PATH' | 'tiktoken:PATH'); local files only.
 Inspection: data.packing.iter_pieces(batch) / join_pieces(...) undo the packing (used by the tests).
 """
+
 import importlib
 import os
 
 # Lazy exports: `import data.chat` (used by rl/) must not pay for importing grain (~1.3 s).
-_EXPORTS = {"DataConfig": "data.pipeline", "held_out_batches": "data.pipeline",
-            "train_iterator": "data.pipeline", "DataCounters": "data.sources",
-            "DataError": "data.sources", "SourceSpec": "data.sources", "is_held_out": "data.sources",
-            "load_tokenizer": "data.tokenizers"}
+_EXPORTS = {
+    "DataConfig": "data.pipeline",
+    "held_out_batches": "data.pipeline",
+    "train_iterator": "data.pipeline",
+    "DataCounters": "data.sources",
+    "DataError": "data.sources",
+    "SourceSpec": "data.sources",
+    "is_held_out": "data.sources",
+    "load_tokenizer": "data.tokenizers",
+}
 
 
 def __getattr__(name):
@@ -70,17 +77,32 @@ def traces_path() -> str:
     return os.path.join(TRACES_DIR, "*.jsonl")
 
 
-def sft_config(**overrides) -> "DataConfig":
+def sft_config(**overrides) -> "DataConfig":  # noqa: F821 (lazy export above)
     """SFT on the shipped traces: loss on assistant tokens, chats kept whole where they fit.
 
     With the byte tokenizer the traces are 1.1k-3.8k tokens (median 2.2k), so T=4096 never splits one.
     """
     from data.pipeline import DataConfig
     from data.sources import SourceSpec
-    base = dict(sources=(SourceSpec("jsonl", (traces_path(),), field="messages", name="traces"),),
-                seq_len=4096, avoid_splitting=True, strict=True)
+
+    base = dict(
+        sources=(SourceSpec("jsonl", (traces_path(),), field="messages", name="traces"),),
+        seq_len=4096,
+        avoid_splitting=True,
+        strict=True,
+    )
     return DataConfig(**{**base, **overrides})
 
 
-__all__ = ["DataConfig", "DataCounters", "DataError", "SourceSpec", "held_out_batches",
-           "is_held_out", "load_tokenizer", "sft_config", "train_iterator", "traces_path"]
+__all__ = [
+    "DataConfig",
+    "DataCounters",
+    "DataError",
+    "SourceSpec",
+    "held_out_batches",
+    "is_held_out",
+    "load_tokenizer",
+    "sft_config",
+    "train_iterator",
+    "traces_path",
+]

@@ -10,10 +10,12 @@ The conversation starts with <|bos|>. Generation for the assistant starts after 
 produced (its content, tool calls and its closing <|end|>), so SFT trains on what the policy
 would emit and RL's "model-generated" mask means the same thing.
 """
+
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from data.tokenizers import Tokenizer, special_text
 
@@ -30,22 +32,28 @@ def _content_ids(tok: Tokenizer, message: dict[str, Any]) -> list[int]:
     role = message["role"]
     content = message.get("content") or ""
     if role == "tool":
-        return ([tok.special_id("tool_result")] + tok.encode(content)
-                + [tok.special_id("/tool_result")])
-    ids = tok.encode(content)   # raw text never yields control tokens
+        return (
+            [tok.special_id("tool_result")] + tok.encode(content) + [tok.special_id("/tool_result")]
+        )
+    ids = tok.encode(content)  # raw text never yields control tokens
     for call in message.get("tool_calls") or ():
-        ids += tok.encode(tool_call_text(call["name"], call.get("arguments", {})), allow_special=True)
+        ids += tok.encode(
+            tool_call_text(call["name"], call.get("arguments", {})), allow_special=True
+        )
     return ids
 
 
-def render_messages(tok: Tokenizer, messages: Sequence[dict[str, Any]], *, where: str = "messages"
-                    ) -> tuple[list[int], list[int]]:
+def render_messages(
+    tok: Tokenizer, messages: Sequence[dict[str, Any]], *, where: str = "messages"
+) -> tuple[list[int], list[int]]:
     """Renders a conversation to (ids, assistant_mask). `where` names the source in errors."""
     ids, mask = [tok.bos_id], [0]
     for i, message in enumerate(messages):
         role = message.get("role") if isinstance(message, dict) else None
         if role not in ROLES:
-            raise ValueError(f"{where}: message {i} has unknown role {role!r} (expected one of {ROLES})")
+            raise ValueError(
+                f"{where}: message {i} has unknown role {role!r} (expected one of {ROLES})"
+            )
         header = [tok.special_id(role)]
         body = _content_ids(tok, message) + [tok.special_id("end")]
         trained = 1 if role == "assistant" else 0

@@ -26,6 +26,7 @@ state is (the parent's state just before that document was read, how many pairs 
 so set_state re-reads the document and resumes mid-document: batches after a restore are exactly
 those of an uninterrupted run.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -43,14 +44,18 @@ ROW_KEYS = ("tokens", "targets", "segment_ids", "positions", "loss_mask", "targe
 def tokenize_document(tok: Tokenizer, doc: Document) -> dict[str, np.ndarray]:
     """{'ids': int32 [n], 'weights': float32 [n-1] (loss weight of each target ids[1:])}."""
     if isinstance(doc.value, str):
-        ids = np.concatenate([[tok.bos_id], encode_array(tok, doc.value), [tok.eos_id]]).astype(np.int32)
+        ids = np.concatenate([[tok.bos_id], encode_array(tok, doc.value), [tok.eos_id]]).astype(
+            np.int32
+        )
         return {"ids": ids, "weights": np.ones(len(ids) - 1, np.float32)}
     if not all(isinstance(m, dict) for m in doc.value):
         raise DataError("bad_chat", doc.where, "messages must be JSON objects")
     try:
         ids, assistant = render_messages(tok, doc.value, where=doc.where)
-    except (ValueError, KeyError, TypeError, AttributeError) as e:   # unknown role, bad tool call
-        message = str(e) if isinstance(e, ValueError) else f"malformed message ({type(e).__name__}: {e})"
+    except (ValueError, KeyError, TypeError, AttributeError) as e:  # unknown role, bad tool call
+        message = (
+            str(e) if isinstance(e, ValueError) else f"malformed message ({type(e).__name__}: {e})"
+        )
         raise DataError("bad_chat", doc.where, message.removeprefix(f"{doc.where}: ")) from None
     if len(ids) < 2:
         raise DataError("empty", doc.where, "conversation has no messages")
@@ -58,39 +63,61 @@ def tokenize_document(tok: Tokenizer, doc: Document) -> dict[str, np.ndarray]:
 
 
 def empty_row(seq_len: int, pad_id: int) -> dict[str, np.ndarray]:
-    return {"tokens": np.full(seq_len, pad_id, np.int32), "targets": np.full(seq_len, pad_id, np.int32),
-            "segment_ids": np.zeros(seq_len, np.int32), "positions": np.zeros(seq_len, np.int32),
-            "loss_mask": np.zeros(seq_len, np.float32), "target_bytes": np.zeros(seq_len, np.int32)}
+    return {
+        "tokens": np.full(seq_len, pad_id, np.int32),
+        "targets": np.full(seq_len, pad_id, np.int32),
+        "segment_ids": np.zeros(seq_len, np.int32),
+        "positions": np.zeros(seq_len, np.int32),
+        "loss_mask": np.zeros(seq_len, np.float32),
+        "target_bytes": np.zeros(seq_len, np.int32),
+    }
 
 
 class PackIterDataset(grain.IterDataset):
     """Packs a stream of tokenized documents ({'ids', 'weights'}) into rows of seq_len pairs."""
 
-    def __init__(self, parent: grain.IterDataset, *, seq_len: int, pad_id: int,
-                 byte_lengths: np.ndarray, avoid_splitting: bool = False):
+    def __init__(
+        self,
+        parent: grain.IterDataset,
+        *,
+        seq_len: int,
+        pad_id: int,
+        byte_lengths: np.ndarray,
+        avoid_splitting: bool = False,
+    ):
         super().__init__(parent)
-        self._args = dict(seq_len=seq_len, pad_id=pad_id, byte_lengths=byte_lengths,
-                          avoid_splitting=avoid_splitting)
+        self._args = dict(
+            seq_len=seq_len,
+            pad_id=pad_id,
+            byte_lengths=byte_lengths,
+            avoid_splitting=avoid_splitting,
+        )
 
     def __iter__(self) -> grain.DatasetIterator:
         return _PackIterator(self._parent.__iter__(), **self._args)
 
 
 class _PackIterator(grain.DatasetIterator):
-
-    def __init__(self, parent: grain.DatasetIterator, *, seq_len: int, pad_id: int,
-                 byte_lengths: np.ndarray, avoid_splitting: bool):
+    def __init__(
+        self,
+        parent: grain.DatasetIterator,
+        *,
+        seq_len: int,
+        pad_id: int,
+        byte_lengths: np.ndarray,
+        avoid_splitting: bool,
+    ):
         super().__init__(parent)
         self._seq_len, self._pad_id, self._avoid_splitting = seq_len, pad_id, avoid_splitting
         self._byte_lengths = byte_lengths
         self._arange = np.arange(seq_len, dtype=np.int32)
-        self._doc: dict[str, np.ndarray] | None = None   # the document being laid out
-        self._doc_state: dict[str, Any] | None = None    # parent state just before it was read
-        self._offset = 0                                 # pairs of it already laid out
+        self._doc: dict[str, np.ndarray] | None = None  # the document being laid out
+        self._doc_state: dict[str, Any] | None = None  # parent state just before it was read
+        self._offset = 0  # pairs of it already laid out
 
     def _fetch(self) -> None:
         state = self._parent.get_state()
-        doc = next(self._parent)                         # StopIteration ends a finite stream
+        doc = next(self._parent)  # StopIteration ends a finite stream
         self._doc, self._doc_state, self._offset = doc, state, 0
 
     def __next__(self) -> dict[str, np.ndarray]:
@@ -108,14 +135,14 @@ class _PackIterator(grain.DatasetIterator):
             ids, weights, o = self._doc["ids"], self._doc["weights"], self._offset
             pairs = len(ids) - 1
             if self._avoid_splitting and fill and o == 0 and fill + pairs > T >= pairs:
-                break                                    # it fits an empty row: start it there
+                break  # it fits an empty row: start it there
             k = min(pairs - o, T - fill)
             segment += 1
-            row["tokens"][fill:fill + k] = ids[o:o + k]
-            row["targets"][fill:fill + k] = ids[o + 1:o + k + 1]
-            row["loss_mask"][fill:fill + k] = weights[o:o + k]
-            row["segment_ids"][fill:fill + k] = segment
-            row["positions"][fill:fill + k] = self._arange[:k]
+            row["tokens"][fill : fill + k] = ids[o : o + k]
+            row["targets"][fill : fill + k] = ids[o + 1 : o + k + 1]
+            row["loss_mask"][fill : fill + k] = weights[o : o + k]
+            row["segment_ids"][fill : fill + k] = segment
+            row["positions"][fill : fill + k] = self._arange[:k]
             fill += k
             self._offset += k
             if self._offset == pairs:
@@ -143,8 +170,12 @@ def iter_pieces(batch: dict[str, np.ndarray]):
         segments = batch["segment_ids"][b]
         for s in range(1, int(segments.max(initial=0)) + 1):
             idx = segments == s
-            yield {"ids": np.append(batch["tokens"][b][idx], batch["targets"][b][idx][-1]),
-                   "weights": batch["loss_mask"][b][idx], "positions": batch["positions"][b][idx], "row": b}
+            yield {
+                "ids": np.append(batch["tokens"][b][idx], batch["targets"][b][idx][-1]),
+                "weights": batch["loss_mask"][b][idx],
+                "positions": batch["positions"][b][idx],
+                "row": b,
+            }
 
 
 def join_pieces(pieces, bos_id: int) -> list[np.ndarray]:

@@ -17,36 +17,38 @@ Every stage is a grain iterator with get_state/set_state, so the whole state is 
 dict that grain.checkpoint.CheckpointSave / CheckpointRestore write next to the Orbax checkpoint
 (one file per process).
 """
+
 from __future__ import annotations
 
 import dataclasses
 import threading
-from typing import Any, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import grain
 import numpy as np
 
 from data.packing import ROW_KEYS, PackIterDataset, empty_row, tokenize_document
-from data.sources import (DataCounters, DataError, SourceSpec, is_held_out, open_source)
+from data.sources import DataCounters, DataError, SourceSpec, is_held_out, open_source
 from data.tokenizers import Tokenizer, load_tokenizer, token_byte_lengths
 
 TRAIN, HELD_OUT = "train", "held_out"
-_PREFETCH = 64   # documents each source's reader threads may read ahead
+_PREFETCH = 64  # documents each source's reader threads may read ahead
 
 
 @dataclasses.dataclass(frozen=True)
 class DataConfig:
     sources: tuple[SourceSpec, ...] = (SourceSpec("stdlib"),)
-    tokenizer: Any = "byte"            # a load_tokenizer spec: 'byte' | 'hf:PATH' | 'tiktoken:PATH' | dict
-    seq_len: int = 256                 # T
-    global_batch_size: int = 8         # B over all hosts; each host yields B / process_count rows
+    tokenizer: Any = "byte"  # a load_tokenizer spec: 'byte' | 'hf:PATH' | 'tiktoken:PATH' | dict
+    seq_len: int = 256  # T
+    global_batch_size: int = 8  # B over all hosts; each host yields B / process_count rows
     seed: int = 0
-    held_out_fraction: float = 0.01    # share of documents (by content hash) kept out of training
-    strict: bool = False               # True: bad input raises (file:line); False: skip and count
-    avoid_splitting: bool = False      # keep documents that fit in one row whole (SFT)
-    num_threads: int = 4               # reader threads per source
-    process_index: int | None = None   # None: jax.process_index()
-    process_count: int | None = None   # None: jax.process_count()
+    held_out_fraction: float = 0.01  # share of documents (by content hash) kept out of training
+    strict: bool = False  # True: bad input raises (file:line); False: skip and count
+    avoid_splitting: bool = False  # keep documents that fit in one row whole (SFT)
+    num_threads: int = 4  # reader threads per source
+    process_index: int | None = None  # None: jax.process_index()
+    process_count: int | None = None  # None: jax.process_count()
 
     def __post_init__(self):
         sources = tuple(_as_source_spec(s) for s in self.sources)
@@ -54,13 +56,17 @@ class DataConfig:
         if not sources:
             raise ValueError("DataConfig.sources is empty")
         if self.seq_len < 1 or self.global_batch_size < 1:
-            raise ValueError(f"DataConfig: seq_len={self.seq_len} and global_batch_size="
-                             f"{self.global_batch_size} must be >= 1")
+            raise ValueError(
+                f"DataConfig: seq_len={self.seq_len} and global_batch_size="
+                f"{self.global_batch_size} must be >= 1"
+            )
         if not 0 <= self.held_out_fraction < 1:
-            raise ValueError(f"DataConfig.held_out_fraction={self.held_out_fraction} must be in [0, 1)")
+            raise ValueError(
+                f"DataConfig.held_out_fraction={self.held_out_fraction} must be in [0, 1)"
+            )
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "DataConfig":
+    def from_dict(cls, d: Mapping[str, Any]) -> DataConfig:
         """From a plain/ml_collections dict; unknown keys are an error naming them."""
         d = dict(d)
         unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
@@ -87,13 +93,15 @@ def _process_index_and_count(cfg: DataConfig) -> tuple[int, int]:
     if cfg.process_index is not None and cfg.process_count is not None:
         index, count = cfg.process_index, cfg.process_count
     else:
-        import jax   # only here: the data package itself does not need jax
+        import jax  # only here: the data package itself does not need jax
+
         index, count = jax.process_index(), jax.process_count()
     if not 0 <= index < count:
         raise ValueError(f"process_index={index} must be in [0, process_count={count})")
     if cfg.global_batch_size % count:
-        raise ValueError(f"global_batch_size={cfg.global_batch_size} is not divisible by "
-                         f"process_count={count}")
+        raise ValueError(
+            f"global_batch_size={cfg.global_batch_size} is not divisible by process_count={count}"
+        )
     return index, count
 
 
@@ -105,7 +113,13 @@ class _DocLoader:
     """
 
     def __init__(self, source, tok: Tokenizer, split: str, cfg: DataConfig, counters: DataCounters):
-        self._source, self._tok, self._split, self._cfg, self._counters = source, tok, split, cfg, counters
+        self._source, self._tok, self._split, self._cfg, self._counters = (
+            source,
+            tok,
+            split,
+            cfg,
+            counters,
+        )
         self._label = source.label
         self._misses, self._lock = 0, threading.Lock()
 
@@ -117,8 +131,11 @@ class _DocLoader:
             # documents miss (end of one shuffled epoch + start of the next); reader threads finish
             # out of order by at most their look-ahead (_PREFETCH elements).
             if self._misses > 2 * len(self._source) + 2 * _PREFETCH:
-                raise DataError("no_documents", self._label,
-                                f"source {self._label}: a whole pass yielded no {self._split} document")
+                raise DataError(
+                    "no_documents",
+                    self._label,
+                    f"source {self._label}: a whole pass yielded no {self._split} document",
+                )
         return tokens
 
     def _load(self, i: int) -> dict[str, np.ndarray] | None:
@@ -130,7 +147,7 @@ class _DocLoader:
                 return None
             tokens = tokenize_document(self._tok, doc)
         except DataError as e:
-            if self._cfg.strict and e.kind != "empty":   # empty files are normal (__init__.py)
+            if self._cfg.strict and e.kind != "empty":  # empty files are normal (__init__.py)
                 raise
             self._counters.skipped(self._label, e)
             return None
@@ -139,29 +156,47 @@ class _DocLoader:
         return tokens
 
 
-def _source_rows(spec: SourceSpec, source_number: int, tok: Tokenizer, byte_lengths: np.ndarray,
-                 split: str, cfg: DataConfig, counters: DataCounters, host: tuple[int, int]
-                 ) -> grain.IterDataset:
+def _source_rows(
+    spec: SourceSpec,
+    source_number: int,
+    tok: Tokenizer,
+    byte_lengths: np.ndarray,
+    split: str,
+    cfg: DataConfig,
+    counters: DataCounters,
+    host: tuple[int, int],
+) -> grain.IterDataset:
     """One source's packed rows for this host (train: shuffled, repeated; held-out: one pass)."""
     source = open_source(spec)
     index, count = host
     docs = grain.MapDataset.range(len(source))[index::count]
     if not len(docs):
-        raise ValueError(f"source {spec.label}: {len(source)} documents cannot be shared by {count} hosts")
+        raise ValueError(
+            f"source {spec.label}: {len(source)} documents cannot be shared by {count} hosts"
+        )
     if split == TRAIN:
         seed = int(np.random.SeedSequence([cfg.seed, source_number]).generate_state(1)[0])
         docs = docs.shuffle(seed=seed).repeat()
     docs = docs.map(_DocLoader(source, tok, split, cfg, counters))
-    stream = docs.to_iter_dataset(grain.ReadOptions(num_threads=cfg.num_threads, prefetch_buffer_size=_PREFETCH))
-    if split == HELD_OUT:   # ~99% of documents belong to the other split: expected, not a warning
+    stream = docs.to_iter_dataset(
+        grain.ReadOptions(num_threads=cfg.num_threads, prefetch_buffer_size=_PREFETCH)
+    )
+    if split == HELD_OUT:  # ~99% of documents belong to the other split: expected, not a warning
         stream = grain.experimental.WithOptionsIterDataset(
-            stream, grain.experimental.DatasetOptions(filter_warn_threshold_ratio=None))
-    return PackIterDataset(stream, seq_len=cfg.seq_len, pad_id=tok.pad_id,
-                           byte_lengths=byte_lengths, avoid_splitting=cfg.avoid_splitting)
+            stream, grain.experimental.DatasetOptions(filter_warn_threshold_ratio=None)
+        )
+    return PackIterDataset(
+        stream,
+        seq_len=cfg.seq_len,
+        pad_id=tok.pad_id,
+        byte_lengths=byte_lengths,
+        avoid_splitting=cfg.avoid_splitting,
+    )
 
 
-def train_iterator(cfg: DataConfig, counters: DataCounters | None = None,
-                   tok: Tokenizer | None = None) -> grain.DatasetIterator:
+def train_iterator(
+    cfg: DataConfig, counters: DataCounters | None = None, tok: Tokenizer | None = None
+) -> grain.DatasetIterator:
     """Infinite iterator of this host's batches ([B / process_count, T] numpy dicts).
 
     Deterministic given cfg (seed, sources, process index/count). Save/restore its position with
@@ -171,14 +206,22 @@ def train_iterator(cfg: DataConfig, counters: DataCounters | None = None,
     counters = counters if counters is not None else DataCounters()
     host = _process_index_and_count(cfg)
     byte_lengths = token_byte_lengths(tok)
-    rows = [_source_rows(s, n, tok, byte_lengths, TRAIN, cfg, counters, host) for n, s in enumerate(cfg.sources)]
-    mixed = rows[0] if len(rows) == 1 else grain.IterDataset.mix(rows, [s.weight for s in cfg.sources])
+    rows = [
+        _source_rows(s, n, tok, byte_lengths, TRAIN, cfg, counters, host)
+        for n, s in enumerate(cfg.sources)
+    ]
+    mixed = (
+        rows[0] if len(rows) == 1 else grain.IterDataset.mix(rows, [s.weight for s in cfg.sources])
+    )
     return iter(mixed.batch(cfg.global_batch_size // host[1], drop_remainder=True))
 
 
-def held_out_batches(cfg: DataConfig, counters: DataCounters | None = None,
-                     tok: Tokenizer | None = None, num_batches: int | None = None
-                     ) -> Iterator[dict[str, np.ndarray]]:
+def held_out_batches(
+    cfg: DataConfig,
+    counters: DataCounters | None = None,
+    tok: Tokenizer | None = None,
+    num_batches: int | None = None,
+) -> Iterator[dict[str, np.ndarray]]:
     """One deterministic pass over this host's held-out documents, source after source.
 
     The last batch is filled with empty rows (loss_mask 0) so every batch has the training shape.
@@ -191,8 +234,11 @@ def held_out_batches(cfg: DataConfig, counters: DataCounters | None = None,
     host = _process_index_and_count(cfg)
     local_batch = cfg.global_batch_size // host[1]
     byte_lengths = token_byte_lengths(tok)
-    rows = (row for n, s in enumerate(cfg.sources)
-            for row in _source_rows(s, n, tok, byte_lengths, HELD_OUT, cfg, counters, host))
+    rows = (
+        row
+        for n, s in enumerate(cfg.sources)
+        for row in _source_rows(s, n, tok, byte_lengths, HELD_OUT, cfg, counters, host)
+    )
     yielded = 0
     while num_batches is None or yielded < num_batches:
         batch = [row for _, row in zip(range(local_batch), rows)]

@@ -18,6 +18,7 @@ it (strict) or skips the document and counts it under `DataError.kind`.
 The train/held-out split is a hash of the document's content, so it does not depend on file
 order, seeds or machine paths, and duplicate documents land in the same split.
 """
+
 from __future__ import annotations
 
 import collections
@@ -30,7 +31,8 @@ import mmap
 import os
 import sysconfig
 import threading
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -41,9 +43,9 @@ SOURCE_KINDS = ("files", "stdlib", "jsonl", "parquet", "array_record")
 class SourceSpec:
     kind: str
     paths: tuple[str, ...] = ()
-    weight: float = 1.0      # mixture weight: share of packed rows (= of tokens) from this source
-    field: str = "text"      # jsonl key / parquet column / array_record JSON key
-    name: str = ""           # used in counters and errors; defaults to the kind
+    weight: float = 1.0  # mixture weight: share of packed rows (= of tokens) from this source
+    field: str = "text"  # jsonl key / parquet column / array_record JSON key
+    name: str = ""  # used in counters and errors; defaults to the kind
 
     def __post_init__(self):
         if self.kind not in SOURCE_KINDS:
@@ -62,8 +64,8 @@ class SourceSpec:
 
 @dataclasses.dataclass(frozen=True)
 class Document:
-    value: str | list       # text, or a list of chat messages
-    where: str              # 'path', 'path:line 7', 'path:row 3', for errors
+    value: str | list  # text, or a list of chat messages
+    where: str  # 'path', 'path:line 7', 'path:row 3', for errors
 
 
 class DataError(ValueError):
@@ -84,7 +86,7 @@ class DataCounters:
     document it resumes inside, counting it again.
     """
 
-    _LOGGED_PER_KEY = 3   # log the first few skips of each kind with their location, then count only
+    _LOGGED_PER_KEY = 3  # log the first few skips of each kind with their location, then count only
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -117,6 +119,7 @@ def is_held_out(doc: Document, fraction: float) -> bool:
 
 
 # ------------------------------------------------------------------------------ file listing
+
 
 def stdlib_root() -> str:
     return sysconfig.get_paths()["stdlib"]
@@ -151,8 +154,11 @@ def _decode_utf8(data: bytes, where: str) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
-        raise DataError("undecodable", f"{where}:{line}",
-                        f"not UTF-8 (byte {e.start}: {data[e.start:e.start + 4]!r})") from None
+        raise DataError(
+            "undecodable",
+            f"{where}:{line}",
+            f"not UTF-8 (byte {e.start}: {data[e.start : e.start + 4]!r})",
+        ) from None
 
 
 def _field_value(record: Any, field: str, where: str) -> str | list:
@@ -160,8 +166,11 @@ def _field_value(record: Any, field: str, where: str) -> str | list:
         raise DataError("bad_field", where, f"expected a JSON object with key {field!r}")
     value = record[field]
     if not isinstance(value, (str, list)):
-        raise DataError("bad_field", where,
-                        f"{field!r} must be a string or a list of messages, got {type(value).__name__}")
+        raise DataError(
+            "bad_field",
+            where,
+            f"{field!r} must be a string or a list of messages, got {type(value).__name__}",
+        )
     return value
 
 
@@ -180,6 +189,7 @@ class _MultiFileIndex:
 
 
 # ------------------------------------------------------------------------------ sources
+
 
 class FilesSource:
     """One file = one text document."""
@@ -204,7 +214,7 @@ def _line_bounds(data, chunk: int = 1 << 26) -> np.ndarray:
         piece = np.frombuffer(data, np.uint8, count=min(chunk, len(data) - lo), offset=lo)
         starts.append(np.flatnonzero(piece == ord("\n")).astype(np.int64) + lo + 1)
     starts = np.concatenate(starts)
-    if starts[-1] >= len(data):           # a final newline (or an empty file) starts no line
+    if starts[-1] >= len(data):  # a final newline (or an empty file) starts no line
         starts = starts[:-1]
     return np.append(starts, len(data))
 
@@ -217,7 +227,11 @@ class JsonlSource:
         self._maps, self._starts = [], []
         for path in self.files:
             with open(path, "rb") as f:
-                data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if os.path.getsize(path) else b""
+                data = (
+                    mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                    if os.path.getsize(path)
+                    else b""
+                )
             self._maps.append(data)
             self._starts.append(_line_bounds(data))
         self._index = _MultiFileIndex([len(s) - 1 for s in self._starts])
@@ -237,7 +251,9 @@ class JsonlSource:
         try:
             record = json.loads(text)
         except json.JSONDecodeError as e:
-            raise DataError("bad_json", where, f"invalid JSON ({e.msg} at column {e.colno})") from None
+            raise DataError(
+                "bad_json", where, f"invalid JSON ({e.msg} at column {e.colno})"
+            ) from None
         return Document(_field_value(record, self.field, where), where)
 
 
@@ -248,16 +264,22 @@ class ParquetSource:
         try:
             import pyarrow.parquet as pq
         except ImportError as e:
-            raise ImportError(f"source {label}: reading Parquet needs pyarrow (pip install pyarrow)") from e
+            raise ImportError(
+                f"source {label}: reading Parquet needs pyarrow (pip install pyarrow)"
+            ) from e
         self.files, self.field, self.label = list(files), field, label
         self._readers = [pq.ParquetFile(p) for p in self.files]
         self._lock = threading.Lock()
         self._cache: collections.OrderedDict[tuple[int, int], list] = collections.OrderedDict()
-        group_rows = []        # per file: cumulative row counts of its row groups
+        group_rows = []  # per file: cumulative row counts of its row groups
         for path, reader in zip(self.files, self._readers):
             if field not in reader.schema_arrow.names:
-                raise DataError("bad_field", path, f"no column {field!r} (columns: {reader.schema_arrow.names})")
-            group_rows.append([reader.metadata.row_group(g).num_rows for g in range(reader.num_row_groups)])
+                raise DataError(
+                    "bad_field", path, f"no column {field!r} (columns: {reader.schema_arrow.names})"
+                )
+            group_rows.append(
+                [reader.metadata.row_group(g).num_rows for g in range(reader.num_row_groups)]
+            )
         self._groups = [_MultiFileIndex(rows) for rows in group_rows]
         self._index = _MultiFileIndex([len(g) for g in self._groups])
 
@@ -290,6 +312,7 @@ class ArrayRecordSource:
 
     def __init__(self, files: Sequence[str], field: str, label: str):
         import grain
+
         self.files, self.field, self.label = list(files), field, label
         self._readers = [grain.sources.ArrayRecordDataSource([p]) for p in self.files]
         self._index = _MultiFileIndex([len(r) for r in self._readers])
@@ -306,7 +329,9 @@ class ArrayRecordSource:
         try:
             value = json.loads(text)
         except json.JSONDecodeError as e:
-            raise DataError("bad_json", where, f"invalid JSON ({e.msg} at column {e.colno})") from None
+            raise DataError(
+                "bad_json", where, f"invalid JSON ({e.msg} at column {e.colno})"
+            ) from None
         return Document(_field_value(value, self.field, where), where)
 
 

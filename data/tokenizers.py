@@ -10,24 +10,35 @@ control token when an agent reads it.
 `ByteTokenizer` is the default: ids 0..255 are the UTF-8 bytes, then the special tokens. It needs
 no files, so tests and the default main job run anywhere.
 """
+
 from __future__ import annotations
 
 import hashlib
 import os
 import re
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
 # One list, one order: the byte tokenizer assigns ids 256.. in this order.
 SPECIAL_TOKENS: tuple[str, ...] = (
-    "pad", "bos", "eos",
-    "system", "user", "assistant", "tool",   # role headers
-    "end",                                   # end of a message
-    "tool_call", "/tool_call",               # <|tool_call|>{"name": ..., "arguments": {...}}<|/tool_call|>
-    "tool_result", "/tool_result",
-    "think", "/think",
-    "summary", "/summary",
+    "pad",
+    "bos",
+    "eos",
+    "system",
+    "user",
+    "assistant",
+    "tool",  # role headers
+    "end",  # end of a message
+    "tool_call",
+    "/tool_call",  # <|tool_call|>{"name": ..., "arguments": {...}}<|/tool_call|>
+    "tool_result",
+    "/tool_result",
+    "think",
+    "/think",
+    "summary",
+    "/summary",
 )
 
 
@@ -52,6 +63,7 @@ _SPECIAL_RE = re.compile("(" + "|".join(re.escape(special_text(n)) for n in SPEC
 
 class _SpecialIds:
     """special_id() for tokenizers that fill self._special_to_id {name: id}."""
+
     _special_to_id: dict[str, int]
 
     def special_id(self, name: str) -> int:
@@ -76,7 +88,11 @@ class ByteTokenizer(_SpecialIds):
             return list(text.encode("utf-8"))
         ids: list[int] = []
         for piece in _SPECIAL_RE.split(text):
-            if piece.startswith("<|") and piece.endswith("|>") and piece[2:-2] in self._special_to_id:
+            if (
+                piece.startswith("<|")
+                and piece.endswith("|>")
+                and piece[2:-2] in self._special_to_id
+            ):
                 ids.append(self._special_to_id[piece[2:-2]])
             elif piece:
                 ids.extend(piece.encode("utf-8"))
@@ -92,7 +108,9 @@ class ByteTokenizer(_SpecialIds):
             out.append(pending.decode("utf-8", errors="replace"))
             pending = bytearray()
             if i not in self._id_to_special:
-                raise ValueError(f"token id {i} is outside the byte tokenizer's vocab ({self.vocab_size})")
+                raise ValueError(
+                    f"token id {i} is outside the byte tokenizer's vocab ({self.vocab_size})"
+                )
             out.append(special_text(self._id_to_special[i]))
         out.append(pending.decode("utf-8", errors="replace"))
         return "".join(out)
@@ -109,12 +127,15 @@ class ByteTokenizer(_SpecialIds):
 # ---------------------------------------------------------------------------------------------
 
 # GPT-2 / tiktoken-style pre-tokenisation regex (cl100k); Kimi's file needs its own (pass pat_str).
-DEFAULT_PAT_STR = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
-                   r"""|\s*[\r\n]+|\s+(?!\S)|\s+""")
+DEFAULT_PAT_STR = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
+    r"""|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
 
 
-def _encode_with_specials(text: str, special_to_id: Mapping[str, int],
-                          encode_raw: Callable[[str], list[int]]) -> list[int]:
+def _encode_with_specials(
+    text: str, special_to_id: Mapping[str, int], encode_raw: Callable[[str], list[int]]
+) -> list[int]:
     """Splits on our '<|name|>' strings; the pieces between them go through the raw encoder."""
     ids: list[int] = []
     for piece in _SPECIAL_RE.split(text):
@@ -125,8 +146,9 @@ def _encode_with_specials(text: str, special_to_id: Mapping[str, int],
     return ids
 
 
-def _decode_with_specials(ids: Sequence[int], id_to_special: Mapping[int, str],
-                          decode_raw: Callable[[list[int]], str]) -> str:
+def _decode_with_specials(
+    ids: Sequence[int], id_to_special: Mapping[int, str], decode_raw: Callable[[list[int]], str]
+) -> str:
     """Runs of ordinary ids go through the backend decoder; our special ids become '<|name|>'."""
     out, run = [], []
     for i in ids:
@@ -164,6 +186,7 @@ class HFTokenizer(_SpecialIds):
     def __init__(self, path: str, special_map: Mapping[str, str] | None = None):
         from tokenizers import AddedToken
         from tokenizers import Tokenizer as _HFTok
+
         if not os.path.isfile(path):
             raise FileNotFoundError(f"HF tokenizer file not found: {path}")
         tok = _HFTok.from_file(path)
@@ -171,15 +194,20 @@ class HFTokenizer(_SpecialIds):
         unknown = set(special_map) - set(SPECIAL_TOKENS)
         if unknown:
             raise KeyError(f"{path}: special_map names unknown special tokens {sorted(unknown)}")
-        missing = [special_text(n) for n in SPECIAL_TOKENS
-                   if n not in special_map and tok.token_to_id(special_text(n)) is None]
+        missing = [
+            special_text(n)
+            for n in SPECIAL_TOKENS
+            if n not in special_map and tok.token_to_id(special_text(n)) is None
+        ]
         tok.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in missing])
         self._special_to_id = {}
         for name in SPECIAL_TOKENS:
             surface = special_map.get(name, special_text(name))
             token_id = tok.token_to_id(surface)
             if token_id is None:
-                raise KeyError(f"{path}: special_map[{name!r}] = {surface!r} is not in the vocabulary")
+                raise KeyError(
+                    f"{path}: special_map[{name!r}] = {surface!r} is not in the vocabulary"
+                )
             self._special_to_id[name] = token_id
         self._id_to_special = {i: n for n, i in self._special_to_id.items()}
         # Two instances so threads never toggle shared state: the raw one treats every special
@@ -189,7 +217,9 @@ class HFTokenizer(_SpecialIds):
         self._tok = tok
         self.path = path
         self.vocab_size = tok.get_vocab_size(with_added_tokens=True)
-        self.pad_id, self.bos_id, self.eos_id = (self._special_to_id[n] for n in ("pad", "bos", "eos"))
+        self.pad_id, self.bos_id, self.eos_id = (
+            self._special_to_id[n] for n in ("pad", "bos", "eos")
+        )
 
     def _encode_raw(self, text: str) -> list[int]:
         return self._raw.encode(text, add_special_tokens=False).ids
@@ -201,7 +231,8 @@ class HFTokenizer(_SpecialIds):
 
     def decode(self, ids: Sequence[int]) -> str:
         return _decode_with_specials(
-            ids, self._id_to_special, lambda run: self._tok.decode(run, skip_special_tokens=False))
+            ids, self._id_to_special, lambda run: self._tok.decode(run, skip_special_tokens=False)
+        )
 
     def token_byte_lengths(self) -> np.ndarray:
         """[vocab_size] int32: UTF-8 bytes each token stands for (0 for special tokens).
@@ -232,10 +263,15 @@ class TiktokenTokenizer(_SpecialIds):
     (e.g. the ids Kimi's tokenizer_config.json assigns); other names get ids after the ranks.
     """
 
-    def __init__(self, path: str, pat_str: str = DEFAULT_PAT_STR,
-                 special_ids: Mapping[str, int] | None = None):
+    def __init__(
+        self,
+        path: str,
+        pat_str: str = DEFAULT_PAT_STR,
+        special_ids: Mapping[str, int] | None = None,
+    ):
         import tiktoken
         from tiktoken.load import load_tiktoken_bpe
+
         if not os.path.isfile(path):
             raise FileNotFoundError(f"tiktoken BPE file not found: {path}")
         with open(path, "rb") as f:
@@ -248,7 +284,7 @@ class TiktokenTokenizer(_SpecialIds):
             raise KeyError(f"{path}: special_ids names unknown special tokens {sorted(unknown)}")
         taken, next_id = set(special_ids.values()), max(ranks.values()) + 1
         self._special_to_id = {}
-        for name in SPECIAL_TOKENS:       # unmapped names take the first free ids after the ranks
+        for name in SPECIAL_TOKENS:  # unmapped names take the first free ids after the ranks
             if name in special_ids:
                 self._special_to_id[name] = special_ids[name]
                 continue
@@ -257,12 +293,17 @@ class TiktokenTokenizer(_SpecialIds):
             self._special_to_id[name], next_id = next_id, next_id + 1
         self._id_to_special = {i: n for n, i in self._special_to_id.items()}
         self._enc = tiktoken.Encoding(
-            name=os.path.basename(path), pat_str=pat_str, mergeable_ranks=ranks,
-            special_tokens={special_text(n): i for n, i in self._special_to_id.items()})
+            name=os.path.basename(path),
+            pat_str=pat_str,
+            mergeable_ranks=ranks,
+            special_tokens={special_text(n): i for n, i in self._special_to_id.items()},
+        )
         self._ranks = ranks
         self.path = path
         self.vocab_size = max(*ranks.values(), *self._special_to_id.values()) + 1
-        self.pad_id, self.bos_id, self.eos_id = (self._special_to_id[n] for n in ("pad", "bos", "eos"))
+        self.pad_id, self.bos_id, self.eos_id = (
+            self._special_to_id[n] for n in ("pad", "bos", "eos")
+        )
 
     def encode(self, text: str, allow_special: bool = False) -> list[int]:
         if not allow_special:
@@ -316,7 +357,9 @@ def load_tokenizer(spec: str | Mapping[str, Any] | None = "byte") -> Tokenizer:
     if isinstance(spec, str):
         kind, sep, path = spec.partition(":")
         if not sep or kind not in ("hf", "tiktoken"):
-            raise ValueError(f"tokenizer spec {spec!r}: expected 'byte', 'hf:PATH' or 'tiktoken:PATH'")
+            raise ValueError(
+                f"tokenizer spec {spec!r}: expected 'byte', 'hf:PATH' or 'tiktoken:PATH'"
+            )
         spec = {"kind": kind, "path": path}
     options = dict(spec)
     kind = options.pop("kind", None)

@@ -5,22 +5,49 @@ Public API:
     from model import ModelConfig, Transformer, load_hf_checkpoint, save_hf_checkpoint, count_params, presets
     from model import generate   # the function (model/generate.py); `from model.generate import Engine` for the rest
 """
+
 from model import presets
 from model.config import ModelConfig, RopeScaling, config_from_dict
-from model.params import (count_params, flops_per_token, init_params, param_logical_specs, param_shapes,
-                          router_bias, trainable_mask, update_router_bias)
-from model.transformer import ModelOutput, Transformer
+
 # Eager, and after the submodule import: binds `model.generate` to the function, not the module.
 from model.generate import generate  # noqa: E402
+from model.params import (
+    count_params,
+    flops_per_token,
+    init_params,
+    param_logical_specs,
+    param_shapes,
+    router_bias,
+    trainable_mask,
+    update_router_bias,
+)
+from model.transformer import ModelOutput, Transformer
 
-__all__ = ["ModelConfig", "RopeScaling", "Transformer", "ModelOutput", "presets", "count_params", "flops_per_token",
-           "init_params", "param_logical_specs", "param_shapes", "trainable_mask", "router_bias",
-           "update_router_bias", "config_from_dict", "load_hf_checkpoint", "save_hf_checkpoint", "generate"]
+__all__ = [
+    "ModelConfig",
+    "RopeScaling",
+    "Transformer",
+    "ModelOutput",
+    "presets",
+    "count_params",
+    "flops_per_token",
+    "init_params",
+    "param_logical_specs",
+    "param_shapes",
+    "trainable_mask",
+    "router_bias",
+    "update_router_bias",
+    "config_from_dict",
+    "load_hf_checkpoint",
+    "save_hf_checkpoint",
+    "generate",
+]
 
 
 def __getattr__(name):
     # HF interop pulls in safetensors; import it lazily.
     if name in ("load_hf_checkpoint", "save_hf_checkpoint"):
         from model import hf
+
         return getattr(hf, name)
     raise AttributeError(name)

@@ -12,9 +12,8 @@ and the roped shared key (R values) — for Kimi-K2 512 + 64 = 576 values instea
 query (q_nope·W_UKᵀ lives in latent space) and applies W_UV after attending over latents, so the
 cache is never expanded per head.
 """
-from __future__ import annotations
 
-from typing import Optional
+from __future__ import annotations
 
 import flax.linen as nn
 import jax
@@ -46,19 +45,39 @@ class MLA(nn.Module):
 
     def setup(self):
         c = self.cfg
-        d, h, n, r, l = c.hidden_size, c.num_attention_heads, c.qk_nope_head_dim, c.qk_rope_head_dim, c.kv_lora_rank
+        d, h, n, r, l = (
+            c.hidden_size,
+            c.num_attention_heads,
+            c.qk_nope_head_dim,
+            c.qk_rope_head_dim,
+            c.kv_lora_rank,
+        )
         init = dense_init(c.initializer_range)
         if c.q_lora_rank is None:
-            self.wq = logical_param(self, "wq", (d, h, n + r), (sh.EMBED, sh.HEADS, sh.HEAD_DIM), init)
+            self.wq = logical_param(
+                self, "wq", (d, h, n + r), (sh.EMBED, sh.HEADS, sh.HEAD_DIM), init
+            )
         else:
-            self.wq_a = logical_param(self, "wq_a", (d, c.q_lora_rank), (sh.EMBED, sh.Q_LATENT), init)
-            self.q_a_norm = RMSNorm(c.q_lora_rank, 1e-6, sh.Q_LATENT)  # HF: fixed eps, not rms_norm_eps
-            self.wq_b = logical_param(self, "wq_b", (c.q_lora_rank, h, n + r), (sh.Q_LATENT, sh.HEADS, sh.HEAD_DIM), init)
+            self.wq_a = logical_param(
+                self, "wq_a", (d, c.q_lora_rank), (sh.EMBED, sh.Q_LATENT), init
+            )
+            self.q_a_norm = RMSNorm(
+                c.q_lora_rank, 1e-6, sh.Q_LATENT
+            )  # HF: fixed eps, not rms_norm_eps
+            self.wq_b = logical_param(
+                self, "wq_b", (c.q_lora_rank, h, n + r), (sh.Q_LATENT, sh.HEADS, sh.HEAD_DIM), init
+            )
         self.wkv_a = logical_param(self, "wkv_a", (d, l + r), (sh.EMBED, sh.KV_LATENT), init)
         self.kv_a_norm = RMSNorm(l, 1e-6, sh.KV_LATENT)  # HF: fixed eps
-        self.wk_b = logical_param(self, "wk_b", (l, h, n), (sh.KV_LATENT, sh.HEADS, sh.HEAD_DIM), init)
-        self.wv_b = logical_param(self, "wv_b", (l, h, c.v_head_dim), (sh.KV_LATENT, sh.HEADS, sh.HEAD_DIM), init)
-        self.wo = logical_param(self, "wo", (h, c.v_head_dim, d), (sh.HEADS, sh.HEAD_DIM, sh.EMBED), init)
+        self.wk_b = logical_param(
+            self, "wk_b", (l, h, n), (sh.KV_LATENT, sh.HEADS, sh.HEAD_DIM), init
+        )
+        self.wv_b = logical_param(
+            self, "wv_b", (l, h, c.v_head_dim), (sh.KV_LATENT, sh.HEADS, sh.HEAD_DIM), init
+        )
+        self.wo = logical_param(
+            self, "wo", (h, c.v_head_dim, d), (sh.HEADS, sh.HEAD_DIM, sh.EMBED), init
+        )
 
     def _queries(self, x, cos, sin):
         """-> q_nope [B,T,H,N], q_rope [B,T,H,R] (roped)."""
@@ -68,17 +87,20 @@ class MLA(nn.Module):
         else:
             q_lat = self.q_a_norm(jnp.einsum("BTD,DQ->BTQ", cast(x, dt), cast(self.wq_a, dt)))
             q = jnp.einsum("BTQ,QHK->BTHK", cast(q_lat, dt), cast(self.wq_b, dt))
-        q_nope, q_rope = q[..., : c.qk_nope_head_dim], q[..., c.qk_nope_head_dim:]  # [B,T,H,N], [B,T,H,R]
+        q_nope, q_rope = (
+            q[..., : c.qk_nope_head_dim],
+            q[..., c.qk_nope_head_dim :],
+        )  # [B,T,H,N], [B,T,H,R]
         return q_nope, apply_rope(q_rope, cos, sin)
 
     def _latents(self, x, cos, sin):
         """-> normalized latent [B,T,L] and roped shared key [B,T,R]."""
         c, dt = self.cfg, self.cfg.dtype
         kv = jnp.einsum("BTD,DL->BTL", cast(x, dt), cast(self.wkv_a, dt))  # [B,T,L+R]
-        latent, k_rope = kv[..., : c.kv_lora_rank], kv[..., c.kv_lora_rank:]
+        latent, k_rope = kv[..., : c.kv_lora_rank], kv[..., c.kv_lora_rank :]
         return self.kv_a_norm(latent), apply_rope(k_rope, cos, sin)
 
-    def __call__(self, x, positions, segment_ids, cache: Optional[dict] = None):
+    def __call__(self, x, positions, segment_ids, cache: dict | None = None):
         """x [B,T,D] -> ([B,T,D], new cache or None).
 
         cache: {'latent': [B,S,L], 'rope': [B,S,R], 'positions': [B,S] (-1 = empty)}; the T new tokens are
@@ -100,8 +122,9 @@ class MLA(nn.Module):
         dt = self.cfg.dtype
         k_nope = jnp.einsum("BSL,LHK->BSHK", cast(latent, dt), cast(self.wk_b, dt))
         v = jnp.einsum("BSL,LHK->BSHK", cast(latent, dt), cast(self.wv_b, dt))
-        scores = (jnp.einsum("BTHK,BSHK->BHTS", q_nope, k_nope, preferred_element_type=jnp.float32)
-                  + jnp.einsum("BTHK,BSK->BHTS", q_rope, k_rope, preferred_element_type=jnp.float32))
+        scores = jnp.einsum(
+            "BTHK,BSHK->BHTS", q_nope, k_nope, preferred_element_type=jnp.float32
+        ) + jnp.einsum("BTHK,BSK->BHTS", q_rope, k_rope, preferred_element_type=jnp.float32)
         mask = attention_mask(positions, segment_ids, positions, segment_ids)
         probs = _softmax_attend(scores * softmax_scale(self.cfg), mask)
         return jnp.einsum("BHTS,BSHK->BTHK", cast(probs, dt), v)
@@ -109,8 +132,14 @@ class MLA(nn.Module):
     def _absorbed_attention(self, q_nope, q_rope, cache, positions):
         dt = self.cfg.dtype
         q_latent = jnp.einsum("BTHK,LHK->BTHL", q_nope, cast(self.wk_b, dt))  # W_UK folded into q
-        scores = (jnp.einsum("BTHL,BSL->BHTS", q_latent, cast(cache["latent"], dt), preferred_element_type=jnp.float32)
-                  + jnp.einsum("BTHK,BSK->BHTS", q_rope, cast(cache["rope"], dt), preferred_element_type=jnp.float32))
+        scores = jnp.einsum(
+            "BTHL,BSL->BHTS",
+            q_latent,
+            cast(cache["latent"], dt),
+            preferred_element_type=jnp.float32,
+        ) + jnp.einsum(
+            "BTHK,BSK->BHTS", q_rope, cast(cache["rope"], dt), preferred_element_type=jnp.float32
+        )
         k_pos = cache["positions"]
         mask = (k_pos[:, None, :] >= 0) & (k_pos[:, None, :] <= positions[:, :, None])  # [B,T,S]
         probs = _softmax_attend(scores * softmax_scale(self.cfg), mask)
@@ -120,15 +149,21 @@ class MLA(nn.Module):
 
 def empty_cache(batch: int, max_len: int, cfg: ModelConfig, dtype=jnp.float32) -> dict:
     """One layer's latent cache: (kv_lora_rank + qk_rope_head_dim) values per token."""
-    return {"latent": jnp.zeros((batch, max_len, cfg.kv_lora_rank), dtype),
-            "rope": jnp.zeros((batch, max_len, cfg.qk_rope_head_dim), dtype),
-            "positions": jnp.full((batch, max_len), -1, jnp.int32)}
+    return {
+        "latent": jnp.zeros((batch, max_len, cfg.kv_lora_rank), dtype),
+        "rope": jnp.zeros((batch, max_len, cfg.qk_rope_head_dim), dtype),
+        "positions": jnp.full((batch, max_len), -1, jnp.int32),
+    }
 
 
 def write_cache(cache: dict, latent, k_rope, positions) -> dict:
     """Writes T new entries per row at slot = absolute position (positions [B,T]; negative = skip)."""
-    b = jnp.arange(latent.shape[0])[:, None]                          # [B,1]
+    b = jnp.arange(latent.shape[0])[:, None]  # [B,1]
     slot = jnp.where(positions >= 0, positions, cache["latent"].shape[1])  # out of range -> dropped
-    return {"latent": cache["latent"].at[b, slot].set(latent.astype(cache["latent"].dtype), mode="drop"),
-            "rope": cache["rope"].at[b, slot].set(k_rope.astype(cache["rope"].dtype), mode="drop"),
-            "positions": cache["positions"].at[b, slot].set(positions, mode="drop")}
+    return {
+        "latent": cache["latent"]
+        .at[b, slot]
+        .set(latent.astype(cache["latent"].dtype), mode="drop"),
+        "rope": cache["rope"].at[b, slot].set(k_rope.astype(cache["rope"].dtype), mode="drop"),
+        "positions": cache["positions"].at[b, slot].set(positions, mode="drop"),
+    }

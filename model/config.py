@@ -3,10 +3,11 @@
 Field names follow HF's DeepseekV3Config where one exists (so config.json maps one-to-one), plus a
 few runtime knobs (compute dtype, remat, MoE dispatch) that do not change the math.
 """
+
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Optional
+from typing import Any
 
 MOE_IMPLS = ("blocked", "ragged", "dense")
 REMAT_POLICIES = ("none", "full", "dots", "dots_no_batch")
@@ -16,6 +17,7 @@ DTYPES = ("float32", "bfloat16")
 @dataclasses.dataclass(frozen=True)
 class RopeScaling:
     """YaRN parameters (HF names). factor == 1 means plain RoPE."""
+
     factor: float = 1.0
     original_max_position_embeddings: int = 4096
     beta_fast: float = 32.0
@@ -28,22 +30,22 @@ class RopeScaling:
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
     vocab_size: int
-    hidden_size: int                      # D
-    num_hidden_layers: int                # dense + MoE decoder layers (MTP excluded)
-    num_attention_heads: int              # H
+    hidden_size: int  # D
+    num_hidden_layers: int  # dense + MoE decoder layers (MTP excluded)
+    num_attention_heads: int  # H
     # MLA
-    q_lora_rank: Optional[int]            # None: direct q projection
-    kv_lora_rank: int                     # L: compressed latent
+    q_lora_rank: int | None  # None: direct q projection
+    kv_lora_rank: int  # L: compressed latent
     qk_nope_head_dim: int
-    qk_rope_head_dim: int                 # R: rope dims, shared across heads on the key side
+    qk_rope_head_dim: int  # R: rope dims, shared across heads on the key side
     v_head_dim: int
     # FFN / MoE
-    intermediate_size: int                # dense layers' FFN width
-    moe_intermediate_size: int            # each routed/shared expert's FFN width
-    n_routed_experts: int                 # E
-    num_experts_per_tok: int              # top-k
+    intermediate_size: int  # dense layers' FFN width
+    moe_intermediate_size: int  # each routed/shared expert's FFN width
+    n_routed_experts: int  # E
+    num_experts_per_tok: int  # top-k
     n_shared_experts: int
-    first_k_dense_replace: int            # the first k layers are dense
+    first_k_dense_replace: int  # the first k layers are dense
     n_group: int = 1
     topk_group: int = 1
     routed_scaling_factor: float = 1.0
@@ -54,15 +56,17 @@ class ModelConfig:
     rope_scaling: RopeScaling = RopeScaling()
     max_position_embeddings: int = 4096
     tie_word_embeddings: bool = False
-    num_mtp_modules: int = 0              # DeepSeek-V3 num_nextn_predict_layers
+    num_mtp_modules: int = 0  # DeepSeek-V3 num_nextn_predict_layers
     # Training-time extras (no effect on inference math)
-    balance_loss_coef: float = 0.0        # sequence-wise balance loss weight (alpha); 0 = off
+    balance_loss_coef: float = 0.0  # sequence-wise balance loss weight (alpha); 0 = off
     initializer_range: float = 0.02
     # Runtime knobs
-    dtype: str = "float32"                # compute dtype of matmuls; params stay float32
+    dtype: str = "float32"  # compute dtype of matmuls; params stay float32
     remat: str = "none"
     moe_impl: str = "blocked"
-    moe_block_size: int = 0               # rows per expert block in the 'blocked' dispatch; 0 = choose from shapes
+    moe_block_size: int = (
+        0  # rows per expert block in the 'blocked' dispatch; 0 = choose from shapes
+    )
 
     def __post_init__(self):
         validate(self)
@@ -74,13 +78,17 @@ class ModelConfig:
 
     @property
     def num_dense_layers(self) -> int:
-        return min(self.first_k_dense_replace, self.num_hidden_layers) if self.n_routed_experts else self.num_hidden_layers
+        return (
+            min(self.first_k_dense_replace, self.num_hidden_layers)
+            if self.n_routed_experts
+            else self.num_hidden_layers
+        )
 
     @property
     def num_moe_layers(self) -> int:
         return self.num_hidden_layers - self.num_dense_layers
 
-    def replace(self, **changes: Any) -> "ModelConfig":
+    def replace(self, **changes: Any) -> ModelConfig:
         return dataclasses.replace(self, **changes)
 
 
@@ -91,28 +99,64 @@ def _check(ok: bool, message: str) -> None:
 
 def validate(cfg: ModelConfig) -> None:
     """One-line errors naming the field, raised before anything is traced or allocated."""
-    for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "kv_lora_rank",
-                 "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "intermediate_size"):
-        _check(isinstance(getattr(cfg, name), int) and getattr(cfg, name) > 0, f"{name} must be a positive int, got {getattr(cfg, name)!r}")
-    _check(cfg.q_lora_rank is None or cfg.q_lora_rank > 0, f"q_lora_rank must be None or > 0, got {cfg.q_lora_rank!r}")
-    _check(cfg.qk_rope_head_dim % 2 == 0, f"qk_rope_head_dim must be even (rope rotates pairs), got {cfg.qk_rope_head_dim}")
+    for name in (
+        "vocab_size",
+        "hidden_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "kv_lora_rank",
+        "qk_nope_head_dim",
+        "qk_rope_head_dim",
+        "v_head_dim",
+        "intermediate_size",
+    ):
+        _check(
+            isinstance(getattr(cfg, name), int) and getattr(cfg, name) > 0,
+            f"{name} must be a positive int, got {getattr(cfg, name)!r}",
+        )
+    _check(
+        cfg.q_lora_rank is None or cfg.q_lora_rank > 0,
+        f"q_lora_rank must be None or > 0, got {cfg.q_lora_rank!r}",
+    )
+    _check(
+        cfg.qk_rope_head_dim % 2 == 0,
+        f"qk_rope_head_dim must be even (rope rotates pairs), got {cfg.qk_rope_head_dim}",
+    )
     _check(cfg.first_k_dense_replace >= 0, "first_k_dense_replace must be >= 0")
     if cfg.n_routed_experts:
-        _check(cfg.moe_intermediate_size > 0, "moe_intermediate_size must be > 0 when n_routed_experts > 0")
-        _check(0 < cfg.num_experts_per_tok <= cfg.n_routed_experts,
-               f"num_experts_per_tok={cfg.num_experts_per_tok} must be in [1, n_routed_experts={cfg.n_routed_experts}]")
-        _check(cfg.n_group >= 1 and cfg.n_routed_experts % cfg.n_group == 0,
-               f"n_routed_experts={cfg.n_routed_experts} must be divisible by n_group={cfg.n_group}")
-        _check(1 <= cfg.topk_group <= cfg.n_group, f"topk_group={cfg.topk_group} must be in [1, n_group={cfg.n_group}]")
+        _check(
+            cfg.moe_intermediate_size > 0,
+            "moe_intermediate_size must be > 0 when n_routed_experts > 0",
+        )
+        _check(
+            0 < cfg.num_experts_per_tok <= cfg.n_routed_experts,
+            f"num_experts_per_tok={cfg.num_experts_per_tok} must be in [1, n_routed_experts={cfg.n_routed_experts}]",
+        )
+        _check(
+            cfg.n_group >= 1 and cfg.n_routed_experts % cfg.n_group == 0,
+            f"n_routed_experts={cfg.n_routed_experts} must be divisible by n_group={cfg.n_group}",
+        )
+        _check(
+            1 <= cfg.topk_group <= cfg.n_group,
+            f"topk_group={cfg.topk_group} must be in [1, n_group={cfg.n_group}]",
+        )
         per_group = cfg.n_routed_experts // cfg.n_group
-        _check(cfg.n_group == 1 or per_group >= 2, "group-limited routing needs >= 2 experts per group (groups rank by top-2 sum)")
-        _check(cfg.topk_group * per_group >= cfg.num_experts_per_tok,
-               f"topk_group={cfg.topk_group} groups of {per_group} experts cannot supply top-{cfg.num_experts_per_tok}")
+        _check(
+            cfg.n_group == 1 or per_group >= 2,
+            "group-limited routing needs >= 2 experts per group (groups rank by top-2 sum)",
+        )
+        _check(
+            cfg.topk_group * per_group >= cfg.num_experts_per_tok,
+            f"topk_group={cfg.topk_group} groups of {per_group} experts cannot supply top-{cfg.num_experts_per_tok}",
+        )
     _check(cfg.num_mtp_modules >= 0, "num_mtp_modules must be >= 0")
     _check(cfg.dtype in DTYPES, f"dtype must be one of {DTYPES}, got {cfg.dtype!r}")
     _check(cfg.remat in REMAT_POLICIES, f"remat must be one of {REMAT_POLICIES}, got {cfg.remat!r}")
     _check(cfg.moe_impl in MOE_IMPLS, f"moe_impl must be one of {MOE_IMPLS}, got {cfg.moe_impl!r}")
-    _check(cfg.rope_scaling.factor >= 1.0, f"rope_scaling.factor must be >= 1, got {cfg.rope_scaling.factor}")
+    _check(
+        cfg.rope_scaling.factor >= 1.0,
+        f"rope_scaling.factor must be >= 1, got {cfg.rope_scaling.factor}",
+    )
 
 
 def config_from_dict(fields: dict[str, Any]) -> ModelConfig:

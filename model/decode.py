@@ -5,6 +5,7 @@ roped shared key (qk_rope_head_dim values); attention runs in latent space with 
 the query and W_UV applied after attention (see model/attention.py). Slots are indexed by absolute
 position, so rows of a batch may sit at different lengths.
 """
+
 from __future__ import annotations
 
 import jax
@@ -30,12 +31,20 @@ def init_cache(cfg: ModelConfig, batch: int, max_len: int, dtype=jnp.float32) ->
     return cache
 
 
-def forward_cached(cfg: ModelConfig, params, tokens, positions, cache, forced_experts=None) -> ModelOutput:
+def forward_cached(
+    cfg: ModelConfig, params, tokens, positions, cache, forced_experts=None
+) -> ModelOutput:
     """Runs T new tokens [B,T] at absolute `positions` [B,T] against `cache`; returns logits,
     hidden, chosen experts and the updated cache (out.cache). Negative positions are padding."""
     segment_ids = (positions >= 0).astype(jnp.int32)
-    return Transformer(cfg).apply({"params": params}, tokens, positions=positions,
-                                  segment_ids=segment_ids, forced_experts=forced_experts, cache=cache)
+    return Transformer(cfg).apply(
+        {"params": params},
+        tokens,
+        positions=positions,
+        segment_ids=segment_ids,
+        forced_experts=forced_experts,
+        cache=cache,
+    )
 
 
 def cache_bytes_per_token(cfg: ModelConfig, bytes_per_value: int = 2) -> dict[str, int]:

@@ -7,6 +7,7 @@ CLI: convert an HF folder into a params checkpoint that training can start from:
 
     python -m model.export --hf_dir path/to/hf --out_dir runs/imported
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -33,6 +34,7 @@ def config_from_json(text: str, where: str = "model_config.json") -> ModelConfig
 
 def save_params(path: str, cfg: ModelConfig, params) -> None:
     import orbax.checkpoint as ocp
+
     path = os.path.abspath(path)
     os.makedirs(path, exist_ok=True)
     with ocp.StandardCheckpointer() as ckpt:
@@ -47,6 +49,7 @@ def restore_params(path: str, abstract_params=None):
     """The params tree of a checkpoint written by save_params; `abstract_params` (ShapeDtypeStructs,
     optionally with shardings) places them directly."""
     import orbax.checkpoint as ocp
+
     with ocp.StandardCheckpointer() as ckpt:
         return ckpt.restore(os.path.join(os.path.abspath(path), "params"), abstract_params)
 
@@ -54,28 +57,38 @@ def restore_params(path: str, abstract_params=None):
 def load_params(path: str, shardings=None) -> tuple[ModelConfig, dict]:
     """-> (cfg, params). `shardings` (pytree of jax.sharding.Sharding) restores directly sharded."""
     from model.params import param_shapes
+
     path = os.path.abspath(path)
     where = os.path.join(path, "model_config.json")
     if not os.path.exists(where):
-        raise FileNotFoundError(f"{where}: not found (is {path} a params checkpoint from model.export?)")
+        raise FileNotFoundError(
+            f"{where}: not found (is {path} a params checkpoint from model.export?)"
+        )
     with open(where) as f:
         cfg = config_from_json(f.read(), where)
     shapes = param_shapes(cfg)
     if shardings is not None:
-        shapes = jax.tree_util.tree_map(lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh), shapes, shardings)
+        shapes = jax.tree_util.tree_map(
+            lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh), shapes, shardings
+        )
     return cfg, restore_params(path, shapes)
 
 
 def main(argv=None):
     import argparse
+
     from model.hf import load_hf_checkpoint
-    ap = argparse.ArgumentParser(description="Convert an HF DeepSeek-V3/Kimi-K2 folder into a params checkpoint.")
+
+    ap = argparse.ArgumentParser(
+        description="Convert an HF DeepSeek-V3/Kimi-K2 folder into a params checkpoint."
+    )
     ap.add_argument("--hf_dir", required=True)
     ap.add_argument("--out_dir", required=True)
     args = ap.parse_args(argv)
     cfg, params = load_hf_checkpoint(args.hf_dir)
     save_params(args.out_dir, cfg, params)
     from model.params import count_params
+
     total, active = count_params(cfg)
     print(f"wrote {args.out_dir}: {total / 1e6:.1f}M params ({active / 1e6:.1f}M active)")
 

@@ -10,6 +10,7 @@ blocks, trailing partial blocks allowed) dequantized on load, and MTP modules st
 index num_hidden_layers + m. Tensor layout notes: HF linears are [out, in]; ours are [in, out]
 with heads split out; rope rows stay in the checkpoints' interleaved-pair order (see model/rope.py).
 """
+
 from __future__ import annotations
 
 import glob
@@ -22,15 +23,36 @@ import numpy as np
 from model.config import ModelConfig, RopeScaling
 from model.safetensors_io import SafetensorsFile
 
-CONFIG_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "q_lora_rank",
-                 "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "intermediate_size",
-                 "moe_intermediate_size", "n_routed_experts", "num_experts_per_tok", "n_shared_experts",
-                 "first_k_dense_replace")
-OPTIONAL_FIELDS = ("n_group", "topk_group", "routed_scaling_factor", "norm_topk_prob", "rms_norm_eps",
-                   "max_position_embeddings", "tie_word_embeddings")
+CONFIG_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "q_lora_rank",
+    "kv_lora_rank",
+    "qk_nope_head_dim",
+    "qk_rope_head_dim",
+    "v_head_dim",
+    "intermediate_size",
+    "moe_intermediate_size",
+    "n_routed_experts",
+    "num_experts_per_tok",
+    "n_shared_experts",
+    "first_k_dense_replace",
+)
+OPTIONAL_FIELDS = (
+    "n_group",
+    "topk_group",
+    "routed_scaling_factor",
+    "norm_topk_prob",
+    "rms_norm_eps",
+    "max_position_embeddings",
+    "tie_word_embeddings",
+)
 
 
 # --- config.json ------------------------------------------------------------------------------
+
 
 def _rope_from_hf(raw: dict, where: str) -> tuple[float, RopeScaling]:
     params = raw.get("rope_parameters")
@@ -42,7 +64,9 @@ def _rope_from_hf(raw: dict, where: str) -> tuple[float, RopeScaling]:
     if rope_type in ("default", None):
         return theta, RopeScaling()
     if rope_type != "yarn":
-        raise ValueError(f"{where}: rope type {rope_type!r} is not supported (expected 'default' or 'yarn')")
+        raise ValueError(
+            f"{where}: rope type {rope_type!r} is not supported (expected 'default' or 'yarn')"
+        )
     if params.get("attention_factor") is not None:
         raise ValueError(f"{where}: an explicit rope attention_factor is not supported")
     factor = params.get("factor")
@@ -52,10 +76,14 @@ def _rope_from_hf(raw: dict, where: str) -> tuple[float, RopeScaling]:
     if factor is None:
         factor = raw["max_position_embeddings"] / orig
     return theta, RopeScaling(
-        factor=float(factor), original_max_position_embeddings=int(orig),
-        beta_fast=float(params.get("beta_fast") or 32), beta_slow=float(params.get("beta_slow") or 1),
-        mscale=float(params.get("mscale") or 0.0), mscale_all_dim=float(params.get("mscale_all_dim") or 0.0),
-        truncate=bool(params.get("truncate", True)))
+        factor=float(factor),
+        original_max_position_embeddings=int(orig),
+        beta_fast=float(params.get("beta_fast") or 32),
+        beta_slow=float(params.get("beta_slow") or 1),
+        mscale=float(params.get("mscale") or 0.0),
+        mscale_all_dim=float(params.get("mscale_all_dim") or 0.0),
+        truncate=bool(params.get("truncate", True)),
+    )
 
 
 def _check_supported(raw: dict, where: str) -> None:
@@ -63,11 +91,14 @@ def _check_supported(raw: dict, where: str) -> None:
         value = raw.get(key, default)
         if not ok(value):
             raise ValueError(f"{where}: unsupported {key}={value!r}")
+
     require("hidden_act", lambda v: v == "silu", "silu")
     require("attention_bias", lambda v: not v, False)
     require("num_key_value_heads", lambda v: v in (None, raw.get("num_attention_heads")), None)
     require("scoring_func", lambda v: v == "sigmoid", "sigmoid")
-    require("topk_method", lambda v: v in ("noaux_tc", "greedy", "group_limited_greedy"), "noaux_tc")
+    require(
+        "topk_method", lambda v: v in ("noaux_tc", "greedy", "group_limited_greedy"), "noaux_tc"
+    )
     require("moe_layer_freq", lambda v: v == 1, 1)
 
 
@@ -82,12 +113,18 @@ def config_from_hf(raw: dict, where: str = "config.json") -> tuple[ModelConfig, 
     fields = {k: raw[k] for k in CONFIG_FIELDS}
     fields.update({k: raw[k] for k in OPTIONAL_FIELDS if raw.get(k) is not None})
     fields["rope_theta"], fields["rope_scaling"] = _rope_from_hf(raw, where)
-    fields["num_mtp_modules"] = int(raw.get("num_nextn_predict_layers", raw.get("num_mtp_layers", 0)) or 0)
+    fields["num_mtp_modules"] = int(
+        raw.get("num_nextn_predict_layers", raw.get("num_mtp_layers", 0)) or 0
+    )
     quant = raw.get("quantization_config") or {}
     if quant and quant.get("quant_method") != "fp8":
-        raise ValueError(f"{where}: quantization {quant.get('quant_method')!r} is not supported (only fp8)")
-    extras = {"rope_interleave": bool(raw.get("rope_interleave", True)),
-              "fp8_block": tuple(quant.get("weight_block_size", (128, 128))) if quant else None}
+        raise ValueError(
+            f"{where}: quantization {quant.get('quant_method')!r} is not supported (only fp8)"
+        )
+    extras = {
+        "rope_interleave": bool(raw.get("rope_interleave", True)),
+        "fp8_block": tuple(quant.get("weight_block_size", (128, 128))) if quant else None,
+    }
     try:
         return ModelConfig(**fields), extras
     except (TypeError, ValueError) as e:
@@ -97,15 +134,28 @@ def config_from_hf(raw: dict, where: str = "config.json") -> tuple[ModelConfig, 
 def config_to_hf(cfg: ModelConfig) -> dict:
     raw = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3"}
     raw.update({k: getattr(cfg, k) for k in CONFIG_FIELDS + OPTIONAL_FIELDS})
-    raw.update(num_key_value_heads=cfg.num_attention_heads, num_nextn_predict_layers=cfg.num_mtp_modules,
-               hidden_act="silu", attention_bias=False, rope_interleave=True, torch_dtype="float32")
+    raw.update(
+        num_key_value_heads=cfg.num_attention_heads,
+        num_nextn_predict_layers=cfg.num_mtp_modules,
+        hidden_act="silu",
+        attention_bias=False,
+        rope_interleave=True,
+        torch_dtype="float32",
+    )
     s = cfg.rope_scaling
     rope = {"rope_type": "default", "rope_theta": cfg.rope_theta}
     if s.factor > 1.0:
-        rope = {"rope_type": "yarn", "rope_theta": cfg.rope_theta, "factor": s.factor,
-                "original_max_position_embeddings": s.original_max_position_embeddings,
-                "beta_fast": s.beta_fast, "beta_slow": s.beta_slow, "mscale": s.mscale,
-                "mscale_all_dim": s.mscale_all_dim, "truncate": s.truncate}
+        rope = {
+            "rope_type": "yarn",
+            "rope_theta": cfg.rope_theta,
+            "factor": s.factor,
+            "original_max_position_embeddings": s.original_max_position_embeddings,
+            "beta_fast": s.beta_fast,
+            "beta_slow": s.beta_slow,
+            "mscale": s.mscale,
+            "mscale_all_dim": s.mscale_all_dim,
+            "truncate": s.truncate,
+        }
     raw["rope_parameters"] = rope
     return raw
 
@@ -116,13 +166,18 @@ def read_config(path: str) -> tuple[ModelConfig, dict]:
         with open(where) as f:
             raw = json.load(f)
     except FileNotFoundError:
-        raise FileNotFoundError(f"{where}: not found (is {path} an HF checkpoint folder?)") from None
+        raise FileNotFoundError(
+            f"{where}: not found (is {path} an HF checkpoint folder?)"
+        ) from None
     except json.JSONDecodeError as e:
-        raise ValueError(f"{where}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+        raise ValueError(
+            f"{where}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}"
+        ) from None
     return config_from_hf(raw, where)
 
 
 # --- tensors ------------------------------------------------------------------------------------
+
 
 class TensorSource:
     """Name -> float32 array across one or many safetensors files, dequantizing FP8 on the fly."""
@@ -157,9 +212,13 @@ class TensorSource:
     def get(self, name: str, shape: tuple) -> np.ndarray:
         w = self._raw(name)
         if name + "_scale_inv" in self._files:
-            w = dequantize_fp8(w, self._raw(name + "_scale_inv"), self._fp8_block or (128, 128), name)
+            w = dequantize_fp8(
+                w, self._raw(name + "_scale_inv"), self._fp8_block or (128, 128), name
+            )
         if tuple(w.shape) != tuple(shape):
-            raise ValueError(f"{self.path}: tensor {name} has shape {tuple(w.shape)}, config.json implies {tuple(shape)}")
+            raise ValueError(
+                f"{self.path}: tensor {name} has shape {tuple(w.shape)}, config.json implies {tuple(shape)}"
+            )
         return w.astype(np.float32)
 
 
@@ -169,7 +228,9 @@ def dequantize_fp8(w: np.ndarray, scale_inv: np.ndarray, block: tuple, name: str
     rows, cols = w.shape
     want = (-(-rows // bi), -(-cols // bj))
     if scale_inv.shape != want:
-        raise ValueError(f"tensor {name}_scale_inv has shape {scale_inv.shape}, expected {want} for {w.shape} in {bi}x{bj} blocks")
+        raise ValueError(
+            f"tensor {name}_scale_inv has shape {scale_inv.shape}, expected {want} for {w.shape} in {bi}x{bj} blocks"
+        )
     scale = np.repeat(np.repeat(scale_inv.astype(np.float32), bi, 0), bj, 1)[:rows, :cols]
     return w.astype(np.float32) * scale
 
@@ -177,54 +238,101 @@ def dequantize_fp8(w: np.ndarray, scale_inv: np.ndarray, block: tuple, name: str
 # --- per-layer name mapping ---------------------------------------------------------------------
 # Each entry: (our path inside a layer, HF name suffix, HF shape, to_ours, to_hf).
 
+
 def _t(x):
     return x.T
 
 
 def _layer_entries(cfg: ModelConfig, moe: bool) -> list[tuple]:
-    d, h, n, r, v = cfg.hidden_size, cfg.num_attention_heads, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim
+    d, h, n, r, v = (
+        cfg.hidden_size,
+        cfg.num_attention_heads,
+        cfg.qk_nope_head_dim,
+        cfg.qk_rope_head_dim,
+        cfg.v_head_dim,
+    )
     l, k = cfg.kv_lora_rank, n + r
-    heads_in = lambda inner, per_head: (lambda x: x.T.reshape(inner, h, per_head),
-                                        lambda x: x.reshape(inner, h * per_head).T)
-    e = [(("attn_norm", "scale"), "input_layernorm.weight", (d,), None, None),
-         (("mlp_norm", "scale"), "post_attention_layernorm.weight", (d,), None, None),
-         (("attn", "wkv_a"), "self_attn.kv_a_proj_with_mqa.weight", (l + r, d), _t, _t),
-         (("attn", "kv_a_norm", "scale"), "self_attn.kv_a_layernorm.weight", (l,), None, None),
-         (("attn", "wo"), "self_attn.o_proj.weight", (d, h * v),
-          lambda x: x.T.reshape(h, v, d), lambda x: x.reshape(h * v, d).T)]
+    heads_in = lambda inner, per_head: (
+        lambda x: x.T.reshape(inner, h, per_head),
+        lambda x: x.reshape(inner, h * per_head).T,
+    )
+    e = [
+        (("attn_norm", "scale"), "input_layernorm.weight", (d,), None, None),
+        (("mlp_norm", "scale"), "post_attention_layernorm.weight", (d,), None, None),
+        (("attn", "wkv_a"), "self_attn.kv_a_proj_with_mqa.weight", (l + r, d), _t, _t),
+        (("attn", "kv_a_norm", "scale"), "self_attn.kv_a_layernorm.weight", (l,), None, None),
+        (
+            ("attn", "wo"),
+            "self_attn.o_proj.weight",
+            (d, h * v),
+            lambda x: x.T.reshape(h, v, d),
+            lambda x: x.reshape(h * v, d).T,
+        ),
+    ]
     if cfg.q_lora_rank is None:
         e.append((("attn", "wq"), "self_attn.q_proj.weight", (h * k, d), *heads_in(d, k)))
     else:
         q = cfg.q_lora_rank
-        e += [(("attn", "wq_a"), "self_attn.q_a_proj.weight", (q, d), _t, _t),
-              (("attn", "q_a_norm", "scale"), "self_attn.q_a_layernorm.weight", (q,), None, None),
-              (("attn", "wq_b"), "self_attn.q_b_proj.weight", (h * k, q), *heads_in(q, k))]
+        e += [
+            (("attn", "wq_a"), "self_attn.q_a_proj.weight", (q, d), _t, _t),
+            (("attn", "q_a_norm", "scale"), "self_attn.q_a_layernorm.weight", (q,), None, None),
+            (("attn", "wq_b"), "self_attn.q_b_proj.weight", (h * k, q), *heads_in(q, k)),
+        ]
     # kv_b_proj [H*(n+v), L] holds both per-head up-projections; we keep W_UK and W_UV apart.
-    e.append((("attn", ("wk_b", "wv_b")), "self_attn.kv_b_proj.weight", (h * (n + v), l),
-              lambda x: tuple(np.split(x.T.reshape(l, h, n + v), [n], axis=-1)),
-              lambda pair: np.concatenate(pair, axis=-1).reshape(l, h * (n + v)).T))
+    e.append(
+        (
+            ("attn", ("wk_b", "wv_b")),
+            "self_attn.kv_b_proj.weight",
+            (h * (n + v), l),
+            lambda x: tuple(np.split(x.T.reshape(l, h, n + v), [n], axis=-1)),
+            lambda pair: np.concatenate(pair, axis=-1).reshape(l, h * (n + v)).T,
+        )
+    )
     if not moe:
         f = cfg.intermediate_size
-        return e + [(("mlp", "gate"), "mlp.gate_proj.weight", (f, d), _t, _t),
-                    (("mlp", "up"), "mlp.up_proj.weight", (f, d), _t, _t),
-                    (("mlp", "down"), "mlp.down_proj.weight", (d, f), _t, _t)]
-    f, fs, ne = cfg.moe_intermediate_size, cfg.moe_intermediate_size * cfg.n_shared_experts, cfg.n_routed_experts
-    e += [(("moe", "router"), "mlp.gate.weight", (ne, d), _t, _t),
-          (("moe", "router_bias"), "mlp.gate.e_score_correction_bias", (ne,), None, None)]
-    for ours, theirs, shape in (("wi_gate", "gate_proj", (f, d)), ("wi_up", "up_proj", (f, d)), ("wo", "down_proj", (d, f))):
-        e.append((("moe", ours), [f"mlp.experts.{j}.{theirs}.weight" for j in range(ne)], shape,
-                  lambda xs: np.stack([x.T for x in xs]), lambda x: [w.T for w in x]))
+        return e + [
+            (("mlp", "gate"), "mlp.gate_proj.weight", (f, d), _t, _t),
+            (("mlp", "up"), "mlp.up_proj.weight", (f, d), _t, _t),
+            (("mlp", "down"), "mlp.down_proj.weight", (d, f), _t, _t),
+        ]
+    f, fs, ne = (
+        cfg.moe_intermediate_size,
+        cfg.moe_intermediate_size * cfg.n_shared_experts,
+        cfg.n_routed_experts,
+    )
+    e += [
+        (("moe", "router"), "mlp.gate.weight", (ne, d), _t, _t),
+        (("moe", "router_bias"), "mlp.gate.e_score_correction_bias", (ne,), None, None),
+    ]
+    for ours, theirs, shape in (
+        ("wi_gate", "gate_proj", (f, d)),
+        ("wi_up", "up_proj", (f, d)),
+        ("wo", "down_proj", (d, f)),
+    ):
+        e.append(
+            (
+                ("moe", ours),
+                [f"mlp.experts.{j}.{theirs}.weight" for j in range(ne)],
+                shape,
+                lambda xs: np.stack([x.T for x in xs]),
+                lambda x: [w.T for w in x],
+            )
+        )
     if cfg.n_shared_experts:
-        e += [(("moe", "shared", "gate"), "mlp.shared_experts.gate_proj.weight", (fs, d), _t, _t),
-              (("moe", "shared", "up"), "mlp.shared_experts.up_proj.weight", (fs, d), _t, _t),
-              (("moe", "shared", "down"), "mlp.shared_experts.down_proj.weight", (d, fs), _t, _t)]
+        e += [
+            (("moe", "shared", "gate"), "mlp.shared_experts.gate_proj.weight", (fs, d), _t, _t),
+            (("moe", "shared", "up"), "mlp.shared_experts.up_proj.weight", (fs, d), _t, _t),
+            (("moe", "shared", "down"), "mlp.shared_experts.down_proj.weight", (d, fs), _t, _t),
+        ]
     return e
 
 
 def _rope_rows_to_interleaved(cfg: ModelConfig, name: str, x: np.ndarray) -> np.ndarray:
     """Checkpoints with rope_interleave=False store rope dims as halves; convert rows to pairs."""
     n, r, l = cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.kv_lora_rank
-    to_pairs = np.stack([np.arange(r // 2), np.arange(r // 2) + r // 2], -1).reshape(-1)  # [0, r/2, 1, r/2+1, ...]
+    to_pairs = np.stack([np.arange(r // 2), np.arange(r // 2) + r // 2], -1).reshape(
+        -1
+    )  # [0, r/2, 1, r/2+1, ...]
     if name.endswith(("q_proj.weight", "q_b_proj.weight")):
         rows = x.reshape(cfg.num_attention_heads, n + r, -1)
         return np.concatenate([rows[:, :n], rows[:, n:][:, to_pairs]], 1).reshape(x.shape)
@@ -272,6 +380,7 @@ def _get(tree: dict, path: tuple):
 
 def _stack_layers(layers: list[dict]) -> dict:
     import jax
+
     return jax.tree_util.tree_map(lambda *xs: np.stack(xs), *layers)
 
 
@@ -284,12 +393,17 @@ def load_hf_checkpoint(path: str, **config_overrides: Any) -> tuple[ModelConfig,
     src = TensorSource(path, extras["fp8_block"])
     interleaved = extras["rope_interleave"]
     d, vocab = cfg.hidden_size, cfg.vocab_size
-    params: dict = {"embed": src.get("model.embed_tokens.weight", (vocab, d)),
-                    "final_norm": {"scale": src.get("model.norm.weight", (d,))}}
+    params: dict = {
+        "embed": src.get("model.embed_tokens.weight", (vocab, d)),
+        "final_norm": {"scale": src.get("model.norm.weight", (d,))},
+    }
     if not cfg.tie_word_embeddings:
         params["lm_head"] = src.get("lm_head.weight", (vocab, d)).T
     dense = [_read_layer(cfg, src, i, False, interleaved) for i in range(cfg.num_dense_layers)]
-    moe = [_read_layer(cfg, src, i, True, interleaved) for i in range(cfg.num_dense_layers, cfg.num_hidden_layers)]
+    moe = [
+        _read_layer(cfg, src, i, True, interleaved)
+        for i in range(cfg.num_dense_layers, cfg.num_hidden_layers)
+    ]
     if dense:
         params["dense_layers"] = _stack_layers(dense)
     if moe:
@@ -306,14 +420,17 @@ def _mtp_moe(cfg: ModelConfig) -> bool:
 def _read_mtp(cfg, src, m: int, interleaved: bool) -> dict:
     i, d = cfg.num_hidden_layers + m, cfg.hidden_size
     p = _layer_prefix(cfg, i)
-    return {"enorm": {"scale": src.get(p + "enorm.weight", (d,))},
-            "hnorm": {"scale": src.get(p + "hnorm.weight", (d,))},
-            "eh_proj": src.get(p + "eh_proj.weight", (d, 2 * d)).T,
-            "head_norm": {"scale": src.get(p + "shared_head.norm.weight", (d,))},
-            "block": _read_layer(cfg, src, i, _mtp_moe(cfg), interleaved)}
+    return {
+        "enorm": {"scale": src.get(p + "enorm.weight", (d,))},
+        "hnorm": {"scale": src.get(p + "hnorm.weight", (d,))},
+        "eh_proj": src.get(p + "eh_proj.weight", (d, 2 * d)).T,
+        "head_norm": {"scale": src.get(p + "shared_head.norm.weight", (d,))},
+        "block": _read_layer(cfg, src, i, _mtp_moe(cfg), interleaved),
+    }
 
 
 # --- save --------------------------------------------------------------------------------------
+
 
 def _layer_tensors(cfg, layer: dict, i: int, moe: bool) -> dict[str, np.ndarray]:
     out = {}
@@ -330,12 +447,16 @@ def _layer_tensors(cfg, layer: dict, i: int, moe: bool) -> dict[str, np.ndarray]
 def _hf_tensors(cfg: ModelConfig, params: dict):
     """Yields (name, float32 array) in checkpoint order."""
     import jax
+
     params = jax.tree_util.tree_map(lambda x: np.asarray(x, np.float32), params)
     yield "model.embed_tokens.weight", params["embed"]
     for i in range(cfg.num_hidden_layers):
-        stack, j, moe = (("dense_layers", i, False) if i < cfg.num_dense_layers
-                         else ("moe_layers", i - cfg.num_dense_layers, True))
-        layer = jax.tree_util.tree_map(lambda x: x[j], params[stack])
+        stack, j, moe = (
+            ("dense_layers", i, False)
+            if i < cfg.num_dense_layers
+            else ("moe_layers", i - cfg.num_dense_layers, True)
+        )
+        layer = jax.tree_util.tree_map(lambda x, j=j: x[j], params[stack])
         yield from _layer_tensors(cfg, layer, i, moe).items()
     yield "model.norm.weight", params["final_norm"]["scale"]
     head = params["embed"] if cfg.tie_word_embeddings else params["lm_head"].T
@@ -345,14 +466,22 @@ def _hf_tensors(cfg: ModelConfig, params: dict):
         mtp, i = params[f"mtp_{m}"], cfg.num_hidden_layers + m
         p = _layer_prefix(cfg, i)
         yield from _layer_tensors(cfg, mtp["block"], i, _mtp_moe(cfg)).items()
-        yield from {p + "enorm.weight": mtp["enorm"]["scale"], p + "hnorm.weight": mtp["hnorm"]["scale"],
-                    p + "eh_proj.weight": mtp["eh_proj"].T, p + "shared_head.norm.weight": mtp["head_norm"]["scale"],
-                    p + "shared_head.head.weight": head, p + "embed_tokens.weight": params["embed"]}.items()
+        yield from {
+            p + "enorm.weight": mtp["enorm"]["scale"],
+            p + "hnorm.weight": mtp["hnorm"]["scale"],
+            p + "eh_proj.weight": mtp["eh_proj"].T,
+            p + "shared_head.norm.weight": mtp["head_norm"]["scale"],
+            p + "shared_head.head.weight": head,
+            p + "embed_tokens.weight": params["embed"],
+        }.items()
 
 
-def save_hf_checkpoint(cfg: ModelConfig, params: dict, path: str, max_shard_bytes: int = 4 << 30) -> None:
+def save_hf_checkpoint(
+    cfg: ModelConfig, params: dict, path: str, max_shard_bytes: int = 4 << 30
+) -> None:
     """Writes config.json + float32 safetensors shards (+ index when more than one)."""
     from safetensors.numpy import save_file
+
     os.makedirs(path, exist_ok=True)
     shards, current, size = [], {}, 0
     for name, value in _hf_tensors(cfg, params):
@@ -362,8 +491,11 @@ def save_hf_checkpoint(cfg: ModelConfig, params: dict, path: str, max_shard_byte
             current, size = {}, 0
         current[name], size = value, size + value.nbytes
     shards.append(current)
-    names = (["model.safetensors"] if len(shards) == 1 else
-             [f"model-{k + 1:05d}-of-{len(shards):05d}.safetensors" for k in range(len(shards))])
+    names = (
+        ["model.safetensors"]
+        if len(shards) == 1
+        else [f"model-{k + 1:05d}-of-{len(shards):05d}.safetensors" for k in range(len(shards))]
+    )
     weight_map = {}
     for file, shard in zip(names, shards):
         save_file(shard, os.path.join(path, file), metadata={"format": "pt"})

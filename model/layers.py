@@ -2,9 +2,10 @@
 
 Letters: B batch, T sequence, D model dim, F FFN width, V vocab.
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import flax.linen as nn
 import jax
@@ -20,7 +21,9 @@ def dense_init(std: float):
 def logical_param(module: nn.Module, name: str, shape: Sequence[int], axes: Sequence, init):
     """A float32 param annotated with logical axis names (one per dim)."""
     assert len(shape) == len(axes), (name, shape, axes)
-    return module.param(name, nn.with_logical_partitioning(init, tuple(axes)), tuple(shape), jnp.float32)
+    return module.param(
+        name, nn.with_logical_partitioning(init, tuple(axes)), tuple(shape), jnp.float32
+    )
 
 
 def cast(x, dtype: str):
@@ -29,6 +32,7 @@ def cast(x, dtype: str):
 
 class RMSNorm(nn.Module):
     """x / rms(x) * scale, computed in float32 (HF DeepseekV3RMSNorm)."""
+
     dim: int
     eps: float
     axis_name: str = sh.EMBED
@@ -43,6 +47,7 @@ class RMSNorm(nn.Module):
 
 class MLP(nn.Module):
     """SwiGLU FFN: down(silu(x @ gate) * (x @ up)). Used for dense layers and shared experts."""
+
     hidden_size: int
     intermediate_size: int
     init_std: float

@@ -1,5 +1,6 @@
 """Param utilities that allocate nothing unless asked: init, logical specs, counts, FLOPs, the
 non-trainable router bias and its aux-loss-free update."""
+
 from __future__ import annotations
 
 import functools
@@ -59,7 +60,7 @@ def _size(x) -> int:
     return n
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def count_params(cfg: ModelConfig) -> tuple[int, int]:
     """(total, active) parameter counts; embeddings and head included, MTP modules excluded.
 
@@ -82,9 +83,17 @@ def count_params(cfg: ModelConfig) -> tuple[int, int]:
 
 def _active_matmul_params_per_layer(cfg: ModelConfig, moe: bool) -> int:
     d, h = cfg.hidden_size, cfg.num_attention_heads
-    q = d * h * cfg.qk_head_dim if cfg.q_lora_rank is None else cfg.q_lora_rank * (d + h * cfg.qk_head_dim)
-    attn = q + d * (cfg.kv_lora_rank + cfg.qk_rope_head_dim) \
-        + cfg.kv_lora_rank * h * (cfg.qk_nope_head_dim + cfg.v_head_dim) + h * cfg.v_head_dim * d
+    q = (
+        d * h * cfg.qk_head_dim
+        if cfg.q_lora_rank is None
+        else cfg.q_lora_rank * (d + h * cfg.qk_head_dim)
+    )
+    attn = (
+        q
+        + d * (cfg.kv_lora_rank + cfg.qk_rope_head_dim)
+        + cfg.kv_lora_rank * h * (cfg.qk_nope_head_dim + cfg.v_head_dim)
+        + h * cfg.v_head_dim * d
+    )
     if not moe:
         return attn + 3 * d * cfg.intermediate_size
     experts = (cfg.num_experts_per_tok + cfg.n_shared_experts) * 3 * d * cfg.moe_intermediate_size
@@ -97,12 +106,23 @@ def flops_per_token(cfg: ModelConfig, seq_len: int, training: bool = True) -> fl
     2·H·(qk_head_dim + v_head_dim) per key). Training = 3x forward (backward is twice forward)."""
     per_token = cfg.num_dense_layers * _active_matmul_params_per_layer(cfg, False)
     per_token += cfg.num_moe_layers * _active_matmul_params_per_layer(cfg, True)
-    per_token += cfg.hidden_size * cfg.vocab_size                                 # output head
+    per_token += cfg.hidden_size * cfg.vocab_size  # output head
     mtp_moe = cfg.n_routed_experts > 0 and cfg.num_hidden_layers >= cfg.first_k_dense_replace
-    per_mtp = _active_matmul_params_per_layer(cfg, mtp_moe) + 2 * cfg.hidden_size ** 2 + cfg.hidden_size * cfg.vocab_size
+    per_mtp = (
+        _active_matmul_params_per_layer(cfg, mtp_moe)
+        + 2 * cfg.hidden_size**2
+        + cfg.hidden_size * cfg.vocab_size
+    )
     per_token += cfg.num_mtp_modules * per_mtp
     attn_layers = cfg.num_hidden_layers + cfg.num_mtp_modules
-    attn = attn_layers * 2 * cfg.num_attention_heads * (cfg.qk_head_dim + cfg.v_head_dim) * (seq_len + 1) / 2
+    attn = (
+        attn_layers
+        * 2
+        * cfg.num_attention_heads
+        * (cfg.qk_head_dim + cfg.v_head_dim)
+        * (seq_len + 1)
+        / 2
+    )
     forward = 2 * per_token + attn
     return 3 * forward if training else forward
 
@@ -118,6 +138,7 @@ def update_router_bias(params, expert_counts, mtp_expert_counts=None, rate: floa
     expert_counts [n_moe_layers, E] must be GLOBAL (summed over every data shard) so all replicas agree;
     under jit with sharded batches the model's counts already are. Returns new params.
     """
+
     def nudge(bias, counts):
         load = counts.astype(jnp.float32)
         return bias + rate * jnp.sign(load.mean(-1, keepdims=True) - load)

@@ -9,6 +9,7 @@ YaRN (HF `_compute_yarn_parameters`): frequencies below the correction range are
 `attention_factor` = mscale(factor, mscale) / mscale(factor, mscale_all_dim) (1.0 for DeepSeek/Kimi,
 whose mscale == mscale_all_dim), and the softmax scale gets mscale(factor, mscale_all_dim)**2.
 """
+
 from __future__ import annotations
 
 import math
@@ -51,13 +52,15 @@ def attention_factor(scaling: RopeScaling) -> float:
     if scaling.factor <= 1.0:
         return 1.0
     if scaling.mscale and scaling.mscale_all_dim:
-        return yarn_mscale(scaling.factor, scaling.mscale) / yarn_mscale(scaling.factor, scaling.mscale_all_dim)
+        return yarn_mscale(scaling.factor, scaling.mscale) / yarn_mscale(
+            scaling.factor, scaling.mscale_all_dim
+        )
     return yarn_mscale(scaling.factor)
 
 
 def softmax_scale(cfg: ModelConfig) -> float:
     """1/sqrt(qk_head_dim), times mscale(factor, mscale_all_dim)^2 under YaRN."""
-    scale = cfg.qk_head_dim ** -0.5
+    scale = cfg.qk_head_dim**-0.5
     s = cfg.rope_scaling
     if s.factor > 1.0 and s.mscale_all_dim:
         scale *= yarn_mscale(s.factor, s.mscale_all_dim) ** 2

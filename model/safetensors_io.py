@@ -3,6 +3,7 @@
 
 Format: 8-byte little-endian header length, a JSON header {name: {dtype, shape, data_offsets}}, raw bytes.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,9 +15,18 @@ import ml_dtypes
 import numpy as np
 
 DTYPES = {
-    "F64": np.float64, "F32": np.float32, "F16": np.float16, "BF16": ml_dtypes.bfloat16,
-    "F8_E4M3": ml_dtypes.float8_e4m3fn, "F8_E5M2": ml_dtypes.float8_e5m2,
-    "I64": np.int64, "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_,
+    "F64": np.float64,
+    "F32": np.float32,
+    "F16": np.float16,
+    "BF16": ml_dtypes.bfloat16,
+    "F8_E4M3": ml_dtypes.float8_e4m3fn,
+    "F8_E5M2": ml_dtypes.float8_e5m2,
+    "I64": np.int64,
+    "I32": np.int32,
+    "I16": np.int16,
+    "I8": np.int8,
+    "U8": np.uint8,
+    "BOOL": np.bool_,
 }
 
 
@@ -26,7 +36,9 @@ class SafetensorsFile:
         try:
             self._file = open(path, "rb")
         except OSError as e:
-            raise FileNotFoundError(f"{path}: cannot open safetensors file ({e.strerror})") from None
+            raise FileNotFoundError(
+                f"{path}: cannot open safetensors file ({e.strerror})"
+            ) from None
         size = os.fstat(self._file.fileno()).st_size
         if size < 8:
             raise ValueError(f"{path}: truncated safetensors file ({size} bytes)")
@@ -54,8 +66,12 @@ class SafetensorsFile:
         start, end = (self._data_start + o for o in info["data_offsets"])
         count = int(np.prod(info["shape"], dtype=np.int64))
         if end > self._size or end - start != count * np.dtype(dtype).itemsize:
-            raise ValueError(f"{self.path}: tensor {name} is truncated or its offsets do not match its shape")
-        return np.frombuffer(self._map, dtype=dtype, count=count, offset=start).reshape(info["shape"])
+            raise ValueError(
+                f"{self.path}: tensor {name} is truncated or its offsets do not match its shape"
+            )
+        return np.frombuffer(self._map, dtype=dtype, count=count, offset=start).reshape(
+            info["shape"]
+        )
 
     def close(self):
         self._map.close()

@@ -10,6 +10,7 @@ so greedy rollouts still carry a meaningful sampler log-prob.
 Sampling settings are traced scalars (changing them does not recompile); top_k <= 0 and top_p >= 1
 switch the filters off.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -22,11 +23,11 @@ NEG_INF = -jnp.inf
 
 class SamplingParams(NamedTuple):
     temperature: jnp.ndarray  # float32 scalar; 0 = greedy
-    top_k: jnp.ndarray        # int32 scalar; <= 0 = off
-    top_p: jnp.ndarray        # float32 scalar; >= 1 = off
+    top_k: jnp.ndarray  # int32 scalar; <= 0 = off
+    top_p: jnp.ndarray  # float32 scalar; >= 1 = off
 
     @staticmethod
-    def make(temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0) -> "SamplingParams":
+    def make(temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0) -> SamplingParams:
         if temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {temperature}")
         if not 0.0 < top_p <= 1.0:
@@ -40,7 +41,7 @@ def filtered_logprobs(logits, sp: SamplingParams):
     greedy = sp.temperature <= 0
     scaled = logits.astype(jnp.float32) / jnp.where(greedy, 1.0, sp.temperature)
     v = scaled.shape[-1]
-    desc = -jnp.sort(-scaled, axis=-1)                                       # [..., V] largest first
+    desc = -jnp.sort(-scaled, axis=-1)  # [..., V] largest first
     kth = jnp.take(desc, jnp.clip(sp.top_k - 1, 0, v - 1), axis=-1)[..., None]
     keep = (sp.top_k <= 0) | (scaled >= kth)
     # Nucleus: the smallest prefix of the sorted (top-k filtered) distribution whose mass reaches top_p;
@@ -48,7 +49,7 @@ def filtered_logprobs(logits, sp: SamplingParams):
     desc_kept = jnp.where((sp.top_k <= 0) | (desc >= kth), desc, NEG_INF)
     probs = jax.nn.softmax(desc_kept, axis=-1)
     mass_before = jnp.cumsum(probs, axis=-1) - probs
-    n_keep = jnp.sum(mass_before < sp.top_p, axis=-1, keepdims=True)         # >= 1
+    n_keep = jnp.sum(mass_before < sp.top_p, axis=-1, keepdims=True)  # >= 1
     pth = jnp.take_along_axis(desc_kept, n_keep - 1, axis=-1)
     keep &= (sp.top_p >= 1.0) | (scaled >= pth)
     filtered = jax.nn.log_softmax(jnp.where(keep & ~greedy, scaled, NEG_INF), axis=-1)
@@ -57,7 +58,9 @@ def filtered_logprobs(logits, sp: SamplingParams):
 
 def sample(key, logprobs, greedy):
     """logprobs [..., V] from filtered_logprobs -> token ids [...] (argmax when greedy)."""
-    return jnp.where(greedy, jnp.argmax(logprobs, -1), jax.random.categorical(key, logprobs, axis=-1)).astype(jnp.int32)
+    return jnp.where(
+        greedy, jnp.argmax(logprobs, -1), jax.random.categorical(key, logprobs, axis=-1)
+    ).astype(jnp.int32)
 
 
 def token_logprob(logprobs, tokens):
@@ -81,18 +84,22 @@ def speculative_accept(key, target_lp, draft_lp, drafts, greedy, rule: str = "ex
     """
     b, k = drafts.shape
     k_accept, k_resample = jax.random.split(key)
-    p_d = jnp.exp(token_logprob(target_lp[:, :k], drafts))                  # [B,K]
-    q_d = jnp.exp(token_logprob(draft_lp, drafts))                           # [B,K]
+    p_d = jnp.exp(token_logprob(target_lp[:, :k], drafts))  # [B,K]
+    q_d = jnp.exp(token_logprob(draft_lp, drafts))  # [B,K]
     u = jax.random.uniform(k_accept, (b, k))
     sampled_ok = u * q_d < p_d
     greedy_ok = drafts == jnp.argmax(target_lp[:, :k], -1)
     ok = jnp.where(greedy, greedy_ok, sampled_ok)
-    n_acc = jnp.sum(jnp.cumprod(ok.astype(jnp.int32), axis=1), axis=1)     # leading accepts
-    p = jnp.exp(jnp.take_along_axis(target_lp, n_acc[:, None, None], axis=1)[:, 0])   # [B,V]
-    q_pad = jnp.concatenate([jnp.exp(draft_lp), jnp.zeros_like(p)[:, None]], axis=1)  # q_K = 0: bonus from p
+    n_acc = jnp.sum(jnp.cumprod(ok.astype(jnp.int32), axis=1), axis=1)  # leading accepts
+    p = jnp.exp(jnp.take_along_axis(target_lp, n_acc[:, None, None], axis=1)[:, 0])  # [B,V]
+    q_pad = jnp.concatenate(
+        [jnp.exp(draft_lp), jnp.zeros_like(p)[:, None]], axis=1
+    )  # q_K = 0: bonus from p
     q = jnp.take_along_axis(q_pad, n_acc[:, None, None], axis=1)[:, 0]
     residual = jnp.maximum(p - q, 0.0) if rule == "exact" else p
-    residual = jnp.where(residual.sum(-1, keepdims=True) > 0, residual, p)  # p == q: any p-sample is fine
+    residual = jnp.where(
+        residual.sum(-1, keepdims=True) > 0, residual, p
+    )  # p == q: any p-sample is fine
     nxt_sampled = jax.random.categorical(k_resample, jnp.log(residual), axis=-1)
     nxt = jnp.where(greedy, jnp.argmax(p, -1), nxt_sampled).astype(jnp.int32)
     return n_acc, nxt

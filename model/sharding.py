@@ -5,20 +5,21 @@ name mesh axes. `DEFAULT_RULES` maps them onto the mesh axes ('data', 'fsdp', 'e
 FSDP shards every large weight over 'fsdp' along the model dim; experts go over 'expert'; heads and
 FFN width over 'tensor'; the batch over ('data', 'fsdp').
 """
+
 from __future__ import annotations
 
 import flax.linen as nn
 
 # Parameter axes.
-LAYERS = "layers"          # stacked (scanned) layer axis
+LAYERS = "layers"  # stacked (scanned) layer axis
 VOCAB = "vocab"
-EMBED = "embed"            # model dim D
+EMBED = "embed"  # model dim D
 HEADS = "heads"
 HEAD_DIM = "head_dim"
-Q_LATENT = "q_latent"      # q_lora_rank
-KV_LATENT = "kv_latent"    # kv_lora_rank (+ rope dims on the kv_a output)
-MLP = "mlp"                # FFN width F
-EXPERT = "expert"          # E
+Q_LATENT = "q_latent"  # q_lora_rank
+KV_LATENT = "kv_latent"  # kv_lora_rank (+ rope dims on the kv_a output)
+MLP = "mlp"  # FFN width F
+EXPERT = "expert"  # E
 # Activation axes.
 BATCH = "batch"
 SEQ = "seq"

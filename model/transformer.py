@@ -11,9 +11,10 @@ MTP (DeepSeek-V3 §2.2): module m (0-based) combines RMSNorm(h_{m}) and RMSNorm(
 (the main head's predict t+1). h_0 is the main model's final hidden state after the final norm
 (as served checkpoints feed it to their MTP layer).
 """
+
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import flax.linen as nn
 import flax.struct
@@ -35,18 +36,19 @@ REMAT_POLICIES = {
 
 @flax.struct.dataclass
 class ModelOutput:
-    logits: jnp.ndarray                          # [B,T,V] float32
-    mtp_logits: Optional[jnp.ndarray] = None     # [M,B,T,V] float32; [m][:, t] predicts token t+m+2
-    expert_ids: Optional[jnp.ndarray] = None     # [n_moe_layers,B,T,k] int32
-    expert_counts: Optional[jnp.ndarray] = None  # [n_moe_layers,E] int32 (padding excluded)
-    mtp_expert_counts: Optional[jnp.ndarray] = None  # [M,E] int32 when MTP blocks are MoE
-    balance_loss: Any = 0.0                      # float32 scalar, already times balance_loss_coef
-    hidden: Optional[jnp.ndarray] = None         # [B,T,D] final hidden (after final norm)
-    cache: Optional[dict] = None                 # updated latent caches when decoding
+    logits: jnp.ndarray  # [B,T,V] float32
+    mtp_logits: jnp.ndarray | None = None  # [M,B,T,V] float32; [m][:, t] predicts token t+m+2
+    expert_ids: jnp.ndarray | None = None  # [n_moe_layers,B,T,k] int32
+    expert_counts: jnp.ndarray | None = None  # [n_moe_layers,E] int32 (padding excluded)
+    mtp_expert_counts: jnp.ndarray | None = None  # [M,E] int32 when MTP blocks are MoE
+    balance_loss: Any = 0.0  # float32 scalar, already times balance_loss_coef
+    hidden: jnp.ndarray | None = None  # [B,T,D] final hidden (after final norm)
+    cache: dict | None = None  # updated latent caches when decoding
 
 
 class Block(nn.Module):
     """Pre-norm decoder block: x + MLA(norm(x)), then + (MoE|MLP)(norm(x))."""
+
     cfg: ModelConfig
     moe: bool
 
@@ -54,8 +56,12 @@ class Block(nn.Module):
     def __call__(self, x, positions, segment_ids, forced_ids, cache):
         c = self.cfg
         x = sh.constrain(x, (sh.BATCH, sh.SEQ, sh.ACT_EMBED))
-        attn_out, new_cache = MLA(c, name="attn")(RMSNorm(c.hidden_size, c.rms_norm_eps, name="attn_norm")(x),
-                                                   positions, segment_ids, cache)
+        attn_out, new_cache = MLA(c, name="attn")(
+            RMSNorm(c.hidden_size, c.rms_norm_eps, name="attn_norm")(x),
+            positions,
+            segment_ids,
+            cache,
+        )
         x = x + attn_out
         h = RMSNorm(c.hidden_size, c.rms_norm_eps, name="mlp_norm")(x)
         if self.moe:
@@ -63,7 +69,9 @@ class Block(nn.Module):
             x = x + out.y
             aux = (out.expert_ids, out.expert_counts, out.balance_loss)
         else:
-            x = x + MLP(c.hidden_size, c.intermediate_size, c.initializer_range, c.dtype, name="mlp")(h)
+            x = x + MLP(
+                c.hidden_size, c.intermediate_size, c.initializer_range, c.dtype, name="mlp"
+            )(h)
             aux = ()
         return x, (aux, new_cache)
 
@@ -72,9 +80,14 @@ def _layer_stack(cfg: ModelConfig, moe: bool, length: int, name: str):
     block = Block
     if cfg.remat != "none":
         block = nn.remat(Block, prevent_cse=False, policy=REMAT_POLICIES[cfg.remat])
-    scanned = nn.scan(block, variable_axes={"params": 0}, split_rngs={"params": True},
-                      in_axes=(nn.broadcast, nn.broadcast, 0, 0), length=length,
-                      metadata_params={nn.PARTITION_NAME: sh.LAYERS})
+    scanned = nn.scan(
+        block,
+        variable_axes={"params": 0},
+        split_rngs={"params": True},
+        in_axes=(nn.broadcast, nn.broadcast, 0, 0),
+        length=length,
+        metadata_params={nn.PARTITION_NAME: sh.LAYERS},
+    )
     return scanned(cfg, moe, name=name)
 
 
@@ -89,10 +102,14 @@ class MTPModule(nn.Module):
         d = c.hidden_size
         e_norm = RMSNorm(d, c.rms_norm_eps, name="enorm")(next_embed)
         h_norm = RMSNorm(d, c.rms_norm_eps, name="hnorm")(h_prev)
-        w_eh = logical_param(self, "eh_proj", (2 * d, d), (None, sh.EMBED), dense_init(c.initializer_range))
-        joined = jnp.concatenate([e_norm, h_norm], axis=-1)                   # [B,T,2D]: embed first, as DeepSeek
+        w_eh = logical_param(
+            self, "eh_proj", (2 * d, d), (None, sh.EMBED), dense_init(c.initializer_range)
+        )
+        joined = jnp.concatenate([e_norm, h_norm], axis=-1)  # [B,T,2D]: embed first, as DeepSeek
         x = jnp.einsum("BTD,DE->BTE", cast(joined, c.dtype), cast(w_eh, c.dtype))
-        x, (aux, new_cache) = Block(c, self.moe, name="block")(x, positions, segment_ids, None, cache)
+        x, (aux, new_cache) = Block(c, self.moe, name="block")(
+            x, positions, segment_ids, None, cache
+        )
         return x, RMSNorm(d, c.rms_norm_eps, name="head_norm")(x), aux, new_cache
 
 
@@ -102,14 +119,18 @@ class Transformer(nn.Module):
     def setup(self):
         c = self.cfg
         init = dense_init(c.initializer_range)
-        self.embed = logical_param(self, "embed", (c.vocab_size, c.hidden_size), (sh.VOCAB, sh.EMBED), init)
+        self.embed = logical_param(
+            self, "embed", (c.vocab_size, c.hidden_size), (sh.VOCAB, sh.EMBED), init
+        )
         if c.num_dense_layers:
             self.dense_layers = _layer_stack(c, False, c.num_dense_layers, "dense_layers")
         if c.num_moe_layers:
             self.moe_layers = _layer_stack(c, True, c.num_moe_layers, "moe_layers")
         self.final_norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         if not c.tie_word_embeddings:
-            self.lm_head = logical_param(self, "lm_head", (c.hidden_size, c.vocab_size), (sh.EMBED, sh.VOCAB), init)
+            self.lm_head = logical_param(
+                self, "lm_head", (c.hidden_size, c.vocab_size), (sh.EMBED, sh.VOCAB), init
+            )
         mtp_moe = c.n_routed_experts > 0 and c.num_hidden_layers >= c.first_k_dense_replace
         self.mtp = [MTPModule(c, mtp_moe, name=f"mtp_{m}") for m in range(c.num_mtp_modules)]
 
@@ -119,11 +140,22 @@ class Transformer(nn.Module):
     def head(self, h):
         """Final-normed hidden [B,T,D] -> float32 logits [B,T,V] with the shared output head."""
         w = self.embed.T if self.cfg.tie_word_embeddings else self.lm_head
-        return jnp.einsum("BTD,DV->BTV", cast(h, self.cfg.dtype), cast(w, self.cfg.dtype),
-                          preferred_element_type=jnp.float32)
+        return jnp.einsum(
+            "BTD,DV->BTV",
+            cast(h, self.cfg.dtype),
+            cast(w, self.cfg.dtype),
+            preferred_element_type=jnp.float32,
+        )
 
-    def __call__(self, tokens, positions=None, segment_ids=None, forced_experts=None, cache=None,
-                 with_mtp: bool = True) -> ModelOutput:
+    def __call__(
+        self,
+        tokens,
+        positions=None,
+        segment_ids=None,
+        forced_experts=None,
+        cache=None,
+        with_mtp: bool = True,
+    ) -> ModelOutput:
         """tokens [B,T] int32. positions/segment_ids [B,T] (defaults: 0..T-1, one segment).
 
         forced_experts [n_moe_layers,B,T,k] replays routing. cache (decoding): {'dense': per-layer stacked
@@ -139,12 +171,16 @@ class Transformer(nn.Module):
         new_cache, aux = {}, None
         if c.num_dense_layers:
             x, (_, new_cache["dense"]) = self.dense_layers(
-                x, positions, segment_ids, None, None if cache is None else cache["dense"])
+                x, positions, segment_ids, None, None if cache is None else cache["dense"]
+            )
         if c.num_moe_layers:
             x, (aux, new_cache["moe"]) = self.moe_layers(
-                x, positions, segment_ids, forced_experts, None if cache is None else cache["moe"])
+                x, positions, segment_ids, forced_experts, None if cache is None else cache["moe"]
+            )
         h = self.final_norm(x)
-        out = ModelOutput(logits=self.head(h), hidden=h, cache=new_cache if cache is not None else None)
+        out = ModelOutput(
+            logits=self.head(h), hidden=h, cache=new_cache if cache is not None else None
+        )
         if aux is not None:
             ids, counts, balance = aux
             out = out.replace(expert_ids=ids, expert_counts=counts, balance_loss=jnp.sum(balance))
@@ -155,17 +191,24 @@ class Transformer(nn.Module):
     def _mtp_forward(self, out: ModelOutput, tokens, positions, segment_ids) -> ModelOutput:
         h, logits, counts, balance = out.hidden, [], [], out.balance_loss
         for m, module in enumerate(self.mtp):
-            shifted = jnp.pad(tokens[:, m + 1:], ((0, 0), (0, m + 1)))  # token t+m+1 at t; tail padded (masked in the loss)
+            shifted = jnp.pad(
+                tokens[:, m + 1 :], ((0, 0), (0, m + 1))
+            )  # token t+m+1 at t; tail padded (masked in the loss)
             x, h_head, aux, _ = module(h, self.embed_tokens(shifted), positions, segment_ids)
             logits.append(self.head(h_head))
             h = x
             if aux:
                 counts.append(aux[1])
                 balance = balance + aux[2]
-        return out.replace(mtp_logits=jnp.stack(logits), balance_loss=balance,
-                           mtp_expert_counts=jnp.stack(counts) if counts else None)
+        return out.replace(
+            mtp_logits=jnp.stack(logits),
+            balance_loss=balance,
+            mtp_expert_counts=jnp.stack(counts) if counts else None,
+        )
 
     def mtp_step(self, m: int, h_prev, next_tokens, positions, segment_ids, cache=None):
         """One MTP module for drafting: -> (hidden for module m+1, logits [B,T,V], new cache)."""
-        x, h_head, _, new_cache = self.mtp[m](h_prev, self.embed_tokens(next_tokens), positions, segment_ids, cache)
+        x, h_head, _, new_cache = self.mtp[m](
+            h_prev, self.embed_tokens(next_tokens), positions, segment_ids, cache
+        )
         return x, self.head(h_head), new_cache

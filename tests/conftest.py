@@ -2,6 +2,7 @@
 
 XLA_FLAGS must be set before jax is imported anywhere, hence here at conftest import.
 """
+
 import os
 import sys
 

@@ -1,4 +1,5 @@
 """SFT: the loss mask covers exactly the assistant tokens after packing; the shipped traces are sound."""
+
 import json
 import os
 import sys
@@ -30,31 +31,50 @@ def expected_by_ids():
 
 
 def test_packed_loss_mask_is_exactly_the_assistant_tokens():
-    cfg = data.sft_config(global_batch_size=2, held_out_fraction=0.0, process_index=0, process_count=1)
+    cfg = data.sft_config(
+        global_batch_size=2, held_out_fraction=0.0, process_index=0, process_count=1
+    )
     expected = expected_by_ids()
     it = train_iterator(cfg)
     checked = 0
     for _ in range(10):
         for piece in iter_pieces(next(it)):
-            assert piece["ids"][0] == TOK.bos_id             # avoid_splitting: traces stay whole
+            assert piece["ids"][0] == TOK.bos_id  # avoid_splitting: traces stay whole
             np.testing.assert_array_equal(piece["weights"], expected[tuple(piece["ids"])])
             checked += 1
     assert checked >= 10
 
 
 def test_loss_mask_survives_splitting_a_chat_across_rows(tmp_path):
-    chats = [[{"role": "system", "content": "be brief"}, {"role": "user", "content": f"add {i} and 2"},
-              {"role": "assistant", "content": "calling", "tool_calls": [{"name": "add", "arguments": {"a": i}}]},
-              {"role": "tool", "content": f"{i + 2}"}, {"role": "assistant", "content": f"It is {i + 2}."}]
-             for i in range(6)]
+    chats = [
+        [
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": f"add {i} and 2"},
+            {
+                "role": "assistant",
+                "content": "calling",
+                "tool_calls": [{"name": "add", "arguments": {"a": i}}],
+            },
+            {"role": "tool", "content": f"{i + 2}"},
+            {"role": "assistant", "content": f"It is {i + 2}."},
+        ]
+        for i in range(6)
+    ]
     path = tmp_path / "c.jsonl"
     path.write_text("".join(json.dumps({"messages": c}) + "\n" for c in chats))
-    cfg = DataConfig(sources=(SourceSpec("jsonl", (str(path),), field="messages"),), seq_len=48,
-                     global_batch_size=2, held_out_fraction=0.0, strict=True, process_index=0, process_count=1)
+    cfg = DataConfig(
+        sources=(SourceSpec("jsonl", (str(path),), field="messages"),),
+        seq_len=48,
+        global_batch_size=2,
+        held_out_fraction=0.0,
+        strict=True,
+        process_index=0,
+        process_count=1,
+    )
     it = train_iterator(cfg)
     pieces = [p for _ in range(12) for p in iter_pieces(next(it))]
     weights = {}
-    for piece in pieces:                                      # rebuild weights alongside the ids
+    for piece in pieces:  # rebuild weights alongside the ids
         if piece["ids"][0] == TOK.bos_id or not weights:
             weights[len(weights)] = [piece["weights"]]
         else:
@@ -62,11 +82,13 @@ def test_loss_mask_survives_splitting_a_chat_across_rows(tmp_path):
     docs = join_pieces(pieces, TOK.bos_id)
     for i, chat in enumerate(chats):
         ids, mask = render_messages(TOK, chat)
-        k = next(k for k, d in enumerate(docs) if list(d) == ids)   # every chat appears whole
+        k = next(k for k, d in enumerate(docs) if list(d) == ids)  # every chat appears whole
         np.testing.assert_array_equal(np.concatenate(weights[k]), mask[1:])
         trained = TOK.decode([t for t, w in zip(ids[1:], mask[1:]) if w])
-        assert trained == (f'calling<|tool_call|>{{"name": "add", "arguments": {{"a": {i}}}}}<|/tool_call|><|end|>'
-                           f"It is {i + 2}.<|end|>")
+        assert trained == (
+            f'calling<|tool_call|>{{"name": "add", "arguments": {{"a": {i}}}}}<|/tool_call|><|end|>'
+            f"It is {i + 2}.<|end|>"
+        )
 
 
 def test_shipped_traces_are_valid_and_small():
@@ -76,12 +98,12 @@ def test_shipped_traces_are_valid_and_small():
     assert {t["flow"] for t in traces} == {"implement", "retry", "fix"}
     for t in traces:
         messages = t["messages"]
-        ids, mask = render_messages(TOK, messages, where=t["id"])   # unknown roles would raise here
+        ids, mask = render_messages(TOK, messages, where=t["id"])  # unknown roles would raise here
         assert sum(mask) > 0 and len(ids) < 4096
         calls = [c for m in messages for c in m.get("tool_calls", [])]
         assert {c["name"] for c in calls} <= {"read_file", "write_file", "run_command"}
         results = [m["content"] for m in messages if m["role"] == "tool"]
-        assert len(results) == len(calls)                           # each call answered once
+        assert len(results) == len(calls)  # each call answered once
         assert results[-1].endswith("[exit code 0]") and messages[-1]["role"] == "assistant"
         if t["flow"] in ("retry", "fix"):
             assert any(r.endswith("[exit code 1]") for r in results)

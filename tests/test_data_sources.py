@@ -1,4 +1,5 @@
 """Sources: every format reads the same documents; the split is stable; bad input is named or counted."""
+
 import json
 import os
 
@@ -32,10 +33,13 @@ def test_files_globs_and_directories(tmp_path):
 
 
 def test_jsonl_and_array_record_read_the_same_documents(tmp_path):
-    jsonl = write(tmp_path / "d.jsonl", "".join(json.dumps({"text": d}) + "\n" for d in DOCS).encode())
+    jsonl = write(
+        tmp_path / "d.jsonl", "".join(json.dumps({"text": d}) + "\n" for d in DOCS).encode()
+    )
     assert read_all(SourceSpec("jsonl", (jsonl,))) == DOCS
 
     from array_record.python.array_record_module import ArrayRecordWriter
+
     path = str(tmp_path / "d.array_record")
     writer = ArrayRecordWriter(path, "group_size:1")
     for d in DOCS:
@@ -45,8 +49,11 @@ def test_jsonl_and_array_record_read_the_same_documents(tmp_path):
 
 
 def test_parquet_reads_the_same_documents_across_row_groups(tmp_path):
-    pq = pytest.importorskip("pyarrow.parquet", reason="Parquet needs pyarrow (not a core dependency)")
+    pq = pytest.importorskip(
+        "pyarrow.parquet", reason="Parquet needs pyarrow (not a core dependency)"
+    )
     import pyarrow as pa
+
     parquet = str(tmp_path / "d.parquet")
     pq.write_table(pa.table({"text": DOCS, "n": [1, 2, 3]}), parquet, row_group_size=2)
     assert read_all(SourceSpec("parquet", (parquet,))) == DOCS
@@ -77,15 +84,25 @@ def test_split_depends_only_on_content():
 def test_split_of_chats_ignores_key_order():
     a = Document([{"role": "user", "content": "hi"}], "x")
     b = Document([{"content": "hi", "role": "user"}], "y")
-    assert [is_held_out(a, f / 10) for f in range(10)] == [is_held_out(b, f / 10) for f in range(10)]
+    assert [is_held_out(a, f / 10) for f in range(10)] == [
+        is_held_out(b, f / 10) for f in range(10)
+    ]
 
 
 # ------------------------------------------------------------------------------ bad input
 
+
 def config(path, strict, **kw):
-    return DataConfig(sources=(SourceSpec(kw.pop("kind", "jsonl"), (path,), **kw),), seq_len=16,
-                      global_batch_size=1, held_out_fraction=0.0, strict=strict, process_index=0,
-                      process_count=1, num_threads=1)
+    return DataConfig(
+        sources=(SourceSpec(kw.pop("kind", "jsonl"), (path,), **kw),),
+        seq_len=16,
+        global_batch_size=1,
+        held_out_fraction=0.0,
+        strict=strict,
+        process_index=0,
+        process_count=1,
+        num_threads=1,
+    )
 
 
 def test_missing_path_fails_at_build_naming_it(tmp_path):
@@ -104,7 +121,11 @@ BAD_LINES = [
     ("bad_json", b'{"text": "unterminated\n', ":2: invalid JSON"),
     ("bad_field", b'{"body": "x"}\n', ":2: expected a JSON object with key 'text'"),
     ("undecodable", b'{"text": "caf\xe9"}\n', ":2:1: not UTF-8"),
-    ("bad_chat", b'{"text": [{"role": "robot", "content": "x"}]}\n', ":2: message 0 has unknown role 'robot'"),
+    (
+        "bad_chat",
+        b'{"text": [{"role": "robot", "content": "x"}]}\n',
+        ":2: message 0 has unknown role 'robot'",
+    ),
     ("empty", b'{"text": ""}\n', None),
 ]
 
@@ -113,7 +134,7 @@ BAD_LINES = [
 def test_bad_jsonl_line_strict_raises_with_file_and_line(tmp_path, kind, line, message):
     path = write(tmp_path / "d.jsonl", b'{"text": "good one"}\n' + line + b'{"text": "good two"}\n')
     it = train_iterator(config(path, strict=True))
-    if message is None:                                 # empty documents are skipped even when strict
+    if message is None:  # empty documents are skipped even when strict
         next(it)
         return
     with pytest.raises(DataError, match=f"d.jsonl{message}"):
@@ -126,7 +147,7 @@ def test_bad_jsonl_line_lenient_is_skipped_and_counted(tmp_path, kind, line, mes
     path = write(tmp_path / "d.jsonl", b'{"text": "good one"}\n' + line + b'{"text": "good two"}\n')
     counters = DataCounters()
     it = train_iterator(config(path, strict=False), counters)
-    rows = [next(it) for _ in range(12)]                 # several epochs of the 3 lines
+    rows = [next(it) for _ in range(12)]  # several epochs of the 3 lines
     text = "".join(chr(t) for r in rows for t in r["tokens"].ravel() if t < 256)
     assert "good one" in text and "good two" in text
     snap = counters.snapshot()
@@ -169,6 +190,7 @@ def test_chat_with_malformed_tool_call_is_named(tmp_path):
 @pytest.mark.parametrize("chunk", [1, 2, 3, 1 << 26])
 def test_jsonl_line_index_is_independent_of_the_scan_chunk(chunk):
     from data.sources import _line_bounds
+
     for data in [b"", b"a", b"a\n", b"\n", b"ab\n\ncd\nef", b"x\ny\n"]:
         bounds = _line_bounds(data, chunk=chunk)
         lines = [data[a:b] for a, b in zip(bounds[:-1], bounds[1:])]

@@ -1,12 +1,19 @@
 """Tokenizers: byte default, HF tokenizer.json and tiktoken BPE from local fixture files."""
+
 import os
 
 import numpy as np
 import pytest
 
 from data.chat import render_messages
-from data.tokenizers import (SPECIAL_TOKENS, ByteTokenizer, encode_array, load_tokenizer, special_text,
-                             token_byte_lengths)
+from data.tokenizers import (
+    SPECIAL_TOKENS,
+    ByteTokenizer,
+    encode_array,
+    load_tokenizer,
+    special_text,
+    token_byte_lengths,
+)
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "data")
 SPECS = ["byte", f"hf:{FIXTURES}/tokenizer.json", f"tiktoken:{FIXTURES}/tiktoken.model"]
@@ -47,8 +54,14 @@ def test_byte_lengths_sum_to_utf8_length(tok):
 
 
 def test_chat_renders_with_every_tokenizer(tok):
-    messages = [{"role": "user", "content": "hi"},
-                {"role": "assistant", "content": "ok", "tool_calls": [{"name": "f", "arguments": {"x": 1}}]}]
+    messages = [
+        {"role": "user", "content": "hi"},
+        {
+            "role": "assistant",
+            "content": "ok",
+            "tool_calls": [{"name": "f", "arguments": {"x": 1}}],
+        },
+    ]
     ids, mask = render_messages(tok, messages)
     assert ids[0] == tok.bos_id and len(ids) == len(mask)
     trained = tok.decode([i for i, m in zip(ids, mask) if m])
@@ -61,24 +74,33 @@ def test_byte_tokenizer_is_the_default():
 
 
 def test_hf_special_map_reuses_the_files_own_token():
-    tok = load_tokenizer({"kind": "hf", "path": f"{FIXTURES}/tokenizer.json",
-                          "special_map": {"eos": "<|endoftext|>"}})
-    assert tok.eos_id == 0                      # '<|endoftext|>' is id 0 in the fixture
+    tok = load_tokenizer(
+        {
+            "kind": "hf",
+            "path": f"{FIXTURES}/tokenizer.json",
+            "special_map": {"eos": "<|endoftext|>"},
+        }
+    )
+    assert tok.eos_id == 0  # '<|endoftext|>' is id 0 in the fixture
     assert tok.decode(tok.encode("<|eos|>", allow_special=True)) == "<|eos|>"
 
 
 def test_tiktoken_special_ids_override():
-    tok = load_tokenizer({"kind": "tiktoken", "path": f"{FIXTURES}/tiktoken.model",
-                          "special_ids": {"bos": 1000}})
+    tok = load_tokenizer(
+        {"kind": "tiktoken", "path": f"{FIXTURES}/tiktoken.model", "special_ids": {"bos": 1000}}
+    )
     assert tok.bos_id == 1000 and tok.vocab_size == 1001 and tok.special_id("pad") == 384
 
 
-@pytest.mark.parametrize("spec, message", [
-    ("hf:/nonexistent/tokenizer.json", "/nonexistent/tokenizer.json"),
-    ("tiktoken:/nonexistent/tiktoken.model", "/nonexistent/tiktoken.model"),
-    ("sentencepiece:/x.model", "expected 'byte'"),
-    ({"kind": "bpe"}, "unknown kind"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("hf:/nonexistent/tokenizer.json", "/nonexistent/tokenizer.json"),
+        ("tiktoken:/nonexistent/tiktoken.model", "/nonexistent/tiktoken.model"),
+        ("sentencepiece:/x.model", "expected 'byte'"),
+        ({"kind": "bpe"}, "unknown kind"),
+    ],
+)
 def test_bad_specs_name_the_problem(spec, message):
     with pytest.raises((FileNotFoundError, ValueError), match=message):
         load_tokenizer(spec)
@@ -86,4 +108,6 @@ def test_bad_specs_name_the_problem(spec, message):
 
 def test_hf_special_map_rejects_unknown_tokens():
     with pytest.raises(KeyError, match="not in the vocabulary"):
-        load_tokenizer({"kind": "hf", "path": f"{FIXTURES}/tokenizer.json", "special_map": {"bos": "<s>"}})
+        load_tokenizer(
+            {"kind": "hf", "path": f"{FIXTURES}/tokenizer.json", "special_map": {"bos": "<s>"}}
+        )

@@ -3,6 +3,7 @@
 The scripted agent emits token ids (text + tool calls encoded with the special tokens + <|end|>),
 exactly like a sampler would; the env parses, executes and appends observations.
 """
+
 import json
 from concurrent.futures import ThreadPoolExecutor
 
@@ -10,7 +11,7 @@ import pytest
 
 from data.chat import generation_prompt, tool_call_text
 from data.tokenizers import ByteTokenizer
-from rl.envs import CodingEnv, OraclePolicy, Task, TEMPLATES, generate_task, run_episode
+from rl.envs import TEMPLATES, CodingEnv, OraclePolicy, Task, generate_task, run_episode
 from rl.envs.env import DEFAULT_SYSTEM
 
 TOK = ByteTokenizer()
@@ -28,7 +29,7 @@ def minimal_edit(old_text, new_text):
         s += 1
     for ctx in range(len(a) + 1):
         lo, cut = max(p - ctx, 0), max(s - ctx, 0)
-        old, new = "".join(a[lo:len(a) - cut]), "".join(b[lo:len(b) - cut])
+        old, new = "".join(a[lo : len(a) - cut]), "".join(b[lo : len(b) - cut])
         if old and old_text.count(old) == 1 and old_text.replace(old, new, 1) == new_text:
             return old, new
     return None
@@ -47,7 +48,9 @@ class ScriptedAgent:
         first = next((p for p in self.edits if p in self.task.files), None)
         if first:
             yield self._call("read_file", {"path": first, "start_line": 1, "end_line": 400})
-            assert self.task.files[first] in TOK.decode(self.contexts[-1][-4000:])   # saw the real file
+            assert self.task.files[first] in TOK.decode(
+                self.contexts[-1][-4000:]
+            )  # saw the real file
         for path, content in self.edits.items():
             if content is None:
                 yield self._call("run", {"command": f"rm {path}"})
@@ -81,32 +84,49 @@ TASKS = [generate_task(name, seed=7, difficulty=1 + i % 3) for i, name in enumer
 
 
 def test_scripted_agents_solve_every_template_through_the_tools():
-    with ThreadPoolExecutor(2) as pool:   # concurrent episodes, as rollout workers run them
+    with ThreadPoolExecutor(2) as pool:  # concurrent episodes, as rollout workers run them
         results = list(pool.map(lambda t: _episode(t, t.solution), TASKS))
     for task, (agent, rec) in zip(TASKS, results):
         assert rec.done_reason == "submit" and rec.all_pass and rec.reward == 1.0, (task.id, rec)
-        assert rec.malformed_calls == 0 and rec.tool_calls == agent.calls and rec.turns == len(agent.emitted)
+        assert (
+            rec.malformed_calls == 0
+            and rec.tool_calls == agent.calls
+            and rec.turns == len(agent.emitted)
+        )
         _check_token_record(task, agent, rec)
 
 
 def _check_token_record(task, agent, rec):
-    prompt = generation_prompt(TOK, [{"role": "system", "content": DEFAULT_SYSTEM},
-                                     {"role": "user", "content": task.prompt}])
-    assert rec.tokens[:rec.prompt_len] == prompt and rec.prompt_len == len(prompt)
+    prompt = generation_prompt(
+        TOK,
+        [{"role": "system", "content": DEFAULT_SYSTEM}, {"role": "user", "content": task.prompt}],
+    )
+    assert rec.tokens[: rec.prompt_len] == prompt and rec.prompt_len == len(prompt)
     # The record is exactly what the policy saw, then what it emitted last: no re-tokenization.
     assert rec.tokens == agent.contexts[-1] + agent.emitted[-1]
     assert len(rec.mask) == len(rec.tokens) and sum(rec.mask) == sum(map(len, agent.emitted))
-    assert rec.turn_spans == [(len(c), len(c) + len(e)) for c, e in zip(agent.contexts, agent.emitted)]
+    assert rec.turn_spans == [
+        (len(c), len(c) + len(e)) for c, e in zip(agent.contexts, agent.emitted)
+    ]
     for context, emitted in zip(agent.contexts, agent.emitted):
         span = slice(len(context), len(context) + len(emitted))
         assert rec.tokens[span] == emitted and all(rec.mask[span])
-        assert rec.mask[len(context) - 1] == 0 and rec.tokens[len(context) - 1] == TOK.special_id("assistant")
+        assert rec.mask[len(context) - 1] == 0 and rec.tokens[len(context) - 1] == TOK.special_id(
+            "assistant"
+        )
     assert 0 < rec.tool_io_tokens < len(rec.tokens) - rec.prompt_len
 
 
 def test_wrong_solutions_score_zero_and_doing_nothing_fails():
-    picked = [t for t in TASKS if t.meta["template"] in ("boundary", "rename", "write_tests", "readme_example", "api_migration")]
-    broken = lambda t: {p: "raise ImportError('broken')\n" for p, c in t.solution.items() if c is not None}
+    picked = [
+        t
+        for t in TASKS
+        if t.meta["template"]
+        in ("boundary", "rename", "write_tests", "readme_example", "api_migration")
+    ]
+    broken = lambda t: {
+        p: "raise ImportError('broken')\n" for p, c in t.solution.items() if c is not None
+    }
     with ThreadPoolExecutor(2) as pool:
         wrong = list(pool.map(lambda t: _episode(t, broken(t))[1], picked))
         idle = list(pool.map(lambda t: _episode(t, {})[1], picked))
@@ -116,31 +136,53 @@ def test_wrong_solutions_score_zero_and_doing_nothing_fails():
         assert not rec.all_pass and rec.reward < 1.0, (task.id, rec)
 
 
-SIMPLE = Task(id="simple", prompt="make f return 2", files={"m.py": "def f():\n    return 1\n"},
-              hidden_tests={"test_m.py": "from m import f\n\ndef test_f():\n    assert f() == 2\n"},
-              solution={"m.py": "def f():\n    return 2\n"})
+SIMPLE = Task(
+    id="simple",
+    prompt="make f return 2",
+    files={"m.py": "def f():\n    return 1\n"},
+    hidden_tests={"test_m.py": "from m import f\n\ndef test_f():\n    assert f() == 2\n"},
+    solution={"m.py": "def f():\n    return 2\n"},
+)
 
 
 def test_malformed_calls_are_flagged_and_the_episode_continues():
     env = CodingEnv(TOK, system_prompt=None)
     env.reset(SIMPLE)
-    bad = TOK.encode('<|tool_call|>{"name": "edit", "arguments": {"path": "m.py"}}<|/tool_call|>',
-                     allow_special=True) + [END]
+    bad = TOK.encode(
+        '<|tool_call|>{"name": "edit", "arguments": {"path": "m.py"}}<|/tool_call|>',
+        allow_special=True,
+    ) + [END]
     obs, done = env.step(bad)
-    obs_lens = [len(obs) - 1]   # minus the next "<|assistant|>" header
+    obs_lens = [len(obs) - 1]  # minus the next "<|assistant|>" header
     text = TOK.decode(obs)
-    assert not done and '"error": "malformed_tool_call"' in text and "missing required argument 'old'" in text
+    assert (
+        not done
+        and '"error": "malformed_tool_call"' in text
+        and "missing required argument 'old'" in text
+    )
     assert obs[-1] == TOK.special_id("assistant")
-    cut = TOK.encode(tool_call_text("read_file", {"path": "m.py"}), allow_special=True)   # no <|end|>
+    cut = TOK.encode(
+        tool_call_text("read_file", {"path": "m.py"}), allow_special=True
+    )  # no <|end|>
     obs, done = env.step(cut)
-    obs_lens.append(len(obs) - 2)   # minus the env-inserted <|end|> and the header
-    assert not done and obs[0] == END and "return 1" in TOK.decode(obs)   # env closes the turn (mask 0)
-    fix = TOK.encode(tool_call_text("write_file", {"path": "m.py", "content": "def f():\n    return 2\n"})
-                     + tool_call_text("submit", {}), allow_special=True) + [END]
+    obs_lens.append(len(obs) - 2)  # minus the env-inserted <|end|> and the header
+    assert (
+        not done and obs[0] == END and "return 1" in TOK.decode(obs)
+    )  # env closes the turn (mask 0)
+    fix = TOK.encode(
+        tool_call_text("write_file", {"path": "m.py", "content": "def f():\n    return 2\n"})
+        + tool_call_text("submit", {}),
+        allow_special=True,
+    ) + [END]
     obs, done = env.step(fix)
     rec = env.record()
     assert done and obs == [] and rec.reward == 1.0 and rec.done_reason == "submit"
-    assert rec.malformed_calls == 1 and rec.malformed_turns == [0, 1] and rec.tool_calls == 3 and rec.turns == 3
+    assert (
+        rec.malformed_calls == 1
+        and rec.malformed_turns == [0, 1]
+        and rec.tool_calls == 3
+        and rec.turns == 3
+    )
     assert sum(rec.mask) == len(bad) + len(cut) + len(fix)
     # tool I/O = every emitted call span (tags included, <|end|> not) + every tool message
     assert rec.tool_io_tokens == (len(bad) - 1) + len(cut) + (len(fix) - 1) + sum(obs_lens)
@@ -151,15 +193,26 @@ def test_malformed_calls_are_flagged_and_the_episode_continues():
 
 
 def test_setup_runs_at_reset_and_oracle_policy_solves():
-    task = Task(id="setup", prompt="make f return 2", files=dict(SIMPLE.files),
-                hidden_tests={"test_m.py": "import pathlib\nfrom m import f\n\ndef test_f():\n"
-                                           "    assert f() == 2 and pathlib.Path('gen.txt').read_text() == 'ok'\n"},
-                solution=dict(SIMPLE.solution), setup=["printf ok > gen.txt"])
+    task = Task(
+        id="setup",
+        prompt="make f return 2",
+        files=dict(SIMPLE.files),
+        hidden_tests={
+            "test_m.py": "import pathlib\nfrom m import f\n\ndef test_f():\n"
+            "    assert f() == 2 and pathlib.Path('gen.txt').read_text() == 'ok'\n"
+        },
+        solution=dict(SIMPLE.solution),
+        setup=["printf ok > gen.txt"],
+    )
     rec = run_episode(CodingEnv(TOK), task, OraclePolicy(TOK, task))
     assert rec.reward == 1.0 and rec.tool_calls == 4
-    failing = Task(id="bad-setup", prompt="x", files={}, hidden_tests={}, solution={}, setup=["exit 7"])
+    failing = Task(
+        id="bad-setup", prompt="x", files={}, hidden_tests={}, solution={}, setup=["exit 7"]
+    )
     env = CodingEnv(TOK)
-    with pytest.raises(RuntimeError, match=r"task bad-setup: setup command 0 \('exit 7'\) ended exit:7"):
+    with pytest.raises(
+        RuntimeError, match=r"task bad-setup: setup command 0 \('exit 7'\) ended exit:7"
+    ):
         env.reset(failing)
     assert env.sandbox is None
 
@@ -196,14 +249,18 @@ sys.exit(0)
 def test_hidden_tests_are_invisible_and_planted_cheats_do_not_pay():
     env = CodingEnv(TOK, system_prompt=None)
     env.reset(SIMPLE)
-    calls = (tool_call_text("run", {"command": "ls -a; ls -a .hidden_tests"})
-             + tool_call_text("write_file", {"path": "conftest.py", "content": CHEAT_CONFTEST})
-             + tool_call_text("write_file", {"path": "test_vis.py", "content": "def test_v():\n    assert False\n"})
-             + tool_call_text("run_tests", {}))
+    calls = (
+        tool_call_text("run", {"command": "ls -a; ls -a .hidden_tests"})
+        + tool_call_text("write_file", {"path": "conftest.py", "content": CHEAT_CONFTEST})
+        + tool_call_text(
+            "write_file", {"path": "test_vis.py", "content": "def test_v():\n    assert False\n"}
+        )
+        + tool_call_text("run_tests", {})
+    )
     obs, _ = env.step(TOK.encode(calls, allow_special=True) + [END])
     text = TOK.decode(obs)
     assert "test_m.py" not in text
-    assert "1 passed" in text   # the conftest cheat really flips outcomes in an ordinary run ...
+    assert "1 passed" in text  # the conftest cheat really flips outcomes in an ordinary run ...
     cheat_pytest = tool_call_text("write_file", {"path": "pytest.py", "content": CHEAT_PYTEST})
     env.step(TOK.encode(cheat_pytest + tool_call_text("submit", {}), allow_special=True) + [END])
     # ... but grading resets conftest.py and runs pytest isolated from the repo's own modules.

@@ -3,6 +3,7 @@
 Runs on the bwrap backend when it works here (skipped otherwise) and, for the cases that the
 fallback honestly covers, also on the rlimit backend.
 """
+
 import os
 import pathlib
 import shutil
@@ -30,8 +31,16 @@ def make(repo, backend_name, **kwargs):
     if own and not shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin"):
         pytest.skip("no system python3 reachable by the episode uid on the rlimit backend")
     return Sandbox(repo, limits=FAST, backend_name=backend_name, own_uid=own, **kwargs)
-FAST = Limits(cpu_s=5, memory_bytes=1 << 30, nproc=64, file_bytes=8 << 20, output_bytes=4096,
-              output_kill_bytes=4 << 20)
+
+
+FAST = Limits(
+    cpu_s=5,
+    memory_bytes=1 << 30,
+    nproc=64,
+    file_bytes=8 << 20,
+    output_bytes=4096,
+    output_kill_bytes=4 << 20,
+)
 
 
 @pytest.fixture
@@ -50,12 +59,17 @@ def test_basic_run_copies_repo_and_reports_exit_code(repo):
     with Sandbox(repo, limits=FAST) as sb:
         assert sb.root != str(repo)
         r = sb.run("python3 main.py && exit 3", timeout_s=5)
-        assert r.exit_code == 3 and "hello from repo" in r.output and not r.timed_out and r.limit is None
+        assert (
+            r.exit_code == 3
+            and "hello from repo" in r.output
+            and not r.timed_out
+            and r.limit is None
+        )
         assert r.status == "exit:3"
         r = sb.run("echo changed > pkg/mod.py; cat pkg/mod.py", timeout_s=5)
         assert r.ok and r.output == "changed\n"
-    assert (repo / "pkg" / "mod.py").read_text() == "X = 1\n"   # the source repo is untouched
-    assert not os.path.exists(sb.root)                         # close() removed the episode
+    assert (repo / "pkg" / "mod.py").read_text() == "X = 1\n"  # the source repo is untouched
+    assert not os.path.exists(sb.root)  # close() removed the episode
 
 
 @pytest.mark.parametrize("backend_name", BACKENDS)
@@ -71,7 +85,7 @@ def test_fork_bomb_contained(repo, backend_name):
         r = sb.run("b() { b | b & }; b; sleep 1", timeout_s=3)
         assert r.timed_out or r.limit == "processes" or r.exit_code != 0, r.status
         assert not _uid_has_processes(sb.uid)
-        assert sb.run("echo alive", timeout_s=5).output == "alive\n"   # the episode still works
+        assert sb.run("echo alive", timeout_s=5).output == "alive\n"  # the episode still works
     assert _host_can_fork()
 
 
@@ -95,24 +109,32 @@ def test_memory_bomb_hits_memory_limit(repo, backend_name):
         r = sb.run("python3 -c 'x = bytearray(8 << 30)'", timeout_s=10)
         assert r.limit == "memory" and "MemoryError" in r.output, r.status
         # Mapping without touching: only the address-space limit stops this, not the host running out.
-        r = sb.run("python3 -c 'import mmap\nx = []\nwhile True: x.append(mmap.mmap(-1, 64 << 20))'", timeout_s=10)
-        assert r.limit == "memory" and "Cannot allocate memory" in r.output and r.duration_s < 8, r.status
-        r = sb.run("head -c 20000000 /dev/zero > big", timeout_s=5)   # RLIMIT_FSIZE = 8 MiB
+        r = sb.run(
+            "python3 -c 'import mmap\nx = []\nwhile True: x.append(mmap.mmap(-1, 64 << 20))'",
+            timeout_s=10,
+        )
+        assert r.limit == "memory" and "Cannot allocate memory" in r.output and r.duration_s < 8, (
+            r.status
+        )
+        r = sb.run("head -c 20000000 /dev/zero > big", timeout_s=5)  # RLIMIT_FSIZE = 8 MiB
         assert r.limit == "file_size" and os.path.getsize(sb.path("big")) <= FAST.file_bytes
 
 
 @needs_bwrap
 def test_writes_outside_repo_do_not_reach_host(repo, tmp_path_factory):
-    host_dir = tmp_path_factory.mktemp("host")   # world-readable host dir the sandbox must not touch
+    host_dir = tmp_path_factory.mktemp("host")  # world-readable host dir the sandbox must not touch
     os.chmod(host_dir, 0o777)
     canary = host_dir / "canary"
     canary.write_text("keep")
     marker = f"/tmp/rl_envs_marker_{uuid.uuid4().hex}"
     with Sandbox(repo, limits=FAST) as sb:
-        r = sb.run(f"echo x > {marker}; echo x > {host_dir}/new; rm -f {canary}; touch /usr/pwned;"
-                   f"echo x > {pathlib.Path.home()}/pwned_{uuid.uuid4().hex}; cat {marker}", timeout_s=5)
-        assert "x" in r.output   # writing the private /tmp works inside ...
-    assert not os.path.exists(marker)                    # ... but never reaches the host's /tmp
+        r = sb.run(
+            f"echo x > {marker}; echo x > {host_dir}/new; rm -f {canary}; touch /usr/pwned;"
+            f"echo x > {pathlib.Path.home()}/pwned_{uuid.uuid4().hex}; cat {marker}",
+            timeout_s=5,
+        )
+        assert "x" in r.output  # writing the private /tmp works inside ...
+    assert not os.path.exists(marker)  # ... but never reaches the host's /tmp
     assert canary.read_text() == "keep" and not (host_dir / "new").exists()
     assert not os.path.exists("/usr/pwned")
     assert not list(pathlib.Path.home().glob("pwned_*"))
@@ -134,10 +156,10 @@ def test_host_secret_and_project_not_readable(repo, backend_name):
             assert secret.name not in listing
             sb.run(f"ln -s {secret} leak", timeout_s=5)
             with pytest.raises(ValueError, match="outside the repository"):
-                sb.read_text("leak")                       # host-side tools refuse planted symlinks
+                sb.read_text("leak")  # host-side tools refuse planted symlinks
             with pytest.raises(ValueError, match="outside the repository"):
                 sb.read_text("../../../" + str(secret))
-            if backend_name == "bwrap":                    # the project checkout is invisible too
+            if backend_name == "bwrap":  # the project checkout is invisible too
                 r = sb.run(f"cat {__file__}", timeout_s=5)
                 assert r.exit_code != 0 and "hostile" not in r.output
     finally:
@@ -153,9 +175,11 @@ def test_no_network_even_to_host_loopback(repo):
     port = server.getsockname()[1]
     try:
         with Sandbox(repo, limits=FAST) as sb:
-            code = (f"import socket\nfor host in ('127.0.0.1', '1.1.1.1'):\n"
-                    f"    try:\n        socket.create_connection((host, {port}), timeout=1); print('CONNECTED')\n"
-                    f"    except OSError as e:\n        print('BLOCKED', e)\n")
+            code = (
+                f"import socket\nfor host in ('127.0.0.1', '1.1.1.1'):\n"
+                f"    try:\n        socket.create_connection((host, {port}), timeout=1); print('CONNECTED')\n"
+                f"    except OSError as e:\n        print('BLOCKED', e)\n"
+            )
             sb.write_text("net.py", code)
             r = sb.run("python3 net.py", timeout_s=5)
             assert "CONNECTED" not in r.output and r.output.count("BLOCKED") == 2, r.output
@@ -172,7 +196,7 @@ def test_100mb_output_is_capped(repo, backend_name):
         assert r.limit == "output" and not r.timed_out and r.duration_s < 8
         assert len(r.output) < FAST.output_bytes + 100 and "bytes of output omitted" in r.output
         assert r.output_bytes > FAST.output_kill_bytes
-        r = sb.run("seq 1 100000", timeout_s=5)              # below the kill threshold: head + tail kept
+        r = sb.run("seq 1 100000", timeout_s=5)  # below the kill threshold: head + tail kept
         assert r.ok and r.output.startswith("1\n2\n") and r.output.endswith("99999\n100000\n")
 
 
@@ -181,9 +205,12 @@ def test_daemonized_child_is_killed(repo, backend_name):
     if backend_name == "rlimit" and not IS_ROOT:
         pytest.skip("the rlimit backend sweeps leftover processes by uid, which needs root")
     with make(repo, backend_name) as sb:
-        r = sb.run("(setsid sh -c 'sleep 2; echo late > late.txt' >/dev/null 2>&1 &); "
-                   "nohup sleep 60 >/dev/null 2>&1 & echo started", timeout_s=5)
-        assert r.ok and r.output == "started\n" and r.duration_s < 5   # not the 60 s of the daemon
+        r = sb.run(
+            "(setsid sh -c 'sleep 2; echo late > late.txt' >/dev/null 2>&1 &); "
+            "nohup sleep 60 >/dev/null 2>&1 & echo started",
+            timeout_s=5,
+        )
+        assert r.ok and r.output == "started\n" and r.duration_s < 5  # not the 60 s of the daemon
         assert not _uid_has_processes(sb.uid) or not IS_ROOT
         time.sleep(2.5)
         assert not os.path.exists(sb.path("late.txt"))
@@ -194,10 +221,13 @@ def test_deleting_the_repo_and_root_is_contained(repo, tmp_path_factory):
     other_dir = tmp_path_factory.mktemp("other")
     (other_dir / "f.txt").write_text("other")
     with Sandbox(other_dir, limits=FAST) as other, Sandbox(repo, limits=FAST) as sb:
-        r = sb.run("cd / && rm -rf /repo/* /repo/.[!.]* /repo ~ /usr/bin/env /etc/passwd /tmp 2>/dev/null;"
-                   "ls -A /repo | wc -l", timeout_s=5)
+        r = sb.run(
+            "cd / && rm -rf /repo/* /repo/.[!.]* /repo ~ /usr/bin/env /etc/passwd /tmp 2>/dev/null;"
+            "ls -A /repo | wc -l",
+            timeout_s=5,
+        )
         assert r.output.strip() == "0" and not r.timed_out
-        assert os.listdir(sb.root) == []                   # only its own copy is gone
+        assert os.listdir(sb.root) == []  # only its own copy is gone
         assert other.read_text("f.txt") == "other" and (other_dir / "f.txt").exists()
         assert (repo / "main.py").exists() and os.path.exists("/usr/bin/env")
         assert sb.run("echo still here", timeout_s=5).output == "still here\n"
@@ -206,9 +236,15 @@ def test_deleting_the_repo_and_root_is_contained(repo, tmp_path_factory):
 
 def test_hanging_hidden_test_times_out_and_scores_zero(repo):
     from rl.envs import Task, grade_repo
-    task = Task(id="hang", prompt="x", files={}, solution={},
-                hidden_tests={"test_hang.py": "import time\n\ndef test_hang():\n    time.sleep(1000)\n"},
-                meta={"hidden_test_count": 1})
+
+    task = Task(
+        id="hang",
+        prompt="x",
+        files={},
+        solution={},
+        hidden_tests={"test_hang.py": "import time\n\ndef test_hang():\n    time.sleep(1000)\n"},
+        meta={"hidden_test_count": 1},
+    )
     start = time.monotonic()
     grade = grade_repo(task, str(repo), timeout_s=3)
     assert time.monotonic() - start < 6
@@ -221,10 +257,14 @@ def test_concurrent_episodes_do_not_interfere(repo):
     def episode(i):
         with Sandbox(repo, limits=FAST) as sb:
             sb.run(f"echo {i} > mine.txt", timeout_s=5)
-            if i == 0 and sb.own_uid:   # one episode misbehaves while the others work
+            if i == 0 and sb.own_uid:  # one episode misbehaves while the others work
                 sb.run("python3 -c 'import os\nwhile True: os.fork()'", timeout_s=2)
             time.sleep(0.2)
-            results[i] = (sb.run("cat mine.txt; ls", timeout_s=5).output, sb.uid if sb.own_uid else i, sb.root)
+            results[i] = (
+                sb.run("cat mine.txt; ls", timeout_s=5).output,
+                sb.uid if sb.own_uid else i,
+                sb.root,
+            )
 
     threads = [threading.Thread(target=episode, args=(i,)) for i in range(4)]
     for t in threads:
@@ -240,8 +280,11 @@ def test_concurrent_episodes_do_not_interfere(repo):
 
 def test_backend_falls_back_loudly_and_can_be_forced(monkeypatch):
     from rl.envs import sandbox
+
     real_which = sandbox.shutil.which
-    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None if name == "bwrap" else real_which(name))
+    monkeypatch.setattr(
+        sandbox.shutil, "which", lambda name: None if name == "bwrap" else real_which(name)
+    )
     monkeypatch.delenv("RL_ENVS_SANDBOX", raising=False)
     with pytest.warns(RuntimeWarning, match="FALLING BACK TO RLIMITS"):
         assert sandbox.backend.__wrapped__() == "rlimit"
@@ -253,13 +296,23 @@ def test_backend_falls_back_loudly_and_can_be_forced(monkeypatch):
 
 def test_special_files_and_oversized_repos_do_not_hang_grading(repo):
     from rl.envs import Task, grade_repo
-    task = Task(id="t", prompt="x", files={}, solution={}, meta={"hidden_test_count": 1},
-                hidden_tests={"test_main.py": "def test_main():\n    import main\n"})
+
+    task = Task(
+        id="t",
+        prompt="x",
+        files={},
+        solution={},
+        meta={"hidden_test_count": 1},
+        hidden_tests={"test_main.py": "def test_main():\n    import main\n"},
+    )
     with Sandbox(repo, limits=FAST) as sb:
-        sb.run("mkfifo pipe; python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"sock\")'", 5)
+        sb.run(
+            "mkfifo pipe; python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"sock\")'",
+            5,
+        )
         assert {"pipe", "sock"} <= set(os.listdir(sb.root))
         start = time.monotonic()
-        grade = grade_repo(task, sb.root, timeout_s=20)          # copying a FIFO would block forever
+        grade = grade_repo(task, sb.root, timeout_s=20)  # copying a FIFO would block forever
         assert grade.all_pass and time.monotonic() - start < 10
         with Sandbox(sb.root) as copy:
             assert sorted(copy.skipped_files) == ["pipe", "sock"]
@@ -271,10 +324,11 @@ def test_special_files_and_oversized_repos_do_not_hang_grading(repo):
 
 def test_failed_construction_leaves_nothing_behind(repo, tmp_path_factory):
     from rl.envs.sandbox import RepoTooLarge
+
     base = tmp_path_factory.mktemp("episodes")
     with pytest.raises(ValueError, match="is inside the repo"):
         Sandbox(repo, base_dir=str(repo))
-    assert sorted(p.name for p in repo.iterdir()) == ["main.py", "pkg"]   # no episode dir left in it
+    assert sorted(p.name for p in repo.iterdir()) == ["main.py", "pkg"]  # no episode dir left in it
     with pytest.raises(RepoTooLarge, match="over the 10-byte limit"):
         Sandbox(repo, limits=Limits(repo_bytes=10), base_dir=str(base))
     with pytest.raises(ValueError, match="outside the repository"):

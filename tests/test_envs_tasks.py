@@ -1,10 +1,19 @@
 """Task generator reproducibility, JSONL + files round trip, and the verification gate."""
+
 import json
 import pathlib
 
 import pytest
 
-from rl.envs import TEMPLATES, Task, generate_task, generate_tasks, load_tasks, save_tasks, verify_tasks
+from rl.envs import (
+    TEMPLATES,
+    Task,
+    generate_task,
+    generate_tasks,
+    load_tasks,
+    save_tasks,
+    verify_tasks,
+)
 from rl.envs.tasks import grade_repo
 
 
@@ -15,8 +24,8 @@ def test_generator_is_reproducible_by_seed_and_covers_every_kind():
     assert {t.kind for t in a} == {"bugfix", "feature", "refactor", "tests", "docs", "migration"}
     assert len({t.id for t in a}) == len(a)
     for task in a:
-        assert len(task.prompt) < 120 and task.hidden_tests and task.solution   # terse prompts
-        assert not set(task.hidden_tests) & set(task.files)                     # hidden means hidden
+        assert len(task.prompt) < 120 and task.hidden_tests and task.solution  # terse prompts
+        assert not set(task.hidden_tests) & set(task.files)  # hidden means hidden
 
 
 def test_difficulty_grows_the_repo_and_vagues_the_prompt():
@@ -31,8 +40,8 @@ def test_difficulty_grows_the_repo_and_vagues_the_prompt():
 
 def test_jsonl_round_trip(tmp_path):
     tasks = generate_tasks(len(TEMPLATES), seed=11)
-    tasks[0].solution["README.md"] = None      # a deletion survives the round trip
-    tasks[1].setup = ["python3 -c 'open(\"gen.txt\", \"w\").write(\"x\")'"]
+    tasks[0].solution["README.md"] = None  # a deletion survives the round trip
+    tasks[1].setup = ['python3 -c \'open("gen.txt", "w").write("x")\'']
     save_tasks(tasks, tmp_path / "set" / "tasks.jsonl")
     assert load_tasks(tmp_path / "set" / "tasks.jsonl") == tasks
     row = json.loads((tmp_path / "set" / "tasks.jsonl").read_text().splitlines()[0])
@@ -41,7 +50,9 @@ def test_jsonl_round_trip(tmp_path):
 
 def test_load_errors_name_file_line_and_field(tmp_path):
     path = tmp_path / "t.jsonl"
-    path.write_text('{"id": "a", "prompt": "p", "repo": "r", "hidden_tests": "h", "solution": "s"}\n')
+    path.write_text(
+        '{"id": "a", "prompt": "p", "repo": "r", "hidden_tests": "h", "solution": "s"}\n'
+    )
     with pytest.raises(ValueError, match=r"t.jsonl:1: field 'repo' names .*not a directory"):
         load_tasks(path)
     path.write_text('\n{"id": "a", "prompt": ""}\n')
@@ -53,9 +64,11 @@ def test_load_errors_name_file_line_and_field(tmp_path):
 
 
 MODULE = {"calc.py": "def double(x):\n    return x + x\n"}
-HIDDEN = {"test_calc.py": "from calc import double, triple\n\n"
-                          "def test_double():\n    assert double(4) == 8\n\n"
-                          "def test_triple():\n    assert triple(2) == 6\n"}
+HIDDEN = {
+    "test_calc.py": "from calc import double, triple\n\n"
+    "def test_double():\n    assert double(4) == 8\n\n"
+    "def test_triple():\n    assert triple(2) == 6\n"
+}
 GOOD = {"calc.py": MODULE["calc.py"] + "\n\ndef triple(x):\n    return 3 * x\n"}
 
 
@@ -63,8 +76,13 @@ def test_gate_accepts_good_and_rejects_bad_tasks_with_reasons():
     tasks = [
         Task("good", "add triple()", MODULE, HIDDEN, GOOD, setup=["python3 -c 'import calc'"]),
         Task("already-passing", "add triple()", GOOD, HIDDEN, GOOD),
-        Task("reference-fails", "add triple()", MODULE, HIDDEN,
-             {"calc.py": MODULE["calc.py"] + "\n\ndef triple(x):\n    return 2 * x\n"}),
+        Task(
+            "reference-fails",
+            "add triple()",
+            MODULE,
+            HIDDEN,
+            {"calc.py": MODULE["calc.py"] + "\n\ndef triple(x):\n    return 2 * x\n"},
+        ),
         Task("setup-fails", "add triple()", MODULE, HIDDEN, GOOD, setup=["true", "exit 3"]),
         Task("no-tests", "add triple()", MODULE, {"test_calc.py": "x = 1\n"}, GOOD),
         generate_task("off_by_one", 2, 2),
@@ -96,15 +114,27 @@ def test_every_template_and_difficulty_passes_the_gate():
 
 def test_task_root_conftest_serves_hidden_tests_even_if_agent_rewrote_it(tmp_path):
     conftest = "import pytest\n\n@pytest.fixture\ndef answer():\n    return 42\n"
-    task = Task("c", "p", {"conftest.py": conftest}, {"test_a.py": "def test_a(answer):\n    assert answer == 42\n"}, {})
-    (tmp_path / "conftest.py").write_text("import pytest\n\n@pytest.fixture\ndef answer():\n    return 0\n")
+    task = Task(
+        "c",
+        "p",
+        {"conftest.py": conftest},
+        {"test_a.py": "def test_a(answer):\n    assert answer == 42\n"},
+        {},
+    )
+    (tmp_path / "conftest.py").write_text(
+        "import pytest\n\n@pytest.fixture\ndef answer():\n    return 0\n"
+    )
     grade = grade_repo(task, str(tmp_path), timeout_s=20)
     assert (grade.passed, grade.total) == (1, 1), grade.output
 
 
 def test_cli_make_then_verify_round_trip(tmp_path, capsys):
     from rl.envs.__main__ import main
-    assert main(["make", "--n", "2", "--seed", "5", "--difficulties", "1", "--out", str(tmp_path)]) == 0
+
+    assert (
+        main(["make", "--n", "2", "--seed", "5", "--difficulties", "1", "--out", str(tmp_path)])
+        == 0
+    )
     assert "2/2 tasks accepted" in capsys.readouterr().out
     saved = load_tasks(tmp_path / "tasks.jsonl")
     assert [t.id for t in saved] == [t.id for t in generate_tasks(2, seed=5, difficulties=(1,))]
@@ -112,12 +142,16 @@ def test_cli_make_then_verify_round_trip(tmp_path, capsys):
     (tmp_path / saved[0].id / "solution" / next(iter(saved[0].solution))).write_text("broken(\n")
     assert main(["verify", str(tmp_path / "tasks.jsonl")]) == 1
     out = capsys.readouterr().out
-    assert f"REJECTED {saved[0].id}: reference solution fails hidden tests" in out and "1/2 tasks accepted" in out
+    assert (
+        f"REJECTED {saved[0].id}: reference solution fails hidden tests" in out
+        and "1/2 tasks accepted" in out
+    )
 
 
 def test_hand_written_task_set_loads_verifies_and_is_solvable():
     from data.tokenizers import ByteTokenizer
     from rl.envs import CodingEnv, OraclePolicy, run_episode
+
     path = pathlib.Path(__file__).parent / "envs_fixtures" / "custom" / "tasks.jsonl"
     [task] = load_tasks(path)
     assert task.solution["notes.txt"] is None and task.setup == ['python3 -c "import fizz"']
@@ -125,4 +159,4 @@ def test_hand_written_task_set_loads_verifies_and_is_solvable():
     assert rejected == [] and task.meta["hidden_test_count"] == 2
     tok = ByteTokenizer()
     record = run_episode(CodingEnv(tok), task, OraclePolicy(tok, task))
-    assert record.all_pass and record.tool_calls == 5   # list, write, rm, run_tests, submit
+    assert record.all_pass and record.tool_calls == 5  # list, write, rm, run_tests, submit

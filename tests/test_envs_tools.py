@@ -1,4 +1,5 @@
 """Tool protocol: strict parsing on token ids, truncation, and each tool's behaviour."""
+
 import json
 
 import pytest
@@ -21,29 +22,47 @@ def raw_call(body):
 
 
 def test_well_formed_calls_parse_in_order_with_token_counts():
-    text = ("I'll look first. " + tool_call_text("read_file", {"path": "a.py", "start_line": 2})
-            + " then " + tool_call_text("run", {"command": "ls", "timeout_s": 1.5}))
+    text = (
+        "I'll look first. "
+        + tool_call_text("read_file", {"path": "a.py", "start_line": 2})
+        + " then "
+        + tool_call_text("run", {"command": "ls", "timeout_s": 1.5})
+    )
     parsed = parse_turn(TOK, turn(text))
     assert parsed.terminated and not parsed.malformed
     assert [(c.name, c.arguments) for c in parsed.calls] == [
-        ("read_file", {"path": "a.py", "start_line": 2}), ("run", {"command": "ls", "timeout_s": 1.5})]
+        ("read_file", {"path": "a.py", "start_line": 2}),
+        ("run", {"command": "ls", "timeout_s": 1.5}),
+    ]
     first = tool_call_text("read_file", {"path": "a.py", "start_line": 2})
     assert parsed.calls[0].n_tokens == len(TOK.encode(first, allow_special=True))
 
 
-@pytest.mark.parametrize("body, why", [
-    ('{"name": "read_file", "arguments": {"path": "a.py"', "not valid JSON"),
-    ('{"name": "rm_rf", "arguments": {}}', "unknown tool"),
-    ('{"name": "read_file", "arguments": {"path": "a.py"}, "extra": 1}', 'exactly "name" and "arguments"'),
-    ('{"name": "read_file", "arguments": {"file": "a.py"}}', "unknown argument"),
-    ('{"name": "read_file", "arguments": {}}', "missing required argument 'path'"),
-    ('{"name": "read_file", "arguments": {"path": 3}}', "must be str"),
-    ('{"name": "read_file", "arguments": {"path": "a", "start_line": true}}', "must be int"),
-    ('{"name": "run", "arguments": {"command": "ls", "timeout_s": NaN}}', "non-standard JSON constant"),
-    ('{"name": "submit", "arguments": []}', "arguments must be an object"),
-    ('["submit"]', 'exactly "name" and "arguments"'),
-    ('{"name": "run", "arguments": {"command": "ls", "command": "rm -rf ."}}', "duplicate key(s) ['command']"),
-])
+@pytest.mark.parametrize(
+    "body, why",
+    [
+        ('{"name": "read_file", "arguments": {"path": "a.py"', "not valid JSON"),
+        ('{"name": "rm_rf", "arguments": {}}', "unknown tool"),
+        (
+            '{"name": "read_file", "arguments": {"path": "a.py"}, "extra": 1}',
+            'exactly "name" and "arguments"',
+        ),
+        ('{"name": "read_file", "arguments": {"file": "a.py"}}', "unknown argument"),
+        ('{"name": "read_file", "arguments": {}}', "missing required argument 'path'"),
+        ('{"name": "read_file", "arguments": {"path": 3}}', "must be str"),
+        ('{"name": "read_file", "arguments": {"path": "a", "start_line": true}}', "must be int"),
+        (
+            '{"name": "run", "arguments": {"command": "ls", "timeout_s": NaN}}',
+            "non-standard JSON constant",
+        ),
+        ('{"name": "submit", "arguments": []}', "arguments must be an object"),
+        ('["submit"]', 'exactly "name" and "arguments"'),
+        (
+            '{"name": "run", "arguments": {"command": "ls", "command": "rm -rf ."}}',
+            "duplicate key(s) ['command']",
+        ),
+    ],
+)
 def test_malformed_calls_are_reported_with_reason(body, why):
     parsed = parse_turn(TOK, turn("ok " + raw_call(body)))
     assert not parsed.calls and len(parsed.malformed) == 1
@@ -51,17 +70,25 @@ def test_malformed_calls_are_reported_with_reason(body, why):
 
 
 def test_structural_errors():
-    unclosed = parse_turn(TOK, turn("<|tool_call|>" + json.dumps({"name": "submit", "arguments": {}})))
-    assert [type(i) for i in unclosed.items] == [Malformed] and "never closed" in unclosed.items[0].detail
+    unclosed = parse_turn(
+        TOK, turn("<|tool_call|>" + json.dumps({"name": "submit", "arguments": {}}))
+    )
+    assert [type(i) for i in unclosed.items] == [Malformed] and "never closed" in unclosed.items[
+        0
+    ].detail
     stray = parse_turn(TOK, turn("done<|/tool_call|>"))
     assert "without a matching" in stray.malformed[0].detail
     role = parse_turn(TOK, turn("<|user|>hi"))
     assert "unexpected control token <|user|>" in role.malformed[0].detail
-    inner = parse_turn(TOK, turn('<|tool_call|>{"name": "submit", <|end|>"arguments": {}}<|/tool_call|>'))
+    inner = parse_turn(
+        TOK, turn('<|tool_call|>{"name": "submit", <|end|>"arguments": {}}<|/tool_call|>')
+    )
     assert [m.detail for m in inner.malformed] == ["control token inside tool call JSON"]
     no_end = parse_turn(TOK, TOK.encode(tool_call_text("submit", {}), allow_special=True))
     assert not no_end.terminated and len(no_end.calls) == 1
-    eos = parse_turn(TOK, TOK.encode(tool_call_text("submit", {}), allow_special=True) + [TOK.eos_id])
+    eos = parse_turn(
+        TOK, TOK.encode(tool_call_text("submit", {}), allow_special=True) + [TOK.eos_id]
+    )
     assert eos.terminated
 
 
@@ -78,23 +105,36 @@ def test_truncation_keeps_head_and_tail_within_budget():
     assert len(ids) <= 200 + 2 and out.startswith("line 0\n") and out.endswith("line 999\n")
     assert "[... truncated" in out
     assert truncate_to_budget(TOK, "short", 200) == TOK.encode("short")
-    cut = TOK.decode(truncate_to_budget(TOK, "é" * 500, 101))   # a cut inside a 2-byte char stays valid text
+    cut = TOK.decode(
+        truncate_to_budget(TOK, "é" * 500, 101)
+    )  # a cut inside a 2-byte char stays valid text
     assert "[... truncated" in cut
-    huge = "a" * 50_000_000 + "END"                               # tokenizing this whole would take GBs
+    huge = "a" * 50_000_000 + "END"  # tokenizing this whole would take GBs
     ids = truncate_to_budget(TOK, huge, 100)
-    assert len(ids) <= 102 and TOK.decode(ids).endswith("END") and "+ 49993603 chars" in TOK.decode(ids)
+    assert (
+        len(ids) <= 102
+        and TOK.decode(ids).endswith("END")
+        and "+ 49993603 chars" in TOK.decode(ids)
+    )
 
 
 @pytest.fixture
 def box():
-    with Sandbox.from_files({"a.py": "one\ntwo\nthree\n", "pkg/b.py": "x = 1\nx = 1\n"},
-                            limits=Limits(output_bytes=2000)) as sb:
+    with Sandbox.from_files(
+        {"a.py": "one\ntwo\nthree\n", "pkg/b.py": "x = 1\nx = 1\n"},
+        limits=Limits(output_bytes=2000),
+    ) as sb:
         yield sb
 
 
 def call(box, name, command_timeout_s=5, **arguments):
-    return execute(box, ToolCall(name, arguments, 0), test_command="python3 -m pytest -q",
-                   command_timeout_s=command_timeout_s, test_timeout_s=20)
+    return execute(
+        box,
+        ToolCall(name, arguments, 0),
+        test_command="python3 -m pytest -q",
+        command_timeout_s=command_timeout_s,
+        test_timeout_s=20,
+    )
 
 
 def test_tools_read_write_edit_list(box):
@@ -104,11 +144,13 @@ def test_tools_read_write_edit_list(box):
     assert not call(box, "read_file", path="a.py", start_line=0).ok
     assert not call(box, "read_file", path="missing.py").ok
     out = call(box, "edit", path="pkg/b.py", old="x = 1\n", new="x = 2\n")
-    assert not out.ok and "found 2 times" in out.text            # exact, unique match only
+    assert not out.ok and "found 2 times" in out.text  # exact, unique match only
     assert call(box, "edit", path="a.py", old="two", new="TWO").ok
     assert box.read_text("a.py") == "one\nTWO\nthree\n"
     assert call(box, "write_file", path="new/c.py", content="y = 3\n").ok
-    assert call(box, "run", command="python3 -c 'import new.c as c; print(c.y)'").text.endswith("3\n")
+    assert call(box, "run", command="python3 -c 'import new.c as c; print(c.y)'").text.endswith(
+        "3\n"
+    )
     escape = call(box, "write_file", path="../outside.py", content="")
     assert not escape.ok and "outside the repository" in escape.text
     assert call(box, "submit").submitted
@@ -120,5 +162,7 @@ def test_run_and_run_tests_report_status(box):
     assert not out.ok and out.text.startswith("[exit:1]") and "1 failed, 1 passed" in out.text
     out = call(box, "run_tests", path="test_a.py::test_ok")
     assert out.ok and "1 passed" in out.text
-    out = call(box, "run", command_timeout_s=1, command="sleep 10", timeout_s=100)    # capped at the env's command timeout
+    out = call(
+        box, "run", command_timeout_s=1, command="sleep 10", timeout_s=100
+    )  # capped at the env's command timeout
     assert out.text.startswith("[timeout]")

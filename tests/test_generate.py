@@ -6,6 +6,7 @@ rule failing it), bad input.
 Compiles are the cost here (~10 s per distinct loop), so tests share a few shapes: the tiny preset
 with 'dense' MoE dispatch, 3 prompts in 2 slots (slot refill always exercised), K = 0 or 2.
 """
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -29,13 +30,16 @@ def tiny():
 @pytest.fixture(scope="module")
 def forward(tiny):
     cfg, _ = tiny
-    fn = jax.jit(lambda p, t, forced: Transformer(cfg).apply({"params": p}, t, forced_experts=forced))
+    fn = jax.jit(
+        lambda p, t, forced: Transformer(cfg).apply({"params": p}, t, forced_experts=forced)
+    )
 
     def run(params, seqs, forced=None):
         padded = np.zeros((len(seqs), REF_LEN), np.int32)
         for n, s in enumerate(seqs):
-            padded[n, :len(s)] = s
+            padded[n, : len(s)] = s
         return fn(params, jnp.asarray(padded), forced)
+
     return run
 
 
@@ -71,11 +75,20 @@ def _ref_logprobs(logits, temperature, top_k, top_p):
 
 def test_filtered_logprobs_match_numpy_reference():
     logits = jax.random.normal(jax.random.PRNGKey(3), (4, 50)) * 3
-    for t, k, p in [(0.0, 0, 1.0), (1.0, 0, 1.0), (0.7, 5, 1.0), (1.3, 0, 0.8), (0.9, 10, 0.5), (2.0, 1, 1.0)]:
+    for t, k, p in [
+        (0.0, 0, 1.0),
+        (1.0, 0, 1.0),
+        (0.7, 5, 1.0),
+        (1.3, 0, 0.8),
+        (0.9, 10, 0.5),
+        (2.0, 1, 1.0),
+    ]:
         got = np.asarray(filtered_logprobs(logits, SamplingParams.make(t, k, p)))
         for row in range(4):
             want = _ref_logprobs(logits[row], t, k, p)
-            np.testing.assert_array_equal(np.isfinite(got[row]), np.isfinite(want), err_msg=f"{(t, k, p)}")
+            np.testing.assert_array_equal(
+                np.isfinite(got[row]), np.isfinite(want), err_msg=f"{(t, k, p)}"
+            )
             fin = np.isfinite(want)
             np.testing.assert_allclose(got[row][fin], want[fin], atol=1e-5)
 
@@ -87,9 +100,11 @@ def test_greedy_equals_repeated_argmax_of_forward(tiny, forward, greedy_plain):
         logits = forward(params, seqs).logits
         for n, s in enumerate(seqs):
             s.append(int(jnp.argmax(logits[n, len(s) - 1])))
-    assert greedy_plain.tokens == [s[len(p):] for s, p in zip(seqs, PROMPTS)]
+    assert greedy_plain.tokens == [s[len(p) :] for s, p in zip(seqs, PROMPTS)]
     assert len({tuple(t) for t in greedy_plain.tokens}) == 3
-    assert all(r.finish_reason == "length" and np.all(r.versions == 0) for r in greedy_plain.sequences)
+    assert all(
+        r.finish_reason == "length" and np.all(r.versions == 0) for r in greedy_plain.sequences
+    )
 
 
 def test_speculative_greedy_equals_plain_greedy(tiny, greedy_plain):
@@ -107,41 +122,64 @@ def test_speculative_greedy_equals_plain_greedy(tiny, greedy_plain):
 
 @pytest.mark.parametrize("num_draft", [0, 2])
 @pytest.mark.parametrize("temperature, top_k, top_p", [(0.8, 0, 0.9), (1.3, 6, 1.0)])
-def test_logprobs_equal_filtered_forward_and_replay_reproduces_them(tiny, forward, num_draft, temperature, top_k,
-                                                                    top_p):
+def test_logprobs_equal_filtered_forward_and_replay_reproduces_them(
+    tiny, forward, num_draft, temperature, top_k, top_p
+):
     cfg, params = tiny
-    out = generate(cfg, params, PROMPTS, MAX_NEW, batch_size=2, num_draft=num_draft,
-                   temperature=temperature, top_k=top_k, top_p=top_p, seed=5)
+    out = generate(
+        cfg,
+        params,
+        PROMPTS,
+        MAX_NEW,
+        batch_size=2,
+        num_draft=num_draft,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        seed=5,
+    )
     seqs = [p + r.tokens for p, r in zip(PROMPTS, out.sequences)]
     plain = forward(params, seqs)
     forced = np.zeros((cfg.num_moe_layers, len(seqs), REF_LEN, cfg.num_experts_per_tok), np.int32)
     for n, r in enumerate(out.sequences):
-        forced[:, n, :len(seqs[n])] = r.replay_experts()
+        forced[:, n, : len(seqs[n])] = r.replay_experts()
     replay = forward(params, seqs, jnp.asarray(forced))
     for n, (p, r) in enumerate(zip(PROMPTS, out.sequences)):
         assert len(r.tokens) == MAX_NEW
         span = slice(len(p) - 1, len(p) - 1 + MAX_NEW)  # logits that produced each generated token
-        want = np.array([_ref_logprobs(row, temperature, top_k, top_p)[t]
-                         for row, t in zip(np.asarray(plain.logits[n, span]), r.tokens)])
+        want = np.array(
+            [
+                _ref_logprobs(row, temperature, top_k, top_p)[t]
+                for row, t in zip(np.asarray(plain.logits[n, span]), r.tokens)
+            ]
+        )
         assert np.all(np.isfinite(want))  # every sampled token lies inside the top-k / top-p set
         np.testing.assert_allclose(r.logprobs, want, atol=1e-4)
         # The sampler's routing equals the forward's, prompt and generated tokens alike...
-        ids = np.asarray(plain.expert_ids[:, n, :len(seqs[n]) - 1])
+        ids = np.asarray(plain.expert_ids[:, n, : len(seqs[n]) - 1])
         np.testing.assert_array_equal(np.sort(r.replay_experts()[:, :-1], -1), np.sort(ids, -1))
         # ...and forcing it reproduces the sampler's log-probs.
-        replayed = np.array([_ref_logprobs(row, temperature, top_k, top_p)[t]
-                             for row, t in zip(np.asarray(replay.logits[n, span]), r.tokens)])
+        replayed = np.array(
+            [
+                _ref_logprobs(row, temperature, top_k, top_p)[t]
+                for row, t in zip(np.asarray(replay.logits[n, span]), r.tokens)
+            ]
+        )
         np.testing.assert_allclose(r.logprobs, replayed, atol=1e-4)
 
 
 def test_continuous_batching_refills_a_slot_when_a_sequence_stops(tiny, greedy_plain):
     cfg, params = tiny
     toks = greedy_plain.tokens[1]
-    j = next(j for j in range(1, MAX_NEW) if toks[j] not in toks[:j])  # prompt 1 stops at its token j
+    j = next(
+        j for j in range(1, MAX_NEW) if toks[j] not in toks[:j]
+    )  # prompt 1 stops at its token j
     never = cfg.vocab_size - 1
     assert all(never not in t for t in greedy_plain.tokens)
-    out = generate(cfg, params, PROMPTS, MAX_NEW, batch_size=2, stop_tokens=[[never], [toks[j]], [never]])
-    assert out.tokens == [greedy_plain.tokens[0], toks[:j + 1], greedy_plain.tokens[2]]
+    out = generate(
+        cfg, params, PROMPTS, MAX_NEW, batch_size=2, stop_tokens=[[never], [toks[j]], [never]]
+    )
+    assert out.tokens == [greedy_plain.tokens[0], toks[: j + 1], greedy_plain.tokens[2]]
     assert [r.finish_reason for r in out.sequences] == ["length", "stop", "length"]
     # Slot 0: prompt 0 (10 steps); slot 1: prompt 1 (j+1 steps), then prompt 2 (10) as soon as it is free.
     assert out.stats["iterations"] == j + 11 < 20 and out.stats["slot_steps"] == j + 21
@@ -156,12 +194,16 @@ def test_in_flight_weight_update_keeps_cache_and_records_versions(tiny, greedy_p
     # Same weights under a new version: identical tokens, so slots and cache survived the swap.
     assert res.tokens == greedy_plain.tokens
     np.testing.assert_array_equal(res.sequences[0].versions, [3] * 4 + [4] * 6)
-    np.testing.assert_array_equal(res.sequences[2].versions, [4] * 10)  # started after the swap (refill)
+    np.testing.assert_array_equal(
+        res.sequences[2].versions, [4] * 10
+    )  # started after the swap (refill)
     changed = Engine(cfg, params, PROMPTS, MAX_NEW, batch_size=2)
     changed.step(4)
     changed.set_params(jax.tree_util.tree_map(lambda x: x * 1.5, params), 1)
     new = changed.run_until_done().results()
-    assert new.tokens[0][:4] == greedy_plain.tokens[0][:4] and new.tokens[0] != greedy_plain.tokens[0]
+    assert (
+        new.tokens[0][:4] == greedy_plain.tokens[0][:4] and new.tokens[0] != greedy_plain.tokens[0]
+    )
 
 
 def test_speculative_samples_follow_the_model_distribution_and_a_wrong_rule_fails():
@@ -177,7 +219,9 @@ def test_speculative_samples_follow_the_model_distribution_and_a_wrong_rule_fail
     expected *= n / expected.sum()
 
     def p_value(rule):
-        out = generate(cfg, params, [prompt] * n, 2, temperature=temperature, num_draft=2, rule=rule, seed=1)
+        out = generate(
+            cfg, params, [prompt] * n, 2, temperature=temperature, num_draft=2, rule=rule, seed=1
+        )
         toks = np.array(out.tokens)
         counts = np.bincount(toks[:, 0] * 8 + toks[:, 1], minlength=64)
         chi2 = np.sum((counts - expected) ** 2 / expected)
@@ -190,19 +234,27 @@ def test_speculative_samples_follow_the_model_distribution_and_a_wrong_rule_fail
     assert p_wrong < 1e-6, p_wrong
 
 
-@pytest.mark.parametrize("prompts, max_new, kwargs, message", [
-    ([], 4, {}, "prompts: empty list"),
-    ([[1, 2], []], 4, {}, "prompt 1: empty"),
-    ([[1, 320]], 4, {}, r"prompt 0, position 1: token id 320 is not in \[0, vocab_size=320\)"),
-    ([[1, -1]], 4, {}, "prompt 0, position 1: token id -1"),
-    ([[1] * 30], 4, {"cache_len": 32}, "prompt 0: 30 tokens \\+ max_new_tokens=4 do not fit the cache of 32"),
-    ([[1] * 40], 4, {"cache_len": 32}, "do not fit the cache"),
-    ([[1]], 0, {}, "max_new_tokens must be a positive int, got 0"),
-    ([[1]], -3, {}, "max_new_tokens must be a positive int, got -3"),
-    ([[1]], 4, {"stop_tokens": [999]}, "stop_tokens of prompt 0, position 0: token id 999"),
-    ([[1]], 4, {"temperature": -1.0}, "temperature must be >= 0"),
-    ([[1]], 600, {}, "exceeds the model's max_position_embeddings=512"),
-])
+@pytest.mark.parametrize(
+    "prompts, max_new, kwargs, message",
+    [
+        ([], 4, {}, "prompts: empty list"),
+        ([[1, 2], []], 4, {}, "prompt 1: empty"),
+        ([[1, 320]], 4, {}, r"prompt 0, position 1: token id 320 is not in \[0, vocab_size=320\)"),
+        ([[1, -1]], 4, {}, "prompt 0, position 1: token id -1"),
+        (
+            [[1] * 30],
+            4,
+            {"cache_len": 32},
+            "prompt 0: 30 tokens \\+ max_new_tokens=4 do not fit the cache of 32",
+        ),
+        ([[1] * 40], 4, {"cache_len": 32}, "do not fit the cache"),
+        ([[1]], 0, {}, "max_new_tokens must be a positive int, got 0"),
+        ([[1]], -3, {}, "max_new_tokens must be a positive int, got -3"),
+        ([[1]], 4, {"stop_tokens": [999]}, "stop_tokens of prompt 0, position 0: token id 999"),
+        ([[1]], 4, {"temperature": -1.0}, "temperature must be >= 0"),
+        ([[1]], 600, {}, "exceeds the model's max_position_embeddings=512"),
+    ],
+)
 def test_bad_input_gets_a_clear_error(tiny, prompts, max_new, kwargs, message):
     cfg, params = tiny
     with pytest.raises(ValueError, match=message):
@@ -211,6 +263,7 @@ def test_bad_input_gets_a_clear_error(tiny, prompts, max_new, kwargs, message):
 
 def test_package_exports_the_generate_function():
     import model
+
     assert model.generate is generate and callable(model.generate)
 
 
@@ -223,10 +276,16 @@ def test_speculative_needs_mtp_modules(tiny):
 def test_sample_cli_completes_a_prompt_from_a_checkpoint(tiny, tmp_path):
     from data.tokenizers import ByteTokenizer
     from model.export import save_params
+
     cfg, params = tiny
     save_params(str(tmp_path), cfg, params)
     text = sample_cli(str(tmp_path), "def f(", max_new_tokens=6)
     tok = ByteTokenizer()
-    want = generate(cfg, params, [[tok.bos_id] + tok.encode("def f(")], 6, stop_tokens=[tok.eos_id]).tokens[0]
+    want = generate(
+        cfg, params, [[tok.bos_id] + tok.encode("def f(")], 6, stop_tokens=[tok.eos_id]
+    ).tokens[0]
     want = [t for t in want if t != tok.eos_id]
-    assert text == "".join(tok.decode([t]) if t < tok.vocab_size else "\ufffd" for t in want) and len(want) >= 1
+    assert (
+        text == "".join(tok.decode([t]) if t < tok.vocab_size else "\ufffd" for t in want)
+        and len(want) >= 1
+    )

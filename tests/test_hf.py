@@ -1,5 +1,6 @@
 """Parity with HF transformers' DeepseekV3ForCausalLM on committed random-weight fixtures
 (tools/make_hf_fixtures.py), HF round trip, and load errors that name what is wrong."""
+
 import json
 import os
 import shutil
@@ -35,10 +36,12 @@ def test_logits_match_hf(loaded):
 
 def test_chosen_experts_match_hf(loaded):
     name, cfg, _, ref, out = loaded
-    ours = np.sort(np.asarray(out.expert_ids).reshape(cfg.num_moe_layers, -1, cfg.num_experts_per_tok), -1)
+    ours = np.sort(
+        np.asarray(out.expert_ids).reshape(cfg.num_moe_layers, -1, cfg.num_experts_per_tok), -1
+    )
     np.testing.assert_array_equal(ours, ref["expert_ids_sorted"])
-    assert len({tuple(x) for x in ref["expert_ids_sorted"][0]}) > 4   # routing varies across tokens
-    assert ref["unbiased_differs"].any()                             # the correction bias matters
+    assert len({tuple(x) for x in ref["expert_ids_sorted"][0]}) > 4  # routing varies across tokens
+    assert ref["unbiased_differs"].any()  # the correction bias matters
 
 
 def test_fixture_coverage():
@@ -60,7 +63,9 @@ def test_mtp_logits_match_hf_mtp_layer():
 @pytest.mark.parametrize("name", ["qlora_group", "mtp"])
 def test_round_trip_is_exact(tmp_path, name):
     cfg, params = load_hf_checkpoint(os.path.join(FIXTURES, name))
-    save_hf_checkpoint(cfg, params, str(tmp_path / "a"), max_shard_bytes=100_000)  # forces several shards
+    save_hf_checkpoint(
+        cfg, params, str(tmp_path / "a"), max_shard_bytes=100_000
+    )  # forces several shards
     assert os.path.exists(tmp_path / "a" / "model.safetensors.index.json")
     cfg2, params2 = load_hf_checkpoint(str(tmp_path / "a"))
     assert cfg2 == cfg
@@ -69,10 +74,15 @@ def test_round_trip_is_exact(tmp_path, name):
 
 def test_fp8_dequantization_uses_128_blocks_with_partial_tail():
     from model.hf import dequantize_fp8
+
     w = np.arange(300 * 130, dtype=np.float32).reshape(300, 130) % 7
     scale = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], np.float32)
     out = dequantize_fp8(w, scale, (128, 128), "w")
-    assert out[127, 127] == w[127, 127] * 1 and out[128, 129] == w[128, 129] * 4 and out[299, 0] == w[299, 0] * 5
+    assert (
+        out[127, 127] == w[127, 127] * 1
+        and out[128, 129] == w[128, 129] * 4
+        and out[299, 0] == w[299, 0] * 5
+    )
     with pytest.raises(ValueError, match="w_scale_inv has shape"):
         dequantize_fp8(w, scale[:2], (128, 128), "w")
 
@@ -102,7 +112,9 @@ def test_malformed_config_json_names_file_and_line(tmp_path):
 
 def _rewrite_tensors(src_dir, dst_file, edit):
     from safetensors.numpy import save_file
+
     from model.safetensors_io import SafetensorsFile
+
     f = SafetensorsFile(os.path.join(src_dir, "model.safetensors"))
     tensors = {k: np.array(f.get(k)) for k in f.keys()}
     f.close()
@@ -117,7 +129,9 @@ def test_missing_tensor_and_shape_mismatch_name_the_tensor(tmp_path):
     with pytest.raises(KeyError, match=f"missing tensor {name}"):
         load_hf_checkpoint(str(dst))
     dst2 = _copy(tmp_path / "b")
-    _rewrite_tensors(str(dst2), str(dst2 / "model.safetensors"), lambda t: t.update({name: t[name][:, :-1]}))
+    _rewrite_tensors(
+        str(dst2), str(dst2 / "model.safetensors"), lambda t: t.update({name: t[name][:, :-1]})
+    )
     with pytest.raises(ValueError, match=f"tensor {name} has shape"):
         load_hf_checkpoint(str(dst2))
 
@@ -132,6 +146,7 @@ def test_truncated_safetensors_is_reported(tmp_path):
 
 def test_convert_cli_writes_params_checkpoint_that_reloads(tmp_path):
     from model.export import load_params, main
+
     main(["--hf_dir", os.path.join(FIXTURES, "mtp"), "--out_dir", str(tmp_path / "ckpt")])
     cfg, params = load_params(str(tmp_path / "ckpt"))
     cfg0, params0 = load_hf_checkpoint(os.path.join(FIXTURES, "mtp"))

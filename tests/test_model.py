@@ -1,6 +1,5 @@
 """Model invariants: decode == forward, dispatch implementations agree with each other and with a
 per-token reference, router semantics, param counts of the presets, config errors."""
-import dataclasses
 
 import jax
 import jax.numpy as jnp
@@ -9,7 +8,7 @@ import pytest
 
 from model import Transformer, count_params, init_params, presets
 from model.decode import cache_bytes_per_token, forward_cached, init_cache
-from model.moe import DISPATCH, choose_experts, route, dispatch_blocked
+from model.moe import DISPATCH, choose_experts, dispatch_blocked, route
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +20,9 @@ def tiny():
 
 def _apply(cfg, params, tokens, **kw):
     """Jitted forward (eager Flax scans would recompile op by op)."""
-    return jax.jit(lambda p, t, kw: Transformer(cfg).apply({"params": p}, t, **kw))(params, tokens, kw)
+    return jax.jit(lambda p, t, kw: Transformer(cfg).apply({"params": p}, t, **kw))(
+        params, tokens, kw
+    )
 
 
 def _tokens(cfg, b=2, t=16, seed=1):
@@ -46,8 +47,12 @@ def test_latent_cache_is_smaller_than_full_cache_for_kimi():
 
 @pytest.mark.parametrize("q_lora", [True, False])
 def test_token_by_token_decode_matches_forward(q_lora):
-    cfg = presets.get("tiny", rope_scaling=presets.get("deepseek_v3").rope_scaling.__class__(
-        factor=4.0, original_max_position_embeddings=8))
+    cfg = presets.get(
+        "tiny",
+        rope_scaling=presets.get("deepseek_v3").rope_scaling.__class__(
+            factor=4.0, original_max_position_embeddings=8
+        ),
+    )
     if not q_lora:
         cfg = cfg.replace(q_lora_rank=None)
     params = init_params(cfg, jax.random.PRNGKey(3))
@@ -61,7 +66,7 @@ def test_token_by_token_decode_matches_forward(q_lora):
     logits = [out.logits]
     cache = out.cache
     for t in range(prefill, tokens.shape[1]):
-        out = step(params, tokens[:, t:t + 1], jnp.full((2, 1), t), cache)
+        out = step(params, tokens[:, t : t + 1], jnp.full((2, 1), t), cache)
         cache = out.cache
         logits.append(out.logits)
     np.testing.assert_allclose(np.concatenate(logits, 1), full.logits, atol=1e-4, rtol=0)
@@ -78,8 +83,12 @@ def test_rows_at_different_lengths_decode_independently(tiny):
     out = cached(params, tokens[:, :6], pos, init_cache(cfg, 2, 12))
     np.testing.assert_allclose(out.logits[0], full.logits[0, :6], atol=1e-4)
     np.testing.assert_allclose(out.logits[1, :3], full.logits[1, :3], atol=1e-4)
-    nxt = cached(params, jnp.stack([tokens[0, 6:7], tokens[1, 3:4]]), jnp.array([[6], [3]]), out.cache)
-    np.testing.assert_allclose(nxt.logits[:, 0], jnp.stack([full.logits[0, 6], full.logits[1, 3]]), atol=1e-4)
+    nxt = cached(
+        params, jnp.stack([tokens[0, 6:7], tokens[1, 3:4]]), jnp.array([[6], [3]]), out.cache
+    )
+    np.testing.assert_allclose(
+        nxt.logits[:, 0], jnp.stack([full.logits[0, 6], full.logits[1, 3]]), atol=1e-4
+    )
 
 
 def _per_token_reference(x, kernel, bias, wi_gate, wi_up, wo, cfg):
@@ -96,7 +105,9 @@ def _per_token_reference(x, kernel, bias, wi_gate, wi_up, wo, cfg):
         keep = np.argsort(-group_score)[: cfg.topk_group]
         masked = np.full(e, -np.inf)
         for grp in keep:
-            masked[grp * (e // g):(grp + 1) * (e // g)] = biased[grp * (e // g):(grp + 1) * (e // g)]
+            masked[grp * (e // g) : (grp + 1) * (e // g)] = biased[
+                grp * (e // g) : (grp + 1) * (e // g)
+            ]
         ids = np.argsort(-masked)[: cfg.num_experts_per_tok]
         w = s[ids] / s[ids].sum() * cfg.routed_scaling_factor
         for i, wi in zip(ids, w):
@@ -123,7 +134,9 @@ def test_dispatch_matches_per_token_reference(impl):
     np.testing.assert_array_equal(np.sort(np.asarray(r.expert_ids), 1), chosen)
     np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4)
     # The bias changes choices for some tokens (else the test would not cover it).
-    unbiased = choose_experts(r.scores, jnp.zeros(e), cfg.num_experts_per_tok, cfg.n_group, cfg.topk_group)
+    unbiased = choose_experts(
+        r.scores, jnp.zeros(e), cfg.num_experts_per_tok, cfg.n_group, cfg.topk_group
+    )
     assert np.any(np.sort(np.asarray(unbiased), 1) != chosen)
 
 
@@ -137,8 +150,11 @@ def test_blocked_dispatch_is_dropless_for_any_block_size(block):
     r = route(x, jax.random.normal(keys[1], (d, e)), jnp.array([5.0, 5.0] + [0.0] * (e - 2)), cfg)
     assert set(np.unique(r.expert_ids)) <= {0, 1, 2, 3}
     w = [jax.random.normal(k, s) * 0.1 for k, s in zip(keys[2:], [(e, d, f), (e, d, f), (e, f, d)])]
-    np.testing.assert_allclose(dispatch_blocked(x, r, *w, "float32", block=block),
-                               DISPATCH["dense"](x, r, *w, "float32"), atol=1e-5)
+    np.testing.assert_allclose(
+        dispatch_blocked(x, r, *w, "float32", block=block),
+        DISPATCH["dense"](x, r, *w, "float32"),
+        atol=1e-5,
+    )
 
 
 def test_model_dispatch_impls_agree_in_forward_and_grad(tiny):
@@ -154,7 +170,9 @@ def test_model_dispatch_impls_agree_in_forward_and_grad(tiny):
     for impl in ("blocked", "ragged"):
         val, grad = grad_fn(params, impl)
         np.testing.assert_allclose(val, ref_val, atol=1e-5)
-        jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-5), grad, ref_grad)
+        jax.tree_util.tree_map(
+            lambda a, b: np.testing.assert_allclose(a, b, atol=1e-5), grad, ref_grad
+        )
     bias_grad = ref_grad["moe_layers"]["moe"]["router_bias"]
     assert np.all(np.asarray(bias_grad) == 0)  # non-trainable: stop_gradient
 
@@ -191,12 +209,15 @@ def test_expert_counts_exclude_padding(tiny):
     assert int(out.expert_counts.sum()) == 13 * cfg.num_experts_per_tok * cfg.num_moe_layers
 
 
-@pytest.mark.parametrize("bad, message", [
-    (dict(n_routed_experts=6, n_group=4), "divisible by n_group"),
-    (dict(qk_rope_head_dim=7), "qk_rope_head_dim must be even"),
-    (dict(num_experts_per_tok=9), "num_experts_per_tok"),
-    (dict(moe_impl="magic"), "moe_impl"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (dict(n_routed_experts=6, n_group=4), "divisible by n_group"),
+        (dict(qk_rope_head_dim=7), "qk_rope_head_dim must be even"),
+        (dict(num_experts_per_tok=9), "num_experts_per_tok"),
+        (dict(moe_impl="magic"), "moe_impl"),
+    ],
+)
 def test_malformed_config_errors_name_the_field(bad, message):
     with pytest.raises(ValueError, match=message):
         presets.get("tiny", **bad)
@@ -209,6 +230,8 @@ def test_bfloat16_compute_tracks_float32(tiny):
     tokens = _tokens(cfg)
     ref = _apply(cfg, params, tokens).logits
     low = _apply(cfg.replace(dtype="bfloat16"), params, tokens).logits
-    assert low.dtype == jnp.float32                      # logits stay float32
+    assert low.dtype == jnp.float32  # logits stay float32
     corr = np.corrcoef(np.ravel(ref), np.ravel(low))[0, 1]
-    assert corr > 0.99 and not np.array_equal(ref, low)  # bf16 rounding (and rare routing flips near ties)
+    assert corr > 0.99 and not np.array_equal(
+        ref, low
+    )  # bf16 rounding (and rare routing flips near ties)

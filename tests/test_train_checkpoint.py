@@ -4,81 +4,93 @@ import os
 
 import jax
 import numpy as np
+from test_train_standin import STANDIN_RULES, standin_setup
 
 from model import presets
-from train import build, checkpoint, sharding as shd, synthetic_data as sd
-from test_train_standin import STANDIN_RULES, standin_setup
+from train import build, checkpoint
+from train import sharding as shd
+from train import synthetic_data as sd
 
 
 def _mesh(shape):
-  return shd.make_mesh(dict(zip(shd.MESH_AXES, shape)), jax.devices()[:int(np.prod(shape))])
+    return shd.make_mesh(dict(zip(shd.MESH_AXES, shape)), jax.devices()[: int(np.prod(shape))])
 
 
 def _train_and_save(workdir, shape, steps):
-  h, tx, loss_fn, bu = standin_setup()
-  mesh = _mesh(shape)
-  state, sh = build.init_state(h, tx, mesh, STANDIN_RULES, seed=0)
-  step = build.jit_train_step(loss_fn, sh, mesh, STANDIN_RULES, bias_update=bu)
-  it = sd.lm_batches(sd.synthetic_tokens(4000, 64, 0), batch_size=8, seq_len=16, seed=0)
-  with checkpoint.Checkpointer(str(workdir), keep=2) as ckpt:
-    for _ in range(steps):
-      state, _ = step(state, shd.global_batch(next(it), mesh))
-      ckpt.save(state, it.get_state(), {'note': 'test'})
-    ckpt.wait()
-    steps_saved = ckpt.all_steps()
-  return h, tx, state, it, steps_saved
+    h, tx, loss_fn, bu = standin_setup()
+    mesh = _mesh(shape)
+    state, sh = build.init_state(h, tx, mesh, STANDIN_RULES, seed=0)
+    step = build.jit_train_step(loss_fn, sh, mesh, STANDIN_RULES, bias_update=bu)
+    it = sd.lm_batches(sd.synthetic_tokens(4000, 64, 0), batch_size=8, seq_len=16, seed=0)
+    with checkpoint.Checkpointer(str(workdir), keep=2) as ckpt:
+        for _ in range(steps):
+            state, _ = step(state, shd.global_batch(next(it), mesh))
+            ckpt.save(state, it.get_state(), {"note": "test"})
+        ckpt.wait()
+        steps_saved = ckpt.all_steps()
+    return h, tx, state, it, steps_saved
 
 
 def _tree_equal(a, b):
-  for x, y in zip(jax.tree.leaves(jax.device_get(a)), jax.tree.leaves(jax.device_get(b))):
-    np.testing.assert_array_equal(x, y)
+    for x, y in zip(jax.tree.leaves(jax.device_get(a)), jax.tree.leaves(jax.device_get(b))):
+        np.testing.assert_array_equal(x, y)
 
 
 def test_roundtrip_keep_n_and_restore_onto_other_meshes(tmp_path):
-  h, tx, state, it, steps_saved = _train_and_save(tmp_path, (8, 1, 1, 1), steps=3)
-  assert steps_saved == [2, 3]  # keep=2
-  for shape in [(1, 1, 1, 1), (1, 2, 2, 2)]:  # other device count, other mesh
-    mesh = _mesh(shape)
-    with checkpoint.Checkpointer(str(tmp_path)) as reader:
-      restored, data_state, config = reader.restore_latest(
-          build.abstract_state(h, tx), build.state_shardings(h, tx, mesh, STANDIN_RULES))
-    _tree_equal(restored.params, state.params)
-    _tree_equal(restored.opt_state, state.opt_state)
-    np.testing.assert_array_equal(restored.rng, state.rng)
-    assert int(restored.step) == 3 and data_state == it.get_state() and config == {'note': 'test'}
-    assert restored.params['experts'].sharding.mesh.shape == dict(zip(shd.MESH_AXES, shape))
+    h, tx, state, it, steps_saved = _train_and_save(tmp_path, (8, 1, 1, 1), steps=3)
+    assert steps_saved == [2, 3]  # keep=2
+    for shape in [(1, 1, 1, 1), (1, 2, 2, 2)]:  # other device count, other mesh
+        mesh = _mesh(shape)
+        with checkpoint.Checkpointer(str(tmp_path)) as reader:
+            restored, data_state, config = reader.restore_latest(
+                build.abstract_state(h, tx), build.state_shardings(h, tx, mesh, STANDIN_RULES)
+            )
+        _tree_equal(restored.params, state.params)
+        _tree_equal(restored.opt_state, state.opt_state)
+        np.testing.assert_array_equal(restored.rng, state.rng)
+        assert (
+            int(restored.step) == 3 and data_state == it.get_state() and config == {"note": "test"}
+        )
+        assert restored.params["experts"].sharding.mesh.shape == dict(zip(shd.MESH_AXES, shape))
 
 
 def test_corrupted_latest_checkpoint_falls_back_with_warning(tmp_path, caplog):
-  h, tx, state, it, _ = _train_and_save(tmp_path, (1, 1, 1, 1), steps=2)
-  data_files = glob.glob(str(tmp_path / 'checkpoints' / '2' / 'state' / '**' / 'd' / '*'),
-                         recursive=True)
-  assert data_files
-  for f in data_files:  # truncate every array data file of the latest checkpoint
-    os.truncate(f, 7)
-  mesh = _mesh((1, 1, 1, 1))
-  with caplog.at_level(logging.WARNING), checkpoint.Checkpointer(str(tmp_path)) as reader:
-    restored, data_state, _ = reader.restore_latest(
-        build.abstract_state(h, tx), build.state_shardings(h, tx, mesh, STANDIN_RULES))
-  assert int(restored.step) == 1 and data_state == {'next_index': 1}
-  assert any('checkpoints/2 is unreadable' in r.getMessage() for r in caplog.records)
+    h, tx, state, it, _ = _train_and_save(tmp_path, (1, 1, 1, 1), steps=2)
+    data_files = glob.glob(
+        str(tmp_path / "checkpoints" / "2" / "state" / "**" / "d" / "*"), recursive=True
+    )
+    assert data_files
+    for f in data_files:  # truncate every array data file of the latest checkpoint
+        os.truncate(f, 7)
+    mesh = _mesh((1, 1, 1, 1))
+    with caplog.at_level(logging.WARNING), checkpoint.Checkpointer(str(tmp_path)) as reader:
+        restored, data_state, _ = reader.restore_latest(
+            build.abstract_state(h, tx), build.state_shardings(h, tx, mesh, STANDIN_RULES)
+        )
+    assert int(restored.step) == 1 and data_state == {"next_index": 1}
+    assert any("checkpoints/2 is unreadable" in r.getMessage() for r in caplog.records)
 
 
 def test_no_checkpoint_gives_none(tmp_path):
-  h, tx, _, _ = standin_setup()
-  mesh = _mesh((1, 1, 1, 1))
-  with checkpoint.Checkpointer(str(tmp_path)) as reader:
-    assert reader.restore_latest(
-        build.abstract_state(h, tx), build.state_shardings(h, tx, mesh, STANDIN_RULES)) is None
+    h, tx, _, _ = standin_setup()
+    mesh = _mesh((1, 1, 1, 1))
+    with checkpoint.Checkpointer(str(tmp_path)) as reader:
+        assert (
+            reader.restore_latest(
+                build.abstract_state(h, tx), build.state_shardings(h, tx, mesh, STANDIN_RULES)
+            )
+            is None
+        )
 
 
 def test_params_only_export_roundtrip(tmp_path):
-  h, tx, loss_fn, _ = standin_setup()
-  mesh = _mesh((2, 2, 2, 1))
-  state, sh = build.init_state(h, tx, mesh, STANDIN_RULES, seed=3)
-  checkpoint.export_params(state.params, str(tmp_path / 'params'), presets.get('tiny'))
-  target = jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
-                        state.params, sh.params)
-  loaded = checkpoint.load_params(str(tmp_path / 'params'), target)
-  _tree_equal(loaded, state.params)
-  assert set(loaded) == set(state.params)  # params only: no optimizer state
+    h, tx, loss_fn, _ = standin_setup()
+    mesh = _mesh((2, 2, 2, 1))
+    state, sh = build.init_state(h, tx, mesh, STANDIN_RULES, seed=3)
+    checkpoint.export_params(state.params, str(tmp_path / "params"), presets.get("tiny"))
+    target = jax.tree.map(
+        lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), state.params, sh.params
+    )
+    loaded = checkpoint.load_params(str(tmp_path / "params"), target)
+    _tree_equal(loaded, state.params)
+    assert set(loaded) == set(state.params)  # params only: no optimizer state

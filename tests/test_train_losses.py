@@ -6,60 +6,62 @@ from train import losses
 
 
 def _np_ce(logits, targets, mask):
-  logits = np.asarray(logits, np.float64)
-  lse = np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1)) + logits.max(-1)
-  nll = lse - np.take_along_axis(logits, targets[..., None], -1)[..., 0]
-  return (nll * mask).sum() / mask.sum()
+    logits = np.asarray(logits, np.float64)
+    lse = np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1)) + logits.max(-1)
+    nll = lse - np.take_along_axis(logits, targets[..., None], -1)[..., 0]
+    return (nll * mask).sum() / mask.sum()
 
 
 def test_cross_entropy_matches_numpy_and_respects_mask():
-  rng = np.random.default_rng(0)
-  logits = rng.normal(size=(2, 5, 7)).astype(np.float32)
-  targets = rng.integers(0, 7, size=(2, 5))
-  mask = np.array([[1, 1, 0, 1, 0], [0, 1, 1, 1, 1]], np.float32)
-  got = losses.cross_entropy(jnp.array(logits), jnp.array(targets), jnp.array(mask))
-  np.testing.assert_allclose(got, _np_ce(logits, targets, mask), rtol=1e-6)
-  # Masked positions do not matter: change their logits wildly, loss unchanged.
-  logits2 = logits.copy()
-  logits2[0, 2] += 100.0
-  got2 = losses.cross_entropy(jnp.array(logits2), jnp.array(targets), jnp.array(mask))
-  np.testing.assert_allclose(got2, got, rtol=1e-7)
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(2, 5, 7)).astype(np.float32)
+    targets = rng.integers(0, 7, size=(2, 5))
+    mask = np.array([[1, 1, 0, 1, 0], [0, 1, 1, 1, 1]], np.float32)
+    got = losses.cross_entropy(jnp.array(logits), jnp.array(targets), jnp.array(mask))
+    np.testing.assert_allclose(got, _np_ce(logits, targets, mask), rtol=1e-6)
+    # Masked positions do not matter: change their logits wildly, loss unchanged.
+    logits2 = logits.copy()
+    logits2[0, 2] += 100.0
+    got2 = losses.cross_entropy(jnp.array(logits2), jnp.array(targets), jnp.array(mask))
+    np.testing.assert_allclose(got2, got, rtol=1e-7)
 
 
 def test_z_loss_is_mean_squared_logsumexp():
-  logits = jnp.log(jnp.array([[[1.0, 1.0], [2.0, 6.0]]]))  # lse = log 2, log 8
-  got = losses.z_loss(logits, jnp.ones((1, 2)))
-  np.testing.assert_allclose(got, (np.log(2) ** 2 + np.log(8) ** 2) / 2, rtol=1e-6)
+    logits = jnp.log(jnp.array([[[1.0, 1.0], [2.0, 6.0]]]))  # lse = log 2, log 8
+    got = losses.z_loss(logits, jnp.ones((1, 2)))
+    np.testing.assert_allclose(got, (np.log(2) ** 2 + np.log(8) ** 2) / 2, rtol=1e-6)
 
 
 def test_mtp_mask_stops_at_document_boundary_and_end():
-  seg = jnp.array([[1, 1, 1, 2, 2, 0]])
-  mask = jnp.ones((1, 6))
-  # depth 0: head at t predicts targets[t+1]; valid where t+1 is in the same segment and exists.
-  np.testing.assert_array_equal(losses.mtp_mask(mask, seg, 0), [[1, 1, 0, 1, 0, 0]])
-  np.testing.assert_array_equal(losses.mtp_mask(mask, seg, 1), [[1, 0, 0, 0, 0, 0]])
+    seg = jnp.array([[1, 1, 1, 2, 2, 0]])
+    mask = jnp.ones((1, 6))
+    # depth 0: head at t predicts targets[t+1]; valid where t+1 is in the same segment and exists.
+    np.testing.assert_array_equal(losses.mtp_mask(mask, seg, 0), [[1, 1, 0, 1, 0, 0]])
+    np.testing.assert_array_equal(losses.mtp_mask(mask, seg, 1), [[1, 0, 0, 0, 0, 0]])
 
 
 def test_mtp_cross_entropy_uses_shifted_targets():
-  rng = np.random.default_rng(1)
-  mtp_logits = rng.normal(size=(1, 1, 4, 5)).astype(np.float32)
-  targets = np.array([[3, 1, 4, 0]])
-  seg = np.ones((1, 4), np.int32)
-  got = losses.mtp_cross_entropy(jnp.array(mtp_logits), jnp.array(targets), jnp.ones((1, 4)),
-                                 jnp.array(seg))
-  # Head 0 at t predicts targets[t+1]: positions 0..2 valid with targets 1, 4, 0.
-  want = _np_ce(mtp_logits[0][:, :3], np.array([[1, 4, 0]]), np.ones((1, 3)))
-  np.testing.assert_allclose(got, want, rtol=1e-6)
+    rng = np.random.default_rng(1)
+    mtp_logits = rng.normal(size=(1, 1, 4, 5)).astype(np.float32)
+    targets = np.array([[3, 1, 4, 0]])
+    seg = np.ones((1, 4), np.int32)
+    got = losses.mtp_cross_entropy(
+        jnp.array(mtp_logits), jnp.array(targets), jnp.ones((1, 4)), jnp.array(seg)
+    )
+    # Head 0 at t predicts targets[t+1]: positions 0..2 valid with targets 1, 4, 0.
+    want = _np_ce(mtp_logits[0][:, :3], np.array([[1, 4, 0]]), np.ones((1, 3)))
+    np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
 def test_self_distillation_kl_zero_at_teacher_and_no_grad_to_main_head():
-  rng = np.random.default_rng(2)
-  logits = jnp.array(rng.normal(size=(1, 4, 5)).astype(np.float32))
-  seg, mask = jnp.ones((1, 4), jnp.int32), jnp.ones((1, 4))
-  # Head 0 at t copies the main head at t+1: KL must be 0.
-  mtp = jnp.concatenate([logits[:, 1:], logits[:, :1]], axis=1)[None]
-  np.testing.assert_allclose(losses.mtp_self_distillation(mtp, logits, mask, seg), 0.0, atol=1e-6)
-  g_main, g_mtp = jax.grad(losses.mtp_self_distillation, argnums=(1, 0))(
-      mtp + jnp.array(rng.normal(size=mtp.shape), jnp.float32), logits, mask, seg)
-  assert float(jnp.abs(g_main).max()) == 0.0  # teacher is stop-gradient
-  assert float(jnp.abs(g_mtp).max()) > 1e-4
+    rng = np.random.default_rng(2)
+    logits = jnp.array(rng.normal(size=(1, 4, 5)).astype(np.float32))
+    seg, mask = jnp.ones((1, 4), jnp.int32), jnp.ones((1, 4))
+    # Head 0 at t copies the main head at t+1: KL must be 0.
+    mtp = jnp.concatenate([logits[:, 1:], logits[:, :1]], axis=1)[None]
+    np.testing.assert_allclose(losses.mtp_self_distillation(mtp, logits, mask, seg), 0.0, atol=1e-6)
+    g_main, g_mtp = jax.grad(losses.mtp_self_distillation, argnums=(1, 0))(
+        mtp + jnp.array(rng.normal(size=mtp.shape), jnp.float32), logits, mask, seg
+    )
+    assert float(jnp.abs(g_main).max()) == 0.0  # teacher is stop-gradient
+    assert float(jnp.abs(g_mtp).max()) > 1e-4

@@ -42,7 +42,9 @@ from safetensors.torch import load_file as torch_load_file
 from safetensors.torch import save_file as save_torch_file
 from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
 
-OUT_ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "fixtures", "hf")
+OUT_ROOT = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "fixtures", "hf"
+)
 BATCH, SEQ = 2, 12
 MIN_MARGIN = 1e-3  # routing decisions closer than this could flip between float32 implementations
 FP8_BLOCK = 128
@@ -50,42 +52,109 @@ FP8_MAX = 448.0  # largest finite float8_e4m3fn
 
 # Shared tiny dims. qk_head_dim = 16 + 8 = 24; kv_b_proj rows = heads * (16 + 16).
 BASE = dict(
-    hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_attention_heads=4, num_key_value_heads=4,
-    kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, rms_norm_eps=1e-6,
-    max_position_embeddings=64, tie_word_embeddings=False, rope_interleave=True, hidden_act="silu",
-    attention_bias=False, bos_token_id=0, eos_token_id=1,
+    hidden_size=64,
+    intermediate_size=96,
+    moe_intermediate_size=32,
+    num_attention_heads=4,
+    num_key_value_heads=4,
+    kv_lora_rank=32,
+    qk_nope_head_dim=16,
+    qk_rope_head_dim=8,
+    v_head_dim=16,
+    rms_norm_eps=1e-6,
+    max_position_embeddings=64,
+    tie_word_embeddings=False,
+    rope_interleave=True,
+    hidden_act="silu",
+    attention_bias=False,
+    bos_token_id=0,
+    eos_token_id=1,
 )
-YARN = dict(rope_type="yarn", factor=4.0, original_max_position_embeddings=8, beta_fast=32, beta_slow=1,
-            mscale=1.0, mscale_all_dim=1.0)
+YARN = dict(
+    rope_type="yarn",
+    factor=4.0,
+    original_max_position_embeddings=8,
+    beta_fast=32,
+    beta_slow=1,
+    mscale=1.0,
+    mscale_all_dim=1.0,
+)
 
 VARIANTS = {
     # q LoRA path, group-limited routing with a nonzero correction bias, plain RoPE. Saved by save_pretrained.
     "qlora_group": dict(
-        vocab_size=160, q_lora_rank=24, num_hidden_layers=3, first_k_dense_replace=1, n_routed_experts=8,
-        num_experts_per_tok=2, n_group=4, topk_group=2, n_shared_experts=1, norm_topk_prob=True,
-        routed_scaling_factor=2.5, rope_parameters=dict(rope_type="default", rope_theta=10000.0),
-        moe_intermediate_size=24, num_nextn_predict_layers=0),
+        vocab_size=160,
+        q_lora_rank=24,
+        num_hidden_layers=3,
+        first_k_dense_replace=1,
+        n_routed_experts=8,
+        num_experts_per_tok=2,
+        n_group=4,
+        topk_group=2,
+        n_shared_experts=1,
+        norm_topk_prob=True,
+        routed_scaling_factor=2.5,
+        rope_parameters=dict(rope_type="default", rope_theta=10000.0),
+        moe_intermediate_size=24,
+        num_nextn_predict_layers=0,
+    ),
     # Direct q_proj, YaRN (T=12 > original 8), one group, 3-of-8 routing without normalization, 2 shared experts.
     "noqlora_yarn": dict(
-        vocab_size=144, q_lora_rank=None, num_hidden_layers=2, first_k_dense_replace=1, n_routed_experts=8,
-        num_experts_per_tok=3, n_group=1, topk_group=1, n_shared_experts=2, norm_topk_prob=False,
-        routed_scaling_factor=1.5, rope_parameters=dict(rope_theta=50000.0, **YARN), max_position_embeddings=32,
-        num_nextn_predict_layers=0),
+        vocab_size=144,
+        q_lora_rank=None,
+        num_hidden_layers=2,
+        first_k_dense_replace=1,
+        n_routed_experts=8,
+        num_experts_per_tok=3,
+        n_group=1,
+        topk_group=1,
+        n_shared_experts=2,
+        norm_topk_prob=False,
+        routed_scaling_factor=1.5,
+        rope_parameters=dict(rope_theta=50000.0, **YARN),
+        max_position_embeddings=32,
+        num_nextn_predict_layers=0,
+    ),
     # Official-checkpoint layout: FP8 block-quantized linears + bf16 rest, 3 shards + index, rope_theta+rope_scaling.
     "sharded_fp8": dict(
-        vocab_size=160, hidden_size=160, intermediate_size=288, q_lora_rank=48, num_hidden_layers=3,
-        first_k_dense_replace=1, n_routed_experts=8, num_experts_per_tok=2, n_group=4, topk_group=2,
-        n_shared_experts=1, norm_topk_prob=True, routed_scaling_factor=2.5,
+        vocab_size=160,
+        hidden_size=160,
+        intermediate_size=288,
+        q_lora_rank=48,
+        num_hidden_layers=3,
+        first_k_dense_replace=1,
+        n_routed_experts=8,
+        num_experts_per_tok=2,
+        n_group=4,
+        topk_group=2,
+        n_shared_experts=1,
+        norm_topk_prob=True,
+        routed_scaling_factor=2.5,
         # Official-like original length 4096: the YaRN ramp then blends one frequency 50/50 (ramp = [0, 0, .5, 1]).
-        rope_parameters=dict(rope_theta=10000.0, **dict(YARN, original_max_position_embeddings=4096)),
-        max_position_embeddings=16384, num_nextn_predict_layers=0),
+        rope_parameters=dict(
+            rope_theta=10000.0, **dict(YARN, original_max_position_embeddings=4096)
+        ),
+        max_position_embeddings=16384,
+        num_nextn_predict_layers=0,
+    ),
     # MTP module stored at layer index num_hidden_layers with the official DeepSeek-V3 names.
     "mtp": dict(
-        vocab_size=128, q_lora_rank=24, num_hidden_layers=2, first_k_dense_replace=1, n_routed_experts=8,
-        intermediate_size=64, moe_intermediate_size=16,
-        num_experts_per_tok=2, n_group=4, topk_group=2, n_shared_experts=1, norm_topk_prob=True,
-        routed_scaling_factor=2.5, rope_parameters=dict(rope_type="default", rope_theta=10000.0),
-        num_nextn_predict_layers=1),
+        vocab_size=128,
+        q_lora_rank=24,
+        num_hidden_layers=2,
+        first_k_dense_replace=1,
+        n_routed_experts=8,
+        intermediate_size=64,
+        moe_intermediate_size=16,
+        num_experts_per_tok=2,
+        n_group=4,
+        topk_group=2,
+        n_shared_experts=1,
+        norm_topk_prob=True,
+        routed_scaling_factor=2.5,
+        rope_parameters=dict(rope_type="default", rope_theta=10000.0),
+        num_nextn_predict_layers=1,
+    ),
 }
 SEEDS = {"qlora_group": 11, "noqlora_yarn": 22, "sharded_fp8": 33, "mtp": 44}
 
@@ -104,7 +173,9 @@ def init_std(name, shape, hidden):
     if name.endswith("embed_tokens.weight"):
         return 1.0
     if name.endswith("mlp.gate.weight"):
-        return 1.5 / math.sqrt(hidden)  # router logits std ~1.5 -> sigmoid scores spread over (0, 1)
+        return 1.5 / math.sqrt(
+            hidden
+        )  # router logits std ~1.5 -> sigmoid scores spread over (0, 1)
     fan_in = shape[-1]
     return 1.0 / math.sqrt(fan_in)
 
@@ -119,7 +190,9 @@ def init_weights(model, seed):
         if name.endswith("e_score_correction_bias"):
             # Comparable to sigmoid-score spread (~0.2) so the bias really changes which experts win.
             value = rng.normal(0.0, 0.15, shape)
-        elif "norm" in name.split(".")[-2]:  # RMSNorm weights: not all-ones, so a swapped norm shows up
+        elif (
+            "norm" in name.split(".")[-2]
+        ):  # RMSNorm weights: not all-ones, so a swapped norm shows up
             value = 1.0 + 0.2 * rng.standard_normal(shape)
         else:
             value = rng.normal(0.0, init_std(name, shape, hidden), shape)
@@ -137,6 +210,7 @@ def candidate_input_ids(vocab, rng):
 
 
 # ---------------------------------------------------------------- routing analysis (numpy, float64)
+
 
 def group_limited_topk(router_logits, bias, n_group, topk_group, top_k):
     """HF DeepseekV3TopkRouter choice, returning (expert ids sorted, margin) per token."""
@@ -162,13 +236,20 @@ def group_limited_topk(router_logits, bias, n_group, topk_group, top_k):
 
 # ---------------------------------------------------------------- reference forward
 
+
 def run_reference(model, input_ids):
     """Forward in float32 eager; capture per-layer hidden states and router outputs with hooks."""
     captured = {"layers": [], "routers": []}
-    hooks = [model.model.embed_tokens.register_forward_hook(lambda m, i, o: captured.__setitem__("embed", o))]
+    hooks = [
+        model.model.embed_tokens.register_forward_hook(
+            lambda m, i, o: captured.__setitem__("embed", o)
+        )
+    ]
     for layer in model.model.layers:
         hooks.append(layer.register_forward_hook(lambda m, i, o: captured["layers"].append(o)))
-    moe_layer_ids = [idx for idx, layer in enumerate(model.model.layers) if hasattr(layer.mlp, "gate")]
+    moe_layer_ids = [
+        idx for idx, layer in enumerate(model.model.layers) if hasattr(layer.mlp, "gate")
+    ]
     gates = [model.model.layers[idx].mlp.gate for idx in moe_layer_ids]
     for gate in gates:
         hooks.append(gate.register_forward_hook(lambda m, i, o: captured["routers"].append(o)))
@@ -181,7 +262,9 @@ def run_reference(model, input_ids):
         "input_ids": input_ids.astype(np.int32),
         "logits": out.logits.float().numpy(),
         "hidden_states": torch.stack(hidden).float().numpy(),
-        "final_hidden": out.hidden_states[-1].float().numpy(),  # tied to last_hidden_state (post model.norm)
+        "final_hidden": out.hidden_states[-1]
+        .float()
+        .numpy(),  # tied to last_hidden_state (post model.norm)
         "moe_layer_ids": np.array(moe_layer_ids, np.int32),
     }
     ref.update(routing_arrays(gates, captured["routers"], model.config))
@@ -194,9 +277,13 @@ def routing_arrays(gates, router_outputs, cfg, prefix=""):
     for gate, (r_logits, weights, ids) in zip(gates, router_outputs):
         r_logits, weights, ids = r_logits.float().numpy(), weights.float().numpy(), ids.numpy()
         bias = gate.e_score_correction_bias.double().numpy()
-        mine, tok_margin = group_limited_topk(r_logits, bias, cfg.n_group, cfg.topk_group, cfg.num_experts_per_tok)
+        mine, tok_margin = group_limited_topk(
+            r_logits, bias, cfg.n_group, cfg.topk_group, cfg.num_experts_per_tok
+        )
         assert np.array_equal(mine, np.sort(ids, -1)), "numpy re-derivation of HF routing disagrees"
-        unbiased, _ = group_limited_topk(r_logits, 0 * bias, cfg.n_group, cfg.topk_group, cfg.num_experts_per_tok)
+        unbiased, _ = group_limited_topk(
+            r_logits, 0 * bias, cfg.n_group, cfg.topk_group, cfg.num_experts_per_tok
+        )
         order = np.argsort(ids, axis=-1)
         logits_l.append(r_logits)
         raw_ids.append(ids)
@@ -244,9 +331,11 @@ def check_properties(name, ref, cfg):
     max_prob, logit_std = probs.max(-1).mean(), logits.std(-1).mean()
     distinct = [len({tuple(t) for t in layer}) for layer in ref["expert_ids_sorted"]]
     n_differs = int(ref["unbiased_differs"].sum())
-    print(f"[{name}] mean max-prob {max_prob:.3f}  mean logit std {logit_std:.2f}  distinct expert sets/layer "
-          f"{distinct}  bias-changed tokens {n_differs}/{ref['unbiased_differs'].size}  "
-          f"min routing margin {min_margin(ref):.2e}")
+    print(
+        f"[{name}] mean max-prob {max_prob:.3f}  mean logit std {logit_std:.2f}  distinct expert sets/layer "
+        f"{distinct}  bias-changed tokens {n_differs}/{ref['unbiased_differs'].size}  "
+        f"min routing margin {min_margin(ref):.2e}"
+    )
     assert max_prob > 0.2 and logit_std > 1.0, f"{name}: logits too uniform"
     assert min(distinct) >= 6, f"{name}: routing not varied enough: {distinct}"
     assert n_differs > 0, f"{name}: e_score_correction_bias never changes a choice"
@@ -255,6 +344,7 @@ def check_properties(name, ref, cfg):
 
 
 # ---------------------------------------------------------------- writers
+
 
 def save_npz(folder, ref):
     np.savez_compressed(os.path.join(folder, "reference.npz"), **ref)
@@ -265,17 +355,28 @@ def hf_saved_tensors(model):
     tmp = tempfile.mkdtemp()
     try:
         model.save_pretrained(tmp)
-        return {k: v.clone() for k, v in torch_load_file(os.path.join(tmp, "model.safetensors")).items()}
+        return {
+            k: v.clone() for k, v in torch_load_file(os.path.join(tmp, "model.safetensors")).items()
+        }
     finally:
         shutil.rmtree(tmp)
 
 
 def assert_reload_matches(folder, ref, **kwargs):
     """from_pretrained the written folder and check HF reproduces the reference logits."""
-    model = DeepseekV3ForCausalLM.from_pretrained(folder, attn_implementation="eager",
-                                                  experts_implementation="eager", dtype=torch.float32, **kwargs)
+    model = DeepseekV3ForCausalLM.from_pretrained(
+        folder,
+        attn_implementation="eager",
+        experts_implementation="eager",
+        dtype=torch.float32,
+        **kwargs,
+    )
     with torch.no_grad():
-        logits = model(input_ids=torch.from_numpy(ref["input_ids"].astype(np.int64))).logits.float().numpy()
+        logits = (
+            model(input_ids=torch.from_numpy(ref["input_ids"].astype(np.int64)))
+            .logits.float()
+            .numpy()
+        )
     err = np.abs(logits - ref["logits"]).max()
     print(f"    reload via from_pretrained: max |dlogits| = {err:.2e}")
     assert err < 1e-5, f"{folder}: reloaded logits differ by {err}"
@@ -310,6 +411,7 @@ def fresh_folder(name):
 
 # ---------------------------------------------------------------- FP8 (official DeepSeek-V3 layout)
 
+
 def is_fp8_weight(name):
     """Official DeepSeek-V3 quantizes every decoder linear except the router; embed/lm_head/norms stay bf16."""
     linear = name.endswith("_proj.weight") or name.endswith("_proj_with_mqa.weight")
@@ -327,16 +429,19 @@ def quantize_fp8_blocks(w):
     q = np.zeros((rows, cols), ml_dtypes.float8_e4m3fn)
     for i in range(nr):
         for j in range(nc):
-            blk = w[i * FP8_BLOCK:(i + 1) * FP8_BLOCK, j * FP8_BLOCK:(j + 1) * FP8_BLOCK]
+            blk = w[i * FP8_BLOCK : (i + 1) * FP8_BLOCK, j * FP8_BLOCK : (j + 1) * FP8_BLOCK]
             s = np.float32(max(np.abs(blk).max(), 1e-12) / FP8_MAX)
             scale[i, j] = s
-            q[i * FP8_BLOCK:(i + 1) * FP8_BLOCK, j * FP8_BLOCK:(j + 1) * FP8_BLOCK] = (blk / s).astype(
-                ml_dtypes.float8_e4m3fn)
+            q[i * FP8_BLOCK : (i + 1) * FP8_BLOCK, j * FP8_BLOCK : (j + 1) * FP8_BLOCK] = (
+                blk / s
+            ).astype(ml_dtypes.float8_e4m3fn)
     return q, scale
 
 
 def dequantize_fp8_blocks(q, scale_inv):
-    expanded = np.repeat(np.repeat(scale_inv, FP8_BLOCK, 0), FP8_BLOCK, 1)[: q.shape[0], : q.shape[1]]
+    expanded = np.repeat(np.repeat(scale_inv, FP8_BLOCK, 0), FP8_BLOCK, 1)[
+        : q.shape[0], : q.shape[1]
+    ]
     return q.astype(np.float32) * expanded
 
 
@@ -344,29 +449,60 @@ def checkpoint_style_config(cfg, quantized):
     """config.json as the official DeepSeek-V3 repo writes it: rope_theta + rope_scaling{type: yarn, ...}."""
     rope = dict(cfg.rope_parameters)
     out = {
-        "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3",
-        "vocab_size": cfg.vocab_size, "hidden_size": cfg.hidden_size, "intermediate_size": cfg.intermediate_size,
-        "moe_intermediate_size": cfg.moe_intermediate_size, "num_hidden_layers": cfg.num_hidden_layers,
-        "num_nextn_predict_layers": cfg.num_nextn_predict_layers, "num_attention_heads": cfg.num_attention_heads,
-        "num_key_value_heads": cfg.num_key_value_heads, "n_shared_experts": cfg.n_shared_experts,
-        "n_routed_experts": cfg.n_routed_experts, "routed_scaling_factor": cfg.routed_scaling_factor,
-        "kv_lora_rank": cfg.kv_lora_rank, "q_lora_rank": cfg.q_lora_rank, "qk_rope_head_dim": cfg.qk_rope_head_dim,
-        "v_head_dim": cfg.v_head_dim, "qk_nope_head_dim": cfg.qk_nope_head_dim, "topk_method": "noaux_tc",
-        "n_group": cfg.n_group, "topk_group": cfg.topk_group, "num_experts_per_tok": cfg.num_experts_per_tok,
-        "moe_layer_freq": 1, "first_k_dense_replace": cfg.first_k_dense_replace,
-        "norm_topk_prob": cfg.norm_topk_prob, "scoring_func": "sigmoid", "aux_loss_alpha": 0.001,
-        "seq_aux": True, "hidden_act": "silu", "max_position_embeddings": cfg.max_position_embeddings,
-        "initializer_range": 0.02, "rms_norm_eps": cfg.rms_norm_eps, "use_cache": True, "pad_token_id": None,
-        "bos_token_id": 0, "eos_token_id": 1, "pretraining_tp": 1, "tie_word_embeddings": False,
-        "rope_theta": rope.pop("rope_theta"), "attention_bias": False, "attention_dropout": 0.0,
-        "torch_dtype": "bfloat16", "transformers_version": "4.33.1",
+        "architectures": ["DeepseekV3ForCausalLM"],
+        "model_type": "deepseek_v3",
+        "vocab_size": cfg.vocab_size,
+        "hidden_size": cfg.hidden_size,
+        "intermediate_size": cfg.intermediate_size,
+        "moe_intermediate_size": cfg.moe_intermediate_size,
+        "num_hidden_layers": cfg.num_hidden_layers,
+        "num_nextn_predict_layers": cfg.num_nextn_predict_layers,
+        "num_attention_heads": cfg.num_attention_heads,
+        "num_key_value_heads": cfg.num_key_value_heads,
+        "n_shared_experts": cfg.n_shared_experts,
+        "n_routed_experts": cfg.n_routed_experts,
+        "routed_scaling_factor": cfg.routed_scaling_factor,
+        "kv_lora_rank": cfg.kv_lora_rank,
+        "q_lora_rank": cfg.q_lora_rank,
+        "qk_rope_head_dim": cfg.qk_rope_head_dim,
+        "v_head_dim": cfg.v_head_dim,
+        "qk_nope_head_dim": cfg.qk_nope_head_dim,
+        "topk_method": "noaux_tc",
+        "n_group": cfg.n_group,
+        "topk_group": cfg.topk_group,
+        "num_experts_per_tok": cfg.num_experts_per_tok,
+        "moe_layer_freq": 1,
+        "first_k_dense_replace": cfg.first_k_dense_replace,
+        "norm_topk_prob": cfg.norm_topk_prob,
+        "scoring_func": "sigmoid",
+        "aux_loss_alpha": 0.001,
+        "seq_aux": True,
+        "hidden_act": "silu",
+        "max_position_embeddings": cfg.max_position_embeddings,
+        "initializer_range": 0.02,
+        "rms_norm_eps": cfg.rms_norm_eps,
+        "use_cache": True,
+        "pad_token_id": None,
+        "bos_token_id": 0,
+        "eos_token_id": 1,
+        "pretraining_tp": 1,
+        "tie_word_embeddings": False,
+        "rope_theta": rope.pop("rope_theta"),
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "torch_dtype": "bfloat16",
+        "transformers_version": "4.33.1",
     }
     rope_type = rope.pop("rope_type")
     if rope_type != "default":
         out["rope_scaling"] = {"type": rope_type, **rope}
     if quantized:
-        out["quantization_config"] = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
-                                      "weight_block_size": [FP8_BLOCK, FP8_BLOCK]}
+        out["quantization_config"] = {
+            "activation_scheme": "dynamic",
+            "fmt": "e4m3",
+            "quant_method": "fp8",
+            "weight_block_size": [FP8_BLOCK, FP8_BLOCK],
+        }
     return out
 
 
@@ -405,8 +541,11 @@ def write_shards(folder, stored, n_shards):
         json.dump(index, f, indent=2)
 
 
-ST_DTYPES = {np.dtype(np.float32): "F32", np.dtype(ml_dtypes.bfloat16): "BF16",
-             np.dtype(ml_dtypes.float8_e4m3fn): "F8_E4M3"}
+ST_DTYPES = {
+    np.dtype(np.float32): "F32",
+    np.dtype(ml_dtypes.bfloat16): "BF16",
+    np.dtype(ml_dtypes.float8_e4m3fn): "F8_E4M3",
+}
 
 
 def save_safetensors(path, arrays):
@@ -415,8 +554,11 @@ def save_safetensors(path, arrays):
     for name in sorted(arrays):
         a = arrays[name]
         raw = a.tobytes()
-        header[name] = {"dtype": ST_DTYPES[a.dtype], "shape": list(a.shape),
-                        "data_offsets": [offset, offset + len(raw)]}
+        header[name] = {
+            "dtype": ST_DTYPES[a.dtype],
+            "shape": list(a.shape),
+            "data_offsets": [offset, offset + len(raw)],
+        }
         blobs.append(raw)
         offset += len(raw)
     head = json.dumps(header, separators=(",", ":")).encode()
@@ -441,12 +583,18 @@ def write_fp8_checkpoint(cfg, seed, folder):
         plain_cfg = {k: v for k, v in ckpt_cfg.items() if k != "quantization_config"}
         plain_cfg["torch_dtype"] = "float32"
         write_json(os.path.join(tmp, "config.json"), plain_cfg)
-        np_save_file({k: np.ascontiguousarray(v) for k, v in dequant.items()}, os.path.join(tmp, "model.safetensors"))
-        ref_model = DeepseekV3ForCausalLM.from_pretrained(tmp, attn_implementation="eager",
-                                                          experts_implementation="eager", dtype=torch.float32).eval()
+        np_save_file(
+            {k: np.ascontiguousarray(v) for k, v in dequant.items()},
+            os.path.join(tmp, "model.safetensors"),
+        )
+        ref_model = DeepseekV3ForCausalLM.from_pretrained(
+            tmp, attn_implementation="eager", experts_implementation="eager", dtype=torch.float32
+        ).eval()
     finally:
         shutil.rmtree(tmp)
-    read_rope = {k: v for k, v in ref_model.config.rope_parameters.items() if k != "type"}  # legacy key is kept
+    read_rope = {
+        k: v for k, v in ref_model.config.rope_parameters.items() if k != "type"
+    }  # legacy key is kept
     assert read_rope == cfg.rope_parameters, f"HF read checkpoint-style rope as {read_rope}"
     ref = pick_inputs_with_margin(ref_model, seed)
     save_npz(folder, ref)
@@ -463,8 +611,9 @@ def write_fp8_variant(name, seed):
 
 def hf_fp8_logits_error(folder, ref):
     """Load an FP8 folder with HF's own loader (on CPU it dequantizes) and compare logits to the reference."""
-    model = DeepseekV3ForCausalLM.from_pretrained(folder, attn_implementation="eager",
-                                                  experts_implementation="eager", dtype=torch.float32).float()
+    model = DeepseekV3ForCausalLM.from_pretrained(
+        folder, attn_implementation="eager", experts_implementation="eager", dtype=torch.float32
+    ).float()
     with torch.no_grad():
         logits = model(input_ids=torch.from_numpy(ref["input_ids"].astype(np.int64))).logits.numpy()
     return float(np.abs(logits - ref["logits"]).max())
@@ -484,14 +633,18 @@ def crosscheck_hf_fp8_loader(name, seed, folder, ref):
         return
     tmp = tempfile.mkdtemp()
     try:
-        aligned_ref = write_fp8_checkpoint(make_config(name, hidden_size=128, intermediate_size=256), seed, tmp)
+        aligned_ref = write_fp8_checkpoint(
+            make_config(name, hidden_size=128, intermediate_size=256), seed, tmp
+        )
         err = hf_fp8_logits_error(tmp, aligned_ref)
     finally:
         shutil.rmtree(tmp)
     print(f"    HF FP8 loader on a 128-aligned twin: max |dlogits| = {err:.2e}")
     assert err < 1e-5, "HF's FP8 loader disagrees with our FP8 layout on 128-aligned shapes"
-    print(f"    HF FP8 loader on this fixture (partial blocks, HF uses rows//scale_rows): "
-          f"max |dlogits| = {hf_fp8_logits_error(folder, ref):.2f} (expected to be wrong)")
+    print(
+        f"    HF FP8 loader on this fixture (partial blocks, HF uses rows//scale_rows): "
+        f"max |dlogits| = {hf_fp8_logits_error(folder, ref):.2f} (expected to be wrong)"
+    )
 
 
 def write_json(path, obj):
@@ -502,15 +655,18 @@ def write_json(path, obj):
 
 # ---------------------------------------------------------------- MTP (official names at layer num_hidden_layers)
 
+
 def mtp_tensors(model, seed):
     """Official DeepSeek-V3 MTP module at index n = num_hidden_layers: a full MoE decoder block plus
     enorm, hnorm, eh_proj [D, 2D], shared_head.norm, and copies of embed_tokens / lm_head."""
     n = model.config.num_hidden_layers
-    block = DeepseekV3ForCausalLM(model.config).eval()  # fresh weights for the block, taken from its last layer
+    block = DeepseekV3ForCausalLM(
+        model.config
+    ).eval()  # fresh weights for the block, taken from its last layer
     init_weights(block, seed + 7)
     saved = hf_saved_tensors(block)
     src = f"model.layers.{n - 1}."
-    out = {f"model.layers.{n}." + k[len(src):]: v for k, v in saved.items() if k.startswith(src)}
+    out = {f"model.layers.{n}." + k[len(src) :]: v for k, v in saved.items() if k.startswith(src)}
     rng = np.random.default_rng(seed + 8)
     d = model.config.hidden_size
     extra = {
@@ -539,7 +695,9 @@ def build_mtp_model(model, mtp):
     mtp_model = MtpModel(model, 1).eval()
     prefix = f"model.layers.{n}."
     state = {}
-    fused = fuse_experts({k[len(prefix):]: v for k, v in mtp.items()}, model.config.n_routed_experts)
+    fused = fuse_experts(
+        {k[len(prefix) :]: v for k, v in mtp.items()}, model.config.n_routed_experts
+    )
     for k, v in fused.items():
         if k in ("embed_tokens.weight", "shared_head.head.weight"):
             continue
@@ -550,7 +708,9 @@ def build_mtp_model(model, mtp):
         else:
             state["layers.0.mtp_block." + k] = v
     missing, unexpected = mtp_model.load_state_dict(state, strict=False)
-    missing = [m for m in missing if not m.startswith(("embed_tokens", "shared_head", "rotary_emb"))]
+    missing = [
+        m for m in missing if not m.startswith(("embed_tokens", "shared_head", "rotary_emb"))
+    ]
     assert not missing and not unexpected, (missing, unexpected)
     return mtp_model
 
@@ -570,8 +730,14 @@ def mtp_reference(model, mtp_model, ref):
         emb = model.model.embed_tokens(ids[:, 1:])
         cos_sin = model.model.rotary_emb(emb, pos)
         mask = torch.full((SEQ - 1, SEQ - 1), float("-inf")).triu(1)[None, None]
-        y = mtp_model.layers[0](emb, h, position_embeddings=cos_sin, attention_mask=mask, position_ids=pos,
-                                past_key_values=None)
+        y = mtp_model.layers[0](
+            emb,
+            h,
+            position_embeddings=cos_sin,
+            attention_mask=mask,
+            position_ids=pos,
+            past_key_values=None,
+        )
         logits = model.lm_head(y)
     hook.remove()
     out = {"mtp_hidden": y.float().numpy(), "mtp_logits": logits.float().numpy()}
@@ -602,12 +768,19 @@ def write_mtp_variant(name, seed):
     model.save_pretrained(folder)
     tensors = torch_load_file(os.path.join(folder, "model.safetensors"))
     tensors.update(mtp)
-    save_torch_file({k: v.contiguous() for k, v in sorted(tensors.items())},
-                    os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
+    save_torch_file(
+        {k: v.contiguous() for k, v in sorted(tensors.items())},
+        os.path.join(folder, "model.safetensors"),
+        metadata={"format": "pt"},
+    )
     save_npz(folder, ref)
-    assert_reload_matches(folder, ref)  # the HF main model skips layers.{n}.* (it logs them as UNEXPECTED)
-    print(f"    mtp: {len(mtp)} tensors at model.layers.{cfg.num_hidden_layers}.*, "
-          f"mtp mean logit std {ref['mtp_logits'].std(-1).mean():.2f}")
+    assert_reload_matches(
+        folder, ref
+    )  # the HF main model skips layers.{n}.* (it logs them as UNEXPECTED)
+    print(
+        f"    mtp: {len(mtp)} tensors at model.layers.{cfg.num_hidden_layers}.*, "
+        f"mtp mean logit std {ref['mtp_logits'].std(-1).mean():.2f}"
+    )
 
 
 def main():

@@ -1,14 +1,17 @@
 """Wiring of state, shardings and jitted steps for a mesh. Used by the loop, tests and bench."""
+
 from __future__ import annotations
 
 import contextlib
 import functools
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import flax.linen as nn
 import jax
 import optax
-from jax.sharding import NamedSharding, PartitionSpec as P
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from train import sharding as shd
 from train.model_api import ModelHandle
@@ -18,55 +21,72 @@ from train.step import eval_step, train_step
 
 @contextlib.contextmanager
 def mesh_context(mesh, rules):
-  """Trace under the mesh and logical rules so the model's activation constraints resolve."""
-  with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
-    yield
+    """Trace under the mesh and logical rules so the model's activation constraints resolve."""
+    with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
+        yield
 
 
 def abstract_state(handle: ModelHandle, tx: optax.GradientTransformation) -> TrainState:
-  return jax.eval_shape(
-      lambda rng: create_train_state(handle.init_params(rng), tx, rng), jax.random.PRNGKey(0))
+    return jax.eval_shape(
+        lambda rng: create_train_state(handle.init_params(rng), tx, rng), jax.random.PRNGKey(0)
+    )
 
 
 def state_shardings(handle: ModelHandle, tx, mesh, rules) -> TrainState:
-  p_sh = shd.param_shardings(handle.logical_specs(), mesh, rules)
-  return shd.state_shardings(abstract_state(handle, tx), p_sh, mesh)
+    p_sh = shd.param_shardings(handle.logical_specs(), mesh, rules)
+    return shd.state_shardings(abstract_state(handle, tx), p_sh, mesh)
 
 
 def init_state(handle: ModelHandle, tx, mesh, rules, seed: int) -> tuple[TrainState, TrainState]:
-  """State created directly sharded (jit with out_shardings: no full copy on one device)."""
-  sh = state_shardings(handle, tx, mesh, rules)
+    """State created directly sharded (jit with out_shardings: no full copy on one device)."""
+    sh = state_shardings(handle, tx, mesh, rules)
 
-  def init(seed_arr):
-    rng = jax.random.PRNGKey(seed_arr)
-    init_rng, state_rng = jax.random.split(rng)
-    return create_train_state(handle.init_params(init_rng), tx, state_rng)
+    def init(seed_arr):
+        rng = jax.random.PRNGKey(seed_arr)
+        init_rng, state_rng = jax.random.split(rng)
+        return create_train_state(handle.init_params(init_rng), tx, state_rng)
 
-  with mesh_context(mesh, rules):
-    state = jax.jit(init, out_shardings=sh)(seed)
-  return state, sh
-
-
-def jit_train_step(loss_fn: Callable, state_sh: TrainState, mesh, rules, *,
-                   num_microbatches: int = 1, bias_update=None) -> Callable:
-  step = functools.partial(train_step, loss_fn=loss_fn, num_microbatches=num_microbatches,
-                           bias_update=bias_update)
-  jitted = jax.jit(step, in_shardings=(state_sh, shd.batch_sharding(mesh)),
-                   out_shardings=(state_sh, NamedSharding(mesh, P())), donate_argnums=0)
-
-  def run(state, batch):
     with mesh_context(mesh, rules):
-      return jitted(state, batch)
-  run.jitted = jitted
-  return run
+        state = jax.jit(init, out_shardings=sh)(seed)
+    return state, sh
+
+
+def jit_train_step(
+    loss_fn: Callable,
+    state_sh: TrainState,
+    mesh,
+    rules,
+    *,
+    num_microbatches: int = 1,
+    bias_update=None,
+) -> Callable:
+    step = functools.partial(
+        train_step, loss_fn=loss_fn, num_microbatches=num_microbatches, bias_update=bias_update
+    )
+    jitted = jax.jit(
+        step,
+        in_shardings=(state_sh, shd.batch_sharding(mesh)),
+        out_shardings=(state_sh, NamedSharding(mesh, P())),
+        donate_argnums=0,
+    )
+
+    def run(state, batch):
+        with mesh_context(mesh, rules):
+            return jitted(state, batch)
+
+    run.jitted = jitted
+    return run
 
 
 def jit_eval_step(loss_fn: Callable, params_sh: Any, mesh, rules) -> Callable:
-  jitted = jax.jit(functools.partial(eval_step, loss_fn=loss_fn),
-                   in_shardings=(params_sh, shd.batch_sharding(mesh)),
-                   out_shardings=NamedSharding(mesh, P()))
+    jitted = jax.jit(
+        functools.partial(eval_step, loss_fn=loss_fn),
+        in_shardings=(params_sh, shd.batch_sharding(mesh)),
+        out_shardings=NamedSharding(mesh, P()),
+    )
 
-  def run(params, batch):
-    with mesh_context(mesh, rules):
-      return jitted(params, batch)
-  return run
+    def run(params, batch):
+        with mesh_context(mesh, rules):
+            return jitted(params, batch)
+
+    return run

@@ -7,6 +7,7 @@ JSON files: process_<i>-of-<n>.json), config/ (JSON).
 The iterator state is captured when `save` is called (not when the async write runs), so it
 always matches the saved TrainState even though the loop keeps pulling batches meanwhile.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,104 +23,126 @@ from train.state import TrainState
 
 
 class _IteratorStateSnapshot:
-  """Quacks like a Grain iterator for Grain's Orbax handler, holding a captured state.
+    """Quacks like a Grain iterator for Grain's Orbax handler, holding a captured state.
 
-  Grain's handler writes `get_state()` (bytes for non-DatasetIterators) on save and calls
-  `set_state(bytes)` + `start_prefetch()` on restore.
-  """
+    Grain's handler writes `get_state()` (bytes for non-DatasetIterators) on save and calls
+    `set_state(bytes)` + `start_prefetch()` on restore.
+    """
 
-  def __init__(self, state: Any = None):
-    self.state = state
+    def __init__(self, state: Any = None):
+        self.state = state
 
-  def get_state(self) -> bytes:
-    return json.dumps(self.state).encode()
+    def get_state(self) -> bytes:
+        return json.dumps(self.state).encode()
 
-  def set_state(self, state: bytes) -> None:
-    self.state = json.loads(state)
+    def set_state(self, state: bytes) -> None:
+        self.state = json.loads(state)
 
-  def start_prefetch(self) -> None:
-    pass
+    def start_prefetch(self) -> None:
+        pass
 
 
 def _state_tree(state: TrainState) -> dict:
-  """The arrays of a TrainState as a plain dict (the static `tx` is not saved)."""
-  return {'step': state.step, 'params': state.params, 'opt_state': state.opt_state,
-          'rng': state.rng, 'skipped_steps': state.skipped_steps,
-          'nonfinite_streak': state.nonfinite_streak}
+    """The arrays of a TrainState as a plain dict (the static `tx` is not saved)."""
+    return {
+        "step": state.step,
+        "params": state.params,
+        "opt_state": state.opt_state,
+        "rng": state.rng,
+        "skipped_steps": state.skipped_steps,
+        "nonfinite_streak": state.nonfinite_streak,
+    }
 
 
 def _abstract(tree: Any, shardings: Any) -> Any:
-  return jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
-                      tree, shardings)
+    return jax.tree.map(
+        lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), tree, shardings
+    )
 
 
 class Checkpointer:
-  def __init__(self, workdir: str, *, keep: int = 3, async_save: bool = True):
-    self.directory = os.path.abspath(os.path.join(workdir, 'checkpoints'))
-    options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True,
-                                           enable_async_checkpointing=async_save)
-    self.manager = ocp.CheckpointManager(self.directory, options=options)
+    def __init__(self, workdir: str, *, keep: int = 3, async_save: bool = True):
+        self.directory = os.path.abspath(os.path.join(workdir, "checkpoints"))
+        options = ocp.CheckpointManagerOptions(
+            max_to_keep=keep, create=True, enable_async_checkpointing=async_save
+        )
+        self.manager = ocp.CheckpointManager(self.directory, options=options)
 
-  def save(self, state: TrainState, data_state: Any, config: dict, *, force: bool = False) -> bool:
-    step = int(jax.device_get(state.step))
-    args = ocp.args.Composite(
-        state=ocp.args.StandardSave(_state_tree(state)),
-        data=grain_ckpt.CheckpointSave(_IteratorStateSnapshot(data_state)),
-        config=ocp.args.JsonSave(config))
-    return self.manager.save(step, args=args, force=force)
+    def save(
+        self, state: TrainState, data_state: Any, config: dict, *, force: bool = False
+    ) -> bool:
+        step = int(jax.device_get(state.step))
+        args = ocp.args.Composite(
+            state=ocp.args.StandardSave(_state_tree(state)),
+            data=grain_ckpt.CheckpointSave(_IteratorStateSnapshot(data_state)),
+            config=ocp.args.JsonSave(config),
+        )
+        return self.manager.save(step, args=args, force=force)
 
-  def wait(self) -> None:
-    self.manager.wait_until_finished()
+    def wait(self) -> None:
+        self.manager.wait_until_finished()
 
-  def close(self) -> None:
-    self.manager.close()
+    def close(self) -> None:
+        self.manager.close()
 
-  def __enter__(self) -> 'Checkpointer':
-    return self
+    def __enter__(self) -> Checkpointer:
+        return self
 
-  def __exit__(self, *exc) -> None:
-    self.close()
+    def __exit__(self, *exc) -> None:
+        self.close()
 
-  def all_steps(self) -> list[int]:
-    return sorted(self.manager.all_steps())
+    def all_steps(self) -> list[int]:
+        return sorted(self.manager.all_steps())
 
-  def restore_latest(self, abstract_state: TrainState, shardings: TrainState
-                     ) -> tuple[TrainState, Any, dict] | None:
-    """Newest checkpoint that restores cleanly, or None if there is none.
+    def restore_latest(
+        self, abstract_state: TrainState, shardings: TrainState
+    ) -> tuple[TrainState, Any, dict] | None:
+        """Newest checkpoint that restores cleanly, or None if there is none.
 
-    A checkpoint that fails to restore (truncated or corrupted files) is skipped with a warning
-    and the one before it is tried.
-    """
-    target = _abstract(_state_tree(abstract_state), _state_tree(shardings))
-    # A failed restore leaves orbax's read tasks erroring in the background; their tracebacks
-    # would bury the one-line warning below.
-    logging.getLogger('asyncio').setLevel(logging.CRITICAL)
-    for step in reversed(self.all_steps()):
-      try:
-        restored = self.manager.restore(step, args=ocp.args.Composite(
-            state=ocp.args.StandardRestore(target),
-            data=grain_ckpt.CheckpointRestore(_IteratorStateSnapshot()),
-            config=ocp.args.JsonRestore()))
-        tree = restored['state']
-        if int(tree['step']) != step:
-          raise ValueError(f'checkpoint {step} holds step {int(tree["step"])}')
-      except Exception as e:  # pylint: disable=broad-except
-        logging.warning('checkpoint %s/%d is unreadable (%s: %s); trying the previous one',
-                        self.directory, step, type(e).__name__, str(e).splitlines()[0][:200])
-        continue
-      state = abstract_state.replace(**tree)
-      return state, restored['data'].state, dict(restored['config'])
-    return None
+        A checkpoint that fails to restore (truncated or corrupted files) is skipped with a warning
+        and the one before it is tried.
+        """
+        target = _abstract(_state_tree(abstract_state), _state_tree(shardings))
+        # A failed restore leaves orbax's read tasks erroring in the background; their tracebacks
+        # would bury the one-line warning below.
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+        for step in reversed(self.all_steps()):
+            try:
+                restored = self.manager.restore(
+                    step,
+                    args=ocp.args.Composite(
+                        state=ocp.args.StandardRestore(target),
+                        data=grain_ckpt.CheckpointRestore(_IteratorStateSnapshot()),
+                        config=ocp.args.JsonRestore(),
+                    ),
+                )
+                tree = restored["state"]
+                if int(tree["step"]) != step:
+                    raise ValueError(f"checkpoint {step} holds step {int(tree['step'])}")
+            except Exception as e:  # pylint: disable=broad-except
+                logging.warning(
+                    "checkpoint %s/%d is unreadable (%s: %s); trying the previous one",
+                    self.directory,
+                    step,
+                    type(e).__name__,
+                    str(e).splitlines()[0][:200],
+                )
+                continue
+            state = abstract_state.replace(**tree)
+            return state, restored["data"].state, dict(restored["config"])
+        return None
 
 
 def export_params(params: Any, path: str, model_cfg) -> None:
-  """Params-only checkpoint for samplers and the next stage, in model/export.py's layout
-  (<path>/params + <path>/model_config.json), so `model.export.load_params` and the sampler read it."""
-  from model import export  # pylint: disable=import-outside-toplevel
-  export.save_params(path, model_cfg, params)
+    """Params-only checkpoint for samplers and the next stage, in model/export.py's layout
+    (<path>/params + <path>/model_config.json), so `model.export.load_params` and the sampler read it."""
+    from model import export  # pylint: disable=import-outside-toplevel
+
+    export.save_params(path, model_cfg, params)
 
 
 def load_params(path: str, abstract_params: Any | None = None) -> Any:
-  """Restores exported params; `abstract_params` (ShapeDtypeStructs with shardings) places them."""
-  from model import export  # pylint: disable=import-outside-toplevel
-  return export.restore_params(path, abstract_params)
+    """Restores exported params; `abstract_params` (ShapeDtypeStructs with shardings) places them."""
+    from model import export  # pylint: disable=import-outside-toplevel
+
+    return export.restore_params(path, abstract_params)

@@ -1,41 +1,56 @@
 """Config checks that must fail before anything is compiled, each in one line."""
+
 from __future__ import annotations
 
-from train.sharding import ConfigError, resolve_mesh_shape, MESH_AXES
+from train.sharding import MESH_AXES, ConfigError, resolve_mesh_shape
 
-_CHOICES = {'optimizer': ('adamw', 'muon'), 'schedule': ('cosine', 'wsd', 'constant'),
-            'mtp_mode': ('none', 'ce', 'distill'), 'compute_dtype': ('float32', 'bfloat16')}
+_CHOICES = {
+    "optimizer": ("adamw", "muon"),
+    "schedule": ("cosine", "wsd", "constant"),
+    "mtp_mode": ("none", "ce", "distill"),
+    "compute_dtype": ("float32", "bfloat16"),
+}
 
 
 def check_config(config, model_cfg, num_devices: int, num_processes: int = 1) -> dict:
-  """Returns the resolved mesh sizes; raises ConfigError naming the field at fault."""
-  t = config.train
-  for field, choices in _CHOICES.items():
-    if t[field] not in choices:
-      raise ConfigError(f'train.{field}={t[field]!r}: expected one of {choices}')
-  for field in ('steps', 'batch_size', 'seq_len', 'microbatches', 'log_every', 'eval_every'):
-    if t[field] <= 0:
-      raise ConfigError(f'train.{field}={t[field]}: must be > 0')
-  if config.checkpoint.every_steps <= 0:
-    raise ConfigError(f'checkpoint.every_steps={config.checkpoint.every_steps}: must be > 0')
-  mesh = dict(zip(MESH_AXES, resolve_mesh_shape(dict(config.mesh), num_devices)))
-  heads = model_cfg.num_attention_heads
-  if heads % mesh['tensor']:
-    raise ConfigError(f'model num_attention_heads={heads} is not divisible by '
-                      f'mesh.tensor={mesh["tensor"]}')
-  experts = getattr(model_cfg, 'n_routed_experts', 0) or 0
-  if experts and experts % mesh['expert']:
-    raise ConfigError(f'model n_routed_experts={experts} is not divisible by '
-                      f'mesh.expert={mesh["expert"]}')
-  rows = mesh['data'] * mesh['fsdp']
-  if t.batch_size % rows:
-    raise ConfigError(f'train.batch_size={t.batch_size} is not divisible by mesh data*fsdp={rows}')
-  if t.batch_size % num_processes:
-    raise ConfigError(f'train.batch_size={t.batch_size} is not divisible by {num_processes} hosts')
-  if (t.batch_size // rows) % t.microbatches and t.batch_size % t.microbatches:
-    raise ConfigError(f'train.batch_size={t.batch_size} is not divisible by '
-                      f'train.microbatches={t.microbatches}')
-  max_len = model_cfg.max_position_embeddings
-  if t.seq_len > max_len:
-    raise ConfigError(f'train.seq_len={t.seq_len} exceeds model max_position_embeddings={max_len}')
-  return mesh
+    """Returns the resolved mesh sizes; raises ConfigError naming the field at fault."""
+    t = config.train
+    for field, choices in _CHOICES.items():
+        if t[field] not in choices:
+            raise ConfigError(f"train.{field}={t[field]!r}: expected one of {choices}")
+    for field in ("steps", "batch_size", "seq_len", "microbatches", "log_every", "eval_every"):
+        if t[field] <= 0:
+            raise ConfigError(f"train.{field}={t[field]}: must be > 0")
+    if config.checkpoint.every_steps <= 0:
+        raise ConfigError(f"checkpoint.every_steps={config.checkpoint.every_steps}: must be > 0")
+    mesh = dict(zip(MESH_AXES, resolve_mesh_shape(dict(config.mesh), num_devices)))
+    heads = model_cfg.num_attention_heads
+    if heads % mesh["tensor"]:
+        raise ConfigError(
+            f"model num_attention_heads={heads} is not divisible by mesh.tensor={mesh['tensor']}"
+        )
+    experts = getattr(model_cfg, "n_routed_experts", 0) or 0
+    if experts and experts % mesh["expert"]:
+        raise ConfigError(
+            f"model n_routed_experts={experts} is not divisible by mesh.expert={mesh['expert']}"
+        )
+    rows = mesh["data"] * mesh["fsdp"]
+    if t.batch_size % rows:
+        raise ConfigError(
+            f"train.batch_size={t.batch_size} is not divisible by mesh data*fsdp={rows}"
+        )
+    if t.batch_size % num_processes:
+        raise ConfigError(
+            f"train.batch_size={t.batch_size} is not divisible by {num_processes} hosts"
+        )
+    if (t.batch_size // rows) % t.microbatches and t.batch_size % t.microbatches:
+        raise ConfigError(
+            f"train.batch_size={t.batch_size} is not divisible by "
+            f"train.microbatches={t.microbatches}"
+        )
+    max_len = model_cfg.max_position_embeddings
+    if t.seq_len > max_len:
+        raise ConfigError(
+            f"train.seq_len={t.seq_len} exceeds model max_position_embeddings={max_len}"
+        )
+    return mesh

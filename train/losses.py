@@ -8,109 +8,122 @@ with aux = {'weight': tokens the loss averages over, 'metrics': {name: scalar},
 
 Shapes: B batch, T sequence, V vocab, M MTP depth.
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 
 
 def _masked_mean(x, mask):
-  return jnp.sum(x * mask) / jnp.maximum(jnp.sum(mask), 1.0)
+    return jnp.sum(x * mask) / jnp.maximum(jnp.sum(mask), 1.0)
 
 
 def cross_entropy(logits, targets, mask):
-  """Mean next-token NLL over mask; logits [B,T,V] f32, targets [B,T], mask [B,T]."""
-  logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
-  nll = -jnp.take_along_axis(logp, targets[..., None], axis=-1)[..., 0]
-  return _masked_mean(nll, mask)
+    """Mean next-token NLL over mask; logits [B,T,V] f32, targets [B,T], mask [B,T]."""
+    logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+    nll = -jnp.take_along_axis(logp, targets[..., None], axis=-1)[..., 0]
+    return _masked_mean(nll, mask)
 
 
 def z_loss(logits, mask):
-  """Mean of logsumexp(logits)^2 (PaLM): keeps the softmax normalizer near 1."""
-  lse = jax.nn.logsumexp(logits.astype(jnp.float32), axis=-1)
-  return _masked_mean(lse**2, mask)
+    """Mean of logsumexp(logits)^2 (PaLM): keeps the softmax normalizer near 1."""
+    lse = jax.nn.logsumexp(logits.astype(jnp.float32), axis=-1)
+    return _masked_mean(lse**2, mask)
 
 
 def _shift_left(x, k, fill):
-  """x[:, t] <- x[:, t + k] along axis 1, padding the last k columns with `fill`."""
-  pad = jnp.full(x.shape[:1] + (k,) + x.shape[2:], fill, x.dtype)
-  return jnp.concatenate([x[:, k:], pad], axis=1)
+    """x[:, t] <- x[:, t + k] along axis 1, padding the last k columns with `fill`."""
+    pad = jnp.full(x.shape[:1] + (k,) + x.shape[2:], fill, x.dtype)
+    return jnp.concatenate([x[:, k:], pad], axis=1)
 
 
 def mtp_mask(loss_mask, segment_ids, depth):
-  """Where MTP head `depth` (0-based) has a valid target.
+    """Where MTP head `depth` (0-based) has a valid target.
 
-  Head k at position t predicts token t+k+2 = targets[:, t+k+1]; that target must be in the loss
-  mask and in the same packed document as position t (equal segment id).
-  """
-  k = depth + 1
-  same_doc = segment_ids == _shift_left(segment_ids, k, 0)
-  return _shift_left(loss_mask, k, 0.0) * same_doc * (segment_ids > 0)
+    Head k at position t predicts token t+k+2 = targets[:, t+k+1]; that target must be in the loss
+    mask and in the same packed document as position t (equal segment id).
+    """
+    k = depth + 1
+    same_doc = segment_ids == _shift_left(segment_ids, k, 0)
+    return _shift_left(loss_mask, k, 0.0) * same_doc * (segment_ids > 0)
 
 
 def mtp_cross_entropy(mtp_logits, targets, loss_mask, segment_ids):
-  """Mean over heads of CE on shifted targets; mtp_logits [M,B,T,V]."""
-  losses = []
-  for depth in range(mtp_logits.shape[0]):
-    shifted = _shift_left(targets, depth + 1, 0)
-    losses.append(cross_entropy(mtp_logits[depth], shifted,
-                                mtp_mask(loss_mask, segment_ids, depth)))
-  return jnp.mean(jnp.stack(losses))
+    """Mean over heads of CE on shifted targets; mtp_logits [M,B,T,V]."""
+    losses = []
+    for depth in range(mtp_logits.shape[0]):
+        shifted = _shift_left(targets, depth + 1, 0)
+        losses.append(
+            cross_entropy(mtp_logits[depth], shifted, mtp_mask(loss_mask, segment_ids, depth))
+        )
+    return jnp.mean(jnp.stack(losses))
 
 
 def mtp_self_distillation(mtp_logits, logits, loss_mask, segment_ids):
-  """Mean over heads of KL(p_main || p_mtp), the teacher being the stop-gradient main head.
+    """Mean over heads of KL(p_main || p_mtp), the teacher being the stop-gradient main head.
 
-  The main head at position t+k+1 predicts the same token (t+k+2) as MTP head k at position t,
-  so the teacher distribution is the main head's, shifted left by k+1. Only MTP heads get
-  gradients from this loss (Composer trains its speculative heads this way).
-  """
-  teacher_logp = jax.nn.log_softmax(jax.lax.stop_gradient(logits), axis=-1)
-  losses = []
-  for depth in range(mtp_logits.shape[0]):
-    t_logp = _shift_left(teacher_logp, depth + 1, 0.0)
-    s_logp = jax.nn.log_softmax(mtp_logits[depth].astype(jnp.float32), axis=-1)
-    kl = jnp.sum(jnp.exp(t_logp) * (t_logp - s_logp), axis=-1)
-    losses.append(_masked_mean(kl, mtp_mask(loss_mask, segment_ids, depth)))
-  return jnp.mean(jnp.stack(losses))
+    The main head at position t+k+1 predicts the same token (t+k+2) as MTP head k at position t,
+    so the teacher distribution is the main head's, shifted left by k+1. Only MTP heads get
+    gradients from this loss (Composer trains its speculative heads this way).
+    """
+    teacher_logp = jax.nn.log_softmax(jax.lax.stop_gradient(logits), axis=-1)
+    losses = []
+    for depth in range(mtp_logits.shape[0]):
+        t_logp = _shift_left(teacher_logp, depth + 1, 0.0)
+        s_logp = jax.nn.log_softmax(mtp_logits[depth].astype(jnp.float32), axis=-1)
+        kl = jnp.sum(jnp.exp(t_logp) * (t_logp - s_logp), axis=-1)
+        losses.append(_masked_mean(kl, mtp_mask(loss_mask, segment_ids, depth)))
+    return jnp.mean(jnp.stack(losses))
 
 
 def _expert_counts(out):
-  """{'main': [n_moe_layers, E], 'mtp': [M, E]} of whichever the model returned, or None."""
-  counts = {'main': getattr(out, 'expert_counts', None),
-            'mtp': getattr(out, 'mtp_expert_counts', None)}
-  counts = {k: v for k, v in counts.items() if v is not None}
-  return counts or None
+    """{'main': [n_moe_layers, E], 'mtp': [M, E]} of whichever the model returned, or None."""
+    counts = {
+        "main": getattr(out, "expert_counts", None),
+        "mtp": getattr(out, "mtp_expert_counts", None),
+    }
+    counts = {k: v for k, v in counts.items() if v is not None}
+    return counts or None
 
 
-def make_lm_loss(apply_fn: Callable, *, mtp_mode: str = 'none', mtp_weight: float = 0.3,
-                 z_loss_coef: float = 0.0, use_balance_loss: bool = True) -> Callable:
-  """Next-token CE (+ MTP in 'ce' or 'distill' mode, + z-loss, + the model's balance loss)."""
-  if mtp_mode not in ('none', 'ce', 'distill'):
-    raise ValueError(f"train.mtp_mode={mtp_mode!r}: expected 'none', 'ce' or 'distill'")
+def make_lm_loss(
+    apply_fn: Callable,
+    *,
+    mtp_mode: str = "none",
+    mtp_weight: float = 0.3,
+    z_loss_coef: float = 0.0,
+    use_balance_loss: bool = True,
+) -> Callable:
+    """Next-token CE (+ MTP in 'ce' or 'distill' mode, + z-loss, + the model's balance loss)."""
+    if mtp_mode not in ("none", "ce", "distill"):
+        raise ValueError(f"train.mtp_mode={mtp_mode!r}: expected 'none', 'ce' or 'distill'")
 
-  def loss_fn(params, batch, rng):
-    del rng  # the models here are deterministic (no dropout); kept for the signature
-    out = apply_fn(params, batch['tokens'], positions=batch['positions'],
-                   segment_ids=batch['segment_ids'])
-    mask = batch['loss_mask'].astype(jnp.float32)
-    ce = cross_entropy(out.logits, batch['targets'], mask)
-    loss, metrics = ce, {'ce': ce}
-    if z_loss_coef:
-      zl = z_loss(out.logits, mask)
-      loss, metrics['z_loss'] = loss + z_loss_coef * zl, zl
-    if mtp_mode != 'none' and getattr(out, 'mtp_logits', None) is not None:
-      if mtp_mode == 'ce':
-        mtp = mtp_cross_entropy(out.mtp_logits, batch['targets'], mask, batch['segment_ids'])
-      else:
-        mtp = mtp_self_distillation(out.mtp_logits, out.logits, mask, batch['segment_ids'])
-      loss, metrics['mtp'] = loss + mtp_weight * mtp, mtp
-    balance = getattr(out, 'balance_loss', None)
-    if use_balance_loss and balance is not None:
-      loss, metrics['balance'] = loss + balance, balance
-    aux = {'weight': jnp.sum(mask), 'metrics': metrics, 'expert_counts': _expert_counts(out)}
-    return loss, aux
+    def loss_fn(params, batch, rng):
+        del rng  # the models here are deterministic (no dropout); kept for the signature
+        out = apply_fn(
+            params, batch["tokens"], positions=batch["positions"], segment_ids=batch["segment_ids"]
+        )
+        mask = batch["loss_mask"].astype(jnp.float32)
+        ce = cross_entropy(out.logits, batch["targets"], mask)
+        loss, metrics = ce, {"ce": ce}
+        if z_loss_coef:
+            zl = z_loss(out.logits, mask)
+            loss, metrics["z_loss"] = loss + z_loss_coef * zl, zl
+        if mtp_mode != "none" and getattr(out, "mtp_logits", None) is not None:
+            if mtp_mode == "ce":
+                mtp = mtp_cross_entropy(
+                    out.mtp_logits, batch["targets"], mask, batch["segment_ids"]
+                )
+            else:
+                mtp = mtp_self_distillation(out.mtp_logits, out.logits, mask, batch["segment_ids"])
+            loss, metrics["mtp"] = loss + mtp_weight * mtp, mtp
+        balance = getattr(out, "balance_loss", None)
+        if use_balance_loss and balance is not None:
+            loss, metrics["balance"] = loss + balance, balance
+        aux = {"weight": jnp.sum(mask), "metrics": metrics, "expert_counts": _expert_counts(out)}
+        return loss, aux
 
-  return loss_fn
+    return loss_fn

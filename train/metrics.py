@@ -1,4 +1,5 @@
 """Throughput, MFU, the measured matmul peak, and the log line."""
+
 from __future__ import annotations
 
 import time
@@ -8,51 +9,55 @@ import jax.numpy as jnp
 
 
 def measure_matmul_peak(n: int = 1024, dtype=jnp.float32, repeats: int = 5, device=None) -> float:
-  """FLOP/s of an n x n matmul on one device, best of `repeats` (the MFU denominator on CPU,
-  where no datasheet peak applies)."""
-  device = device or jax.devices()[0]
-  a = jax.device_put(jnp.ones((n, n), dtype), device)
-  f = jax.jit(lambda x: x @ x)
-  f(a).block_until_ready()
-  best = float('inf')
-  for _ in range(repeats):
-    t0 = time.perf_counter()
+    """FLOP/s of an n x n matmul on one device, best of `repeats` (the MFU denominator on CPU,
+    where no datasheet peak applies)."""
+    device = device or jax.devices()[0]
+    a = jax.device_put(jnp.ones((n, n), dtype), device)
+    f = jax.jit(lambda x: x @ x)
     f(a).block_until_ready()
-    best = min(best, time.perf_counter() - t0)
-  return 2.0 * n**3 / best
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        f(a).block_until_ready()
+        best = min(best, time.perf_counter() - t0)
+    return 2.0 * n**3 / best
 
 
 def measure_matmul_peak_all(n: int = 1024, dtype=jnp.float32, repeats: int = 5) -> float:
-  """FLOP/s of the same matmul on every local device at once (one sharded batched matmul),
-  times the number of processes (hosts are alike).
+    """FLOP/s of the same matmul on every local device at once (one sharded batched matmul),
+    times the number of processes (hosts are alike).
 
-  The MFU denominator: on simulated CPU devices it is what the shared cores deliver together,
-  not n_devices x the single-device figure.
-  """
-  from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # pylint: disable=import-outside-toplevel
-  devices = jax.local_devices()
-  n_dev = len(devices)
-  sharding = NamedSharding(Mesh(devices, ('d',)), P('d'))
-  x = jax.device_put(jnp.ones((n_dev, n, n), dtype), sharding)
-  f = jax.jit(lambda a: jnp.einsum('bij,bjk->bik', a, a), out_shardings=sharding)
-  f(x).block_until_ready()
-  best = float('inf')
-  for _ in range(repeats):
-    t0 = time.perf_counter()
+    The MFU denominator: on simulated CPU devices it is what the shared cores deliver together,
+    not n_devices x the single-device figure.
+    """
+    from jax.sharding import Mesh, NamedSharding  # pylint: disable=import-outside-toplevel
+    from jax.sharding import PartitionSpec as P
+
+    devices = jax.local_devices()
+    n_dev = len(devices)
+    sharding = NamedSharding(Mesh(devices, ("d",)), P("d"))
+    x = jax.device_put(jnp.ones((n_dev, n, n), dtype), sharding)
+    f = jax.jit(lambda a: jnp.einsum("bij,bjk->bik", a, a), out_shardings=sharding)
     f(x).block_until_ready()
-    best = min(best, time.perf_counter() - t0)
-  return 2.0 * n**3 * n_dev / best * jax.process_count()
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        f(x).block_until_ready()
+        best = min(best, time.perf_counter() - t0)
+    return 2.0 * n**3 * n_dev / best * jax.process_count()
 
 
 def mfu(tokens_per_s: float, flops_per_token: float, peak_flops_all_devices: float) -> float:
-  return tokens_per_s * flops_per_token / peak_flops_all_devices
+    return tokens_per_s * flops_per_token / peak_flops_all_devices
 
 
 def log_line(step: int, total: int, m: dict) -> str:
-  eta = m.get('eta_s')
-  eta_s = f' eta {eta / 60:.1f}m' if eta is not None else ''
-  return (f'step {step}/{total} ({100.0 * step / max(total, 1):.0f}%{eta_s}) loss {m["loss"]:.4f} '
-          + (f'(ce {m["ce"]:.4f}) ' if 'ce' in m else '') +
-          f'lr {m["lr"]:.2e} gnorm {m["grad_norm"]:.3f} tok/s {m["tokens_per_s"]:.0f} '
-          f'mfu {100 * m["mfu"]:.2f}% step_time {1000 * m["step_time_s"]:.0f}ms'
-          + (f' skipped {int(m["skipped_total"])}' if m.get('skipped_total') else ''))
+    eta = m.get("eta_s")
+    eta_s = f" eta {eta / 60:.1f}m" if eta is not None else ""
+    return (
+        f"step {step}/{total} ({100.0 * step / max(total, 1):.0f}%{eta_s}) loss {m['loss']:.4f} "
+        + (f"(ce {m['ce']:.4f}) " if "ce" in m else "")
+        + f"lr {m['lr']:.2e} gnorm {m['grad_norm']:.3f} tok/s {m['tokens_per_s']:.0f} "
+        f"mfu {100 * m['mfu']:.2f}% step_time {1000 * m['step_time_s']:.0f}ms"
+        + (f" skipped {int(m['skipped_total'])}" if m.get("skipped_total") else "")
+    )

@@ -13,6 +13,7 @@ Flows: "implement" (stub -> code -> tests pass), "retry" (a first attempt with a
 fails, the agent reads the traceback and fixes it) and "fix" (tests fail on a buggy module; the
 agent runs them, reads the code, fixes it).
 """
+
 from __future__ import annotations
 
 import json
@@ -28,12 +29,14 @@ sys.path.insert(0, HERE)
 from tasks import MODULES, TASKS  # noqa: E402  (sibling module; the script runs from anywhere)
 
 OUT_PATH = os.path.join(HERE, "coding_traces.jsonl")
-NUM_TRACES = 336       # 28 tasks x 12
+NUM_TRACES = 336  # 28 tasks x 12
 SEED = 0
 
-SYSTEM = ("You are a coding agent working in a small Python repository. Use the tools to inspect and "
-          "change files and to run commands: read_file(path), write_file(path, content), "
-          "run_command(command). Keep changes minimal and make the tests pass.")
+SYSTEM = (
+    "You are a coding agent working in a small Python repository. Use the tools to inspect and "
+    "change files and to run commands: read_file(path), write_file(path, content), "
+    "run_command(command). Keep changes minimal and make the tests pass."
+)
 
 IMPLEMENT_ASKS = [
     "Implement `{func}` in `{path}`; it is only a stub. `{cmd}` should pass.",
@@ -46,10 +49,17 @@ FIX_ASKS = [
     "There's a bug in `{func}` ({path}): the tests in {test_path} fail. Fix it.",
     "Please fix {func} in {path} so that `{cmd}` passes again.",
 ]
-OPENERS = ["Let me look at the stub first.", "I'll start by reading {path}.", "Reading the module.",
-           "First, the current code in {path}."]
-TEST_LOOKS = ["Now the tests, to see the expected behaviour.", "Let me check what the tests expect.",
-              "And the test file."]
+OPENERS = [
+    "Let me look at the stub first.",
+    "I'll start by reading {path}.",
+    "Reading the module.",
+    "First, the current code in {path}.",
+]
+TEST_LOOKS = [
+    "Now the tests, to see the expected behaviour.",
+    "Let me check what the tests expect.",
+    "And the test file.",
+]
 RUN_LINES = ["Now I'll run the tests.", "Running the tests.", "Let me verify with the test script."]
 
 
@@ -58,23 +68,27 @@ def function_source(func: str, args: str, doc: str, body: str) -> str:
 
 
 def test_source(module: str, func: str, cases: list[str]) -> str:
-    tests = "\n\n".join(f"def test_{func}_{i}():\n    assert {case}\n" for i, case in enumerate(cases, 1))
-    return (f'import sys\nimport traceback\n\n'
-            f'sys.path.insert(0, "{os.path.dirname(module)}")  # run from the repository root\n'
-            f'from {os.path.basename(module)[:-3]} import {func}  # noqa: E402\n\n\n{tests}\n\n'
-            'if __name__ == "__main__":\n'
-            '    failed = 0\n'
-            '    tests = [(n, f) for n, f in list(globals().items()) if n.startswith("test_")]\n'
-            '    for name, test in tests:\n'
-            '        try:\n'
-            '            test()\n'
-            '            print("PASS", name)\n'
-            '        except Exception:\n'
-            '            failed += 1\n'
-            '            print("FAIL", name)\n'
-            '            traceback.print_exc(file=sys.stdout)\n'
-            '    print(f"{len(tests) - failed} passed, {failed} failed")\n'
-            '    sys.exit(1 if failed else 0)\n')
+    tests = "\n\n".join(
+        f"def test_{func}_{i}():\n    assert {case}\n" for i, case in enumerate(cases, 1)
+    )
+    return (
+        f"import sys\nimport traceback\n\n"
+        f'sys.path.insert(0, "{os.path.dirname(module)}")  # run from the repository root\n'
+        f"from {os.path.basename(module)[:-3]} import {func}  # noqa: E402\n\n\n{tests}\n\n"
+        'if __name__ == "__main__":\n'
+        "    failed = 0\n"
+        '    tests = [(n, f) for n, f in list(globals().items()) if n.startswith("test_")]\n'
+        "    for name, test in tests:\n"
+        "        try:\n"
+        "            test()\n"
+        '            print("PASS", name)\n'
+        "        except Exception:\n"
+        "            failed += 1\n"
+        '            print("FAIL", name)\n'
+        "            traceback.print_exc(file=sys.stdout)\n"
+        '    print(f"{len(tests) - failed} passed, {failed} failed")\n'
+        "    sys.exit(1 if failed else 0)\n"
+    )
 
 
 class Repo:
@@ -95,8 +109,14 @@ class Repo:
             return f.read()
 
     def run(self, command: str) -> tuple[str, int]:
-        proc = subprocess.run([sys.executable, *command.split()[1:]], cwd=self.root, capture_output=True,
-                              text=True, timeout=60, env={"PATH": os.environ.get("PATH", ""), "PYTHONDONTWRITEBYTECODE": "1"})
+        proc = subprocess.run(
+            [sys.executable, *command.split()[1:]],
+            cwd=self.root,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={"PATH": os.environ.get("PATH", ""), "PYTHONDONTWRITEBYTECODE": "1"},
+        )
         out = (proc.stdout + proc.stderr).replace(self.root + os.sep, "")
         return f"{out}[exit code {proc.returncode}]", proc.returncode
 
@@ -109,8 +129,13 @@ class Trace:
         self.messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": ask}]
 
     def call(self, say: str, name: str, **arguments) -> str:
-        self.messages.append({"role": "assistant", "content": say,
-                              "tool_calls": [{"name": name, "arguments": arguments}]})
+        self.messages.append(
+            {
+                "role": "assistant",
+                "content": say,
+                "tool_calls": [{"name": name, "arguments": arguments}],
+            }
+        )
         if name == "read_file":
             result, rc = self.repo.read(arguments["path"]), 0
         elif name == "write_file":
@@ -139,13 +164,22 @@ def make_trace(rng: random.Random, task: tuple, flow: str, root: str) -> dict:
     if flow == "fix":
         rc = t.call("Let me reproduce the failure first.", "run_command", command=cmd)
         assert rc != 0, f"{func}: the bug passes its tests"
-        t.call("The failing assertion points at the logic. Let me read the function.", "read_file", path=path)
+        t.call(
+            "The failing assertion points at the logic. Let me read the function.",
+            "read_file",
+            path=path,
+        )
     else:
         t.call(rng.choice(OPENERS).format(**fmt), "read_file", path=path)
         if rng.random() < 0.5:
             t.call(rng.choice(TEST_LOOKS), "read_file", path=test_path)
     if flow == "retry":
-        t.call(f"Implementing `{func}`.", "write_file", path=path, content=function_source(func, args, doc, bad))
+        t.call(
+            f"Implementing `{func}`.",
+            "write_file",
+            path=path,
+            content=function_source(func, args, doc, bad),
+        )
         rc = t.call(rng.choice(RUN_LINES), "run_command", command=cmd)
         assert rc != 0, f"{func}: the bug passes its tests"
         say = "A test fails: my first version mishandles that case. Fixing the function."
@@ -166,7 +200,9 @@ def main() -> None:
     for n in range(NUM_TRACES):
         task = TASKS[n % len(TASKS)]
         with tempfile.TemporaryDirectory() as root:
-            trace = make_trace(rng, task, flows[(n // len(TASKS)) % len(flows)], os.path.realpath(root))
+            trace = make_trace(
+                rng, task, flows[(n // len(TASKS)) % len(flows)], os.path.realpath(root)
+            )
         trace["id"] = f"coding-{n:04d}"
         traces.append(trace)
     with open(OUT_PATH, "w") as f:

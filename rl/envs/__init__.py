@@ -11,6 +11,7 @@ Modules: sandbox (bubblewrap/rlimit confinement), tools (strict tool-call parsin
 env (token-level episodes, reward), tasks (Task, JSONL + files, grading), taskgen (procedural
 tasks), verify (the gate), scripted (an oracle policy for smoke tests and benchmarks).
 """
+
 from rl.envs.env import CodingEnv, EpisodeRecord, run_episode
 from rl.envs.sandbox import Limits, RunResult, Sandbox, backend
 from rl.envs.scripted import OraclePolicy
@@ -20,7 +21,26 @@ from rl.envs.tools import TOOL_SCHEMAS, parse_turn
 from rl.envs.verify import Verdict, verify_task, verify_tasks
 
 __all__ = [
-    "CodingEnv", "EpisodeRecord", "Grade", "Limits", "OraclePolicy", "RunResult", "Sandbox", "TEMPLATES",
-    "TOOL_SCHEMAS", "Task", "Verdict", "apply_solution", "backend", "generate_task", "generate_tasks",
-    "grade_repo", "load_tasks", "parse_turn", "run_episode", "save_tasks", "verify_task", "verify_tasks",
+    "CodingEnv",
+    "EpisodeRecord",
+    "Grade",
+    "Limits",
+    "OraclePolicy",
+    "RunResult",
+    "Sandbox",
+    "TEMPLATES",
+    "TOOL_SCHEMAS",
+    "Task",
+    "Verdict",
+    "apply_solution",
+    "backend",
+    "generate_task",
+    "generate_tasks",
+    "grade_repo",
+    "load_tasks",
+    "parse_turn",
+    "run_episode",
+    "save_tasks",
+    "verify_task",
+    "verify_tasks",
 ]

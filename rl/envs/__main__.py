@@ -5,6 +5,7 @@
 
 Rejected tasks are printed one per line with the reason; `make` saves only accepted ones.
 """
+
 from __future__ import annotations
 
 import argparse

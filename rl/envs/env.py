@@ -13,10 +13,11 @@ The record is exactly the concatenation of those ids: RL trains on it without re
 Every tool call's result is one tool message; a turn without tool calls, a `submit`, or the turn
 limit ends the episode, after which the hidden tests grade a fresh copy of the repo.
 """
+
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from data.chat import generation_prompt
 from data.tokenizers import Tokenizer
@@ -24,23 +25,25 @@ from rl.envs import tools
 from rl.envs.sandbox import Limits, Sandbox
 from rl.envs.tasks import Grade, Task, grade_repo
 
-DEFAULT_SYSTEM = ("You are a coding agent working in a repository. Use tools to inspect and change it, "
-                  "then submit.\n" + tools.TOOLS_HELP)
+DEFAULT_SYSTEM = (
+    "You are a coding agent working in a repository. Use tools to inspect and change it, "
+    "then submit.\n" + tools.TOOLS_HELP
+)
 
 
 @dataclasses.dataclass
 class EpisodeRecord:
     task_id: str
-    tokens: list[int]             # prompt + every emitted turn + every observation, in order
-    mask: list[int]               # 1 exactly on tokens the policy emitted
+    tokens: list[int]  # prompt + every emitted turn + every observation, in order
+    mask: list[int]  # 1 exactly on tokens the policy emitted
     prompt_len: int
     turns: int
-    tool_calls: int               # well-formed calls executed
-    tool_io_tokens: int           # tokens of emitted calls + tokens of tool observations
+    tool_calls: int  # well-formed calls executed
+    tool_io_tokens: int  # tokens of emitted calls + tokens of tool observations
     malformed_calls: int
-    malformed_turns: list[int]    # indices of turns with a malformed call or no <|end|>
-    turn_spans: list[tuple[int, int]]   # [start, end) of each emitted turn in `tokens`
-    done_reason: str              # "submit" | "no_tool_call" | "turn_limit" | "context_limit"
+    malformed_turns: list[int]  # indices of turns with a malformed call or no <|end|>
+    turn_spans: list[tuple[int, int]]  # [start, end) of each emitted turn in `tokens`
+    done_reason: str  # "submit" | "no_tool_call" | "turn_limit" | "context_limit"
     tests_passed: int = 0
     tests_total: int = 0
 
@@ -64,10 +67,19 @@ class EpisodeRecord:
 class CodingEnv:
     """One episode at a time on one task; not thread-safe (use one env per worker thread)."""
 
-    def __init__(self, tok: Tokenizer, *, max_turns: int = 30, max_tokens: int = 32768,
-                 obs_token_budget: int = 2048, command_timeout_s: float = 10.0,
-                 test_timeout_s: float = 60.0, system_prompt: str | None = DEFAULT_SYSTEM,
-                 limits: Limits = Limits(), max_calls_per_turn: int = 16):
+    def __init__(
+        self,
+        tok: Tokenizer,
+        *,
+        max_turns: int = 30,
+        max_tokens: int = 32768,
+        obs_token_budget: int = 2048,
+        command_timeout_s: float = 10.0,
+        test_timeout_s: float = 60.0,
+        system_prompt: str | None = DEFAULT_SYSTEM,
+        limits: Limits = Limits(),
+        max_calls_per_turn: int = 16,
+    ):
         self.tok = tok
         self.max_turns, self.max_tokens = max_turns, max_tokens
         self.obs_token_budget = obs_token_budget
@@ -89,14 +101,25 @@ class CodingEnv:
             result = self.sandbox.run(command, self.test_timeout_s)
             if not result.ok:
                 self.close()
-                raise RuntimeError(f"task {task.id}: setup command {i} ({command!r}) ended "
-                                   f"{result.status}: {result.output[-500:]}")
-        messages = ([{"role": "system", "content": self.system_prompt}] if self.system_prompt else [])
+                raise RuntimeError(
+                    f"task {task.id}: setup command {i} ({command!r}) ended "
+                    f"{result.status}: {result.output[-500:]}"
+                )
+        messages = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
         prompt = generation_prompt(self.tok, messages + [{"role": "user", "content": task.prompt}])
-        self._record = EpisodeRecord(task_id=task.id, tokens=list(prompt), mask=[0] * len(prompt),
-                                     prompt_len=len(prompt), turns=0, tool_calls=0, tool_io_tokens=0,
-                                     malformed_calls=0, malformed_turns=[], turn_spans=[],
-                                     done_reason="")
+        self._record = EpisodeRecord(
+            task_id=task.id,
+            tokens=list(prompt),
+            mask=[0] * len(prompt),
+            prompt_len=len(prompt),
+            turns=0,
+            tool_calls=0,
+            tool_io_tokens=0,
+            malformed_calls=0,
+            malformed_turns=[],
+            turn_spans=[],
+            done_reason="",
+        )
         return list(prompt)
 
     def step(self, emitted_ids: Sequence[int]) -> tuple[list[int], bool]:
@@ -105,8 +128,10 @@ class CodingEnv:
             raise RuntimeError("step() before reset() or after the episode ended")
         emitted = [int(t) for t in emitted_ids]
         bad = [t for t in emitted if not 0 <= t < self.tok.vocab_size]
-        if bad:   # a sampler bug, not a model mistake: refuse rather than record garbage
-            raise ValueError(f"emitted token id {bad[0]} is outside the vocab (size {self.tok.vocab_size})")
+        if bad:  # a sampler bug, not a model mistake: refuse rather than record garbage
+            raise ValueError(
+                f"emitted token id {bad[0]} is outside the vocab (size {self.tok.vocab_size})"
+            )
         rec.turn_spans.append((len(rec.tokens), len(rec.tokens) + len(emitted)))
         rec.tokens += emitted
         rec.mask += [1] * len(emitted)
@@ -147,21 +172,28 @@ class CodingEnv:
         for item in parsed.items:
             if len(observations) >= self.max_calls_per_turn:
                 rec.malformed_calls += 1
-                observations.append(tools.malformed_observation(
-                    f"more than {self.max_calls_per_turn} tool calls in one turn; the rest were not run"))
+                observations.append(
+                    tools.malformed_observation(
+                        f"more than {self.max_calls_per_turn} tool calls in one turn; the rest were not run"
+                    )
+                )
                 break
             if isinstance(item, tools.Malformed):
                 rec.malformed_calls += 1
                 observations.append(tools.malformed_observation(item.detail))
                 continue
             rec.tool_calls += 1
-            out = tools.execute(self.sandbox, item, test_command=self.task.test_command,
-                                command_timeout_s=self.command_timeout_s,
-                                test_timeout_s=self.test_timeout_s)
+            out = tools.execute(
+                self.sandbox,
+                item,
+                test_command=self.task.test_command,
+                command_timeout_s=self.command_timeout_s,
+                test_timeout_s=self.test_timeout_s,
+            )
             observations.append(out.text)
             submitted = submitted or out.submitted
             if submitted:
-                break   # calls after submit are not executed
+                break  # calls after submit are not executed
         return observations, submitted
 
     def _done_reason(self, parsed: tools.ParsedTurn, submitted: bool) -> str:
@@ -180,8 +212,11 @@ class CodingEnv:
         ids = [] if terminated else [tok.special_id("end")]
         for text in observations:
             body = tools.truncate_to_budget(tok, text, self.obs_token_budget)
-            ids += ([tok.special_id("tool"), tok.special_id("tool_result")] + body
-                    + [tok.special_id("/tool_result"), tok.special_id("end")])
+            ids += (
+                [tok.special_id("tool"), tok.special_id("tool_result")]
+                + body
+                + [tok.special_id("/tool_result"), tok.special_id("end")]
+            )
         ids.append(tok.special_id("assistant"))
         self._record.tool_io_tokens += len(ids) - 1 - (0 if terminated else 1)
         return ids
@@ -194,7 +229,9 @@ class CodingEnv:
         self.close()
 
 
-def run_episode(env: CodingEnv, task: Task, policy: Callable[[list[int]], list[int]]) -> EpisodeRecord:
+def run_episode(
+    env: CodingEnv, task: Task, policy: Callable[[list[int]], list[int]]
+) -> EpisodeRecord:
     """Drives one episode: `policy(context_ids) -> emitted_ids` is a sampler (or a scripted agent)."""
     context = env.reset(task)
     try:

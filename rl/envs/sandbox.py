@@ -26,6 +26,7 @@ Without root the uid switch is impossible: commands then run as the caller under
 namespace, RLIMIT_NPROC is left unset (it would count all of the caller's processes), and a fork bomb
 is contained only by the pid namespace and the wall timeout.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -43,31 +44,32 @@ import time
 import warnings
 from pathlib import Path
 
-SANDBOX_REPO = "/repo"   # where the episode directory appears inside bwrap
+SANDBOX_REPO = "/repo"  # where the episode directory appears inside bwrap
 
 
 @dataclasses.dataclass(frozen=True)
 class Limits:
     """Per-command resource limits. Memory is address space, so it bounds what a process can map."""
-    cpu_s: int = 30                      # RLIMIT_CPU per process (soft; hard = soft + 1 -> SIGKILL)
-    memory_bytes: int = 2 << 30          # RLIMIT_AS per process
-    nproc: int = 128                     # RLIMIT_NPROC for the episode uid (root only)
-    file_bytes: int = 64 << 20           # RLIMIT_FSIZE: largest file a command may write
-    output_bytes: int = 32 << 10         # output kept for the caller (head + tail)
-    output_kill_bytes: int = 16 << 20    # output beyond this ends the command (limit "output")
-    tmp_bytes: int = 256 << 20           # size of the private /tmp tmpfs (bwrap only)
-    repo_bytes: int = 1 << 30            # largest repo Sandbox() agrees to copy (e.g. for grading)
+
+    cpu_s: int = 30  # RLIMIT_CPU per process (soft; hard = soft + 1 -> SIGKILL)
+    memory_bytes: int = 2 << 30  # RLIMIT_AS per process
+    nproc: int = 128  # RLIMIT_NPROC for the episode uid (root only)
+    file_bytes: int = 64 << 20  # RLIMIT_FSIZE: largest file a command may write
+    output_bytes: int = 32 << 10  # output kept for the caller (head + tail)
+    output_kill_bytes: int = 16 << 20  # output beyond this ends the command (limit "output")
+    tmp_bytes: int = 256 << 20  # size of the private /tmp tmpfs (bwrap only)
+    repo_bytes: int = 1 << 30  # largest repo Sandbox() agrees to copy (e.g. for grading)
 
 
 @dataclasses.dataclass
 class RunResult:
-    exit_code: int            # shell convention: 128 + signal when a signal ended it
-    output: str               # stdout+stderr interleaved, capped to Limits.output_bytes with a marker
-    timed_out: bool           # the wall timeout killed the process tree
-    limit: str | None         # "cpu" | "file_size" | "memory" | "processes" | "output" | None;
-                              # cpu/file_size come from the signal, memory/processes from the
-                              # error text the program printed (a heuristic), output is exact
-    output_bytes: int         # bytes the command produced in total
+    exit_code: int  # shell convention: 128 + signal when a signal ended it
+    output: str  # stdout+stderr interleaved, capped to Limits.output_bytes with a marker
+    timed_out: bool  # the wall timeout killed the process tree
+    limit: str | None  # "cpu" | "file_size" | "memory" | "processes" | "output" | None;
+    # cpu/file_size come from the signal, memory/processes from the
+    # error text the program printed (a heuristic), output is exact
+    output_bytes: int  # bytes the command produced in total
     duration_s: float
 
     @property
@@ -84,6 +86,7 @@ class RunResult:
 
 
 # ---------------------------------------------------------------- backend selection
+
 
 def _is_root() -> bool:
     return os.geteuid() == 0
@@ -119,11 +122,31 @@ def _bwrap_prefix(episode_dir: str, limits: Limits) -> list[str]:
         for parent in parents:
             args += ["--perms", "0755", "--dir", str(parent)]
         args += ["--ro-bind", prefix, prefix]
-    args += ["--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp",
-             "--proc", "/proc", "--dev", "/dev",
-             "--bind", episode_dir, SANDBOX_REPO, "--chdir", SANDBOX_REPO,
-             "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
-             "--die-with-parent", "--new-session", "--clearenv"]
+    args += [
+        "--perms",
+        "1777",
+        "--size",
+        str(limits.tmp_bytes),
+        "--tmpfs",
+        "/tmp",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--bind",
+        episode_dir,
+        SANDBOX_REPO,
+        "--chdir",
+        SANDBOX_REPO,
+        "--unshare-ipc",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--die-with-parent",
+        "--new-session",
+        "--clearenv",
+    ]
     if not _is_root():
         args += ["--unshare-user"]
     for key, value in _sandbox_env(SANDBOX_REPO).items():
@@ -133,25 +156,43 @@ def _bwrap_prefix(episode_dir: str, limits: Limits) -> list[str]:
 
 def _sandbox_env(repo: str) -> dict[str, str]:
     bins = [os.path.join(p, "bin") for p in _python_prefixes()]
-    return {"PATH": ":".join(bins + ["/usr/local/bin", "/usr/bin", "/bin"]), "HOME": repo,
-            "TMPDIR": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONUNBUFFERED": "1",
-            # Host pytest plugins (hypothesis, anyio, ...) cost ~1.4 s per run here and make task
-            # results depend on what the host happens to have installed: tasks get plain pytest.
-            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    return {
+        "PATH": ":".join(bins + ["/usr/local/bin", "/usr/bin", "/bin"]),
+        "HOME": repo,
+        "TMPDIR": "/tmp",
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONUNBUFFERED": "1",
+        # Host pytest plugins (hypothesis, anyio, ...) cost ~1.4 s per run here and make task
+        # results depend on what the host happens to have installed: tasks get plain pytest.
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+    }
 
 
 def _drop_privileges(uid: int | None) -> list[str]:
     if uid is None:
         return []
-    return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs",
-            "--bounding-set=-all", "--inh-caps=-all", "--"]
+    return [
+        "setpriv",
+        f"--reuid={uid}",
+        f"--regid={uid}",
+        "--clear-groups",
+        "--no-new-privs",
+        "--bounding-set=-all",
+        "--inh-caps=-all",
+        "--",
+    ]
 
 
 def _rlimits(limits: Limits, own_uid: bool) -> list[str]:
-    args = ["prlimit", f"--cpu={limits.cpu_s}:{limits.cpu_s + 1}", f"--as={limits.memory_bytes}",
-            f"--fsize={limits.file_bytes}", "--core=0"]
-    if own_uid:   # RLIMIT_NPROC counts every process of the uid: only meaningful for a private uid
+    args = [
+        "prlimit",
+        f"--cpu={limits.cpu_s}:{limits.cpu_s + 1}",
+        f"--as={limits.memory_bytes}",
+        f"--fsize={limits.file_bytes}",
+        "--core=0",
+    ]
+    if own_uid:  # RLIMIT_NPROC counts every process of the uid: only meaningful for a private uid
         args.append(f"--nproc={limits.nproc}")
     return args + ["--"]
 
@@ -165,21 +206,31 @@ def backend() -> str:
     needed = ["prlimit", "setpriv"] if _is_root() else ["prlimit"]
     missing = [tool for tool in needed if shutil.which(tool) is None]
     if missing:
-        raise RuntimeError(f"sandbox needs util-linux tools not found on PATH: {', '.join(missing)}")
+        raise RuntimeError(
+            f"sandbox needs util-linux tools not found on PATH: {', '.join(missing)}"
+        )
     reason = "bwrap not found on PATH (Debian package 'bubblewrap')"
     if shutil.which("bwrap"):
         with tempfile.TemporaryDirectory() as probe_dir:
             os.chmod(probe_dir, 0o777)
-            argv = _bwrap_prefix(probe_dir, Limits()) + _drop_privileges(_probe_uid()) + ["/bin/true"]
+            argv = (
+                _bwrap_prefix(probe_dir, Limits()) + _drop_privileges(_probe_uid()) + ["/bin/true"]
+            )
             probe = subprocess.run(argv, capture_output=True, text=True)
         if probe.returncode == 0:
             return "bwrap"
         reason = f"bwrap probe failed (exit {probe.returncode}): {probe.stderr.strip()[:200]}"
     if _is_root() and not _others_can_run_python():
-        reason += (f"; also the Python prefix {_python_prefixes()} is not reachable by other users, so "
-                   "commands run AS ROOT (no per-episode uid, no process limit, host files readable)")
-    warnings.warn(f"rl.envs.Sandbox: {reason}. FALLING BACK TO RLIMITS + TIMEOUTS ONLY: commands can "
-                  "reach the network and world-readable host files.", RuntimeWarning, stacklevel=2)
+        reason += (
+            f"; also the Python prefix {_python_prefixes()} is not reachable by other users, so "
+            "commands run AS ROOT (no per-episode uid, no process limit, host files readable)"
+        )
+    warnings.warn(
+        f"rl.envs.Sandbox: {reason}. FALLING BACK TO RLIMITS + TIMEOUTS ONLY: commands can "
+        "reach the network and world-readable host files.",
+        RuntimeWarning,
+        stacklevel=2,
+    )
     print(f"WARNING rl.envs.Sandbox: {reason}; sandbox is rlimits + timeouts only", file=sys.stderr)
     return "rlimit"
 
@@ -205,13 +256,23 @@ def _fresh_uid() -> int:
 
 # ---------------------------------------------------------------- the sandbox
 
+
 class Sandbox:
     """A private copy of `repo_dir` in which commands run confined. Use as a context manager."""
 
-    def __init__(self, repo_dir: str | os.PathLike | None = None, *, limits: Limits = Limits(),
-                 base_dir: str | None = None, backend_name: str | None = None, own_uid: bool | None = None):
+    def __init__(
+        self,
+        repo_dir: str | os.PathLike | None = None,
+        *,
+        limits: Limits = Limits(),
+        base_dir: str | None = None,
+        backend_name: str | None = None,
+        own_uid: bool | None = None,
+    ):
         if backend_name not in (None, "bwrap", "rlimit"):
-            raise ValueError(f"unknown sandbox backend {backend_name!r} (expected 'bwrap' or 'rlimit')")
+            raise ValueError(
+                f"unknown sandbox backend {backend_name!r} (expected 'bwrap' or 'rlimit')"
+            )
         self.limits = limits
         self.backend = backend_name or backend()
         # A private uid needs root to switch to, and (without bwrap's bind mounts) an interpreter
@@ -221,7 +282,7 @@ class Sandbox:
         auto = _is_root() and (self.backend == "bwrap" or _others_can_run_python())
         self.own_uid = auto if own_uid is None else own_uid
         self.uid = _fresh_uid() if self.own_uid else os.getuid()
-        self._closed = True   # until fully built: __del__ must not act on a half-made sandbox
+        self._closed = True  # until fully built: __del__ must not act on a half-made sandbox
         self._base = tempfile.mkdtemp(prefix="rl-episode-", dir=base_dir)
         try:
             self._populate(repo_dir)
@@ -231,9 +292,9 @@ class Sandbox:
         self._closed = False
 
     def _populate(self, repo_dir) -> None:
-        os.chmod(self._base, 0o711)   # the episode uid may traverse (rlimit backend), not list
+        os.chmod(self._base, 0o711)  # the episode uid may traverse (rlimit backend), not list
         self.root = os.path.join(self._base, "repo")
-        self.skipped_files: list[str] = []   # FIFOs, sockets, devices left out of the copy
+        self.skipped_files: list[str] = []  # FIFOs, sockets, devices left out of the copy
         if repo_dir is None:
             os.mkdir(self.root)
         else:
@@ -243,12 +304,14 @@ class Sandbox:
             self.skipped_files = _copy_repo(repo_dir, self.root, self.limits.repo_bytes)
         self._chown_tree(self.root)
         os.chmod(self.root, 0o700)
-        self._tmp = os.path.join(self._base, "tmp")   # TMPDIR for the rlimit backend (bwrap has its own)
+        self._tmp = os.path.join(
+            self._base, "tmp"
+        )  # TMPDIR for the rlimit backend (bwrap has its own)
         os.mkdir(self._tmp, 0o700)
         self._chown(self._tmp)
 
     @classmethod
-    def from_files(cls, files: dict[str, str], **kwargs) -> "Sandbox":
+    def from_files(cls, files: dict[str, str], **kwargs) -> Sandbox:
         box = cls(None, **kwargs)
         try:
             for rel, content in files.items():
@@ -265,19 +328,34 @@ class Sandbox:
             raise RuntimeError("Sandbox.run after close()")
         argv, cwd, env = self._argv(command)
         start = time.monotonic()
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                start_new_session=True, **self._user_kwargs())
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            **self._user_kwargs(),
+        )
         capture = _OutputCapture(self.limits.output_bytes)
-        timed_out, output_killed = _pump(proc, capture, start + timeout_s, self.limits.output_kill_bytes)
+        timed_out, output_killed = _pump(
+            proc, capture, start + timeout_s, self.limits.output_kill_bytes
+        )
         if timed_out or output_killed:
             _kill_group(proc.pid)
         exit_code = _shell_code(proc.wait())
         self.kill_all()
         proc.stdout.close()
         limit = "output" if output_killed else _limit_hit(exit_code, capture.text())
-        return RunResult(exit_code=exit_code, output=capture.text(), timed_out=timed_out, limit=limit,
-                         output_bytes=capture.total, duration_s=time.monotonic() - start)
+        return RunResult(
+            exit_code=exit_code,
+            output=capture.text(),
+            timed_out=timed_out,
+            limit=limit,
+            output_bytes=capture.total,
+            duration_s=time.monotonic() - start,
+        )
 
     def _argv(self, command: str) -> tuple[list[str], str, dict[str, str]]:
         inner = _rlimits(self.limits, self.own_uid) + ["/bin/sh", "-c", command]
@@ -297,14 +375,24 @@ class Sandbox:
     def kill_all(self, patience_s: float = 2.0) -> None:
         """Kills every process of the episode uid: kill(-1) as that uid is one kernel pass, so a
         fork bomb cannot outrun it. Repeats until none is alive (dying ones take a moment)."""
-        if not self.own_uid:   # never kill(-1) as a shared uid
+        if not self.own_uid:  # never kill(-1) as a shared uid
             return
         deadline = time.monotonic() + patience_s
         while _uid_has_processes(self.uid):
-            subprocess.run(["/bin/sh", "-c", "kill -KILL -1"], user=self.uid, group=self.uid, extra_groups=[],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            subprocess.run(
+                ["/bin/sh", "-c", "kill -KILL -1"],
+                user=self.uid,
+                group=self.uid,
+                extra_groups=[],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
             if time.monotonic() > deadline:
-                warnings.warn(f"rl.envs.Sandbox: processes of uid {self.uid} survive kill -1", RuntimeWarning)
+                warnings.warn(
+                    f"rl.envs.Sandbox: processes of uid {self.uid} survive kill -1",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
                 return
             time.sleep(0.005)
 
@@ -315,7 +403,7 @@ class Sandbox:
         symlinks the agent planted)."""
         if not isinstance(rel, str) or not rel or "\0" in rel:
             raise ValueError(f"bad path {rel!r}")
-        rel = rel[len(SANDBOX_REPO) + 1:] if rel.startswith(SANDBOX_REPO + "/") else rel
+        rel = rel[len(SANDBOX_REPO) + 1 :] if rel.startswith(SANDBOX_REPO + "/") else rel
         full = os.path.realpath(os.path.join(self.root, rel))
         root = os.path.realpath(self.root)
         if full != root and not full.startswith(root + os.sep):
@@ -348,7 +436,9 @@ class Sandbox:
         top = self.path(rel)
         out = []
         for dirpath, dirnames, filenames in os.walk(top):
-            dirnames[:] = sorted(d for d in dirnames if d not in (".git", "__pycache__", ".pytest_cache"))
+            dirnames[:] = sorted(
+                d for d in dirnames if d not in (".git", "__pycache__", ".pytest_cache")
+            )
             for name in sorted(filenames):
                 out.append(os.path.relpath(os.path.join(dirpath, name), self.root))
         return out
@@ -365,7 +455,7 @@ class Sandbox:
     def _chown_tree(self, top: str, only: str | None = None) -> None:
         if not self.own_uid:
             return
-        if only is not None:   # chown `only` and its parents up to the root
+        if only is not None:  # chown `only` and its parents up to the root
             path = only
             while path.startswith(top):
                 self._chown(path)
@@ -385,7 +475,7 @@ class Sandbox:
         self.kill_all()
         shutil.rmtree(self._base, ignore_errors=True)
 
-    def __enter__(self) -> "Sandbox":
+    def __enter__(self) -> Sandbox:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -395,11 +485,12 @@ class Sandbox:
         if not getattr(self, "_closed", True):
             try:
                 self.close()
-            except Exception:   # interpreter shutdown: best effort only
+            except Exception:  # interpreter shutdown: best effort only
                 pass
 
 
 # ---------------------------------------------------------------- helpers
+
 
 class RepoTooLarge(ValueError):
     pass
@@ -450,7 +541,7 @@ class _OutputCapture:
         if chunk:
             self.tail += chunk
             if len(self.tail) > self.half:
-                del self.tail[:len(self.tail) - self.half]
+                del self.tail[: len(self.tail) - self.half]
 
     def text(self) -> str:
         omitted = self.total - len(self.head) - len(self.tail)
@@ -458,12 +549,15 @@ class _OutputCapture:
         return bytes(self.head + middle + self.tail).decode("utf-8", errors="replace")
 
 
-def _pump(proc: subprocess.Popen, capture: _OutputCapture, deadline: float, kill_bytes: int
-          ) -> tuple[bool, bool]:
+def _pump(
+    proc: subprocess.Popen, capture: _OutputCapture, deadline: float, kill_bytes: int
+) -> tuple[bool, bool]:
     """Reads output until EOF, the deadline, or too much output. Returns (timed_out, output_killed)."""
     fd = proc.stdout.fileno()
     os.set_blocking(fd, False)
-    poller = select.poll()   # not select.select: it fails for fds >= 1024 (many episodes per process)
+    poller = (
+        select.poll()
+    )  # not select.select: it fails for fds >= 1024 (many episodes per process)
     poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
     exited_at = None
     while True:
@@ -473,7 +567,7 @@ def _pump(proc: subprocess.Popen, capture: _OutputCapture, deadline: float, kill
         if exited_at is None and proc.poll() is not None:
             exited_at = now
         if exited_at is not None and now - exited_at > 0.2:
-            return False, False   # an escaped child holds the pipe open; the sweep will kill it
+            return False, False  # an escaped child holds the pipe open; the sweep will kill it
         if not poller.poll(1e3 * min(deadline - now, 0.05)):
             continue
         try:
@@ -499,7 +593,12 @@ def _shell_code(returncode: int) -> int:
 
 
 _MEMORY_MARKERS = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory")
-_NPROC_MARKERS = ("Resource temporarily unavailable", "BlockingIOError", "fork: retry", "Cannot fork")
+_NPROC_MARKERS = (
+    "Resource temporarily unavailable",
+    "BlockingIOError",
+    "fork: retry",
+    "Cannot fork",
+)
 
 
 def _limit_hit(exit_code: int, output: str) -> str | None:

@@ -1,5 +1,6 @@
 """An oracle policy for smoke tests and benchmarks: emits real tool-call token ids that apply a
 task's reference solution with write_file, run the tests, and submit. Not a learned agent."""
+
 from __future__ import annotations
 
 from data.chat import tool_call_text
@@ -14,11 +15,16 @@ class OraclePolicy:
         edits = task.solution if edits is None else edits
         calls = [("list_files", {})]
         for path, content in edits.items():
-            calls.append(("run", {"command": f"rm -f {path}"}) if content is None
-                         else ("write_file", {"path": path, "content": content}))
+            calls.append(
+                ("run", {"command": f"rm -f {path}"})
+                if content is None
+                else ("write_file", {"path": path, "content": content})
+            )
         calls += [("run_tests", {}), ("submit", {})]
-        self._turns = [tok.encode(tool_call_text(n, a), allow_special=True) + [tok.special_id("end")]
-                       for n, a in calls]
+        self._turns = [
+            tok.encode(tool_call_text(n, a), allow_special=True) + [tok.special_id("end")]
+            for n, a in calls
+        ]
 
     def __call__(self, context: list[int]) -> list[int]:
         if not self._turns:

@@ -17,6 +17,7 @@ Limitation: the code under test runs inside the pytest process, so a policy coul
 the run from there (e.g. a repo module shadowing a stdlib module pytest imports late); hidden tests
 from users cannot rely on a conftest.py of their own beyond the repo's original root one.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -39,7 +40,7 @@ class Task:
     prompt: str
     files: dict[str, str]
     hidden_tests: dict[str, str]
-    solution: dict[str, str | None]          # path -> new content, None = delete
+    solution: dict[str, str | None]  # path -> new content, None = delete
     setup: list[str] = dataclasses.field(default_factory=list)
     test_command: str = "python3 -m pytest -q"
     kind: str = "custom"
@@ -65,6 +66,7 @@ class Grade:
 
 # ---------------------------------------------------------------- grading
 
+
 def apply_solution(sandbox: Sandbox, solution: dict[str, str | None]) -> None:
     for rel, content in solution.items():
         if content is None:
@@ -82,18 +84,22 @@ def grade_in(sandbox: Sandbox, task: Task, timeout_s: float = 60.0) -> Grade:
     the repo's pytest config is ignored (-c). The repo root is put on sys.path by our own ini.
     """
     for name in (HIDDEN_DIR, RESULTS_FILE, "conftest.py"):
-        _remove_entry(sandbox.root, name)   # lstat-based: the agent may have planted symlinks
+        _remove_entry(sandbox.root, name)  # lstat-based: the agent may have planted symlinks
     if "conftest.py" in task.files:
         sandbox.write_text("conftest.py", task.files["conftest.py"])
     for rel, content in task.hidden_tests.items():
         sandbox.write_text(f"{HIDDEN_DIR}/{rel}", content)
     sandbox.write_text(f"{HIDDEN_DIR}/pytest.ini", "[pytest]\npythonpath = ..\n")
-    command = (f"python3 -I -m pytest -q -p no:cacheprovider -c {HIDDEN_DIR}/pytest.ini "
-               f"--rootdir=. --confcutdir=. --junitxml={RESULTS_FILE} {HIDDEN_DIR}")
+    command = (
+        f"python3 -I -m pytest -q -p no:cacheprovider -c {HIDDEN_DIR}/pytest.ini "
+        f"--rootdir=. --confcutdir=. --junitxml={RESULTS_FILE} {HIDDEN_DIR}"
+    )
     result = sandbox.run(command, timeout_s)
     passed, total = _junit_counts(sandbox, RESULTS_FILE)
     expected = int(task.meta.get("hidden_test_count", 0))
-    return Grade(passed=passed, total=max(total, expected), output=f"[{result.status}]\n{result.output}")
+    return Grade(
+        passed=passed, total=max(total, expected), output=f"[{result.status}]\n{result.output}"
+    )
 
 
 def _remove_entry(root: str, name: str) -> None:
@@ -104,12 +110,18 @@ def _remove_entry(root: str, name: str) -> None:
         os.remove(path)
 
 
-def grade_repo(task: Task, repo_dir: str, timeout_s: float = 60.0, limits: Limits = Limits()) -> Grade:
+def grade_repo(
+    task: Task, repo_dir: str, timeout_s: float = 60.0, limits: Limits = Limits()
+) -> Grade:
     """Reward function: hidden tests run on a fresh copy of the agent's final repo."""
     try:
         box = Sandbox(repo_dir, limits=limits)
     except RepoTooLarge as e:
-        return Grade(passed=0, total=max(int(task.meta.get("hidden_test_count", 0)), 1), output=f"[rejected] {e}")
+        return Grade(
+            passed=0,
+            total=max(int(task.meta.get("hidden_test_count", 0)), 1),
+            output=f"[rejected] {e}",
+        )
     with box:
         return grade_in(box, task, timeout_s)
 
@@ -137,12 +149,24 @@ def save_tasks(tasks: list[Task], jsonl_path: str | os.PathLike) -> None:
         for task in tasks:
             _write_tree(root / task.id / "repo", task.files)
             _write_tree(root / task.id / "hidden", task.hidden_tests)
-            _write_tree(root / task.id / "solution", {k: v for k, v in task.solution.items() if v is not None})
-            row = {"id": task.id, "prompt": task.prompt, "repo": f"{task.id}/repo",
-                   "hidden_tests": f"{task.id}/hidden", "solution": f"{task.id}/solution",
-                   "solution_deletes": sorted(k for k, v in task.solution.items() if v is None),
-                   "setup": task.setup, "test_command": task.test_command, "kind": task.kind,
-                   "difficulty": task.difficulty, "seed": task.seed, "meta": task.meta}
+            _write_tree(
+                root / task.id / "solution",
+                {k: v for k, v in task.solution.items() if v is not None},
+            )
+            row = {
+                "id": task.id,
+                "prompt": task.prompt,
+                "repo": f"{task.id}/repo",
+                "hidden_tests": f"{task.id}/hidden",
+                "solution": f"{task.id}/solution",
+                "solution_deletes": sorted(k for k, v in task.solution.items() if v is None),
+                "setup": task.setup,
+                "test_command": task.test_command,
+                "kind": task.kind,
+                "difficulty": task.difficulty,
+                "seed": task.seed,
+                "meta": task.meta,
+            }
             out.write(json.dumps(row, sort_keys=True) + "\n")
 
 
@@ -179,10 +203,19 @@ def _task_from_row(line: str, jsonl_path: Path, lineno: int) -> Task:
     setup = row.get("setup", [])
     if not isinstance(setup, list) or not all(isinstance(s, str) for s in setup):
         raise ValueError(f"{where}: field 'setup' must be a list of shell commands")
-    return Task(id=row["id"], prompt=row["prompt"], files=dirs["repo"], hidden_tests=dirs["hidden_tests"],
-                solution=solution, setup=setup, test_command=row.get("test_command", Task.test_command),
-                kind=row.get("kind", "custom"), difficulty=int(row.get("difficulty", 1)),
-                seed=row.get("seed"), meta=dict(row.get("meta") or {}))
+    return Task(
+        id=row["id"],
+        prompt=row["prompt"],
+        files=dirs["repo"],
+        hidden_tests=dirs["hidden_tests"],
+        solution=solution,
+        setup=setup,
+        test_command=row.get("test_command", Task.test_command),
+        kind=row.get("kind", "custom"),
+        difficulty=int(row.get("difficulty", 1)),
+        seed=row.get("seed"),
+        meta=dict(row.get("meta") or {}),
+    )
 
 
 def _write_tree(root: Path, files: dict[str, str]) -> None:
@@ -194,5 +227,8 @@ def _write_tree(root: Path, files: dict[str, str]) -> None:
 
 
 def _read_tree(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): p.read_text(encoding="utf-8")
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): p.read_text(encoding="utf-8")
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }

@@ -10,19 +10,25 @@ error observation and is counted on the episode (RL uses it as a negative exampl
 Parsing works on ids, not text, so a file that merely contains the string "<|tool_call|>" (encoded
 as bytes) can never be mistaken for a call.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import json
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from data.tokenizers import SPECIAL_TOKENS, Tokenizer, special_text
 
 # name -> {argument: (type(s), required)}. bool is excluded from int explicitly below.
 TOOL_SCHEMAS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "list_files": {"path": ((str,), False)},
-    "read_file": {"path": ((str,), True), "start_line": ((int,), False), "end_line": ((int,), False)},
+    "read_file": {
+        "path": ((str,), True),
+        "start_line": ((int,), False),
+        "end_line": ((int,), False),
+    },
     "write_file": {"path": ((str,), True), "content": ((str,), True)},
     "edit": {"path": ((str,), True), "old": ((str,), True), "new": ((str,), True)},
     "run": {"command": ((str,), True), "timeout_s": ((int, float), False)},
@@ -44,7 +50,7 @@ TOOLS_HELP = """Tools (call as <|tool_call|>{"name": ..., "arguments": {...}}<|/
 class ToolCall:
     name: str
     arguments: dict[str, Any]
-    n_tokens: int                 # tokens of the call, tags included (tool I/O accounting)
+    n_tokens: int  # tokens of the call, tags included (tool I/O accounting)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,8 +61,8 @@ class Malformed:
 
 @dataclasses.dataclass(frozen=True)
 class ParsedTurn:
-    items: list                   # ToolCall | Malformed, in emission order
-    terminated: bool              # ended with <|end|> or <|eos|>
+    items: list  # ToolCall | Malformed, in emission order
+    terminated: bool  # ended with <|end|> or <|eos|>
 
     @property
     def calls(self) -> list[ToolCall]:
@@ -85,16 +91,22 @@ def parse_turn(tok: Tokenizer, ids: Sequence[int]) -> ParsedTurn:
             while j < len(body) and body[j] != close_id and body[j] != open_id:
                 j += 1
             if j == len(body) or body[j] != close_id:
-                items.append(Malformed("tool call opened with <|tool_call|> but never closed", j - i))
+                items.append(
+                    Malformed("tool call opened with <|tool_call|> but never closed", j - i)
+                )
                 i = j
                 continue
-            items.append(_parse_call(tok, body[i + 1:j], specials, n_tokens=j - i + 1))
+            items.append(_parse_call(tok, body[i + 1 : j], specials, n_tokens=j - i + 1))
             i = j + 1
         elif t == close_id:
             items.append(Malformed("<|/tool_call|> without a matching <|tool_call|>", 1))
             i += 1
         elif t in specials and t not in allowed_free:
-            items.append(Malformed(f"unexpected control token {special_text(specials[t])} inside the turn", 1))
+            items.append(
+                Malformed(
+                    f"unexpected control token {special_text(specials[t])} inside the turn", 1
+                )
+            )
             i += 1
         else:
             i += 1
@@ -118,8 +130,9 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return dict(pairs)
 
 
-def _parse_call(tok: Tokenizer, body_ids: list[int], specials: dict[int, str], n_tokens: int
-                ) -> ToolCall | Malformed:
+def _parse_call(
+    tok: Tokenizer, body_ids: list[int], specials: dict[int, str], n_tokens: int
+) -> ToolCall | Malformed:
     if any(t in specials for t in body_ids):
         return Malformed("control token inside tool call JSON", n_tokens)
     text = tok.decode(body_ids)
@@ -129,13 +142,16 @@ def _parse_call(tok: Tokenizer, body_ids: list[int], specials: dict[int, str], n
         return Malformed(f"tool call is not valid JSON: {e}", n_tokens)
     if not isinstance(obj, dict) or set(obj) != {"name", "arguments"}:
         keys = sorted(obj) if isinstance(obj, dict) else type(obj).__name__
-        return Malformed(f'tool call must be an object with exactly "name" and "arguments", got {keys}',
-                         n_tokens)
+        return Malformed(
+            f'tool call must be an object with exactly "name" and "arguments", got {keys}', n_tokens
+        )
     name, args = obj["name"], obj["arguments"]
     if not isinstance(name, str) or name not in TOOL_SCHEMAS:
         return Malformed(f"unknown tool {name!r}; tools: {', '.join(TOOL_SCHEMAS)}", n_tokens)
     if not isinstance(args, dict):
-        return Malformed(f"{name}: arguments must be an object, got {type(args).__name__}", n_tokens)
+        return Malformed(
+            f"{name}: arguments must be an object, got {type(args).__name__}", n_tokens
+        )
     problem = _check_arguments(name, args)
     if problem:
         return Malformed(f"{name}: {problem}", n_tokens)
@@ -164,7 +180,9 @@ def malformed_observation(detail: str) -> str:
     return json.dumps({"error": "malformed_tool_call", "detail": detail})
 
 
-def truncate_to_budget(tok: Tokenizer, text: str, budget: int, max_chars_per_token: int = 32) -> list[int]:
+def truncate_to_budget(
+    tok: Tokenizer, text: str, budget: int, max_chars_per_token: int = 32
+) -> list[int]:
     """Token ids of `text`, keeping head and tail within `budget` tokens around a visible marker.
 
     Text far beyond the budget (a 60 MB file) is first cut to head and tail by characters, so
@@ -182,12 +200,13 @@ def truncate_to_budget(tok: Tokenizer, text: str, budget: int, max_chars_per_tok
     extra = f" + {dropped_chars} chars" if dropped_chars else ""
     marker = tok.encode(f"\n[... truncated {max(len(ids) - budget, 0)} tokens{extra} ...]\n")
     keep = max(min(budget, len(ids)) - len(marker), 2)
-    head, tail = ids[:keep // 2], ids[len(ids) - (keep - keep // 2):]
+    head, tail = ids[: keep // 2], ids[len(ids) - (keep - keep // 2) :]
     # Re-encode decoded pieces so a cut inside a multi-byte character becomes a valid replacement char.
     return tok.encode(tok.decode(head)) + marker + tok.encode(tok.decode(tail))
 
 
 # ---------------------------------------------------------------- executing calls
+
 
 @dataclasses.dataclass(frozen=True)
 class ToolOutput:
@@ -196,8 +215,9 @@ class ToolOutput:
     submitted: bool = False
 
 
-def execute(sandbox, call: ToolCall, *, test_command: str, command_timeout_s: float,
-            test_timeout_s: float) -> ToolOutput:
+def execute(
+    sandbox, call: ToolCall, *, test_command: str, command_timeout_s: float, test_timeout_s: float
+) -> ToolOutput:
     """Runs one well-formed call against a Sandbox. Tool-level failures (missing file, edit text not
     found) are ordinary observations with ok=False, not malformed calls."""
     a = call.arguments
@@ -231,14 +251,18 @@ def _read_file(sandbox, path: str, start: int | None, end: int | None) -> ToolOu
     end = len(lines) if end is None else end
     if start < 1 or end < start - 1:
         return ToolOutput(f"error: bad line range {start}..{end} ({len(lines)} lines)", False)
-    return ToolOutput("".join(lines[start - 1:end]), True)
+    return ToolOutput("".join(lines[start - 1 : end]), True)
 
 
 def _edit(sandbox, path: str, old: str, new: str) -> ToolOutput:
     text = sandbox.read_text(path)
     count = text.count(old) if old else 0
     if count != 1:
-        why = "old text is empty" if not old else f"old text found {count} times (must be exactly once)"
+        why = (
+            "old text is empty"
+            if not old
+            else f"old text found {count} times (must be exactly once)"
+        )
         return ToolOutput(f"error: edit {path}: {why}", False)
     sandbox.write_text(path, text.replace(old, new, 1))
     return ToolOutput(f"edited {path}", True)

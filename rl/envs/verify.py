@@ -5,6 +5,7 @@ repo (else the task teaches nothing); they all pass once the reference solution 
 is unsolvable as specified). Accepted tasks get `meta["hidden_test_count"]`, so a later grading in
 which a hidden test file fails to even collect still counts its tests as failed.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -18,7 +19,7 @@ from rl.envs.tasks import Task, apply_solution, grade_in
 class Verdict:
     task_id: str
     accepted: bool
-    reason: str            # "ok" or why it was rejected, one line
+    reason: str  # "ok" or why it was rejected, one line
 
 
 def verify_task(task: Task, timeout_s: float = 60.0, limits: Limits = Limits()) -> Verdict:
@@ -26,29 +27,42 @@ def verify_task(task: Task, timeout_s: float = 60.0, limits: Limits = Limits()) 
         for i, command in enumerate(task.setup):
             result = box.run(command, timeout_s)
             if not result.ok:
-                return Verdict(task.id, False, f"setup command {i} ({command!r}) ended {result.status}: "
-                                               f"{_last_line(result.output)}")
+                return Verdict(
+                    task.id,
+                    False,
+                    f"setup command {i} ({command!r}) ended {result.status}: "
+                    f"{_last_line(result.output)}",
+                )
         with Sandbox(box.root, limits=limits) as before:
             untouched = grade_in(before, task, timeout_s)
         if untouched.total == 0:
             return Verdict(task.id, False, f"no hidden tests ran: {_last_line(untouched.output)}")
         if untouched.all_pass:
-            return Verdict(task.id, False, f"hidden tests already pass on the untouched repo "
-                                           f"({untouched.passed}/{untouched.total})")
+            return Verdict(
+                task.id,
+                False,
+                f"hidden tests already pass on the untouched repo "
+                f"({untouched.passed}/{untouched.total})",
+            )
         try:
             apply_solution(box, task.solution)
         except (OSError, ValueError) as e:
             return Verdict(task.id, False, f"reference solution does not apply: {e}")
         solved = grade_in(box, task, timeout_s)
         if not solved.all_pass:
-            return Verdict(task.id, False, f"reference solution fails hidden tests "
-                                           f"({solved.passed}/{solved.total}): {_last_line(solved.output)}")
+            return Verdict(
+                task.id,
+                False,
+                f"reference solution fails hidden tests "
+                f"({solved.passed}/{solved.total}): {_last_line(solved.output)}",
+            )
     task.meta["hidden_test_count"] = solved.total
     return Verdict(task.id, True, "ok")
 
 
-def verify_tasks(tasks: list[Task], workers: int = 2, timeout_s: float = 60.0
-                 ) -> tuple[list[Task], list[Verdict]]:
+def verify_tasks(
+    tasks: list[Task], workers: int = 2, timeout_s: float = 60.0
+) -> tuple[list[Task], list[Verdict]]:
     """Returns (accepted tasks, rejected verdicts), each in input order."""
     with ThreadPoolExecutor(max_workers=workers) as pool:
         verdicts = list(pool.map(lambda t: verify_task(t, timeout_s), tasks))

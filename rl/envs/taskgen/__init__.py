@@ -18,10 +18,11 @@ A template is `make(rng, pkg, difficulty) -> (files, prompt, hidden_tests, solut
 path -> text dicts but the prompt); add one by writing it in the module of its kind and listing it
 in TEMPLATES below.
 """
+
 from __future__ import annotations
 
 import random
-from typing import Callable
+from collections.abc import Callable
 
 from rl.envs.taskgen import bugfix, feature, migration, refactor, tests_docs
 from rl.envs.taskgen.common import PACKAGES
@@ -52,15 +53,31 @@ def generate_task(template: str, seed: int, difficulty: int = 1) -> Task:
     rng = random.Random(f"{template}:{seed}:{difficulty}")
     pkg = rng.choice(PACKAGES)
     files, prompt, hidden, solution = make(rng, pkg, difficulty)
-    return Task(id=f"{template}-s{seed}-d{difficulty}", prompt=prompt, files=files, hidden_tests=hidden,
-                solution=solution, kind=kind, difficulty=difficulty, seed=seed,
-                meta={"template": template, "package": pkg})
+    return Task(
+        id=f"{template}-s{seed}-d{difficulty}",
+        prompt=prompt,
+        files=files,
+        hidden_tests=hidden,
+        solution=solution,
+        kind=kind,
+        difficulty=difficulty,
+        seed=seed,
+        meta={"template": template, "package": pkg},
+    )
 
 
-def generate_tasks(n: int, seed: int = 0, difficulties: tuple[int, ...] = (1, 2, 3),
-                   templates: tuple[str, ...] | None = None) -> list[Task]:
+def generate_tasks(
+    n: int,
+    seed: int = 0,
+    difficulties: tuple[int, ...] = (1, 2, 3),
+    templates: tuple[str, ...] | None = None,
+) -> list[Task]:
     """n tasks cycling through templates (so every kind appears), difficulty drawn per task."""
     names = list(templates or TEMPLATES)
     rng = random.Random(seed)
-    return [generate_task(names[i % len(names)], seed=rng.randrange(1 << 30), difficulty=rng.choice(difficulties))
-            for i in range(n)]
+    return [
+        generate_task(
+            names[i % len(names)], seed=rng.randrange(1 << 30), difficulty=rng.choice(difficulties)
+        )
+        for i in range(n)
+    ]

@@ -1,4 +1,5 @@
 """Bug-fix templates: off-by-one window, boundary comparison, mutable default argument."""
+
 from __future__ import annotations
 
 from rl.envs.taskgen.common import base_repo, dedent, pick_prompt
@@ -21,14 +22,15 @@ def off_by_one(rng, pkg, difficulty):
             return out
         ''')
     files[f"{pkg}/series.py"] = body.format("")
-    files["tests/test_series.py"] = dedent(f'''
+    files["tests/test_series.py"] = dedent(f"""
         from {pkg}.series import running_max
 
 
         def test_running_max():
             assert running_max([1, 3, 2]) == [1, 3, 3]
-        ''')
-    hidden = {"test_series_hidden.py": dedent(f'''
+        """)
+    hidden = {
+        "test_series_hidden.py": dedent(f"""
         from {pkg}.series import {fn}, running_max
 
 
@@ -46,10 +48,17 @@ def off_by_one(rng, pkg, difficulty):
 
         def test_running_max_kept():
             assert running_max([2, 1, 5]) == [2, 2, 5]
-        ''')}
+        """)
+    }
     solution = {f"{pkg}/series.py": body.format(" + 1")}
-    prompt = pick_prompt(difficulty, (f"{fn} in {pkg}/series.py drops the last window. fix it",
-                                  f"{fn} is missing the last window", "rolling sums come out one short, fix"))
+    prompt = pick_prompt(
+        difficulty,
+        (
+            f"{fn} in {pkg}/series.py drops the last window. fix it",
+            f"{fn} is missing the last window",
+            "rolling sums come out one short, fix",
+        ),
+    )
     return files, prompt, hidden, solution
 
 
@@ -69,15 +78,16 @@ def boundary(rng, pkg, difficulty):
             return total
         ''')
     files[f"{pkg}/pricing.py"] = body.format(">")
-    files["tests/test_pricing.py"] = dedent(f'''
+    files["tests/test_pricing.py"] = dedent(f"""
         from {pkg}.pricing import order_total
 
 
         def test_small_order():
             assert order_total(1, 100) == 100
-        ''')
+        """)
     t = threshold
-    hidden = {"test_pricing_hidden.py": dedent(f'''
+    hidden = {
+        "test_pricing_hidden.py": dedent(f"""
         from {pkg}.pricing import order_total
 
 
@@ -91,11 +101,17 @@ def boundary(rng, pkg, difficulty):
 
         def test_below_threshold():
             assert order_total({t - 1}, 100) == {(t - 1) * 100}
-        ''')}
+        """)
+    }
     solution = {f"{pkg}/pricing.py": body.format(">=")}
-    prompt = pick_prompt(difficulty, (f"order_total in {pkg}/pricing.py: orders of exactly {t} don't get the bulk discount",
-                                  f"ordering exactly {t} items doesn't get the discount",
-                                  "bulk discount kicks in one item late"))
+    prompt = pick_prompt(
+        difficulty,
+        (
+            f"order_total in {pkg}/pricing.py: orders of exactly {t} don't get the bulk discount",
+            f"ordering exactly {t} items doesn't get the discount",
+            "bulk discount kicks in one item late",
+        ),
+    )
     return files, prompt, hidden, solution
 
 
@@ -116,7 +132,8 @@ def mutable_default(rng, pkg, difficulty):
             return tags
         ''')
     files[f"{pkg}/tags.py"] = buggy
-    hidden = {"test_tags_hidden.py": dedent(f'''
+    hidden = {
+        "test_tags_hidden.py": dedent(f"""
         from {pkg}.tags import {fn}
 
 
@@ -128,7 +145,14 @@ def mutable_default(rng, pkg, difficulty):
         def test_explicit_list_extended():
             xs = ["x"]
             assert {fn}("y", xs) == ["x", "y"]
-        ''')}
-    prompt = pick_prompt(difficulty, (f"{fn} in {pkg}/tags.py leaks tags between calls",
-                                  f"{fn} remembers tags from earlier calls", "tags leak between items"))
+        """)
+    }
+    prompt = pick_prompt(
+        difficulty,
+        (
+            f"{fn} in {pkg}/tags.py leaks tags between calls",
+            f"{fn} remembers tags from earlier calls",
+            "tags leak between items",
+        ),
+    )
     return files, prompt, hidden, {f"{pkg}/tags.py": fixed}

@@ -1,4 +1,5 @@
 """Helpers shared by the task templates: names, dedent, a base repo, difficulty-graded prompts."""
+
 from __future__ import annotations
 
 import random
@@ -12,7 +13,10 @@ def dedent(text: str) -> str:
 
 
 def base_repo(rng: random.Random, pkg: str, difficulty: int) -> dict[str, str]:
-    files = {f"{pkg}/__init__.py": "", "README.md": f"# {pkg}\n\nInternal helpers. Run `python3 -m pytest -q`.\n"}
+    files = {
+        f"{pkg}/__init__.py": "",
+        "README.md": f"# {pkg}\n\nInternal helpers. Run `python3 -m pytest -q`.\n",
+    }
     for i in range(difficulty - 1):
         a = rng.randint(2, 9)
         files[f"{pkg}/util_{i}.py"] = dedent(f'''

@@ -1,4 +1,5 @@
 """Writing tests (graded by mutants) and docs (docstrings; README doctests) templates."""
+
 from __future__ import annotations
 
 from rl.envs.taskgen.common import base_repo, dedent, pick_prompt
@@ -78,9 +79,13 @@ def write_tests(rng, pkg, difficulty):
     files = base_repo(rng, pkg, difficulty)
     files[f"{pkg}/version.py"] = dedent(_VERSION_IMPL)
     mutants = rng.sample(_VERSION_MUTANTS, min(difficulty + 1, len(_VERSION_MUTANTS)))
-    hidden = {"test_written_tests_hidden.py": _suite_grader(f"{pkg}/version.py", "tests/test_version.py",
-                                                            mutants, min_tests=2)}
-    solution = {"tests/test_version.py": dedent(f'''
+    hidden = {
+        "test_written_tests_hidden.py": _suite_grader(
+            f"{pkg}/version.py", "tests/test_version.py", mutants, min_tests=2
+        )
+    }
+    solution = {
+        "tests/test_version.py": dedent(f"""
         import pytest
 
         from {pkg}.version import parse_version
@@ -98,28 +103,48 @@ def write_tests(rng, pkg, difficulty):
         def test_rejects(bad):
             with pytest.raises(ValueError):
                 parse_version(bad)
-        ''')}
-    prompt = pick_prompt(difficulty, (f"add tests for parse_version ({pkg}/version.py) in tests/test_version.py",
-                                  "parse_version has no tests, add tests/test_version.py",
-                                  "write tests for parse_version in tests/test_version.py"))
+        """)
+    }
+    prompt = pick_prompt(
+        difficulty,
+        (
+            f"add tests for parse_version ({pkg}/version.py) in tests/test_version.py",
+            "parse_version has no tests, add tests/test_version.py",
+            "write tests for parse_version in tests/test_version.py",
+        ),
+    )
     return files, prompt, hidden, solution
 
 
 def docstrings(rng, pkg, difficulty):
-    names = rng.sample((("net_price", "gross, rate"), ("split_evenly", "total, parts"),
-                        ("round_cents", "amount"), ("fee_for", "amount, tier")), 1 + difficulty)
-    bodies = {"net_price": "return gross * (1 - rate)", "split_evenly": "return [total / parts] * parts",
-              "round_cents": "return round(amount, 2)", "fee_for": "return amount * 0.01 * tier"}
+    names = rng.sample(
+        (
+            ("net_price", "gross, rate"),
+            ("split_evenly", "total, parts"),
+            ("round_cents", "amount"),
+            ("fee_for", "amount, tier"),
+        ),
+        1 + difficulty,
+    )
+    bodies = {
+        "net_price": "return gross * (1 - rate)",
+        "split_evenly": "return [total / parts] * parts",
+        "round_cents": "return round(amount, 2)",
+        "fee_for": "return amount * 0.01 * tier",
+    }
     plain, documented = [], []
     for name, args in names:
         plain.append(f"def {name}({args}):\n    {bodies[name]}\n")
         arg_doc = "\n".join(f"        {a}: the {a} value." for a in args.split(", "))
-        documented.append(f'def {name}({args}):\n    """{name.replace("_", " ").capitalize()}.\n\n'
-                          f'    Args:\n{arg_doc}\n\n    Returns:\n        The result.\n    """\n'
-                          f"    {bodies[name]}\n")
+        documented.append(
+            f'def {name}({args}):\n    """{name.replace("_", " ").capitalize()}.\n\n'
+            f'    Args:\n{arg_doc}\n\n    Returns:\n        The result.\n    """\n'
+            f"    {bodies[name]}\n"
+        )
     files = base_repo(rng, pkg, difficulty)
     files[f"{pkg}/money.py"] = "\n\n".join(plain)
-    hidden = {"test_docs_hidden.py": dedent(f'''
+    hidden = {
+        "test_docs_hidden.py": dedent(f"""
         import inspect
 
         from {pkg} import money
@@ -138,9 +163,16 @@ def docstrings(rng, pkg, difficulty):
 
         def test_behaviour_kept():
             assert money.{names[0][0]}(*[{", ".join("2" for _ in names[0][1].split(", "))}]) is not None
-        ''')}
-    prompt = pick_prompt(difficulty, (f"document every function in {pkg}/money.py (args and return value)",
-                                  "money.py has no docstrings; add them (args + returns)", "document money.py"))
+        """)
+    }
+    prompt = pick_prompt(
+        difficulty,
+        (
+            f"document every function in {pkg}/money.py (args and return value)",
+            "money.py has no docstrings; add them (args + returns)",
+            "document money.py",
+        ),
+    )
     return files, prompt, hidden, {f"{pkg}/money.py": "\n\n".join(documented)}
 
 
@@ -155,17 +187,28 @@ def regression_test(rng, pkg, difficulty):
     files[f"{pkg}/series.py"] = fixed
     test_file = "tests/test_windows.py"
     bug = ("range(len(xs) - k + 1)", "range(len(xs) - k)")
-    hidden = {"test_regression_hidden.py": _suite_grader(f"{pkg}/series.py", test_file, [bug], min_tests=1)}
-    solution = {test_file: dedent(f'''
+    hidden = {
+        "test_regression_hidden.py": _suite_grader(
+            f"{pkg}/series.py", test_file, [bug], min_tests=1
+        )
+    }
+    solution = {
+        test_file: dedent(f"""
         from {pkg}.series import {fn}
 
 
         def test_last_window_kept():
             assert {fn}([1, 2, 3], 2) == [3, 5]
-        ''')}
-    prompt = pick_prompt(difficulty, (f"{fn} ({pkg}/series.py) used to drop the last window; add a regression test in {test_file}",
-                                  f"add a regression test for the {fn} last-window bug ({test_file})",
-                                  f"we fixed a last-window bug in {fn}; pin it with a test in {test_file}"))
+        """)
+    }
+    prompt = pick_prompt(
+        difficulty,
+        (
+            f"{fn} ({pkg}/series.py) used to drop the last window; add a regression test in {test_file}",
+            f"add a regression test for the {fn} last-window bug ({test_file})",
+            f"we fixed a last-window bug in {fn}; pin it with a test in {test_file}",
+        ),
+    )
     return files, prompt, hidden, solution
 
 
@@ -176,7 +219,8 @@ def readme_example(rng, pkg, difficulty):
     files = base_repo(rng, pkg, difficulty)
     files[f"{pkg}/text.py"] = dedent(impl)
     readme = files["README.md"]
-    hidden = {"test_readme_hidden.py": dedent(f'''
+    hidden = {
+        "test_readme_hidden.py": dedent(f'''
         import doctest
         import pathlib
 
@@ -191,13 +235,22 @@ def readme_example(rng, pkg, difficulty):
 
         def test_readme_keeps_its_intro():
             assert pathlib.Path("README.md").read_text().startswith({readme.splitlines()[0]!r})
-        ''')}
-    example = (f"\n## Example\n\n```python\n>>> from {pkg}.text import {name}\n>>> {call}\n{result}\n\n```\n")
-    prompt = pick_prompt(difficulty, (f"add a doctest-style usage example of {name} to README.md",
-                                  f"README needs a runnable {name} example (doctest)", f"document {name} in the README with a doctest"))
+        ''')
+    }
+    example = f"\n## Example\n\n```python\n>>> from {pkg}.text import {name}\n>>> {call}\n{result}\n\n```\n"
+    prompt = pick_prompt(
+        difficulty,
+        (
+            f"add a doctest-style usage example of {name} to README.md",
+            f"README needs a runnable {name} example (doctest)",
+            f"document {name} in the README with a doctest",
+        ),
+    )
     return files, prompt, hidden, {"README.md": readme + example}
 
 
-EXAMPLES = {"slugify": ('slugify("Hello, World!")', "'hello-world'"),
-             "chunked": ("chunked([1, 2, 3], 2)", "[[1, 2], [3]]"),
-             "rle_encode": ('rle_encode("aab")', "[('a', 2), ('b', 1)]")}
+EXAMPLES = {
+    "slugify": ('slugify("Hello, World!")', "'hello-world'"),
+    "chunked": ("chunked([1, 2, 3], 2)", "[[1, 2], [3]]"),
+    "rle_encode": ('rle_encode("aab")', "[('a', 2), ('b', 1)]"),
+}
