@@ -7,13 +7,23 @@
     record = run_episode(env, tasks[0], policy)                    # policy(context_ids) -> emitted_ids
     record.tokens, record.mask, record.reward, record.all_pass     # train on exactly these ids
 
-Modules: sandbox (bubblewrap/rlimit confinement), tools (strict tool-call parsing + the tools),
+Entry points that run model-written code call `require_isolation()` first: it raises
+`SandboxUnavailable` (install bubblewrap, or opt in to unisolated runs) before any model loads.
+
+Modules: sandbox (bubblewrap confinement; rlimits only by opt-in), tools (strict tool-call parsing + the tools),
 env (token-level episodes, reward), tasks (Task, JSONL + files, grading), taskgen (procedural
 tasks), verify (the gate), scripted (an oracle policy for smoke tests and benchmarks).
 """
 
 from rl.envs.env import CodingEnv, EpisodeRecord, run_episode
-from rl.envs.sandbox import Limits, RunResult, Sandbox, backend
+from rl.envs.sandbox import (
+    Limits,
+    RunResult,
+    Sandbox,
+    SandboxUnavailable,
+    backend,
+    require_isolation,
+)
 from rl.envs.scripted import OraclePolicy
 from rl.envs.taskgen import TEMPLATES, generate_task, generate_tasks
 from rl.envs.tasks import Grade, Task, apply_solution, grade_repo, load_tasks, save_tasks
@@ -28,6 +38,7 @@ __all__ = [
     "OraclePolicy",
     "RunResult",
     "Sandbox",
+    "SandboxUnavailable",
     "TEMPLATES",
     "TOOL_SCHEMAS",
     "Task",
@@ -39,6 +50,7 @@ __all__ = [
     "grade_repo",
     "load_tasks",
     "parse_turn",
+    "require_isolation",
     "run_episode",
     "save_tasks",
     "verify_task",

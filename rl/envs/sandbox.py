@@ -1,4 +1,4 @@
-"""Sandboxed command execution for agent episodes.
+"""Sandboxed command execution for agent episodes. Fails closed: no bubblewrap, no sandbox.
 
 Each `Sandbox` owns a fresh copy of a repo (the "episode directory") and a private, otherwise unused
 uid. Commands run as that uid, so the kernel enforces RLIMIT_NPROC per episode (it never does for
@@ -6,21 +6,21 @@ root), files outside the episode are protected by ordinary permissions, and afte
 episode's leftover processes (daemons, fork-bomb children) are killed with one `kill(-1)` issued as
 that uid, which the kernel applies to every process of the uid in a single pass.
 
-Backends, chosen once per process:
-- "bwrap" (bubblewrap): new pid/net/ipc/uts namespaces (no network; every process dies when the
-  command's shell exits), the system bound read-only (/usr, a few /etc files, the Python prefix),
-  a private tmpfs /tmp, the episode bound read-write at /repo; nothing else of the host is visible.
-- "rlimit": no namespaces. Same uid switch, rlimits, timeouts and process sweep, but the network and
-  world-readable/writable host paths (/tmp) are reachable. Used only when bwrap is missing or does
-  not work here, with one loud warning. Force it with RL_ENVS_SANDBOX=rlimit or
-  Sandbox(backend_name="rlimit"). Without bind mounts the episode uid must reach the interpreter
-  itself; when it cannot (pyenv under a 0700 /root, as on the dev machine) commands run as the
-  caller instead (no process limit, no uid sweep: only the process group is killed) and the
-  warning says so.
+Backends:
+- "bwrap" (bubblewrap, the default and the only isolated one): new pid/net/ipc/uts namespaces (no
+  network; every process dies when the command's shell exits), the system bound read-only (/usr, a
+  few /etc files, the Python prefix), a private tmpfs /tmp, the episode bound read-write at /repo;
+  nothing else of the host is visible.
+- "rlimit": no namespaces, so NOT isolation: same uid switch, rlimits, timeouts and process sweep,
+  but the network and world-readable/writable host paths (/tmp) are reachable. Never chosen
+  silently: without a working bwrap, `Sandbox(...)` raises `SandboxUnavailable` unless the caller
+  opts in with `Sandbox(..., allow_unisolated=True)`, `RL_ENVS_ALLOW_UNISOLATED=1` or
+  `RL_ENVS_SANDBOX=rlimit`. Entry points call `require_isolation()` at start-up to fail before any
+  model loads. Without bind mounts the episode uid must reach the interpreter itself; when it
+  cannot (pyenv under a 0700 /root) commands run as the caller (no process limit, no uid sweep).
 
-Not bounded (no cgroups, which CI containers rarely delegate): memory summed over an episode's
-processes (RLIMIT_AS is per process, so nproc x memory_bytes in the worst case) and the episode
-directory's total size (only single files, via RLIMIT_FSIZE; copies refuse repos over repo_bytes).
+Resource caps for the episode's whole process tree are in `rl.envs.limits` (cgroups, disk quota);
+see rl/envs/README.md for the threat model.
 
 Without root the uid switch is impossible: commands then run as the caller under bwrap's user
 namespace, RLIMIT_NPROC is left unset (it would count all of the caller's processes), and a fork bomb
@@ -101,8 +101,10 @@ def _python_prefixes() -> list[str]:
 _ETC_FILES = ("ld.so.cache", "ld.so.conf", "passwd", "group", "nsswitch.conf", "localtime", "hosts")
 
 
-def _bwrap_prefix(episode_dir: str, limits: Limits) -> list[str]:
-    args = ["bwrap", "--ro-bind", "/usr", "/usr"]
+def _bwrap_prefix(
+    episode_dir: str, limits: Limits, ro_binds: tuple[tuple[str, str], ...] = ()
+) -> list[str]:
+    args = [_bwrap_bin(), "--ro-bind", "/usr", "/usr"]
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         path = f"/{name}"
         if os.path.islink(path):
@@ -136,6 +138,7 @@ def _bwrap_prefix(episode_dir: str, limits: Limits) -> list[str]:
         "--bind",
         episode_dir,
         SANDBOX_REPO,
+        *[arg for host, inside in ro_binds for arg in ("--ro-bind", host, inside)],
         "--chdir",
         SANDBOX_REPO,
         "--unshare-ipc",
@@ -197,42 +200,86 @@ def _rlimits(limits: Limits, own_uid: bool) -> list[str]:
     return args + ["--"]
 
 
-@functools.lru_cache(maxsize=1)
-def backend() -> str:
-    """'bwrap' when bubblewrap works here (probed once), else 'rlimit' with one loud warning."""
-    forced = os.environ.get("RL_ENVS_SANDBOX", "")
-    if forced in ("bwrap", "rlimit"):
-        return forced
+OPT_IN_ENV = "RL_ENVS_ALLOW_UNISOLATED"  # "1": run untrusted code without isolation if need be
+INSTALL_HINT = "apt-get install bubblewrap"
+
+
+class SandboxUnavailable(RuntimeError):
+    """No namespace isolation here and the caller did not opt in to running without it."""
+
+
+def _bwrap_bin() -> str:
+    # RL_ENVS_BWRAP names another bwrap binary (or a missing one, to rehearse a bare machine).
+    return os.environ.get("RL_ENVS_BWRAP", "bwrap")
+
+
+@functools.cache
+def _bwrap_problem(bwrap: str) -> str | None:
+    """None when bubblewrap works here (probed once per binary), else why it does not."""
     needed = ["prlimit", "setpriv"] if _is_root() else ["prlimit"]
     missing = [tool for tool in needed if shutil.which(tool) is None]
     if missing:
         raise RuntimeError(
             f"sandbox needs util-linux tools not found on PATH: {', '.join(missing)}"
         )
-    reason = "bwrap not found on PATH (Debian package 'bubblewrap')"
-    if shutil.which("bwrap"):
-        with tempfile.TemporaryDirectory() as probe_dir:
-            os.chmod(probe_dir, 0o777)
-            argv = (
-                _bwrap_prefix(probe_dir, Limits()) + _drop_privileges(_probe_uid()) + ["/bin/true"]
-            )
-            probe = subprocess.run(argv, capture_output=True, text=True)
-        if probe.returncode == 0:
-            return "bwrap"
-        reason = f"bwrap probe failed (exit {probe.returncode}): {probe.stderr.strip()[:200]}"
+    if not shutil.which(bwrap):
+        return f"bubblewrap ({bwrap!r}) not found on PATH"
+    with tempfile.TemporaryDirectory() as probe_dir:
+        os.chmod(probe_dir, 0o777)
+        argv = _bwrap_prefix(probe_dir, Limits()) + _drop_privileges(_probe_uid()) + ["/bin/true"]
+        probe = subprocess.run(argv, capture_output=True, text=True)
+    if probe.returncode == 0:
+        return None
+    return f"bwrap probe failed (exit {probe.returncode}): {probe.stderr.strip()[:200]}"
+
+
+def _opted_in_by_env() -> bool:
+    return os.environ.get(OPT_IN_ENV, "") == "1" or os.environ.get("RL_ENVS_SANDBOX") == "rlimit"
+
+
+def backend(allow_unisolated: bool = False) -> str:
+    """'bwrap' when bubblewrap works here; 'rlimit' only when the caller opted in (argument or
+    environment) and bwrap is unusable; else raises SandboxUnavailable saying how to fix it."""
+    forced = os.environ.get("RL_ENVS_SANDBOX", "")
+    if forced in ("bwrap", "rlimit"):
+        return forced
+    problem = _bwrap_problem(_bwrap_bin())
+    if problem is None:
+        return "bwrap"
+    if allow_unisolated or _opted_in_by_env():
+        _warn_unisolated(problem)
+        return "rlimit"
+    raise SandboxUnavailable(
+        f"rl.envs: refusing to run model-written code without namespace isolation: {problem}. "
+        f"Install it ({INSTALL_HINT}), or opt in to the weaker rlimits-only mode (network and "
+        f"host /tmp reachable) with Sandbox(..., allow_unisolated=True) or {OPT_IN_ENV}=1."
+    )
+
+
+def require_isolation(allow_unisolated: bool = False) -> str:
+    """Start-up check for RL/eval entry points, before any model loads: returns the backend that
+    episodes will use, or raises SandboxUnavailable with the install command and the opt-in."""
+    return backend(allow_unisolated)
+
+
+_warned: set[str] = set()
+
+
+def _warn_unisolated(problem: str) -> None:
+    if problem in _warned:  # say it once per process, not once per episode
+        return
+    _warned.add(problem)
     if _is_root() and not _others_can_run_python():
-        reason += (
+        problem += (
             f"; also the Python prefix {_python_prefixes()} is not reachable by other users, so "
             "commands run AS ROOT (no per-episode uid, no process limit, host files readable)"
         )
-    warnings.warn(
-        f"rl.envs.Sandbox: {reason}. FALLING BACK TO RLIMITS + TIMEOUTS ONLY: commands can "
-        "reach the network and world-readable host files.",
-        RuntimeWarning,
-        stacklevel=2,
+    message = (
+        f"rl.envs.Sandbox: {problem}. Running UNISOLATED as opted in: rlimits + timeouts only, "
+        "commands can reach the network and world-readable host files."
     )
-    print(f"WARNING rl.envs.Sandbox: {reason}; sandbox is rlimits + timeouts only", file=sys.stderr)
-    return "rlimit"
+    warnings.warn(message, RuntimeWarning, stacklevel=3)
+    print(f"WARNING {message}", file=sys.stderr)
 
 
 def _probe_uid() -> int | None:
@@ -268,13 +315,15 @@ class Sandbox:
         base_dir: str | None = None,
         backend_name: str | None = None,
         own_uid: bool | None = None,
+        allow_unisolated: bool = False,
     ):
+        """backend_name="rlimit" is itself an explicit opt-in to the unisolated mode."""
         if backend_name not in (None, "bwrap", "rlimit"):
             raise ValueError(
                 f"unknown sandbox backend {backend_name!r} (expected 'bwrap' or 'rlimit')"
             )
         self.limits = limits
-        self.backend = backend_name or backend()
+        self.backend = backend_name or backend(allow_unisolated)
         # A private uid needs root to switch to, and (without bwrap's bind mounts) an interpreter
         # that other users can reach.
         if own_uid and not _is_root():
@@ -282,6 +331,7 @@ class Sandbox:
         auto = _is_root() and (self.backend == "bwrap" or _others_can_run_python())
         self.own_uid = auto if own_uid is None else own_uid
         self.uid = _fresh_uid() if self.own_uid else os.getuid()
+        self._ro_binds: tuple[tuple[str, str], ...] = ()
         self._closed = True  # until fully built: __del__ must not act on a half-made sandbox
         self._base = tempfile.mkdtemp(prefix="rl-episode-", dir=base_dir)
         try:
@@ -323,7 +373,20 @@ class Sandbox:
 
     # -- commands
 
-    def run(self, command: str, timeout_s: float = 10.0) -> RunResult:
+    def readonly_dir(self, name: str) -> tuple[str, str]:
+        """A directory the host fills and commands can read but not write: returns (host path,
+        path inside the sandbox). Outside the episode dir, root-owned (bwrap: bound read-only)."""
+        if not name.isidentifier():
+            raise ValueError(f"bad read-only dir name {name!r}")
+        host = os.path.join(self._base, name)
+        os.mkdir(host, 0o755)
+        if self.backend != "bwrap":
+            return host, host
+        self._ro_binds += ((host, f"/{name}"),)
+        return host, f"/{name}"
+
+    def run(self, command: str, timeout_s: float = 10.0, stdin: bytes | None = None) -> RunResult:
+        """Runs `command` with /bin/sh; `stdin` (small: one pipe buffer) is its whole input."""
         if self._closed:
             raise RuntimeError("Sandbox.run after close()")
         argv, cwd, env = self._argv(command)
@@ -332,12 +395,18 @@ class Sandbox:
             argv,
             cwd=cwd,
             env=env,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
             **self._user_kwargs(),
         )
+        if stdin is not None:
+            try:
+                proc.stdin.write(stdin)
+                proc.stdin.close()
+            except BrokenPipeError:  # the command did not read it; that is its business
+                pass
         capture = _OutputCapture(self.limits.output_bytes)
         timed_out, output_killed = _pump(
             proc, capture, start + timeout_s, self.limits.output_kill_bytes
@@ -361,7 +430,8 @@ class Sandbox:
         inner = _rlimits(self.limits, self.own_uid) + ["/bin/sh", "-c", command]
         if self.backend == "bwrap":
             drop = _drop_privileges(self.uid if self.own_uid else None)
-            return _bwrap_prefix(self.root, self.limits) + drop + inner, self.root, {}
+            prefix = _bwrap_prefix(self.root, self.limits, self._ro_binds)
+            return prefix + drop + inner, self.root, {}
         env = _sandbox_env(self.root)
         env["TMPDIR"] = self._tmp
         return inner, self.root, env
