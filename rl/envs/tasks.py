@@ -11,11 +11,10 @@ the JSONL file) at plain directories:
 `solution` holds the reference solution as whole files that replace or add repo files;
 `solution_deletes` lists repo files the solution removes. Users bring their own tasks this way.
 
-Grading copies the agent's final repo into a fresh sandbox, adds the hidden tests (after submit, so
-the agent never sees them), and runs them with pytest (see `grade_in` for what it guards against).
-Limitation: the code under test runs inside the pytest process, so a policy could still tamper with
-the run from there (e.g. a repo module shadowing a stdlib module pytest imports late); hidden tests
-from users cannot rely on a conftest.py of their own beyond the repo's original root one.
+Grading copies the agent's final repo into a fresh sandbox and runs the hidden tests (after submit,
+so the agent never sees them) through the trusted runner in rl/envs/grader (see `grade_in` and
+rl/envs/README.md for what it trusts). Hidden tests may carry their own conftest.py; a task's root
+conftest.py (from its original repo) serves them too, whatever the agent made of it.
 """
 
 from __future__ import annotations
@@ -23,15 +22,17 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
-import xml.etree.ElementTree as ET
+import re
+import secrets
 from pathlib import Path
 from typing import Any
 
-from rl.envs.sandbox import Limits, RepoTooLarge, Sandbox
+from rl.envs.harden import EQ_MODULE, harden_module, is_test_module
+from rl.envs.sandbox import SANDBOX_REPO, Limits, RepoTooLarge, Sandbox
 
-HIDDEN_DIR = ".hidden_tests"
-RESULTS_FILE = ".hidden_results.xml"
+GRADER_FILES = {"run.py": "runner.py", "child.py": "child.py", f"{EQ_MODULE}.py": "strict_eq.py"}
+GRADER_SRC = Path(__file__).parent / "grader"
+SUMMARY = "RLGRADE"
 
 
 @dataclasses.dataclass
@@ -51,9 +52,11 @@ class Task:
 
 @dataclasses.dataclass(frozen=True)
 class Grade:
-    passed: int
+    passed: int  # real hidden tests that passed (0 when tampered)
     total: int
     output: str
+    tampered: bool = False  # the run forged or bent its results: worse than an honest failure
+    tamper_reasons: tuple[str, ...] = ()
 
     @property
     def fraction(self) -> float:
@@ -61,7 +64,15 @@ class Grade:
 
     @property
     def all_pass(self) -> bool:
-        return self.total > 0 and self.passed == self.total
+        return self.total > 0 and self.passed == self.total and not self.tampered
+
+    @property
+    def score(self) -> float:
+        """The reward: fraction of hidden tests passed, TAMPER_SCORE when tampering was caught."""
+        return TAMPER_SCORE if self.tampered else self.fraction
+
+
+TAMPER_SCORE = -1.0  # below every honest outcome (an honest failure scores 0)
 
 
 # ---------------------------------------------------------------- grading
@@ -76,38 +87,131 @@ def apply_solution(sandbox: Sandbox, solution: dict[str, str | None]) -> None:
 
 
 def grade_in(sandbox: Sandbox, task: Task, timeout_s: float = 60.0) -> Grade:
-    """Adds the hidden tests to `sandbox` (whose repo is consumed) and runs them.
+    """Runs the task's hidden tests against `sandbox`'s repo; trusts nothing the repo's code can
+    write or patch.
 
-    Cheap defences against a repo that games its grading: names the grader uses are replaced, the
-    root conftest.py is reset to the task's original (or removed), the interpreter runs isolated
-    (-I: the repo's own `pytest.py` or `sitecustomize.py` are not importable before pytest is), and
-    the repo's pytest config is ignored (-c). The repo root is put on sys.path by our own ini.
+    The hidden tests (rewritten by `harden_module`: fresh names, strict asserts, canaries), the
+    task's original root conftest.py and the runner go to a directory the sandbox sees read-only.
+    The runner (stdlib only, never imports the repo) runs each test file in a fresh interpreter
+    and prints one summary framed by a nonce given on stdin; no file in the repo is read back. The
+    repo's code can still lie about the tests run in its own process: a canary reported passed
+    or missing, or garbage on a report channel, marks the grade tampered (score below failure).
     """
-    for name in (HIDDEN_DIR, RESULTS_FILE, "conftest.py"):
-        _remove_entry(sandbox.root, name)  # lstat-based: the agent may have planted symlinks
-    if "conftest.py" in task.files:
-        sandbox.write_text("conftest.py", task.files["conftest.py"])
-    for rel, content in task.hidden_tests.items():
-        sandbox.write_text(f"{HIDDEN_DIR}/{rel}", content)
-    sandbox.write_text(f"{HIDDEN_DIR}/pytest.ini", "[pytest]\npythonpath = ..\n")
-    command = (
-        f"python3 -I -m pytest -q -p no:cacheprovider -c {HIDDEN_DIR}/pytest.ini "
-        f"--rootdir=. --confcutdir=. --junitxml={RESULTS_FILE} {HIDDEN_DIR}"
-    )
-    result = sandbox.run(command, timeout_s)
-    passed, total = _junit_counts(sandbox, RESULTS_FILE)
+    host, inside = sandbox.readonly_dir(f"grader_{secrets.token_hex(4)}")
+    repo = SANDBOX_REPO if sandbox.backend == "bwrap" else sandbox.root
+    layout = _install_grader(host, repo, task, timeout_s)
+    nonce = secrets.token_hex(16)
+    command = f"exec python3 -I -S {inside}/run.py"
+    result = sandbox.run(command, timeout_s + 5.0, stdin=(nonce + "\n").encode())
+    summary = _find_summary(result.output, nonce)
     expected = int(task.meta.get("hidden_test_count", 0))
+    if summary is None:
+        log = f"[{result.status}] no grading summary\n{result.output}"
+        return Grade(passed=0, total=max(expected, 1), output=log)
+    return _score(summary, layout, expected, result.status)
+
+
+def _install_grader(host: str, repo: str, task: Task, timeout_s: float) -> dict:
+    """Writes runner + hardened tests under `host`; returns {test file: (real keys, canaries)}."""
+    for name, src in GRADER_FILES.items():
+        _write(os.path.join(host, name), (GRADER_SRC / src).read_text())
+    _write(os.path.join(host, "pytest.ini"), "[pytest]\n")
+    if "conftest.py" in task.files:  # the task's own root conftest, never the agent's version
+        _write(os.path.join(host, "conftest.py"), task.files["conftest.py"])
+    layout = {}
+    for rel, content in sorted(task.hidden_tests.items()):
+        if is_test_module(rel):
+            hardened = harden_module(content)
+            content = hardened.source
+            layout[rel] = (hardened.real, hardened.canaries)
+        _write(os.path.join(host, "tests", rel), content)
+    manifest = {"files": sorted(layout), "repo": repo, "budget_s": timeout_s}
+    _write(os.path.join(host, "manifest.json"), json.dumps(manifest))
+    return layout
+
+
+def _write(path: str, text: str) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def _find_summary(output: str, nonce: str) -> dict | None:
+    found = re.findall(rf"^{SUMMARY} {nonce} (.*)$", output, flags=re.M)
+    if len(found) != 1:
+        return None  # none: the runner died or its line fell out of the capture (fail closed)
+    try:
+        summary = json.loads(found[0])
+    except ValueError:
+        return None
+    return summary if isinstance(summary, dict) and isinstance(summary.get("files"), dict) else None
+
+
+def _score(summary: dict, layout: dict, expected: int, status: str) -> Grade:
+    """Counts real tests that passed; any sign of a forged or bent report marks tampering."""
+    passed = seen = 0
+    reasons, log = [], [f"[{status}]"]
+    if not summary.get("sealed"):
+        log.append("(runner could not mark itself non-dumpable)")
+    for rel, (real, canaries) in layout.items():
+        entry = summary["files"].get(rel) or {}
+        log.append(f"== {rel}: exit {entry.get('exit')}, timeout {entry.get('timeout')}")
+        log.append(str(entry.get("log", ""))[-4000:])
+        reasons += [f"{rel}: {p}" for p in entry.get("problems") or []]
+        outcomes, problems = _outcomes(entry.get("report"))
+        reasons += [f"{rel}: {p}" for p in problems]
+        if outcomes is None:
+            continue  # no report: the file's tests count as failed (crash, exit, timeout)
+        keys = {node: _test_key(node) for node in outcomes}
+        unknown = sorted(n for n, k in keys.items() if k not in real | canaries)
+        if unknown:
+            reasons.append(f"{rel}: report names tests that do not exist: {unknown[:3]}")
+        complete = not entry["report"].get("collect_errors")
+        for name in canaries:
+            results = [o for n, o in outcomes.items() if keys[n] == name]
+            if "passed" in results:
+                reasons.append(f"{rel}: a canary test (must fail) was reported passed")
+            elif complete and not results:
+                reasons.append(f"{rel}: a canary test is missing from a complete report")
+        real_results = [o for n, o in outcomes.items() if keys[n] in real]
+        missing = [k for k in real if k not in keys.values()]
+        if complete and missing:
+            reasons.append(f"{rel}: {len(missing)} hidden tests missing from a complete report")
+        seen += len(real_results)
+        passed += real_results.count("passed")
+    total = max(seen, expected, 1)
+    tampered = bool(reasons)
+    if tampered:
+        log.insert(0, "[TAMPERED] " + "; ".join(sorted(set(reasons))))
     return Grade(
-        passed=passed, total=max(total, expected), output=f"[{result.status}]\n{result.output}"
+        passed=0 if tampered else min(passed, total),
+        total=total,
+        output="\n".join(log),
+        tampered=tampered,
+        tamper_reasons=tuple(sorted(set(reasons))),
     )
 
 
-def _remove_entry(root: str, name: str) -> None:
-    path = os.path.join(root, name)
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path)
-    elif os.path.lexists(path):
-        os.remove(path)
+_OUTCOMES = ("passed", "failed", "skipped")
+
+
+def _outcomes(report) -> tuple[dict | None, list[str]]:
+    """The report's nodeid -> outcome map, or None and what is malformed about it."""
+    if report is None:
+        return None, []
+    if not isinstance(report, dict) or not isinstance(report.get("outcomes"), dict):
+        return None, ["report is not the runner's schema"]
+    outcomes = report["outcomes"]
+    if not all(isinstance(n, str) and o in _OUTCOMES for n, o in outcomes.items()):
+        return None, ["report holds outcomes that are not passed/failed/skipped"]
+    if not isinstance(report.get("collect_errors", []), list):
+        return None, ["report is not the runner's schema"]
+    return outcomes, []
+
+
+def _test_key(nodeid: str) -> str:
+    """'tests/test_a.py::TestX::test_y[3-4]' -> 'TestX::test_y' (the key harden_module names)."""
+    return nodeid.split("::", 1)[-1].split("[", 1)[0]
 
 
 def grade_repo(
@@ -124,16 +228,6 @@ def grade_repo(
         )
     with box:
         return grade_in(box, task, timeout_s)
-
-
-def _junit_counts(sandbox: Sandbox, rel: str) -> tuple[int, int]:
-    try:
-        root = ET.fromstring(sandbox.read_text(rel))
-    except (OSError, ValueError, ET.ParseError):
-        return 0, 0
-    cases = list(root.iter("testcase"))
-    bad = sum(1 for c in cases if any(ch.tag in ("failure", "error", "skipped") for ch in c))
-    return len(cases) - bad, len(cases)
 
 
 # ---------------------------------------------------------------- JSONL + files
