@@ -59,9 +59,11 @@ def harden_module(source: str, canaries: int = 2) -> Hardened:
     candidates = [f for f in fresh if _always_runs(f)]
     # Undecorated tests first: a canary of a parametrized suite test would rerun the whole suite.
     candidates = [f for f in candidates if not f.decorator_list] or candidates
-    picked = [candidates[secrets.randbelow(len(candidates))] for _ in range(canaries)]
+    picked = [
+        candidates[secrets.randbelow(len(candidates))] for _ in range(canaries * bool(candidates))
+    ]
     names = set()
-    for i, func in enumerate(picked if candidates else []):
+    for i, func in enumerate(picked):
         canary = _make_canary(func, eq_name, compare_mutation=(i % 2 == 1))
         names.add(canary.name)
         # After the original: its decorators may use names defined above it (MUTANTS = ...).

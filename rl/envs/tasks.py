@@ -166,7 +166,10 @@ def _score(summary: dict, layout: dict, expected: int, status: str) -> Grade:
         unknown = sorted(n for n, k in keys.items() if k not in real | canaries)
         if unknown:
             reasons.append(f"{rel}: report names tests that do not exist: {unknown[:3]}")
-        complete = not entry["report"].get("collect_errors")
+        # Only a complete run (pytest exit 0 or 1, everything collected) earns passes; in a
+        # complete report every canary and every real test must appear.
+        report = entry["report"]
+        complete = report.get("exitstatus") in (0, 1) and not report.get("collect_errors")
         for name in canaries:
             results = [o for n, o in outcomes.items() if keys[n] == name]
             if "passed" in results:
@@ -178,7 +181,7 @@ def _score(summary: dict, layout: dict, expected: int, status: str) -> Grade:
         if complete and missing:
             reasons.append(f"{rel}: {len(missing)} hidden tests missing from a complete report")
         seen += len(real_results)
-        passed += real_results.count("passed")
+        passed += real_results.count("passed") if complete else 0
     total = max(seen, expected, 1)
     tampered = bool(reasons)
     if tampered:
