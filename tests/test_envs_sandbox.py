@@ -15,12 +15,19 @@ import uuid
 
 import pytest
 
-from rl.envs import Limits, Sandbox, backend
+from rl.envs import Limits, Sandbox, SandboxUnavailable, backend, cgroups, require_isolation
 from rl.envs.sandbox import _uid_has_processes
 
 IS_ROOT = os.geteuid() == 0
-BWRAP = backend() == "bwrap"
-needs_bwrap = pytest.mark.skipif(not BWRAP, reason="bubblewrap not usable here (rlimit fallback)")
+BWRAP = backend(allow_unisolated=True) == "bwrap"
+needs_bwrap = pytest.mark.skipif(
+    not BWRAP, reason="bubblewrap not usable here (apt-get install bubblewrap)"
+)
+CGROUPS = cgroups.probe()
+needs_cgroups = pytest.mark.skipif(not CGROUPS[0], reason=f"no cgroups here: {CGROUPS[1]}")
+needs_tmpfs = pytest.mark.skipif(
+    not cgroups.can_mount_tmpfs()[0], reason=cgroups.can_mount_tmpfs()[1]
+)
 BACKENDS = [pytest.param("bwrap", marks=needs_bwrap), "rlimit"]
 
 
@@ -278,20 +285,93 @@ def test_concurrent_episodes_do_not_interfere(repo):
     assert len({root for _, _, root in results.values()}) == 4
 
 
-def test_backend_falls_back_loudly_and_can_be_forced(monkeypatch):
+def test_without_bubblewrap_sandbox_refuses_unless_opted_in(monkeypatch, repo):
     from rl.envs import sandbox
 
-    real_which = sandbox.shutil.which
-    monkeypatch.setattr(
-        sandbox.shutil, "which", lambda name: None if name == "bwrap" else real_which(name)
-    )
-    monkeypatch.delenv("RL_ENVS_SANDBOX", raising=False)
-    with pytest.warns(RuntimeWarning, match="FALLING BACK TO RLIMITS"):
-        assert sandbox.backend.__wrapped__() == "rlimit"
-    monkeypatch.setenv("RL_ENVS_SANDBOX", "bwrap")
-    assert sandbox.backend.__wrapped__() == "bwrap"
+    monkeypatch.setenv("RL_ENVS_BWRAP", "/nonexistent/bwrap")  # a machine without bubblewrap
+    for name in ("RL_ENVS_SANDBOX", "RL_ENVS_ALLOW_UNISOLATED"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(sandbox, "_warned", set())
+    with pytest.raises(SandboxUnavailable) as err:
+        Sandbox(repo)
+    message = str(err.value)
+    assert "apt-get install bubblewrap" in message and "allow_unisolated=True" in message
+    assert "RL_ENVS_ALLOW_UNISOLATED=1" in message and "\n" not in message
+    with pytest.raises(SandboxUnavailable, match="apt-get install bubblewrap"):
+        require_isolation()  # what RL/eval entry points call before loading a model
+    with pytest.warns(RuntimeWarning, match="UNISOLATED as opted in"):
+        with Sandbox(repo, allow_unisolated=True) as sb:
+            assert sb.backend == "rlimit" and sb.run("echo hi", 5).output == "hi\n"
+    monkeypatch.setenv("RL_ENVS_ALLOW_UNISOLATED", "1")
+    assert require_isolation() == "rlimit"
+    with Sandbox(repo) as sb:
+        assert sb.backend == "rlimit"
+    monkeypatch.delenv("RL_ENVS_ALLOW_UNISOLATED")
+    monkeypatch.setenv("RL_ENVS_SANDBOX", "rlimit")  # forcing the weak backend is an opt-in too
+    assert require_isolation() == "rlimit"
     with pytest.raises(ValueError, match="unknown sandbox backend 'docker'"):
         Sandbox(backend_name="docker")
+
+
+@needs_bwrap
+def test_with_bubblewrap_isolation_is_required_and_used(monkeypatch):
+    for name in ("RL_ENVS_SANDBOX", "RL_ENVS_ALLOW_UNISOLATED"):
+        monkeypatch.delenv(name, raising=False)
+    assert require_isolation() == "bwrap"
+    with Sandbox() as sb:
+        assert sb.backend == "bwrap"
+
+
+TREE = Limits(
+    cpu_s=5,
+    memory_bytes=1 << 30,  # per process: each allocation below passes RLIMIT_AS ...
+    tree_memory_bytes=192 << 20,  # ... but not the episode's total
+    nproc=48,
+    disk_bytes=16 << 20,
+    output_bytes=4096,
+)
+
+
+@needs_cgroups
+def test_memory_spread_over_processes_hits_the_episode_cap(repo):
+    with Sandbox(repo, limits=TREE) as sb, Sandbox(repo, limits=TREE) as other:
+        hog = "python3 -c 'import time; x = bytearray(64 << 20); time.sleep(1)'"
+        r = sb.run(f"for i in 1 2 3 4 5 6; do {hog} & done; wait", timeout_s=20)
+        assert r.limit == "memory" and not r.timed_out, (r.status, r.output)
+        assert other.run("python3 -c 'x = bytearray(64 << 20); print(len(x))'", 10).ok
+        assert sb.run("echo alive", 5).output == "alive\n"  # the episode goes on
+    assert _host_can_fork()
+
+
+@needs_cgroups
+def test_wide_fork_hits_the_episode_process_cap(repo):
+    with Sandbox(repo, limits=TREE) as sb, Sandbox(repo, limits=TREE) as other:
+        start = time.monotonic()
+        r = sb.run("for i in $(seq 200); do sleep 30 & done; wait", timeout_s=10)
+        assert r.limit == "processes" and time.monotonic() - start < 8, (r.status, r.output)
+        assert sb.cgroup.pids() == []  # every leftover sleeper was killed
+        assert other.run("sleep 0.1 & sleep 0.1 & wait; echo ok", 5).output == "ok\n"
+    assert _host_can_fork()
+
+
+@needs_tmpfs
+def test_filling_the_disk_hits_the_episode_quota(repo):
+    with Sandbox(repo, limits=TREE) as sb, Sandbox(repo, limits=TREE) as other:
+        r = sb.run("head -c 4000000 /dev/zero > a; head -c 100000000 /dev/zero > b", 10)
+        assert r.limit == "disk" and "No space left on device" in r.output, r.status
+        sizes = os.path.getsize(sb.path("a")) + os.path.getsize(sb.path("b"))
+        assert sizes <= TREE.disk_bytes
+        assert other.run("head -c 8000000 /dev/zero > c && echo ok", 5).output == "ok\n"
+        sb.run("rm b", 5)  # freeing space makes the episode usable again
+        assert sb.run("echo x > d && cat d", 5).output == "x\n"
+
+
+def test_without_cgroups_episodes_fall_back_to_rlimits(monkeypatch, repo):
+    monkeypatch.setattr(cgroups, "probe", lambda: ("", "simulated: not delegated"))
+    with Sandbox(repo, limits=FAST) as sb:
+        assert sb.cgroup is None
+        r = sb.run("python3 -c 'x = bytearray(8 << 30)'", timeout_s=10)
+        assert r.limit == "memory" and "MemoryError" in r.output  # RLIMIT_AS still holds
 
 
 def test_special_files_and_oversized_repos_do_not_hang_grading(repo):

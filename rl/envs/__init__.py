@@ -15,6 +15,7 @@ env (token-level episodes, reward), tasks (Task, JSONL + files, grading), taskge
 tasks), verify (the gate), scripted (an oracle policy for smoke tests and benchmarks).
 """
 
+from rl.envs import cgroups
 from rl.envs.env import CodingEnv, EpisodeRecord, run_episode
 from rl.envs.sandbox import (
     Limits,
@@ -45,6 +46,7 @@ __all__ = [
     "Verdict",
     "apply_solution",
     "backend",
+    "cgroups",
     "generate_task",
     "generate_tasks",
     "grade_repo",

@@ -19,8 +19,9 @@ Backends:
   model loads. Without bind mounts the episode uid must reach the interpreter itself; when it
   cannot (pyenv under a 0700 /root) commands run as the caller (no process limit, no uid sweep).
 
-Resource caps for the episode's whole process tree are in `rl.envs.limits` (cgroups, disk quota);
-see rl/envs/README.md for the threat model.
+Resource caps for the episode's whole process tree (cgroup memory/pids/cpu) and its directory
+(a size-limited tmpfs) come from `rl.envs.cgroups` where the machine offers them; else the
+per-process rlimits below are all there is (said once). Threat model: rl/envs/README.md.
 
 Without root the uid switch is impossible: commands then run as the caller under bwrap's user
 namespace, RLIMIT_NPROC is left unset (it would count all of the caller's processes), and a fork bomb
@@ -44,6 +45,8 @@ import time
 import warnings
 from pathlib import Path
 
+from rl.envs import cgroups
+
 SANDBOX_REPO = "/repo"  # where the episode directory appears inside bwrap
 
 
@@ -59,6 +62,10 @@ class Limits:
     output_kill_bytes: int = 16 << 20  # output beyond this ends the command (limit "output")
     tmp_bytes: int = 256 << 20  # size of the private /tmp tmpfs (bwrap only)
     repo_bytes: int = 1 << 30  # largest repo Sandbox() agrees to copy (e.g. for grading)
+    # Whole-episode caps (cgroups / tmpfs, where the machine offers them; see rl.envs.cgroups):
+    tree_memory_bytes: int = 4 << 30  # all processes of the episode together (+ their tmpfs)
+    tree_cpus: float = 2.0  # CPU bandwidth of the whole tree, in cores
+    disk_bytes: int = 2 << 30  # the episode dir (repo + tmp); tmpfs, so it is RAM too
 
 
 @dataclasses.dataclass
@@ -66,9 +73,10 @@ class RunResult:
     exit_code: int  # shell convention: 128 + signal when a signal ended it
     output: str  # stdout+stderr interleaved, capped to Limits.output_bytes with a marker
     timed_out: bool  # the wall timeout killed the process tree
-    limit: str | None  # "cpu" | "file_size" | "memory" | "processes" | "output" | None;
-    # cpu/file_size come from the signal, memory/processes from the
-    # error text the program printed (a heuristic), output is exact
+    limit: str | None  # "cpu" | "file_size" | "memory" | "processes" | "disk" | "output" | None;
+    # cpu/file_size come from the signal; memory/processes from the cgroup's counters where
+    # cgroups work (exact), else from the error text the program printed (a heuristic); disk
+    # from ENOSPC in the output; output is exact
     output_bytes: int  # bytes the command produced in total
     duration_s: float
 
@@ -334,10 +342,20 @@ class Sandbox:
         self._ro_binds: tuple[tuple[str, str], ...] = ()
         self._closed = True  # until fully built: __del__ must not act on a half-made sandbox
         self._base = tempfile.mkdtemp(prefix="rl-episode-", dir=base_dir)
+        self._mounted = False
+        self.cgroup: cgroups.EpisodeCgroup | None = None
         try:
+            self._mounted = cgroups.can_mount_tmpfs()[0] and cgroups.mount_tmpfs(
+                self._base, limits.disk_bytes, 0o711
+            )
+            version = cgroups.probe()[0]
+            if version:
+                self.cgroup = cgroups.EpisodeCgroup(
+                    version, limits.tree_memory_bytes, limits.nproc, limits.tree_cpus
+                )
             self._populate(repo_dir)
         except BaseException:
-            shutil.rmtree(self._base, ignore_errors=True)
+            self._release()
             raise
         self._closed = False
 
@@ -390,6 +408,8 @@ class Sandbox:
         if self._closed:
             raise RuntimeError("Sandbox.run after close()")
         argv, cwd, env = self._argv(command)
+        if self.cgroup is not None:
+            argv = self.cgroup.wrap(argv)
         start = time.monotonic()
         proc = subprocess.Popen(
             argv,
@@ -399,7 +419,6 @@ class Sandbox:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            **self._user_kwargs(),
         )
         if stdin is not None:
             try:
@@ -416,7 +435,8 @@ class Sandbox:
         exit_code = _shell_code(proc.wait())
         self.kill_all()
         proc.stdout.close()
-        limit = "output" if output_killed else _limit_hit(exit_code, capture.text())
+        tree_limit = self.cgroup.limit_hit() if self.cgroup is not None else None
+        limit = "output" if output_killed else tree_limit or _limit_hit(exit_code, capture.text())
         return RunResult(
             exit_code=exit_code,
             output=capture.text(),
@@ -434,17 +454,15 @@ class Sandbox:
             return prefix + drop + inner, self.root, {}
         env = _sandbox_env(self.root)
         env["TMPDIR"] = self._tmp
-        return inner, self.root, env
-
-    def _user_kwargs(self) -> dict:
-        # The rlimit backend switches uid in the child before exec (no preexec_fn: thread-safe).
-        if self.backend == "rlimit" and self.own_uid:
-            return {"user": self.uid, "group": self.uid, "extra_groups": []}
-        return {}
+        # setpriv switches uid after the cgroup wrapper (run as us) has joined the episode cgroup.
+        return _drop_privileges(self.uid if self.own_uid else None) + inner, self.root, env
 
     def kill_all(self, patience_s: float = 2.0) -> None:
-        """Kills every process of the episode uid: kill(-1) as that uid is one kernel pass, so a
-        fork bomb cannot outrun it. Repeats until none is alive (dying ones take a moment)."""
+        """Kills every process of the episode: its cgroup, and every process of its uid: kill(-1)
+        as that uid is one kernel pass, so a fork bomb cannot outrun it. Repeats until none is
+        alive (dying ones take a moment)."""
+        if self.cgroup is not None:
+            self.cgroup.kill(patience_s)
         if not self.own_uid:  # never kill(-1) as a shared uid
             return
         deadline = time.monotonic() + patience_s
@@ -543,6 +561,13 @@ class Sandbox:
             return
         self._closed = True
         self.kill_all()
+        self._release()
+
+    def _release(self) -> None:
+        if self.cgroup is not None:
+            self.cgroup.close()
+        if self._mounted:
+            cgroups.unmount(self._base)
         shutil.rmtree(self._base, ignore_errors=True)
 
     def __enter__(self) -> Sandbox:
@@ -676,6 +701,8 @@ def _limit_hit(exit_code: int, output: str) -> str | None:
         return "cpu"
     if exit_code == 128 + signal.SIGXFSZ:
         return "file_size"
+    if exit_code != 0 and "No space left on device" in output:
+        return "disk"
     if exit_code != 0 and any(m in output for m in _MEMORY_MARKERS):
         return "memory"
     if any(m in output for m in _NPROC_MARKERS):

@@ -150,6 +150,8 @@ def _find_summary(output: str, nonce: str) -> dict | None:
 def _score(summary: dict, layout: dict, expected: int, status: str) -> Grade:
     """Counts real tests that passed; any sign of a forged or bent report marks tampering."""
     passed = seen = 0
+    if any((e or {}).get("timeout") for e in summary["files"].values()):
+        status = "timeout"  # the runner's own budget ended a test file
     reasons, log = [], [f"[{status}]"]
     if not summary.get("sealed"):
         log.append("(runner could not mark itself non-dumpable)")
@@ -182,7 +184,7 @@ def _score(summary: dict, layout: dict, expected: int, status: str) -> Grade:
             reasons.append(f"{rel}: {len(missing)} hidden tests missing from a complete report")
         seen += len(real_results)
         passed += real_results.count("passed") if complete else 0
-    total = max(seen, expected, 1)
+    total = max(seen, expected)
     tampered = bool(reasons)
     if tampered:
         log.insert(0, "[TAMPERED] " + "; ".join(sorted(set(reasons))))

@@ -2,7 +2,9 @@
 
 Checks, in order: every setup command succeeds; the hidden tests do not all pass on the untouched
 repo (else the task teaches nothing); they all pass once the reference solution is applied (else it
-is unsolvable as specified). Accepted tasks get `meta["hidden_test_count"]`, so a later grading in
+is unsolvable as specified), and without tripping the grader's tamper checks (hidden tests whose
+canaries pass on an honest repo, or that compare builtin values to other types with ==, are not
+gradable). Accepted tasks get `meta["hidden_test_count"]`, so a later grading in
 which a hidden test file fails to even collect still counts its tests as failed.
 """
 
@@ -49,6 +51,9 @@ def verify_task(task: Task, timeout_s: float = 60.0, limits: Limits = Limits()) 
         except (OSError, ValueError) as e:
             return Verdict(task.id, False, f"reference solution does not apply: {e}")
         solved = grade_in(box, task, timeout_s)
+        if solved.tampered:  # e.g. a canary that passes: the hidden tests cannot be hardened
+            reasons = "; ".join(solved.tamper_reasons)
+            return Verdict(task.id, False, f"reference solution graded as tampering: {reasons}")
         if not solved.all_pass:
             return Verdict(
                 task.id,
