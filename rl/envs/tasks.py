@@ -162,8 +162,9 @@ def _score(summary: dict, layout: dict, expected: int, status: str) -> Grade:
         reasons += [f"{rel}: {p}" for p in entry.get("problems") or []]
         outcomes, problems = _outcomes(entry.get("report"))
         reasons += [f"{rel}: {p}" for p in problems]
-        if outcomes is None:
-            continue  # no report: the file's tests count as failed (crash, exit, timeout)
+        if outcomes is None:  # no report: the file's tests count as failed (crash, exit, timeout)
+            seen += len(real)
+            continue
         keys = {node: _test_key(node) for node in outcomes}
         unknown = sorted(n for n, k in keys.items() if k not in real | canaries)
         if unknown:
@@ -182,7 +183,7 @@ def _score(summary: dict, layout: dict, expected: int, status: str) -> Grade:
         missing = [k for k in real if k not in keys.values()]
         if complete and missing:
             reasons.append(f"{rel}: {len(missing)} hidden tests missing from a complete report")
-        seen += len(real_results)
+        seen += max(len(real_results), len(real))  # a file that did not run still counts
         passed += real_results.count("passed") if complete else 0
     total = max(seen, expected)
     tampered = bool(reasons)
