@@ -8,6 +8,13 @@
 2. Throughput: 8 episodes (oracle policy through the token-level CodingEnv: list_files, write_file,
    run_tests, submit, hidden-test grading) run one after another, then all 8 concurrently in
    threads; reports episodes/s for both and the ratio.
+3. Grading overhead per episode (--grading N, default 24): a fresh sandbox copy of a solved repo +
+   its hidden tests, graded by today's tamper-resistant grader and by the pre-hardening one (the
+   old rl/envs/tasks.py read from git at --baseline-rev), interleaved task by task; also the cost
+   of the per-episode caps (cgroup + tmpfs) in Sandbox construction, with and without them.
+
+    python3 bench/bench_sandbox.py --verify 200   # only: reference solutions of 200 generated
+                                                  # tasks (all families) must grade 100%, untampered
 """
 
 from __future__ import annotations
@@ -23,7 +30,17 @@ from concurrent.futures import ThreadPoolExecutor
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from data.tokenizers import ByteTokenizer  # noqa: E402
-from rl.envs import CodingEnv, OraclePolicy, Sandbox, backend, generate_tasks, run_episode  # noqa: E402
+from rl.envs import (  # noqa: E402
+    TEMPLATES,
+    CodingEnv,
+    OraclePolicy,
+    Sandbox,
+    backend,
+    cgroups,
+    generate_tasks,
+    run_episode,
+)
+from rl.envs.tasks import apply_solution, grade_in  # noqa: E402
 
 
 def command_overhead(n: int) -> dict[str, tuple[float, float, float]]:
@@ -61,11 +78,115 @@ def episodes(n: int, workers: int) -> tuple[float, list[float]]:
     return time.perf_counter() - t, rewards
 
 
+def _baseline_grade_in(rev: str):
+    """grade_in as it was before the hardening (junit file read back from the repo), from git."""
+    import importlib.util
+    import tempfile
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    cmd = ["git", "-C", root, "show", f"{rev}:rl/envs/tasks.py"]
+    src = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    path = os.path.join(tempfile.mkdtemp(), "baseline_tasks.py")
+    with open(path, "w") as f:
+        f.write(src)
+    spec = importlib.util.spec_from_file_location("baseline_tasks", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["baseline_tasks"] = module
+    spec.loader.exec_module(module)
+    return module.grade_in
+
+
+def _median_ms(xs: list[float]) -> str:
+    return f"{1e3 * statistics.median(xs):.0f}"
+
+
+def grading_overhead(n: int, rev: str) -> None:
+    old_grade_in = _baseline_grade_in(rev)
+    tasks = generate_tasks(n, seed=321)
+    times = {"before": [], "after": []}
+    for task in tasks:
+        for label, grade in (("before", old_grade_in), ("after", grade_in)):
+            with Sandbox.from_files(task.files) as solved:
+                apply_solution(solved, task.solution)
+                t = time.perf_counter()
+                with Sandbox(solved.root) as box:  # what grade_repo does: copy, then grade
+                    result = grade(box, task, 60.0)
+                times[label].append(time.perf_counter() - t)
+            assert result.all_pass, (label, task.id, result.output[-500:])
+    load = os.getloadavg()
+    print(f"\n| grading ({n} solved tasks, all families) | median ms / episode | p90 ms |")
+    print("|---|---|---|")
+    for label, xs in times.items():
+        p90 = 1e3 * statistics.quantiles(xs, n=10)[-1]
+        print(f"| {label} | {_median_ms(xs)} | {p90:.0f} |")
+    ratio = statistics.median(times["after"]) / statistics.median(times["before"])
+    print(f"after / before (medians): {ratio:.2f}x  (load average {load[0]:.1f} {load[1]:.1f})")
+
+    caps = {"with caps": [], "without caps": []}
+    real_probe, real_mount = cgroups.probe, cgroups.can_mount_tmpfs
+    for _ in range(max(n, 20)):
+        for label in caps:
+            if label == "without caps":
+                cgroups.probe = lambda: ("", "bench: off")
+                cgroups.can_mount_tmpfs = lambda: (False, "bench: off")
+            t = time.perf_counter()
+            with Sandbox.from_files(tasks[0].files):
+                pass
+            caps[label].append(time.perf_counter() - t)
+            cgroups.probe, cgroups.can_mount_tmpfs = real_probe, real_mount
+    print(f"\ncaps here: {cgroups.probe()[1]}; disk: {cgroups.can_mount_tmpfs()[1]}")
+    print("| Sandbox create + close | median ms |\n|---|---|")
+    for label, xs in caps.items():
+        print(f"| {label} | {_median_ms(xs)} |")
+
+
+def verify_references(n: int, workers: int) -> int:
+    tasks = generate_tasks(n, seed=2026)
+
+    def one(task):
+        with Sandbox.from_files(task.files) as box:
+            apply_solution(box, task.solution)
+            return grade_in(box, task, 60.0)
+
+    t = time.perf_counter()
+    with ThreadPoolExecutor(workers) as pool:
+        grades = list(pool.map(one, tasks))
+    by_family: dict[str, list[int]] = {}
+    for task, grade in zip(tasks, grades):
+        by_family.setdefault(task.kind, [0, 0])[0] += grade.all_pass and grade.score == 1.0
+        by_family[task.kind][1] += 1
+    bad = [(t.id, g.output[-300:]) for t, g in zip(tasks, grades) if not g.all_pass]
+    tampered = sum(g.tampered for g in grades)
+    print(
+        f"templates: {len(TEMPLATES)}; families: "
+        + ", ".join(f"{k} {ok}/{total}" for k, (ok, total) in sorted(by_family.items()))
+    )
+    print(
+        f"reference solutions graded 100%: {n - len(bad)}/{n}, tampered: {tampered}, "
+        f"{time.perf_counter() - t:.0f} s with {workers} workers "
+        f"(load average {os.getloadavg()[0]:.1f})"
+    )
+    for task_id, tail in bad:
+        print(f"FAILED {task_id}: {tail}")
+    return 1 if bad else 0
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--commands", type=int, default=200)
     parser.add_argument("--episodes", type=int, default=8)
+    parser.add_argument("--grading", type=int, default=24)
+    parser.add_argument("--baseline-rev", default="db350dc")
+    parser.add_argument("--verify", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--only-grading", action="store_true")
     args = parser.parse_args()
+    if args.verify:
+        sys.exit(verify_references(args.verify, args.workers))
+    if args.only_grading:
+        print(f"backend: {backend()}  load average at start: {os.getloadavg()[0]:.1f}")
+        grading_overhead(args.grading, args.baseline_rev)
+        return
     print(
         f"backend: {backend()}  cpus: {os.cpu_count()}  python: {sys.version.split()[0]}  "
         f"load average at start: {os.getloadavg()[0]:.1f}"
@@ -91,6 +212,7 @@ def main():
         f"\nconcurrent / sequential throughput: {serial_s / conc_s:.2f}x  "
         f"(load average at end: {os.getloadavg()[0]:.1f})"
     )
+    grading_overhead(args.grading, args.baseline_rev)
 
 
 if __name__ == "__main__":
