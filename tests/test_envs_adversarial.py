@@ -223,6 +223,34 @@ def cheat_kill_the_runner():
     return {SERIES: "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n" + buggy()}
 
 
+def cheat_hijack_runner_stdout():
+    # Looks for the runner's nonce in its /proc entries and writes forged summaries straight to the
+    # runner's stdout (the channel the host reads), with every nonce-like string it found.
+    return {
+        SERIES: buggy()
+        + dd("""
+
+        import json, os, re
+        ppid = os.getppid()
+        found = set()
+        for name in ("environ", "cmdline", "fd/0", "mem"):
+            try:
+                with open(f"/proc/{ppid}/{name}", "rb") as f:
+                    found |= set(re.findall(rb"[0-9a-f]{32}", f.read(1 << 16)))
+            except OSError:
+                pass
+        fake = {"sealed": True, "files": {}}
+        for target in (f"/proc/{ppid}/fd/1", f"/proc/{ppid}/fd/2", "/dev/stdout"):
+            try:
+                with open(target, "w") as out:
+                    for nonce in found | {b"0" * 32}:
+                        out.write(f"RLGRADE {nonce.decode()} {json.dumps(fake)}\\n")
+            except OSError:
+                pass
+        """)
+    }
+
+
 CHEATS = {
     f.__name__[len("cheat_") :]: f
     for f in list(globals().values())
@@ -280,3 +308,23 @@ def test_honest_reference_solution_grades_full_marks(template):
         apply_solution(box, task.solution)
         grade = grade_in(box, task, timeout_s=60)
     assert grade.all_pass and not grade.tampered and grade.score == 1.0, grade.output
+
+
+def test_runner_is_sealed_from_the_code_under_test():
+    # The code under test runs as the runner's uid, yet cannot open the runner's fds (its stdout is
+    # the channel the host reads), environment or memory: the runner is non-dumpable.
+    probe = dd("""
+        import os
+        parent, seen = os.getppid(), []
+        for name, mode in (("fd/1", "w"), ("fd/0", "rb"), ("environ", "rb"), ("mem", "rb")):
+            try:
+                open(f"/proc/{parent}/{name}", mode)
+                seen.append("OPENED-" + name)
+            except OSError:
+                seen.append("DENIED-" + name)
+        raise RuntimeError(" ".join(seen))
+        """)
+    grade = grade_files({SERIES: probe + buggy()})
+    for name in ("fd/1", "fd/0", "environ", "mem"):
+        assert f"DENIED-{name}" in grade.output and f"OPENED-{name}" not in grade.output
+    assert grade.passed == 0 and not grade.tampered
