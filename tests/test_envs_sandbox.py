@@ -299,6 +299,9 @@ def test_without_bubblewrap_sandbox_refuses_unless_opted_in(monkeypatch, repo):
     assert "RL_ENVS_ALLOW_UNISOLATED=1" in message and "\n" not in message
     with pytest.raises(SandboxUnavailable, match="apt-get install bubblewrap"):
         require_isolation()  # what RL/eval entry points call before loading a model
+    from rl.envs.__main__ import main
+
+    assert main(["verify", str(repo / "no_tasks_read.jsonl")]) == 2  # refuses before any work
     with pytest.warns(RuntimeWarning, match="UNISOLATED as opted in"):
         with Sandbox(repo, allow_unisolated=True) as sb:
             assert sb.backend == "rlimit" and sb.run("echo hi", 5).output == "hi\n"

@@ -12,6 +12,7 @@ import argparse
 import os
 import sys
 
+from rl.envs.sandbox import SandboxUnavailable, require_isolation
 from rl.envs.taskgen import generate_tasks
 from rl.envs.tasks import load_tasks, save_tasks
 from rl.envs.verify import verify_tasks
@@ -28,7 +29,17 @@ def main(argv: list[str] | None = None) -> int:
     check = sub.add_parser("verify", help="run the gate over a tasks.jsonl")
     check.add_argument("jsonl")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--allow-unisolated",
+        action="store_true",
+        help="run without bubblewrap (rlimits only) if it is missing",
+    )
     args = parser.parse_args(argv)
+    try:  # fail before any work if task code could not be isolated
+        require_isolation(args.allow_unisolated)
+    except SandboxUnavailable as e:
+        print(e, file=sys.stderr)
+        return 2
 
     if args.cmd == "make":
         difficulties = tuple(int(d) for d in args.difficulties.split(","))

@@ -403,6 +403,11 @@ class Sandbox:
         self._ro_binds += ((host, f"/{name}"),)
         return host, f"/{name}"
 
+    def drop_readonly_dir(self, host: str) -> None:
+        """Unbinds and deletes a directory made by `readonly_dir` (later commands cannot see it)."""
+        self._ro_binds = tuple(b for b in self._ro_binds if b[0] != host)
+        shutil.rmtree(host, ignore_errors=True)
+
     def run(self, command: str, timeout_s: float = 10.0, stdin: bytes | None = None) -> RunResult:
         """Runs `command` with /bin/sh; `stdin` (small: one pipe buffer) is its whole input."""
         if self._closed:
