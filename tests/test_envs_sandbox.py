@@ -420,3 +420,25 @@ def test_failed_construction_leaves_nothing_behind(repo, tmp_path_factory):
     with Sandbox(repo, base_dir=str(base)):
         assert len(list(base.iterdir())) == 1
     assert list(base.iterdir()) == []
+
+
+def test_cgroup_v2_layout_on_a_stand_in_tree(monkeypatch, tmp_path):
+    # Stand-in for a delegated cgroup v2 tree (this dev machine has v1 only): checks the files the
+    # v2 path writes and how it names a limit from memory.events / pids.events. Kernel enforcement
+    # itself is covered by the cap tests above wherever cgroups work.
+    (tmp_path / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    (tmp_path / "cgroup.subtree_control").write_text("memory pids cpu\n")
+    monkeypatch.setattr(cgroups, "ROOT", str(tmp_path))
+    monkeypatch.setattr(cgroups, "_own_path", lambda controller: "/")
+    group = cgroups.EpisodeCgroup("v2", memory_bytes=123 << 20, pids=17, cpus=1.5)
+    [path] = group.dirs.values()
+    read = lambda name: (tmp_path / path / name).read_text()  # noqa: E731
+    assert (read("memory.max"), read("memory.swap.max")) == (str(123 << 20), "0")
+    assert (read("pids.max"), read("cpu.max")) == ("17", "150000 100000")
+    assert group.limit_hit() is None
+    (tmp_path / path / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n")
+    assert group.limit_hit() == "memory" and group.limit_hit() is None  # counted once
+    (tmp_path / path / "pids.events").write_text("max 5\n")
+    assert group.limit_hit() == "processes"
+    r = subprocess.run(group.wrap(["/bin/sh", "-c", "echo $$"]), capture_output=True, text=True)
+    assert read("cgroup.procs").split() == r.stdout.split()  # it joined, then exec'd the command

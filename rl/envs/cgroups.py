@@ -52,13 +52,18 @@ def _v2_parent() -> str | None:
     with open(os.path.join(parent, "cgroup.controllers")) as f:
         if not set(_V1) <= set(f.read().split()):
             return None
-    try:
-        with open(os.path.join(parent, "cgroup.subtree_control"), "w") as f:
-            f.write("+memory +pids +cpu")
-    except OSError:  # EBUSY: processes live in it (no-internal-process rule); EACCES: not ours
-        pass
-    with open(os.path.join(parent, "cgroup.subtree_control")) as f:
-        return parent if set(_V1) <= set(f.read().split()) else None
+    control = os.path.join(parent, "cgroup.subtree_control")
+    for attempt in range(2):
+        with open(control) as f:
+            if set(_V1) <= set(f.read().split()):
+                return parent
+        if attempt == 0:
+            try:
+                with open(control, "w") as f:
+                    f.write("+memory +pids +cpu")
+            except OSError:  # EBUSY: processes live in it (no-internal-process rule); EACCES
+                return None
+    return None
 
 
 @functools.cache
