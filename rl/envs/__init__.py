@@ -11,7 +11,9 @@ Entry points that run model-written code call `require_isolation()` first: it ra
 `SandboxUnavailable` (install bubblewrap, or opt in to unisolated runs) before any model loads.
 
 Modules: sandbox (bubblewrap confinement; rlimits only by opt-in), tools (strict tool-call parsing + the tools),
-env (token-level episodes, reward), tasks (Task, JSONL + files, grading), taskgen (procedural
+env (token-level episodes, reward), tasks (Task, JSONL + files, grading: `Grade.score` is the
+reward, TAMPER_SCORE < 0 when `Grade.tampered`), harden + grader (tamper-resistant hidden-test
+runs), cgroups (per-episode memory/process/CPU/disk caps), taskgen (procedural
 tasks), verify (the gate), scripted (an oracle policy for smoke tests and benchmarks).
 """
 
@@ -27,11 +29,20 @@ from rl.envs.sandbox import (
 )
 from rl.envs.scripted import OraclePolicy
 from rl.envs.taskgen import TEMPLATES, generate_task, generate_tasks
-from rl.envs.tasks import Grade, Task, apply_solution, grade_repo, load_tasks, save_tasks
+from rl.envs.tasks import (
+    TAMPER_SCORE,
+    Grade,
+    Task,
+    apply_solution,
+    grade_repo,
+    load_tasks,
+    save_tasks,
+)
 from rl.envs.tools import TOOL_SCHEMAS, parse_turn
 from rl.envs.verify import Verdict, verify_task, verify_tasks
 
 __all__ = [
+    "TAMPER_SCORE",
     "CodingEnv",
     "EpisodeRecord",
     "Grade",
