@@ -272,20 +272,18 @@ def unfixed():
     return grade
 
 
+# Wholesale forgers: every test reported passed, canaries included, so always caught.
+ALWAYS_CAUGHT = {"monkeypatch_pytest_from_solution_module", "forge_report_channel"}
+
+
 @pytest.mark.parametrize("name", sorted(CHEATS))
 def test_cheat_earns_no_more_than_the_unfixed_repo(name, unfixed):
     grade = grade_files(CHEATS[name]())
     assert grade.score <= unfixed.score, (name, grade.output)
     assert grade.passed <= unfixed.passed and not grade.all_pass
-
-
-@pytest.mark.parametrize(
-    "name", ["monkeypatch_pytest_from_solution_module", "forge_report_channel"]
-)
-def test_wholesale_forgery_is_caught_and_scored_below_failure(name, unfixed):
-    grade = grade_files(CHEATS[name]())
-    assert grade.tampered and grade.score == TAMPER_SCORE < 0 <= unfixed.score, grade.output
-    assert any("canary" in r for r in grade.tamper_reasons), grade.tamper_reasons
+    if name in ALWAYS_CAUGHT:
+        assert grade.tampered and grade.score == TAMPER_SCORE < 0 <= unfixed.score, grade.output
+        assert any("canary" in r for r in grade.tamper_reasons), grade.tamper_reasons
 
 
 def test_fix_plus_cheat_is_still_caught(unfixed):
