@@ -14,7 +14,10 @@ the JSONL file) at plain directories:
 Grading copies the agent's final repo into a fresh sandbox and runs the hidden tests (after submit,
 so the agent never sees them) through the trusted runner in rl/envs/grader (see `grade_in` and
 rl/envs/README.md for what it trusts). Hidden tests may carry their own conftest.py; a task's root
-conftest.py (from its original repo) serves them too, whatever the agent made of it.
+conftest.py (from its original repo) serves them too, whatever the agent made of it. Hidden tests,
+generated or brought by users, are graded under the same rules: they run from a read-only copy
+with fresh test names and canaries, and `assert result == expected` with a plain builtin expected
+value needs a plain builtin result (the gate rejects tasks whose reference solution trips this).
 """
 
 from __future__ import annotations
