@@ -43,12 +43,32 @@ from rl.envs import (  # noqa: E402
 from rl.envs.tasks import apply_solution, grade_in  # noqa: E402
 
 
+class _NoCaps:
+    """Within: new sandboxes get neither cgroups nor a tmpfs quota (as on a machine without them)."""
+
+    def __enter__(self):
+        self.saved = cgroups.probe, cgroups.can_mount_tmpfs
+        cgroups.probe = lambda: ("", "bench: off")
+        cgroups.can_mount_tmpfs = lambda: (False, "bench: off")
+
+    def __exit__(self, *exc):
+        cgroups.probe, cgroups.can_mount_tmpfs = self.saved
+
+
+def _box(name: str) -> Sandbox:
+    if name.endswith(" no caps"):
+        with _NoCaps():
+            return Sandbox(backend_name=name.split()[0])
+    return Sandbox(backend_name=name)
+
+
 def command_overhead(n: int) -> dict[str, tuple[float, float, float]]:
     """backend -> (median sandboxed ms, p90 sandboxed ms, median bare ms), interleaved so both see
-    the same machine load."""
+    the same machine load. "no caps" rows: the same backend without the per-episode cgroup."""
     out = {}
-    for name in dict.fromkeys([backend(), "rlimit"]):
-        with Sandbox(backend_name=name) as box:
+    names = [backend(), f"{backend()} no caps", "rlimit", "rlimit no caps"]
+    for name in dict.fromkeys(names):
+        with _box(name) as box:
             box.run("true", 5)  # warm up
             boxed, bare = [], []
             for _ in range(n):
@@ -123,17 +143,15 @@ def grading_overhead(n: int, rev: str) -> None:
     print(f"after / before (medians): {ratio:.2f}x  (load average {load[0]:.1f} {load[1]:.1f})")
 
     caps = {"with caps": [], "without caps": []}
-    real_probe, real_mount = cgroups.probe, cgroups.can_mount_tmpfs
     for _ in range(max(n, 20)):
         for label in caps:
-            if label == "without caps":
-                cgroups.probe = lambda: ("", "bench: off")
-                cgroups.can_mount_tmpfs = lambda: (False, "bench: off")
             t = time.perf_counter()
-            with Sandbox.from_files(tasks[0].files):
-                pass
+            if label == "with caps":
+                Sandbox.from_files(tasks[0].files).close()
+            else:
+                with _NoCaps():
+                    Sandbox.from_files(tasks[0].files).close()
             caps[label].append(time.perf_counter() - t)
-            cgroups.probe, cgroups.can_mount_tmpfs = real_probe, real_mount
     print(f"\ncaps here: {cgroups.probe()[1]}; disk: {cgroups.can_mount_tmpfs()[1]}")
     print("| Sandbox create + close | median ms |\n|---|---|")
     for label, xs in caps.items():
@@ -180,9 +198,16 @@ def main():
     parser.add_argument("--verify", type=int, default=0)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--only-grading", action="store_true")
+    parser.add_argument("--only-commands", action="store_true")
     args = parser.parse_args()
     if args.verify:
         sys.exit(verify_references(args.verify, args.workers))
+    if args.only_commands:
+        print(f"backend: {backend()}  load average at start: {os.getloadavg()[0]:.1f}")
+        for name, (boxed, p90, bare) in command_overhead(args.commands).items():
+            print(f"| {name} | {boxed:.1f} | {p90:.1f} | {bare:.1f} | {boxed - bare:.1f} |")
+        print(f"load average at end: {os.getloadavg()[0]:.1f}")
+        return
     if args.only_grading:
         print(f"backend: {backend()}  load average at start: {os.getloadavg()[0]:.1f}")
         grading_overhead(args.grading, args.baseline_rev)
