@@ -195,7 +195,9 @@ def _select(store, books: _Books, rl, version: int):
     if need == 0 or len(waiting) < need:
         return None
     recs, ids, stal, zero = [], [], [], 0
-    for g in waiting[:need]:
+    for g in waiting:
+        if len(ids) == need:
+            break
         group = store.get(g)
         s = version - rb.oldest_version(group)
         books.seen.add(g)
@@ -203,9 +205,11 @@ def _select(store, books: _Books, rl, version: int):
             books.dropped.append(g)
             continue
         books.consumed.append(g)
-        stal.append(max(s, 0))
         if len({round(float(r["reward"]), 9) for r in group}) == 1:
             zero += 1  # every reward equal: zero advantage, no signal
+            if rl.dynamic_sampling:
+                continue  # counted, not trained: the batch fills with groups that carry signal
+        stal.append(max(s, 0))
         recs += group
         ids.append(g)
     books.zero_signal += zero

@@ -37,7 +37,7 @@ def init_state(params, lr: float, seed: int) -> TrainState:
     return jax.tree.map(lambda x: jnp.array(x, copy=True), state)
 
 
-def jit_rl_step(cfg, rl, *, bias_update=None):
+def jit_rl_step(cfg, rl):
     """rl: the `rl` config block (temperature, tis_c, ppo_clip, kl_beta, kl_mode, max_tokens,
     valid_vocab, router_replay). -> jitted (state, batch) -> (state, metrics), state donated."""
     loss_fn = make_rl_loss(
@@ -51,6 +51,12 @@ def jit_rl_step(cfg, rl, *, bias_update=None):
         valid_vocab=rl.valid_vocab,
         router_replay=rl.router_replay,
     )
+    bias_update = None  # replayed routing: the sampler's choices, not the trainer's, made the loads
+    if rl.get("bias_update_rate", 0.0) and cfg.num_moe_layers:
+        from model import update_router_bias  # pylint: disable=import-outside-toplevel
+
+        rate = rl.bias_update_rate
+        bias_update = lambda p, counts: update_router_bias(p, counts["main"], rate=rate)  # noqa: E731
     step = functools.partial(train_step, loss_fn=loss_fn, bias_update=bias_update)
     return jax.jit(step, donate_argnums=0)
 

@@ -14,6 +14,7 @@ import sys
 import time
 
 import numpy as np
+import pytest
 
 from configs import rl as rl_config
 from rl import loop
@@ -26,6 +27,7 @@ def _policy_versions(store):
             yield r["versions"][r["mask"] > 0]
 
 
+@pytest.mark.slow
 def test_toy_task_reward_rises_in_the_async_loop(tmp_path):
     c = rl_config.get_config()
     c.rl.update(pool_size=240, samplers=1, mode="threads", max_staleness=3)
@@ -51,9 +53,10 @@ def _journal(workdir):
         return [json.loads(line) for line in f if line.strip()]
 
 
+@pytest.mark.slow
 def test_two_sampler_processes_and_kill9_of_trainer(tmp_path):
     workdir = str(tmp_path / "run")
-    pool = 48
+    pool = 36
     cmd = [
         sys.executable,
         "main.py",
@@ -65,7 +68,7 @@ def test_two_sampler_processes_and_kill9_of_trainer(tmp_path):
         f"--config.rl.pool_size={pool}",
         "--config.rl.groups_per_batch=2",
         "--config.rl.groups_per_call=2",
-        "--config.rl.checkpoint_every=3",
+        "--config.rl.checkpoint_every=2",
         "--config.rl.max_ahead=6",
         "--config.rl.max_staleness=3",
         f"--config.rl.compile_cache={tmp_path / 'xla'}",
@@ -75,14 +78,14 @@ def test_two_sampler_processes_and_kill9_of_trainer(tmp_path):
     deadline = time.time() + 400
     path = os.path.join(workdir, "journal.jsonl")
     while time.time() < deadline:
-        if os.path.exists(path) and len(_journal(workdir)) >= 7:
+        if os.path.exists(path) and len(_journal(workdir)) >= 5:
             break
         assert trainer.poll() is None, "trainer exited early"
         time.sleep(0.1)
     trainer.send_signal(signal.SIGKILL)
     trainer.wait()
     before = _journal(workdir)
-    assert len(before) >= 7
+    assert len(before) >= 5
     # Restart: resumes from the last checkpoint (steps after it are lost and retrained once).
     res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-2000:]
@@ -100,3 +103,22 @@ def test_two_sampler_processes_and_kill9_of_trainer(tmp_path):
     versions = list(_policy_versions(store))
     assert any(len(set(v.tolist())) > 1 for v in versions)  # in-flight updates in processes
     assert max(int(v.max()) for v in versions) >= 5  # versions advanced during sampling
+
+
+def test_rl_starts_from_exported_params(tmp_path):
+    """--config.init_params_from=<exported params>: the model config and params come from there."""
+    import jax
+
+    from model import export, init_params, presets
+
+    cfg = presets.get("tiny")
+    params = jax.device_get(init_params(cfg, jax.random.PRNGKey(3)))
+    export.save_params(str(tmp_path / "p"), cfg, params)
+    c = rl_config.get_config()
+    c.model = "no-such-preset"  # ignored: exported params win
+    c.init_params_from = str(tmp_path / "p")
+    got_cfg = loop.model_config(c)
+    assert got_cfg.hidden_size == cfg.hidden_size and got_cfg.num_moe_layers == cfg.num_moe_layers
+    got = loop.initial_params(c, got_cfg)
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(params)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
