@@ -97,3 +97,33 @@ def oldest_version(records: Sequence[dict]) -> int:
     vs = [np.asarray(r["versions"])[np.asarray(r["mask"], bool)] for r in records]
     vs = [v for v in vs if v.size]
     return int(min(v.min() for v in vs)) if vs else -1
+
+
+def from_rollout_record(d: dict, reward_cfg) -> dict:
+    """A multi-turn rollout record (rl/rollout_record.py's RolloutRecord.to_dict(): per-token
+    tokens/mask/logprobs/versions, experts [n][L][k], turn_spans, malformed_turns, counts, grade)
+    -> the record `collate` takes, with the reward and its terms (rl/rewards.py) and a
+    malformed_mask over the tokens of turns with a malformed call (negative examples)."""
+    from rl.rewards import LENGTH_QUANTITIES, episode_reward  # noqa: PLC0415
+
+    counts = {q: d.get(q, 0) for q in LENGTH_QUANTITIES + ("malformed_calls",)}
+    reward, terms = episode_reward(
+        {"tests_passed": d["tests_passed"], "tests_total": d["tests_total"], "counts": counts},
+        reward_cfg,
+    )
+    bad = np.zeros(len(d["tokens"]), np.int32)
+    for t in d.get("malformed_turns", []):
+        start, end = d["turn_spans"][t]
+        bad[start:end] = 1
+    return {
+        "tokens": np.asarray(d["tokens"], np.int32),
+        "mask": np.asarray(d["mask"], np.int32),
+        "logprobs": np.asarray(d["logprobs"], np.float32),
+        "versions": np.asarray(d["versions"], np.int32),
+        "experts": np.asarray(d["experts"], np.int32),  # [n, L, k] (n may be 0)
+        "malformed_mask": bad,
+        "group_id": f"{d['task_id']}/{d['group']}",
+        "reward": reward,
+        "reward_terms": terms,
+        "counts": counts,
+    }

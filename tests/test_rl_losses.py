@@ -232,3 +232,38 @@ def test_malformed_turn_tokens_are_negative_examples():
     b = rb.collate(recs, seq_len=4, rows=2, n_moe_layers=0, k=1, malformed_adv=0.2)
     np.testing.assert_allclose(b["advantages"][0, :3], [0.5, -0.2, -0.2])
     np.testing.assert_allclose(b["advantages"][1, :3], [-0.5, -0.5, -0.5])
+
+
+def test_multi_turn_rollout_record_converts_with_malformed_turn_negative():
+    """A RolloutRecord-shaped dict (rl/rollout_record.py's to_dict layout) of 2 turns, the first
+    with a malformed call: its reward carries the penalty and the malformed turn's tokens get a
+    negative advantage even in the better episode of the group."""
+    base = dict(
+        task_id="t",
+        group=0,
+        tokens=[1, 2, 3, 4, 5, 6, 7, 8],
+        mask=[0, 0, 1, 1, 0, 1, 1, 0],
+        logprobs=[0, 0, -1, -1, 0, -1, -1, 0],
+        versions=[-1, -1, 3, 3, -1, 4, 4, -1],
+        experts=np.zeros((1, 8, 2), int).tolist(),
+        turn_spans=[[2, 4], [5, 7]],
+        tool_calls=1,
+        tool_io_tokens=3,
+        thinking_tokens=0,
+        output_tokens=2,
+        turns=2,
+    )
+    cfg = rw.RewardConfig(outcome="all_pass", malformed_penalty=0.25)
+    good = rb.from_rollout_record(
+        dict(base, malformed_calls=1, malformed_turns=[0], tests_passed=2, tests_total=2), cfg
+    )
+    bad = rb.from_rollout_record(
+        dict(base, malformed_calls=0, malformed_turns=[], tests_passed=0, tests_total=2), cfg
+    )
+    assert good["reward"] == pytest.approx(0.75) and good["reward_terms"]["malformed"] == -0.25
+    np.testing.assert_array_equal(good["malformed_mask"], [0, 0, 1, 1, 0, 0, 0, 0])
+    b = rb.collate([good, bad], seq_len=8, rows=2, n_moe_layers=1, k=2, malformed_adv=0.1)
+    # A = +-0.375; targets t+1: malformed tokens 2,3 sit at positions 1,2.
+    np.testing.assert_allclose(b["advantages"][0, :7], [0, -0.1, -0.1, 0, 0.375, 0.375, 0])
+    np.testing.assert_allclose(b["advantages"][1, :7], [0, -0.375, -0.375, 0, -0.375, -0.375, 0])
+    assert rb.oldest_version([good]) == 3
