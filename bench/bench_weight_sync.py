@@ -68,8 +68,13 @@ def main():
             router_replay=True,
         )
     )
-    rows_out = []
     params0 = jax.device_get(init_params(cfg, jax.random.PRNGKey(0)))
+    print(f"preset={args.preset} params={sum(x.size for x in jax.tree.leaves(params0)):,}")
+    print(
+        "| lr | sampler dtype | version | delta bytes | full bytes | delta/full | changed elems "
+        "| publish s | fetch s | load |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|", flush=True)
     for lr in [float(x) for x in args.lrs.split(",")]:
         state = init_state(jax.tree.map(jnp.asarray, params0), lr=lr, seed=0)
         step = jit_rl_step(cfg, rl)
@@ -98,28 +103,13 @@ def main():
                 _, got = r.fetch()
                 fetch_s = time.perf_counter() - t0
                 assert got == v
-                rows_out.append(
-                    (
-                        lr,
-                        dt,
-                        v,
-                        st["bytes"],
-                        st["full_bytes"],
-                        st["changed_frac"],
-                        st["seconds"],
-                        fetch_s,
-                        os.getloadavg()[0],
-                    )
+                nb, fb = st["bytes"], st["full_bytes"]
+                print(
+                    f"| {lr:g} | {dt} | {v} | {nb:,} | {fb:,} | {nb / fb:.4f} | "
+                    f"{st['changed_frac']:.4f} | {st['seconds']:.2f} | {fetch_s:.2f} | "
+                    f"{os.getloadavg()[0]:.1f} |",
+                    flush=True,
                 )
-    print(f"preset={args.preset} params={sum(x.size for x in jax.tree.leaves(params0)):,}")
-    print(
-        "| lr | sampler dtype | version | delta bytes | full bytes | delta/full | changed elems | publish s | fetch s | load |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for lr, dt, v, nb, fb, cf, ps, fs, la in rows_out:
-        print(
-            f"| {lr:g} | {dt} | {v} | {nb:,} | {fb:,} | {nb / fb:.4f} | {cf:.4f} | {ps:.2f} | {fs:.2f} | {la:.1f} |"
-        )
 
 
 if __name__ == "__main__":

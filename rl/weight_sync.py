@@ -24,7 +24,8 @@ Delta encodings, lossless on the bit patterns (the reader reproduces the sampler
 bitwise):
   - 'sparse' (bfloat16): at RL learning rates most bf16 elements do not change between versions
     (an update below half an ulp, |w|/256, is absorbed by rounding); store the changed flat indices
-    (delta-coded uint32, zlib) + their new 16-bit values.
+    (delta-coded uint32, zlib) + their new 16-bit values. A leaf where more than 1/16 of the
+    elements changed is also XOR-encoded (below) and the smaller blob is kept.
   - 'xor' (float32): almost every f32 element changes, but only in low mantissa bits: XOR the bit
     patterns with the previous version, byte-shuffle (all high bytes, then ..., then low bytes, so
     the runs of zero high bytes are contiguous) and zlib.
@@ -175,8 +176,13 @@ class WeightWriter:
             if full:
                 blob, e = b.tobytes(), "raw"
             else:
+                n_changed = int(np.count_nonzero(b != self.prev[k]))
+                changed += n_changed
                 blob, e = ENCODERS[enc](b, self.prev[k]), enc
-                changed += int(np.count_nonzero(b != self.prev[k]))
+                if enc == "sparse" and n_changed > b.size // 16:
+                    # Dense changes (early steps, high lr): XOR + shuffle + zlib may be smaller.
+                    alt = encode_xor(b, self.prev[k])
+                    blob, e = (alt, "xor") if len(alt) < len(blob) else (blob, e)
             key = f"{prefix}/{i}"
             link["leaves"][k] = {"key": key, "enc": e, "sha256": _sha(blob)}
             writes.append(self.kv.write(key, blob))
