@@ -33,7 +33,7 @@ except (AttributeError, KeyError, TypeError, ValueError, OSError, flags.Error) a
     _config_error(e)
 _WORKDIR = flags.DEFINE_string("workdir", "workdir/default", "Checkpoints, TensorBoard events.")
 _MODE = flags.DEFINE_enum(
-    "mode", "pretrain", ["pretrain", "sft", "convert", "sample"], "What to run."
+    "mode", "pretrain", ["pretrain", "sft", "convert", "sample", "rl"], "What to run."
 )
 _PROMPT = flags.DEFINE_string("prompt", "", "--mode=sample: the text to complete.")
 _PARAMS = flags.DEFINE_string(
@@ -88,6 +88,11 @@ def main(argv):
             from train import dry_run  # pylint: disable=import-outside-toplevel
 
             print(dry_run.report(config))
+            return
+        if _MODE.value == "rl":
+            from rl import loop as rl_loop  # pylint: disable=import-outside-toplevel
+
+            rl_loop.main(config, _WORKDIR.value)
             return
         _init_distributed()
         from train import loop  # pylint: disable=import-outside-toplevel

@@ -1,0 +1,64 @@
+"""Asynchronous on-policy RL (Composer-2-style GRPO): samplers + trainer sharing a weight store and a
+rollout store under the workdir.
+
+    python main.py --mode=rl --config=configs/rl.py --workdir=/tmp/rl
+    python main.py --mode=rl --config=configs/rl.py --workdir=/tmp/rl \\
+        --config.rl.samplers=2 --config.rl.mode=processes --config.rl.lr=3e-3
+    python main.py --mode=rl --config=configs/rl.py --workdir=/tmp/rl \\
+        --config.init_params_from=workdir/sft/export/params_60      # from an exported stage
+
+Start: `model` is a preset name or an HF folder; `init_params_from` (exported params) wins.
+Task: 'pattern' is the toy task of tests/test_rl_loop.py (reward = fraction of completion tokens
+with id < pattern_size; ~pattern_size/vocab at random init). Coding tasks need the multi-turn
+rollout driver (rl/rollout.py), not wired here yet.
+
+Expect (tiny preset, threads, 1 sampler, pool 200 = 50 steps of 4 groups x 8): mean reward 0.10
+at step 5, 0.45 at 30, 0.76 at 40, 0.98 at 50 (measured on 2 CPU cores at load ~16: ~140 s of
+compilation, then ~25 s for the 50 steps). Re-running the same command resumes from the latest
+checkpoint; a finished pool (single epoch) stops at once.
+"""
+
+import ml_collections
+
+
+def get_config() -> ml_collections.ConfigDict:
+    c = ml_collections.ConfigDict()
+    c.model = "tiny"  # preset name or HF folder
+    c.init_params_from = ""  # exported params dir (model.export layout); '' = model
+    c.rl = ml_collections.ConfigDict(
+        dict(
+            task="pattern",
+            pattern_size=32,  # toy task: target ids [0, pattern_size)
+            pool_size=256,  # tasks in the pool (one group each: single epoch)
+            seed=0,
+            mode="threads",  # 'threads' | 'processes'
+            samplers=1,
+            group_size=8,  # G episodes per task
+            groups_per_batch=4,
+            groups_per_call=4,  # groups one sampler decodes at once
+            max_new_tokens=8,
+            max_tokens=16,  # training row length and the loss's fixed normalizer
+            temperature=1.0,
+            swap_every=2,  # decode iterations between weight-store polls (in-flight update)
+            max_staleness=4,
+            max_ahead=8,  # groups a sampler may produce ahead of the trainer
+            steps=0,  # 0 = until the pool is used up
+            lr=3e-3,
+            tis_c=2.0,
+            ppo_clip=0.0,
+            kl_beta=0.0,
+            kl_mode="k2",  # 'k2' | 'reward'
+            malformed_adv=0.0,
+            valid_vocab=0,  # > 0: logits of ids >= valid_vocab masked (the sampler's valid set)
+            router_replay=True,
+            bias_update_rate=0.0,  # MoE router-bias update on RL steps (0 = off: routing is replayed)
+            dynamic_sampling=False,  # skip zero-signal groups (all rewards equal) instead of training them
+            weight_dtype="float32",  # what samplers hold: 'bfloat16' | 'float32'
+            full_every=10,
+            checkpoint_every=5,
+            log_every=5,
+            compile_cache="",  # persistent XLA cache dir shared by trainer and sampler processes
+        )
+    )
+    c.rl.reward = ml_collections.ConfigDict(dict(outcome="all_pass", malformed_penalty=0.5))
+    return c

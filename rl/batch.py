@@ -1,0 +1,129 @@
+"""Episode records -> the padded training batch the RL loss consumes (host-side numpy).
+
+An episode record (rl/rollout.py's driver, or rl/samplers.py for single-turn prompts) is
+token-exact and holds per token of the whole transcript (length L):
+    tokens   [L] int32        prompt, policy and observation ids, in order
+    mask     [L] 0/1          1 on tokens the policy emitted
+    logprobs [L] float32      sampler logprob of each policy token (0 elsewhere)
+    experts  [n, L, k] int32  routing of the forward whose output produced / consumed each
+                              position, usable as forced_experts for one forward over `tokens`
+    versions [L] int32        params version that produced each policy token (-1 elsewhere)
+plus 'reward' (rl/rewards.py), 'group_id', optional 'malformed_mask' [L] (tokens of turns whose
+tool call was malformed).
+
+The training forward runs on tokens[:-1] and predicts tokens[1:] (targets): position t's loss is
+on token t+1, so loss_mask/sampler_logprobs/advantages are the record's fields shifted by one.
+Rows are padded to a fixed length (static shapes: one compiled step) and a fixed row count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def group_advantages(rewards: Sequence[float], group_ids: Sequence) -> np.ndarray:
+    """A_i = r_i - mean of r over i's group. Not divided by the group's std (Composer 2 / Dr. GRPO:
+    the std rescales easy and hard groups differently and biases toward low-variance tasks)."""
+    r = np.asarray(rewards, np.float64)
+    g = np.asarray(group_ids)
+    out = np.empty_like(r)
+    for gid in np.unique(g):
+        sel = g == gid
+        out[sel] = r[sel] - r[sel].mean()
+    return out.astype(np.float32)
+
+
+def collate(
+    records: Sequence[dict],
+    *,
+    seq_len: int,
+    rows: int,
+    n_moe_layers: int,
+    k: int,
+    malformed_adv: float = 0.0,
+) -> dict:
+    """-> batch dict of numpy arrays [rows, seq_len] (+ forced_experts [rows, n, seq_len, k]).
+
+    Padding rows have loss_mask 0 and segment id 0. A record longer than seq_len + 1 tokens is an
+    error (the caller sizes seq_len from the episode token budget). Tokens of malformed turns get
+    advantage min(A_i, -malformed_adv) (broken tool calls are negative examples)."""
+    if len(records) > rows:
+        raise ValueError(f"collate: {len(records)} episodes > {rows} batch rows")
+    adv = group_advantages([r["reward"] for r in records], [r["group_id"] for r in records])
+    index = {}
+    for r in records:
+        index.setdefault(r["group_id"], len(index))
+    b = {
+        "tokens": np.zeros((rows, seq_len), np.int32),
+        "targets": np.zeros((rows, seq_len), np.int32),
+        "positions": np.zeros((rows, seq_len), np.int32),
+        "segment_ids": np.zeros((rows, seq_len), np.int32),
+        "loss_mask": np.zeros((rows, seq_len), np.float32),
+        "sampler_logprobs": np.zeros((rows, seq_len), np.float32),
+        "advantages": np.zeros((rows, seq_len), np.float32),
+        "group_ids": np.full((rows,), -1, np.int32),
+        "forced_experts": np.zeros((rows, n_moe_layers, seq_len, k), np.int32),
+    }
+    for i, rec in enumerate(records):
+        tok = np.asarray(rec["tokens"], np.int32)
+        n = len(tok) - 1  # forward positions
+        if n < 1 or n > seq_len:
+            raise ValueError(
+                f"episode {i} (group {rec['group_id']}): {len(tok)} tokens; need 2..{seq_len + 1}"
+            )
+        b["tokens"][i, :n] = tok[:-1]
+        b["targets"][i, :n] = tok[1:]
+        b["positions"][i, :n] = np.arange(n)
+        b["segment_ids"][i, :n] = 1
+        mask = np.asarray(rec["mask"], np.float32)[1:]
+        b["loss_mask"][i, :n] = mask
+        b["sampler_logprobs"][i, :n] = np.asarray(rec["logprobs"], np.float32)[1:] * mask
+        a = np.full(n, adv[i], np.float32)
+        if "malformed_mask" in rec:
+            bad = np.asarray(rec["malformed_mask"], bool)[1:]
+            a = np.where(bad, np.minimum(a, -malformed_adv), a)
+        b["advantages"][i, :n] = a * mask
+        b["group_ids"][i] = index[rec["group_id"]]
+        if n_moe_layers:
+            ex = np.asarray(rec["experts"], np.int32)  # [n, L, k]
+            b["forced_experts"][i, :, :n] = ex[:, :n]
+    return b
+
+
+def oldest_version(records: Sequence[dict]) -> int:
+    """Oldest params version of any policy token in the records (for the staleness bound)."""
+    vs = [np.asarray(r["versions"])[np.asarray(r["mask"], bool)] for r in records]
+    vs = [v for v in vs if v.size]
+    return int(min(v.min() for v in vs)) if vs else -1
+
+
+def from_rollout_record(d: dict, reward_cfg) -> dict:
+    """A multi-turn rollout record (rl/rollout_record.py's RolloutRecord.to_dict(): per-token
+    tokens/mask/logprobs/versions, experts [n][L][k], turn_spans, malformed_turns, counts, grade)
+    -> the record `collate` takes, with the reward and its terms (rl/rewards.py) and a
+    malformed_mask over the tokens of turns with a malformed call (negative examples)."""
+    from rl.rewards import LENGTH_QUANTITIES, episode_reward  # noqa: PLC0415
+
+    counts = {q: d.get(q, 0) for q in LENGTH_QUANTITIES + ("malformed_calls",)}
+    reward, terms = episode_reward(
+        {"tests_passed": d["tests_passed"], "tests_total": d["tests_total"], "counts": counts},
+        reward_cfg,
+    )
+    bad = np.zeros(len(d["tokens"]), np.int32)
+    for t in d.get("malformed_turns", []):
+        start, end = d["turn_spans"][t]
+        bad[start:end] = 1
+    return {
+        "tokens": np.asarray(d["tokens"], np.int32),
+        "mask": np.asarray(d["mask"], np.int32),
+        "logprobs": np.asarray(d["logprobs"], np.float32),
+        "versions": np.asarray(d["versions"], np.int32),
+        "experts": np.asarray(d["experts"], np.int32),  # [n, L, k] (n may be 0)
+        "malformed_mask": bad,
+        "group_id": f"{d['task_id']}/{d['group']}",
+        "reward": reward,
+        "reward_terms": terms,
+        "counts": counts,
+    }

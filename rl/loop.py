@@ -1,0 +1,397 @@
+"""Asynchronous on-policy RL: samplers and a trainer that share only two stores.
+
+    trainer:  rollout store --groups--> collate --> train_step(RL loss) --> weight store (+ Orbax)
+    sampler:  weight store --newest params, swapped in flight--> engine --> rollout store
+
+    python main.py --mode=rl --config=configs/rl.py --workdir=DIR        (see configs/rl.py)
+
+`rl.mode='threads'` runs N sampler threads beside the trainer in one process (tests, notebooks);
+'processes' starts N sampler processes (`python -m rl.loop --sampler ...`) that read the config
+the trainer wrote to <workdir>/rl_config.json and exit when the trainer process dies.
+
+Exactly-once: the pool order (single epoch; task j of the order is group id f'{j:06d}') and the
+ids of the groups already trained, dropped or counted are saved in the Orbax checkpoint together
+with the TrainState. After a SIGKILL the trainer restores both: steps after the checkpoint are
+lost with their params, so their groups are trained again, once; every other group is skipped.
+Samplers skip groups whose file exists. <workdir>/journal.jsonl logs (step, group ids) per step.
+
+Staleness: a group whose oldest policy token is more than `max_staleness` versions behind the
+trainer's version is dropped and counted; samplers stop producing while `max_ahead` groups wait.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+
+from rl import batch as rb
+from rl.samplers import PromptTask, SingleTurnSampler, pattern_reward
+from rl.store import RolloutStore
+from rl.weight_sync import Follower, WeightReader, WeightWriter
+
+# --- model and tasks ----------------------------------------------------------------------------
+
+
+def model_config(config):
+    """The model config: from exported params, an HF folder or a preset name."""
+    import dataclasses  # pylint: disable=import-outside-toplevel
+
+    from model import export, hf, presets  # pylint: disable=import-outside-toplevel
+
+    if config.init_params_from:
+        with open(os.path.join(config.init_params_from, "model_config.json")) as f:
+            cfg = export.config_from_json(f.read())
+    elif os.path.isdir(config.model):
+        cfg = hf.read_config(config.model)[0]
+    else:
+        cfg = presets.get(config.model)
+    return dataclasses.replace(cfg, dtype="float32")
+
+
+def initial_params(config, cfg):
+    import model  # pylint: disable=import-outside-toplevel
+    from model import export  # pylint: disable=import-outside-toplevel
+
+    if config.init_params_from:
+        return export.load_params(config.init_params_from)[1]
+    if os.path.isdir(config.model):
+        return model.load_hf_checkpoint(config.model)[1]
+    return model.init_params(cfg, jax.random.PRNGKey(config.rl.seed))
+
+
+def make_task(rl, j: int) -> PromptTask:
+    """Toy 'pattern' task j: a 4-token prompt of ids outside the target set."""
+    if rl.task != "pattern":
+        raise ValueError(
+            f"rl.task={rl.task!r}: only 'pattern' is wired here; coding tasks need the "
+            "multi-turn rollout driver (rl/rollout.py)"
+        )
+    rng = np.random.default_rng(rl.seed * 7919 + j)
+    return PromptTask(f"{j:06d}", [int(x) for x in rng.integers(rl.pattern_size, 320, size=4)])
+
+
+def make_sampler(rl, cfg):
+    reward = pattern_reward(range(rl.pattern_size))
+    return SingleTurnSampler(
+        cfg,
+        reward,
+        group_size=rl.group_size,
+        max_new_tokens=rl.max_new_tokens,
+        temperature=rl.temperature,
+        swap_every=rl.swap_every,
+    )
+
+
+def pool_order(rl) -> list[int]:
+    """Single epoch: each task of the pool once, in a seeded order (saved in the checkpoint)."""
+    return [int(x) for x in np.random.default_rng(rl.seed).permutation(rl.pool_size)]
+
+
+# --- sampler --------------------------------------------------------------------------------------
+
+
+def _to_engine(params):
+    return jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), params)
+
+
+def sampler_loop(
+    config,
+    workdir: str,
+    sampler_id: int,
+    stop: threading.Event | None = None,
+    parent_pid: int | None = None,
+) -> int:
+    """Produces this sampler's share (positions j % N == id) of the pool; -> groups written."""
+    rl = config.rl
+    cfg = model_config(config)
+    store = RolloutStore(os.path.join(workdir, "rollouts"))
+    with open(os.path.join(workdir, "pool.json")) as f:
+        order = json.load(f)["order"]
+    follower = Follower(WeightReader(os.path.join(workdir, "weights")), cast=_to_engine)
+    sampler = make_sampler(rl, cfg)
+    have = set(store.list())
+    todo = [
+        j for j in range(len(order)) if j % rl.samplers == sampler_id and f"{j:06d}" not in have
+    ]
+    written = 0
+
+    def alive():
+        if stop is not None and stop.is_set():
+            return False
+        return parent_pid is None or os.getppid() == parent_pid
+
+    for c in range(0, len(todo), rl.groups_per_call):
+        chunk = todo[c : c + rl.groups_per_call]
+        while alive():  # backpressure: bounded work ahead of the trainer keeps staleness low
+            p = store.progress()
+            if len(store.list()) - p.get("consumed", 0) < rl.max_ahead:
+                break
+            time.sleep(0.05)
+        if not alive():
+            break
+        tasks = [make_task(rl, order[j]) for j in chunk]
+        t0 = time.perf_counter()
+        groups = sampler.play(tasks, follower, seed=rl.seed * 1_000_003 + chunk[0])
+        secs = time.perf_counter() - t0
+        for j, g in zip(chunk, groups):
+            for r in g:
+                r["group_id"], r["task"] = f"{j:06d}", order[j]
+                r["sample_seconds"] = secs / len(groups)
+            store.put(f"{j:06d}", g)
+            written += 1
+    return written
+
+
+def sampler_cli(argv) -> None:
+    """python -m rl.loop --sampler WORKDIR ID PARENT_PID"""
+    workdir, sid, ppid = argv[0], int(argv[1]), int(argv[2])
+    with open(os.path.join(workdir, "rl_config.json")) as f:
+        config = ml_collections.ConfigDict(json.load(f))
+    if config.rl.compile_cache:
+        _compile_cache(config.rl.compile_cache)
+    sampler_loop(config, workdir, sid, parent_pid=ppid)
+
+
+def _compile_cache(path: str) -> None:
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+# --- trainer --------------------------------------------------------------------------------------
+
+
+class _Books:
+    """What the checkpoint holds besides the TrainState: pool order and group bookkeeping."""
+
+    def __init__(self, order, consumed=(), dropped=(), zero_signal=0):
+        self.order, self.consumed, self.dropped = list(order), list(consumed), list(dropped)
+        self.zero_signal = zero_signal
+        self.seen = set(self.consumed) | set(self.dropped)
+
+    def to_json(self) -> dict:
+        return {
+            "order": self.order,
+            "consumed": self.consumed,
+            "dropped": self.dropped,
+            "zero_signal": self.zero_signal,
+        }
+
+
+def _select(store, books: _Books, rl, version: int):
+    """-> (records to train, their group ids, stats) from the next waiting groups, or None."""
+    waiting = [g for g in store.list() if g not in books.seen]
+    remaining = len(books.order) - len(books.seen)
+    need = min(rl.groups_per_batch, remaining)
+    if need == 0 or len(waiting) < need:
+        return None
+    recs, ids, stal, zero = [], [], [], 0
+    for g in waiting:
+        if len(ids) == need:
+            break
+        group = store.get(g)
+        s = version - rb.oldest_version(group)
+        books.seen.add(g)
+        if s > rl.max_staleness:
+            books.dropped.append(g)
+            continue
+        books.consumed.append(g)
+        if len({round(float(r["reward"]), 9) for r in group}) == 1:
+            zero += 1  # every reward equal: zero advantage, no signal
+            if rl.dynamic_sampling:
+                continue  # counted, not trained: the batch fills with groups that carry signal
+        stal.append(max(s, 0))
+        recs += group
+        ids.append(g)
+    books.zero_signal += zero
+    return recs, ids, {"staleness": stal, "zero_signal": zero}
+
+
+def _metrics(recs, stats, step_metrics, sync, dt):
+    rewards = np.array([r["reward"] for r in recs]) if recs else np.zeros(1)
+    m = {k: float(v) for k, v in step_metrics.items()}
+    m["reward/mean"] = float(rewards.mean())
+    terms = {}
+    for r in recs:
+        for k, v in (r.get("reward_terms") or {}).items():
+            terms.setdefault(k, []).append(v)
+    for k, v in terms.items():
+        m[f"reward/{k}"] = float(np.mean(v))
+    m["pass_rate"] = float(np.mean([t == 1.0 for t in terms.get("outcome", [0.0])]))
+    counts = [r.get("counts", {}).get("malformed_calls", 0) for r in recs]
+    m["malformed_rate"] = float(np.mean([c > 0 for c in counts])) if counts else 0.0
+    m["episode_len"] = float(np.mean([len(r["tokens"]) for r in recs])) if recs else 0.0
+    st = np.asarray(stats["staleness"] or [0])
+    m.update({"staleness/max": float(st.max()), "staleness/mean": float(st.mean())})
+    for b in range(4):
+        m[f"staleness/hist_{b}"] = float(np.sum(st == b) if b < 3 else np.sum(st >= 3))
+    m["zero_signal_groups"] = float(stats["zero_signal"])
+    pol = sum(int(np.sum(r["mask"])) for r in recs)
+    m["trained_tokens_per_s"] = pol / max(dt, 1e-9)
+    secs = sum(r.get("sample_seconds", 0.0) for r in recs) / max(len(recs), 1) * len(recs)
+    m["sampled_tokens_per_s"] = pol / max(secs, 1e-9)
+    m["sync/bytes"], m["sync/seconds"] = float(sync["bytes"]), float(sync["seconds"])
+    m["sync/fraction_of_full"] = sync["bytes"] / sync["full_bytes"]
+    return m
+
+
+def _start_samplers(config, workdir, stop):
+    rl = config.rl
+    if rl.mode == "threads":
+        threads = [
+            threading.Thread(target=sampler_loop, args=(config, workdir, i, stop), daemon=True)
+            for i in range(rl.samplers)
+        ]
+    elif rl.mode == "processes":
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd()] + sys.path))
+        threads = [
+            subprocess.Popen(
+                [sys.executable, "-m", "rl.loop", "--sampler", workdir, str(i), str(os.getpid())],
+                env=env,
+            )
+            for i in range(rl.samplers)
+        ]
+        return threads
+    else:
+        raise ValueError(f"rl.mode={rl.mode!r}: expected 'threads' or 'processes'")
+    for t in threads:
+        t.start()
+    return threads
+
+
+def _truncate_journal(path: str, step: int) -> None:
+    """Keeps the journal entries the restored state contains (steps <= step): the journal is then
+    the history of the params the run holds, each group at most once."""
+    if not os.path.exists(path):
+        return
+    with open(path) as f:
+        keep = [line for line in f if line.strip() and json.loads(line)["step"] <= step]
+    with open(path + ".tmp", "w") as f:
+        f.writelines(keep)
+    os.replace(path + ".tmp", path)
+
+
+def train(config, workdir: str, *, log=print) -> dict:
+    """Runs the RL loop until the pool is used up or rl.steps; resumes from <workdir>."""
+    from rl.trainer import init_state, jit_ref_logprobs, jit_rl_step  # noqa: PLC0415
+    from train.checkpoint import Checkpointer  # noqa: PLC0415
+    from train.tensorboard import SummaryWriter  # noqa: PLC0415
+
+    rl = config.rl
+    os.makedirs(workdir, exist_ok=True)
+    if rl.compile_cache:
+        _compile_cache(rl.compile_cache)
+    cfg = model_config(config)
+    params0 = initial_params(config, cfg)
+    state = init_state(params0, rl.lr, rl.seed)
+    ref_params = params0 if rl.kl_beta else None  # beta = 0 holds no reference
+    ckpt = Checkpointer(workdir, keep=2, async_save=False)
+    restored = ckpt.restore_latest(state, jax.tree.map(lambda x: x.sharding, state))
+    books = _Books(pool_order(rl))
+    if restored is not None:
+        state, data, _ = restored
+        books = _Books(data["order"], data["consumed"], data["dropped"], data["zero_signal"])
+        log(f"rl: resumed at step {int(state.step)} ({len(books.consumed)} groups trained)")
+    _truncate_journal(os.path.join(workdir, "journal.jsonl"), int(state.step))
+    with open(os.path.join(workdir, "rl_config.json"), "w") as f:
+        f.write(config.to_json())
+    with open(os.path.join(workdir, "pool.json"), "w") as f:
+        json.dump({"order": books.order}, f)
+    store = RolloutStore(os.path.join(workdir, "rollouts"))
+    writer = WeightWriter(
+        os.path.join(workdir, "weights"), dtype=rl.weight_dtype, full_every=rl.full_every
+    )
+    version = int(state.step)
+    writer.rewind(version)
+    writer.publish(jax.device_get(state.params), version)
+    store.write_progress({"consumed": len(books.seen), "version": version})
+    step_fn = jit_rl_step(cfg, rl)
+    ref_fn = jit_ref_logprobs(cfg, rl.temperature, rl.valid_vocab) if rl.kl_beta else None
+    tb = SummaryWriter(os.path.join(workdir, "tb"))
+    stop = threading.Event()
+    samplers = _start_samplers(config, workdir, stop)
+    rows = rl.groups_per_batch * rl.group_size
+    history = []
+    try:
+        while len(books.seen) < len(books.order) and (not rl.steps or version < rl.steps):
+            sel = _select(store, books, rl, version)
+            if sel is None:
+                time.sleep(0.02)
+                continue
+            recs, ids, stats = sel
+            if not recs:
+                store.write_progress({"consumed": len(books.seen), "version": version})
+                continue
+            t0 = time.perf_counter()
+            b = rb.collate(
+                recs,
+                seq_len=rl.max_tokens,
+                rows=rows,
+                n_moe_layers=cfg.num_moe_layers,
+                k=cfg.num_experts_per_tok,
+                malformed_adv=rl.malformed_adv,
+            )
+            b = {k: jnp.asarray(v) for k, v in b.items()}
+            if ref_fn is not None:
+                b["ref_logprobs"] = ref_fn(ref_params, b)
+            state, sm = step_fn(state, b)
+            version = int(state.step)
+            sync = writer.publish(jax.device_get(state.params), version)
+            m = _metrics(recs, stats, jax.device_get(sm), sync, time.perf_counter() - t0)
+            m["dropped_groups_total"] = float(len(books.dropped))
+            m["zero_signal_groups_total"] = float(books.zero_signal)
+            tb.scalars(version, m)
+            history.append({"step": version, **m})
+            with open(os.path.join(workdir, "journal.jsonl"), "a") as f:
+                entry = {"step": version, "groups": ids, "staleness": stats["staleness"]}
+                f.write(json.dumps(entry) + "\n")
+            if version % rl.checkpoint_every == 0:
+                ckpt.save(state, books.to_json(), config.to_dict())
+            store.write_progress({"consumed": len(books.seen), "version": version})
+            if version % rl.log_every == 0:
+                log(
+                    f"rl step {version}: reward {m['reward/mean']:.3f} "
+                    f"staleness<= {m['staleness/max']:.0f} sync {m['sync/fraction_of_full']:.3f}"
+                )
+        if version not in ckpt.all_steps():
+            ckpt.save(state, books.to_json(), config.to_dict(), force=True)
+        ckpt.wait()
+    finally:
+        stop.set()
+        for s in samplers:
+            if isinstance(s, subprocess.Popen):
+                s.terminate()
+                s.wait()
+            else:
+                s.join(timeout=60)
+        tb.close()
+        ckpt.close()
+    return {"state": state, "history": history, "books": books}
+
+
+def main(config, workdir: str) -> None:
+    """--mode=rl entry."""
+    out = train(config, workdir)
+    h = out["history"]
+    if h:
+        print(
+            f"rl: {len(h)} steps, reward {h[0]['reward/mean']:.3f} -> {h[-1]['reward/mean']:.3f}, "
+            f"{len(out['books'].dropped)} groups dropped (stale), "
+            f"{out['books'].zero_signal} zero-signal groups"
+        )
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 5 and sys.argv[1] == "--sampler":
+        sampler_cli(sys.argv[2:])
+    else:
+        sys.exit("usage: python -m rl.loop --sampler WORKDIR ID PARENT_PID")

@@ -1,0 +1,90 @@
+"""Episode rewards: pure functions of an episode record (never of anything the policy's code wrote).
+
+    reward = outcome - malformed_penalty * [malformed_calls > 0] - sum_q length_penalty(x_q)
+
+outcome: 'all_pass' (1 if every hidden test passed else 0) or 'fraction' (passed / total), from the
+grader's counts in the record (`tests_passed`, `tests_total`), which come from the environment's
+hidden tests run outside the policy's reach.
+
+Concave length penalty, per quantity q in LENGTH_QUANTITIES (thinking tokens, tool-I/O tokens,
+output tokens, tool calls, turns):
+    length_penalty(x) = lam_q * ((1 + x / s_q) ** p_q - 1),   lam_q >= 0, s_q > 0, 0 < p_q < 1
+It is 0 at x = 0, increasing (derivative lam p (1 + x/s)^(p-1) / s > 0) and concave (second
+derivative lam p (p-1) (1 + x/s)^(p-2) / s^2 < 0): the first tokens cost the most, so a long
+but necessary episode is not crushed, while needless verbosity still loses reward.
+
+Every term is returned separately (for TensorBoard) together with the total.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+LENGTH_QUANTITIES = ("thinking_tokens", "tool_io_tokens", "output_tokens", "tool_calls", "turns")
+
+
+@dataclasses.dataclass(frozen=True)
+class LengthTerm:
+    lam: float = 0.0  # weight (0 = off)
+    scale: float = 1000.0  # s: the x at which (1 + x/s) doubles
+    power: float = 0.5  # p in (0, 1): concavity
+
+    def __post_init__(self):
+        if self.lam < 0 or self.scale <= 0 or not 0 < self.power < 1:
+            raise ValueError(f"length penalty {self}: need lam >= 0, scale > 0, 0 < power < 1")
+
+
+@dataclasses.dataclass(frozen=True)
+class RewardConfig:
+    outcome: str = "all_pass"  # 'all_pass' | 'fraction'
+    malformed_penalty: float = 0.5  # subtracted once if the episode has any malformed tool call
+    length: Mapping[str, LengthTerm] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.outcome not in ("all_pass", "fraction"):
+            raise ValueError(f"rl.reward.outcome={self.outcome!r}: expected all_pass|fraction")
+        unknown = set(self.length) - set(LENGTH_QUANTITIES)
+        if unknown:
+            raise ValueError(
+                f"rl.reward.length: unknown quantities {sorted(unknown)}; known {LENGTH_QUANTITIES}"
+            )
+
+
+def length_penalty(x: float, term: LengthTerm) -> float:
+    return term.lam * ((1.0 + max(float(x), 0.0) / term.scale) ** term.power - 1.0)
+
+
+def outcome_reward(passed: int, total: int, mode: str) -> float:
+    if total <= 0:
+        return 0.0  # no hidden test ran (e.g. the episode never submitted): no credit
+    if mode == "all_pass":
+        return float(passed == total)
+    return passed / total
+
+
+def episode_reward(record: Mapping, cfg: RewardConfig) -> tuple[float, dict]:
+    """record: {'tests_passed', 'tests_total', 'counts': {malformed_calls, <LENGTH_QUANTITIES>}}.
+    -> (total reward, {term name: value}) with every term signed as it enters the total."""
+    counts = record.get("counts", {})
+    terms = {
+        "outcome": outcome_reward(
+            int(record.get("tests_passed", 0)), int(record.get("tests_total", 0)), cfg.outcome
+        )
+    }
+    malformed = int(counts.get("malformed_calls", 0))
+    terms["malformed"] = -cfg.malformed_penalty if malformed > 0 else 0.0
+    for q, term in cfg.length.items():
+        terms[f"len_{q}"] = -length_penalty(counts.get(q, 0), term)
+    return sum(terms.values()), terms
+
+
+def reward_config_from_dict(d: Mapping) -> RewardConfig:
+    """From the ml_collections `rl.reward` block: {outcome, malformed_penalty, length: {q: {lam,
+    scale, power}}}."""
+    length = {q: LengthTerm(**dict(v)) for q, v in dict(d.get("length", {})).items()}
+    return RewardConfig(
+        outcome=d.get("outcome", "all_pass"),
+        malformed_penalty=float(d.get("malformed_penalty", 0.5)),
+        length=length,
+    )

@@ -1,0 +1,106 @@
+"""Samplers for the RL loop: a task -> a group of episode records, with weights swapped in flight.
+
+The loop only needs `sampler.play(tasks, weights) -> list of groups` where `weights` is a
+rl.weight_sync.Follower (newest params + version, polled between decode iterations). This file
+holds the single-turn sampler on `model.generate.Engine` (prompts -> completions, graded by a
+pure function of the tokens); the multi-turn CodingEnv driver (rl/rollout.py) plugs in the same
+way with its own `play`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from model.generate import Engine
+
+
+def records_from_generate(out, prompts, group_ids, rewards=None) -> list[dict]:
+    """model.generate output -> episode records (see rl/batch.py for the fields)."""
+    recs = []
+    for n, (seq, prompt) in enumerate(zip(out.sequences, prompts)):
+        plen, m = len(prompt), len(seq.tokens)
+        recs.append(
+            {
+                "tokens": np.asarray(list(prompt) + seq.tokens, np.int32),
+                "mask": np.r_[np.zeros(plen), np.ones(m)].astype(np.int32),
+                "logprobs": np.r_[np.zeros(plen), seq.logprobs].astype(np.float32),
+                "experts": seq.replay_experts().astype(np.int32),  # [n, plen + m, k]
+                "versions": np.r_[np.full(plen, -1), seq.versions].astype(np.int32),
+                "group_id": group_ids[n],
+                "reward": None if rewards is None else float(rewards[n]),
+            }
+        )
+    return recs
+
+
+@dataclasses.dataclass
+class PromptTask:
+    """A single-turn task: a prompt and a pure reward on the completion's token ids."""
+
+    task_id: str
+    prompt: list[int]
+
+
+class SingleTurnSampler:
+    """Plays `group_size` completions per task on one Engine; between chunks of `swap_every`
+    decode iterations it asks `weights` for a newer version and swaps it in (the KV caches of
+    running sequences are kept: in-flight update, every token records its version)."""
+
+    def __init__(
+        self,
+        cfg,
+        reward_fn: Callable[[Sequence[int], str], tuple[float, dict]],
+        *,
+        group_size: int,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        swap_every: int = 2,
+        stop_tokens=None,
+    ):
+        self.cfg, self.reward_fn = cfg, reward_fn
+        self.group_size, self.max_new = group_size, max_new_tokens
+        self.temperature, self.swap_every, self.stop_tokens = temperature, swap_every, stop_tokens
+        self.swaps = 0
+
+    def play(self, tasks: Sequence[PromptTask], weights, seed: int) -> list[list[dict]]:
+        params, version = weights.latest()
+        prompts = [t.prompt for t in tasks for _ in range(self.group_size)]
+        gids = [t.task_id for t in tasks for _ in range(self.group_size)]
+        eng = Engine(
+            self.cfg,
+            params,
+            prompts,
+            self.max_new,
+            temperature=self.temperature,
+            stop_tokens=self.stop_tokens,
+            seed=seed,
+            params_version=version,
+        )
+        while not eng.step(self.swap_every):
+            newer = weights.poll(version)
+            if newer is not None:
+                params, version = newer
+                eng.set_params(params, version)
+                self.swaps += 1
+        recs = records_from_generate(eng.results(), prompts, gids)
+        for r in recs:
+            r["reward"], r["reward_terms"] = self.reward_fn(
+                r["tokens"][r["mask"] > 0], r["group_id"]
+            )
+        return [recs[i : i + self.group_size] for i in range(0, len(recs), self.group_size)]
+
+
+def pattern_reward(target_ids: Sequence[int]) -> Callable:
+    """Toy task reward: the fraction of completion tokens in `target_ids` (the 'learns' test)."""
+    target = np.asarray(sorted(target_ids))
+
+    def reward(completion, task_id):
+        del task_id
+        c = np.asarray(completion)
+        frac = float(np.isin(c, target).mean()) if c.size else 0.0
+        return frac, {"outcome": frac}
+
+    return reward

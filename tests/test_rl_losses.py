@@ -1,0 +1,269 @@
+"""RL loss and rewards: hand-computed values on toy logits, the KL gradient against the analytic
+gradient on a categorical, router replay on the real tiny model."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rl import batch as rb
+from rl import rewards as rw
+from rl.losses import make_rl_loss, model_apply, token_logprobs
+
+jax.config.update("jax_enable_x64", False)
+
+
+def _toy_apply(params, tokens, positions=None, segment_ids=None, forced_experts=None):
+    """Stand-in model for loss arithmetic only: the logits ARE the params ([B,T,V])."""
+
+    class Out:
+        logits = params["logits"]
+        expert_counts = None
+
+    return Out
+
+
+def _batch(targets, mask, adv, sampler_lp, groups=None):
+    b, t = targets.shape
+    return {
+        "tokens": jnp.zeros((b, t), jnp.int32),
+        "targets": jnp.asarray(targets, jnp.int32),
+        "positions": jnp.zeros((b, t), jnp.int32),
+        "segment_ids": jnp.ones((b, t), jnp.int32),
+        "loss_mask": jnp.asarray(mask, jnp.float32),
+        "advantages": jnp.asarray(adv, jnp.float32),
+        "sampler_logprobs": jnp.asarray(sampler_lp, jnp.float32),
+        "group_ids": jnp.asarray(groups if groups is not None else np.zeros(b), jnp.int32),
+    }
+
+
+def _log_softmax(x):
+    x = x - x.max(-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+
+def test_group_advantage_has_no_std_division():
+    adv = rb.group_advantages([1.0, 0.0, 0.0, 0.0, 0.5, 0.7], ["a", "a", "a", "a", "b", "b"])
+    # group a: mean 0.25 -> 0.75, -0.25 x3 (with std division it would be 1.73, -0.58)
+    np.testing.assert_allclose(adv, [0.75, -0.25, -0.25, -0.25, -0.1, 0.1], atol=1e-6)
+
+
+def _setup(seed=0, b=2, t=5, v=7):
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(size=(b, t, v)).astype(np.float32)
+    targets = rng.integers(0, v, size=(b, t))
+    lp = np.take_along_axis(_log_softmax(logits), targets[..., None], -1)[..., 0]
+    return {"logits": jnp.asarray(logits)}, targets, lp
+
+
+def test_loss_value_and_zero_advantage_zero_grad():
+    params, targets, lp = _setup()
+    mask = np.array([[0, 1, 1, 1, 0], [0, 0, 1, 1, 1]], np.float32)
+    adv = np.array([[0.5] * 5, [-1.0] * 5], np.float32) * mask
+    loss_fn = make_rl_loss(_toy_apply, norm_tokens=10)
+    loss, aux = loss_fn(params, _batch(targets, mask, adv, lp), None)
+    # On-policy (sampler lp == trainer lp): ratio 1, w 1, loss = -sum(A logp m) / (10 * 2 rows).
+    want = -(adv * lp * mask).sum() / 20.0
+    np.testing.assert_allclose(float(loss), want, rtol=1e-5)
+    np.testing.assert_allclose(float(aux["metrics"]["ratio_mean"]), 1.0, rtol=1e-5)
+    grads = jax.grad(lambda p: loss_fn(p, _batch(targets, mask, 0 * adv, lp), None)[0])(params)
+    assert float(jnp.max(jnp.abs(grads["logits"]))) == 0.0
+
+
+def test_episode_weight_does_not_depend_on_its_length():
+    """Per-token gradient coefficient d loss / d logp_t = -A w / (norm * B) in a 1-token and a
+    5-token episode alike (per-episode length normalization would give -A/1 vs -A/5)."""
+    params, targets, lp = _setup(seed=1)
+    mask = np.array([[0, 0, 0, 0, 1], [1, 1, 1, 1, 1]], np.float32)
+    adv = np.ones((2, 5), np.float32) * mask
+    loss_fn = make_rl_loss(_toy_apply, norm_tokens=8)
+    g = jax.grad(lambda p: loss_fn(p, _batch(targets, mask, adv, lp), None)[0])(params)["logits"]
+    p = np.exp(_log_softmax(np.asarray(params["logits"])))
+    onehot = np.eye(7)[targets]
+    # d logp_t / d logits_t = onehot - p, so coefficient = g / (onehot - p) at the target index.
+    coef = (np.asarray(g) / (onehot - p))[np.arange(2)[:, None], np.arange(5), targets]
+    np.testing.assert_allclose(coef[0, 4], -1.0 / 16, rtol=1e-5)
+    np.testing.assert_allclose(coef[1], np.full(5, -1.0 / 16), rtol=1e-5)
+
+
+def test_tis_truncates_at_c():
+    params, targets, lp = _setup(seed=2, b=1, t=4)
+    mask = np.ones((1, 4), np.float32)
+    adv = np.ones((1, 4), np.float32)
+    ratios = np.array([[3.0, 0.5, 2.5, 1.5]])
+    sampler = lp - np.log(ratios)  # trainer/sampler ratio = ratios
+    loss_fn = make_rl_loss(_toy_apply, norm_tokens=1, tis_c=2.0)
+    (loss, aux), g = jax.value_and_grad(
+        lambda p: loss_fn(p, _batch(targets, mask, adv, sampler), None), has_aux=True
+    )(params)
+    w = np.minimum(ratios, 2.0)  # [2, 0.5, 2, 1.5]
+    np.testing.assert_allclose(float(loss), -(w * lp).sum(), rtol=1e-5)
+    assert float(aux["metrics"]["tis_truncated_frac"]) == pytest.approx(0.5)
+    np.testing.assert_allclose(float(aux["metrics"]["ratio_mean"]), ratios.mean(), rtol=1e-5)
+    p = np.exp(_log_softmax(np.asarray(params["logits"])))
+    coef = (np.asarray(g["logits"]) / (np.eye(7)[targets] - p))[0, np.arange(4), targets[0]]
+    np.testing.assert_allclose(coef, -w[0], rtol=1e-5)
+
+
+def _expected_grad(kl_mode, theta, ref_lp, beta):
+    """Exact E_{x~pi}[grad of the per-sample loss] by enumeration: one row per token x of V,
+    sampled from a uniform behaviour policy mu (sampler lp = -log V), TIS weight pi/mu untruncated;
+    the row mean of the loss is then sum_x mu(x) pi(x)/mu(x) g(x) = E_pi[g]."""
+    v = theta.shape[0]
+
+    def loss(th):
+        params = {"logits": jnp.broadcast_to(th, (v, 1, v))}
+        batch = _batch(
+            np.arange(v)[:, None],
+            np.ones((v, 1)),
+            np.zeros((v, 1)),
+            np.full((v, 1), -np.log(v)),
+        )
+        batch["ref_logprobs"] = jnp.asarray(ref_lp[:, None], jnp.float32)
+        fn = make_rl_loss(_toy_apply, norm_tokens=1, tis_c=1e9, kl_beta=beta, kl_mode=kl_mode)
+        return fn(params, batch, None)[0]
+
+    return jax.grad(loss)(theta)
+
+
+def test_kl_gradient_matches_analytic_and_plain_k1_has_zero_expected_gradient():
+    rng = np.random.default_rng(3)
+    v, beta = 5, 0.3
+    theta = jnp.asarray(rng.normal(size=v), jnp.float32)
+    ref_logits = rng.normal(size=v)
+    ref_lp = _log_softmax(ref_logits).astype(np.float32)
+
+    def kl(th):  # beta * KL(pi || ref), the intended objective
+        lp = jax.nn.log_softmax(th)
+        return beta * jnp.sum(jnp.exp(lp) * (lp - ref_lp))
+
+    want = np.asarray(jax.grad(kl)(theta))
+    assert np.abs(want).max() > 1e-2  # a non-trivial gradient
+    for mode in ("k2", "reward"):
+        got = np.asarray(_expected_grad(mode, theta, ref_lp, beta))
+        np.testing.assert_allclose(got, want, atol=1e-5, err_msg=mode)
+
+    # Plain k1 (log pi - log ref) as a loss term: E_pi[grad k1] = E_pi[grad log pi] = 0.
+    def k1_expected(th):
+        lp = jax.nn.log_softmax(th)
+        pi = jax.lax.stop_gradient(jnp.exp(lp))
+        return jnp.sum(pi * beta * (lp - ref_lp))
+
+    np.testing.assert_allclose(np.asarray(jax.grad(k1_expected)(theta)), 0.0, atol=1e-6)
+
+
+def test_router_replay_reproduces_sampler_logprobs_on_tiny():
+    """Real tiny model: generate at temperature 0.7, collate the records, and the loss's forward
+    with replayed experts gives the sampler's logprobs (float32, 1e-4) -> ratio 1."""
+    from model import generate, init_params, presets
+    from rl.samplers import records_from_generate
+
+    cfg = presets.get("tiny")
+    params = init_params(cfg, jax.random.PRNGKey(0))
+    out = generate(cfg, params, [[1, 2, 3], [4, 5]], 6, temperature=0.7, seed=1)
+    recs = records_from_generate(out, [[1, 2, 3], [4, 5]], ["g0", "g0"], rewards=[1.0, 0.0])
+    k = cfg.num_experts_per_tok
+    b = rb.collate(recs, seq_len=16, rows=2, n_moe_layers=cfg.num_moe_layers, k=k)
+    apply = model_apply(cfg)
+    fwd = apply(
+        params,
+        b["tokens"],
+        positions=b["positions"],
+        segment_ids=b["segment_ids"],
+        forced_experts=jnp.moveaxis(b["forced_experts"], 1, 0),
+    )
+    lp, _ = token_logprobs(fwd.logits, b["targets"], 0.7)
+    m = b["loss_mask"] > 0
+    assert m.sum() == 12
+    np.testing.assert_allclose(np.asarray(lp)[m], b["sampler_logprobs"][m], atol=1e-4)
+    loss_fn = make_rl_loss(apply, norm_tokens=16, temperature=0.7)
+    _, aux = loss_fn(params, {k_: jnp.asarray(v) for k_, v in b.items()}, None)
+    assert float(aux["metrics"]["ratio_mean"]) == pytest.approx(1.0, abs=1e-4)
+    np.testing.assert_allclose(b["advantages"][0][m[0]], 0.5)  # rewards 1, 0 in one group
+
+
+# --- rewards -----------------------------------------------------------------------------------
+
+
+def test_length_penalty_increasing_and_concave():
+    term = rw.LengthTerm(lam=0.2, scale=100.0, power=0.5)
+    x = np.arange(0, 2000, 10.0)
+    f = np.array([rw.length_penalty(v, term) for v in x])
+    assert f[0] == 0.0
+    d1 = np.diff(f)
+    assert (d1 > 0).all()  # increasing
+    assert (np.diff(d1) < 0).all()  # concave (strictly, on this grid)
+    # formula: 0.2 * ((1 + 300/100)^0.5 - 1) = 0.2
+    assert rw.length_penalty(300, term) == pytest.approx(0.2)
+    with pytest.raises(ValueError, match="power"):
+        rw.LengthTerm(lam=0.1, power=1.5)
+
+
+def test_rewards_terms_and_malformed_penalty():
+    cfg = rw.RewardConfig(
+        outcome="fraction",
+        malformed_penalty=0.3,
+        length={q: rw.LengthTerm(0.1, 100.0, 0.5) for q in rw.LENGTH_QUANTITIES},
+    )
+    counts = dict(thinking_tokens=0, tool_io_tokens=300, output_tokens=0, tool_calls=0, turns=0)
+    rec = {"tests_passed": 3, "tests_total": 4, "counts": dict(counts, malformed_calls=0)}
+    r_ok, terms = rw.episode_reward(rec, cfg)
+    assert terms["outcome"] == 0.75 and terms["len_tool_io_tokens"] == pytest.approx(-0.1)
+    assert r_ok == pytest.approx(sum(terms.values())) and r_ok == pytest.approx(0.65)
+    r_bad, terms_bad = rw.episode_reward(dict(rec, counts=dict(counts, malformed_calls=2)), cfg)
+    assert r_bad == pytest.approx(r_ok - 0.3) and terms_bad["malformed"] == -0.3
+    all_pass = rw.RewardConfig(outcome="all_pass")
+    assert rw.episode_reward(rec, all_pass)[0] == 0.0
+    assert rw.episode_reward(dict(rec, tests_passed=4), all_pass)[0] == 1.0
+
+
+def test_malformed_turn_tokens_are_negative_examples():
+    recs = [
+        dict(
+            tokens=[1, 2, 3, 4],
+            mask=[0, 1, 1, 1],
+            logprobs=[0, -1, -1, -1],
+            reward=1.0,
+            group_id="g",
+            malformed_mask=[0, 0, 1, 1],
+        ),
+        dict(tokens=[1, 2, 3, 4], mask=[0, 1, 1, 1], logprobs=[0] * 4, reward=0.0, group_id="g"),
+    ]
+    b = rb.collate(recs, seq_len=4, rows=2, n_moe_layers=0, k=1, malformed_adv=0.2)
+    np.testing.assert_allclose(b["advantages"][0, :3], [0.5, -0.2, -0.2])
+    np.testing.assert_allclose(b["advantages"][1, :3], [-0.5, -0.5, -0.5])
+
+
+def test_multi_turn_rollout_record_converts_with_malformed_turn_negative():
+    """A RolloutRecord-shaped dict (rl/rollout_record.py's to_dict layout) of 2 turns, the first
+    with a malformed call: its reward carries the penalty and the malformed turn's tokens get a
+    negative advantage even in the better episode of the group."""
+    base = dict(
+        task_id="t",
+        group=0,
+        tokens=[1, 2, 3, 4, 5, 6, 7, 8],
+        mask=[0, 0, 1, 1, 0, 1, 1, 0],
+        logprobs=[0, 0, -1, -1, 0, -1, -1, 0],
+        versions=[-1, -1, 3, 3, -1, 4, 4, -1],
+        experts=np.zeros((1, 8, 2), int).tolist(),
+        turn_spans=[[2, 4], [5, 7]],
+        tool_calls=1,
+        tool_io_tokens=3,
+        thinking_tokens=0,
+        output_tokens=2,
+        turns=2,
+    )
+    cfg = rw.RewardConfig(outcome="all_pass", malformed_penalty=0.25)
+    good = rb.from_rollout_record(
+        dict(base, malformed_calls=1, malformed_turns=[0], tests_passed=2, tests_total=2), cfg
+    )
+    bad = rb.from_rollout_record(
+        dict(base, malformed_calls=0, malformed_turns=[], tests_passed=0, tests_total=2), cfg
+    )
+    assert good["reward"] == pytest.approx(0.75) and good["reward_terms"]["malformed"] == -0.25
+    np.testing.assert_array_equal(good["malformed_mask"], [0, 0, 1, 1, 0, 0, 0, 0])
+    b = rb.collate([good, bad], seq_len=8, rows=2, n_moe_layers=1, k=2, malformed_adv=0.1)
+    # A = +-0.375; targets t+1: malformed tokens 2,3 sit at positions 1,2.
+    np.testing.assert_allclose(b["advantages"][0, :7], [0, -0.1, -0.1, 0, 0.375, 0.375, 0])
+    np.testing.assert_allclose(b["advantages"][1, :7], [0, -0.375, -0.375, 0, -0.375, -0.375, 0])
+    assert rb.oldest_version([good]) == 3
