@@ -14,6 +14,7 @@ uses (EVAL_SEED_BASE + seed), families in HELD_OUT_TEMPLATES that an RL task poo
 from __future__ import annotations
 
 import dataclasses
+import functools
 import random
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -107,6 +108,11 @@ def build_tasks(
 # ----------------------------------------------------------------------------- policies
 
 
+def _next_turn(turns: list[list[int]], context: list[int]) -> list[int]:
+    del context  # a script does not read the context
+    return turns.pop(0)
+
+
 class ScriptedPolicy:
     """Plays a known script through CodingEnv: when `solves(task_index, sample)` it writes the
     reference solution and submits, otherwise it submits the repo unchanged. Its pass rate is
@@ -136,7 +142,8 @@ class ScriptedPolicy:
         out = []
         for task, sample in jobs:
             turns = self._turns(task, self.solves(self.index[task.id], sample))
-            rec = run_episode(CodingEnv(self.tok, **self.env_kwargs), task, lambda ctx: turns.pop(0))
+            env = CodingEnv(self.tok, **self.env_kwargs)
+            rec = run_episode(env, task, functools.partial(_next_turn, turns))
             out.append(episode_from_record(task, sample, rec))
         return out
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import gzip
 import json
-
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -183,7 +182,9 @@ def run_suite(
     completions, tokens = complete(problems)
     total = sum(map(len, completions))
     progress = progress_factory(total) if progress_factory else None
-    results = execute(problems, completions, timeout_s=timeout_s, workers=workers, progress=progress)
+    results = execute(
+        problems, completions, timeout_s=timeout_s, workers=workers, progress=progress
+    )
     metrics, items = score(problems, results, ks)
     return metrics, items, tokens
 
@@ -191,5 +192,3 @@ def run_suite(
 def canonical(problems: Sequence[dict]) -> tuple[list[list[str]], dict]:
     """The problems' own canonical solutions as completions (harness validation)."""
     return [[p["canonical_solution"]] for p in problems], dict(prompt=0, completion=0)
-
-
