@@ -171,7 +171,9 @@ class ModelPolicy:
         self.max_turn_tokens, self.temperature, self.top_p = max_turn_tokens, temperature, top_p
         self.seed, self.batch_size = seed, batch_size
         # The episode's context must fit the model's positions (cache).
-        env_kwargs.setdefault("max_tokens", cfg.max_position_embeddings - max_turn_tokens)
+        # The episode's context must fit the model's positions (cache): the env ends an episode
+        # at max_tokens ('context_limit'), and a turn never samples past the last position.
+        env_kwargs.setdefault("max_tokens", cfg.max_position_embeddings - 1)
         self.env_kwargs = env_kwargs
         self.invalid_ids = 0
 
@@ -181,6 +183,16 @@ class ModelPolicy:
                 self.invalid_ids += 1
                 return ids[:i]
         return ids
+
+    @staticmethod
+    def _finish(env, job, emitted) -> Episode:
+        """Ends an episode whose context is full: an empty turn (graded as is), then recorded
+        as 'context_limit'."""
+        env.step(emitted)
+        task, sample = job
+        return dataclasses.replace(
+            episode_from_record(task, sample, env.record()), done_reason="context_limit"
+        )
 
     def play(self, jobs: Sequence[tuple]) -> list[Episode]:
         from model.generate import generate  # pylint: disable=import-outside-toplevel
@@ -193,11 +205,19 @@ class ModelPolicy:
         turn = 0
         try:
             while live := [i for i, e in enumerate(episodes) if e is None]:
+                room = {i: self.cfg.max_position_embeddings - len(contexts[i]) for i in live}
+                for i in [i for i in live if room[i] < 1]:  # the prompt alone fills the context
+                    episodes[i] = self._finish(envs[i], jobs[i], [])
+                    live.remove(i)
+                if not live:
+                    continue
+                # One budget per call (the rollout driver gives each request its own).
+                budget = min([self.max_turn_tokens] + [room[i] for i in live])
                 out = generate(
                     self.cfg,
                     self.params,
                     [contexts[i] for i in live],
-                    self.max_turn_tokens,
+                    budget,
                     temperature=self.temperature,
                     top_p=self.top_p,
                     stop_tokens=stops,

@@ -136,19 +136,32 @@ def sample_completions(
     from model.generate import generate  # pylint: disable=import-outside-toplevel
 
     prompts = [[tok.bos_id] + tok.encode(p["prompt"]) for p in problems for _ in range(n)]
-    out = generate(
-        cfg,
-        params,
-        prompts,
-        max_new_tokens,
-        temperature=temperature,
-        top_p=top_p,
-        stop_tokens=[tok.eos_id],
-        batch_size=min(batch_size, len(prompts)),
-        seed=seed,
+    # A prompt the model cannot hold with its completion is not sampled: its completions are
+    # empty (so they fail) and counted in tokens['prompt_too_long'].
+    room = cfg.max_position_embeddings - max_new_tokens
+    fits = [i for i, ids in enumerate(prompts) if len(ids) <= room]
+    texts = [""] * len(prompts)
+    completion_tokens = 0
+    if fits:
+        out = generate(
+            cfg,
+            params,
+            [prompts[i] for i in fits],
+            max_new_tokens,
+            temperature=temperature,
+            top_p=top_p,
+            stop_tokens=[tok.eos_id],
+            batch_size=min(batch_size, len(fits)),
+            seed=seed,
+        )
+        for i, ids in zip(fits, out.tokens):
+            texts[i] = truncate_completion(decode_valid(tok, ids))
+            completion_tokens += len(ids)
+    tokens = dict(
+        prompt=sum(len(prompts[i]) for i in fits),
+        completion=completion_tokens,
+        prompt_too_long=len(prompts) - len(fits),
     )
-    texts = [truncate_completion(decode_valid(tok, ids)) for ids in out.tokens]
-    tokens = dict(prompt=sum(map(len, prompts)), completion=sum(map(len, out.tokens)))
     return [texts[i * n : (i + 1) * n] for i in range(len(problems))], tokens
 
 

@@ -26,7 +26,8 @@ def score_vs_tokens(
         ax.plot(xs, ys, marker="o", label=label)
         for x, y, k in pts:
             ax.annotate(f"K={k}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
-    ax.set_xscale("log")
+    if all(p[0] > 0 for pts in curves.values() for p in pts):
+        ax.set_xscale("log")  # token budgets span orders of magnitude across K and models
     ax.set_xlabel("completion tokens per task (K samples)")
     ax.set_ylabel("best-of-K pass rate")
     ax.set_ylim(-0.05, 1.05)
