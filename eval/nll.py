@@ -28,21 +28,27 @@ def heldout_nll(
     progress=None,
 ) -> tuple[dict, list[dict], dict]:
     """(metrics {'nll@L', 'bits_per_byte@L'}, items (one per L), tokens {'target': n})."""
+    for length in context_lengths:
+        if not 1 < length <= cfg.max_position_embeddings:
+            raise ValueError(
+                f"nll: context length {length} is not in 2..{cfg.max_position_embeddings} "
+                "(the model's max_position_embeddings)"
+            )
     eval_fn, params_sh, mesh = _train_api.jit_eval_fn(cfg, dict(run_config.mesh))
     params = jax.device_put(params, params_sh)
     evaluate = _train_api.evaluate_fn()
     metrics, items, n_targets = {}, [], 0
     for length in context_lengths:
-        if length > cfg.max_position_embeddings:
-            raise ValueError(
-                f"nll: context length {length} exceeds the model's max_position_embeddings "
-                f"{cfg.max_position_embeddings}"
-            )
         c = copy.deepcopy(run_config)
         c.train.seq_len, c.train.batch_size, c.train.eval_batches = length, batch_size, num_batches
         batches = _train_api.held_out_batches(c, cfg.vocab_size)
         result = evaluate(eval_fn, params, batches, mesh)
         targets = int(sum(np.sum(b["loss_mask"]) for b in batches))
+        if not targets:  # an NLL over nothing would read as a perfect 0
+            raise ValueError(
+                f"nll: no held-out targets at context length {length} (with "
+                "data.avoid_splitting, documents longer than the context are skipped)"
+            )
         n_targets += targets
         for k, v in result.items():
             metrics[f"{k}@{length}"] = v
