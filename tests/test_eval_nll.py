@@ -35,11 +35,8 @@ def _reference(cfg, params, batches):
     return ce / weight, ce / math.log(2) / nbytes
 
 
-def test_nll_matches_direct_forward_on_heldout_traces():
-    config = eval_config.get_config()
-    config.eval.data_config = "configs/sft.py"  # the SFT stage's held-out traces ...
-    run_config = _data_config(config)
-    run_config.data.avoid_splitting = False  # ... cut to the short contexts of this test
+def test_nll_matches_direct_forward_on_heldout_code():
+    run_config = eval_config.get_config()  # the default run's held-out split (stdlib code)
     cfg = presets.get("tiny")
     params = init_params(cfg, jax.random.PRNGKey(1))
     lengths = [16, 32]
