@@ -302,6 +302,7 @@ def summarize(episodes: Sequence[Episode], ks: Sequence[int]) -> tuple[dict, lis
         dict(
             id=tid,
             family=eps[0].family,
+            held_out_family=eps[0].family in HELD_OUT_TEMPLATES,
             solved=sum(e.solved for e in eps),
             n=len(eps),
             samples=[

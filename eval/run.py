@@ -189,6 +189,12 @@ def _suite_config(config, suite: str) -> dict:
     return out
 
 
+def _label(ckpt: str) -> str:
+    """Plot legend: 'workdir/sft/export/params_60' -> 'sft/export/params_60'."""
+    parts = os.path.normpath(ckpt).split(os.sep)
+    return os.sep.join(parts[-3:] if len(parts) >= 3 and parts[-2] == "export" else parts[-2:])
+
+
 def _report_name(suite: str, name: str) -> str:
     return f"{suite}-{name}" if name else suite
 
@@ -206,7 +212,12 @@ def evaluate_checkpoint(ckpt: str, config, suites, tok, out_root: str, log=print
         if suite == "agentic":
             png = os.path.join(os.path.dirname(path), "score_vs_tokens.png")
             plot.score_vs_tokens(
-                {ckpt: agentic.tokens_curve(report["metrics"], ints(config.eval.agentic.ks))}, png
+                {
+                    _label(ckpt): agentic.tokens_curve(
+                        report["metrics"], ints(config.eval.agentic.ks)
+                    )
+                },
+                png,
             )
             log(f"[agentic] plot: {png}")
         log(f"[{suite}] report: {path}")
@@ -261,7 +272,9 @@ def run(config, workdir: str, params_dir: str = "", log=print) -> dict:
         if "agentic" in suites:
             png = os.path.join(os.path.dirname(path), "score_vs_tokens.png")
             curves = {
-                c: agentic.tokens_curve(results[c]["agentic"]["metrics"], ints(e.agentic.ks))
+                _label(c): agentic.tokens_curve(
+                    results[c]["agentic"]["metrics"], ints(e.agentic.ks)
+                )
                 for c in ckpts
             }
             plot.score_vs_tokens(curves, png)
