@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import random
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 
@@ -323,10 +322,3 @@ def tokens_curve(metrics: dict, ks: Sequence[int]) -> list[tuple[float, float, i
         for k in ks
         if f"best_of_{k}" in metrics
     ]
-
-
-def shuffled(tasks: Sequence, seed: int) -> list:
-    """Task order fixed by the seed (so a --limit picks the same tasks every run)."""
-    out = list(tasks)
-    random.Random(seed).shuffle(out)
-    return out
