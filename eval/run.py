@@ -189,6 +189,20 @@ def _suite_config(config, suite: str) -> dict:
     return out
 
 
+def check_isolation() -> str:
+    """HumanEval and the agentic suite run model-written code: only in an isolating sandbox
+    (bubblewrap), unless the caller opted in to the rlimit fallback with RL_ENVS_SANDBOX=rlimit."""
+    from rl.envs import backend  # pylint: disable=import-outside-toplevel
+
+    name = backend()
+    if name != "bwrap" and os.environ.get("RL_ENVS_SANDBOX") != name:
+        raise ValueError(
+            f"sandbox backend is {name!r}, not an isolating one: install bubblewrap, or set "
+            f"RL_ENVS_SANDBOX={name} to run model-written code without namespaces"
+        )
+    return name
+
+
 def _label(ckpt: str) -> str:
     """Plot legend: 'workdir/sft/export/params_60' -> 'sft/export/params_60'."""
     parts = os.path.normpath(ckpt).split(os.sep)
@@ -257,6 +271,8 @@ def run(config, workdir: str, params_dir: str = "", log=print) -> dict:
     if unknown or not suites:
         raise ValueError(f"eval.suites={e.suites!r}: expected some of {','.join(SUITES)}")
     ckpts = names(e.compare) or [params_dir or newest_export(workdir)]
+    if {"humaneval", "agentic"} & set(suites):
+        log(f"sandbox: {check_isolation()}")
     tok = load_tokenizer(config.data.tokenizer)
     t0 = time.perf_counter()
     results = {}
