@@ -76,3 +76,14 @@ def test_bad_input_is_one_line(exports, tmp_path):
         run.run(_config(suites="nll"), str(tmp_path / "empty"), "")
     with pytest.raises(ValueError, match="comma-separated integers"):
         run.ints("1,two")
+
+
+def test_model_code_needs_an_isolating_sandbox(monkeypatch):
+    import rl.envs
+
+    monkeypatch.setattr(rl.envs, "backend", lambda: "rlimit")
+    monkeypatch.delenv("RL_ENVS_SANDBOX", raising=False)
+    with pytest.raises(ValueError, match="not an isolating one"):
+        run.check_isolation()
+    monkeypatch.setenv("RL_ENVS_SANDBOX", "rlimit")  # the caller's explicit opt-in
+    assert run.check_isolation() == "rlimit"
