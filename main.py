@@ -1,5 +1,5 @@
 """Entry point: python main.py [--config=configs/X.py] [--config.train.steps=N] [--workdir=DIR]
-                              [--mode=pretrain|sft|convert] [--dry_run]
+                              [--mode=pretrain|sft|convert|sample|eval] [--dry_run]
 
 With no flags: trains the default small preset on local code text on CPU for a few minutes,
 printing held-out loss, with checkpoints under workdir/default (re-running resumes).
@@ -33,13 +33,14 @@ except (AttributeError, KeyError, TypeError, ValueError, OSError, flags.Error) a
     _config_error(e)
 _WORKDIR = flags.DEFINE_string("workdir", "workdir/default", "Checkpoints, TensorBoard events.")
 _MODE = flags.DEFINE_enum(
-    "mode", "pretrain", ["pretrain", "sft", "convert", "sample", "rl"], "What to run."
+    "mode", "pretrain", ["pretrain", "sft", "convert", "sample", "rl", "eval"], "What to run."
 )
 _PROMPT = flags.DEFINE_string("prompt", "", "--mode=sample: the text to complete.")
 _PARAMS = flags.DEFINE_string(
     "params",
     "",
-    "--mode=sample: exported params dir (default: export the newest checkpoint under --workdir).",
+    "--mode=sample/eval: exported params dir (default: sample exports the newest checkpoint under "
+    "--workdir; eval takes the newest <workdir>/export/params_*).",
 )
 _MAX_NEW = flags.DEFINE_integer("max_new_tokens", 128, "--mode=sample: tokens to generate.")
 _TEMPERATURE = flags.DEFINE_float("temperature", 0.0, "--mode=sample: 0 = greedy.")
@@ -104,6 +105,10 @@ def main(argv):
             from train import convert  # pylint: disable=import-outside-toplevel
 
             print(convert.export_latest(config, _WORKDIR.value))
+        elif _MODE.value == "eval":
+            from eval.run import cli  # pylint: disable=import-outside-toplevel
+
+            cli(config, _WORKDIR.value, _PARAMS.value)
         elif _MODE.value == "sample":
             from model.generate import sample_cli  # pylint: disable=import-outside-toplevel
             from train import convert  # pylint: disable=import-outside-toplevel

@@ -1,0 +1,67 @@
+"""Evaluation of exported params checkpoints: held-out NLL / bits-per-byte, HumanEval pass@k in the
+sandbox, and the agentic suite (pass rate, tokens, tool calls, best-of-K, score-vs-tokens plot).
+
+    python main.py --mode=eval --config=configs/eval.py --params=workdir/default/export/params_40
+    python main.py --mode=eval --config=configs/eval.py --params=DIR --config.eval.suites=nll,humaneval
+    python main.py --mode=eval --config=configs/eval.py --workdir=workdir/cmp \\
+        --config.eval.compare=workdir/default/export/params_40,workdir/sft/export/params_60
+    # harness checks: canonical HumanEval solutions (expect pass@1 = 1.0 on 164/164) and the
+    # oracle agent (expect pass_rate = 1.0 on verified tasks)
+    python main.py --mode=eval --config=configs/eval.py --params=DIR --config.eval.suites=humaneval \\
+        --config.eval.humaneval.policy=canonical
+    python main.py --mode=eval --config=configs/eval.py --params=DIR --config.eval.suites=agentic \\
+        --config.eval.agentic.policy=oracle
+
+Writes <params dir, or --workdir with compare>/eval/<suite>/report.json (one schema: eval/report.py)
+and, for the agentic suite, score_vs_tokens.png beside it; prints a table; progress lines go to
+stderr. Without --params the newest <workdir>/export/params_* is used. The data section (and
+`eval.data_config`, a stage config file whose data section replaces it) names the held-out split.
+Expect for the small CPU models of the README stages: NLL/bits-per-byte as the training loop
+prints them, HumanEval and agentic pass rates near 0 (bench/RESULTS.md); same command, same
+report (up to wall_time_s).
+"""
+
+import ml_collections
+
+from configs import default
+
+
+def get_config() -> ml_collections.ConfigDict:
+    c = default.get_config()
+    c.eval = ml_collections.ConfigDict(
+        dict(
+            suites="nll,humaneval,agentic",  # comma-separated
+            name="",  # reports go to eval/<suite>[-<name>]/
+            compare="",  # DIR_A,DIR_B,...: these checkpoints side by side (one report, one plot)
+            seed=0,  # fixes sampling and task selection
+            data_config="",  # e.g. configs/sft.py: evaluate NLL on that stage's held-out data
+            nll=dict(context_lengths="128", batch_size=4, batches=4),
+            humaneval=dict(
+                policy="model",  # 'model' | 'canonical' (the problems' own solutions: harness check)
+                limit=0,  # first N problems (0 = all 164)
+                n_samples=10,
+                ks="1,10",
+                temperature=0.8,
+                top_p=0.95,
+                max_new_tokens=128,
+                batch_size=16,
+                timeout_s=10.0,
+                workers=2,
+            ),
+            agentic=dict(
+                policy="model",  # 'model' | 'oracle' (writes the reference solution: harness check)
+                n_tasks=12,  # generated held-out tasks (seed stream of eval/agentic.py)
+                templates="",  # comma-separated rl.envs.taskgen templates ('' = all)
+                difficulties="1,2,3",
+                tasks_jsonl="",  # bring-your-own tasks (rl.envs.tasks JSONL format)
+                verify=True,  # keep only tasks that pass the rl.envs verification gate
+                ks="1,2,4",  # best-of-K; n_samples = max K
+                max_turns=8,
+                max_turn_tokens=256,
+                temperature=1.0,
+                top_p=1.0,
+                batch_size=8,
+            ),
+        )
+    )
+    return c

@@ -1,0 +1,324 @@
+"""Agentic suite in the style of CursorBench: multi-turn episodes in `rl.envs.CodingEnv` on terse
+tasks, K samples per task; pass rate, partial credit, completion tokens, tool calls, turns and the
+malformed-call rate per family; best-of-K; score against completion tokens.
+
+A *policy* here is anything with `play(jobs) -> list[Episode]`, where a job is (task, sample
+index): `ScriptedPolicy` (known behaviour, for tests), `ModelPolicy` (model.generate, one call per
+turn for all live episodes). Episodes are graded by the environment's hidden tests only.
+
+Task sets: procedural families from rl.envs.taskgen drawn from a seed stream that training never
+uses (EVAL_SEED_BASE + seed), families in HELD_OUT_TEMPLATES that an RL task pool should leave out
+(`training_templates()`), and any bring-your-own task JSONL (rl.envs.tasks format).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+
+from eval.passk import pass_at_k
+
+EVAL_SEED_BASE = 1_000_003  # eval task seeds: generate_tasks(n, seed=EVAL_SEED_BASE + seed)
+HELD_OUT_TEMPLATES = ("api_migration", "regression_test")  # never in an RL task pool
+
+
+def training_templates() -> tuple[str, ...]:
+    """The task templates a training pool may use (all but the held-out families)."""
+    from rl.envs import TEMPLATES  # pylint: disable=import-outside-toplevel
+
+    return tuple(t for t in TEMPLATES if t not in HELD_OUT_TEMPLATES)
+
+
+@dataclasses.dataclass(frozen=True)
+class Episode:
+    task_id: str
+    family: str
+    sample: int
+    passed: int  # hidden tests passed
+    total: int
+    completion_tokens: int  # tokens the policy emitted (all turns)
+    tool_calls: int  # well-formed calls executed
+    malformed_calls: int
+    turns: int
+    done_reason: str
+
+    @property
+    def solved(self) -> bool:
+        return self.total > 0 and self.passed == self.total
+
+    @property
+    def partial(self) -> float:
+        return self.passed / self.total if self.total else 0.0
+
+
+def family(task) -> str:
+    return task.meta.get("template", task.kind) if task.meta else task.kind
+
+
+def episode_from_record(task, sample: int, rec) -> Episode:
+    return Episode(
+        task_id=task.id,
+        family=family(task),
+        sample=sample,
+        passed=rec.tests_passed,
+        total=rec.tests_total,
+        completion_tokens=rec.generated_tokens,
+        tool_calls=rec.tool_calls,
+        malformed_calls=rec.malformed_calls,
+        turns=rec.turns,
+        done_reason=rec.done_reason,
+    )
+
+
+# ----------------------------------------------------------------------------- task sets
+
+
+def build_tasks(
+    n_tasks: int,
+    seed: int,
+    templates: Sequence[str] = (),
+    difficulties: Sequence[int] = (1, 2, 3),
+    tasks_jsonl: str = "",
+    verify: bool = False,
+) -> list:
+    """Generated held-out tasks (+ the JSONL's tasks). With `verify`, only tasks that pass the
+    rl.envs gate (reference solution passes, original repo fails) are kept."""
+    from rl.envs import generate_tasks, load_tasks, verify_tasks  # pylint: disable=C0415
+
+    tasks = []
+    if n_tasks > 0:
+        tasks = generate_tasks(
+            n_tasks,
+            seed=EVAL_SEED_BASE + seed,
+            difficulties=tuple(difficulties),
+            templates=tuple(templates) or None,
+        )
+    if tasks_jsonl:
+        tasks += load_tasks(tasks_jsonl)
+    if verify:
+        tasks, _ = verify_tasks(tasks)
+    if not tasks:
+        raise ValueError("agentic: no tasks (set agentic.n_tasks > 0 or agentic.tasks_jsonl)")
+    return tasks
+
+
+# ----------------------------------------------------------------------------- policies
+
+
+def _next_turn(turns: list[list[int]], context: list[int]) -> list[int]:
+    del context  # a script does not read the context
+    return turns.pop(0)
+
+
+class ScriptedPolicy:
+    """Plays a known script through CodingEnv: when `solves(task_index, sample)` it writes the
+    reference solution and submits, otherwise it submits the repo unchanged. Its pass rate is
+    known in advance, which is what validates the suite's bookkeeping."""
+
+    def __init__(self, tok, tasks: Sequence, solves: Callable[[int, int], bool], **env_kwargs):
+        self.tok, self.solves, self.env_kwargs = tok, solves, env_kwargs
+        self.index = {t.id: i for i, t in enumerate(tasks)}
+
+    def _turns(self, task, solve: bool) -> list[list[int]]:
+        from data.chat import tool_call_text  # pylint: disable=import-outside-toplevel
+
+        calls = []
+        for path, content in (task.solution if solve else {}).items():
+            calls.append(
+                ("run", {"command": f"rm -f {path}"})
+                if content is None
+                else ("write_file", {"path": path, "content": content})
+            )
+        calls.append(("submit", {}))
+        end = self.tok.special_id("end")
+        return [self.tok.encode(tool_call_text(n, a), allow_special=True) + [end] for n, a in calls]
+
+    def play(self, jobs: Sequence[tuple]) -> list[Episode]:
+        from rl.envs import CodingEnv, run_episode  # pylint: disable=import-outside-toplevel
+
+        out = []
+        for task, sample in jobs:
+            turns = self._turns(task, self.solves(self.index[task.id], sample))
+            env = CodingEnv(self.tok, **self.env_kwargs)
+            rec = run_episode(env, task, functools.partial(_next_turn, turns))
+            out.append(episode_from_record(task, sample, rec))
+        return out
+
+
+class ModelPolicy:
+    """The model plays: every turn, one model.generate call over all live episodes (stop at
+    <|end|>/<|eos|>, at most `max_turn_tokens`). Sampling is seeded by (seed, turn), so the same
+    jobs give the same episodes. Ids past the tokenizer's vocab (the model vocab is padded) end the
+    turn where they appear and are counted in `invalid_ids` (the rollout driver masks them)."""
+
+    def __init__(
+        self,
+        cfg,
+        params,
+        tok,
+        *,
+        max_turn_tokens: int = 256,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        seed: int = 0,
+        batch_size: int = 8,
+        **env_kwargs,
+    ):
+        self.cfg, self.params, self.tok = cfg, params, tok
+        self.max_turn_tokens, self.temperature, self.top_p = max_turn_tokens, temperature, top_p
+        self.seed, self.batch_size = seed, batch_size
+        # The episode's context must fit the model's positions (cache).
+        # The episode's context must fit the model's positions (cache): the env ends an episode
+        # at max_tokens ('context_limit'), and a turn never samples past the last position.
+        env_kwargs.setdefault("max_tokens", cfg.max_position_embeddings - 1)
+        self.env_kwargs = env_kwargs
+        self.invalid_ids = 0
+
+    def _valid_prefix(self, ids: list[int]) -> list[int]:
+        for i, t in enumerate(ids):
+            if t >= self.tok.vocab_size:
+                self.invalid_ids += 1
+                return ids[:i]
+        return ids
+
+    @staticmethod
+    def _finish(env, job, emitted) -> Episode:
+        """Ends an episode whose context is full: an empty turn (graded as is), then recorded
+        as 'context_limit'."""
+        env.step(emitted)
+        task, sample = job
+        return dataclasses.replace(
+            episode_from_record(task, sample, env.record()), done_reason="context_limit"
+        )
+
+    def play(self, jobs: Sequence[tuple]) -> list[Episode]:
+        from model.generate import generate  # pylint: disable=import-outside-toplevel
+        from rl.envs import CodingEnv  # pylint: disable=import-outside-toplevel
+
+        envs = [CodingEnv(self.tok, **self.env_kwargs) for _ in jobs]
+        contexts = [env.reset(task) for env, (task, _) in zip(envs, jobs)]
+        episodes: list[Episode | None] = [None] * len(jobs)
+        stops = [self.tok.special_id("end"), self.tok.eos_id]
+        turn = 0
+        try:
+            while live := [i for i, e in enumerate(episodes) if e is None]:
+                room = {i: self.cfg.max_position_embeddings - len(contexts[i]) for i in live}
+                for i in [i for i in live if room[i] < 1]:  # the prompt alone fills the context
+                    episodes[i] = self._finish(envs[i], jobs[i], [])
+                    live.remove(i)
+                if not live:
+                    continue
+                # One budget per call (the rollout driver gives each request its own).
+                budget = min([self.max_turn_tokens] + [room[i] for i in live])
+                out = generate(
+                    self.cfg,
+                    self.params,
+                    [contexts[i] for i in live],
+                    budget,
+                    temperature=self.temperature,
+                    top_p=self.top_p,
+                    stop_tokens=stops,
+                    batch_size=min(self.batch_size, len(live)),
+                    seed=self.seed * 1000 + turn,
+                    cache_len=self.cfg.max_position_embeddings,
+                )
+                for i, ids in zip(live, out.tokens):
+                    emitted = self._valid_prefix(list(ids))
+                    obs, done = envs[i].step(emitted)
+                    contexts[i] = contexts[i] + emitted + obs
+                    if done:
+                        task, sample = jobs[i]
+                        episodes[i] = episode_from_record(task, sample, envs[i].record())
+                turn += 1
+        finally:
+            for env in envs:
+                env.close()
+        return episodes
+
+
+# ----------------------------------------------------------------------------- the suite
+
+
+def run_suite(policy, tasks: Sequence, n_samples: int, progress=None, chunk: int = 8):
+    """Plays n_samples episodes per task (jobs in task-major order, `chunk` at a time)."""
+    jobs = [(t, s) for t in tasks for s in range(n_samples)]
+    episodes = []
+    for start in range(0, len(jobs), chunk):
+        episodes += policy.play(jobs[start : start + chunk])
+        if progress is not None:
+            progress.update(len(jobs[start : start + chunk]))
+    return episodes
+
+
+def _means(eps: Sequence[Episode]) -> dict:
+    calls = sum(e.tool_calls + e.malformed_calls for e in eps)
+    n = len(eps)
+    return dict(
+        pass_rate=sum(e.solved for e in eps) / n,
+        partial_credit=sum(e.partial for e in eps) / n,
+        completion_tokens=sum(e.completion_tokens for e in eps) / n,
+        tool_calls=sum(e.tool_calls for e in eps) / n,
+        turns=sum(e.turns for e in eps) / n,
+        malformed_rate=sum(e.malformed_calls for e in eps) / calls if calls else 0.0,
+    )
+
+
+def best_of_k(episodes: Sequence[Episode], ks: Sequence[int]) -> dict[int, float]:
+    """Mean over tasks of P(at least one of K samples solves it), estimated without bias from all
+    n samples of the task (the pass@k estimator: the average over every K-subset). Monotone in K."""
+    per_task: dict[str, list[Episode]] = defaultdict(list)
+    for e in episodes:
+        per_task[e.task_id].append(e)
+    n = min(len(v) for v in per_task.values())
+    return {
+        k: sum(pass_at_k(len(v), sum(e.solved for e in v), k) for v in per_task.values())
+        / len(per_task)
+        for k in ks
+        if k <= n
+    }
+
+
+def summarize(episodes: Sequence[Episode], ks: Sequence[int]) -> tuple[dict, list[dict]]:
+    """(metrics, items): overall and '<family>/<metric>' means, 'best_of_<K>', and one item per
+    task with its samples."""
+    if not episodes:
+        raise ValueError("agentic: no episodes to summarize")
+    metrics = _means(episodes)
+    by_family: dict[str, list[Episode]] = defaultdict(list)
+    for e in episodes:
+        by_family[e.family].append(e)
+    for fam in sorted(by_family):
+        for k, v in _means(by_family[fam]).items():
+            metrics[f"{fam}/{k}"] = v
+    for k, v in best_of_k(episodes, ks).items():
+        metrics[f"best_of_{k}"] = v
+    per_task: dict[str, list[Episode]] = defaultdict(list)
+    for e in episodes:
+        per_task[e.task_id].append(e)
+    items = [
+        dict(
+            id=tid,
+            family=eps[0].family,
+            held_out_family=eps[0].family in HELD_OUT_TEMPLATES,
+            solved=sum(e.solved for e in eps),
+            n=len(eps),
+            samples=[
+                dict(dataclasses.asdict(e), solved=e.solved, partial=e.partial)
+                for e in sorted(eps, key=lambda e: e.sample)
+            ],
+        )
+        for tid, eps in per_task.items()
+    ]
+    return metrics, items
+
+
+def tokens_curve(metrics: dict, ks: Sequence[int]) -> list[tuple[float, float, int]]:
+    """(completion tokens spent per task, best-of-K score, K) for each reported K: K samples cost
+    K x the mean completion tokens of one episode."""
+    return [
+        (k * metrics["completion_tokens"], metrics[f"best_of_{k}"], k)
+        for k in ks
+        if f"best_of_{k}" in metrics
+    ]

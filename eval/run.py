@@ -1,0 +1,329 @@
+"""`main.py --mode=eval`: runs the configured suites on one checkpoint or several (compare), writes
+one report per suite (eval/report.py schema), a comparison report and plot, and prints tables."""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import os
+import re
+import time
+
+from eval import agentic, humaneval, plot
+from eval import report as rp
+
+SUITES = ("nll", "humaneval", "agentic")
+
+
+def ints(value) -> list[int]:
+    """'1,2,4' (or a tuple/int) -> [1, 2, 4]; one-line error otherwise."""
+    if isinstance(value, int):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [int(v) for v in value]
+    try:
+        return [int(v) for v in str(value).split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"expected comma-separated integers, got {value!r}") from None
+
+
+def names(value: str) -> list[str]:
+    return [v.strip() for v in str(value).split(",") if v.strip()]
+
+
+def newest_export(workdir: str) -> str:
+    dirs = glob.glob(os.path.join(workdir, "export", "params_*"))
+    dirs = [d for d in dirs if re.fullmatch(r"params_\d+", os.path.basename(d))]
+    if not dirs:
+        raise FileNotFoundError(
+            f"no --params given and no {workdir}/export/params_* (run --mode=convert first)"
+        )
+    return max(dirs, key=lambda d: int(d.rsplit("_", 1)[1]))
+
+
+def _data_config(config):
+    """The run config whose data section names the held-out split."""
+    path = config.eval.data_config
+    if not path:
+        return config
+    spec = importlib.util.spec_from_file_location("_eval_data_config", path)
+    if spec is None or not os.path.exists(path):
+        raise FileNotFoundError(f"eval.data_config: {path} not found")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    stage = module.get_config()
+    out = config.copy_and_resolve_references()
+    out.data = stage.data
+    return out
+
+
+def nll_suite(ckpt, cfg, params, config, tok) -> dict:
+    from eval.nll import heldout_nll  # pylint: disable=import-outside-toplevel
+
+    e = config.eval.nll
+    lengths = ints(e.context_lengths)
+    t0 = time.perf_counter()
+    metrics, items, tokens = heldout_nll(
+        cfg,
+        params,
+        _data_config(config),
+        lengths,
+        batch_size=e.batch_size,
+        num_batches=e.batches,
+        progress=rp.Progress("nll", len(lengths), every_s=0),
+    )
+    return rp.make_report(
+        "nll",
+        ckpt,
+        metrics,
+        items,
+        tokens,
+        time.perf_counter() - t0,
+        config.eval.seed,
+        _suite_config(config, "nll"),
+    )
+
+
+def humaneval_suite(ckpt, cfg, params, config, tok) -> dict:
+    e = config.eval.humaneval
+    problems = humaneval.load_problems(limit=e.limit)
+    if e.policy == "canonical":
+        complete = humaneval.canonical
+    elif e.policy == "model":
+
+        def complete(ps):
+            print(f"[humaneval] sampling {e.n_samples} x {len(ps)} completions", flush=True)
+            return humaneval.sample_completions(
+                cfg,
+                params,
+                tok,
+                ps,
+                e.n_samples,
+                max_new_tokens=e.max_new_tokens,
+                temperature=e.temperature,
+                top_p=e.top_p,
+                seed=config.eval.seed,
+                batch_size=e.batch_size,
+            )
+    else:
+        raise ValueError(f"eval.humaneval.policy={e.policy!r}: expected 'model' or 'canonical'")
+    t0 = time.perf_counter()
+    metrics, items, tokens = humaneval.run_suite(
+        complete,
+        problems,
+        ints(e.ks),
+        timeout_s=e.timeout_s,
+        workers=e.workers,
+        progress_factory=lambda n: rp.Progress("humaneval", n),
+    )
+    metrics["problems"] = len(problems)
+    return rp.make_report(
+        "humaneval",
+        ckpt,
+        metrics,
+        items,
+        tokens,
+        time.perf_counter() - t0,
+        config.eval.seed,
+        _suite_config(config, "humaneval"),
+    )
+
+
+def agentic_suite(ckpt, cfg, params, config, tok) -> dict:
+    e = config.eval.agentic
+    ks = ints(e.ks)
+    tasks = agentic.build_tasks(
+        e.n_tasks,
+        config.eval.seed,
+        templates=names(e.templates),
+        difficulties=ints(e.difficulties),
+        tasks_jsonl=e.tasks_jsonl,
+        verify=e.verify,
+    )
+    env_kwargs = dict(max_turns=e.max_turns)
+    if e.policy == "oracle":
+        policy = agentic.ScriptedPolicy(tok, tasks, lambda i, s: True, **env_kwargs)
+    elif e.policy == "model":
+        policy = agentic.ModelPolicy(
+            cfg,
+            params,
+            tok,
+            max_turn_tokens=e.max_turn_tokens,
+            temperature=e.temperature,
+            top_p=e.top_p,
+            seed=config.eval.seed,
+            batch_size=e.batch_size,
+            **env_kwargs,
+        )
+    else:
+        raise ValueError(f"eval.agentic.policy={e.policy!r}: expected 'model' or 'oracle'")
+    n = max(ks)
+    t0 = time.perf_counter()
+    episodes = agentic.run_suite(policy, tasks, n, rp.Progress("agentic", len(tasks) * n))
+    metrics, items = agentic.summarize(episodes, ks)
+    metrics["tasks"] = len(tasks)
+    if isinstance(policy, agentic.ModelPolicy):
+        metrics["invalid_ids"] = policy.invalid_ids
+    tokens = dict(completion=sum(ep.completion_tokens for ep in episodes))
+    return rp.make_report(
+        "agentic",
+        ckpt,
+        metrics,
+        items,
+        tokens,
+        time.perf_counter() - t0,
+        config.eval.seed,
+        _suite_config(config, "agentic"),
+    )
+
+
+RUNNERS = dict(nll=nll_suite, humaneval=humaneval_suite, agentic=agentic_suite)
+
+
+def _suite_config(config, suite: str) -> dict:
+    e = config.eval
+    out = dict(e.get(suite).to_dict()) if suite in e else {}
+    out.update(seed=e.seed, tokenizer=config.data.tokenizer)
+    if suite == "nll":
+        out.update(data=_data_config(config).data.to_dict(), mesh=config.mesh.to_dict())
+    return out
+
+
+def check_isolation() -> str:
+    """HumanEval and the agentic suite run model-written code: only in an isolating sandbox
+    (bubblewrap), unless the caller opted in to the rlimit fallback with RL_ENVS_SANDBOX=rlimit."""
+    from rl.envs import backend  # pylint: disable=import-outside-toplevel
+
+    name = backend()
+    if name != "bwrap" and os.environ.get("RL_ENVS_SANDBOX") != name:
+        raise ValueError(
+            f"sandbox backend is {name!r}, not an isolating one: install bubblewrap, or set "
+            f"RL_ENVS_SANDBOX={name} to run model-written code without namespaces"
+        )
+    return name
+
+
+def _label(ckpt: str) -> str:
+    """Plot legend: 'workdir/sft/export/params_60' -> 'sft/export/params_60'."""
+    parts = os.path.normpath(ckpt).split(os.sep)
+    return os.sep.join(parts[-3:] if len(parts) >= 3 and parts[-2] == "export" else parts[-2:])
+
+
+def _report_name(suite: str, name: str) -> str:
+    return f"{suite}-{name}" if name else suite
+
+
+def evaluate_checkpoint(ckpt: str, config, suites, tok, out_root: str, log=print) -> dict:
+    """Runs `suites` on one exported params checkpoint; returns {suite: report}."""
+    from model.export import load_params  # pylint: disable=import-outside-toplevel
+
+    cfg, params = load_params(ckpt)
+    reports = {}
+    for suite in suites:
+        log(f"[{suite}] {ckpt}")
+        report = RUNNERS[suite](ckpt, cfg, params, config, tok)
+        path = rp.write_report(report, out_root, _report_name(suite, config.eval.name))
+        if suite == "agentic":
+            png = os.path.join(os.path.dirname(path), "score_vs_tokens.png")
+            plot.score_vs_tokens(
+                {
+                    _label(ckpt): agentic.tokens_curve(
+                        report["metrics"], ints(config.eval.agentic.ks)
+                    )
+                },
+                png,
+            )
+            log(f"[agentic] plot: {png}")
+        log(f"[{suite}] report: {path}")
+        reports[suite] = report
+    return reports
+
+
+def compare_report(results: dict[str, dict], config, wall_time_s: float) -> dict:
+    """One report with every checkpoint's metrics of every suite: items are (checkpoint, suite)."""
+    metrics, items, tokens = {}, [], {}
+    for ckpt, reports in results.items():
+        for suite, r in reports.items():
+            for k, v in r["metrics"].items():
+                metrics[f"{ckpt}/{suite}/{k}"] = v
+            items.append(dict(id=f"{ckpt}:{suite}", checkpoint=ckpt, suite=suite, **r["metrics"]))
+            for k, v in r["tokens"].items():
+                tokens[f"{suite}_{k}"] = tokens.get(f"{suite}_{k}", 0) + v
+    return rp.make_report(
+        "compare",
+        ",".join(results),
+        metrics,
+        items,
+        tokens,
+        wall_time_s,
+        config.eval.seed,
+        config.eval.to_dict(),
+    )
+
+
+def run(config, workdir: str, params_dir: str = "", log=print) -> dict:
+    """The eval entry: returns {checkpoint: {suite: report}}."""
+    from data.tokenizers import load_tokenizer  # pylint: disable=import-outside-toplevel
+
+    e = config.eval
+    suites = names(e.suites)
+    unknown = [s for s in suites if s not in SUITES]
+    if unknown or not suites:
+        raise ValueError(f"eval.suites={e.suites!r}: expected some of {','.join(SUITES)}")
+    ckpts = names(e.compare) or [params_dir or newest_export(workdir)]
+    if {"humaneval", "agentic"} & set(suites):
+        log(f"sandbox: {check_isolation()}")
+    tok = load_tokenizer(config.data.tokenizer)
+    t0 = time.perf_counter()
+    results = {}
+    for ckpt in ckpts:
+        root = ckpt if (params_dir or len(ckpts) > 1) else workdir
+        results[ckpt] = evaluate_checkpoint(ckpt, config, suites, tok, root, log)
+    for suite in suites:
+        rows = [(c, results[c][suite]["metrics"]) for c in ckpts]
+        log(f"\n{suite}\n" + rp.metrics_table([(c, _headline(suite, m)) for c, m in rows]))
+    if len(ckpts) > 1:
+        report = compare_report(results, config, time.perf_counter() - t0)
+        path = rp.write_report(report, workdir, _report_name("compare", e.name))
+        if "agentic" in suites:
+            png = os.path.join(os.path.dirname(path), "score_vs_tokens.png")
+            curves = {
+                _label(c): agentic.tokens_curve(
+                    results[c]["agentic"]["metrics"], ints(e.agentic.ks)
+                )
+                for c in ckpts
+            }
+            plot.score_vs_tokens(curves, png)
+            log(f"[compare] plot: {png}")
+        log(f"[compare] report: {path}")
+    return results
+
+
+def _headline(suite: str, metrics: dict) -> dict:
+    """The table's columns: everything but the per-family breakdown (that stays in the report)."""
+    return {k: v for k, v in metrics.items() if "/" not in k}
+
+
+def family_rows(metrics: dict) -> list[tuple[str, dict]]:
+    """Per-family rows '<family>/<metric>' of an agentic report's metrics."""
+    rows: dict[str, dict] = {}
+    for k, v in metrics.items():
+        if "/" in k:
+            fam, name = k.split("/", 1)
+            rows.setdefault(fam, {})[name] = v
+    return sorted(rows.items())
+
+
+def cli(config, workdir: str, params_dir: str) -> None:
+    """main.py --mode=eval: bad input (suite names, paths, missing extra) -> one line, exit 2."""
+    import sys  # pylint: disable=import-outside-toplevel
+
+    try:
+        results = run(config, workdir, params_dir)
+    except (ValueError, FileNotFoundError, ImportError, KeyError) as e:
+        print(f"eval error: {e}", file=sys.stderr)
+        sys.exit(2)
+    for ckpt, reports in results.items():
+        if "agentic" in reports:
+            print(f"\nagentic per family: {ckpt}")
+            print(rp.metrics_table(family_rows(reports["agentic"]["metrics"])))
