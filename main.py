@@ -73,6 +73,7 @@ def _init_distributed():
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    from model.hf import CheckpointError  # pylint: disable=import-outside-toplevel
     from train.sharding import ConfigError  # pylint: disable=import-outside-toplevel
 
     config = _CONFIG.value
@@ -112,7 +113,7 @@ def main(argv):
                     temperature=_TEMPERATURE.value,
                 )
             )
-    except ConfigError as e:
+    except (ConfigError, CheckpointError) as e:
         print(f"config error: {e}", file=sys.stderr)
         sys.exit(2)
     except RuntimeError as e:
