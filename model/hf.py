@@ -84,7 +84,9 @@ def _rope_from_hf(raw: dict, where: str) -> tuple[float, RopeScaling]:
         raise CheckpointError(f"{where}: yarn rope needs original_max_position_embeddings")
     if factor is None:
         if "max_position_embeddings" not in raw:
-            raise CheckpointError(f"{where}: yarn rope without factor needs max_position_embeddings")
+            raise CheckpointError(
+                f"{where}: yarn rope without factor needs max_position_embeddings"
+            )
         factor = raw["max_position_embeddings"] / orig
     return theta, RopeScaling(
         factor=float(factor),
@@ -224,7 +226,9 @@ class TensorSource:
         unused = sorted(set(self._files) - self.used)
         if unused:
             shown = ", ".join(unused[:3]) + (", ..." if len(unused) > 3 else "")
-            logging.warning("%s: %d checkpoint tensor(s) not used: %s", self.path, len(unused), shown)
+            logging.warning(
+                "%s: %d checkpoint tensor(s) not used: %s", self.path, len(unused), shown
+            )
         return unused
 
     def _raw(self, name: str) -> np.ndarray:
