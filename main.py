@@ -89,6 +89,12 @@ def main(argv):
             from train import dry_run  # pylint: disable=import-outside-toplevel
 
             print(dry_run.report(config))
+            from model import memory_plan  # pylint: disable=import-outside-toplevel
+            from train.loop import model_handle, model_rules  # pylint: disable=import-outside-toplevel
+
+            handle, seq_lens = model_handle(config), sorted({config.train.seq_len, 8192, 32768})
+            rules = model_rules(config, handle)
+            print(memory_plan.dry_run_table(handle.cfg, seq_lens, rules=rules))
             return
         _init_distributed()
         from train import loop  # pylint: disable=import-outside-toplevel

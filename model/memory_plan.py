@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 
@@ -128,3 +129,172 @@ def hlo_collective_bytes(hlo_text: str, num_devices: int) -> dict[str, float]:
             "collective-permute": size,
         }[op]
     return out
+
+
+# --- per-device memory ------------------------------------------------------------------------------
+
+GIB = 2.0**30
+# name -> (devices, usable HBM bytes per device)
+LAYOUTS = {
+    "v5p-512 (256 chips x 95 GB)": (256, 95e9),
+    "256 x H100-80GB": (256, 80e9),
+}
+CANDIDATE_MESHES = (  # (data, fsdp, expert, tensor) over 256 devices
+    (1, 16, 16, 1),
+    (1, 32, 8, 1),
+    (1, 8, 32, 1),
+    (1, 8, 16, 2),
+    (1, 4, 16, 4),
+    (1, 4, 8, 8),
+    (1, 2, 16, 8),
+)
+
+
+def _local_bytes(shape, spec, rules, sizes, itemsize=4) -> int:
+    """Bytes of one device's shard of a param with logical `spec` (ceil: padding included)."""
+    import flax.linen as nn
+
+    mesh_axes = nn.logical_to_mesh_axes(tuple(spec), rules)
+    n = 1
+    for dim, axes in zip(shape, mesh_axes):
+        axes = () if axes is None else (axes,) if isinstance(axes, str) else tuple(axes)
+        n *= -(-dim // math.prod(sizes.get(a, 1) for a in axes))
+    return n * itemsize
+
+
+@functools.cache
+def _shapes_and_specs(cfg: ModelConfig) -> list[tuple]:
+    import jax
+
+    from model.params import param_logical_specs, param_shapes
+
+    is_spec = lambda x: isinstance(x, jax.sharding.PartitionSpec)
+    shapes = jax.tree.leaves(param_shapes(cfg))
+    return [
+        (tuple(s.shape), tuple(p))
+        for s, p in zip(shapes, jax.tree.leaves(param_logical_specs(cfg), is_leaf=is_spec))
+    ]
+
+
+def param_bytes_per_device(cfg: ModelConfig, sizes: dict, rules=sh.DEFAULT_RULES) -> int:
+    """Float32 param bytes one device holds under `rules` on a mesh of `sizes`."""
+    return sum(_local_bytes(s, p, rules, sizes) for s, p in _shapes_and_specs(cfg))
+
+
+def _layer_activation_bytes(
+    cfg: ModelConfig, lay, tokens: int, seq: int, moe: bool, fused_attention: bool = False
+) -> dict:
+    """Bytes of one layer's forward intermediates on one device (what backward needs without
+    remat), split into matmul outputs ('dots') and the rest. tokens: rows this device computes."""
+    b, d, h = _itemsize(cfg.dtype), cfg.hidden_size, cfg.num_attention_heads
+    tp = lay.size(lay.mlp)
+    h_loc = -(-h // tp)
+    n, r, v, lat = cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim, cfg.kv_lora_rank
+    q_rank = cfg.q_lora_rank or 0
+    per_token_dots = (q_rank + h_loc * (n + r) + lat + r + h_loc * (n + v) + h_loc * v + d) * b
+    per_token_other = (2 * d + q_rank + lat + 2 * d) * b  # norms' outputs, residual adds
+    # model/attention.py materializes [H, T, S] float32 scores (a dot) and probabilities per
+    # sequence; a fused (flash) kernel would keep only a [H, T] float32 log-sum-exp instead.
+    scores = tokens * h_loc * 4 if fused_attention else (tokens // seq) * h_loc * seq * seq * 4
+    out = {"dots": tokens * per_token_dots + scores, "other": tokens * per_token_other + scores}
+    if not moe:
+        f_loc = cfg.intermediate_size // tp
+        out["dots"] += tokens * (3 * f_loc) * b
+        out["other"] += tokens * f_loc * b
+        out["moe_buffers"] = 0
+        return out
+    e, k, f_loc = cfg.n_routed_experts, cfg.num_experts_per_tok, cfg.moe_intermediate_size // tp
+    ep = lay.size(lay.expert)
+    n_disp = -(-tokens // ep) if lay.split_tokens else tokens
+    rows = ep * moe_a2a.capacity(n_disp * k, ep, cfg.moe_capacity_factor)  # R = ep·C
+    # send + recv + expert output + returned rows [R, D]; gate, up, h [R, F_loc]; combine [a, D] f32
+    out["moe_buffers"] = rows * (4 * d * b + 3 * f_loc * b) + n_disp * k * d * 4
+    fs_loc = cfg.moe_intermediate_size * cfg.n_shared_experts // tp
+    out["dots"] += tokens * (e * 4 + 3 * fs_loc * b)  # router logits, shared expert
+    out["other"] += tokens * (e * 4 + fs_loc * b)
+    return out
+
+
+def memory_plan(
+    cfg: ModelConfig,
+    sizes: dict,
+    seq_len: int,
+    seqs_per_shard: int = 1,
+    rules=sh.DEFAULT_RULES,
+    optimizer_moments: int = 2,
+    moment_bytes: int = 4,
+    fused_attention: bool = False,
+) -> dict[str, float]:
+    """Per-device bytes of one training step: float32 params, grads and `optimizer_moments` float32
+    moments (AdamW: 2; moment_bytes each element), activations under cfg.remat, MoE dispatch buffers (one layer's, live while
+    it runs) and the output logits. Each batch shard (data x fsdp) holds seqs_per_shard sequences
+    of seq_len tokens; expert and tensor replicas compute the same rows outside the MoE dispatch."""
+    lay = moe_a2a.layout_from_rules(rules, sizes)
+    params = param_bytes_per_device(cfg, sizes, rules)
+    tokens = seqs_per_shard * seq_len
+    dense = _layer_activation_bytes(cfg, lay, tokens, seq_len, False, fused_attention)
+    moe = _layer_activation_bytes(cfg, lay, tokens, seq_len, True, fused_attention)
+    n_dense, n_moe = cfg.num_dense_layers, cfg.num_moe_layers
+    layer_all = lambda a: a["dots"] + a["other"]
+    boundary = tokens * cfg.hidden_size * _itemsize(cfg.dtype)  # each layer's input, always saved
+    if cfg.remat == "none":
+        saved = n_dense * layer_all(dense) + n_moe * (layer_all(moe) + moe["moe_buffers"])
+    elif cfg.remat == "full":
+        saved = (n_dense + n_moe) * boundary
+    else:  # 'dots' policies keep matmul outputs, recompute the rest
+        saved = n_dense * dense["dots"] + n_moe * moe["dots"] + (n_dense + n_moe) * boundary
+    # One layer's recomputed forward and its gradients are live at once during its backward.
+    working = 2 * max(layer_all(dense), layer_all(moe) + moe["moe_buffers"])
+    logits = 2 * tokens * -(-cfg.vocab_size // lay.size(lay.mlp)) * 4  # float32 logits + grads
+    out = {
+        "params": params,
+        "grads": params,
+        "optimizer": optimizer_moments * params * moment_bytes // 4,
+        "activations_saved": saved,
+        "layer_working_set": working,
+        "moe_buffers_per_layer": moe["moe_buffers"],
+        "logits": logits,
+    }
+    out["total"] = (
+        2 * params + out["optimizer"] + saved + working + logits
+    )  # MoE buffers: in working
+    return out
+
+
+def dry_run_table(
+    cfg: ModelConfig,
+    seq_lens=(8192, 32768),
+    layouts=LAYOUTS,
+    meshes=CANDIDATE_MESHES,
+    rules=sh.DEFAULT_RULES,
+) -> str:
+    """Markdown table: per-device GiB by component for each layout x mesh x context, whether it
+    fits as the code stands (float32 params, grads and AdamW moments; attention materializing
+    [H, T, S] scores), and whether it would with a fused attention kernel and bfloat16 moments.
+    cfg's dtype and remat are used as given."""
+    rows = [
+        "| layout | mesh (data,fsdp,expert,tensor) | context | params | grads | Adam | act. saved "
+        "| layer working (MoE buffers) | logits | total GiB | fits | total GiB, fused attn + bf16 "
+        "moments | fits | MoE a2a GB sent/layer/step |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, (devices, hbm) in layouts.items():
+        for mesh in meshes:
+            if math.prod(mesh) != devices or cfg.n_routed_experts % mesh[2]:
+                continue
+            sizes = dict(zip(sh.MESH_AXES, mesh))
+            for seq in seq_lens:
+                p = memory_plan(cfg, sizes, seq, rules=rules)
+                alt = memory_plan(
+                    cfg, sizes, seq, rules=rules, moment_bytes=2, fused_attention=True
+                )
+                comm = sum(moe_comm_bytes(cfg, sizes, seq * mesh[0] * mesh[1], rules).values())
+                g = lambda k, p=p: f"{p[k] / GIB:.1f}"
+                fits = lambda q, hbm=hbm: "yes" if q["total"] <= hbm else "no"
+                rows.append(
+                    f"| {name} | {mesh} | {seq // 1024}k | {g('params')} | {g('grads')} | "
+                    f"{g('optimizer')} | {g('activations_saved')} | {g('layer_working_set')} "
+                    f"({g('moe_buffers_per_layer')}) | {g('logits')} | {g('total')} | {fits(p)} | "
+                    f"{alt['total'] / GIB:.1f} | {fits(alt)} | {comm / 1e9:.2f} |"
+                )
+    return "\n".join(rows)
