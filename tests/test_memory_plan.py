@@ -57,3 +57,36 @@ def test_analytic_moe_comm_matches_compiled_collectives(shape, capacity_factor):
     assert abs(sum(got.values()) - total) <= 0.1 * total, (got, want)
     for op, w in want.items():  # each kind too (within 10% of the total, so tiny terms may differ)
         assert abs(got[op] - w) <= 0.1 * total, (op, got, want)
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1, 1), (2, 2, 2, 1), (1, 2, 2, 2)])
+def test_param_bytes_match_train_sharding_count(shape):
+    """Two independent counts of per-device param bytes: memory_plan's and train/sharding's."""
+    from train import sharding as shd
+
+    cfg = presets.get("tiny")
+    sizes = dict(zip(sh.MESH_AXES, shape))
+    mesh = shd.abstract_mesh(sizes, 8 if shape != (1, 1, 1, 1) else 1)
+    from model.params import param_logical_specs, param_shapes
+
+    want = shd.bytes_per_device(
+        param_shapes(cfg),
+        shd.param_shardings(param_logical_specs(cfg), mesh, sh.DEFAULT_RULES),
+        sizes,
+    )
+    assert memory_plan.param_bytes_per_device(cfg, sizes) == want
+
+
+def test_kimi_plan_arithmetic():
+    """kimi_k2, bf16 compute, full remat, 8k context, mesh fsdp 16 x expert 16, one sequence per
+    batch shard: the saved activations, logits and MoE buffers by hand."""
+    cfg = presets.get("kimi_k2", dtype="bfloat16", remat="full")
+    p = memory_plan.memory_plan(cfg, {"data": 1, "fsdp": 16, "expert": 16, "tensor": 1}, 8192)
+    assert p["activations_saved"] == 61 * 8192 * 7168 * 2  # each layer's bf16 input [T, D]
+    assert p["logits"] == 2 * 8192 * 163840 * 4  # float32 logits + their gradient
+    # Dropless: 8192 tokens / 16 expert shards = 512 rows each, 4096 assignments, C = 4096 per
+    # destination, R = 16 * 4096 received rows; send/recv/out/back [R, D] bf16, gate/up/h [R, F]
+    # bf16, combine [4096, D] float32.
+    rows = 16 * 4096
+    assert p["moe_buffers_per_layer"] == rows * (4 * 7168 * 2 + 3 * 2048 * 2) + 4096 * 7168 * 4
+    assert p["optimizer"] == 2 * p["params"] and p["grads"] == p["params"]
