@@ -123,17 +123,10 @@ def local_ffn_ragged(rows, local_ids, wi_gate, wi_up, wo):
     return jnp.zeros_like(y).at[order].set(y)
 
 
-def local_ffn_blocked(rows, local_ids, wi_gate, wi_up, wo, block: int = 0):
-    """The blocked grouped matmul of model/moe.py, padding rows given weight 0."""
-    from model.moe import Routing, dispatch_blocked
-
-    e_loc = wi_gate.shape[0]
-    valid = (local_ids < e_loc).astype(jnp.float32)[:, None]  # [R,1]
-    r = Routing(jnp.minimum(local_ids, e_loc - 1)[:, None], valid, None)
-    return dispatch_blocked(rows, r, wi_gate, wi_up, wo, str(rows.dtype), block=block)
-
-
-LOCAL_FFN = {"dense": local_ffn_dense, "ragged": local_ffn_ragged, "blocked": local_ffn_blocked}
+# model/moe.py's blocked loop is not usable here yet: inside shard_map its lax.cond / scan branches
+# return replicated zeros next to device-varying values, which the varying-axes check rejects. So
+# on CPU ('blocked' or 'dense') the local experts run as one batched einsum over E_loc.
+LOCAL_FFN = {"dense": local_ffn_dense, "blocked": local_ffn_dense, "ragged": local_ffn_ragged}
 
 
 # --- the shard_map body ---------------------------------------------------------------------------
