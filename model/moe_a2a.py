@@ -4,19 +4,22 @@ The GSPMD path (model/moe.py) sorts every assignment globally and lets XLA choos
 communication. Here each device routes its own tokens and talks only to the devices that own
 their experts, the way pod-scale MoE stacks do:
 
-  1. tokens: x [N_loc, D] of this device's batch rows. When the expert mesh axis does not shard the
-     batch (the default rules put the batch on (data, fsdp) only), the ep devices of one expert group
-     hold the same rows, so each takes its 1/ep slice of them (n = N_loc / ep rows) and the outputs are
-     all-gathered over the expert axis at the end.
+  1. tokens: x [n, D], this device's rows. When the expert mesh axes do not shard the batch (the
+     default rules put it on (data, fsdp) only), the shard_map still splits rows over the expert
+     axes: entering is then a local slice, and GSPMD all-gathers the output over them afterwards.
   2. pack: the a = n·k assignments are sorted by owner device (expert // E_loc) into a send buffer
      [ep, C, D] (+ their local expert ids [ep, C]); C = a is dropless (a device can receive every
      assignment of every source), C = ceil(capacity_factor · a / ep) bounds the buffers and drops
      (and counts) the overflow.
-  3. all_to_all over the expert axis: recv[j] holds the rows source j sent to this device.
-  4. local grouped matmul over this device's E_loc experts (weights all-gathered over fsdp along D;
-     F stays split over tensor, so outputs are partial sums over tensor).
-  5. all_to_all back, un-sort, weight by the routing weights, psum over tensor, (all-gather over
-     expert when step 1 sliced).
+  3. all_to_all over the expert axes: recv[j] holds the rows source j sent to this device.
+  4. local experts over the R = ep·C received rows (weights all-gathered over fsdp along D; F stays
+     split over tensor, so outputs are partial sums over tensor).
+  5. all_to_all back, un-sort, weight by the routing weights, psum over tensor.
+
+Dropless with static shapes sizes every (source, destination) slot for the worst case, so its
+buffers and all-to-all bytes are ep times a balanced load; capacity_factor ~1.25 is the practical
+setting at pod scale (model/memory_plan.py counts both). A ragged all-to-all that exchanges counts
+first and sends only real rows is not implemented.
 
 Letters: N tokens, n tokens this device dispatches, D model, E experts, E_loc experts per device,
 F expert FFN width (F_loc per tensor shard), k experts per token, a assignments (n·k), C rows per

@@ -89,8 +89,7 @@ def _expected_drops(ids, n_shards, ep, e_loc, cap):
     return sum(max(0, int((row == j).sum()) - cap) for row in dest for j in range(ep))
 
 
-@pytest.mark.parametrize("factor", [0.5, 1.0])
-def test_capacity_drops_are_counted_and_large_capacity_is_dropless(tiny_moe, factor):
+def test_capacity_drops_are_counted_and_large_capacity_is_dropless(tiny_moe, factor=0.5):
     cfg, (x, seg, params, _, _) = tiny_moe
     mesh = _mesh(MESHES["expert4_data2"])
     lay = moe_a2a.layout_from_rules(sh.DEFAULT_RULES, dict(zip(AXES, MESHES["expert4_data2"])))
