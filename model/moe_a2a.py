@@ -209,10 +209,12 @@ def dispatch_alltoall(
     e = wi_gate.shape[0]
     if e % ep:
         raise ValueError(f"moe_comm='alltoall': {e} experts do not divide over {ep} expert shards")
-    n_loc = x.shape[0] // lay.size(lay.batch)
-    pad = (-n_loc) % ep if lay.split_tokens else 0
-    if pad:  # every expert shard needs the same row count: pad each device's rows with no-ops
-        x, expert_ids, weights = (_pad_rows(v, lay, pad) for v in (x, expert_ids, weights))
+    shards = lay.size(lay.batch) * (ep if lay.split_tokens else 1)
+    pad = (-x.shape[0]) % shards
+    if pad:  # e.g. init's single token or small decode batches: pad with no-op rows (weight 0)
+        x, expert_ids, weights = (
+            jnp.pad(v, [(0, pad)] + [(0, 0)] * (v.ndim - 1)) for v in (x, expert_ids, weights)
+        )
     # Rows are split over the expert axes too: where the batch is replicated over them, entering
     # is a local slice and leaving an all-gather (GSPMD's reshard; its backward is the mirror).
     rows = P(lay.batch + (lay.expert if lay.split_tokens else ()) or None, None)
@@ -225,21 +227,4 @@ def dispatch_alltoall(
         out_specs=(rows, P()),
         mesh=jax.sharding.get_abstract_mesh(),
     )(x, expert_ids, weights.astype(jnp.float32), wi_gate, wi_up, wo)
-    if pad:
-        y = _unpad_rows(y, lay, pad)
-    return y, dropped
-
-
-def _pad_rows(v, lay: A2ALayout, pad: int):
-    """[N, ...] -> [N + shards·pad, ...]: `pad` zero rows after each batch shard's rows (zero rows
-    have weight 0 and route to expert 0, so they change nothing but use slots)."""
-    shards = lay.size(lay.batch)
-    v = v.reshape(shards, -1, *v.shape[1:])
-    v = jnp.pad(v, [(0, 0), (0, pad)] + [(0, 0)] * (v.ndim - 2))
-    return v.reshape(-1, *v.shape[2:])
-
-
-def _unpad_rows(v, lay: A2ALayout, pad: int):
-    shards = lay.size(lay.batch)
-    v = v.reshape(shards, -1, *v.shape[1:])[:, : v.shape[0] // shards - pad]
-    return v.reshape(-1, *v.shape[2:])
+    return (y[: y.shape[0] - pad] if pad else y), dropped

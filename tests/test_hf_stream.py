@@ -1,6 +1,8 @@
 """Streamed, sharded HF loading (model/hf_stream.py): bitwise equal to the whole-model loader, and
 host memory bounded by what the devices hold + the largest tensor + a fixed buffer, measured in two
-jax.distributed CPU processes x 4 devices on a multi-file checkpoint larger than that bound.
+jax.distributed CPU processes x 4 devices on a multi-file checkpoint larger than that bound. The same
+two processes then take a train step's gradient through the all-to-all MoE (vs GSPMD) and save an
+Orbax checkpoint that one process restores onto 8 devices.
 
 Run as a script, this file is one worker:  python tests/test_hf_stream.py PORT ID CKPT OUT
 """
@@ -117,6 +119,11 @@ def _worker(port, process_id, ckpt, out):
         st.close()
     _, ref = load_hf_checkpoint(ckpt)  # after measuring: the whole-model loader to compare with
     _assert_shards_equal(ref, params)
+    del ref
+    from model.export import save_params
+
+    save_params(os.path.join(os.path.dirname(out), "orbax"), read_config(ckpt)[0], params)
+    step = {c: _lm_step(c, mesh) for c in ("gspmd", "alltoall")}
     with open(out, "w") as f:
         json.dump(
             dict(
@@ -125,9 +132,37 @@ def _worker(port, process_id, ckpt, out):
                 largest=largest,
                 total=total,
                 compiled=compiled,
+                step=step,
             ),
             f,
         )
+
+
+def _lm_step(moe_comm, mesh):
+    """(loss, grad norm) of next-token cross-entropy of the tiny preset on a fixed batch, jitted on
+    the mesh: the gradient computation of a train step, through the chosen MoE dispatch."""
+    import flax.linen as nn
+    import jax
+    import jax.numpy as jnp
+
+    from model import Transformer, init_params, presets
+    from model import sharding as sh
+    from model.hf_stream import _shardings
+
+    cfg = presets.get("tiny", moe_comm=moe_comm, moe_impl="dense")
+    with jax.set_mesh(mesh), nn.logical_axis_rules(sh.DEFAULT_RULES):
+        params = init_params(cfg, jax.random.PRNGKey(0), _shardings(cfg, mesh, sh.DEFAULT_RULES))
+    tokens = jax.random.randint(jax.random.PRNGKey(0), (4, 16), 0, cfg.vocab_size)
+
+    def loss(p):
+        logits = Transformer(cfg).apply({"params": p}, tokens, with_mtp=False).logits[:, :-1]
+        logp = jax.nn.log_softmax(logits)
+        return -jnp.take_along_axis(logp, tokens[:, 1:, None], -1).mean()
+
+    with jax.set_mesh(mesh), nn.logical_axis_rules(sh.DEFAULT_RULES):
+        value, grads = jax.jit(jax.value_and_grad(loss))(params)
+        norm = jnp.sqrt(sum(jnp.sum(g * g) for g in jax.tree.leaves(grads)))
+    return [float(value), float(norm)]
 
 
 def _free_port():
@@ -186,6 +221,18 @@ def test_two_process_streamed_load_bounds_host_memory(tmp_path):
         assert r["total"] > bound  # the checkpoint could not fit under the bound
         assert r["on_devices"] <= 0.55 * r["total"]  # each process holds about half (8-way split)
         assert 0 < r["peak"] <= bound, (r, bound)
+        # A train step's loss and gradient through the all-to-all MoE across the two processes.
+        np.testing.assert_allclose(r["step"]["alltoall"], r["step"]["gspmd"], rtol=1e-5)
+    # The checkpoint the two processes saved, restored by one process onto 8 devices (another
+    # process count and another mesh), equals the whole-model loader's params.
+    from model import sharding as sh
+    from model.export import load_params
+    from model.hf import load_hf_checkpoint
+    from model.hf_stream import _shardings
+
+    mesh = jax.make_mesh((2, 1, 4, 1), sh.MESH_AXES, axis_types=(jax.sharding.AxisType.Auto,) * 4)
+    _, restored = load_params(str(tmp_path / "orbax"), _shardings(cfg, mesh, sh.DEFAULT_RULES))
+    _assert_shards_equal(load_hf_checkpoint(str(tmp_path / "ckpt"))[1], restored)
 
 
 if __name__ == "__main__":
