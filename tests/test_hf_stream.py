@@ -122,8 +122,11 @@ def _worker(port, process_id, ckpt, out):
     del ref
     from model.export import save_params
 
+    print(f"[{process_id}] loaded and compared; saving", flush=True)
     save_params(os.path.join(os.path.dirname(out), "orbax"), read_config(ckpt)[0], params)
+    print(f"[{process_id}] saved; train steps", flush=True)
     step = {c: _lm_step(c, mesh) for c in ("gspmd", "alltoall")}
+    print(f"[{process_id}] steps {step}", flush=True)
     with open(out, "w") as f:
         json.dump(
             dict(
@@ -171,6 +174,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
+@pytest.mark.slow  # ~40 s of CPU per process; minutes of wall time on a loaded machine
 def test_two_process_streamed_load_bounds_host_memory(tmp_path):
     import jax
 
@@ -208,7 +212,7 @@ def test_two_process_streamed_load_bounds_host_memory(tmp_path):
     ]
     for p in procs:
         try:
-            log, _ = p.communicate(timeout=240)
+            log, _ = p.communicate(timeout=540)
         except subprocess.TimeoutExpired:
             for q in procs:
                 q.kill()
