@@ -242,3 +242,39 @@ def test_two_process_streamed_load_bounds_host_memory(tmp_path):
 if __name__ == "__main__":
     port_, id_, ckpt_, out_ = sys.argv[1:]
     _worker(int(port_), int(id_), ckpt_, out_)
+
+
+def test_config_json_missing_fields_is_one_line_checkpoint_error(tmp_path):
+    from model.hf import CheckpointError, read_config
+
+    raw = json.loads(open(os.path.join(FIXTURES, "noqlora_yarn", "config.json")).read())
+    for field in ("vocab_size", "max_position_embeddings"):
+        broken = dict(raw)
+        del broken[field]
+        if field == "max_position_embeddings":  # only needed to infer a missing yarn factor
+            broken["rope_parameters"] = {
+                k: v for k, v in raw["rope_parameters"].items() if k != "factor"
+            }
+        (tmp_path / "config.json").write_text(json.dumps(broken))
+        with pytest.raises(CheckpointError) as e:
+            read_config(str(tmp_path))
+        assert field in str(e.value) and "\n" not in str(e.value)
+
+
+def test_unused_checkpoint_tensors_are_reported(tmp_path, caplog):
+    import shutil
+
+    from safetensors.numpy import save_file
+
+    from model.hf import load_hf_checkpoint
+
+    dst = tmp_path / "m"
+    shutil.copytree(os.path.join(FIXTURES, "qlora_group"), dst)
+    save_file({"model.extra.weight": np.zeros((2, 2), np.float32)}, str(dst / "extra.safetensors"))
+    with caplog.at_level("WARNING"):
+        load_hf_checkpoint(str(dst))
+    assert "1 checkpoint tensor(s) not used: model.extra.weight" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        load_hf_checkpoint(os.path.join(FIXTURES, "mtp"))  # MTP's shared embed/head copies: claimed
+    assert "not used" not in caplog.text
