@@ -171,7 +171,9 @@ def _body(x, expert_ids, weights, wi_gate, wi_up, wo, *, lay: A2ALayout, cap_fac
         recv, recv_ids = a2a(send), a2a(send_ids)  # [R,D], [R]: block j came from source j
     else:
         a2a, recv, recv_ids = (lambda v: v), send, send_ids
-    shared = tuple(a for a in lay.batch if a not in lay.embed + lay.mlp)  # pure data parallel
+    shared = tuple(
+        a for a in lay.batch if a not in lay.embed + lay.mlp + lay.expert
+    )  # pure data parallel
     if shared:  # mark the replicas varying *before* the gather: the backward then reduce-scatters
         # over fsdp first and all-reduces only the [E_loc, D/fsdp, F_loc] shard over data
         wi_gate, wi_up, wo = jax.lax.pcast((wi_gate, wi_up, wo), shared, to="varying")

@@ -134,3 +134,31 @@ def test_tiny_transformer_forward_matches_with_uneven_rows():
         logits[comm] = np.asarray(jnp.concatenate([out.logits, out.mtp_logits[0]], 1))
     assert logits["gspmd"].std() > 0.1
     np.testing.assert_allclose(logits["alltoall"], logits["gspmd"], atol=1e-5)
+
+
+def test_rules_with_expert_axis_in_batch_need_no_token_split():
+    """Rules where the expert axis also shards the batch (expert parallel doubles as data parallel
+    outside the MoE): rows are already distinct per expert shard; values and grads vs the dense
+    single-device reference."""
+    from model.moe import dispatch_dense, route
+
+    rules = tuple(
+        (k, ("data", "fsdp", "expert")) if k == sh.BATCH else (k, v) for k, v in sh.DEFAULT_RULES
+    )
+    shape = MESHES["expert4_data2"]
+    lay = moe_a2a.layout_from_rules(rules, dict(zip(AXES, shape)))
+    assert not lay.split_tokens
+    cfg = presets.get("tiny")
+    ks = jax.random.split(jax.random.PRNGKey(1), 5)
+    x = jax.random.normal(ks[4], (64, 64))
+    w = [0.1 * jax.random.normal(k, s) for k, s in zip(ks, [(8, 64, 32), (8, 64, 32), (8, 32, 64)])]
+    r = route(x, jax.random.normal(ks[3], (64, 8)), jnp.zeros(8), cfg)
+    a2a = lambda x, *w: jnp.sum(
+        moe_a2a.dispatch_alltoall(x, r.expert_ids, r.weights, *w, lay)[0] ** 2
+    )
+    ref = lambda x, *w: jnp.sum(dispatch_dense(x, r, *w, "float32") ** 2)
+    with jax.set_mesh(_mesh(shape)), nn.logical_axis_rules(rules):
+        got = jax.jit(jax.value_and_grad(a2a, argnums=(0, 1, 2, 3)))(x, *w)
+    want = jax.jit(jax.value_and_grad(ref, argnums=(0, 1, 2, 3)))(x, *w)
+    for u, v in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        np.testing.assert_allclose(u, v, rtol=1e-4, atol=1e-5)
