@@ -116,6 +116,7 @@ def test_capacity_drops_are_counted_and_large_capacity_is_dropless(tiny_moe, fac
     assert np.abs(np.asarray(y_small) - np.asarray(ref)).max() > 1e-3  # drops change the output
 
 
+@pytest.mark.slow  # two whole-model compiles: ~15 s idle, ~60 s on the loaded machine
 def test_tiny_transformer_forward_matches_with_uneven_rows():
     """The whole tiny model (MoE + MTP blocks) through the all-to-all path, with a row count (3 x 5)
     that no mesh axis divides, so the dispatch pads with no-op rows."""
