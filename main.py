@@ -74,6 +74,7 @@ def _init_distributed():
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    from model.hf import CheckpointError  # pylint: disable=import-outside-toplevel
     from train.sharding import ConfigError  # pylint: disable=import-outside-toplevel
 
     config = _CONFIG.value
@@ -89,6 +90,12 @@ def main(argv):
             from train import dry_run  # pylint: disable=import-outside-toplevel
 
             print(dry_run.report(config))
+            from model import memory_plan  # pylint: disable=import-outside-toplevel
+            from train.loop import model_handle, model_rules  # pylint: disable=import-outside-toplevel
+
+            handle, seq_lens = model_handle(config), sorted({config.train.seq_len, 8192, 32768})
+            rules = model_rules(config, handle)
+            print(memory_plan.dry_run_table(handle.cfg, seq_lens, rules=rules))
             return
         if _MODE.value == "rl":
             from rl import loop as rl_loop  # pylint: disable=import-outside-toplevel
@@ -122,7 +129,7 @@ def main(argv):
                     temperature=_TEMPERATURE.value,
                 )
             )
-    except ConfigError as e:
+    except (ConfigError, CheckpointError) as e:
         print(f"config error: {e}", file=sys.stderr)
         sys.exit(2)
     except RuntimeError as e:

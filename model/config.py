@@ -10,6 +10,7 @@ import dataclasses
 from typing import Any
 
 MOE_IMPLS = ("blocked", "ragged", "dense")
+MOE_COMMS = ("gspmd", "alltoall")
 REMAT_POLICIES = ("none", "full", "dots", "dots_no_batch")
 DTYPES = ("float32", "bfloat16")
 
@@ -67,6 +68,8 @@ class ModelConfig:
     moe_block_size: int = (
         0  # rows per expert block in the 'blocked' dispatch; 0 = choose from shapes
     )
+    moe_comm: str = "gspmd"  # 'alltoall': expert-parallel shard_map dispatch (model/moe_a2a.py)
+    moe_capacity_factor: float = 0.0  # alltoall slot size vs balanced load; 0 = dropless
 
     def __post_init__(self):
         validate(self)
@@ -153,6 +156,8 @@ def validate(cfg: ModelConfig) -> None:
     _check(cfg.dtype in DTYPES, f"dtype must be one of {DTYPES}, got {cfg.dtype!r}")
     _check(cfg.remat in REMAT_POLICIES, f"remat must be one of {REMAT_POLICIES}, got {cfg.remat!r}")
     _check(cfg.moe_impl in MOE_IMPLS, f"moe_impl must be one of {MOE_IMPLS}, got {cfg.moe_impl!r}")
+    _check(cfg.moe_comm in MOE_COMMS, f"moe_comm must be one of {MOE_COMMS}, got {cfg.moe_comm!r}")
+    _check(cfg.moe_capacity_factor >= 0, "moe_capacity_factor must be >= 0 (0 = dropless)")
     _check(
         cfg.rope_scaling.factor >= 1.0,
         f"rope_scaling.factor must be >= 1, got {cfg.rope_scaling.factor}",

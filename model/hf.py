@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import glob
 import json
+import logging
 import os
 from typing import Any
 
@@ -51,6 +52,14 @@ OPTIONAL_FIELDS = (
 )
 
 
+class CheckpointError(ValueError):
+    """A bad HF folder (config.json, tensors), reported in one line that names what is wrong."""
+
+
+class CheckpointNotFound(CheckpointError, FileNotFoundError):
+    pass
+
+
 # --- config.json ------------------------------------------------------------------------------
 
 
@@ -64,16 +73,20 @@ def _rope_from_hf(raw: dict, where: str) -> tuple[float, RopeScaling]:
     if rope_type in ("default", None):
         return theta, RopeScaling()
     if rope_type != "yarn":
-        raise ValueError(
+        raise CheckpointError(
             f"{where}: rope type {rope_type!r} is not supported (expected 'default' or 'yarn')"
         )
     if params.get("attention_factor") is not None:
-        raise ValueError(f"{where}: an explicit rope attention_factor is not supported")
+        raise CheckpointError(f"{where}: an explicit rope attention_factor is not supported")
     factor = params.get("factor")
     orig = params.get("original_max_position_embeddings")
     if orig is None:
-        raise ValueError(f"{where}: yarn rope needs original_max_position_embeddings")
+        raise CheckpointError(f"{where}: yarn rope needs original_max_position_embeddings")
     if factor is None:
+        if "max_position_embeddings" not in raw:
+            raise CheckpointError(
+                f"{where}: yarn rope without factor needs max_position_embeddings"
+            )
         factor = raw["max_position_embeddings"] / orig
     return theta, RopeScaling(
         factor=float(factor),
@@ -90,7 +103,7 @@ def _check_supported(raw: dict, where: str) -> None:
     def require(key, ok, default):
         value = raw.get(key, default)
         if not ok(value):
-            raise ValueError(f"{where}: unsupported {key}={value!r}")
+            raise CheckpointError(f"{where}: unsupported {key}={value!r}")
 
     require("hidden_act", lambda v: v == "silu", "silu")
     require("attention_bias", lambda v: not v, False)
@@ -105,10 +118,10 @@ def _check_supported(raw: dict, where: str) -> None:
 def config_from_hf(raw: dict, where: str = "config.json") -> tuple[ModelConfig, dict]:
     """-> (ModelConfig, extras {'rope_interleave', 'fp8_block'}) from a parsed config.json."""
     if not isinstance(raw, dict):
-        raise ValueError(f"{where}: expected a JSON object")
+        raise CheckpointError(f"{where}: expected a JSON object")
     missing = [k for k in CONFIG_FIELDS if k not in raw]
     if missing:
-        raise ValueError(f"{where}: missing field(s) {', '.join(missing)}")
+        raise CheckpointError(f"{where}: missing field(s) {', '.join(missing)}")
     _check_supported(raw, where)
     fields = {k: raw[k] for k in CONFIG_FIELDS}
     fields.update({k: raw[k] for k in OPTIONAL_FIELDS if raw.get(k) is not None})
@@ -118,7 +131,7 @@ def config_from_hf(raw: dict, where: str = "config.json") -> tuple[ModelConfig, 
     )
     quant = raw.get("quantization_config") or {}
     if quant and quant.get("quant_method") != "fp8":
-        raise ValueError(
+        raise CheckpointError(
             f"{where}: quantization {quant.get('quant_method')!r} is not supported (only fp8)"
         )
     extras = {
@@ -128,7 +141,7 @@ def config_from_hf(raw: dict, where: str = "config.json") -> tuple[ModelConfig, 
     try:
         return ModelConfig(**fields), extras
     except (TypeError, ValueError) as e:
-        raise ValueError(f"{where}: {e}") from None
+        raise CheckpointError(f"{where}: {e}") from None
 
 
 def config_to_hf(cfg: ModelConfig) -> dict:
@@ -166,11 +179,11 @@ def read_config(path: str) -> tuple[ModelConfig, dict]:
         with open(where) as f:
             raw = json.load(f)
     except FileNotFoundError:
-        raise FileNotFoundError(
+        raise CheckpointNotFound(
             f"{where}: not found (is {path} an HF checkpoint folder?)"
         ) from None
     except json.JSONDecodeError as e:
-        raise ValueError(
+        raise CheckpointError(
             f"{where}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}"
         ) from None
     return config_from_hf(raw, where)
@@ -182,7 +195,7 @@ def read_config(path: str) -> tuple[ModelConfig, dict]:
 class TensorSource:
     """Name -> float32 array across one or many safetensors files, dequantizing FP8 on the fly."""
 
-    def __init__(self, path: str, fp8_block):
+    def __init__(self, path: str, fp8_block, stream: bool = False):
         index = os.path.join(path, "model.safetensors.index.json")
         if os.path.exists(index):
             with open(index) as f:
@@ -195,10 +208,28 @@ class TensorSource:
         if not files:
             raise FileNotFoundError(f"{path}: no *.safetensors files found")
         self.path, self._files, self._open, self._fp8_block = path, files, {}, fp8_block
+        self._stream = stream  # pread copies instead of memory-map views
         self.used: set[str] = set()
 
     def __contains__(self, name):
         return name in self._files
+
+    def claim(self, name: str) -> None:
+        """Marks a tensor as mapped without reading it (another host loads it)."""
+        if name not in self._files:
+            raise KeyError(f"{self.path}: checkpoint is missing tensor {name}")
+        self.used.update(n for n in (name, name + "_scale_inv") if n in self._files)
+
+    def report_unused(self) -> list[str]:
+        """Checkpoint tensors nothing mapped (e.g. a newer architecture's extras): logged in one
+        line with a count and the first few names, and returned."""
+        unused = sorted(set(self._files) - self.used)
+        if unused:
+            shown = ", ".join(unused[:3]) + (", ..." if len(unused) > 3 else "")
+            logging.warning(
+                "%s: %d checkpoint tensor(s) not used: %s", self.path, len(unused), shown
+            )
+        return unused
 
     def _raw(self, name: str) -> np.ndarray:
         if name not in self._files:
@@ -207,7 +238,8 @@ class TensorSource:
         if file not in self._open:
             self._open[file] = SafetensorsFile(file)
         self.used.add(name)
-        return self._open[file].get(name)
+        f = self._open[file]
+        return f.read(name) if self._stream else f.get(name)
 
     def get(self, name: str, shape: tuple) -> np.ndarray:
         w = self._raw(name)
@@ -410,6 +442,7 @@ def load_hf_checkpoint(path: str, **config_overrides: Any) -> tuple[ModelConfig,
         params["moe_layers"] = _stack_layers(moe)
     for m in range(cfg.num_mtp_modules):
         params[f"mtp_{m}"] = _read_mtp(cfg, src, m, interleaved)
+    src.report_unused()
     return cfg, params
 
 
@@ -420,6 +453,9 @@ def _mtp_moe(cfg: ModelConfig) -> bool:
 def _read_mtp(cfg, src, m: int, interleaved: bool) -> dict:
     i, d = cfg.num_hidden_layers + m, cfg.hidden_size
     p = _layer_prefix(cfg, i)
+    for shared in ("embed_tokens.weight", "shared_head.head.weight"):  # copies of the main
+        if p + shared in src:  # model's embedding and head, which the MTP modules share here
+            src.claim(p + shared)
     return {
         "enorm": {"scale": src.get(p + "enorm.weight", (d,))},
         "hnorm": {"scale": src.get(p + "hnorm.weight", (d,))},

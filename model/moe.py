@@ -27,6 +27,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from model import moe_a2a
 from model import sharding as sh
 from model.config import ModelConfig
 from model.layers import MLP, cast, dense_init, logical_param
@@ -260,11 +261,18 @@ class MoE(nn.Module):
             cast(wo, c.dtype),
             c.dtype,
         )
-        routed = (
-            dispatch_blocked(*args, block=c.moe_block_size)
-            if c.moe_impl == "blocked"
-            else dispatch(*args)
-        )
+        lay = moe_a2a.current_layout() if c.moe_comm == "alltoall" else None
+        if lay is not None:  # expert-parallel shard_map path; the GSPMD one below is the reference
+            routed, _ = moe_a2a.dispatch_alltoall(
+                args[0], routing.expert_ids, routing.weights, *args[2:5], lay,
+                capacity_factor=c.moe_capacity_factor, impl=c.moe_impl,
+            )  # fmt: skip
+        else:
+            routed = (
+                dispatch_blocked(*args, block=c.moe_block_size)
+                if c.moe_impl == "blocked"
+                else dispatch(*args)
+            )
         y = routed.reshape(b, t, d)
         if c.n_shared_experts:
             y = y + MLP(d, f * c.n_shared_experts, c.initializer_range, c.dtype, name="shared")(x)

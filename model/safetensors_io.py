@@ -59,6 +59,24 @@ class SafetensorsFile:
         return self.header.keys()
 
     def get(self, name: str) -> np.ndarray:
+        """A zero-copy view into the memory map (pages stay resident while the file is open)."""
+        start, count, dtype, shape = self._locate(name)
+        return np.frombuffer(self._map, dtype=dtype, count=count, offset=start).reshape(shape)
+
+    def read(self, name: str) -> np.ndarray:
+        """A fresh copy read with pread: nothing stays resident after the caller drops it (the
+        streamed loader's way to keep host memory at one tensor, not the touched part of a map)."""
+        start, count, dtype, shape = self._locate(name)
+        out = np.empty(count, dtype)
+        view, done = memoryview(out.view(np.uint8)), 0
+        while done < out.nbytes:
+            got = os.preadv(self._file.fileno(), [view[done:]], start + done)
+            if got <= 0:
+                raise ValueError(f"{self.path}: tensor {name} is truncated")
+            done += got
+        return out.reshape(shape)
+
+    def _locate(self, name: str):
         info = self.header[name]
         dtype = DTYPES.get(info["dtype"])
         if dtype is None:
@@ -69,9 +87,7 @@ class SafetensorsFile:
             raise ValueError(
                 f"{self.path}: tensor {name} is truncated or its offsets do not match its shape"
             )
-        return np.frombuffer(self._map, dtype=dtype, count=count, offset=start).reshape(
-            info["shape"]
-        )
+        return start, count, dtype, info["shape"]
 
     def close(self):
         self._map.close()

@@ -1,0 +1,263 @@
+"""Streamed, sharded HF loading: each host reads only the tensors its devices need, each once,
+and places only its devices' slices; the full model never exists in one host's memory.
+
+    cfg, params = load_hf_checkpoint_sharded("path/to/hf_dir", mesh, rules)
+
+Params come back as global jax.Arrays laid out by the model's logical specs and `rules` on `mesh`
+(multi-process: every process calls this with the same arguments). Host memory beyond what the
+devices hold stays at about one checkpoint tensor (read with pread, not kept mapped) plus this
+host's slice of one (leaf, layer) piece being staged:
+
+  for each stacked leaf (e.g. moe_layers/moe/wi_gate [L, E, D, F]): allocate it sharded (zeros),
+  then per layer l: stage this host's devices' slices of the [E, D, F] piece from the HF tensors
+  that cover them (for experts: one [F, D] tensor per expert, read only when a local device owns
+  that expert), assemble the piece from per-device arrays, and write it into row l of the leaf
+  with a donated dynamic_update_slice (in place on every device).
+
+Conversions (transposes, head splits, rope row order, FP8 dequantization) are those of model/hf.py,
+so the result is bitwise equal to `load_hf_checkpoint` placed on the same mesh.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from model import hf
+from model.params import param_logical_specs, param_shapes
+
+
+def _norm_index(index: tuple, shape: tuple) -> tuple:
+    """Device index (tuple of slices) -> hashable ((start, stop), ...)."""
+    return tuple(s.indices(n)[:2] for s, n in zip(index, shape))
+
+
+class _Stage:
+    """This host's slices of one array, staged in numpy (one buffer per distinct device slice)."""
+
+    def __init__(self, shape: tuple, sharding):
+        self.shape, self.sharding = tuple(shape), sharding
+        self.device_index = {
+            d: _norm_index(i, self.shape)
+            for d, i in sharding.addressable_devices_indices_map(self.shape).items()
+        }
+        self.buffers = {
+            k: np.empty([b - a for a, b in k], np.float32) for k in set(self.device_index.values())
+        }
+
+    def rows_needed(self) -> list[int]:
+        """Indices along axis 0 that some local device holds."""
+        return sorted({r for k in self.buffers for r in range(*k[0])})
+
+    def write(self, value: np.ndarray) -> None:
+        for k, buf in self.buffers.items():
+            buf[...] = value[tuple(slice(a, b) for a, b in k)]
+
+    def write_row(self, row: int, value: np.ndarray) -> None:
+        """value: the full [*shape[1:]] slab at index `row` of axis 0."""
+        for k, buf in self.buffers.items():
+            (a, b), rest = k[0], k[1:]
+            if a <= row < b:
+                buf[row - a] = value[tuple(slice(s, e) for s, e in rest)]
+
+    def array(self) -> jax.Array:
+        shards = [jax.device_put(self.buffers[k], d) for d, k in self.device_index.items()]
+        self.buffers = {}
+        return jax.make_array_from_single_device_arrays(self.shape, self.sharding, shards)
+
+
+def _zeros(shape: tuple, sharding) -> jax.Array:
+    """Zeros laid out by `sharding`, one device buffer at a time (no compiled program)."""
+    return jax.make_array_from_callback(
+        shape, sharding, lambda i: np.zeros([b - a for a, b in _norm_index(i, shape)], np.float32)
+    )
+
+
+@functools.cache
+def _set_row(shape: tuple, sharding):
+    """Compiled: leaf [L, ...] with row i replaced by piece [...], in place (the leaf is donated).
+    Compiled ahead of time (`prepare`), so the load's host memory is not mixed with XLA's."""
+    piece_sh = _piece_sharding(sharding)
+    fn = jax.jit(
+        lambda leaf, piece, i: jax.lax.dynamic_update_index_in_dim(leaf, piece, i, 0),
+        donate_argnums=0,
+        out_shardings=sharding,
+    )
+    replicated = NamedSharding(sharding.mesh, P())
+    return fn.lower(
+        jax.ShapeDtypeStruct(shape, jnp.float32, sharding=sharding),
+        jax.ShapeDtypeStruct(shape[1:], jnp.float32, sharding=piece_sh),
+        jax.ShapeDtypeStruct((), jnp.int32, sharding=replicated),
+    ).compile()
+
+
+def _row_index(row: int, mesh) -> jax.Array:
+    sharding = NamedSharding(mesh, P())
+    return jax.make_array_from_callback((), sharding, lambda _: np.asarray(row, np.int32))
+
+
+def _shardings(cfg, mesh, rules):
+    to_sharding = lambda s: nn.logical_to_mesh_sharding(s, mesh, rules)
+    return jax.tree.map(to_sharding, param_logical_specs(cfg), is_leaf=lambda x: isinstance(x, P))
+
+
+def prepare(cfg, mesh, rules) -> int:
+    """Compiles the row-update programs of every stacked leaf (XLA's compile memory is a fixed
+    cost per architecture and mesh, ~5 MB a program on CPU); returns how many distinct ones."""
+    sh_tree, shapes = _shardings(cfg, mesh, rules), param_shapes(cfg)
+    for stack in ("dense_layers", "moe_layers"):
+        if stack in shapes:
+            for s, sh in zip(jax.tree.leaves(shapes[stack]), jax.tree.leaves(sh_tree[stack])):
+                _set_row(tuple(s.shape), sh)
+    return _set_row.cache_info().currsize
+
+
+def _piece_sharding(sharding: NamedSharding) -> NamedSharding:
+    """A stacked leaf's sharding without its leading (layers) axis."""
+    return NamedSharding(sharding.mesh, P(*tuple(sharding.spec)[1:]))
+
+
+def _get(tree: dict, path: tuple):
+    for p in path:
+        tree = tree[p]
+    return tree
+
+
+def _leaf_paths(path: tuple) -> list[tuple]:
+    """An entry's path -> the leaf paths it fills (('attn', ('wk_b', 'wv_b')) fills two)."""
+    *parents, leaf = path
+    leaves = leaf if isinstance(leaf, tuple) else (leaf,)
+    return [tuple(parents) + (name,) for name in leaves]
+
+
+def _entry_values(cfg, src, prefix, entry, interleaved) -> list[np.ndarray]:
+    """A non-expert entry's converted value(s), one per leaf path (model/hf.py's conversions)."""
+    _, hf_name, shape, to_ours, _ = entry
+    value = src.get(prefix + hf_name, shape)
+    if not interleaved:
+        value = hf._rope_rows_to_interleaved(cfg, hf_name, value)
+    value = to_ours(value) if to_ours else value
+    return list(value) if isinstance(value, tuple) else [value]
+
+
+def _load_block(cfg, src, i, moe, interleaved, shardings, shapes, put) -> None:
+    """One decoder block (layer index i in the checkpoint): put(leaf_path, array piece) per leaf."""
+    prefix = hf._layer_prefix(cfg, i)
+    for entry in hf._layer_entries(cfg, moe):
+        path, hf_name, shape = entry[:3]
+        if isinstance(hf_name, list):  # routed experts: one [F, D] / [D, F] tensor per expert
+            leaf = _leaf_paths(path)[0]
+            stage = _Stage(shapes(leaf), shardings(leaf))
+            needed = set(stage.rows_needed())
+            for e, name in enumerate(hf_name):
+                if e in needed:
+                    stage.write_row(e, src.get(prefix + name, shape).T)
+                else:
+                    src.claim(prefix + name)
+            put(leaf, stage.array())
+            continue
+        for leaf, value in zip(
+            _leaf_paths(path), _entry_values(cfg, src, prefix, entry, interleaved)
+        ):
+            stage = _Stage(shapes(leaf), shardings(leaf))
+            stage.write(value)
+            put(leaf, stage.array())
+
+
+def load_hf_checkpoint_sharded(path: str, mesh, rules, **config_overrides: Any) -> tuple[Any, dict]:
+    """-> (cfg, params as global jax.Arrays sharded by the model's logical specs on `mesh`)."""
+    cfg, extras = hf.read_config(path)
+    if config_overrides:
+        cfg = cfg.replace(**config_overrides)
+    src = hf.TensorSource(path, extras["fp8_block"], stream=True)
+    interleaved = extras["rope_interleave"]
+    sh_tree, shapes = _shardings(cfg, mesh, rules), param_shapes(cfg)
+    d, vocab = cfg.hidden_size, cfg.vocab_size
+
+    def place(leaf_path: tuple, value: np.ndarray) -> jax.Array:
+        stage = _Stage(value.shape, _get(sh_tree, leaf_path))
+        stage.write(value)
+        return stage.array()
+
+    params: dict = {
+        "embed": place(("embed",), src.get("model.embed_tokens.weight", (vocab, d))),
+        "final_norm": {"scale": place(("final_norm", "scale"), src.get("model.norm.weight", (d,)))},
+    }
+    if not cfg.tie_word_embeddings:
+        params["lm_head"] = place(("lm_head",), src.get("lm_head.weight", (vocab, d)).T)
+    for stack, first, last, moe in (
+        ("dense_layers", 0, cfg.num_dense_layers, False),
+        ("moe_layers", cfg.num_dense_layers, cfg.num_hidden_layers, True),
+    ):
+        if last > first:
+            params[stack] = _load_stack(
+                cfg, src, stack, first, last, moe, interleaved, sh_tree, shapes
+            )
+    for m in range(cfg.num_mtp_modules):
+        params[f"mtp_{m}"] = _load_mtp(cfg, src, m, interleaved, sh_tree[f"mtp_{m}"], place)
+    src.report_unused()
+    return cfg, params
+
+
+def _load_stack(cfg, src, stack, first, last, moe, interleaved, sh_tree, shapes) -> dict:
+    """A scanned stack [L, ...]: leaves allocated sharded, then filled one layer row at a time."""
+    stack_sh, stack_shapes = sh_tree[stack], shapes[stack]
+    leaves = jax.tree.map(
+        lambda s, sh: _zeros(tuple(s.shape), sh), stack_shapes, stack_sh,
+        is_leaf=lambda x: isinstance(x, jax.ShapeDtypeStruct),
+    )  # fmt: skip
+    for row, i in enumerate(range(first, last)):
+        index = _row_index(row, jax.tree.leaves(stack_sh)[0].mesh)
+
+        def put(leaf_path, piece, index=index):
+            parent, name = _get(leaves, leaf_path[:-1]), leaf_path[-1]
+            update = _set_row(parent[name].shape, _get(stack_sh, leaf_path))
+            parent[name] = update(parent[name], piece, index)
+
+        _load_block(
+            cfg, src, i, moe, interleaved,
+            lambda p: _piece_sharding(_get(stack_sh, p)),
+            lambda p: tuple(_get(stack_shapes, p).shape[1:]),
+            put,
+        )  # fmt: skip
+    return leaves
+
+
+def _load_mtp(cfg, src, m, interleaved, sh_tree, place) -> dict:
+    i, d = cfg.num_hidden_layers + m, cfg.hidden_size
+    p = hf._layer_prefix(cfg, i)
+    for shared in ("embed_tokens.weight", "shared_head.head.weight"):  # shared with the main model
+        if p + shared in src:
+            src.claim(p + shared)
+    mtp_shapes = param_shapes(cfg)[f"mtp_{m}"]
+    block: dict = {}
+
+    def put(leaf_path, piece):
+        parent = block
+        for k in leaf_path[:-1]:
+            parent = parent.setdefault(k, {})
+        parent[leaf_path[-1]] = piece
+
+    _load_block(
+        cfg, src, i, hf._mtp_moe(cfg), interleaved,
+        lambda q: _get(sh_tree["block"], q),
+        lambda q: tuple(_get(mtp_shapes["block"], q).shape),
+        put,
+    )  # fmt: skip
+    norm = lambda name, hf_name: {
+        "scale": place((f"mtp_{m}", name, "scale"), src.get(p + hf_name, (d,)))
+    }
+    return {
+        "enorm": norm("enorm", "enorm.weight"),
+        "hnorm": norm("hnorm", "hnorm.weight"),
+        "eh_proj": place((f"mtp_{m}", "eh_proj"), src.get(p + "eh_proj.weight", (d, 2 * d)).T),
+        "head_norm": norm("head_norm", "shared_head.norm.weight"),
+        "block": block,
+    }

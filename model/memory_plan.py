@@ -1,0 +1,300 @@
+"""Analytic communication and memory plans, from shapes and a mesh alone (nothing is allocated).
+
+    moe_comm_bytes(cfg, sizes, global_tokens)   bytes each device sends per MoE layer per step
+    hlo_collective_bytes(compiled_hlo_text)     the same quantity read off a compiled program
+    memory_plan(cfg, sizes, seq_len, ...)       per-device params / grads / optimizer / activations /
+                                                MoE buffers, and whether it fits a device's HBM
+    dry_run_table(cfg)                          kimi_k2-style table over layouts and contexts
+
+"Bytes sent" per collective, per device, for a group of g devices and a per-device buffer S
+(ring/pairwise algorithms, which is what the counts below and XLA's collectives agree on):
+  all-to-all S -> S·(g-1)/g (its own block stays);  all-gather to S_out -> S_out·(g-1)/g;
+  reduce-scatter to S_out -> S_out·(g-1);  all-reduce S -> 2·S·(g-1)/g.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+
+from model import moe_a2a
+from model import sharding as sh
+from model.config import ModelConfig
+
+# --- MoE all-to-all dispatch: analytic bytes -----------------------------------------------------
+
+
+def _itemsize(dtype: str) -> int:
+    return {"float32": 4, "bfloat16": 2}[dtype]
+
+
+def moe_comm_bytes(
+    cfg: ModelConfig,
+    sizes: dict,
+    global_tokens: int,
+    rules=sh.DEFAULT_RULES,
+    training: bool = True,
+) -> dict[str, float]:
+    """Bytes one device sends per MoE layer per step with cfg.moe_comm='alltoall', by collective.
+
+    sizes: {mesh axis: size}; global_tokens: B·T of the step. Forward: dispatch all-to-all of the
+    rows (dtype) and of their local expert ids (int32), the return all-to-all, FSDP all-gather of the
+    three expert matrices, tensor psum of the combined output (float32), and the expert-axis
+    all-gather of the output when the batch is replicated over the expert axes. Backward mirrors
+    them: two all-to-alls of row gradients, reduce-scatter of weight grads over fsdp, all-reduce of
+    weight grads over data, tensor all-reduce of dx and of the routing-weight grads, expert-axis
+    all-gather of dx and of the routing-weight grads. With remat, the forward's collectives run again in the backward.
+    """
+    lay = moe_a2a.layout_from_rules(rules, sizes)
+    ep, f, t = lay.size(lay.expert), lay.size(lay.embed), lay.size(lay.mlp)
+    dp = lay.size(tuple(a for a in ("data",) if a in lay.batch))
+    d, k, b = cfg.hidden_size, cfg.num_experts_per_tok, _itemsize(cfg.dtype)
+    e_loc, f_loc = cfg.n_routed_experts // ep, cfg.moe_intermediate_size // t
+    n_loc = -(-global_tokens // lay.size(lay.batch))  # rows per batch shard
+    n = -(-n_loc // ep) if lay.split_tokens else n_loc  # rows each device dispatches
+    rows = ep * moe_a2a.capacity(n * k, ep, cfg.moe_capacity_factor)  # R = ep·C
+    a2a = lambda s: s * (ep - 1) / ep
+    weights = 3 * e_loc * d * f_loc * b  # the three gathered expert matrices [E_loc, D, F_loc]
+    fwd = {
+        "all-to-all": a2a(rows * d * b) * 2 + a2a(rows * 4),
+        "all-gather": weights * (f - 1) / f + (a2a(n * ep * d * b) if lay.split_tokens else 0),
+        "all-reduce": 2 * (t - 1) / t * n * d * 4,
+        "reduce-scatter": 0.0,
+    }
+    if not training:
+        return fwd
+    bwd = {
+        "all-to-all": a2a(rows * d * b) * 2,
+        "all-gather": a2a(n * ep * (d * b + k * 4)) if lay.split_tokens else 0,  # dx, d(weights)
+        "all-reduce": 2 * (t - 1) / t * n * (d * b + k * 4) + 2 * (dp - 1) / dp * weights / f,
+        "reduce-scatter": weights * (f - 1) / f,
+    }
+    again = 2 if cfg.remat != "none" else 1
+    return {op: again * fwd[op] + bwd[op] for op in fwd}
+
+
+# --- the same read off a compiled program ------------------------------------------------------------
+
+_COLLECTIVE = re.compile(
+    r"^\s*(?:ROOT )?%[\w.\-]+ = (.+?) "
+    r"(all-to-all|all-gather|reduce-scatter|all-reduce|collective-permute)(?:-start)?\("
+)
+_ARRAY = re.compile(r"\b(pred|[sufb]f?\d+|f8e\w+)\[([\d,]*)\]")
+_BYTES = {"pred": 1, "bf16": 2}
+
+
+def _shape_bytes(shape_text: str) -> int:
+    total = 0
+    for dtype, dims in _ARRAY.findall(shape_text):
+        size = _BYTES.get(dtype) or int(re.sub(r"\D", "", dtype) or 8) // 8
+        total += size * math.prod(int(x) for x in dims.split(",") if x)
+    return total
+
+
+def _group_size(line: str, num_devices: int) -> int:
+    m = re.search(r"replica_groups=\{\{([\d,]+)\}", line)
+    if m:
+        return len(m.group(1).split(","))
+    m = re.search(r"replica_groups=\[([\d,]+)\]<=", line)  # iota form [groups, size]<=[...]
+    if m:
+        return int(m.group(1).split(",")[-1])
+    m = re.search(r"replica_groups=mesh\[([^\]]*)\] \{([^}]*)\}", line)  # mesh[a=2,..] {a,..}
+    if m:
+        axis = dict(re.findall(r"'(\w+)'=(\d+)", m.group(1)))
+        return math.prod(int(axis[a]) for a in re.findall(r"'(\w+)'", m.group(2)))
+    return num_devices
+
+
+def hlo_collective_bytes(hlo_text: str, num_devices: int) -> dict[str, float]:
+    """Bytes each device sends, by collective kind, over a compiled (SPMD-partitioned) HLO module,
+    whose shapes are per device. Async pairs are counted once (at -start)."""
+    out = {"all-to-all": 0.0, "all-gather": 0.0, "reduce-scatter": 0.0, "all-reduce": 0.0}
+    out["collective-permute"] = 0.0
+    for line in hlo_text.splitlines():
+        m = _COLLECTIVE.match(line)
+        if not m:
+            continue
+        shape, op = m.group(1), m.group(2)
+        if op.endswith("start") or "-start(" in line:
+            shape = shape.split("),")[-1] if shape.startswith("((") else shape
+        size, g = _shape_bytes(shape), _group_size(line, num_devices)
+        if g <= 1:
+            continue
+        out[op] += {
+            "all-to-all": size * (g - 1) / g,
+            "all-gather": size * (g - 1) / g,
+            "reduce-scatter": size * (g - 1),
+            "all-reduce": 2 * size * (g - 1) / g,
+            "collective-permute": size,
+        }[op]
+    return out
+
+
+# --- per-device memory ------------------------------------------------------------------------------
+
+GIB = 2.0**30
+# name -> (devices, usable HBM bytes per device)
+LAYOUTS = {
+    "v5p-512 (256 chips x 95 GB)": (256, 95e9),
+    "256 x H100-80GB": (256, 80e9),
+}
+CANDIDATE_MESHES = (  # (data, fsdp, expert, tensor) over 256 devices
+    (1, 16, 16, 1),
+    (1, 32, 8, 1),
+    (1, 8, 32, 1),
+    (1, 8, 16, 2),
+    (1, 4, 16, 4),
+    (1, 4, 8, 8),
+    (1, 2, 16, 8),
+)
+
+
+def _local_bytes(shape, spec, rules, sizes, itemsize=4) -> int:
+    """Bytes of one device's shard of a param with logical `spec` (ceil: padding included)."""
+    import flax.linen as nn
+
+    mesh_axes = nn.logical_to_mesh_axes(tuple(spec), rules)
+    n = 1
+    for dim, axes in zip(shape, mesh_axes):
+        axes = () if axes is None else (axes,) if isinstance(axes, str) else tuple(axes)
+        n *= -(-dim // math.prod(sizes.get(a, 1) for a in axes))
+    return n * itemsize
+
+
+@functools.cache
+def _shapes_and_specs(cfg: ModelConfig) -> list[tuple]:
+    import jax
+
+    from model.params import param_logical_specs, param_shapes
+
+    is_spec = lambda x: isinstance(x, jax.sharding.PartitionSpec)
+    shapes = jax.tree.leaves(param_shapes(cfg))
+    return [
+        (tuple(s.shape), tuple(p))
+        for s, p in zip(shapes, jax.tree.leaves(param_logical_specs(cfg), is_leaf=is_spec))
+    ]
+
+
+def param_bytes_per_device(cfg: ModelConfig, sizes: dict, rules=sh.DEFAULT_RULES) -> int:
+    """Float32 param bytes one device holds under `rules` on a mesh of `sizes`."""
+    return sum(_local_bytes(s, p, rules, sizes) for s, p in _shapes_and_specs(cfg))
+
+
+def _layer_activation_bytes(
+    cfg: ModelConfig, lay, tokens: int, seq: int, moe: bool, fused_attention: bool = False
+) -> dict:
+    """Bytes of one layer's forward intermediates on one device (what backward needs without
+    remat), split into matmul outputs ('dots') and the rest. tokens: rows this device computes."""
+    b, d, h = _itemsize(cfg.dtype), cfg.hidden_size, cfg.num_attention_heads
+    tp = lay.size(lay.mlp)
+    h_loc = -(-h // tp)
+    n, r, v, lat = cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim, cfg.kv_lora_rank
+    q_rank = cfg.q_lora_rank or 0
+    per_token_dots = (q_rank + h_loc * (n + r) + lat + r + h_loc * (n + v) + h_loc * v + d) * b
+    per_token_other = (2 * d + q_rank + lat + 2 * d) * b  # norms' outputs, residual adds
+    # model/attention.py materializes [H, T, S] float32 scores (a dot) and probabilities per
+    # sequence; a fused (flash) kernel would keep only a [H, T] float32 log-sum-exp instead.
+    scores = tokens * h_loc * 4 if fused_attention else (tokens // seq) * h_loc * seq * seq * 4
+    out = {"dots": tokens * per_token_dots + scores, "other": tokens * per_token_other + scores}
+    if not moe:
+        f_loc = cfg.intermediate_size // tp
+        out["dots"] += tokens * (3 * f_loc) * b
+        out["other"] += tokens * f_loc * b
+        out["moe_buffers"] = 0
+        return out
+    e, k, f_loc = cfg.n_routed_experts, cfg.num_experts_per_tok, cfg.moe_intermediate_size // tp
+    ep = lay.size(lay.expert)
+    n_disp = -(-tokens // ep) if lay.split_tokens else tokens
+    rows = ep * moe_a2a.capacity(n_disp * k, ep, cfg.moe_capacity_factor)  # R = ep·C
+    # send + recv + expert output + returned rows [R, D]; gate, up, h [R, F_loc]; combine [a, D] f32
+    out["moe_buffers"] = rows * (4 * d * b + 3 * f_loc * b) + n_disp * k * d * 4
+    fs_loc = cfg.moe_intermediate_size * cfg.n_shared_experts // tp
+    out["dots"] += tokens * (e * 4 + 3 * fs_loc * b)  # router logits, shared expert
+    out["other"] += tokens * (e * 4 + fs_loc * b)
+    return out
+
+
+def memory_plan(
+    cfg: ModelConfig,
+    sizes: dict,
+    seq_len: int,
+    seqs_per_shard: int = 1,
+    rules=sh.DEFAULT_RULES,
+    optimizer_moments: int = 2,
+    moment_bytes: int = 4,
+    fused_attention: bool = False,
+) -> dict[str, float]:
+    """Per-device bytes of one training step: float32 params, grads and `optimizer_moments` float32
+    moments (AdamW: 2; moment_bytes each element), activations under cfg.remat, MoE dispatch buffers (one layer's, live while
+    it runs) and the output logits. Each batch shard (data x fsdp) holds seqs_per_shard sequences
+    of seq_len tokens; expert and tensor replicas compute the same rows outside the MoE dispatch."""
+    lay = moe_a2a.layout_from_rules(rules, sizes)
+    params = param_bytes_per_device(cfg, sizes, rules)
+    tokens = seqs_per_shard * seq_len
+    dense = _layer_activation_bytes(cfg, lay, tokens, seq_len, False, fused_attention)
+    moe = _layer_activation_bytes(cfg, lay, tokens, seq_len, True, fused_attention)
+    n_dense, n_moe = cfg.num_dense_layers, cfg.num_moe_layers
+    layer_all = lambda a: a["dots"] + a["other"]
+    boundary = tokens * cfg.hidden_size * _itemsize(cfg.dtype)  # each layer's input, always saved
+    if cfg.remat == "none":
+        saved = n_dense * layer_all(dense) + n_moe * (layer_all(moe) + moe["moe_buffers"])
+    elif cfg.remat == "full":
+        saved = (n_dense + n_moe) * boundary
+    else:  # 'dots' policies keep matmul outputs, recompute the rest
+        saved = n_dense * dense["dots"] + n_moe * moe["dots"] + (n_dense + n_moe) * boundary
+    # One layer's recomputed forward and its gradients are live at once during its backward.
+    working = 2 * max(layer_all(dense), layer_all(moe) + moe["moe_buffers"])
+    logits = 2 * tokens * -(-cfg.vocab_size // lay.size(lay.mlp)) * 4  # float32 logits + grads
+    out = {
+        "params": params,
+        "grads": params,
+        "optimizer": optimizer_moments * params * moment_bytes // 4,
+        "activations_saved": saved,
+        "layer_working_set": working,
+        "moe_buffers_per_layer": moe["moe_buffers"],
+        "logits": logits,
+    }
+    out["total"] = (
+        2 * params + out["optimizer"] + saved + working + logits
+    )  # MoE buffers: in working
+    return out
+
+
+def dry_run_table(
+    cfg: ModelConfig,
+    seq_lens=(8192, 32768),
+    layouts=LAYOUTS,
+    meshes=CANDIDATE_MESHES,
+    rules=sh.DEFAULT_RULES,
+) -> str:
+    """Markdown table: per-device GiB by component for each layout x mesh x context, whether it
+    fits as the code stands (float32 params, grads and AdamW moments; attention materializing
+    [H, T, S] scores), and whether it would with a fused attention kernel and bfloat16 moments.
+    cfg's dtype and remat are used as given."""
+    rows = [
+        "| layout | mesh (data,fsdp,expert,tensor) | context | params | grads | Adam | act. saved "
+        "| layer working (MoE buffers) | logits | total GiB | fits | total GiB, fused attn + bf16 "
+        "moments | fits | MoE a2a GB sent/layer/step |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, (devices, hbm) in layouts.items():
+        for mesh in meshes:
+            if math.prod(mesh) != devices or cfg.n_routed_experts % mesh[2]:
+                continue
+            sizes = dict(zip(sh.MESH_AXES, mesh))
+            for seq in seq_lens:
+                p = memory_plan(cfg, sizes, seq, rules=rules)
+                alt = memory_plan(
+                    cfg, sizes, seq, rules=rules, moment_bytes=2, fused_attention=True
+                )
+                comm = sum(moe_comm_bytes(cfg, sizes, seq * mesh[0] * mesh[1], rules).values())
+                g = lambda k, p=p: f"{p[k] / GIB:.1f}"
+                fits = lambda q, hbm=hbm: "yes" if q["total"] <= hbm else "no"
+                rows.append(
+                    f"| {name} | {mesh} | {seq // 1024}k | {g('params')} | {g('grads')} | "
+                    f"{g('optimizer')} | {g('activations_saved')} | {g('layer_working_set')} "
+                    f"({g('moe_buffers_per_layer')}) | {g('logits')} | {g('total')} | {fits(p)} | "
+                    f"{alt['total'] / GIB:.1f} | {fits(alt)} | {comm / 1e9:.2f} |"
+                )
+    return "\n".join(rows)
