@@ -54,7 +54,10 @@ def choose_experts(scores, bias, top_k: int, n_group: int, topk_group: int):
 
 def route(x, kernel, bias, cfg: ModelConfig, forced_ids: jnp.ndarray | None = None) -> Routing:
     """x [N, D] -> Routing. forced_ids [N, k] replays given experts (router replay for RL)."""
-    logits = jnp.einsum("ND,DE->NE", x.astype(jnp.float32), kernel.astype(jnp.float32))
+    # HIGHEST: expert choice must not depend on the backend's default (possibly bf16-pass) precision.
+    logits = jnp.matmul(
+        x.astype(jnp.float32), kernel.astype(jnp.float32), precision=jax.lax.Precision.HIGHEST
+    )  # [N,E]
     scores = jax.nn.sigmoid(logits)
     if forced_ids is None:
         ids = choose_experts(
