@@ -268,19 +268,28 @@ def select_dispatch(cfg: ModelConfig):
     return lambda *a: DISPATCH[cfg.moe_impl](*a, cfg.dtype)
 
 
-def sequence_balance_loss(scores, expert_ids, valid, top_k: int):
-    """DeepSeek-V3 sequence-wise balance loss (before alpha), averaged over rows.
+def sequence_balance_loss(scores, expert_ids, segment_ids, top_k: int):
+    """DeepSeek-V3 sequence-wise balance loss (before alpha), averaged over DOCUMENTS: a packed row
+    holds several sequences, and each is balanced on its own, as if trained unpacked.
 
-    scores [B,T,E], expert_ids [B,T,k], valid [B,T]. f_i = E/(k·T) · #tokens choosing i;
-    P_i = mean_t of scores normalized over experts; loss = Σ_i f_i P_i (1.0 when perfectly balanced).
+    scores [B,T,E], expert_ids [B,T,k], segment_ids [B,T] (0 = padding, excluded). For a document
+    of T_d tokens: f_i = E/(k·T_d) · #tokens choosing i; P_i = mean over its tokens of the scores
+    normalized over experts; loss_d = Σ_i f_i P_i (1.0 when perfectly balanced).
     """
-    e = scores.shape[-1]
-    valid = valid.astype(jnp.float32)
-    n_valid = jnp.maximum(valid.sum(-1), 1.0)  # [B]
-    chosen = jax.nn.one_hot(expert_ids, e, dtype=jnp.float32).sum(-2) * valid[..., None]  # [B,T,E]
-    f = chosen.sum(1) * e / (top_k * n_valid[:, None])  # [B,E]
-    p = ((scores / scores.sum(-1, keepdims=True)) * valid[..., None]).sum(1) / n_valid[:, None]
-    return jnp.mean(jnp.sum(f * p, -1))
+    b, t, e = scores.shape
+    valid = (segment_ids > 0).astype(jnp.float32).reshape(-1)  # [B*T]
+    # Document index = row·(T+1) + segment id: unique per (row, document); ids are < T+1 when packed.
+    doc = (jnp.arange(b)[:, None] * (t + 1) + jnp.clip(segment_ids, 0, t)).reshape(-1)  # [B*T]
+    n_docs = b * (t + 1)
+    chosen = jax.nn.one_hot(expert_ids, e, dtype=jnp.float32).sum(-2).reshape(-1, e)  # [B*T,E]
+    p_tok = (scores / scores.sum(-1, keepdims=True)).reshape(-1, e)  # [B*T,E]
+    seg_sum = lambda v: jax.ops.segment_sum(v * valid[:, None], doc, n_docs)  # noqa: E731
+    n_tok = jax.ops.segment_sum(valid, doc, n_docs)  # [docs]
+    denom = jnp.maximum(n_tok, 1.0)[:, None]
+    f = seg_sum(chosen) * e / (top_k * denom)  # [docs,E]
+    p = seg_sum(p_tok) / denom  # [docs,E]
+    present = (n_tok > 0).astype(jnp.float32)
+    return jnp.sum(jnp.sum(f * p, -1) * present) / jnp.maximum(present.sum(), 1.0)
 
 
 class MoEOutput(NamedTuple):
@@ -329,6 +338,6 @@ class MoE(nn.Module):
         balance = jnp.float32(0.0)
         if c.balance_loss_coef:
             balance = c.balance_loss_coef * sequence_balance_loss(
-                routing.scores.reshape(b, t, e), ids, segment_ids > 0, c.num_experts_per_tok
+                routing.scores.reshape(b, t, e), ids, segment_ids, c.num_experts_per_tok
             )
         return MoEOutput(y.astype(x.dtype), ids, counts, balance)
