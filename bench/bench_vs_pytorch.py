@@ -71,7 +71,7 @@ LR, WD, B1, B2, EPS = 1e-4, 0.1, 0.9, 0.95, 1e-8
 
 
 def load() -> str:
-    return "load %.2f %.2f %.2f" % os.getloadavg()
+    return "load {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
 
 
 def have_torch() -> bool:
@@ -219,14 +219,14 @@ def part_decode(args, folder, hf_model):
     for b in [int(x) for x in args.decode_batches.split(",")]:
         prompts = rng.integers(0, cfg.vocab_size, (b, args.prompt_len))
 
-        def ours():
+        def ours(prompts=prompts):
             eng = Engine(cfg, params, [list(p) for p in prompts], args.new_tokens)
             jax.block_until_ready(eng.state)
             t0 = time.perf_counter()
             eng.run_until_done()
             return time.perf_counter() - t0, eng
 
-        def theirs():
+        def theirs(prompts=prompts):
             inp = torch.from_numpy(prompts).long()
             t0 = time.perf_counter()
             with torch.no_grad():
@@ -298,8 +298,7 @@ def part_mfu(args):
     b, t = 8, 256
     run, _, _ = jax_train(cfg, params, b, t)
     active = h.count_params()[1]
-    best_step = peak = shape_peak = float("inf")
-    peak = shape_peak = 0.0
+    best_step, peak, shape_peak = float("inf"), 0.0, 0.0
     for _ in range(args.rounds):  # alternate the step and both peaks
         best_step = min(best_step, _timed_call(run))
         peak = max(peak, matmul_peak_flops(2048, repeats=1))
