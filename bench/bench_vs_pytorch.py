@@ -20,6 +20,8 @@ the small-preset MFU part.
    model's own matmul shapes ([B*T, D] x [D, F] etc.).
 
 Every printed line carries the load average: the machine is shared, compare ratios, not seconds.
+On a heavily loaded machine torch's OpenMP threads suffer more from oversubscription than XLA's, which
+flatters this project; `taskset -c 0 python bench/bench_vs_pytorch.py` (one core each) is steadier.
 """
 
 from __future__ import annotations
@@ -343,6 +345,9 @@ def main():
         import torch
         import transformers
 
+        # Same cores for both: XLA sizes its pool from the affinity mask, torch is told the same
+        # (`taskset -c 0 python bench/...` then compares one core each, steadier on a busy machine).
+        torch.set_num_threads(len(os.sched_getaffinity(0)))
         print(
             f"torch {torch.__version__} ({torch.get_num_threads()} threads), transformers {transformers.__version__}"
         )
