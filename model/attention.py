@@ -25,7 +25,7 @@ from model.layers import RMSNorm, cast, dense_init, logical_param, matmul2d
 from model.rope import apply_rope, rope_tables, softmax_scale
 
 NEG_INF = -1e30  # finite, so fully-masked rows (padding) give uniform weights instead of NaN
-QUERY_BLOCK = 256  # causal query block rows of the training path (see causal_blocks)
+QUERY_BLOCK = 128  # causal query block rows of the training path (see causal_blocks)
 
 
 def attention_mask(q_positions, q_segments, k_positions, k_segments):
@@ -35,11 +35,12 @@ def attention_mask(q_positions, q_segments, k_positions, k_segments):
     return causal & same_doc
 
 
-def causal_blocks(t: int, block: int = QUERY_BLOCK) -> list[tuple[int, int]]:
-    """Query row ranges [lo, hi): one block up to 2 x block rows, else blocks of `block` rows.
+def causal_blocks(t: int, block: int | None = None) -> list[tuple[int, int]]:
+    """Query row ranges [lo, hi) of `block` rows (default QUERY_BLOCK); one range when t <= block.
     Keys past a block's last row are never attended (packed rows keep positions increasing within a
-    document), so the upper-right score blocks are skipped: ~(n-1)/2n of the score work for n blocks."""
-    if t <= 2 * block:
+    document), so the upper-right score blocks are skipped: (n-1)/2n of the score work for n blocks."""
+    block = block or QUERY_BLOCK
+    if t <= block:
         return [(0, t)]
     return [(lo, min(lo + block, t)) for lo in range(0, t, block)]
 

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from model import Transformer, count_params, init_params, presets
+from model import Transformer, attention, count_params, init_params, presets
 from model.decode import cache_bytes_per_token, forward_cached, init_cache
 from model.moe import DISPATCH, choose_experts, dispatch_blocked, route
 
@@ -189,7 +189,10 @@ def test_router_replay_reproduces_logits(tiny):
     assert not np.allclose(forced.logits, out.logits)
 
 
-def test_segments_block_attention_across_documents(tiny):
+@pytest.mark.parametrize("query_block", [128, 4])
+def test_segments_block_attention_across_documents(tiny, query_block, monkeypatch):
+    # query_block 4: the 11 packed rows run as causal query blocks [0,4) [4,8) [8,11).
+    monkeypatch.setattr(attention, "QUERY_BLOCK", query_block)
     cfg, params = tiny
     a, b = _tokens(cfg, 1, 6, seed=4), _tokens(cfg, 1, 5, seed=5)
     packed = jnp.concatenate([a, b], 1)
