@@ -21,10 +21,11 @@ import jax.numpy as jnp
 
 from model import sharding as sh
 from model.config import ModelConfig
-from model.layers import RMSNorm, cast, dense_init, logical_param
+from model.layers import RMSNorm, cast, dense_init, logical_param, matmul2d
 from model.rope import apply_rope, rope_tables, softmax_scale
 
 NEG_INF = -1e30  # finite, so fully-masked rows (padding) give uniform weights instead of NaN
+QUERY_BLOCK = 128  # causal query block rows of the training path (see causal_blocks)
 
 
 def attention_mask(q_positions, q_segments, k_positions, k_segments):
@@ -32,6 +33,16 @@ def attention_mask(q_positions, q_segments, k_positions, k_segments):
     causal = k_positions[:, None, :] <= q_positions[:, :, None]
     same_doc = q_segments[:, :, None] == k_segments[:, None, :]
     return causal & same_doc
+
+
+def causal_blocks(t: int, block: int | None = None) -> list[tuple[int, int]]:
+    """Query row ranges [lo, hi) of `block` rows (default QUERY_BLOCK); one range when t <= block.
+    Keys past a block's last row are never attended (packed rows keep positions increasing within a
+    document), so the upper-right score blocks are skipped: (n-1)/2n of the score work for n blocks."""
+    block = block or QUERY_BLOCK
+    if t <= block:
+        return [(0, t)]
+    return [(lo, min(lo + block, t)) for lo in range(0, t, block)]
 
 
 def _softmax_attend(scores, mask):
@@ -83,10 +94,9 @@ class MLA(nn.Module):
         """-> q_nope [B,T,H,N], q_rope [B,T,H,R] (roped)."""
         c, dt = self.cfg, self.cfg.dtype
         if c.q_lora_rank is None:
-            q = jnp.einsum("BTD,DHK->BTHK", cast(x, dt), cast(self.wq, dt))
+            q = matmul2d(x, self.wq, dt)
         else:
-            q_lat = self.q_a_norm(jnp.einsum("BTD,DQ->BTQ", cast(x, dt), cast(self.wq_a, dt)))
-            q = jnp.einsum("BTQ,QHK->BTHK", cast(q_lat, dt), cast(self.wq_b, dt))
+            q = matmul2d(self.q_a_norm(matmul2d(x, self.wq_a, dt)), self.wq_b, dt)  # [B,T,H,N+R]
         q_nope, q_rope = (
             q[..., : c.qk_nope_head_dim],
             q[..., c.qk_nope_head_dim :],
@@ -95,8 +105,8 @@ class MLA(nn.Module):
 
     def _latents(self, x, cos, sin):
         """-> normalized latent [B,T,L] and roped shared key [B,T,R]."""
-        c, dt = self.cfg, self.cfg.dtype
-        kv = jnp.einsum("BTD,DL->BTL", cast(x, dt), cast(self.wkv_a, dt))  # [B,T,L+R]
+        c = self.cfg
+        kv = matmul2d(x, self.wkv_a, c.dtype)  # [B,T,L+R]
         latent, k_rope = kv[..., : c.kv_lora_rank], kv[..., c.kv_lora_rank :]
         return self.kv_a_norm(latent), apply_rope(k_rope, cos, sin)
 
@@ -115,19 +125,34 @@ class MLA(nn.Module):
         else:
             new_cache = write_cache(cache, latent, k_rope, positions)
             out = self._absorbed_attention(q_nope, q_rope, new_cache, positions)
-        dt = self.cfg.dtype
-        return jnp.einsum("BTHK,HKD->BTD", cast(out, dt), cast(self.wo, dt)), new_cache
+        b, t, h, k = out.shape
+        wo = self.wo.reshape(h * k, -1)  # [H*K, D]
+        return matmul2d(out.reshape(b, t, h * k), wo, self.cfg.dtype), new_cache
 
     def _expanded_attention(self, q_nope, q_rope, latent, k_rope, positions, segment_ids):
+        """Heads-first, one score matmul over nope‖rope dims with the softmax scale folded into q."""
         dt = self.cfg.dtype
-        k_nope = jnp.einsum("BSL,LHK->BSHK", cast(latent, dt), cast(self.wk_b, dt))
-        v = jnp.einsum("BSL,LHK->BSHK", cast(latent, dt), cast(self.wv_b, dt))
-        scores = jnp.einsum(
-            "BTHK,BSHK->BHTS", q_nope, k_nope, preferred_element_type=jnp.float32
-        ) + jnp.einsum("BTHK,BSK->BHTS", q_rope, k_rope, preferred_element_type=jnp.float32)
-        mask = attention_mask(positions, segment_ids, positions, segment_ids)
-        probs = _softmax_attend(scores * softmax_scale(self.cfg), mask)
-        return jnp.einsum("BHTS,BSHK->BTHK", cast(probs, dt), v)
+        b, t, h, _ = q_nope.shape
+        k_nope = matmul2d(latent, self.wk_b, dt)  # [B,S,H,N]
+        v = matmul2d(latent, self.wv_b, dt)  # [B,S,H,K]
+        k_rope = jnp.broadcast_to(k_rope[:, :, None, :], (b, t, h, k_rope.shape[-1]))  # [B,S,H,R]
+        q = jnp.concatenate([q_nope, q_rope], -1) * softmax_scale(self.cfg)  # [B,T,H,N+R]
+        k = jnp.concatenate([k_nope, k_rope.astype(k_nope.dtype)], -1)  # [B,S,H,N+R]
+        q, k, v = (jnp.swapaxes(a, 1, 2) for a in (q, k, v))  # [B,H,T|S,.]: heads-first
+        blocks = causal_blocks(t)
+        outs = []
+        for lo, hi in blocks:  # query rows [lo, hi) only see keys [0, hi): causal by index
+            mask = attention_mask(
+                positions[:, lo:hi], segment_ids[:, lo:hi], positions[:, :hi], segment_ids[:, :hi]
+            )
+            scores = jnp.einsum(
+                "BHTK,BHSK->BHTS", q[:, :, lo:hi], k[:, :, :hi], preferred_element_type=jnp.float32
+            )
+            # Every query sees at least itself, so no row is fully masked: exp(-1e30 - max) is exactly
+            # 0 and no second mask multiply is needed.
+            probs = jax.nn.softmax(jnp.where(mask[:, None], scores, NEG_INF), axis=-1)
+            outs.append(jnp.einsum("BHTS,BHSK->BTHK", cast(probs, dt), v[:, :, :hi]))
+        return outs[0] if len(outs) == 1 else jnp.concatenate(outs, axis=1)  # [B,T,H,K]
 
     def _absorbed_attention(self, q_nope, q_rope, cache, positions):
         dt = self.cfg.dtype

@@ -70,6 +70,9 @@ class ModelConfig:
     )
     moe_comm: str = "gspmd"  # 'alltoall': expert-parallel shard_map dispatch (model/moe_a2a.py)
     moe_capacity_factor: float = 0.0  # alltoall slot size vs balanced load; 0 = dropless
+    # Layers per nn.scan iteration: 0 = auto (a stack of <= 4 layers is fully unrolled, deeper ones
+    # scan one layer at a time so compile time stays flat in depth); params stay stacked either way.
+    scan_unroll: int = 0
 
     def __post_init__(self):
         validate(self)
@@ -152,6 +155,7 @@ def validate(cfg: ModelConfig) -> None:
             cfg.topk_group * per_group >= cfg.num_experts_per_tok,
             f"topk_group={cfg.topk_group} groups of {per_group} experts cannot supply top-{cfg.num_experts_per_tok}",
         )
+    _check(cfg.scan_unroll >= 0, f"scan_unroll must be >= 0, got {cfg.scan_unroll}")
     _check(cfg.num_mtp_modules >= 0, "num_mtp_modules must be >= 0")
     _check(cfg.dtype in DTYPES, f"dtype must be one of {DTYPES}, got {cfg.dtype!r}")
     _check(cfg.remat in REMAT_POLICIES, f"remat must be one of {REMAT_POLICIES}, got {cfg.remat!r}")

@@ -30,6 +30,16 @@ def cast(x, dtype: str):
     return x.astype(jnp.dtype(dtype))
 
 
+def matmul2d(x, w, dtype: str):
+    """x [..., D] @ w [D, *out] as one 2-D matmul [N, D] x [D, prod(out)] -> [..., *out].
+
+    XLA:CPU computes the weight gradient of a 3-D einsum such as BTD,DF->BTF (a sum over B and T)
+    with a slow transpose of the activation gradient first; a flattened [N, D] matmul has none."""
+    lead, out = x.shape[:-1], w.shape[1:]
+    y = cast(x, dtype).reshape(-1, x.shape[-1]) @ cast(w, dtype).reshape(w.shape[0], -1)
+    return y.reshape(lead + out)
+
+
 class RMSNorm(nn.Module):
     """x / rms(x) * scale, computed in float32 (HF DeepseekV3RMSNorm)."""
 
@@ -60,7 +70,7 @@ class MLP(nn.Module):
         w_gate = logical_param(self, "gate", (d, f), (sh.EMBED, sh.MLP), init)
         w_up = logical_param(self, "up", (d, f), (sh.EMBED, sh.MLP), init)
         w_down = logical_param(self, "down", (f, d), (sh.MLP, sh.EMBED), init)
-        xc = cast(x, self.dtype)
-        gate = jnp.einsum("BTD,DF->BTF", xc, cast(w_gate, self.dtype))
-        up = jnp.einsum("BTD,DF->BTF", xc, cast(w_up, self.dtype))
-        return jnp.einsum("BTF,FD->BTD", nn.silu(gate) * up, cast(w_down, self.dtype))
+        # One [N, D] x [D, 2F] matmul for gate‖up (2-D: see matmul2d), split after.
+        gate_up = matmul2d(x, jnp.concatenate([w_gate, w_up], axis=1), self.dtype)  # [B,T,2F]
+        gate, up = gate_up[..., :f], gate_up[..., f:]
+        return matmul2d(nn.silu(gate) * up, w_down, self.dtype)

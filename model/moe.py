@@ -11,10 +11,11 @@ left are chosen; their weights are the *unbiased* scores, normalized over the k 
 times routed_scaling_factor. The shared experts are added unweighted.
 
 Dispatch implementations (cfg.moe_impl), all dropless and equal up to float rounding:
-  'blocked'  CPU-friendly: sort assignments by expert, pad each expert's group to a multiple of C
-             rows, and loop over blocks [C, D] x [D, F] with each expert's weights sliced in place
-             (custom VJP; unused padding blocks skipped). Plain matmuls run near peak on CPU,
-             ragged_dot does not.
+  'blocked'  CPU-friendly: each assignment gets a row in a layout where every expert's group is
+             padded to a multiple of C rows (ranks from a cumulative count, no sort), and one loop
+             over the used blocks runs the fused gate‖up and down matmuls [C, D] x [D, 2F], [C, F] x
+             [F, D] with the expert's weights sliced in place (custom VJP, one backward loop).
+             Plain matmuls run near peak on CPU, ragged_dot does not.
   'ragged'   GPU/TPU: sort by expert, `jax.lax.ragged_dot` over the groups.
   'dense'    reference: every expert on every token, weighted by the (mostly zero) routing matrix.
 """
@@ -55,7 +56,10 @@ def choose_experts(scores, bias, top_k: int, n_group: int, topk_group: int):
 
 def route(x, kernel, bias, cfg: ModelConfig, forced_ids: jnp.ndarray | None = None) -> Routing:
     """x [N, D] -> Routing. forced_ids [N, k] replays given experts (router replay for RL)."""
-    logits = jnp.einsum("ND,DE->NE", x.astype(jnp.float32), kernel.astype(jnp.float32))
+    # HIGHEST: expert choice must not depend on the backend's default (possibly bf16-pass) precision.
+    logits = jnp.matmul(
+        x.astype(jnp.float32), kernel.astype(jnp.float32), precision=jax.lax.Precision.HIGHEST
+    )  # [N,E]
     scores = jax.nn.sigmoid(logits)
     if forced_ids is None:
         ids = choose_experts(
@@ -118,111 +122,175 @@ def dispatch_ragged(x, r: Routing, wi_gate, wi_up, wo, dtype: str):
 
 
 def block_rows(n_assignments: int, n_experts: int, configured: int) -> int:
-    """Rows per block C: configured, else ~1/4 of the average group, a power of two in [8, 256]."""
+    """Rows per block C: configured, else ~1/2 of the average group, a power of two in [8, 512].
+    Larger blocks mean fewer loop trips (each a few µs of overhead) and bigger matmuls; the cost is
+    up to C-1 padding rows per expert."""
     if configured:
         return configured
     avg = max(n_assignments // n_experts, 1)
     c = 8
-    while c * 2 <= min(avg // 4, 256):
+    while c * 2 <= min(avg // 2, 512):
         c *= 2
     return c
 
 
-def _block_matmul(x, w, expert, used):
-    """x [C,D] @ w[expert] [D,F]; the expert's matrix is sliced in place, and an unused
-    (all-padding) block costs nothing."""
-    return jax.lax.cond(
-        used,
-        lambda: x @ jax.lax.dynamic_index_in_dim(w, expert, 0, keepdims=False),
-        lambda: jnp.zeros((x.shape[0], w.shape[2]), x.dtype),
-    )
+def _assignment_rows(expert_ids, n_experts: int, c: int):
+    """Row of each assignment (in token order) in the expert-grouped layout where each expert's
+    group starts on a C-row block boundary, and the groups' padded ends [E].
+
+    The rank of an assignment within its expert is a cumulative count over a one-hot [A, E] (no
+    sort) while that is small; large A·E (many experts and tokens) falls back to a stable argsort."""
+    flat = expert_ids.reshape(-1)  # [A]
+    a = flat.shape[0]
+    group_sizes = jnp.zeros((n_experts,), jnp.int32).at[flat].add(1)  # [E]
+    if a * n_experts <= 1 << 22:
+        onehot = (flat[:, None] == jnp.arange(n_experts)).astype(jnp.int32)  # [A,E]
+        rank = jnp.sum((jnp.cumsum(onehot, axis=0) - 1) * onehot, axis=1)  # [A]
+    else:
+        order = jnp.argsort(flat, stable=True)  # [A]
+        group_start = jnp.cumsum(group_sizes) - group_sizes
+        rank = jnp.zeros((a,), jnp.int32).at[order].set(jnp.arange(a) - group_start[flat[order]])
+    padded_sizes = -(-group_sizes // c) * c  # [E]
+    padded_end = jnp.cumsum(padded_sizes)  # [E]
+    return (padded_end - padded_sizes)[flat] + rank, padded_end
+
+
+def _block_ffn(x, gu):
+    """SwiGLU of one block given its fused gate‖up [C, 2F] -> h [C, F]."""
+    f = gu.shape[1] // 2
+    return _swiglu(gu[:, :f], gu[:, f:])
 
 
 @jax.custom_vjp
-def grouped_matmul(xb, w, block_expert, block_used):
-    """Blocks of rows times their expert's matrix: xb [M,C,D], w [E,D,F], block_expert [M] sorted,
-    block_used [M] -> [M,C,F]. A loop over blocks slices each expert's weights in place (a gather
-    of [M,D,F] weight copies is what makes a batched einsum slow here), and skips unused blocks,
-    so the static worst-case block count costs nothing when routing is balanced."""
-    return jax.lax.map(lambda a: _block_matmul(a[0], w, a[1], a[2]), (xb, block_expert, block_used))
+def expert_blocks(xb, w_gu, wo, block_expert, n_used):
+    """Each block's expert FFN: xb [M,C,D], fused w_gu [E,D,2F], wo [E,F,D], block_expert [M],
+    n_used (blocks that hold rows) -> y [M,C,D].
+
+    One loop over the used blocks only (a while loop stops at the last used block; the static M is
+    a worst case), each expert's weights sliced in place (a gather of [M,D,F] weight copies is what
+    makes a batched einsum slow on CPU). Backward is one loop too (see _expert_blocks_bwd)."""
+    return _expert_blocks_fwd(xb, w_gu, wo, block_expert, n_used)[0]
 
 
-def _grouped_matmul_fwd(xb, w, block_expert, block_used):
-    return grouped_matmul(xb, w, block_expert, block_used), (xb, w, block_expert, block_used)
+def _expert_blocks_fwd(xb, w_gu, wo, block_expert, n_used):
+    m, c, _ = xb.shape
 
-
-def _grouped_matmul_bwd(res, g):
-    xb, w, block_expert, block_used = res
-    w_t = jnp.swapaxes(w, 1, 2)  # one transpose, so every block's dx is a plain matmul
-    dx = jax.lax.map(lambda a: _block_matmul(a[0], w_t, a[1], a[2]), (g, block_expert, block_used))
-
-    def add_weight_tile(dw, a):  # dw[e] += xb_m^T g_m, in place in the loop carry (float32)
-        x, g_m, e, used = a
-        tile = jax.lax.dot_general(
-            x, g_m, (((0,), (0,)), ((), ())), preferred_element_type=jnp.float32
+    def body(i, carry):
+        y, gu_all = carry
+        e = block_expert[i]
+        gu = xb[i] @ jax.lax.dynamic_index_in_dim(w_gu, e, 0, keepdims=False)  # [C,2F]
+        out = _block_ffn(xb[i], gu) @ jax.lax.dynamic_index_in_dim(wo, e, 0, keepdims=False)
+        return (
+            jax.lax.dynamic_update_index_in_dim(y, out, i, 0),
+            jax.lax.dynamic_update_index_in_dim(gu_all, gu, i, 0),
         )
-        current = jax.lax.dynamic_index_in_dim(dw, e, 0, keepdims=False)
-        return jax.lax.cond(
-            used, lambda: jax.lax.dynamic_update_index_in_dim(dw, current + tile, e, 0), lambda: dw
-        ), None
 
-    dw, _ = jax.lax.scan(
-        add_weight_tile, jnp.zeros(w.shape, jnp.float32), (xb, g, block_expert, block_used)
+    init = (jnp.zeros_like(xb), jnp.zeros((m, c, w_gu.shape[2]), xb.dtype))
+    y, gu_all = jax.lax.fori_loop(0, n_used, body, init)
+    return y, (xb, w_gu, wo, block_expert, n_used, gu_all)
+
+
+def _expert_blocks_bwd(res, gy):
+    """One loop: per block, dWo[e] += hᵀ·dy, dh = dy·Wo[e]ᵀ, SwiGLU backward, dW_gu[e] += xᵀ·dgu,
+    dx = dgu·W_gu[e]ᵀ; weight grads accumulate in float32 in place in the loop carry."""
+    xb, w_gu, wo, block_expert, n_used, gu_all = res
+    f = wo.shape[1]
+    nt = (((1,), (1,)), ((), ()))  # contract the last dims: a @ bᵀ without a transpose
+    tn = (((0,), (0,)), ((), ()))  # contract the first dims: aᵀ @ b
+
+    def body(i, carry):
+        dx, dw_gu, dwo = carry
+        e, x, dy, gu = block_expert[i], xb[i], gy[i], gu_all[i]
+        g, u = gu[:, :f], gu[:, f:]
+        sig = jax.nn.sigmoid(g)
+        silu = g * sig
+        h = silu * u  # [C,F]
+        wo_e = jax.lax.dynamic_index_in_dim(wo, e, 0, keepdims=False)  # [F,D]
+        dh = jax.lax.dot_general(dy, wo_e, nt)  # [C,F]
+        dgu = jnp.concatenate([dh * u * sig * (1 + g * (1 - sig)), dh * silu], axis=1)  # [C,2F]
+        w_e = jax.lax.dynamic_index_in_dim(w_gu, e, 0, keepdims=False)  # [D,2F]
+        dx = jax.lax.dynamic_update_index_in_dim(dx, jax.lax.dot_general(dgu, w_e, nt), i, 0)
+        add = lambda acc, a, b: jax.lax.dynamic_update_index_in_dim(  # noqa: E731
+            acc,
+            jax.lax.dynamic_index_in_dim(acc, e, 0, keepdims=False)
+            + jax.lax.dot_general(a, b, tn, preferred_element_type=jnp.float32),
+            e,
+            0,
+        )
+        return dx, add(dw_gu, x, dgu), add(dwo, h, dy)
+
+    init = (
+        jnp.zeros_like(xb),
+        jnp.zeros(w_gu.shape, jnp.float32),
+        jnp.zeros(wo.shape, jnp.float32),
     )
-    return dx, dw.astype(w.dtype), None, None
+    dx, dw_gu, dwo = jax.lax.fori_loop(0, n_used, body, init)
+    return dx, dw_gu.astype(w_gu.dtype), dwo.astype(wo.dtype), None, None
 
 
-grouped_matmul.defvjp(_grouped_matmul_fwd, _grouped_matmul_bwd)
+expert_blocks.defvjp(_expert_blocks_fwd, _expert_blocks_bwd)
 
 
 def dispatch_blocked(x, r: Routing, wi_gate, wi_up, wo, dtype: str, block: int = 0):
-    n_experts = wi_gate.shape[0]
-    order, token_of, sorted_expert, group_sizes = _sort_assignments(r.expert_ids, n_experts)
-    a = order.shape[0]
+    n, k = r.expert_ids.shape
+    n_experts, d = wi_gate.shape[0], x.shape[1]
+    a = n * k
     c = block_rows(a, n_experts, block)
-    # Static bound on blocks: every expert wastes at most c-1 rows; blocks past the used ones are skipped.
+    # Static bound on blocks: every expert wastes at most c-1 rows; the loop stops at the last used.
     n_blocks = -(-(a + n_experts * (c - 1)) // c)
-    padded_sizes = -(-group_sizes // c) * c  # [E]
-    padded_end = jnp.cumsum(padded_sizes)  # [E]
-    padded_start = padded_end - padded_sizes
-    group_start = jnp.cumsum(group_sizes) - group_sizes  # [E]
-    row = (
-        padded_start[sorted_expert] + jnp.arange(a) - group_start[sorted_expert]
-    )  # [A] destination row
-    # Source token of each padded row (N = the appended zero row for padding).
-    row_token = jnp.full((n_blocks * c,), x.shape[0], jnp.int32).at[row].set(token_of)
-    xb = jnp.concatenate([x, jnp.zeros((1, x.shape[1]), x.dtype)])[row_token].reshape(
-        n_blocks, c, -1
+    row, padded_end = _assignment_rows(r.expert_ids, n_experts, c)  # [A], [E]
+    x_rep = jnp.broadcast_to(x[:, None], (n, k, d)).reshape(
+        a, d
+    )  # [A,D]: assignment a = token a//k
+    # Scatter into the padded layout (unique rows; its backward is a gather).
+    xb = (
+        jnp.zeros((n_blocks * c, d), x.dtype)
+        .at[row]
+        .set(x_rep, unique_indices=True)
+        .reshape(n_blocks, c, d)
     )  # [M,C,D]
-    block_start = jnp.arange(n_blocks) * c
     block_expert = jnp.minimum(
-        jnp.searchsorted(padded_end, block_start, side="right"), n_experts - 1
-    )
-    used = block_start < padded_end[-1]
-    h = _swiglu(
-        grouped_matmul(xb, wi_gate, block_expert, used),
-        grouped_matmul(xb, wi_up, block_expert, used),
-    )
-    y = grouped_matmul(h, wo, block_expert, used).reshape(n_blocks * c, -1)  # [P, D]
-    return _combine(y[row], order, r).astype(x.dtype)
+        jnp.searchsorted(padded_end, jnp.arange(n_blocks) * c, side="right"), n_experts - 1
+    ).astype(jnp.int32)  # [M]
+    w_gu = jnp.concatenate([wi_gate, wi_up], axis=2)  # [E,D,2F]: one matmul for gate‖up
+    y = expert_blocks(xb, w_gu, wo, block_expert, padded_end[-1] // c).reshape(n_blocks * c, d)
+    y = y[row].reshape(n, k, d)  # [N,k,D], assignments back in token order (no un-sort)
+    return jnp.einsum("NKD,NK->ND", y.astype(jnp.float32), r.weights).astype(x.dtype)
 
 
 DISPATCH = {"dense": dispatch_dense, "ragged": dispatch_ragged, "blocked": dispatch_blocked}
 
 
-def sequence_balance_loss(scores, expert_ids, valid, top_k: int):
-    """DeepSeek-V3 sequence-wise balance loss (before alpha), averaged over rows.
+def select_dispatch(cfg: ModelConfig):
+    """The one place a moe_impl name becomes a dispatch function
+    (x [N,D], routing, wi_gate, wi_up [E,D,F], wo [E,F,D]) -> [N,D]; add new implementations here."""
+    if cfg.moe_impl == "blocked":
+        return lambda *a: dispatch_blocked(*a, cfg.dtype, block=cfg.moe_block_size)
+    return lambda *a: DISPATCH[cfg.moe_impl](*a, cfg.dtype)
 
-    scores [B,T,E], expert_ids [B,T,k], valid [B,T]. f_i = E/(k·T) · #tokens choosing i;
-    P_i = mean_t of scores normalized over experts; loss = Σ_i f_i P_i (1.0 when perfectly balanced).
+
+def sequence_balance_loss(scores, expert_ids, segment_ids, top_k: int):
+    """DeepSeek-V3 sequence-wise balance loss (before alpha), averaged over DOCUMENTS: a packed row
+    holds several sequences, and each is balanced on its own, as if trained unpacked.
+
+    scores [B,T,E], expert_ids [B,T,k], segment_ids [B,T] (0 = padding, excluded). For a document
+    of T_d tokens: f_i = E/(k·T_d) · #tokens choosing i; P_i = mean over its tokens of the scores
+    normalized over experts; loss_d = Σ_i f_i P_i (1.0 when perfectly balanced).
     """
-    e = scores.shape[-1]
-    valid = valid.astype(jnp.float32)
-    n_valid = jnp.maximum(valid.sum(-1), 1.0)  # [B]
-    chosen = jax.nn.one_hot(expert_ids, e, dtype=jnp.float32).sum(-2) * valid[..., None]  # [B,T,E]
-    f = chosen.sum(1) * e / (top_k * n_valid[:, None])  # [B,E]
-    p = ((scores / scores.sum(-1, keepdims=True)) * valid[..., None]).sum(1) / n_valid[:, None]
-    return jnp.mean(jnp.sum(f * p, -1))
+    b, t, e = scores.shape
+    valid = (segment_ids > 0).astype(jnp.float32).reshape(-1)  # [B*T]
+    # Document index = row·(T+1) + segment id: unique per (row, document); ids are < T+1 when packed.
+    doc = (jnp.arange(b)[:, None] * (t + 1) + jnp.clip(segment_ids, 0, t)).reshape(-1)  # [B*T]
+    n_docs = b * (t + 1)
+    chosen = jax.nn.one_hot(expert_ids, e, dtype=jnp.float32).sum(-2).reshape(-1, e)  # [B*T,E]
+    p_tok = (scores / scores.sum(-1, keepdims=True)).reshape(-1, e)  # [B*T,E]
+    seg_sum = lambda v: jax.ops.segment_sum(v * valid[:, None], doc, n_docs)  # noqa: E731
+    n_tok = jax.ops.segment_sum(valid, doc, n_docs)  # [docs]
+    denom = jnp.maximum(n_tok, 1.0)[:, None]
+    f = seg_sum(chosen) * e / (top_k * denom)  # [docs,E]
+    p = seg_sum(p_tok) / denom  # [docs,E]
+    present = (n_tok > 0).astype(jnp.float32)
+    return jnp.sum(jnp.sum(f * p, -1) * present) / jnp.maximum(present.sum(), 1.0)
 
 
 class MoEOutput(NamedTuple):
@@ -252,27 +320,16 @@ class MoE(nn.Module):
         flat = x.reshape(b * t, d)  # [N, D]
         forced = None if forced_ids is None else forced_ids.reshape(b * t, -1)
         routing = route(flat, kernel, jax.lax.stop_gradient(bias), c, forced)
-        dispatch = DISPATCH[c.moe_impl]
-        args = (
-            cast(flat, c.dtype),
-            routing,
-            cast(wi_gate, c.dtype),
-            cast(wi_up, c.dtype),
-            cast(wo, c.dtype),
-            c.dtype,
-        )
+        x_c = cast(flat, c.dtype)
+        w_c = (cast(wi_gate, c.dtype), cast(wi_up, c.dtype), cast(wo, c.dtype))
         lay = moe_a2a.current_layout() if c.moe_comm == "alltoall" else None
         if lay is not None:  # expert-parallel shard_map path; the GSPMD one below is the reference
             routed, _ = moe_a2a.dispatch_alltoall(
-                args[0], routing.expert_ids, routing.weights, *args[2:5], lay,
+                x_c, routing.expert_ids, routing.weights, *w_c, lay,
                 capacity_factor=c.moe_capacity_factor, impl=c.moe_impl,
             )  # fmt: skip
         else:
-            routed = (
-                dispatch_blocked(*args, block=c.moe_block_size)
-                if c.moe_impl == "blocked"
-                else dispatch(*args)
-            )
+            routed = select_dispatch(c)(x_c, routing, *w_c)
         y = routed.reshape(b, t, d)
         if c.n_shared_experts:
             y = y + MLP(d, f * c.n_shared_experts, c.initializer_range, c.dtype, name="shared")(x)
@@ -285,6 +342,6 @@ class MoE(nn.Module):
         balance = jnp.float32(0.0)
         if c.balance_loss_coef:
             balance = c.balance_loss_coef * sequence_balance_loss(
-                routing.scores.reshape(b, t, e), ids, segment_ids > 0, c.num_experts_per_tok
+                routing.scores.reshape(b, t, e), ids, segment_ids, c.num_experts_per_tok
             )
         return MoEOutput(y.astype(x.dtype), ids, counts, balance)

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 from model import sharding as sh
 from model.attention import MLA
 from model.config import ModelConfig
-from model.layers import MLP, RMSNorm, cast, dense_init, logical_param
+from model.layers import MLP, RMSNorm, cast, dense_init, logical_param, matmul2d
 from model.moe import MoE
 
 REMAT_POLICIES = {
@@ -76,6 +76,14 @@ class Block(nn.Module):
         return x, (aux, new_cache)
 
 
+def scan_unroll(cfg: ModelConfig, length: int) -> int:
+    """Shallow stacks unroll fully: scanning 4 layers costs ~10 ms/step on CPU in stacking and
+    re-slicing saved activations, while unrolled compile time only matters for deep models."""
+    if cfg.scan_unroll:
+        return min(cfg.scan_unroll, length)
+    return length if length <= 4 else 1
+
+
 def _layer_stack(cfg: ModelConfig, moe: bool, length: int, name: str):
     block = Block
     if cfg.remat != "none":
@@ -86,6 +94,7 @@ def _layer_stack(cfg: ModelConfig, moe: bool, length: int, name: str):
         split_rngs={"params": True},
         in_axes=(nn.broadcast, nn.broadcast, 0, 0),
         length=length,
+        unroll=scan_unroll(cfg, length),
         metadata_params={nn.PARTITION_NAME: sh.LAYERS},
     )
     return scanned(cfg, moe, name=name)
@@ -106,7 +115,7 @@ class MTPModule(nn.Module):
             self, "eh_proj", (2 * d, d), (None, sh.EMBED), dense_init(c.initializer_range)
         )
         joined = jnp.concatenate([e_norm, h_norm], axis=-1)  # [B,T,2D]: embed first, as DeepSeek
-        x = jnp.einsum("BTD,DE->BTE", cast(joined, c.dtype), cast(w_eh, c.dtype))
+        x = matmul2d(joined, w_eh, c.dtype)  # [B,T,D]
         x, (aux, new_cache) = Block(c, self.moe, name="block")(
             x, positions, segment_ids, None, cache
         )
@@ -140,12 +149,16 @@ class Transformer(nn.Module):
     def head(self, h):
         """Final-normed hidden [B,T,D] -> float32 logits [B,T,V] with the shared output head."""
         w = self.embed.T if self.cfg.tie_word_embeddings else self.lm_head
-        return jnp.einsum(
-            "BTD,DV->BTV",
-            cast(h, self.cfg.dtype),
+        b, t, d = h.shape
+        # One 2-D [B*T, D] x [D, V] matmul (see matmul2d); HIGHEST so logits stay full float32
+        # whatever the backend's default matmul precision (TPU/GPU may otherwise use bf16 passes).
+        logits = jnp.matmul(
+            cast(h, self.cfg.dtype).reshape(b * t, d),
             cast(w, self.cfg.dtype),
+            precision=jax.lax.Precision.HIGHEST,
             preferred_element_type=jnp.float32,
         )
+        return logits.reshape(b, t, -1)  # [B,T,V]
 
     def __call__(
         self,
