@@ -333,7 +333,9 @@ class RolloutEngine:
             raise ValueError(f"finish({rid!r}): request is not paused")
         if req.state == "queued":
             self._queue.remove(req)
-            return np.zeros((0, self.cfg.num_moe_layers, 1), np.int32)
+            return np.zeros(
+                (0, self.cfg.num_moe_layers, max(self.cfg.num_experts_per_tok, 1)), np.int32
+            )
         self.programs.add(("fetch_experts",))
         experts = np.asarray(_fetch_experts_jit(self.state, jnp.int32(req.slot)))
         self._free.append(req.slot)

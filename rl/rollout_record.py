@@ -81,6 +81,10 @@ class RolloutRecord:
         """[n_moe_layers, L, k] int32 (add the batch axis at 1 for forced_experts)."""
         return np.asarray(self.experts, np.int32).reshape(len(self.experts), len(self.tokens), -1)
 
+    def replay_experts(self) -> np.ndarray:
+        """[n_moe_layers, 1, L, k] int32: `forced_experts` for one training forward over tokens[None]."""
+        return self.experts_array()[:, None]
+
     def to_dict(self) -> dict:
         return dict(dataclasses.asdict(self), reward=self.reward, all_pass=self.all_pass)
 
