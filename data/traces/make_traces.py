@@ -1,6 +1,6 @@
 """Generates data/traces/coding_traces.jsonl: SFT traces played through the RL environment itself.
 
-    python data/traces/make_traces.py            # rewrites the file (deterministic; a few minutes)
+    python data/traces/make_traces.py            # rewrites the file (~10 min on a busy 2-core box)
 
 Each trace is one episode of rl.envs.CodingEnv on a procedurally generated task (rl/envs/taskgen,
 the same tasks RL trains on), played by the scripted oracle rl.envs.scripted.TracePolicy: the same
@@ -8,7 +8,8 @@ tools (list_files, read_file, edit, write_file, run, run_tests, submit), the sam
 the same chat template as RL. Tool results are the environment's real observations (sandboxed
 commands, truncation included). A trace is kept only if the episode ends in `submit`, has no
 malformed call, passes every hidden test, and its chat messages render (data/chat.py) to exactly the
-episode's token ids, so SFT trains on the token sequences the environment produces.
+episode's token ids, so SFT trains on the token sequences the environment produces. Output is
+deterministic except the timings pytest prints in run_tests results ("3 passed in 0.04s").
 
 Fields: id, task (task id), template, seed, difficulty (regenerate the task with
 rl.envs.generate_task(template, seed, difficulty)), flow ("direct" | "reproduce"), grade
