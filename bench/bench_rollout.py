@@ -40,18 +40,26 @@ def load() -> str:
     return "load average {:.1f} {:.1f} {:.1f}".format(*os.getloadavg())
 
 
-def throughput(cfg, params, tasks, slots: int) -> dict:
+def make_engine(cfg, params, tasks, slots: int) -> RolloutEngine:
+    """An engine warmed up on 2 episodes (compiles the decode loop and the common prefills)."""
     eng = RolloutEngine(
         cfg, params, slots=slots, cache_len=CACHE, valid_vocab=TOK.vocab_size, min_bucket=128
     )
-    kw = dict(
+    play_episodes(eng, TOK, tasks[:2], **scripted_kw(slots))
+    return eng
+
+
+def scripted_kw(slots: int) -> dict:
+    return dict(
         scripted=lambda t: OraclePolicy(TOK, t),
         env_kwargs=dict(obs_token_budget=256),
         workers=max(slots, 2),
         log_every_s=0,
     )
-    play_episodes(eng, TOK, tasks[: max(slots, 2)], **kw)  # warm-up: compiles every bucket used
-    return play_episodes(eng, TOK, tasks, **kw).summary()
+
+
+def throughput(eng: RolloutEngine, tasks) -> dict:
+    return play_episodes(eng, TOK, tasks, **scripted_kw(eng.spec.slots)).summary()
 
 
 def bf16_gap(n_tasks: int) -> dict:
@@ -109,16 +117,18 @@ def main() -> None:
     tasks = generate_tasks(args.tasks, seed=0)
     configs = [1] + [int(s) for s in args.slots.split(",")]
     print(f"tiny preset, {args.tasks} scripted episodes per run, cache {CACHE}; {load()}")
+    engines = {slots: make_engine(cfg, params, tasks, slots) for slots in configs}
     for r in range(args.rounds):
         for slots in configs:
-            s = throughput(cfg, params, tasks, slots)
+            s = throughput(engines[slots], tasks)
             print(
                 f"round {r} slots={slots:3d}: {s['episodes_per_s']:.3f} episodes/s, "
                 f"{s['policy_tokens_per_s']:.1f} policy tok/s end-to-end, "
                 f"{s['mean_policy_tokens'] * s['episodes'] / max(s['decode_share'] * s['wall_s'], 1e-9):.1f}"
                 f" tok/s while decoding, wall {s['wall_s']:.1f}s; share "
                 f"decode {s['decode_share']:.2f} prefill {s['prefill_share']:.2f} "
-                f"sandbox-wait {s['sandbox_wait_share']:.2f}; pass {s['pass_rate']:.2f}; {load()}",
+                f"sandbox-wait {s['sandbox_wait_share']:.2f}; "
+                f"{s['mean_active_slots']:.1f} slots active per decode step; pass {s['pass_rate']:.2f}; {load()}",
                 flush=True,
             )
     g = bf16_gap(args.gap_tasks)

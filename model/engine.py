@@ -346,6 +346,11 @@ class RolloutEngine:
         req = self._requests[rid]
         return [int(t) for t in np.asarray(self.state.tokens[req.slot, : req.length])]
 
+    def counters(self) -> dict:
+        """Decode iterations and slot-steps (active slots summed over iterations) so far."""
+        iterations, slot_steps = (int(x) for x in jax.device_get(self.state.stats))
+        return {"iterations": iterations, "slot_steps": slot_steps}
+
     @property
     def busy(self) -> bool:
         return any(r.state in ("queued", "prefill", "running") for r in self._requests.values())

@@ -99,7 +99,7 @@ def play_episodes(
     live: dict[tuple, _Episode] = {}
     inflight: dict[cf.Future, tuple[_Episode, str]] = {}
     t_start = last_log = time.perf_counter()
-    timing0 = dict(engine.timing)
+    timing0, counters0 = dict(engine.timing), engine.counters()
 
     def turn_args(ep: _Episode) -> dict:
         room = min(max_turn_tokens, ep.env.max_tokens - len(ep.context), cache - len(ep.context))
@@ -164,6 +164,7 @@ def play_episodes(
                 last_log = now
                 log(_progress(records, total, len(live), now - t_start))
     stats.update({k: v - timing0[k] for k, v in engine.timing.items()})
+    stats.update({k: v - counters0[k] for k, v in engine.counters().items()})
     stats.update(
         wall_s=time.perf_counter() - t_start,
         programs=len(engine.programs),
@@ -264,6 +265,7 @@ def summarize(records: Sequence[RolloutRecord], stats: dict) -> dict:
         "decode_share": stats.get("decode_s", 0.0) / wall,
         "prefill_share": stats.get("prefill_s", 0.0) / wall,
         "sandbox_wait_share": stats.get("wait_s", 0.0) / wall,
+        "mean_active_slots": stats.get("slot_steps", 0) / max(stats.get("iterations", 0), 1),
         "programs": stats.get("programs"),
         "max_programs": stats.get("max_programs"),
     }
