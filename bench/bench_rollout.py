@@ -63,7 +63,7 @@ def throughput(eng: RolloutEngine, tasks) -> dict:
 
 
 def bf16_gap(n_tasks: int) -> dict:
-    cfg = presets.get("tiny", max_position_embeddings=CACHE, dtype="bfloat16")
+    cfg = presets.get("tiny", max_position_embeddings=2 * CACHE, dtype="bfloat16")
     params = init_params(cfg, jax.random.PRNGKey(0))
     eng = RolloutEngine(
         cfg,
@@ -79,11 +79,12 @@ def bf16_gap(n_tasks: int) -> dict:
     fwd = jax.jit(lambda t, e: Transformer(cfg).apply({"params": params}, t, forced_experts=e))
     gaps = {"replay": [], "free": []}
     routing_diff = []
+    pad = 2 * CACHE  # a context_limit record ends with an observation past the cache
     for rec in recs:
         n = len(rec.tokens)
-        toks = np.zeros((1, CACHE), np.int32)
+        toks = np.zeros((1, pad), np.int32)
         toks[0, :n] = rec.tokens
-        ex = np.zeros((cfg.num_moe_layers, 1, CACHE, cfg.num_experts_per_tok), np.int32)
+        ex = np.zeros((cfg.num_moe_layers, 1, pad, cfg.num_experts_per_tok), np.int32)
         ex[:, 0, :n] = rec.experts_array()
         m = np.asarray(rec.mask[1:], bool)
         sampler = np.asarray(rec.logprobs[1:])[m]
@@ -115,9 +116,9 @@ def main() -> None:
     cfg = presets.get("tiny", max_position_embeddings=CACHE)
     params = init_params(cfg, jax.random.PRNGKey(0))
     tasks = generate_tasks(args.tasks, seed=0)
-    configs = [1] + [int(s) for s in args.slots.split(",")]
+    configs = [1] + [int(s) for s in args.slots.split(",") if s]
     print(f"tiny preset, {args.tasks} scripted episodes per run, cache {CACHE}; {load()}")
-    engines = {slots: make_engine(cfg, params, tasks, slots) for slots in configs}
+    engines = {s: make_engine(cfg, params, tasks, s) for s in configs} if args.rounds else {}
     for r in range(args.rounds):
         for slots in configs:
             s = throughput(engines[slots], tasks)
@@ -131,6 +132,8 @@ def main() -> None:
                 f"{s['mean_active_slots']:.1f} slots active per decode step; pass {s['pass_rate']:.2f}; {load()}",
                 flush=True,
             )
+    if args.gap_tasks == 0:
+        return
     g = bf16_gap(args.gap_tasks)
     print(
         f"bf16 sampler vs bf16 training forward over {g['policy_tokens']} policy tokens: "

@@ -134,7 +134,7 @@ def test_compiled_programs_stay_within_the_bound_over_50_episodes():
 
 @pytest.fixture(scope="module")
 def real_episodes():
-    cfg, params = tiny(max_position_embeddings=2048)
+    cfg, params = tiny(max_position_embeddings=4096)  # records may pass the cache: see below
     task = generate_tasks(1, seed=0)[0]
     eng = RolloutEngine(
         cfg,
@@ -184,10 +184,13 @@ def test_replayed_experts_reproduce_sampler_logprobs(real_episodes):
         lambda t, e: Transformer(cfg).apply({"params": params}, t, forced_experts=e).logits
     )
     for rec in records:
-        n = len(rec.tokens)  # padded to 2048 (one compile; causal: padding changes nothing before)
-        toks = np.zeros((1, 2048), np.int32)
+        # padded to 2560 (one compile; causal: padding changes nothing before). A context_limit
+        # episode ends with its last observation, past the 2048-token cache (not past 2560).
+        n = len(rec.tokens)
+        assert n <= 2560
+        toks = np.zeros((1, 2560), np.int32)
         toks[0, :n] = rec.tokens
-        experts = np.zeros((cfg.num_moe_layers, 1, 2048, cfg.num_experts_per_tok), np.int32)
+        experts = np.zeros((cfg.num_moe_layers, 1, 2560, cfg.num_experts_per_tok), np.int32)
         experts[:, 0, :n] = rec.experts_array()
         logits = fwd(jnp.asarray(toks), jnp.asarray(experts))[0, : n - 1]
         lp = jax.nn.log_softmax(mask_invalid(logits, TOK.vocab_size) / 0.8, -1)  # the sampler's T
