@@ -35,7 +35,8 @@ def tiny(moe_impl="blocked", **kw):
 def test_continuing_a_slot_equals_one_fresh_prefill(moe_impl):
     cfg, params = tiny(moe_impl)
     ids = np.random.default_rng(0).integers(0, cfg.vocab_size, 40).astype(np.int32)
-    fresh = Transformer(cfg).apply({"params": params}, jnp.asarray(ids)[None]).logits[0]
+    full = jax.jit(lambda t: Transformer(cfg).apply({"params": params}, t).logits)
+    fresh = full(jnp.asarray(ids)[None])[0]  # jitted: eager op-by-op dispatch compiles every op
     step = jax.jit(lambda c, rows, t, p: forward_rows(cfg, params, c, rows, t, p))
     cache = init_cache(cfg, 3, 64)
     rows = jnp.asarray([1, 3], jnp.int32)  # slot 1 + one padding row (>= B: never written)
