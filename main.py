@@ -1,5 +1,5 @@
 """Entry point: python main.py [--config=configs/X.py] [--config.train.steps=N] [--workdir=DIR]
-                              [--mode=pretrain|sft|convert|sample|eval] [--dry_run]
+                              [--mode=pretrain|sft|convert|sample|rollout|rl|eval] [--dry_run]
 
 With no flags: trains the default small preset on local code text on CPU for a few minutes,
 printing held-out loss, with checkpoints under workdir/default (re-running resumes).
@@ -33,14 +33,18 @@ except (AttributeError, KeyError, TypeError, ValueError, OSError, flags.Error) a
     _config_error(e)
 _WORKDIR = flags.DEFINE_string("workdir", "workdir/default", "Checkpoints, TensorBoard events.")
 _MODE = flags.DEFINE_enum(
-    "mode", "pretrain", ["pretrain", "sft", "convert", "sample", "rl", "eval"], "What to run."
+    "mode",
+    "pretrain",
+    ["pretrain", "sft", "convert", "sample", "rollout", "rl", "eval"],
+    "What to run.",
 )
 _PROMPT = flags.DEFINE_string("prompt", "", "--mode=sample: the text to complete.")
 _PARAMS = flags.DEFINE_string(
     "params",
     "",
-    "--mode=sample/eval: exported params dir (default: sample exports the newest checkpoint under "
-    "--workdir; eval takes the newest <workdir>/export/params_*).",
+    "--mode=sample/rollout/eval: exported params dir (sample: default exports the newest checkpoint "
+    "under --workdir; rollout: default a random-init smoke model; eval: default the newest "
+    "<workdir>/export/params_*).",
 )
 _MAX_NEW = flags.DEFINE_integer("max_new_tokens", 128, "--mode=sample: tokens to generate.")
 _TEMPERATURE = flags.DEFINE_float("temperature", 0.0, "--mode=sample: 0 = greedy.")
@@ -108,6 +112,10 @@ def main(argv):
         if _MODE.value in ("pretrain", "sft"):
             # SFT is the same loop; its data has a loss mask and it starts from --config.init_params_from.
             loop.train(config, _WORKDIR.value)
+        elif _MODE.value == "rollout":  # configs/rollout.py
+            from rl.rollout_main import run_rollouts  # pylint: disable=import-outside-toplevel
+
+            run_rollouts(config, _WORKDIR.value, _PARAMS.value)
         elif _MODE.value == "convert":
             from train import convert  # pylint: disable=import-outside-toplevel
 

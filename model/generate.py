@@ -523,6 +523,7 @@ class Engine:
         params_version: int = 0,
         cache_len: int | None = None,
         rule: str = "exact",
+        valid_vocab: int = 0,
     ):
         if num_draft < 0 or (num_draft and cfg.num_mtp_modules == 0):
             raise ValueError(
@@ -534,7 +535,7 @@ class Engine:
             cfg,
             prompts,
             max_new_tokens,
-            SamplingParams.make(temperature, top_k, top_p),
+            SamplingParams.make(temperature, top_k, top_p, valid_vocab),
             stop_tokens,
             cache_len,
             num_draft,
@@ -614,7 +615,9 @@ def generate(
 ) -> GenerateOutput:
     """Generates for each prompt (a list of token ids). kwargs: top_k, top_p, stop_tokens (ids for all
     prompts or one list per prompt), batch_size (slots; default all prompts at once), num_draft (MTP
-    speculative tokens per step; 0 = plain), seed, params_version, cache_len. See Engine."""
+    speculative tokens per step; 0 = plain), seed, params_version, cache_len, valid_vocab (ids >=
+    it are never sampled: the tokenizer's vocab size; 0 = all). See Engine. For multi-turn
+    episodes (continuable sequences, an open request queue) see model/engine.py."""
     return (
         Engine(cfg, params, prompts, max_new_tokens, temperature=temperature, **kwargs)
         .run_until_done()
@@ -652,12 +655,13 @@ def sample_cli(
         top_p=top_p,
         stop_tokens=[tok.eos_id],
         num_draft=num_draft,
+        valid_vocab=tok.vocab_size,
         seed=seed,
     )
     tokens = out.tokens[0]
     if tokens and tokens[-1] == tok.eos_id:
         tokens = tokens[:-1]
-    # Ids past the tokenizer (the model's vocab is padded, e.g. 512 >= 272) print as U+FFFD.
+    # valid_vocab keeps ids inside the tokenizer; U+FFFD below is a guard for foreign checkpoints.
     pieces, run = [], []
     for t in tokens + [None]:
         if t is not None and t < tok.vocab_size:

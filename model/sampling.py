@@ -7,6 +7,15 @@ then top-k, then top-p (nucleus over what top-k kept). Greedy (temperature == 0)
 reports the log-prob of that token under the plain softmax of the logits (temperature 1, no filtering),
 so greedy rollouts still carry a meaningful sampler log-prob.
 
+Valid ids: the model's vocab is padded (tiny 320, small 512) past the tokenizer's ids (272 for the
+byte tokenizer). `valid` (ids < valid may be sampled; <= 0 = all) masks the padded logits to -inf
+*first*, so both the sampled id and every recorded log-prob live on the tokenizer's vocab.
+
+RL log-prob convention (what a trainer recomputes): sample with top_k = 0 and top_p = 1, so the
+recorded log-prob is log_softmax(mask_invalid(logits) / temperature)[token], the full
+temperature-scaled softmax over valid ids; top-k/top-p truncation is an eval option whose log-probs a
+trainer cannot recompute from logits alone. Greedy records the temperature-1 log-softmax.
+
 Sampling settings are traced scalars (changing them does not recompile); top_k <= 0 and top_p >= 1
 switch the filters off.
 """
@@ -17,6 +26,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 NEG_INF = -jnp.inf
 
@@ -25,21 +35,37 @@ class SamplingParams(NamedTuple):
     temperature: jnp.ndarray  # float32 scalar; 0 = greedy
     top_k: jnp.ndarray  # int32 scalar; <= 0 = off
     top_p: jnp.ndarray  # float32 scalar; >= 1 = off
+    valid: jnp.ndarray | int = 0  # int32 scalar; ids >= valid are never sampled; <= 0 = all
 
     @staticmethod
-    def make(temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0) -> SamplingParams:
+    def make(
+        temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, valid: int = 0
+    ) -> SamplingParams:
+        if isinstance(valid, bool) or not isinstance(valid, (int, np.integer)) or valid < 0:
+            raise ValueError(
+                f"valid (number of valid token ids) must be an int >= 0, got {valid!r}"
+            )
         if temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {temperature}")
         if not 0.0 < top_p <= 1.0:
             raise ValueError(f"top_p must be in (0, 1], got {top_p}")
-        return SamplingParams(jnp.float32(temperature), jnp.int32(top_k), jnp.float32(top_p))
+        return SamplingParams(
+            jnp.float32(temperature), jnp.int32(top_k), jnp.float32(top_p), jnp.int32(valid)
+        )
+
+
+def mask_invalid(logits, valid):
+    """logits [..., V] -> the same with ids >= valid set to -inf (valid <= 0: unchanged)."""
+    ids = jnp.arange(logits.shape[-1])
+    return jnp.where((valid <= 0) | (ids < valid), logits, NEG_INF)
 
 
 def filtered_logprobs(logits, sp: SamplingParams):
     """logits [..., V] -> normalized log-probs [..., V] of the distribution tokens are sampled from
     (-inf outside the top-k / top-p set). Greedy: the plain log-softmax (see module docstring)."""
     greedy = sp.temperature <= 0
-    scaled = logits.astype(jnp.float32) / jnp.where(greedy, 1.0, sp.temperature)
+    masked = mask_invalid(logits.astype(jnp.float32), sp.valid)  # before sampling and log-probs
+    scaled = masked / jnp.where(greedy, 1.0, sp.temperature)
     v = scaled.shape[-1]
     desc = -jnp.sort(-scaled, axis=-1)  # [..., V] largest first
     kth = jnp.take(desc, jnp.clip(sp.top_k - 1, 0, v - 1), axis=-1)[..., None]

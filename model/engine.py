@@ -1,0 +1,482 @@
+"""Open engine for multi-turn episodes: a request queue over B slots, continuable sequences, per-token
+RL records (sampler log-prob, routed experts, params version), a bounded number of compiled programs.
+
+Letters: B slots, R rows prefilled in one call, T tokens per prefilled row, S cache length, V vocab,
+n MoE layers, k experts per token.
+
+    eng = RolloutEngine(cfg, params, slots=8, cache_len=2048, temperature=1.0, valid_vocab=272)
+    eng.submit("ep0", prompt_ids, max_new=256, stop_tokens=[END, EOS])    # queued until a slot frees
+    for turn in eng.step():                         # decodes until some request's turn ends
+        ...                                         # turn.tokens / .logprobs / .versions / .finish_reason
+    eng.extend("ep0", observation_ids, max_new=256, stop_tokens=[END, EOS])   # continue that sequence
+    experts = eng.finish("ep0")                     # frees the slot -> [consumed, n, k] routing
+
+Sequences and the pending token. A slot holds one growing sequence (an episode's context). The last
+token known for it (the last prompt / observation token, or the last emitted one) is *pending*: not
+yet fed to the model. Decoding feeds the pending token at its position p, samples the token at p+1,
+which becomes pending. `extend` prefills [pending] + new[:-1] into the slot's latent cache (only
+those tokens, at their absolute positions; nothing before is recomputed) and makes new[-1] pending.
+A fresh request prefills prompt[:-1]. Because cache entries are indexed by absolute position and a
+query attends only to positions <= its own, a slot reused by a new request never sees the old one.
+
+Per-position buffers [B,S] (so multi-turn records need no bookkeeping): `tokens` (every token of
+the sequence), `logprobs` and `versions` (at the position of each emitted token: the log-prob under
+the distribution it was sampled from, model/sampling.py, and the params version of the forward
+that produced it; 0 / -1 elsewhere), and `experts` [B,S,n,k]: row t = the experts that routed the
+forward which *consumed* token t (prefill or decode alike). A training forward over the sequence
+with forced_experts = experts (moved to [n,1,L,k]) therefore reproduces the sampler's routing at
+every position that was consumed; the final token of a sequence is never consumed (see
+rl/rollout.py for how records fill that row).
+
+Teacher forcing: `forced` tokens are emitted instead of samples for the first len(forced) decode
+steps of a turn, with their log-probs, experts and version recorded exactly as for sampled tokens
+(scripted policies through the real engine; scoring).
+
+Compiled programs (static shapes, so a long run never recompiles): one decode loop, one init, one
+turn fetch, one experts fetch, and one prefill per (R, T) bucket pair, R in {1, 2, 4, ..} ∪ {B}
+(<= B) and T in {min_bucket, 2 min_bucket, ..} ∪ {S} (<= S). Bound: 4 + n_R * n_T, e.g. B = 8,
+S = 1024, min_bucket = 16: 4 + 4 * 7 = 32. `engine.programs` holds the keys used; it is asserted
+to stay within `engine.max_programs`.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import time
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from model.config import ModelConfig
+from model.decode import forward_cached, init_cache
+from model.sampling import SamplingParams, filtered_logprobs, sample, token_logprob
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    """Static shapes (one set of compiled programs per distinct value)."""
+
+    slots: int  # B
+    cache_len: int  # S
+    stop_width: int = 4  # St stop ids per request
+
+
+@flax.struct.dataclass
+class SlotState:
+    cache: dict
+    active: jnp.ndarray  # [B] bool: decoding
+    pos: jnp.ndarray  # [B] int32 position of the pending token
+    tok: jnp.ndarray  # [B] int32 pending token
+    ngen: jnp.ndarray  # [B] int32 tokens emitted this turn
+    max_new: jnp.ndarray  # [B] int32 this turn's budget
+    nforced: jnp.ndarray  # [B] int32 this turn's first nforced tokens are read from `tokens`
+    stops: jnp.ndarray  # [B,St] int32 (-1 padded)
+    stopped: jnp.ndarray  # [B] bool: last turn ended on a stop token
+    tokens: jnp.ndarray  # [B,S] int32 every token at its absolute position
+    logprobs: jnp.ndarray  # [B,S] float32 sampler log-prob of emitted tokens (0 elsewhere)
+    versions: jnp.ndarray  # [B,S] int32 params version of emitted tokens (-1 elsewhere)
+    experts: jnp.ndarray  # [B,S,n,k] int32 routing of the forward that consumed each token
+    key: jnp.ndarray
+    stats: jnp.ndarray  # [2] int32: decode iterations, slot-steps
+
+
+def _expert_rows(cfg: ModelConfig, out, r: int, t: int):
+    """[R,T,n,k] chosen experts (an empty n axis for dense-only models)."""
+    if out.expert_ids is None:
+        return jnp.zeros((r, t, 0, max(cfg.num_experts_per_tok, 1)), jnp.int32)
+    return jnp.moveaxis(out.expert_ids, 0, 2)  # [n,R,T,k] -> [R,T,n,k]
+
+
+def init_state(cfg: ModelConfig, spec: Spec, key) -> SlotState:
+    b, s = spec.slots, spec.cache_len
+    n, k = cfg.num_moe_layers, max(cfg.num_experts_per_tok, 1)
+    zi = jnp.zeros((b,), jnp.int32)
+    return SlotState(
+        cache=init_cache(cfg, b, s),
+        active=jnp.zeros((b,), bool),
+        pos=zi,
+        tok=zi,
+        ngen=zi,
+        max_new=zi,
+        nforced=zi,
+        stops=jnp.full((b, spec.stop_width), -1, jnp.int32),
+        stopped=jnp.zeros((b,), bool),
+        tokens=jnp.zeros((b, s), jnp.int32),
+        logprobs=jnp.zeros((b, s), jnp.float32),
+        versions=jnp.full((b, s), -1, jnp.int32),
+        experts=jnp.zeros((b, s, n, k), jnp.int32),
+        key=key,
+        stats=jnp.zeros((2,), jnp.int32),
+    )
+
+
+def forward_rows(cfg: ModelConfig, params, cache, rows, tokens, positions):
+    """Runs tokens [R,T] at absolute positions [R,T] (-1 = padding) against the cache rows of slots
+    `rows` [R] (a row >= B is padding: read clipped, never written back). -> (ModelOutput, cache)."""
+    sub = jax.tree_util.tree_map(lambda x: jnp.take(x, rows, axis=1, mode="clip"), cache)
+    out = forward_cached(cfg, params, tokens, positions, sub)  # stacked layers: batch is axis 1
+    new = jax.tree_util.tree_map(
+        lambda full, part: full.at[:, rows].set(part, mode="drop"), cache, out.cache
+    )
+    return out, new
+
+
+def prefill(cfg, spec: Spec, params, st: SlotState, rows, seq, start, n_seq, n_feed, turn):
+    """Writes seq [R,T] (n_seq [R] valid) at positions start.. into the rows' buffers, feeds the first
+    n_feed [R] of them to the model, and arms the rows for decoding: pending = seq[n_feed].
+    turn = (max_new [R], nforced [R], stops [R,St])."""
+    max_new, nforced, stops = turn
+    r, t = seq.shape
+    j = jnp.arange(t)[None]  # [1,T]
+    pos = start[:, None] + j  # [R,T]
+    feed_pos = jnp.where(j < n_feed[:, None], pos, -1)
+    out, cache = forward_rows(cfg, params, st.cache, rows, seq, feed_pos)
+    s = spec.cache_len
+    col = jnp.where(j < n_seq[:, None], pos, s)  # s: dropped
+    fcol = jnp.where(feed_pos >= 0, feed_pos, s)
+    row2 = rows[:, None]
+    pend_pos = start + n_feed
+    arm = lambda x, v: x.at[rows].set(v, mode="drop")  # noqa: E731
+    return st.replace(
+        cache=cache,
+        tokens=st.tokens.at[row2, col].set(seq, mode="drop"),
+        logprobs=st.logprobs.at[row2, col].set(0.0, mode="drop"),
+        versions=st.versions.at[row2, col].set(-1, mode="drop"),
+        experts=st.experts.at[row2, fcol].set(_expert_rows(cfg, out, r, t), mode="drop"),
+        active=arm(st.active, True),
+        pos=arm(st.pos, pend_pos),
+        tok=arm(st.tok, jnp.take_along_axis(seq, n_feed[:, None], 1)[:, 0]),
+        ngen=arm(st.ngen, 0),
+        max_new=arm(st.max_new, max_new),
+        nforced=arm(st.nforced, nforced),
+        stops=arm(st.stops, stops),
+        stopped=arm(st.stopped, False),
+    )
+
+
+def _decode_step(cfg, spec: Spec, params, version, sp: SamplingParams, st: SlotState):
+    """Feeds every active slot's pending token, samples (or reads the forced) next token, records."""
+    b, s = spec.slots, spec.cache_len
+    rows = jnp.arange(b)
+    res = forward_cached(
+        cfg, params, st.tok[:, None], jnp.where(st.active, st.pos, -1)[:, None], st.cache
+    )
+    lp = filtered_logprobs(res.logits[:, 0], sp)  # [B,V], invalid ids already -inf
+    key, k_sample = jax.random.split(st.key)
+    sampled = sample(k_sample, lp, sp.temperature <= 0)
+    nxt_pos = st.pos + 1
+    forced = st.tokens[rows, jnp.minimum(nxt_pos, s - 1)]
+    nxt = jnp.where(st.ngen < st.nforced, forced, sampled)
+    col = jnp.where(st.active, nxt_pos, s)  # inactive: dropped
+    ccol = jnp.where(st.active, st.pos, s)
+    ngen = st.ngen + st.active.astype(jnp.int32)
+    is_stop = jnp.any(nxt[:, None] == st.stops, -1)
+    finished = st.active & (is_stop | (ngen >= st.max_new))
+    return st.replace(
+        cache=res.cache,
+        tokens=st.tokens.at[rows, col].set(nxt, mode="drop"),
+        logprobs=st.logprobs.at[rows, col].set(token_logprob(lp, nxt), mode="drop"),
+        versions=st.versions.at[rows, col].set(jnp.broadcast_to(version, (b,)), mode="drop"),
+        experts=st.experts.at[rows, ccol].set(_expert_rows(cfg, res, b, 1)[:, 0], mode="drop"),
+        active=st.active & ~finished,
+        pos=jnp.where(st.active, nxt_pos, st.pos),
+        tok=jnp.where(st.active, nxt, st.tok),
+        ngen=ngen,
+        stopped=jnp.where(finished, is_stop, st.stopped),
+        key=key,
+        stats=st.stats + jnp.stack([1, jnp.sum(st.active.astype(jnp.int32))]),
+    )
+
+
+def decode(cfg, spec: Spec, params, version, sp: SamplingParams, st: SlotState, max_iterations):
+    """Decode steps until some slot ends its turn, none is active, or max_iterations."""
+
+    def cond(carry):
+        st, n, ended = carry
+        return jnp.any(st.active) & (n < max_iterations) & ~ended
+
+    def body(carry):
+        st, n, _ = carry
+        new = _decode_step(cfg, spec, params, version, sp, st)
+        return new, n + 1, jnp.any(st.active & ~new.active)
+
+    return jax.lax.while_loop(cond, body, (st, jnp.int32(0), jnp.bool_(False)))[0]
+
+
+def _fetch_turn(st: SlotState, slot):
+    return st.tokens[slot], st.logprobs[slot], st.versions[slot]
+
+
+_init_jit = jax.jit(init_state, static_argnums=(0, 1))
+_prefill_jit = jax.jit(prefill, static_argnums=(0, 1), donate_argnums=(3,))
+_decode_jit = jax.jit(decode, static_argnums=(0, 1), donate_argnums=(5,))
+_fetch_turn_jit = jax.jit(_fetch_turn)
+_fetch_experts_jit = jax.jit(lambda st, slot: st.experts[slot])
+
+
+# --- host side -------------------------------------------------------------------------------------
+
+
+def _buckets(lo: int, hi: int) -> list[int]:
+    """Powers-of-two multiples of lo below hi, then hi."""
+    out, b = [], lo
+    while b < hi:
+        out.append(b)
+        b *= 2
+    return out + [hi]
+
+
+def _bucket(n: int, buckets: list[int]) -> int:
+    return next(b for b in buckets if b >= n)
+
+
+@dataclasses.dataclass
+class Turn:
+    """One finished turn of a request: emitted ids with their sampler log-probs and params versions."""
+
+    request: object
+    tokens: list[int]
+    logprobs: np.ndarray  # [n] float32
+    versions: np.ndarray  # [n] int32
+    finish_reason: str  # 'stop' (the stop token is the last of tokens) | 'length'
+    start: int  # absolute position of tokens[0] in the request's sequence
+
+
+@dataclasses.dataclass
+class _Request:
+    rid: object
+    new: list[int]  # tokens waiting to be prefilled (whole prompt, or an observation)
+    max_new: int
+    stops: list[int]
+    forced: list[int]
+    slot: int = -1
+    length: int = 0  # tokens of the sequence known to the engine (incl. emitted)
+    state: str = "queued"  # queued -> prefill -> running -> paused (-> prefill ...)
+
+
+class RolloutEngine:
+    """Slots + an open request queue. Not thread-safe: drive it from one thread (rl/rollout.py)."""
+
+    def __init__(
+        self,
+        cfg: ModelConfig,
+        params,
+        *,
+        slots: int = 8,
+        cache_len: int = 1024,
+        temperature: float = 1.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        valid_vocab: int = 0,
+        seed: int = 0,
+        params_version: int = 0,
+        stop_width: int = 4,
+        min_bucket: int = 16,
+    ):
+        if slots <= 0 or cache_len < 2 or cache_len > cfg.max_position_embeddings:
+            raise ValueError(
+                f"RolloutEngine: need slots > 0 and 2 <= cache_len <= max_position_embeddings="
+                f"{cfg.max_position_embeddings}, got slots={slots}, cache_len={cache_len}"
+            )
+        if valid_vocab > cfg.vocab_size:
+            raise ValueError(f"valid_vocab={valid_vocab} exceeds the model vocab {cfg.vocab_size}")
+        self.cfg, self.spec = cfg, Spec(slots, cache_len, stop_width)
+        self.sampling = SamplingParams.make(temperature, top_k, top_p, valid_vocab)
+        self.valid = valid_vocab or cfg.vocab_size
+        self.set_params(params, params_version)
+        self.t_buckets = _buckets(min(min_bucket, cache_len), cache_len)
+        self.r_buckets = _buckets(1, slots)
+        self.max_programs = 4 + len(self.t_buckets) * len(self.r_buckets)
+        self.programs: set[tuple] = {("init",)}
+        self.state = _init_jit(cfg, self.spec, jax.random.PRNGKey(seed))
+        self._free = list(range(slots))
+        self._queue: collections.deque[_Request] = collections.deque()
+        self._requests: dict[object, _Request] = {}
+        self.timing = {"prefill_s": 0.0, "decode_s": 0.0}
+
+    def set_params(self, params, version: int) -> None:
+        """In-flight weight update: the caches stay; later tokens record the new version."""
+        self.params, self.version = params, jnp.int32(version)
+
+    # -- requests
+
+    def submit(self, rid, prompt, *, max_new: int, stop_tokens=(), forced=None) -> None:
+        """Queues a new request; it starts when a slot is free (call step())."""
+        if rid in self._requests:
+            raise ValueError(f"request {rid!r} already exists")
+        if len(prompt) == 0:
+            raise ValueError(f"request {rid!r}: empty prompt")
+        req = _Request(rid, *self._turn_args(rid, prompt, max_new, stop_tokens, forced))
+        self._requests[rid] = req
+        self._queue.append(req)
+
+    def extend(self, rid, tokens, *, max_new: int, stop_tokens=(), forced=None) -> None:
+        """Continues a paused request: appends `tokens` (an observation) and starts its next turn."""
+        req = self._requests.get(rid)
+        if req is None or req.state != "paused":
+            state = "unknown" if req is None else req.state
+            raise ValueError(f"extend({rid!r}): request is {state}, not paused after a turn")
+        if len(tokens) == 0:
+            raise ValueError(f"extend({rid!r}): no tokens to append")
+        req.new, req.max_new, req.stops, req.forced = self._turn_args(
+            rid, tokens, max_new, stop_tokens, forced
+        )
+        req.state = "prefill"
+
+    def finish(self, rid) -> np.ndarray:
+        """Frees the request's slot. -> experts [consumed, n, k] (rows of every consumed token)."""
+        req = self._requests.pop(rid, None)
+        if req is None or req.state not in ("paused", "queued"):
+            raise ValueError(f"finish({rid!r}): request is not paused")
+        if req.state == "queued":
+            self._queue.remove(req)
+            return np.zeros(
+                (0, self.cfg.num_moe_layers, max(self.cfg.num_experts_per_tok, 1)), np.int32
+            )
+        self.programs.add(("fetch_experts",))
+        experts = np.asarray(_fetch_experts_jit(self.state, jnp.int32(req.slot)))
+        self._free.append(req.slot)
+        return experts[: req.length - 1]  # the last token is pending (never consumed)
+
+    def sequence(self, rid) -> list[int]:
+        """The tokens the engine holds for a request's slot (what the model consumed + pending)."""
+        req = self._requests[rid]
+        return [int(t) for t in np.asarray(self.state.tokens[req.slot, : req.length])]
+
+    def counters(self) -> dict:
+        """Decode iterations and slot-steps (active slots summed over iterations) so far."""
+        iterations, slot_steps = (int(x) for x in jax.device_get(self.state.stats))
+        return {"iterations": iterations, "slot_steps": slot_steps}
+
+    @property
+    def busy(self) -> bool:
+        return any(r.state in ("queued", "prefill", "running") for r in self._requests.values())
+
+    def _turn_args(self, rid, new, max_new, stop_tokens, forced):
+        new, stops, forced = list(new), list(stop_tokens), list(forced or [])
+        for what, ids in (("tokens", new), ("stop_tokens", stops), ("forced", forced)):
+            bad = [t for t in ids if not 0 <= int(t) < self.cfg.vocab_size]
+            if bad:
+                raise ValueError(
+                    f"request {rid!r}: {what} id {bad[0]} outside [0, {self.cfg.vocab_size})"
+                )
+        if len(stops) > self.spec.stop_width:
+            raise ValueError(
+                f"request {rid!r}: {len(stops)} stop tokens > stop_width={self.spec.stop_width}"
+            )
+        if max_new <= 0 or len(forced) > max_new:
+            raise ValueError(f"request {rid!r}: max_new={max_new} must be > 0 and >= len(forced)")
+        return new, int(max_new), stops, forced
+
+    # -- running
+
+    def step(self, max_iterations: int = 256) -> list[Turn]:
+        """Starts queued requests in free slots, prefills pending tokens, then decodes until some turn
+        ends (or max_iterations). -> the turns that ended."""
+        while self._queue and self._free:
+            req = self._queue.popleft()
+            req.slot, req.state = self._free.pop(0), "prefill"
+        self._prefill_pending()
+        running = [r for r in self._requests.values() if r.state == "running"]
+        if not running:
+            return []
+        t0 = time.perf_counter()
+        self.programs.add(("decode",))
+        self.state = _decode_jit(
+            self.cfg,
+            self.spec,
+            self.params,
+            self.version,
+            self.sampling,
+            self.state,
+            jnp.int32(max_iterations),
+        )
+        active, ngen, stopped = jax.device_get(
+            (self.state.active, self.state.ngen, self.state.stopped)
+        )
+        self.timing["decode_s"] += time.perf_counter() - t0
+        turns = []
+        for req in running:
+            if active[req.slot]:
+                continue
+            self.programs.add(("fetch_turn",))
+            toks, lps, vers = jax.device_get(_fetch_turn_jit(self.state, jnp.int32(req.slot)))
+            n, a = int(ngen[req.slot]), req.length
+            turns.append(
+                Turn(
+                    req.rid,
+                    [int(t) for t in toks[a : a + n]],
+                    lps[a : a + n],
+                    vers[a : a + n],
+                    "stop" if stopped[req.slot] else "length",
+                    a,
+                )
+            )
+            req.length += n
+            req.state = "paused"
+        return turns
+
+    def _prefill_pending(self) -> None:
+        todo = [r for r in self._requests.values() if r.state == "prefill"]
+        if not todo:
+            return
+        t0 = time.perf_counter()
+        by_t = collections.defaultdict(list)
+        for req in todo:
+            fresh = req.length == 0
+            seq = (
+                req.new if fresh else [None] + req.new
+            )  # None: the pending token, already on device
+            n_seq = len(seq) + len(req.forced)
+            budget = self.spec.cache_len - req.length - len(req.new)  # positions left to emit into
+            if budget < 1:
+                raise ValueError(
+                    f"request {req.rid!r}: {req.length + len(req.new)} tokens leave no room in the "
+                    f"cache of {self.spec.cache_len}"
+                )
+            req.max_new = min(req.max_new, budget)
+            if len(req.forced) > req.max_new:
+                raise ValueError(f"request {req.rid!r}: forced tokens exceed the cache")
+            by_t[_bucket(n_seq, self.t_buckets)].append(req)
+        for t, reqs in sorted(by_t.items()):
+            for i in range(0, len(reqs), self.spec.slots):
+                self._prefill_group(reqs[i : i + self.spec.slots], t)
+        self.timing["prefill_s"] += time.perf_counter() - t0
+
+    def _prefill_group(self, reqs: list[_Request], t: int) -> None:
+        r = _bucket(len(reqs), self.r_buckets)
+        b, st_w = self.spec.slots, self.spec.stop_width
+        rows = np.full((r,), b, np.int32)
+        seq = np.zeros((r, t), np.int32)
+        start, n_seq, n_feed = (np.zeros((r,), np.int32) for _ in range(3))
+        max_new, nforced = np.ones((r,), np.int32), np.zeros((r,), np.int32)
+        stops = np.full((r, st_w), -1, np.int32)
+        pending = np.asarray(self.state.tok) if any(q.length for q in reqs) else None
+        for i, req in enumerate(reqs):
+            fresh = req.length == 0
+            head = [] if fresh else [int(pending[req.slot])]
+            ids = head + req.new + req.forced
+            rows[i], seq[i, : len(ids)], n_seq[i] = req.slot, ids, len(ids)
+            start[i] = 0 if fresh else req.length - 1
+            n_feed[i] = len(head) + len(req.new) - 1
+            max_new[i], nforced[i] = req.max_new, len(req.forced)
+            stops[i, : len(req.stops)] = req.stops
+            req.length += len(req.new)
+            req.state, req.new = "running", []
+        self.programs.add(("prefill", r, t))
+        assert len(self.programs) <= self.max_programs, (self.programs, self.max_programs)
+        self.state = _prefill_jit(
+            self.cfg,
+            self.spec,
+            self.params,
+            self.state,
+            jnp.asarray(rows),
+            jnp.asarray(seq),
+            jnp.asarray(start),
+            jnp.asarray(n_seq),
+            jnp.asarray(n_feed),
+            (jnp.asarray(max_new), jnp.asarray(nforced), jnp.asarray(stops)),
+        )

@@ -1,0 +1,271 @@
+"""Rollout driver: many CodingEnv episodes at once on one RolloutEngine (model/engine.py).
+
+    from model.engine import RolloutEngine
+    from rl.rollout import play_episodes
+    eng = RolloutEngine(cfg, params, slots=8, cache_len=2048, temperature=1.0,
+                        valid_vocab=tok.vocab_size)
+    out = play_episodes(eng, tok, tasks, group_size=4)       # G = 4 episodes per task
+    out.records[0].tokens, .mask, .logprobs, .experts, .versions, .reward  # RolloutRecord
+    out.summary()                                             # pass rate, tokens/s, wait shares
+
+One thread drives the engine; sandbox work (env.reset, env.step: tool calls, grading) runs in worker
+threads, so while some episodes wait on their sandbox the engine decodes the others. At most
+`engine.spec.slots` episodes are live; each holds its slot (and latent cache) across turns, and an
+observation is prefilled into that cache alone (no re-prefill of the transcript).
+
+`scripted=lambda task: OraclePolicy(tok, task)` plays scripted turns through the same engine by
+teacher forcing (records get the model's log-probs and routing for those tokens): used by tests and
+benchmarks. `env_factory` replaces CodingEnv (a stand-in env for loop-mechanics tests).
+Records: rl/rollout_record.py.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures as cf
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from data.tokenizers import Tokenizer
+from rl.rollout_record import RolloutRecord
+
+
+@dataclasses.dataclass
+class Rollouts:
+    records: list[RolloutRecord]
+    stats: dict  # wall_s, decode_s, prefill_s, wait_s, sandbox_s, errors, programs, ...
+
+    def summary(self) -> dict:
+        return summarize(self.records, self.stats)
+
+
+@dataclasses.dataclass
+class _Episode:
+    rid: tuple  # (group, sample)
+    task: object
+    env: object
+    policy: Callable | None
+    context: list[int] = dataclasses.field(default_factory=list)
+    pieces: list[list[int]] = dataclasses.field(default_factory=list)  # prompt, turn, obs, turn, ..
+    turns: list = dataclasses.field(default_factory=list)  # engine Turns
+
+
+def _timed(stats: dict, fn, *args):
+    t0 = time.perf_counter()
+    try:
+        return fn(*args)
+    finally:
+        stats["sandbox_s"] += time.perf_counter() - t0  # float += under the GIL: fine for stats
+
+
+def play_episodes(
+    engine,
+    tok: Tokenizer,
+    tasks: Sequence,
+    *,
+    group_size: int = 1,
+    max_turn_tokens: int = 512,
+    workers: int = 4,
+    env_kwargs: dict | None = None,
+    env_factory: Callable | None = None,
+    scripted: Callable | None = None,
+    max_iterations: int = 64,
+    on_record: Callable[[RolloutRecord], None] | None = None,
+    log_every_s: float = 30.0,
+    log: Callable[[str], None] = print,
+) -> Rollouts:
+    """Plays group_size episodes of every task; returns their records (in completion order)."""
+    if group_size < 1 or max_turn_tokens < 1 or workers < 1:
+        raise ValueError(
+            f"play_episodes: group_size={group_size}, max_turn_tokens={max_turn_tokens}, "
+            f"workers={workers} must all be >= 1"
+        )
+    cache = engine.spec.cache_len
+    if env_factory is None:
+        from rl.envs.env import CodingEnv
+
+        kw = dict(env_kwargs or {})
+        kw["max_tokens"] = min(kw.get("max_tokens", cache), cache)  # the context must fit the cache
+        env_factory = lambda: CodingEnv(tok, **kw)  # noqa: E731
+    stops = [tok.special_id("end"), tok.eos_id]
+    todo = collections.deque((g, i, t) for g, t in enumerate(tasks) for i in range(group_size))
+    total = len(todo)
+    stats = {"sandbox_s": 0.0, "wait_s": 0.0, "errors": 0}
+    errors: list[str] = []
+    records: list[RolloutRecord] = []
+    live: dict[tuple, _Episode] = {}
+    inflight: dict[cf.Future, tuple[_Episode, str]] = {}
+    t_start = last_log = time.perf_counter()
+    timing0, counters0 = dict(engine.timing), engine.counters()
+
+    def turn_args(ep: _Episode) -> dict:
+        room = min(max_turn_tokens, ep.env.max_tokens - len(ep.context), cache - len(ep.context))
+        forced = list(ep.policy(ep.context)) if ep.policy else None
+        max_new = len(forced) if forced else room
+        return dict(max_new=max_new, stop_tokens=stops, forced=forced)
+
+    def drop(ep: _Episode, err: BaseException) -> None:
+        stats["errors"] += 1
+        errors.append(f"{ep.task.id} #{ep.rid}: {type(err).__name__}: {err}")
+        try:
+            engine.finish(ep.rid)
+        except ValueError:
+            pass  # never started / still queued
+        ep.env.close()
+        live.pop(ep.rid)
+
+    with cf.ThreadPoolExecutor(workers) as pool:
+        while todo or live:
+            while todo and len(live) < engine.spec.slots:
+                g, i, task = todo.popleft()
+                ep = _Episode((g, i), task, env_factory(), scripted(task) if scripted else None)
+                live[ep.rid] = ep
+                inflight[pool.submit(_timed, stats, ep.env.reset, task)] = (ep, "reset")
+            done = [f for f in inflight if f.done()]
+            if not done and not engine.busy:  # nothing to decode: wait for a sandbox
+                t0 = time.perf_counter()
+                cf.wait(list(inflight), return_when=cf.FIRST_COMPLETED)
+                stats["wait_s"] += time.perf_counter() - t0
+                done = [f for f in inflight if f.done()]
+            for fut in done:
+                ep, kind = inflight.pop(fut)
+                try:
+                    result = fut.result()
+                    if kind == "reset":
+                        ep.context, ep.pieces = list(result), [list(result)]
+                        engine.submit(ep.rid, result, **turn_args(ep))
+                        continue
+                    obs, finished = result
+                    if finished:
+                        ep.pieces.append(list(obs))  # context_limit ends with an observation
+                        rec = _make_record(ep, engine, tok, scripted is not None)
+                        live.pop(ep.rid)
+                        records.append(rec)
+                        if on_record:
+                            on_record(rec)
+                        continue
+                    ep.pieces.append(list(obs))
+                    ep.context += obs
+                    engine.extend(ep.rid, obs, **turn_args(ep))
+                except Exception as e:  # a broken episode is skipped and counted, not fatal
+                    drop(ep, e)
+            if engine.busy:
+                for turn in engine.step(max_iterations):
+                    ep = live[turn.request]
+                    ep.turns.append(turn)
+                    ep.pieces.append(turn.tokens)
+                    ep.context += turn.tokens
+                    inflight[pool.submit(_timed, stats, ep.env.step, turn.tokens)] = (ep, "step")
+            now = time.perf_counter()
+            if log_every_s and now - last_log >= log_every_s:
+                last_log = now
+                log(_progress(records, total, len(live), now - t_start))
+    stats.update({k: v - timing0[k] for k, v in engine.timing.items()})
+    stats.update({k: v - counters0[k] for k, v in engine.counters().items()})
+    stats.update(
+        wall_s=time.perf_counter() - t_start,
+        programs=len(engine.programs),
+        max_programs=engine.max_programs,
+        error_messages=errors,
+    )
+    return Rollouts(records, stats)
+
+
+def _progress(records, total: int, live: int, wall: float) -> str:
+    n = len(records)
+    toks = sum(r.policy_tokens for r in records)
+    passed = sum(r.all_pass for r in records)
+    return (
+        f"[rollout] {n}/{total} episodes ({live} live), pass {passed}/{max(n, 1)}, "
+        f"{toks / max(wall, 1e-9):.1f} policy tok/s, {wall:.0f}s"
+    )
+
+
+def _make_record(ep: _Episode, engine, tok: Tokenizer, forced: bool) -> RolloutRecord:
+    env_rec = ep.env.record()
+    tokens = list(env_rec.tokens)
+    joined = [t for piece in ep.pieces for t in piece]
+    seq = engine.sequence(ep.rid)
+    if joined != tokens or seq != tokens[: len(seq)]:
+        raise RuntimeError(f"{ep.task.id}: transcript is not token-exact (engine/env disagree)")
+    experts = engine.finish(ep.rid)  # [consumed, n, k]
+    n_tok = len(tokens)
+    logprobs, versions = np.zeros(n_tok, np.float32), np.full(n_tok, -1, np.int32)
+    for turn, (a, b) in zip(ep.turns, env_rec.turn_spans):
+        if turn.start != a or b - a != len(turn.tokens):
+            raise RuntimeError(f"{ep.task.id}: turn at {a}..{b} != engine turn at {turn.start}")
+        logprobs[a:b], versions[a:b] = turn.logprobs, turn.versions
+    filled = np.concatenate([experts, np.repeat(experts[-1:], n_tok - len(experts), 0)], 0)
+    thinking, output = _emitted_classes(tok, tokens, env_rec.turn_spans)
+    return RolloutRecord(
+        task_id=env_rec.task_id,
+        group=ep.rid[0],
+        sample=ep.rid[1],
+        tokens=tokens,
+        mask=list(env_rec.mask),
+        logprobs=logprobs.tolist(),
+        versions=versions.tolist(),
+        experts=np.moveaxis(filled, 1, 0).tolist(),  # [L,n,k] -> [n,L,k]
+        prompt_len=env_rec.prompt_len,
+        turn_spans=[list(s) for s in env_rec.turn_spans],
+        turns=env_rec.turns,
+        tool_calls=env_rec.tool_calls,
+        tool_io_tokens=env_rec.tool_io_tokens,
+        thinking_tokens=thinking,
+        output_tokens=output,
+        malformed_calls=env_rec.malformed_calls,
+        malformed_turns=list(env_rec.malformed_turns),
+        tests_passed=env_rec.tests_passed,
+        tests_total=env_rec.tests_total,
+        done_reason=env_rec.done_reason,
+        policy="forced" if forced else "model",
+    )
+
+
+def _emitted_classes(tok: Tokenizer, tokens: list[int], spans) -> tuple[int, int]:
+    """(thinking tokens, output tokens) over the emitted turns; see rl/rollout_record.py."""
+    think, end_think = tok.special_id("think"), tok.special_id("/think")
+    call, end_call = tok.special_id("tool_call"), tok.special_id("/tool_call")
+    thinking = output = 0
+    for a, b in spans:
+        mode = None
+        for t in tokens[a:b]:
+            if mode is None and t in (think, call):
+                mode = t
+            if mode == think:
+                thinking += 1
+            elif mode is None:
+                output += 1
+            if (mode == think and t == end_think) or (mode == call and t == end_call):
+                mode = None
+    return thinking, output
+
+
+def summarize(records: Sequence[RolloutRecord], stats: dict) -> dict:
+    """Pass rate, mean tokens, malformed-call rate, tokens/s and where the wall time went."""
+    n = max(len(records), 1)
+    wall = max(stats.get("wall_s", 0.0), 1e-9)
+    calls = sum(r.tool_calls + r.malformed_calls for r in records)
+    policy = sum(r.policy_tokens for r in records)
+    return {
+        "episodes": len(records),
+        "errors": stats.get("errors", 0),
+        "pass_rate": sum(r.all_pass for r in records) / n,
+        "mean_reward": sum(r.reward for r in records) / n,
+        "mean_tokens": sum(len(r.tokens) for r in records) / n,
+        "mean_policy_tokens": policy / n,
+        "mean_turns": sum(r.turns for r in records) / n,
+        "malformed_call_rate": sum(r.malformed_calls for r in records) / max(calls, 1),
+        "policy_tokens_per_s": policy / wall,
+        "episodes_per_s": len(records) / wall,
+        "wall_s": wall,
+        "decode_share": stats.get("decode_s", 0.0) / wall,
+        "prefill_share": stats.get("prefill_s", 0.0) / wall,
+        "sandbox_wait_share": stats.get("wait_s", 0.0) / wall,
+        "mean_active_slots": stats.get("slot_steps", 0) / max(stats.get("iterations", 0), 1),
+        "programs": stats.get("programs"),
+        "max_programs": stats.get("max_programs"),
+    }

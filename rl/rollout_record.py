@@ -1,0 +1,109 @@
+"""RolloutRecord: one episode, token-exact, with everything RL needs per token (JSON-ready).
+
+Per-token fields, all of length L = len(tokens), aligned with `tokens`:
+
+    tokens[t]    the episode transcript: prompt, then each emitted turn, then each observation
+                 (exactly what the model consumed; the trainer never re-tokenizes)
+    mask[t]      1 exactly on tokens the policy emitted (sampled, or teacher-forced for scripted runs)
+    logprobs[t]  policy tokens: log p(tokens[t] | tokens[:t]) under the distribution the sampler drew
+                 from (model/sampling.py: log_softmax(mask_invalid(logits) / temperature) with the
+                 RL settings top_k = 0, top_p = 1); 0.0 elsewhere
+    versions[t]  policy tokens: the params version of the forward that produced it; -1 elsewhere
+    experts      [n_moe_layers][L][k]: experts[:, t] routed the forward that *consumed* tokens[t]
+                 (the forward whose logits scored tokens[t+1]). It is `forced_experts` for ONE
+                 training forward over `tokens`: Transformer.apply(params, tokens[None],
+                 forced_experts=experts_array()[:, None]) reproduces the sampler's routing, so its
+                 logits at t-1 give logprobs[t] for every policy token t. Rows the sampler never
+                 computed (the final token, and an observation cut off by the context limit after
+                 the last turn) copy the last computed row; they only affect logits past the last
+                 policy token (causal attention, per-token dropless routing), which no loss uses.
+
+Counts: turns, tool_calls (well-formed, executed), tool_io_tokens (call tokens + observation
+tokens), thinking_tokens (emitted tokens inside <|think|>..<|/think|>, tags included),
+output_tokens (the other emitted tokens outside tool calls: free text and <|end|>),
+malformed_calls, malformed_turns (indices of turns with a malformed call or cut off before <|end|>).
+Grade: tests_passed / tests_total of the hidden tests; done_reason: submit | no_tool_call |
+turn_limit | context_limit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+PER_TOKEN = ("mask", "logprobs", "versions")
+
+
+@dataclasses.dataclass
+class RolloutRecord:
+    task_id: str
+    group: int  # group id: the G episodes of one task in a run share it (group-relative advantages)
+    sample: int  # index within the group, 0..G-1
+    tokens: list[int]
+    mask: list[int]
+    logprobs: list[float]
+    versions: list[int]
+    experts: list  # [n_moe_layers][len(tokens)][k] int
+    prompt_len: int
+    turn_spans: list[list[int]]  # [start, end) of each emitted turn in tokens
+    turns: int
+    tool_calls: int
+    tool_io_tokens: int
+    thinking_tokens: int
+    output_tokens: int
+    malformed_calls: int
+    malformed_turns: list[int]
+    tests_passed: int
+    tests_total: int
+    done_reason: str
+    policy: str = "model"  # "model" (sampled) | "forced" (scripted turns teacher-forced)
+
+    @property
+    def reward(self) -> float:
+        return self.tests_passed / self.tests_total if self.tests_total else 0.0
+
+    @property
+    def all_pass(self) -> bool:
+        return self.tests_total > 0 and self.tests_passed == self.tests_total
+
+    @property
+    def policy_tokens(self) -> int:
+        return sum(self.mask)
+
+    @property
+    def version_span(self) -> tuple[int, int]:
+        """(oldest, newest) params version over the policy tokens ((-1, -1) if none)."""
+        v = [x for x, m in zip(self.versions, self.mask) if m]
+        return (min(v), max(v)) if v else (-1, -1)
+
+    def experts_array(self) -> np.ndarray:
+        """[n_moe_layers, L, k] int32 (add the batch axis at 1 for forced_experts)."""
+        return np.asarray(self.experts, np.int32).reshape(len(self.experts), len(self.tokens), -1)
+
+    def replay_experts(self) -> np.ndarray:
+        """[n_moe_layers, 1, L, k] int32: `forced_experts` for one training forward over tokens[None]."""
+        return self.experts_array()[:, None]
+
+    def to_dict(self) -> dict:
+        return dict(dataclasses.asdict(self), reward=self.reward, all_pass=self.all_pass)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> RolloutRecord:
+        """Inverse of to_dict (derived keys ignored); a missing key or a length mismatch is an error
+        naming the field."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        missing = [n for n in names if n not in d and n != "policy"]
+        if missing:
+            raise ValueError(f"RolloutRecord.from_dict: missing field(s) {missing}")
+        rec = cls(**{n: d[n] for n in names if n in d})
+        n = len(rec.tokens)
+        for name in PER_TOKEN:
+            if len(getattr(rec, name)) != n:
+                raise ValueError(
+                    f"RolloutRecord {rec.task_id}: {name} has {len(getattr(rec, name))} entries "
+                    f"for {n} tokens"
+                )
+        if any(len(layer) != n for layer in rec.experts):
+            raise ValueError(f"RolloutRecord {rec.task_id}: experts rows != {n} tokens")
+        return rec

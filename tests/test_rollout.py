@@ -1,0 +1,201 @@
+"""Rollouts on the open engine (model/engine.py + rl/rollout.py), on the real tiny preset:
+continuing a slot == one fresh prefill; no sampled id outside the valid set; the number of compiled
+programs stays within the documented bound over a 50-episode run; real CodingEnv episodes (real
+sandbox) are token-exact and a training forward with the replayed experts reproduces the sampler's
+log-probs on every policy token (blocked dispatch, float32).
+"""
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from data.chat import generation_prompt
+from data.tokenizers import ByteTokenizer
+from model import Transformer, init_params, presets
+from model.decode import init_cache
+from model.engine import RolloutEngine, _decode_jit, _prefill_jit, forward_rows
+from model.sampling import SamplingParams, filtered_logprobs, mask_invalid, sample
+from rl.envs import OraclePolicy, generate_tasks
+from rl.envs.env import DEFAULT_SYSTEM, EpisodeRecord
+from rl.rollout import play_episodes
+from rl.rollout_record import RolloutRecord
+
+TOK = ByteTokenizer()
+
+
+def tiny(moe_impl="blocked", **kw):
+    cfg = presets.get("tiny", moe_impl=moe_impl, **kw)
+    return cfg, init_params(cfg, jax.random.PRNGKey(0))
+
+
+@pytest.mark.parametrize("moe_impl", ["blocked", "dense"])
+def test_continuing_a_slot_equals_one_fresh_prefill(moe_impl):
+    cfg, params = tiny(moe_impl)
+    ids = np.random.default_rng(0).integers(0, cfg.vocab_size, 40).astype(np.int32)
+    full = jax.jit(lambda t: Transformer(cfg).apply({"params": params}, t).logits)
+    fresh = full(jnp.asarray(ids)[None])[0]  # jitted: eager op-by-op dispatch compiles every op
+    step = jax.jit(lambda c, rows, t, p: forward_rows(cfg, params, c, rows, t, p))
+    cache = init_cache(cfg, 3, 64)
+    rows = jnp.asarray([1, 3], jnp.int32)  # slot 1 + one padding row (>= B: never written)
+    got = []
+    for a, b in ((0, 13), (13, 14), (14, 40)):  # prompt, one decode-sized piece, an observation
+        toks = np.zeros((2, 32), np.int32)
+        pos = np.full((2, 32), -1, np.int32)
+        toks[0, : b - a], pos[0, : b - a] = ids[a:b], np.arange(a, b)
+        out, cache = step(cache, rows, jnp.asarray(toks), jnp.asarray(pos))
+        got.append(out.logits[0, : b - a])
+    np.testing.assert_allclose(np.concatenate(got), fresh, rtol=0, atol=1e-5)
+    assert int(jnp.max(cache["moe"]["positions"][:, 0])) == -1  # other slots untouched
+
+
+def test_no_sampled_id_outside_the_valid_set():
+    logits = jax.random.normal(jax.random.PRNGKey(1), (512, 320)).at[:, 272:].add(1e4)
+    for t, k, p in ((1.0, 0, 1.0), (0.7, 50, 0.9), (0.0, 0, 1.0)):
+        lp = filtered_logprobs(logits, SamplingParams.make(t, k, p, valid=272))
+        ids = sample(jax.random.PRNGKey(2), lp, t <= 0)
+        assert int(ids.max()) < 272
+        assert bool(jnp.all(jnp.isneginf(lp[:, 272:])))
+        np.testing.assert_allclose(jax.nn.logsumexp(lp, -1), 0.0, atol=1e-5)
+    assert bool(jnp.all(jnp.isneginf(mask_invalid(logits, 272)[:, 272:])))
+
+    # The real model with its padded head columns blown up: unmasked it samples them; masked never.
+    cfg, params = tiny()
+    params = dict(params, lm_head=params["lm_head"].at[:, 272:].multiply(40.0))
+    counts = {}
+    for valid in (0, 272):
+        eng = RolloutEngine(cfg, params, slots=4, cache_len=64, valid_vocab=valid, seed=valid)
+        for r in range(4):
+            eng.submit(r, [TOK.bos_id, 5 + r, 7], max_new=24)
+        out = []
+        while eng.busy:
+            out += [t for turn in eng.step() for t in turn.tokens]
+        counts[valid] = (sum(t >= 272 for t in out), len(out))
+    assert counts[0][0] > counts[0][1] // 2  # the test is meaningful: padded ids dominate
+    assert counts[272] == (0, 96)
+
+
+class StandInEnv:
+    """A stand-in for CodingEnv (loop mechanics only: no sandbox): random prompt and observation
+    lengths, a fixed number of turns."""
+
+    def __init__(self, rng):
+        self.rng, self.max_tokens = rng, 10_000
+
+    def reset(self, task):
+        n = int(self.rng.integers(2, 28))
+        prompt = [TOK.bos_id] + [int(x) for x in self.rng.integers(0, 256, n)]
+        self.rec = EpisodeRecord(
+            task.id, prompt, [0] * len(prompt), len(prompt), 0, 0, 0, 0, [], [], ""
+        )
+        return prompt
+
+    def step(self, emitted):
+        rec = self.rec
+        rec.turn_spans.append((len(rec.tokens), len(rec.tokens) + len(emitted)))
+        rec.tokens += emitted
+        rec.mask += [1] * len(emitted)
+        rec.turns += 1
+        if rec.turns == 3:
+            rec.done_reason = "turn_limit"
+            return [], True
+        obs = [int(x) for x in self.rng.integers(0, 256, int(self.rng.integers(1, 24)))]
+        rec.tokens += obs
+        rec.mask += [0] * len(obs)
+        return obs, False
+
+    def record(self):
+        return self.rec
+
+    def close(self):
+        pass
+
+
+def test_compiled_programs_stay_within_the_bound_over_50_episodes():
+    cfg, params = tiny()
+    tasks = [type("T", (), {"id": f"t{i}"})() for i in range(25)]
+    eng = RolloutEngine(cfg, params, slots=4, cache_len=128, valid_vocab=TOK.vocab_size)
+    before = _prefill_jit._cache_size() + _decode_jit._cache_size()
+    rng = np.random.default_rng(0)
+    out = play_episodes(
+        eng, TOK, tasks, group_size=2, max_turn_tokens=6, env_factory=lambda: StandInEnv(rng)
+    )
+    assert len(out.records) == 50 and out.stats["errors"] == 0
+    assert {r.turns for r in out.records} == {3}
+    compiled = _prefill_jit._cache_size() + _decode_jit._cache_size() - before
+    assert compiled <= len(eng.programs) <= eng.max_programs == 4 + 3 * 4  # R {1,2,4} x T {16..128}
+    assert any(k[0] == "prefill" and k[1] > 1 for k in eng.programs)  # batched prefills happened
+    for r in out.records:
+        assert [t for a, b in r.turn_spans for t in r.tokens[a:b]] == [
+            t for t, m in zip(r.tokens, r.mask) if m
+        ]
+
+
+@pytest.fixture(scope="module")
+def real_episodes():
+    cfg, params = tiny(max_position_embeddings=4096)  # records may pass the cache: see below
+    task = generate_tasks(1, seed=0)[0]
+    eng = RolloutEngine(
+        cfg,
+        params,
+        slots=2,
+        cache_len=2048,
+        temperature=0.8,
+        valid_vocab=TOK.vocab_size,
+        params_version=7,
+        min_bucket=128,
+    )
+    kw = dict(env_kwargs=dict(obs_token_budget=200), log_every_s=0)
+    forced = play_episodes(eng, TOK, [task], scripted=lambda t: OraclePolicy(TOK, t), **kw)
+    sampled = play_episodes(eng, TOK, [task], group_size=2, max_turn_tokens=40, **kw)
+    assert forced.stats["errors"] == sampled.stats["errors"] == 0
+    return cfg, params, task, forced.records + sampled.records
+
+
+def test_real_episodes_are_token_exact(real_episodes):
+    _, _, task, records = real_episodes
+    prompt = generation_prompt(
+        TOK,
+        [{"role": "system", "content": DEFAULT_SYSTEM}, {"role": "user", "content": task.prompt}],
+    )
+    oracle = OraclePolicy(TOK, task)
+    for rec in records:
+        rec = RolloutRecord.from_dict(json.loads(json.dumps(rec.to_dict())))  # JSON round trip
+        assert rec.tokens[: rec.prompt_len] == prompt
+        spans = [range(a, b) for a, b in rec.turn_spans]
+        assert rec.mask == [int(any(t in s for s in spans)) for t in range(len(rec.tokens))]
+        assert [v for v, m in zip(rec.versions, rec.mask) if m] == [7] * sum(rec.mask)
+        assert set(v for v, m in zip(rec.versions, rec.mask) if not m) == {-1}
+        assert max(rec.tokens) < TOK.vocab_size
+        if rec.policy == "forced":
+            assert [rec.tokens[a:b] for a, b in rec.turn_spans] == oracle._turns
+            assert rec.done_reason == "submit" and rec.all_pass and rec.turns == 4
+        # the observation between two turns is exactly what the env appended: tool results +
+        # "<|assistant|>"
+        for (_, b), (a2, _) in zip(rec.turn_spans, rec.turn_spans[1:]):
+            assert rec.tokens[a2 - 1] == TOK.special_id("assistant") and a2 > b
+    assert sum(r.turns for r in records) >= 6  # multi-turn episodes were played
+
+
+def test_replayed_experts_reproduce_sampler_logprobs(real_episodes):
+    cfg, params, _, records = real_episodes
+    fwd = jax.jit(
+        lambda t, e: Transformer(cfg).apply({"params": params}, t, forced_experts=e).logits
+    )
+    for rec in records:
+        # padded to 2560 (one compile; causal: padding changes nothing before). A context_limit
+        # episode ends with its last observation, past the 2048-token cache (not past 2560).
+        n = len(rec.tokens)
+        assert n <= 2560
+        toks = np.zeros((1, 2560), np.int32)
+        toks[0, :n] = rec.tokens
+        experts = np.zeros((cfg.num_moe_layers, 1, 2560, cfg.num_experts_per_tok), np.int32)
+        experts[:, 0, :n] = rec.experts_array()
+        logits = fwd(jnp.asarray(toks), jnp.asarray(experts))[0, : n - 1]
+        lp = jax.nn.log_softmax(mask_invalid(logits, TOK.vocab_size) / 0.8, -1)  # the sampler's T
+        lp = np.asarray(jnp.take_along_axis(lp, jnp.asarray(rec.tokens[1:])[:, None], -1)[:, 0])
+        m = np.asarray(rec.mask[1:], bool)
+        np.testing.assert_allclose(np.asarray(rec.logprobs[1:])[m], lp[m], rtol=0, atol=1e-4)
+        assert np.all(np.asarray(rec.logprobs)[~np.asarray(rec.mask, bool)] == 0)
