@@ -191,16 +191,10 @@ def _suite_config(config, suite: str) -> dict:
 
 def check_isolation() -> str:
     """HumanEval and the agentic suite run model-written code: only in an isolating sandbox
-    (bubblewrap), unless the caller opted in to the rlimit fallback with RL_ENVS_SANDBOX=rlimit."""
-    from rl.envs import backend  # pylint: disable=import-outside-toplevel
+    (bubblewrap), unless the caller opted in (RL_ENVS_ALLOW_UNISOLATED=1); see rl.envs."""
+    from rl.envs import require_isolation  # pylint: disable=import-outside-toplevel
 
-    name = backend()
-    if name != "bwrap" and os.environ.get("RL_ENVS_SANDBOX") != name:
-        raise ValueError(
-            f"sandbox backend is {name!r}, not an isolating one: install bubblewrap, or set "
-            f"RL_ENVS_SANDBOX={name} to run model-written code without namespaces"
-        )
-    return name
+    return require_isolation()
 
 
 def _label(ckpt: str) -> str:

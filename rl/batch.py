@@ -108,7 +108,12 @@ def from_rollout_record(d: dict, reward_cfg) -> dict:
 
     counts = {q: d.get(q, 0) for q in LENGTH_QUANTITIES + ("malformed_calls",)}
     reward, terms = episode_reward(
-        {"tests_passed": d["tests_passed"], "tests_total": d["tests_total"], "counts": counts},
+        {
+            "tests_passed": d["tests_passed"],
+            "tests_total": d["tests_total"],
+            "tampered": d.get("tampered", False),
+            "counts": counts,
+        },
         reward_cfg,
     )
     bad = np.zeros(len(d["tokens"]), np.int32)

@@ -4,7 +4,8 @@
 
 outcome: 'all_pass' (1 if every hidden test passed else 0) or 'fraction' (passed / total), from the
 grader's counts in the record (`tests_passed`, `tests_total`), which come from the environment's
-hidden tests run outside the policy's reach.
+hidden tests run outside the policy's reach; a record the grader flagged as tampered gets
+TAMPER_SCORE (-1), below every honest outcome.
 
 Concave length penalty, per quantity q in LENGTH_QUANTITIES (thinking tokens, tool-I/O tokens,
 output tokens, tool calls, turns):
@@ -20,6 +21,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+
+from rl.envs.tasks import TAMPER_SCORE
 
 LENGTH_QUANTITIES = ("thinking_tokens", "tool_io_tokens", "output_tokens", "tool_calls", "turns")
 
@@ -55,7 +58,9 @@ def length_penalty(x: float, term: LengthTerm) -> float:
     return term.lam * ((1.0 + max(float(x), 0.0) / term.scale) ** term.power - 1.0)
 
 
-def outcome_reward(passed: int, total: int, mode: str) -> float:
+def outcome_reward(passed: int, total: int, mode: str, tampered: bool = False) -> float:
+    if tampered:  # the grader caught the repo bending its results: worse than an honest failure
+        return TAMPER_SCORE
     if total <= 0:
         return 0.0  # no hidden test ran (e.g. the episode never submitted): no credit
     if mode == "all_pass":
@@ -64,12 +69,15 @@ def outcome_reward(passed: int, total: int, mode: str) -> float:
 
 
 def episode_reward(record: Mapping, cfg: RewardConfig) -> tuple[float, dict]:
-    """record: {'tests_passed', 'tests_total', 'counts': {malformed_calls, <LENGTH_QUANTITIES>}}.
+    """record: {'tests_passed', 'tests_total', 'tampered' (optional), 'counts': {malformed_calls, <LENGTH_QUANTITIES>}}.
     -> (total reward, {term name: value}) with every term signed as it enters the total."""
     counts = record.get("counts", {})
     terms = {
         "outcome": outcome_reward(
-            int(record.get("tests_passed", 0)), int(record.get("tests_total", 0)), cfg.outcome
+            int(record.get("tests_passed", 0)),
+            int(record.get("tests_total", 0)),
+            cfg.outcome,
+            bool(record.get("tampered", False)),
         )
     }
     malformed = int(counts.get("malformed_calls", 0))

@@ -222,6 +222,7 @@ def _make_record(ep: _Episode, engine, tok: Tokenizer, forced: bool) -> RolloutR
         tests_total=env_rec.tests_total,
         done_reason=env_rec.done_reason,
         policy="forced" if forced else "model",
+        tampered=env_rec.tampered,
     )
 
 

@@ -32,6 +32,8 @@ import dataclasses
 
 import numpy as np
 
+from rl.envs.tasks import TAMPER_SCORE
+
 PER_TOKEN = ("mask", "logprobs", "versions")
 
 
@@ -58,14 +60,17 @@ class RolloutRecord:
     tests_total: int
     done_reason: str
     policy: str = "model"  # "model" (sampled) | "forced" (scripted turns teacher-forced)
+    tampered: bool = False  # the grader caught tampering: scored below an honest failure
 
     @property
     def reward(self) -> float:
+        if self.tampered:
+            return TAMPER_SCORE
         return self.tests_passed / self.tests_total if self.tests_total else 0.0
 
     @property
     def all_pass(self) -> bool:
-        return self.tests_total > 0 and self.tests_passed == self.tests_total
+        return self.tests_total > 0 and self.tests_passed == self.tests_total and not self.tampered
 
     @property
     def policy_tokens(self) -> int:
@@ -93,7 +98,7 @@ class RolloutRecord:
         """Inverse of to_dict (derived keys ignored); a missing key or a length mismatch is an error
         naming the field."""
         names = [f.name for f in dataclasses.fields(cls)]
-        missing = [n for n in names if n not in d and n != "policy"]
+        missing = [n for n in names if n not in d and n not in ("policy", "tampered")]
         if missing:
             raise ValueError(f"RolloutRecord.from_dict: missing field(s) {missing}")
         rec = cls(**{n: d[n] for n in names if n in d})

@@ -79,11 +79,13 @@ def test_bad_input_is_one_line(exports, tmp_path):
 
 
 def test_model_code_needs_an_isolating_sandbox(monkeypatch):
-    import rl.envs
+    from rl.envs import SandboxUnavailable
 
-    monkeypatch.setattr(rl.envs, "backend", lambda: "rlimit")
+    # A bare machine (no bubblewrap binary), and no opt-in: eval refuses before loading a model.
+    monkeypatch.setenv("RL_ENVS_BWRAP", "/nonexistent/bwrap")
     monkeypatch.delenv("RL_ENVS_SANDBOX", raising=False)
-    with pytest.raises(ValueError, match="not an isolating one"):
+    monkeypatch.delenv("RL_ENVS_ALLOW_UNISOLATED", raising=False)
+    with pytest.raises(SandboxUnavailable, match="apt-get install bubblewrap"):
         run.check_isolation()
-    monkeypatch.setenv("RL_ENVS_SANDBOX", "rlimit")  # the caller's explicit opt-in
+    monkeypatch.setenv("RL_ENVS_ALLOW_UNISOLATED", "1")  # the caller's explicit opt-in
     assert run.check_isolation() == "rlimit"

@@ -217,6 +217,17 @@ def test_rewards_terms_and_malformed_penalty():
     assert rw.episode_reward(dict(rec, tests_passed=4), all_pass)[0] == 1.0
 
 
+def test_tampered_episode_scores_below_an_honest_failure():
+    # The grader flags tampering (rl/envs/tasks.py Grade.tampered); the reward must then be worse
+    # than an honest 0/total, whatever counts the record claims, in both outcome modes.
+    for mode in ("fraction", "all_pass"):
+        cfg = rw.RewardConfig(outcome=mode, malformed_penalty=0.0)
+        honest_fail = {"tests_passed": 0, "tests_total": 4, "counts": {}}
+        tampered = {"tests_passed": 4, "tests_total": 4, "tampered": True, "counts": {}}
+        r_fail, r_tamper = (rw.episode_reward(r, cfg)[0] for r in (honest_fail, tampered))
+        assert r_tamper < r_fail == 0.0
+
+
 def test_malformed_turn_tokens_are_negative_examples():
     recs = [
         dict(

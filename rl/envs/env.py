@@ -23,7 +23,7 @@ from data.chat import generation_prompt
 from data.tokenizers import Tokenizer
 from rl.envs import tools
 from rl.envs.sandbox import Limits, Sandbox
-from rl.envs.tasks import Grade, Task, grade_repo
+from rl.envs.tasks import TAMPER_SCORE, Grade, Task, grade_repo
 
 DEFAULT_SYSTEM = (
     "You are a coding agent working in a repository. Use tools to inspect and change it, "
@@ -46,14 +46,17 @@ class EpisodeRecord:
     done_reason: str  # "submit" | "no_tool_call" | "turn_limit" | "context_limit"
     tests_passed: int = 0
     tests_total: int = 0
+    tampered: bool = False  # the grader caught the repo bending its results (Grade.tampered)
 
     @property
     def reward(self) -> float:
+        if self.tampered:
+            return TAMPER_SCORE
         return self.tests_passed / self.tests_total if self.tests_total else 0.0
 
     @property
     def all_pass(self) -> bool:
-        return self.tests_total > 0 and self.tests_passed == self.tests_total
+        return self.tests_total > 0 and self.tests_passed == self.tests_total and not self.tampered
 
     @property
     def generated_tokens(self) -> int:
@@ -226,6 +229,7 @@ class CodingEnv:
         rec.done_reason = reason
         self.grade = grade_repo(self.task, self.sandbox.root, self.test_timeout_s, self.limits)
         rec.tests_passed, rec.tests_total = self.grade.passed, self.grade.total
+        rec.tampered = self.grade.tampered
         self.close()
 
 
