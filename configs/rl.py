@@ -9,8 +9,17 @@ rollout store under the workdir.
 
 Start: `model` is a preset name or an HF folder; `init_params_from` (exported params) wins.
 Task: 'pattern' is the toy task of tests/test_rl_loop.py (reward = fraction of completion tokens
-with id < pattern_size; ~pattern_size/vocab at random init). Coding tasks need the multi-turn
-rollout driver (rl/rollout.py), not wired here yet.
+with id < pattern_size; ~pattern_size/vocab at random init). 'coding' plays multi-turn CodingEnv
+episodes in the sandbox (rl/coding_sampler.py on rl/rollout.py's driver, ByteTokenizer) on a pool
+of `pool_size` generated tasks (training templates only, seeded by rl.seed); the reward is
+rl.reward on the hidden tests' grade. It refuses to start without bubblewrap isolation (opt in to
+rlimits only with RL_ENVS_ALLOW_UNISOLATED=1). rl.max_tokens is then the episode's whole context
+budget (engine cache, CodingEnv max_tokens and training row length; a generated task's prompt is
+~650 tokens), rl.valid_vocab is set to the tokenizer's, and the `rl.coding` block sizes episodes:
+
+    python main.py --mode=rl --config=configs/rl.py --workdir=/tmp/rl_coding \
+        --config.rl.task=coding --config.rl.pool_size=4 --config.rl.group_size=2 \
+        --config.rl.groups_per_batch=2 --config.rl.groups_per_call=2 --config.rl.max_tokens=768
 
 Expect (tiny preset, threads, 1 sampler, pool 200 = 50 steps of 4 groups x 8): mean reward 0.10
 at step 5, 0.45 at 30, 0.76 at 40, 0.98 at 50 (measured on 2 CPU cores at load ~16: ~140 s of
@@ -27,7 +36,7 @@ def get_config() -> ml_collections.ConfigDict:
     c.init_params_from = ""  # exported params dir (model.export layout); '' = model
     c.rl = ml_collections.ConfigDict(
         dict(
-            task="pattern",
+            task="pattern",  # 'pattern' (toy, single turn) | 'coding' (multi-turn, sandboxed)
             pattern_size=32,  # toy task: target ids [0, pattern_size)
             pool_size=256,  # tasks in the pool (one group each: single epoch)
             seed=0,
@@ -58,6 +67,17 @@ def get_config() -> ml_collections.ConfigDict:
             checkpoint_every=5,
             log_every=5,
             compile_cache="",  # persistent XLA cache dir shared by trainer and sampler processes
+        )
+    )
+    c.rl.coding = ml_collections.ConfigDict(
+        dict(
+            difficulties=(1, 2, 3),  # generated task difficulties in the pool
+            max_turns=4,  # turns per episode
+            max_turn_tokens=64,  # tokens the policy may emit per turn
+            obs_token_budget=128,  # tool-result tokens per call (truncated beyond)
+            slots=8,  # episodes decoded at once on the engine
+            workers=4,  # sandbox threads (env reset/step, grading)
+            min_bucket=64,  # smallest prefill length bucket (fewer compiled programs)
         )
     )
     c.rl.reward = ml_collections.ConfigDict(dict(outcome="all_pass", malformed_penalty=0.5))

@@ -20,15 +20,10 @@ from collections.abc import Callable, Sequence
 
 from eval.passk import pass_at_k
 
+# HELD_OUT_TEMPLATES (never in an RL pool) live beside the templates, so rl/ need not import eval/
+from rl.envs.taskgen import HELD_OUT_TEMPLATES, training_templates  # noqa: F401
+
 EVAL_SEED_BASE = 1_000_003  # eval task seeds: generate_tasks(n, seed=EVAL_SEED_BASE + seed)
-HELD_OUT_TEMPLATES = ("api_migration", "regression_test")  # never in an RL task pool
-
-
-def training_templates() -> tuple[str, ...]:
-    """The task templates a training pool may use (all but the held-out families)."""
-    from rl.envs import TEMPLATES  # pylint: disable=import-outside-toplevel
-
-    return tuple(t for t in TEMPLATES if t not in HELD_OUT_TEMPLATES)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,6 +21,7 @@ trainer's version is dropped and counted; samplers stop producing while `max_ahe
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -54,6 +55,10 @@ def model_config(config):
         cfg = hf.read_config(config.model)[0]
     else:
         cfg = presets.get(config.model)
+        # a random-init preset's positions must cover a coding episode (rows of rl.max_tokens)
+        cfg = dataclasses.replace(
+            cfg, max_position_embeddings=max(cfg.max_position_embeddings, config.rl.max_tokens)
+        )
     return dataclasses.replace(cfg, dtype="float32")
 
 
@@ -68,18 +73,48 @@ def initial_params(config, cfg):
     return model.init_params(cfg, jax.random.PRNGKey(config.rl.seed))
 
 
-def make_task(rl, j: int) -> PromptTask:
-    """Toy 'pattern' task j: a 4-token prompt of ids outside the target set."""
+def make_task(rl, j: int):
+    """Task j of the pool: a toy 'pattern' prompt, or a generated coding task."""
+    if rl.task == "coding":
+        return coding_pool(rl.seed, rl.pool_size, tuple(rl.coding.difficulties))[j]
     if rl.task != "pattern":
-        raise ValueError(
-            f"rl.task={rl.task!r}: only 'pattern' is wired here; coding tasks need the "
-            "multi-turn rollout driver (rl/rollout.py)"
-        )
+        raise ValueError(f"rl.task={rl.task!r}: expected 'pattern' or 'coding'")
     rng = np.random.default_rng(rl.seed * 7919 + j)
     return PromptTask(f"{j:06d}", [int(x) for x in rng.integers(rl.pattern_size, 320, size=4)])
 
 
+@functools.cache
+def coding_pool(seed: int, n: int, difficulties: tuple[int, ...]) -> list:
+    """The RL pool: n procedural tasks from the training templates only (the held-out families
+    are the agentic eval's), seeded; the eval draws from its own seed stream (EVAL_SEED_BASE)."""
+    from rl.envs import generate_tasks  # noqa: PLC0415
+    from rl.envs.taskgen import training_templates  # noqa: PLC0415
+
+    return generate_tasks(n, seed=seed, difficulties=difficulties, templates=training_templates())
+
+
 def make_sampler(rl, cfg):
+    if rl.task == "coding":
+        from data.tokenizers import ByteTokenizer  # noqa: PLC0415
+        from rl.coding_sampler import CodingSampler  # noqa: PLC0415
+        from rl.rewards import reward_config_from_dict  # noqa: PLC0415
+
+        c = rl.coding
+        return CodingSampler(
+            cfg,
+            ByteTokenizer(),
+            reward_config_from_dict(rl.reward.to_dict()),
+            group_size=rl.group_size,
+            max_tokens=rl.max_tokens,
+            temperature=rl.temperature,
+            swap_every=rl.swap_every,
+            slots=c.slots,
+            max_turns=c.max_turns,
+            max_turn_tokens=c.max_turn_tokens,
+            obs_token_budget=c.obs_token_budget,
+            workers=c.workers,
+            min_bucket=c.min_bucket,
+        )
     reward = pattern_reward(range(rl.pattern_size))
     return SingleTurnSampler(
         cfg,
@@ -89,6 +124,24 @@ def make_sampler(rl, cfg):
         temperature=rl.temperature,
         swap_every=rl.swap_every,
     )
+
+
+def resolve(config):
+    """Checks run before any model loads. Coding: the sandbox must isolate (fail closed:
+    rl.envs.require_isolation raises unless bubblewrap works or the caller opted in), and the
+    trainer's valid vocab is the tokenizer's (the engine samples from it; log-probs must match)."""
+    if config.rl.task != "coding":
+        return config
+    from data.tokenizers import ByteTokenizer  # noqa: PLC0415
+    from rl.envs import require_isolation  # noqa: PLC0415
+
+    require_isolation()
+    config = config.copy_and_resolve_references()
+    vocab = ByteTokenizer().vocab_size
+    if config.rl.valid_vocab not in (0, vocab):
+        raise ValueError(f"rl.valid_vocab={config.rl.valid_vocab}: coding samples from {vocab}")
+    config.rl.valid_vocab = vocab
+    return config
 
 
 def pool_order(rl) -> list[int]:
@@ -286,6 +339,7 @@ def train(config, workdir: str, *, log=print) -> dict:
     from train.checkpoint import Checkpointer  # noqa: PLC0415
     from train.tensorboard import SummaryWriter  # noqa: PLC0415
 
+    config = resolve(config)  # before any model loads
     rl = config.rl
     os.makedirs(workdir, exist_ok=True)
     if rl.compile_cache:

@@ -74,10 +74,14 @@ def play_episodes(
     scripted: Callable | None = None,
     max_iterations: int = 64,
     on_record: Callable[[RolloutRecord], None] | None = None,
+    before_step: Callable[[], None] | None = None,
     log_every_s: float = 30.0,
     log: Callable[[str], None] = print,
 ) -> Rollouts:
-    """Plays group_size episodes of every task; returns their records (in completion order)."""
+    """Plays group_size episodes of every task; returns their records (in completion order).
+
+    `before_step()` runs on the driver thread before each engine.step (every `max_iterations`
+    decode iterations): the RL sampler swaps newer weights in there (engine.set_params)."""
     if group_size < 1 or max_turn_tokens < 1 or workers < 1:
         raise ValueError(
             f"play_episodes: group_size={group_size}, max_turn_tokens={max_turn_tokens}, "
@@ -153,6 +157,8 @@ def play_episodes(
                 except Exception as e:  # a broken episode is skipped and counted, not fatal
                     drop(ep, e)
             if engine.busy:
+                if before_step:
+                    before_step()
                 for turn in engine.step(max_iterations):
                     ep = live[turn.request]
                     ep.turns.append(turn)

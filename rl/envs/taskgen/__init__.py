@@ -42,6 +42,13 @@ TEMPLATES: dict[str, tuple[str, Callable]] = {
     "readme_example": ("docs", tests_docs.readme_example),
     "api_migration": ("migration", migration.api_migration),
 }
+# Families an RL task pool leaves out: the agentic eval (eval/agentic.py) measures transfer on them.
+HELD_OUT_TEMPLATES = ("api_migration", "regression_test")
+
+
+def training_templates() -> tuple[str, ...]:
+    """The task templates a training pool may use (all but the held-out families)."""
+    return tuple(t for t in TEMPLATES if t not in HELD_OUT_TEMPLATES)
 
 
 def generate_task(template: str, seed: int, difficulty: int = 1) -> Task:

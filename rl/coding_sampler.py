@@ -1,0 +1,127 @@
+"""Multi-turn coding sampler for the RL loop: CodingEnv episodes (rl/rollout.py's driver on one
+RolloutEngine) -> groups of training records, with the same `play` contract as
+rl.samplers.SingleTurnSampler.
+
+    sampler = CodingSampler(cfg, reward_cfg, group_size=2, max_tokens=768, ...)
+    groups = sampler.play(tasks, follower, seed)    # one group (list of record dicts) per task
+
+Weights are swapped in flight: before every engine step (`swap_every` decode iterations) the
+driver calls back here, and a newer version from the weight store replaces the engine's params
+(slot caches kept, later tokens record the new version). The reward is rl/rewards.py on the
+grader's counts (tests_passed / tests_total of the hidden tests, run after the episode ends).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from rl import batch as rb
+from rl.rollout import play_episodes
+
+_PER_TOKEN = ("tokens", "mask", "logprobs", "versions", "malformed_mask")
+
+
+def fit_record(d: dict, max_tokens: int) -> dict:
+    """Cuts trailing observation tokens so the record fits a training row (max_tokens + 1 tokens:
+    the forward runs on tokens[:-1]). Only a context-limit episode's last observation can pass the
+    engine cache; those tokens follow the last policy token, so no loss term changes."""
+    n = max_tokens + 1
+    if len(d["tokens"]) <= n:
+        return d
+    last = int(np.flatnonzero(d["mask"]).max(initial=0))
+    if last >= n:
+        raise ValueError(f"record {d['group_id']}: policy token at {last} >= row length {n}")
+    out = dict(d, **{k: d[k][:n] for k in _PER_TOKEN})
+    out["experts"] = d["experts"][:, :n]  # [n_layers, L, k]
+    return out
+
+
+class CodingSampler:
+    """Plays `group_size` CodingEnv episodes per task on a RolloutEngine; one engine per `play`
+    call (seeded by `seed`; its compiled programs are shared across calls)."""
+
+    def __init__(
+        self,
+        cfg,
+        tok,
+        reward_cfg,
+        *,
+        group_size: int,
+        max_tokens: int,
+        temperature: float = 1.0,
+        swap_every: int = 2,
+        slots: int = 8,
+        max_turns: int = 4,
+        max_turn_tokens: int = 128,
+        obs_token_budget: int = 256,
+        workers: int = 4,
+        min_bucket: int = 64,
+    ):
+        if max_tokens > cfg.max_position_embeddings:
+            raise ValueError(
+                f"rl.max_tokens={max_tokens} > max_position_embeddings={cfg.max_position_embeddings}"
+            )
+        self.cfg, self.tok, self.reward_cfg = cfg, tok, reward_cfg
+        self.group_size, self.max_tokens = group_size, max_tokens
+        self.temperature, self.swap_every, self.slots = temperature, swap_every, slots
+        self.max_turn_tokens, self.workers, self.min_bucket = max_turn_tokens, workers, min_bucket
+        self.env_kwargs = dict(
+            max_tokens=max_tokens, max_turns=max_turns, obs_token_budget=obs_token_budget
+        )
+        self.swaps = self.errors = 0
+
+    def _engine(self, params, version: int, seed: int):
+        from model.engine import RolloutEngine  # noqa: PLC0415
+
+        return RolloutEngine(
+            self.cfg,
+            params,
+            slots=self.slots,
+            cache_len=self.max_tokens,  # the episode's context budget (CodingEnv max_tokens)
+            temperature=self.temperature,
+            valid_vocab=self.tok.vocab_size,
+            seed=seed,
+            params_version=version,
+            min_bucket=self.min_bucket,
+        )
+
+    def play(self, tasks: Sequence, weights, seed: int) -> list[list[dict]]:
+        params, version = weights.latest()
+        eng = self._engine(params, version, seed)
+        current = [version]
+
+        def fetch_newer():  # in-flight update between engine steps
+            newer = weights.poll(current[0])
+            if newer is not None:
+                eng.set_params(*newer)
+                current[0] = newer[1]
+                self.swaps += 1
+
+        out = play_episodes(
+            eng,
+            self.tok,
+            tasks,
+            group_size=self.group_size,
+            max_turn_tokens=self.max_turn_tokens,
+            workers=self.workers,
+            env_kwargs=self.env_kwargs,
+            max_iterations=self.swap_every,
+            before_step=fetch_newer,
+            log_every_s=0,
+        )
+        self.errors += out.stats["errors"]
+        for msg in out.stats["error_messages"]:  # a broken episode is dropped from its group
+            print(f"coding sampler: episode dropped: {msg}")
+        groups: list[list[dict]] = [[] for _ in tasks]
+        for rec in sorted(out.records, key=lambda r: (r.group, r.sample)):
+            d = rb.from_rollout_record(rec.to_dict(), self.reward_cfg)
+            d.update(
+                task_id=rec.task_id,
+                tests_passed=rec.tests_passed,
+                tests_total=rec.tests_total,
+                done_reason=rec.done_reason,
+            )
+            groups[rec.group].append(fit_record(d, self.max_tokens))
+        return groups

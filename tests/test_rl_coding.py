@@ -1,0 +1,103 @@
+"""rl.task='coding': the async loop (threads) on real CodingEnv episodes in the sandbox, tiny preset.
+
+Two tasks x G=2 episodes, one group per trainer step: records are token-exact (the trainer's
+forward with replayed experts reproduces the sampler's log-probs at step 1, and its policy-token
+count equals the records' mask sums), rewards are the hidden tests' grade, every group is trained
+exactly once; and the loop refuses to start (before loading a model) without isolation.
+"""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from configs import rl as rl_config
+from rl import loop
+from rl.envs import Sandbox, SandboxUnavailable, backend
+from rl.envs.tasks import grade_in
+from rl.store import RolloutStore
+
+
+def _sandbox_or_skip():
+    try:
+        backend()  # honours the conftest / RL_ENVS_ALLOW_UNISOLATED opt-in
+    except SandboxUnavailable as e:
+        pytest.skip(f"no usable sandbox: {e}")
+
+
+def _config():
+    c = rl_config.get_config()
+    c.rl.update(
+        task="coding",
+        pool_size=2,
+        group_size=2,
+        groups_per_batch=1,
+        groups_per_call=2,
+        max_tokens=768,  # prompts are ~650 tokens
+        checkpoint_every=100,
+        log_every=100,
+    )
+    c.rl.coding.update(max_turns=2, max_turn_tokens=32, slots=4, min_bucket=128)
+    c.rl.reward.update(outcome="fraction", malformed_penalty=0.0)  # reward == passed / total
+    return c
+
+
+def _untouched_grade(task):
+    with Sandbox.from_files(task.files) as sb:
+        for command in task.setup:  # as CodingEnv.reset does
+            assert sb.run(command, 60.0).ok
+        g = grade_in(sb, task)
+    return g.passed, g.total
+
+
+def test_coding_tasks_in_the_async_loop(tmp_path):
+    _sandbox_or_skip()
+    c = _config()
+    out = loop.train(c, str(tmp_path))
+    h, books = out["history"], out["books"]
+    assert len(h) == 2
+    with open(tmp_path / "journal.jsonl") as f:
+        journal = [json.loads(line) for line in f]
+    # each group trained exactly once, one per step
+    assert [j["groups"] for j in journal] == [[g] for g in books.consumed]
+    assert sorted(books.consumed) == ["000000", "000001"] and not books.dropped
+    store = RolloutStore(str(tmp_path / "rollouts"))
+    pool = loop.coding_pool(c.rl.seed, 2, tuple(c.rl.coding.difficulties))
+    untouched = {t.id: _untouched_grade(t) for t in pool}
+    n_untouched = 0
+    for step, entry in zip(h, journal):
+        recs = store.get(entry["groups"][0])
+        assert len(recs) == 2
+        # the trainer's loss mask covers exactly the records' policy tokens
+        assert step["policy_tokens"] == sum(int(r["mask"].sum()) for r in recs)
+        for r in recs:
+            m = r["mask"] > 0
+            assert 0 < m.sum() <= 2 * 32  # max_turns x max_turn_tokens
+            assert np.all(r["versions"][m] >= 0) and np.all(r["versions"][~m] == -1)
+            assert np.all(r["logprobs"][~m] == 0) and np.all(r["logprobs"][m] < 0)
+            assert len(r["tokens"]) <= 769 and r["experts"].shape[1] == len(r["tokens"])
+            assert r["tests_total"] > 0
+            assert r["reward"] == pytest.approx(r["tests_passed"] / r["tests_total"], abs=1e-12)
+            if r["counts"]["tool_calls"] == 0:  # repo untouched: the grader's count for it
+                n_untouched += 1
+                assert (r["tests_passed"], r["tests_total"]) == untouched[r["task_id"]]
+    assert n_untouched >= 1
+    # step 1 trains version-0 tokens with version-0 params: replayed routing + exact tokens give
+    # the sampler's log-probs back (ratio 1)
+    assert journal[0]["staleness"] == [0]
+    assert abs(h[0]["ratio_mean"] - 1.0) < 1e-3, h[0]["ratio_mean"]
+
+
+def test_coding_loop_refuses_to_start_without_isolation(tmp_path, monkeypatch):
+    monkeypatch.setenv("RL_ENVS_BWRAP", "/nonexistent/bwrap")
+    monkeypatch.delenv("RL_ENVS_ALLOW_UNISOLATED", raising=False)
+    monkeypatch.delenv("RL_ENVS_SANDBOX", raising=False)
+
+    def no_model(*a):
+        raise AssertionError("a model was loaded before the isolation check")
+
+    monkeypatch.setattr(loop, "model_config", no_model)
+    with pytest.raises(SandboxUnavailable, match="/nonexistent/bwrap"):
+        loop.train(_config(), str(tmp_path))
+    assert not os.path.exists(tmp_path / "rl_config.json")
