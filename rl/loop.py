@@ -5,6 +5,9 @@
 
     python main.py --mode=rl --config=configs/rl.py --workdir=DIR        (see configs/rl.py)
 
+`rl.task`: 'pattern' (toy single-turn prompts, rl/samplers.py) or 'coding' (multi-turn CodingEnv
+episodes in the sandbox, rl/coding_sampler.py; `resolve` checks isolation before any model loads).
+
 `rl.mode='threads'` runs N sampler threads beside the trainer in one process (tests, notebooks);
 'processes' starts N sampler processes (`python -m rl.loop --sampler ...`) that read the config
 the trainer wrote to <workdir>/rl_config.json and exit when the trainer process dies.

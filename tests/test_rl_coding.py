@@ -3,7 +3,9 @@
 Two tasks x G=2 episodes, one group per trainer step: records are token-exact (the trainer's
 forward with replayed experts reproduces the sampler's log-probs at step 1, and its policy-token
 count equals the records' mask sums), rewards are the hidden tests' grade, every group is trained
-exactly once; and the loop refuses to start (before loading a model) without isolation.
+exactly once. The sampler swaps weights inside an episode (a store whose version 1 appears
+mid-episode); the pool holds training templates only, seeded; and the loop refuses to start
+(before loading a model) without isolation.
 """
 
 import json
@@ -15,6 +17,7 @@ import pytest
 from configs import rl as rl_config
 from rl import loop
 from rl.envs import Sandbox, SandboxUnavailable, backend
+from rl.envs.taskgen import HELD_OUT_TEMPLATES, training_templates
 from rl.envs.tasks import grade_in
 from rl.store import RolloutStore
 
@@ -87,6 +90,46 @@ def test_coding_tasks_in_the_async_loop(tmp_path):
     # the sampler's log-probs back (ratio 1)
     assert journal[0]["staleness"] == [0]
     assert abs(h[0]["ratio_mean"] - 1.0) < 1e-3, h[0]["ratio_mean"]
+
+
+class _SwapsOnSecondPoll:
+    """A weight store whose version 1 appears after the sampler's first poll (mid-episode)."""
+
+    def __init__(self, params):
+        self.params, self.polls = params, 0
+
+    def latest(self):
+        return self.params, 0
+
+    def poll(self, version):
+        self.polls += 1
+        return (self.params, 1) if version == 0 and self.polls >= 2 else None
+
+
+def test_coding_sampler_swaps_weights_in_flight():
+    _sandbox_or_skip()
+    c = _config()  # the loop test's settings: its compiled engine programs are reused
+    cfg = loop.model_config(c)
+    sampler = loop.make_sampler(c.rl, cfg)
+    task = loop.make_task(c.rl, 0)
+    weights = _SwapsOnSecondPoll(loop.initial_params(c, cfg))
+    (group,) = sampler.play([task], weights, seed=1)
+    assert sampler.swaps == 1 and len(group) == 2
+    versions = [r["versions"][r["mask"] > 0] for r in group]
+    for v in versions:  # tokens after the swap carry version 1, none goes back to 0
+        assert set(v.tolist()) <= {0, 1} and np.all(np.diff(v) >= 0)
+    # the episode decoded first got 2 tokens (swap_every) from version 0, the rest from 1: the
+    # weights changed inside an episode, its cache kept
+    assert any(set(v.tolist()) == {0, 1} for v in versions), versions
+
+
+def test_coding_pool_uses_training_templates_only():
+    pool = loop.coding_pool(0, 40, (1, 2, 3))
+    families = {t.meta["template"] for t in pool}
+    assert families == set(training_templates())
+    assert not families & set(HELD_OUT_TEMPLATES)
+    again = loop.coding_pool.__wrapped__(0, 40, (1, 2, 3))  # uncached: the pool is seeded
+    assert [t.id for t in again] == [t.id for t in pool]
 
 
 def test_coding_loop_refuses_to_start_without_isolation(tmp_path, monkeypatch):
