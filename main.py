@@ -70,10 +70,45 @@ def _init_distributed():
         jax.distributed.initialize()
 
 
+def _run(config):
+    """The chosen mode; user-facing failures raise ConfigError / InputError (one line each)."""
+    from train import convert  # pylint: disable=import-outside-toplevel
+    from train.sharding import InputError  # pylint: disable=import-outside-toplevel
+
+    if _DRY_RUN.value:
+        from train import dry_run  # pylint: disable=import-outside-toplevel
+
+        print(dry_run.report(config))
+        return
+    _init_distributed()
+    if _MODE.value in ("pretrain", "sft"):
+        from train import loop  # pylint: disable=import-outside-toplevel
+
+        # SFT is the same loop; its data has a loss mask and it starts from --config.init_params_from.
+        loop.train(config, _WORKDIR.value)
+    elif _MODE.value == "convert":
+        print(convert.export_latest(config, _WORKDIR.value))
+    elif _MODE.value == "sample":
+        from eval.sample import sample_cli  # pylint: disable=import-outside-toplevel
+
+        params_dir = _PARAMS.value or convert.export_latest(config, _WORKDIR.value)
+        try:
+            text = sample_cli(
+                params_dir,
+                _PROMPT.value,
+                max_new_tokens=_MAX_NEW.value,
+                temperature=_TEMPERATURE.value,
+            )
+        except (FileNotFoundError, ValueError) as e:  # a params dir that is not an export
+            raise InputError(f"--params={params_dir}: {' '.join(str(e).split())}") from None
+        print(text)
+
+
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-    from train.sharding import ConfigError  # pylint: disable=import-outside-toplevel
+    from train.loop import NonFiniteLossError  # pylint: disable=import-outside-toplevel
+    from train.sharding import ConfigError, InputError  # pylint: disable=import-outside-toplevel
 
     config = _CONFIG.value
     try:
@@ -84,42 +119,14 @@ def main(argv):
             OSError(f"cannot load config file {path[-1]} (missing, or get_config() failed)")
         )
     try:
-        if _DRY_RUN.value:
-            from train import dry_run  # pylint: disable=import-outside-toplevel
-
-            print(dry_run.report(config))
-            return
-        _init_distributed()
-        from train import loop  # pylint: disable=import-outside-toplevel
-
-        if _MODE.value in ("pretrain", "sft"):
-            # SFT is the same loop; its data has a loss mask and it starts from --config.init_params_from.
-            loop.train(config, _WORKDIR.value)
-        elif _MODE.value == "convert":
-            from train import convert  # pylint: disable=import-outside-toplevel
-
-            print(convert.export_latest(config, _WORKDIR.value))
-        elif _MODE.value == "sample":
-            from model.generate import sample_cli  # pylint: disable=import-outside-toplevel
-            from train import convert  # pylint: disable=import-outside-toplevel
-
-            params_dir = _PARAMS.value or convert.export_latest(config, _WORKDIR.value)
-            print(
-                sample_cli(
-                    params_dir,
-                    _PROMPT.value,
-                    max_new_tokens=_MAX_NEW.value,
-                    temperature=_TEMPERATURE.value,
-                )
-            )
+        _run(config)
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         sys.exit(2)
-    except RuntimeError as e:
-        from train.loop import NonFiniteLossError  # pylint: disable=import-outside-toplevel
-
-        if not isinstance(e, NonFiniteLossError):
-            raise
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except NonFiniteLossError as e:
         print(f"training stopped: {e}", file=sys.stderr)
         sys.exit(3)
 

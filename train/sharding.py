@@ -25,6 +25,11 @@ class ConfigError(ValueError):
     """A config problem, reported in one line before anything is compiled."""
 
 
+class InputError(ValueError):
+    """A missing or unreadable input named on the command line (a workdir without checkpoints,
+    a params dir that is not an export), reported in one line."""
+
+
 def resolve_mesh_shape(sizes: dict, num_devices: int) -> tuple[int, ...]:
     """{'data': -1, 'fsdp': 2, ...} -> concrete sizes whose product is num_devices."""
     unknown = set(sizes) - set(MESH_AXES)
