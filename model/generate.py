@@ -620,4 +620,3 @@ def generate(
         .run_until_done()
         .results()
     )
-

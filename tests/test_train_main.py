@@ -1,4 +1,5 @@
-"""main.py as a user runs it: one-line config errors before compiling, and --dry_run on kimi_k2."""
+"""main.py as a user runs it: one-line errors (config, missing checkpoint, data, params dirs, HF
+folder) with a nonzero exit before compiling, and --dry_run on kimi_k2."""
 
 import os
 import subprocess
@@ -45,6 +46,44 @@ def test_config_errors_are_one_line_before_compiling(args, expected, tmp_path):
     assert len(lines) == 1 and expected in lines[0], out.stderr[-2000:]
     assert "Traceback" not in out.stderr
     assert not os.path.exists(tmp_path / "checkpoints")
+
+
+def _bad_inputs(tmp_path):
+    """(args, expected line) for each missing or malformed input a user can name."""
+    empty = tmp_path / "empty_workdir"
+    empty.mkdir()
+    hf = tmp_path / "hf_missing_fields"
+    hf.mkdir()
+    (hf / "config.json").write_text('{"model_type": "deepseek_v3"}')
+    cfg = tmp_path / "missing_data.py"
+    cfg.write_text(
+        "from configs import default\n\n\ndef get_config():\n    c = default.get_config()\n"
+        "    c.model = 'tiny'\n"
+        f"    c.data.sources = ({{'kind': 'jsonl', 'paths': ['{tmp_path}/nope/*.jsonl']}},)\n"
+        "    return c\n"
+    )
+    tiny = "--config.model=tiny"
+    return [
+        (["--mode=sample", "--prompt=x", tiny, f"--workdir={empty}"], "error: --workdir="),
+        (["--mode=convert", tiny, f"--workdir={empty}"], "no checkpoint under"),
+        (["--mode=sample", "--prompt=x", f"--params={tmp_path}/nope"], f"--params={tmp_path}/nope"),
+        ([f"--config={cfg}", f"--workdir={empty}"], "nope/*.jsonl"),
+        (
+            [tiny, f"--config.init_params_from={tmp_path}/nope", f"--workdir={empty}"],
+            "not a params",
+        ),
+        ([f"--config.model={hf}", f"--workdir={empty}"], f"config error: model='{hf}'"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_bad_inputs_are_one_line_with_nonzero_exit(case, tmp_path):
+    args, expected = _bad_inputs(tmp_path)[case]
+    out = _main(*args)
+    assert out.returncode == 2, out.stdout + out.stderr[-3000:]
+    lines = [l for l in out.stderr.splitlines() if "error: " in l]
+    assert len(lines) == 1 and expected in lines[0], out.stderr[-3000:]
+    assert "Traceback" not in out.stderr, out.stderr[-3000:]
 
 
 def test_dry_run_kimi_k2_on_described_256_device_mesh():

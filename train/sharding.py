@@ -17,7 +17,8 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-MESH_AXES = ("data", "fsdp", "expert", "tensor")
+from model.sharding import MESH_AXES
+
 BATCH_AXES = ("data", "fsdp")
 
 
