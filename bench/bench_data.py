@@ -14,6 +14,7 @@ Measures, in one run and side by side:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import time
@@ -22,11 +23,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import numpy as np  # noqa: E402
 
-import data  # noqa: E402
 from bench.common import train_step_seconds  # noqa: E402
+from configs import sft  # noqa: E402
 from data import DataConfig, held_out_batches, train_iterator  # noqa: E402
 from data.sources import SourceSpec, open_source  # noqa: E402
 from model import presets  # noqa: E402
+from train.batches import data_config  # noqa: E402
 
 FIXTURE_HF = os.path.join(
     os.path.dirname(__file__), "..", "tests", "fixtures", "data", "tokenizer.json"
@@ -100,8 +102,13 @@ def main() -> None:
     for name, kw, n in settings:
         first, rate = pipeline_rate(DataConfig(**kw, **host), n)
         rows.append((f"pipeline: {name}", f"first batch {first:.2f} s", rate))
-    first, rate = pipeline_rate(data.sft_config(global_batch_size=8, **host), 200)
-    rows.append(("pipeline: SFT traces, T=4096, B=8", f"first batch {first:.2f} s", rate))
+    sft_cfg = dataclasses.replace(
+        data_config(sft.get_config()), seq_len=4096, global_batch_size=8, **host
+    )
+    first, rate = pipeline_rate(sft_cfg, 200)
+    rows.append(
+        ("pipeline: SFT traces (configs/sft.py), T=4096, B=8", f"first batch {first:.2f} s", rate)
+    )
     first, rate = pipeline_rate(
         DataConfig(seq_len=1024, global_batch_size=8, tokenizer=f"hf:{FIXTURE_HF}", **host), 150
     )

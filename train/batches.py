@@ -33,25 +33,34 @@ class _KeyFilter:
         self.it.set_state(state)
 
 
+def data_config(config):
+    """The run config's data.* and train.{seq_len, batch_size, seed} as data/'s DataConfig (so
+    configs/sft.py is the one SFT data spec: benches and tests derive from it too)."""
+    from data import pipeline  # pylint: disable=import-outside-toplevel
+
+    t, d = config.train, config.data
+    return pipeline.DataConfig.from_dict(
+        dict(
+            sources=[dict(s) for s in d.sources],
+            tokenizer=d.tokenizer,
+            seq_len=t.seq_len,
+            global_batch_size=t.batch_size,
+            seed=t.seed,
+            held_out_fraction=d.heldout_fraction,
+            strict=d.strict,
+            avoid_splitting=d.avoid_splitting,
+        )
+    )
+
+
 def _pipeline(config, vocab_size: int, counters):
     from data import pipeline  # pylint: disable=import-outside-toplevel
     from data.sources import DataError  # pylint: disable=import-outside-toplevel
     from data.tokenizers import load_tokenizer  # pylint: disable=import-outside-toplevel
 
-    t, d = config.train, config.data
+    t = config.train
     try:
-        dcfg = pipeline.DataConfig.from_dict(
-            dict(
-                sources=[dict(s) for s in d.sources],
-                tokenizer=d.tokenizer,
-                seq_len=t.seq_len,
-                global_batch_size=t.batch_size,
-                seed=t.seed,
-                held_out_fraction=d.heldout_fraction,
-                strict=d.strict,
-                avoid_splitting=d.avoid_splitting,
-            )
-        )
+        dcfg = data_config(config)
         tok = load_tokenizer(dcfg.tokenizer)
         if tok.vocab_size > vocab_size:
             raise ConfigError(
