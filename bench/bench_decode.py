@@ -60,6 +60,9 @@ def run_config(preset: str, steps: int, batch: int, seq: int, lr: float, mtp_wei
 def train_or_load(config, workdir: str):
     """Params of the preset after config.train.steps steps of train/'s loop (cached in workdir:
     re-running resumes the finished run and exports it again)."""
+    if os.path.exists(os.path.join(workdir, "model_config.json")):  # an export, e.g. main.py's
+        print(f"using exported params {workdir}")
+        return load_params(workdir)[1]
     if config.train.steps <= 1:
         return init_params(presets.get(config.model), jax.random.PRNGKey(0))
     loop.train(config, workdir)

@@ -27,7 +27,7 @@ def get_config() -> ml_collections.ConfigDict:
             batch_size=8,
             seq_len=128,
             seed=0,
-            optimizer="adamw",  # 'adamw' | 'muon' (hidden 2-D matrices; AdamW for the rest)
+            optimizer="adamw",  # 'adamw' | 'muon' (every weight matrix; AdamW for embeddings, head, norms)
             lr=1e-3,
             schedule="cosine",  # 'cosine' | 'wsd' | 'constant'
             warmup_steps=5,
