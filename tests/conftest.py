@@ -1,6 +1,6 @@
 """Test session setup: 8 simulated CPU devices (sharding tests).
 
-XLA_FLAGS must be set before jax is imported anywhere, hence here at conftest import. Matmul
+XLA_FLAGS (and JAX_* settings) must be set before jax is imported anywhere, hence here. Matmul
 precision is left at JAX's default, the numeric mode production runs in; a test that needs more
 sets it locally (`with jax.default_matmul_precision("highest"):`) and says why.
 """
@@ -12,3 +12,8 @@ flags = os.environ.get("XLA_FLAGS", "")
 if "xla_force_host_platform_device_count" not in flags:
     os.environ["XLA_FLAGS"] = (flags + " --xla_force_host_platform_device_count=8").strip()
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# Compiled programs persist across tests and their subprocesses (the resume tests start several
+# processes that compile the same tiny-model step): JAX's own on-disk compilation cache.
+os.environ.setdefault(
+    "JAX_COMPILATION_CACHE_DIR", os.path.join(os.environ.get("TMPDIR", "/tmp"), "jax_cache_tests")
+)
