@@ -137,6 +137,7 @@ def build(config) -> Run:
     t = config.train
     cfg, hf_dir = model_config(config)
     mesh_sizes = check_config(config, cfg, jax.device_count(), jax.process_count())
+    _check_init_params_from(config.init_params_from)  # before anything is compiled
     tx, schedule = build_optimizer(config, cfg)
     loss_kw = dict(z_loss_coef=t.z_loss, use_balance_loss=t.balance_loss)
     bias_on = cfg.num_moe_layers and t.bias_update_rate
@@ -155,13 +156,17 @@ def build(config) -> Run:
     )
 
 
-def _load_init_params(path: str, abstract_params, model_name: str):
-    """Exported params (--config.init_params_from), placed on the state's shardings."""
-    if not os.path.isdir(os.path.join(path, "params")):
+def _check_init_params_from(path: str) -> None:
+    if path and not os.path.isdir(os.path.join(path, "params")):
         raise shd.ConfigError(
             f"init_params_from={path!r}: not a params export (no {os.path.join(path, 'params')}; "
             "write one with --mode=convert)"
         )
+
+
+def _load_init_params(path: str, abstract_params, model_name: str):
+    """Exported params (--config.init_params_from), placed on the state's shardings."""
+    _check_init_params_from(path)
     try:
         return checkpoint.load_params(path, abstract_params)
     except (ValueError, KeyError, TypeError, OSError) as e:
