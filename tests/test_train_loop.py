@@ -171,7 +171,7 @@ def _step_losses(stdout):
     return out
 
 
-def _wait_for_checkpoint(workdir, proc, timeout=240):
+def _wait_for_checkpoint(workdir, proc, timeout=600):
     t0 = time.time()
     while time.time() - t0 < timeout:
         if glob.glob(os.path.join(workdir, "checkpoints", "*", "commit_success.txt")):
@@ -191,7 +191,7 @@ def test_sigterm_saves_then_sigkill_then_restart_matches_uninterrupted_run(tmp_p
     proc = _spawn(wd, out)
     _wait_for_checkpoint(str(wd), proc)
     proc.send_signal(signal.SIGTERM)
-    term_stdout, _ = proc.communicate(timeout=120)
+    term_stdout, _ = proc.communicate(timeout=600)
     assert proc.returncode == 0, term_stdout
     saved = int(term_stdout.split("preempted: saved step ")[1].split(",")[0])
     steps = sorted(int(d) for d in os.listdir(wd / "checkpoints") if d.isdigit())
@@ -213,12 +213,12 @@ def test_sigterm_saves_then_sigkill_then_restart_matches_uninterrupted_run(tmp_p
         [sys.executable, __file__, str(wd), str(out)],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,
         env=dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=1"),
     )
     assert final.returncode == 0, final.stdout + final.stderr
     assert "resumed" in final.stdout, final.stdout
-    ref_stdout, _ = ref.communicate(timeout=300)
+    ref_stdout, _ = ref.communicate(timeout=600)
     assert ref.returncode == 0, ref_stdout
     ref_losses = _step_losses(ref_stdout)
     assert sorted(ref_losses) == list(range(1, 21))
