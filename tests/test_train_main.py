@@ -95,3 +95,26 @@ def test_dry_run_kimi_k2_on_described_256_device_mesh():
     gib = float(text.split("per device: params ")[1].split(" GiB")[0])
     # 1.026e12 float32 params over 256 chips is 14.9 GiB at best; replicated leftovers stay small.
     assert 14.9 < gib < 20.0, text
+
+
+def test_sample_cli_completes_a_prompt_from_an_export(tmp_path):
+    """--mode=sample's body (eval/sample.py): byte-tokenized prompt after <|bos|>, greedy, stops
+    at eos, ids past the tokenizer print as U+FFFD."""
+    import jax
+
+    from data.tokenizers import ByteTokenizer
+    from eval.sample import sample_cli
+    from model import generate, init_params, presets
+    from model.export import save_params
+
+    cfg = presets.get("tiny")
+    params = init_params(cfg, jax.random.PRNGKey(0))
+    save_params(str(tmp_path), cfg, params)
+    text = sample_cli(str(tmp_path), "def f(", max_new_tokens=6)
+    tok = ByteTokenizer()
+    want = generate(
+        cfg, params, [[tok.bos_id] + tok.encode("def f(")], 6, stop_tokens=[tok.eos_id]
+    ).tokens[0]
+    want = [t for t in want if t != tok.eos_id]
+    assert len(want) >= 1
+    assert text == "".join(tok.decode([t]) if t < tok.vocab_size else "\ufffd" for t in want)
