@@ -55,6 +55,12 @@ def _state_tree(state: TrainState) -> dict:
     }
 
 
+@jax.jit
+def _copy(tree: Any) -> Any:
+    """Fresh buffers with the same shardings (jitted: works on arrays spanning processes)."""
+    return jax.tree.map(jnp.copy, tree)
+
+
 def _abstract(tree: Any, shardings: Any) -> Any:
     return jax.tree.map(
         lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), tree, shardings
@@ -79,7 +85,7 @@ class Checkpointer:
             # takes can alias device memory, so the write could read step N+1's values: give the
             # save its own buffers (one extra state copy until the write is done). Accelerators
             # copy device -> host before save() returns.
-            tree = jax.tree.map(jnp.copy, tree)
+            tree = _copy(tree)
         args = ocp.args.Composite(
             state=ocp.args.StandardSave(tree),
             data=grain_ckpt.CheckpointSave(_IteratorStateSnapshot(data_state)),
