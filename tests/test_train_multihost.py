@@ -115,7 +115,6 @@ def _finish(procs, timeout=600):
 
 
 def test_two_processes_save_restore_and_match_one_process(tmp_path):
-    single = _launch(1, tmp_path / "single", tmp_path / "single.npz", 0)
     first = _launch(2, tmp_path / "multi", tmp_path / "first.npz", 3)  # stops (and saved) at step 3
     _finish(first)
     assert np.load(tmp_path / "first.npz")["step"] == 3
@@ -126,7 +125,9 @@ def test_two_processes_save_restore_and_match_one_process(tmp_path):
     ]
     outs = _finish(_launch(2, tmp_path / "multi", tmp_path / "multi.npz", 0))
     assert all("resumed" in o and "at step 3" in o for o in outs), outs[0][-2000:]
-    _finish(single)
+    # The one-process reference runs after, not beside, the two-process runs: a third compiling
+    # process can delay one peer past gloo's fixed 30 s rendezvous deadline on a loaded machine.
+    _finish(_launch(1, tmp_path / "single", tmp_path / "single.npz", 0))
     a, b = np.load(tmp_path / "single.npz"), np.load(tmp_path / "multi.npz")
     assert int(a["step"]) == int(b["step"]) == STEPS
     for k in a.files:
