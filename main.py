@@ -75,11 +75,65 @@ def _init_distributed():
         jax.distributed.initialize()
 
 
+def _run(config):
+    """The chosen mode; user-facing failures raise ConfigError / InputError (one line each)."""
+    from train import convert  # pylint: disable=import-outside-toplevel
+    from train.sharding import InputError  # pylint: disable=import-outside-toplevel
+
+    if _DRY_RUN.value:
+        from train import dry_run  # pylint: disable=import-outside-toplevel
+
+        print(dry_run.report(config))
+        from model import memory_plan  # pylint: disable=import-outside-toplevel
+        from train.run import model_config, model_rules  # pylint: disable=import-outside-toplevel
+
+        cfg, seq_lens = model_config(config)[0], sorted({config.train.seq_len, 8192, 32768})
+        print(memory_plan.dry_run_table(cfg, seq_lens, rules=model_rules(config)))
+        return
+    if _MODE.value == "rl":  # configs/rl.py; samplers and trainer start their own processes
+        from rl import loop as rl_loop  # pylint: disable=import-outside-toplevel
+
+        rl_loop.main(config, _WORKDIR.value)
+        return
+    _init_distributed()
+    if _MODE.value in ("pretrain", "sft"):
+        from train import loop  # pylint: disable=import-outside-toplevel
+
+        # SFT is the same loop; its data has a loss mask and it starts from --config.init_params_from.
+        loop.train(config, _WORKDIR.value)
+    elif _MODE.value == "convert":
+        print(convert.export_latest(config, _WORKDIR.value))
+    elif _MODE.value == "rollout":  # configs/rollout.py
+        from rl.rollout_main import run_rollouts  # pylint: disable=import-outside-toplevel
+
+        run_rollouts(config, _WORKDIR.value, _PARAMS.value)
+    elif _MODE.value == "eval":  # configs/eval.py
+        from eval.run import cli  # pylint: disable=import-outside-toplevel
+
+        cli(config, _WORKDIR.value, _PARAMS.value)
+    elif _MODE.value == "sample":
+        from eval.sample import sample_cli  # pylint: disable=import-outside-toplevel
+
+        params_dir = _PARAMS.value or convert.export_latest(config, _WORKDIR.value)
+        try:
+            text = sample_cli(
+                params_dir,
+                _PROMPT.value,
+                max_new_tokens=_MAX_NEW.value,
+                temperature=_TEMPERATURE.value,
+            )
+        except (FileNotFoundError, ValueError) as e:  # a params dir that is not an export
+            raise InputError(f"--params={params_dir}: {' '.join(str(e).split())}") from None
+        print(text)
+
+
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
     from model.hf import CheckpointError  # pylint: disable=import-outside-toplevel
-    from train.sharding import ConfigError  # pylint: disable=import-outside-toplevel
+    from rl.envs import SandboxUnavailable  # pylint: disable=import-outside-toplevel
+    from train.loop import NonFiniteLossError  # pylint: disable=import-outside-toplevel
+    from train.sharding import ConfigError, InputError  # pylint: disable=import-outside-toplevel
 
     config = _CONFIG.value
     try:
@@ -90,61 +144,14 @@ def main(argv):
             OSError(f"cannot load config file {path[-1]} (missing, or get_config() failed)")
         )
     try:
-        if _DRY_RUN.value:
-            from train import dry_run  # pylint: disable=import-outside-toplevel
-
-            print(dry_run.report(config))
-            from model import memory_plan  # pylint: disable=import-outside-toplevel
-            from train.loop import model_handle, model_rules  # pylint: disable=import-outside-toplevel
-
-            handle, seq_lens = model_handle(config), sorted({config.train.seq_len, 8192, 32768})
-            rules = model_rules(config, handle)
-            print(memory_plan.dry_run_table(handle.cfg, seq_lens, rules=rules))
-            return
-        if _MODE.value == "rl":
-            from rl import loop as rl_loop  # pylint: disable=import-outside-toplevel
-
-            rl_loop.main(config, _WORKDIR.value)
-            return
-        _init_distributed()
-        from train import loop  # pylint: disable=import-outside-toplevel
-
-        if _MODE.value in ("pretrain", "sft"):
-            # SFT is the same loop; its data has a loss mask and it starts from --config.init_params_from.
-            loop.train(config, _WORKDIR.value)
-        elif _MODE.value == "rollout":  # configs/rollout.py
-            from rl.rollout_main import run_rollouts  # pylint: disable=import-outside-toplevel
-
-            run_rollouts(config, _WORKDIR.value, _PARAMS.value)
-        elif _MODE.value == "convert":
-            from train import convert  # pylint: disable=import-outside-toplevel
-
-            print(convert.export_latest(config, _WORKDIR.value))
-        elif _MODE.value == "eval":
-            from eval.run import cli  # pylint: disable=import-outside-toplevel
-
-            cli(config, _WORKDIR.value, _PARAMS.value)
-        elif _MODE.value == "sample":
-            from model.generate import sample_cli  # pylint: disable=import-outside-toplevel
-            from train import convert  # pylint: disable=import-outside-toplevel
-
-            params_dir = _PARAMS.value or convert.export_latest(config, _WORKDIR.value)
-            print(
-                sample_cli(
-                    params_dir,
-                    _PROMPT.value,
-                    max_new_tokens=_MAX_NEW.value,
-                    temperature=_TEMPERATURE.value,
-                )
-            )
+        _run(config)
     except (ConfigError, CheckpointError) as e:
         print(f"config error: {e}", file=sys.stderr)
         sys.exit(2)
-    except RuntimeError as e:
-        from train.loop import NonFiniteLossError  # pylint: disable=import-outside-toplevel
-
-        if not isinstance(e, NonFiniteLossError):
-            raise
+    except (InputError, SandboxUnavailable) as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except NonFiniteLossError as e:
         print(f"training stopped: {e}", file=sys.stderr)
         sys.exit(3)
 

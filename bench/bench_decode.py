@@ -1,13 +1,14 @@
 """Decode benchmarks for model/generate.py, side by side in one process (the machine is shared):
 
-    python bench/bench_decode.py                       # small preset: trains its MTP head once (cached in
-                                                       # runs/bench_decode), then benchmarks
+    python bench/bench_decode.py                       # small preset: trains its MTP head once (the run
+                                                       # is kept in runs/bench_decode), then benchmarks
     python bench/bench_decode.py --train_steps 0       # random weights (acceptance is then meaningless)
 
-1. MTP heads: the main model and its MTP module are trained together for --train_steps AdamW steps with
-   the next-token CE + MTP CE loss (module 0 at t predicts t+2, weight --mtp_weight) on byte-tokenized
-   Python standard-library sources (sys.prefix/lib/python3.11/*.py; the last file in sorted order is
-   held out for prompts). The checkpoint is saved with model.export.save_params and reused.
+1. MTP heads: the main model and its MTP module are trained together by train/'s loop (main.py's
+   default config: AdamW, next-token CE + MTP CE, module 0 at t predicts t+2, weight --mtp_weight)
+   for --train_steps steps on the embedded stdlib code corpus (data/'s pipeline, byte tokenizer);
+   prompts come from the run's held-out documents. The run lives in --workdir (re-running resumes
+   and re-exports it).
 2. Plain greedy decode tokens/s at batch 1 and 32 (the prefill is excluded: Engine() prefills, the
    timed part is the decode loop), median of --repeats.
 3. Speculative decode (greedy and temperature 1) at batch 1 (and 32) with K = 1..3 MTP drafts: tokens/s, speedup over
@@ -18,7 +19,6 @@
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import sys
 import time
@@ -26,85 +26,54 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-import optax  # noqa: E402
 
-from model import Transformer, init_params, presets, trainable_mask  # noqa: E402
+from configs import default  # noqa: E402
+from model import init_params, presets  # noqa: E402
 from model.decode import cache_bytes_per_token, init_cache  # noqa: E402
-from model.export import load_params, save_params  # noqa: E402
+from model.export import load_params  # noqa: E402
 from model.generate import Engine  # noqa: E402
+from train import batches, convert, loop  # noqa: E402
 
 
-def stdlib_bytes() -> tuple[np.ndarray, np.ndarray]:
-    """(train, held-out) byte arrays of the Python stdlib's top-level sources."""
-    files = sorted(glob.glob(os.path.join(sys.prefix, "lib", "python3.11", "*.py")))
-    if len(files) < 2:
-        raise FileNotFoundError(f"no Python sources under {sys.prefix}/lib/python3.11")
-    read = lambda f: np.frombuffer(open(f, "rb").read(), np.uint8)  # noqa: E731
-    return np.concatenate([read(f) for f in files[:-1]]).astype(np.int32), read(files[-1]).astype(
-        np.int32
+def run_config(preset: str, steps: int, batch: int, seq: int, lr: float, mtp_weight: float):
+    """configs/default.py for the MTP-training run: the stdlib code corpus through data/'s pipeline
+    (byte tokenizer), LM + MTP CE loss, one device."""
+    c = default.get_config()
+    c.model = preset
+    c.train.update(
+        steps=max(steps, 1),
+        batch_size=batch,
+        seq_len=seq,
+        lr=lr,
+        warmup_steps=min(50, steps // 5 + 1),
+        mtp_mode="ce",
+        mtp_weight=mtp_weight,
+        log_every=25,
+        eval_every=max(steps, 1),
     )
+    c.mesh.data = jax.device_count()
+    c.checkpoint.every_steps = max(steps, 1)
+    return c
 
 
-def make_train_step(cfg, lr: float, steps: int, mtp_weight: float):
-    sched = optax.warmup_cosine_decay_schedule(0.0, lr, min(50, steps // 5 + 1), steps, lr / 10)
-    opt = optax.masked(
-        optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(sched, weight_decay=0.01)),
-        trainable_mask,
-    )
-
-    def loss_fn(params, tokens):
-        out = Transformer(cfg).apply({"params": params}, tokens)
-        ce = optax.softmax_cross_entropy_with_integer_labels(
-            out.logits[:, :-1], tokens[:, 1:]
-        ).mean()
-        mtp = optax.softmax_cross_entropy_with_integer_labels(
-            out.mtp_logits[0][:, :-2], tokens[:, 2:]
-        ).mean()
-        return ce + mtp_weight * mtp, (ce, mtp)
-
-    def step(params, opt_state, tokens):
-        (_, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, tokens)
-        updates, opt_state = opt.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, aux
-
-    return opt, jax.jit(step, donate_argnums=(0, 1))
-
-
-def train_or_load(
-    cfg, workdir: str, steps: int, batch: int, seq: int, lr: float, mtp_weight: float
-):
-    if os.path.exists(os.path.join(workdir, "model_config.json")):
-        print(f"reusing trained params from {workdir}")
+def train_or_load(config, workdir: str):
+    """Params of the preset after config.train.steps steps of train/'s loop (cached in workdir:
+    re-running resumes the finished run and exports it again)."""
+    if os.path.exists(os.path.join(workdir, "model_config.json")):  # an export, e.g. main.py's
+        print(f"using exported params {workdir}")
         return load_params(workdir)[1]
-    params = init_params(cfg, jax.random.PRNGKey(0))
-    if steps <= 0:
-        return params
-    data, _ = stdlib_bytes()
-    opt, step = make_train_step(cfg, lr, steps, mtp_weight)
-    opt_state = opt.init(params)
-    rng = np.random.default_rng(0)
-    start = time.perf_counter()
-    for i in range(steps):
-        offsets = rng.integers(0, len(data) - seq - 1, batch)
-        tokens = jnp.asarray(np.stack([data[o : o + seq + 1] for o in offsets]))
-        params, opt_state, (ce, mtp) = step(params, opt_state, tokens)
-        if i % 25 == 0 or i == steps - 1:
-            print(
-                f"  train step {i:4d}  ce {float(ce):.3f}  mtp_ce {float(mtp):.3f}  "
-                f"({time.perf_counter() - start:.0f} s)",
-                flush=True,
-            )
-    save_params(workdir, cfg, params)
-    print(f"saved {workdir}")
-    return params
+    if config.train.steps <= 1:
+        return init_params(presets.get(config.model), jax.random.PRNGKey(0))
+    loop.train(config, workdir)
+    return load_params(convert.export_latest(config, workdir))[1]
 
 
-def held_out_prompts(n: int, length: int) -> list[list[int]]:
-    _, text = stdlib_bytes()
-    starts = np.linspace(0, len(text) - length - 1, n).astype(int)
-    return [[int(t) for t in text[s : s + length]] for s in starts]
+def held_out_prompts(config, n: int, length: int) -> list[list[int]]:
+    """n prompts of `length` tokens from the run's held-out rows (documents it never trained on)."""
+    _, heldout = batches.data_iterators(config, presets.get(config.model).vocab_size)
+    rows = [r for b in heldout for r in b["tokens"]]
+    return [[int(t) for t in rows[i % len(rows)][:length]] for i in range(n)]
 
 
 def decode_run(
@@ -124,6 +93,7 @@ def decode_run(
 
 
 def bench_decode(
+    config,
     cfg,
     params,
     batch: int,
@@ -134,7 +104,7 @@ def bench_decode(
     repeats: int,
 ):
     """One row per (temperature, K); K = 0 is the plain baseline of the speedup column."""
-    prompts = held_out_prompts(batch, prompt_len)
+    prompts = held_out_prompts(config, batch, prompt_len)
     variants = [(t, k) for t in temperatures for k in [0] + drafts]
     times = {v: [] for v in variants}
     stats, tokens = {}, {}
@@ -182,15 +152,10 @@ def main():
     args = ap.parse_args()
     cfg = presets.get(args.preset)
     print(f"devices: {jax.devices()}  preset={args.preset}")
-    params = train_or_load(
-        cfg,
-        args.workdir,
-        args.train_steps,
-        args.train_batch,
-        args.train_seq,
-        args.lr,
-        args.mtp_weight,
+    config = run_config(
+        args.preset, args.train_steps, args.train_batch, args.train_seq, args.lr, args.mtp_weight
     )
+    params = train_or_load(config, args.workdir)
     if args.train_only:
         return
     print(
@@ -205,6 +170,7 @@ def main():
     for spec in args.variants.split(";"):
         b, ks, temps = spec.split(":")
         rows, tokens = bench_decode(
+            config,
             cfg,
             params,
             int(b),

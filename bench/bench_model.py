@@ -4,8 +4,8 @@
     python bench/bench_model.py --preset small --batch 8 --seq 256 --steps 3
 
 1. f32 matmul peak (the MFU denominator).
-2. A full training step (forward + backward + AdamW) of the preset: tokens/s and MFU with FLOPs/token
-   counted analytically (model.flops_per_token: MLA, active + shared experts, router, head, MTP, attention).
+2. train/'s jitted training step (forward + backward + AdamW + router-bias update, LM + MTP loss)
+   of the preset on one device: tokens/s and MFU with FLOPs/token counted analytically (model.flops_per_token: MLA, active + shared experts, router, head, MTP, attention).
    One row per MoE dispatch implementation.
 3. Compile time of the training step at 4 vs 32 layers (nn.scan keeps it nearly flat).
 4. Latent-cache bytes/token vs an uncompressed multi-head cache for kimi_k2 and deepseek_v3.
@@ -22,64 +22,30 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
-import optax  # noqa: E402
 
-from bench.common import matmul_peak_flops  # noqa: E402
-from model import Transformer, flops_per_token, init_params, presets, trainable_mask  # noqa: E402
+from bench.common import matmul_peak_flops, train_setup, train_step_seconds  # noqa: E402
+from model import flops_per_token, presets  # noqa: E402
 from model.decode import cache_bytes_per_token  # noqa: E402
-
-
-def make_step(cfg):
-    """Minimal next-token + MTP cross-entropy AdamW step (the real one lives in train/)."""
-    opt = optax.masked(optax.adamw(1e-3), trainable_mask)
-
-    def loss_fn(params, tokens):
-        out = Transformer(cfg).apply({"params": params}, tokens)
-        ce = optax.softmax_cross_entropy_with_integer_labels(
-            out.logits[:, :-1], tokens[:, 1:]
-        ).mean()
-        if out.mtp_logits is not None:
-            ce += (
-                0.3
-                * optax.softmax_cross_entropy_with_integer_labels(
-                    out.mtp_logits[0][:, :-2], tokens[:, 2:]
-                ).mean()
-            )
-        return ce
-
-    def step(params, opt_state, tokens):
-        loss, grads = jax.value_and_grad(loss_fn)(params, tokens)
-        updates, opt_state = opt.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss
-
-    return opt, step
+from model.sharding import DEFAULT_RULES  # noqa: E402
+from train import build  # noqa: E402
 
 
 def bench_train_step(cfg, batch, seq, steps, peak):
-    params = init_params(cfg, jax.random.PRNGKey(0))
-    opt, step = make_step(cfg)
-    opt_state = opt.init(params)
-    tokens = jax.random.randint(jax.random.PRNGKey(1), (batch, seq), 0, cfg.vocab_size)
-    jitted = jax.jit(step, donate_argnums=(0, 1))
-    params, opt_state, loss = jitted(params, opt_state, tokens)  # compile + warm up
-    jax.block_until_ready(loss)
-    start = time.perf_counter()
-    for _ in range(steps):
-        params, opt_state, loss = jitted(params, opt_state, tokens)
-    jax.block_until_ready(loss)
-    dt = (time.perf_counter() - start) / steps
+    """train/'s jitted step (AdamW, LM + MTP loss, router-bias update): seconds, tokens/s, MFU."""
+    dt = train_step_seconds(cfg, batch, seq, steps, mesh_sizes={"data": 1})
     tok_s = batch * seq / dt
-    mfu = tok_s * flops_per_token(cfg, seq) / peak
-    return dt, tok_s, mfu
+    return dt, tok_s, tok_s * flops_per_token(cfg, seq) / peak
 
 
 def compile_seconds(cfg, batch, seq):
-    _, step = make_step(cfg)
-    params = jax.eval_shape(lambda: init_params(cfg, jax.random.PRNGKey(0)))
-    opt_state = jax.eval_shape(optax.masked(optax.adamw(1e-3), trainable_mask).init, params)
+    """Seconds to compile train/'s jitted step from shapes alone."""
+    abstract, step, mesh = train_setup(cfg, {"data": 1}, allocate=False)
     tokens = jax.ShapeDtypeStruct((batch, seq), jnp.int32)
+    batch_spec = {k: tokens for k in ("tokens", "targets", "segment_ids", "positions")}
+    batch_spec["loss_mask"] = jax.ShapeDtypeStruct((batch, seq), jnp.float32)
     start = time.perf_counter()
-    jax.jit(step).lower(params, opt_state, tokens).compile()
+    with build.mesh_context(mesh, DEFAULT_RULES):
+        step.jitted.lower(abstract, batch_spec).compile()
     return time.perf_counter() - start
 
 

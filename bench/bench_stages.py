@@ -57,26 +57,16 @@ def heldout_metrics(config) -> tuple[float, float]:
     """(NLL, bits/byte) of config.init_params_from on the config's held-out batches, no training."""
     import tempfile  # pylint: disable=import-outside-toplevel
 
-    import jax  # pylint: disable=import-outside-toplevel
+    from train import batches, build, checkpoint, run  # pylint: disable=import-outside-toplevel
+    from train.evaluate import evaluate  # pylint: disable=import-outside-toplevel
 
-    from train import build, checkpoint, loop  # pylint: disable=import-outside-toplevel
-    from train import sharding as shd
-    from train.config_check import check_config  # pylint: disable=import-outside-toplevel
-    from train.losses import make_lm_loss  # pylint: disable=import-outside-toplevel
-
-    handle = loop.model_handle(config)
-    rules = loop.model_rules(config, handle)
-    mesh = shd.make_mesh(check_config(config, handle.cfg, jax.device_count(), jax.process_count()))
-    tx, _ = loop.build_optimizer(config, handle)
-    train_it, heldout = loop.data_iterators(config, handle.cfg.vocab_size)
+    r = run.build(config)
+    train_it, heldout = batches.data_iterators(config, r.cfg.vocab_size)
     with tempfile.TemporaryDirectory() as tmp:
-        ckpt = checkpoint.Checkpointer(tmp, keep=1, async_save=False)
-        state, state_sh = loop.restore_or_init(
-            config, handle, tx, mesh, rules, ckpt, train_it, log=lambda s: None
-        )
-        ckpt.close()
-    eval_fn = build.jit_eval_step(make_lm_loss(handle.apply), state_sh.params, mesh, rules)
-    result = loop.evaluate(eval_fn, state.params, heldout, mesh)
+        with checkpoint.Checkpointer(tmp, keep=1, async_save=False) as ckpt:
+            state, state_sh = run.restore_or_init(r, ckpt, train_it, log=lambda s: None)
+    eval_fn = build.jit_eval_step(r.eval_loss_fn, state_sh.params, r.mesh, r.rules)
+    result = evaluate(eval_fn, state.params, heldout, r.mesh)
     return result["nll"], result["bits_per_byte"]
 
 

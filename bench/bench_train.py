@@ -9,8 +9,9 @@ measures, in the same process, the matmul peak it is compared against:
   peak_1dev  an n x n float32 matmul on one device (the others idle);
   peak_all   the same matmul on every device at once (one sharded batched matmul), i.e. what the
              machine's cores deliver when all simulated devices compete for them.
-MFU = tokens/s x training FLOPs/token (model.flops_per_token) / peak_all. Appends a table to
-bench/RESULTS_train.md.
+The step is train/'s own jitted step (train.build.jit_train_step: AdamW, LM + MTP loss, router-bias
+update). MFU = tokens/s x training FLOPs/token (model.flops_per_token) / peak_all. Prints a
+markdown table (with the load average) for bench/RESULTS.md.
 """
 
 import argparse
@@ -23,59 +24,24 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _variant(model: str, mesh_sizes: dict, batch: int, seq_len: int, steps: int) -> dict:
+def _variant(model_name: str, mesh_sizes: dict, batch: int, seq_len: int, steps: int) -> dict:
     sys.path.insert(0, ROOT)
     import jax
 
-    from model import presets
-    from model import sharding as msh
-    from train import build, losses, metrics, optim
-    from train import sharding as shd
-    from train import synthetic_data as sd
-    from train.model_api import from_model_package
-    from train.step import router_bias_update
+    from bench.common import train_step_seconds
+    from model import flops_per_token, presets
+    from train.metrics import matmul_peak
 
-    h = from_model_package(presets.get(model))
-    mesh = shd.make_mesh(mesh_sizes)
-    devices = jax.device_count()
-    abstract = jax.eval_shape(h.init_params, jax.random.PRNGKey(0))
-    tx = optim.make_optimizer(
-        params=abstract,
-        trainable=h.trainable_mask(abstract),
-        schedule=optim.make_schedule(
-            kind="constant", peak_lr=1e-3, total_steps=steps, warmup_steps=0
-        ),
-    )
-    loss_fn = losses.make_lm_loss(h.apply, mtp_mode="ce")
-    state, sh = build.init_state(h, tx, mesh, msh.DEFAULT_RULES, seed=0)
-    step = build.jit_train_step(
-        loss_fn,
-        sh,
-        mesh,
-        msh.DEFAULT_RULES,
-        bias_update=router_bias_update(h.update_router_bias, 1e-3),
-    )
-    it = sd.lm_batches(
-        sd.synthetic_tokens(200_000, 256, 0), batch_size=batch, seq_len=seq_len, seed=0
-    )
-    batches = [shd.global_batch(next(it), mesh) for _ in range(steps + 2)]
-    for b in batches[:2]:  # compile + warm up
-        state, m = step(state, b)
-    jax.block_until_ready(state)
-    t0 = time.perf_counter()
-    for b in batches[2:]:
-        state, m = step(state, b)
-    jax.block_until_ready(state)
-    step_s = (time.perf_counter() - t0) / steps
-
+    cfg = presets.get(model_name)
+    step_s = train_step_seconds(cfg, batch, seq_len, steps, mesh_sizes)
     n = 1024
-    peak_1dev = metrics.measure_matmul_peak(n)
-    peak_all = metrics.measure_matmul_peak_all(n)
+    peak_1dev = matmul_peak(n, devices=[jax.devices()[0]])
+    peak_all = matmul_peak(n)
     tokens_per_s = batch * seq_len / step_s
-    flops = h.flops_per_token(seq_len)
+    flops = flops_per_token(cfg, seq_len)
     return dict(
-        model=model,
-        devices=devices,
+        model=model_name,
+        devices=jax.device_count(),
         mesh=mesh_sizes,
         batch=batch,
         seq_len=seq_len,
@@ -85,7 +51,6 @@ def _variant(model: str, mesh_sizes: dict, batch: int, seq_len: int, steps: int)
         peak_1dev=peak_1dev,
         peak_all=peak_all,
         mfu=tokens_per_s * flops / peak_all,
-        loss=float(m["loss"]),
     )
 
 
@@ -152,10 +117,7 @@ def main():
         "per-device programs on 1-row slices plus in-memory collectives (gradient "
         "all-reduce for data=8, weight all-gathers + reduce-scatters for fsdp=8).\n"
     )
-    text = "\n".join(lines)
-    print(text)
-    with open(os.path.join(ROOT, "bench", "RESULTS_train.md"), "a") as f:
-        f.write(text + "\n")
+    print("\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -38,10 +38,10 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
+import model  # noqa: E402
 from bench.common import matmul_peak_flops  # noqa: E402
 from model import presets  # noqa: E402
 from train import losses, optim, state, step  # noqa: E402
-from train.model_api import from_model_package  # noqa: E402
 
 # The issue's config: hidden 256, 4 layers (1 dense), 8 experts top-2 + 1 shared, q_lora 128, kv_lora 64.
 HF_CONFIG = dict(
@@ -90,10 +90,10 @@ def have_torch() -> bool:
 
 def jax_train(cfg, params, batch_size: int, seq_len: int):
     """-> (step() running one jitted train step, first loss)."""
-    h = from_model_package(cfg)
     tx = optim.make_optimizer(
         params=params,
-        trainable=h.trainable_mask(params),
+        logical_specs=model.param_logical_specs(cfg),
+        trainable=model.trainable_mask(params),
         schedule=lambda _: LR,
         weight_decay=WD,
         b1=B1,
@@ -103,7 +103,7 @@ def jax_train(cfg, params, batch_size: int, seq_len: int):
     )
     # jitted so every leaf is its own buffer (the step donates the state)
     st = jax.jit(lambda p: state.create_train_state(p, tx, jax.random.PRNGKey(0)))(params)
-    loss_fn = losses.make_lm_loss(h.apply, use_balance_loss=False)
+    loss_fn = losses.make_lm_loss(cfg, use_balance_loss=False)
     fn = jax.jit(lambda s, b: step.train_step(s, b, loss_fn), donate_argnums=0)
     tokens = np.random.default_rng(0).integers(0, cfg.vocab_size, (batch_size, seq_len + 1))
     pos = np.broadcast_to(np.arange(seq_len, dtype=np.int32), (batch_size, seq_len))
@@ -137,30 +137,30 @@ def torch_model(folder: str):
     return model
 
 
-def torch_train(model, tokens):
+def torch_train(hf_model, tokens):
     import torch
 
     # The project's optimizer decays only >= 2-D params; do the same so both steps do equal work.
-    decay = [p for p in model.parameters() if p.ndim >= 2]
-    rest = [p for p in model.parameters() if p.ndim < 2]
+    decay = [p for p in hf_model.parameters() if p.ndim >= 2]
+    rest = [p for p in hf_model.parameters() if p.ndim < 2]
     opt = torch.optim.AdamW(
         [{"params": decay, "weight_decay": WD}, {"params": rest, "weight_decay": 0.0}],
         lr=LR,
         betas=(B1, B2),
         eps=EPS,
     )
-    model.train()
+    hf_model.train()
     inp = torch.from_numpy(tokens[:, :-1]).long()
     tgt = torch.from_numpy(tokens[:, 1:]).long()
 
     def run():
         opt.zero_grad(set_to_none=True)
-        logits = model(input_ids=inp).logits
+        logits = hf_model(input_ids=inp).logits
         loss = torch.nn.functional.cross_entropy(
             logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1)
         )
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(hf_model.parameters(), 1.0)
         opt.step()
         return loss.item()
 
@@ -295,11 +295,10 @@ def _timed(f, *a) -> float:
 
 def part_mfu(args):
     cfg = presets.get("small", num_mtp_modules=0, moe_impl=args.moe_impl)
-    h = from_model_package(cfg)
-    params = jax.jit(h.init_params)(jax.random.PRNGKey(0))
+    params = model.init_params(cfg, jax.random.PRNGKey(0))
     b, t = 8, 256
     run, _, _ = jax_train(cfg, params, b, t)
-    active = h.count_params()[1]
+    active = model.count_params(cfg)[1]
     best_step, peak, shape_peak = float("inf"), 0.0, 0.0
     for _ in range(args.rounds):  # alternate the step and both peaks
         best_step = min(best_step, _timed_call(run))

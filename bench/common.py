@@ -1,13 +1,19 @@
-"""Timing helpers shared by the benchmarks: median wall time of a jitted call, and the machine's
-float32 matmul peak measured in the same process (the denominator of every MFU we report)."""
+"""Helpers shared by the benchmarks: median wall time of a jitted call, the machine's float32
+matmul peak (train/metrics.py's, the one the training loop's MFU uses too), and a training-step
+throughput measured with train/'s own jitted step.
+
+Run benches from the repo root (`python bench/bench_x.py`); each puts the root on sys.path.
+"""
 
 from __future__ import annotations
 
+import functools
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
+
+from train.metrics import matmul_peak
 
 
 def time_fn(fn, *args, repeats: int = 5, warmup: int = 1) -> float:
@@ -22,12 +28,9 @@ def time_fn(fn, *args, repeats: int = 5, warmup: int = 1) -> float:
     return float(np.median(times))
 
 
-def matmul_peak_flops(n: int = 2048, dtype=jnp.float32, repeats: int = 5) -> float:
-    """FLOP/s of one n x n x n matmul on the default device (2 n^3 FLOPs)."""
-    a = jax.random.normal(jax.random.PRNGKey(0), (n, n), dtype)
-    b = jax.random.normal(jax.random.PRNGKey(1), (n, n), dtype)
-    f = jax.jit(lambda a, b: a @ b)
-    return 2 * n**3 / time_fn(f, a, b, repeats=repeats)
+def matmul_peak_flops(n: int = 2048, repeats: int = 5) -> float:
+    """FLOP/s of one n x n x n float32 matmul on the default device alone (2 n^3 FLOPs)."""
+    return matmul_peak(n, repeats=repeats, devices=[jax.devices()[0]])
 
 
 def interleaved_min_times(fns: dict, args: dict, rounds: int = 5) -> dict:
@@ -42,3 +45,62 @@ def interleaved_min_times(fns: dict, args: dict, rounds: int = 5) -> dict:
             jax.block_until_ready(fn(*args[name]))
             best[name] = min(best[name], time.perf_counter() - start)
     return best
+
+
+def train_setup(cfg, mesh_sizes: dict | None = None, *, allocate: bool = True):
+    """(state, jitted step, mesh) for model cfg with train/'s pieces: AdamW, the LM loss with MTP,
+    router-bias updates, train.build's sharded init and jitted, donating step. allocate=False
+    gives the state as ShapeDtypeStructs with shardings (to compile without memory)."""
+    import model  # pylint: disable=import-outside-toplevel
+    from model import sharding as msh  # pylint: disable=import-outside-toplevel
+    from train import build, losses, optim  # pylint: disable=import-outside-toplevel
+    from train import sharding as shd  # pylint: disable=import-outside-toplevel
+    from train.step import router_bias_update  # pylint: disable=import-outside-toplevel
+
+    mesh = shd.make_mesh(mesh_sizes or {"data": -1})
+    rules = msh.DEFAULT_RULES
+    init_fn = functools.partial(model.params.init_params_unjitted, cfg)
+    specs = model.param_logical_specs(cfg)
+    tx = optim.make_optimizer(
+        params=model.param_shapes(cfg),
+        logical_specs=specs,
+        schedule=optim.make_schedule(kind="constant", peak_lr=1e-3, total_steps=1, warmup_steps=0),
+    )
+    sh = build.state_shardings(init_fn, specs, tx, mesh, rules)
+    if allocate:
+        state = build.init_state(init_fn, tx, sh, mesh, rules, seed=0)
+    else:
+        state = jax.tree.map(
+            lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
+            build.abstract_state(init_fn, tx),
+            sh,
+        )
+    bias = router_bias_update(1e-3) if cfg.num_moe_layers else None
+    loss_fn = losses.make_lm_loss(cfg, mtp_mode="ce")
+    step = build.jit_train_step(loss_fn, sh, mesh, rules, bias_update=bias)
+    return state, step, mesh
+
+
+def synthetic_batch(batch: int, seq_len: int, vocab_size: int, seed: int = 0) -> dict:
+    """One host batch in the data contract (train/synthetic_data's learnable stream)."""
+    from train import synthetic_data as sd  # pylint: disable=import-outside-toplevel
+
+    toks = sd.synthetic_tokens(batch * (seq_len + 1) * 2, vocab_size, seed)
+    it = sd.lm_batches(toks, batch_size=batch, seq_len=seq_len, seed=seed)
+    return next(it)
+
+
+def train_step_seconds(cfg, batch: int, seq_len: int, steps: int, mesh_sizes=None) -> float:
+    """Mean seconds per training step of train/'s jitted step (compile and warm-up excluded)."""
+    from train import sharding as shd  # pylint: disable=import-outside-toplevel
+
+    state, step, mesh = train_setup(cfg, mesh_sizes)
+    b = shd.global_batch(synthetic_batch(batch, seq_len, cfg.vocab_size), mesh)
+    for _ in range(2):  # compile + warm up
+        state, _ = step(state, b)
+    jax.block_until_ready(state)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        state, m = step(state, b)
+    jax.block_until_ready(state)
+    return (time.perf_counter() - t0) / steps

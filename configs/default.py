@@ -5,8 +5,11 @@
 
 Expect: the 'small' preset (102M total / 25M active params) on 8 x 128-token packed batches of
 the embedded code corpus (the Python stdlib through data/'s Grain pipeline, byte tokenizer), 40
-steps. Measured on 2 busy CPU cores (load ~6): ~6 s/step, 6 minutes in all; held-out loss every
-10 steps 4.17, 4.00, 3.94, 3.89 (training CE ~2.8; the held-out documents are other files).
+steps of AdamW (weight decay on weight matrices only: see train/optim.py). Measured 2026-11-23 with
+that optimizer on 2 CPU cores shared with other jobs (load average 19-26, so 25-80 s/step and 43
+minutes in all; ~6 s/step and 6 minutes at load ~6): held-out loss every 10 steps 4.16, 4.00,
+3.94, 3.88 (bits/byte 6.01, 5.78, 5.68, 5.61; training CE ~2.8; the held-out documents are other
+files).
 Checkpoints under <workdir>/checkpoints (steps 20 and 40), TensorBoard events under <workdir>/tb.
 Re-running the same command resumes from the latest checkpoint (and stops at once at step 40).
 For a 30-second smoke run: python main.py --config.model=tiny --workdir=/tmp/tiny
@@ -27,7 +30,7 @@ def get_config() -> ml_collections.ConfigDict:
             batch_size=8,
             seq_len=128,
             seed=0,
-            optimizer="adamw",  # 'adamw' | 'muon' (hidden 2-D matrices; AdamW for the rest)
+            optimizer="adamw",  # 'adamw' | 'muon' (every weight matrix; AdamW for embeddings, head, norms)
             lr=1e-3,
             schedule="cosine",  # 'cosine' | 'wsd' | 'constant'
             warmup_steps=5,

@@ -15,7 +15,7 @@ steps and at the end.
 
 Expect (small preset, after configs/pretrain.py's 40 steps, ~4 min): held-out NLL at 512 tokens
 3.708 -> 3.687 (bits/byte 5.350 -> 5.321), below (a)'s un-extended params at 512 with plain RoPE
-(3.705; measured by bench/bench_stages.py). Numbers in bench/RESULTS_stages.md.
+(3.705; measured by bench/bench_stages.py). Numbers in bench/RESULTS.md.
 """
 
 import ml_collections

@@ -16,7 +16,7 @@ tokenizer, 8 x 128-token packed rows; held-out stdlib files evaluated before the
 eval/nll and eval/bits_per_byte in TensorBoard.
 
 Expect (small preset from a random init, 2 loaded CPU cores, ~8 min): held-out NLL 6.35 -> 3.70,
-bits/byte 9.17 -> 5.34 over the 40 steps (bench/RESULTS_stages.md).
+bits/byte 9.17 -> 5.34 over the 40 steps (bench/RESULTS.md).
 """
 
 import ml_collections

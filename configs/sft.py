@@ -14,7 +14,7 @@ tokens only). The model keeps stage (b)'s long-context YaRN settings (512 tokens
 Expect: held-out NLL and bits/byte on held-out traces (assistant tokens only) printed before the
 first step and every 20 steps, going down over 60 steps of 8 x 512-token rows (a 20-step run of
 2 x 512 rows after stages a and b on the small preset: NLL 4.07 -> 2.53, bits/byte 5.98 -> 3.71;
-bench/RESULTS_stages.md). Without --config.init_params_from it starts from a random
+bench/RESULTS.md). Without --config.init_params_from it starts from a random
 init (a smoke test).
 """
 

@@ -34,7 +34,8 @@ starts the next row as a new piece (new segment id, positions from 0). Nothing i
 Sources (SourceSpec.kind): files (globs/directories), stdlib (default pretraining corpus: the
 interpreter's own .py files), jsonl, parquet, array_record. field='messages' (a list of chat
 messages) makes a source SFT data: loss only on assistant tokens. data/traces/ ships a generated
-set: SourceSpec('jsonl', (data.traces_path(),), field='messages'), or use `sft_config()`.
+set: SourceSpec('jsonl', (data.traces_path(),), field='messages'); the SFT run's spec is
+configs/sft.py (train.batches.data_config(sft.get_config()) gives its DataConfig).
 The train/held-out split hashes each document's content (is_held_out), so it is stable.
 
 Bad input: missing paths and empty sources fail when the iterator is built, naming the path.
@@ -77,23 +78,6 @@ def traces_path() -> str:
     return os.path.join(TRACES_DIR, "*.jsonl")
 
 
-def sft_config(**overrides) -> "DataConfig":  # noqa: F821 (lazy export above)
-    """SFT on the shipped traces: loss on assistant tokens, chats kept whole where they fit.
-
-    With the byte tokenizer the traces are 1.1k-3.8k tokens (median 2.2k), so T=4096 never splits one.
-    """
-    from data.pipeline import DataConfig
-    from data.sources import SourceSpec
-
-    base = dict(
-        sources=(SourceSpec("jsonl", (traces_path(),), field="messages", name="traces"),),
-        seq_len=4096,
-        avoid_splitting=True,
-        strict=True,
-    )
-    return DataConfig(**{**base, **overrides})
-
-
 __all__ = [
     "DataConfig",
     "DataCounters",
@@ -102,7 +86,6 @@ __all__ = [
     "held_out_batches",
     "is_held_out",
     "load_tokenizer",
-    "sft_config",
     "train_iterator",
     "traces_path",
 ]

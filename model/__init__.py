@@ -17,7 +17,6 @@ from model.params import (
     init_params,
     param_logical_specs,
     param_shapes,
-    router_bias,
     trainable_mask,
     update_router_bias,
 )
@@ -35,7 +34,6 @@ __all__ = [
     "param_logical_specs",
     "param_shapes",
     "trainable_mask",
-    "router_bias",
     "update_router_bias",
     "config_from_dict",
     "load_hf_checkpoint",

@@ -94,6 +94,11 @@ class ModelConfig:
     def num_moe_layers(self) -> int:
         return self.num_hidden_layers - self.num_dense_layers
 
+    @property
+    def mtp_is_moe(self) -> bool:
+        """MTP blocks are MoE when the main stack's last layer is (DeepSeek-V3's MTP layer is)."""
+        return self.n_routed_experts > 0 and self.num_hidden_layers >= self.first_k_dense_replace
+
     def replace(self, **changes: Any) -> ModelConfig:
         return dataclasses.replace(self, **changes)
 

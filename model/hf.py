@@ -446,10 +446,6 @@ def load_hf_checkpoint(path: str, **config_overrides: Any) -> tuple[ModelConfig,
     return cfg, params
 
 
-def _mtp_moe(cfg: ModelConfig) -> bool:
-    return cfg.n_routed_experts > 0 and cfg.num_hidden_layers >= cfg.first_k_dense_replace
-
-
 def _read_mtp(cfg, src, m: int, interleaved: bool) -> dict:
     i, d = cfg.num_hidden_layers + m, cfg.hidden_size
     p = _layer_prefix(cfg, i)
@@ -461,7 +457,7 @@ def _read_mtp(cfg, src, m: int, interleaved: bool) -> dict:
         "hnorm": {"scale": src.get(p + "hnorm.weight", (d,))},
         "eh_proj": src.get(p + "eh_proj.weight", (d, 2 * d)).T,
         "head_norm": {"scale": src.get(p + "shared_head.norm.weight", (d,))},
-        "block": _read_layer(cfg, src, i, _mtp_moe(cfg), interleaved),
+        "block": _read_layer(cfg, src, i, cfg.mtp_is_moe, interleaved),
     }
 
 
@@ -501,7 +497,7 @@ def _hf_tensors(cfg: ModelConfig, params: dict):
     for m in range(cfg.num_mtp_modules):
         mtp, i = params[f"mtp_{m}"], cfg.num_hidden_layers + m
         p = _layer_prefix(cfg, i)
-        yield from _layer_tensors(cfg, mtp["block"], i, _mtp_moe(cfg)).items()
+        yield from _layer_tensors(cfg, mtp["block"], i, cfg.mtp_is_moe).items()
         yield from {
             p + "enorm.weight": mtp["enorm"]["scale"],
             p + "hnorm.weight": mtp["hnorm"]["scale"],

@@ -107,9 +107,8 @@ def flops_per_token(cfg: ModelConfig, seq_len: int, training: bool = True) -> fl
     per_token = cfg.num_dense_layers * _active_matmul_params_per_layer(cfg, False)
     per_token += cfg.num_moe_layers * _active_matmul_params_per_layer(cfg, True)
     per_token += cfg.hidden_size * cfg.vocab_size  # output head
-    mtp_moe = cfg.n_routed_experts > 0 and cfg.num_hidden_layers >= cfg.first_k_dense_replace
     per_mtp = (
-        _active_matmul_params_per_layer(cfg, mtp_moe)
+        _active_matmul_params_per_layer(cfg, cfg.mtp_is_moe)
         + 2 * cfg.hidden_size**2
         + cfg.hidden_size * cfg.vocab_size
     )
@@ -125,11 +124,6 @@ def flops_per_token(cfg: ModelConfig, seq_len: int, training: bool = True) -> fl
     )
     forward = 2 * per_token + attn
     return 3 * forward if training else forward
-
-
-def router_bias(params):
-    """The main stack's correction biases [n_moe_layers, E]."""
-    return params["moe_layers"]["moe"][ROUTER_BIAS]
 
 
 def update_router_bias(params, expert_counts, mtp_expert_counts=None, rate: float = 1e-3):

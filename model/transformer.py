@@ -140,8 +140,7 @@ class Transformer(nn.Module):
             self.lm_head = logical_param(
                 self, "lm_head", (c.hidden_size, c.vocab_size), (sh.EMBED, sh.VOCAB), init
             )
-        mtp_moe = c.n_routed_experts > 0 and c.num_hidden_layers >= c.first_k_dense_replace
-        self.mtp = [MTPModule(c, mtp_moe, name=f"mtp_{m}") for m in range(c.num_mtp_modules)]
+        self.mtp = [MTPModule(c, c.mtp_is_moe, name=f"mtp_{m}") for m in range(c.num_mtp_modules)]
 
     def embed_tokens(self, tokens):
         return jnp.take(self.embed, tokens, axis=0).astype(jnp.dtype(self.cfg.dtype))

@@ -1,6 +1,8 @@
-"""Test session setup: 8 simulated CPU devices (sharding tests), float32 matmuls at full precision.
+"""Test session setup: 8 simulated CPU devices (sharding tests).
 
-XLA_FLAGS must be set before jax is imported anywhere, hence here at conftest import.
+XLA_FLAGS (and JAX_* settings) must be set before jax is imported anywhere, hence here. Matmul
+precision is left at JAX's default, the numeric mode production runs in; a test that needs more
+sets it locally (`with jax.default_matmul_precision("highest"):`) and says why.
 """
 
 import os
@@ -16,6 +18,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 if not shutil.which(os.environ.get("RL_ENVS_BWRAP", "bwrap")):
     os.environ.setdefault("RL_ENVS_ALLOW_UNISOLATED", "1")
 
-import jax  # noqa: E402
-
-jax.config.update("jax_default_matmul_precision", "highest")
+# Compiled programs persist across tests and their subprocesses (the resume tests start several
+# processes that compile the same tiny-model step): JAX's own on-disk compilation cache.
+os.environ.setdefault(
+    "JAX_COMPILATION_CACHE_DIR", os.path.join(os.environ.get("TMPDIR", "/tmp"), "jax_cache_tests")
+)

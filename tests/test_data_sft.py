@@ -1,5 +1,6 @@
 """SFT: the loss mask covers exactly the assistant tokens after packing; the shipped traces are sound."""
 
+import dataclasses
 import json
 import os
 import re
@@ -7,12 +8,14 @@ import re
 import numpy as np
 
 import data
+from configs import sft
 from data import DataConfig, SourceSpec, train_iterator
 from data.chat import render_messages
 from data.packing import iter_pieces, join_pieces
 from data.tokenizers import ByteTokenizer
 from rl.envs import TEMPLATES, TOOL_SCHEMAS, CodingEnv, generate_task, parse_turn, run_episode
 from rl.envs.env import DEFAULT_SYSTEM
+from train.batches import data_config
 
 TOK = ByteTokenizer()
 TRACES = os.path.join(data.TRACES_DIR, "coding_traces.jsonl")
@@ -33,8 +36,15 @@ def expected_by_ids():
 
 
 def test_packed_loss_mask_is_exactly_the_assistant_tokens():
-    cfg = data.sft_config(
-        global_batch_size=2, held_out_fraction=0.0, process_index=0, process_count=1
+    # configs/sft.py's data spec; rows of 4096 byte tokens hold every trace (1.1k-3.8k) whole.
+    cfg = dataclasses.replace(
+        data_config(sft.get_config()),
+        seq_len=4096,
+        global_batch_size=2,
+        held_out_fraction=0.0,
+        strict=True,
+        process_index=0,
+        process_count=1,
     )
     expected = expected_by_ids()
     it = train_iterator(cfg)

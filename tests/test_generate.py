@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from model import Transformer, init_params, presets
-from model.generate import Engine, generate, sample_cli
+from model.generate import Engine, generate
 from model.sampling import SamplingParams, filtered_logprobs
 
 PROMPTS = [[1, 2, 3, 4, 5], [7], [9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 11]]
@@ -271,24 +271,3 @@ def test_speculative_needs_mtp_modules(tiny):
     cfg, params = tiny
     with pytest.raises(ValueError, match="num_mtp_modules=0"):
         generate(cfg.replace(num_mtp_modules=0), params, [[1]], 4, num_draft=2)
-
-
-def test_sample_cli_completes_a_prompt_from_a_checkpoint(tiny, tmp_path):
-    from data.tokenizers import ByteTokenizer
-    from model.export import save_params
-
-    cfg, params = tiny
-    save_params(str(tmp_path), cfg, params)
-    text = sample_cli(str(tmp_path), "def f(", max_new_tokens=6)
-    tok = ByteTokenizer()
-    want = generate(
-        cfg,
-        params,
-        [[tok.bos_id] + tok.encode("def f(")],
-        6,
-        stop_tokens=[tok.eos_id],
-        valid_vocab=tok.vocab_size,  # the CLI never samples the model's padded ids (320 > 272)
-    ).tokens[0]
-    want = [t for t in want if t != tok.eos_id]
-    assert all(t < tok.vocab_size for t in want) and len(want) >= 1
-    assert text == "".join(tok.decode([t]) for t in want)

@@ -12,7 +12,7 @@ import pytest
 
 _TESTS = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [os.path.dirname(_TESTS), _TESTS]
-from test_train_standin import STANDIN_RULES, standin_handle  # noqa: E402
+from test_train_standin import STANDIN_RULES, standin_setup  # noqa: E402
 
 
 def _mesh():
@@ -22,11 +22,12 @@ def _mesh():
 
 
 def test_eval_bits_per_byte_matches_hand_computation():
-    from train import build, loop
-    from train.losses import make_lm_loss
+    """evaluate()'s arithmetic (sums over batches, masks, bytes): the stand-in model suffices."""
+    from train import build
+    from train.evaluate import evaluate
 
-    handle, mesh = standin_handle(), _mesh()
-    params = handle.init_params(jax.random.PRNGKey(3))
+    su, mesh = standin_setup(), _mesh()
+    params = su.init_fn(jax.random.PRNGKey(3))
     rng = np.random.default_rng(0)
     b, t, vocab = jax.device_count(), 6, 64
     batches = []
@@ -45,20 +46,12 @@ def test_eval_bits_per_byte_matches_hand_computation():
     p_sh = jax.tree.map(
         lambda x: jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec()), params
     )
-    eval_fn = build.jit_eval_step(make_lm_loss(handle.apply), p_sh, mesh, STANDIN_RULES)
-    got = loop.evaluate(eval_fn, params, batches, mesh)
+    eval_fn = build.jit_eval_step(su.loss_fn, p_sh, mesh, STANDIN_RULES)
+    got = evaluate(eval_fn, params, batches, mesh)
 
     nll_sum = byte_sum = tokens = 0.0
     for batch in batches:
-        logits = np.asarray(
-            handle.apply(
-                params,
-                batch["tokens"],
-                positions=batch["positions"],
-                segment_ids=batch["segment_ids"],
-            ).logits,
-            np.float64,
-        )
+        logits = np.asarray(su.apply(params, batch).logits, np.float64)
         logp = (
             logits
             - np.log(np.sum(np.exp(logits - logits.max(-1, keepdims=True)), -1, keepdims=True))
@@ -72,17 +65,17 @@ def test_eval_bits_per_byte_matches_hand_computation():
     np.testing.assert_allclose(got["bits_per_byte"], nll_sum / math.log(2) / byte_sum, rtol=1e-5)
     # Without target_bytes (stand-in data) only the NLL is reported.
     no_bytes = [{k: v for k, v in x.items() if k != "target_bytes"} for x in batches]
-    assert set(loop.evaluate(eval_fn, params, no_bytes, mesh)) == {"nll"}
+    assert set(evaluate(eval_fn, params, no_bytes, mesh)) == {"nll"}
 
 
 def test_model_overrides_merge_rope_scaling_and_reject_unknown_fields():
     from configs import long_context, pretrain
-    from train import loop
+    from train.run import model_config
     from train.sharding import ConfigError
 
-    base = loop.model_handle(_tiny(pretrain.get_config())).cfg
+    base = model_config(_tiny(pretrain.get_config()))[0]
     c = _tiny(long_context.get_config())
-    cfg = loop.model_handle(c).cfg
+    cfg = model_config(c)[0]
     assert (
         cfg.rope_scaling.factor == 4.0 and cfg.rope_scaling.original_max_position_embeddings == 128
     )
@@ -92,15 +85,15 @@ def test_model_overrides_merge_rope_scaling_and_reject_unknown_fields():
     with pytest.raises(
         ConfigError, match="model_overrides: unknown ModelConfig field 'hiden_size'"
     ):
-        loop.model_handle(c)
+        model_config(c)
     c = _tiny(long_context.get_config())
     c.model_overrides.rope_scaling.fator = 2.0
     with pytest.raises(ConfigError, match="unknown rope_scaling field 'fator'"):
-        loop.model_handle(c)
+        model_config(c)
     c = _tiny(long_context.get_config())
     c.model_overrides.rope_scaling.factor = 0.5  # ModelConfig's own validation still applies
     with pytest.raises(ConfigError, match="rope_scaling.factor must be >= 1"):
-        loop.model_handle(c)
+        model_config(c)
 
 
 def _tiny(c):
@@ -110,17 +103,12 @@ def _tiny(c):
 
 
 def _restore(config, workdir):
-    from train import checkpoint, loop
+    from train import checkpoint, run
 
-    handle = loop.model_handle(config)
-    rules = loop.model_rules(config, handle)
-    tx, _ = loop.build_optimizer(config, handle)
-    ckpt = checkpoint.Checkpointer(str(workdir), keep=1, async_save=False)
-    state, _ = loop.restore_or_init(
-        config, handle, tx, _mesh(), rules, ckpt, iter(()), log=lambda s: None
-    )
-    ckpt.close()
-    return handle, jax.device_get(state)
+    r = run.build(config)
+    with checkpoint.Checkpointer(str(workdir), keep=1, async_save=False) as ckpt:
+        state, _ = run.restore_or_init(r, ckpt, iter(()), log=lambda s: None)
+    return r, jax.device_get(state)
 
 
 def test_long_context_stage_starts_from_pretrain_params(tmp_path):
@@ -130,15 +118,15 @@ def test_long_context_stage_starts_from_pretrain_params(tmp_path):
     from model import export
     from train import checkpoint
 
-    a_handle, a_state = _restore(_tiny(pretrain.get_config()), tmp_path / "a")
+    a_run, a_state = _restore(_tiny(pretrain.get_config()), tmp_path / "a")
     params = jax.tree.map(lambda x: x + 0.5, a_state.params)  # not what (b)'s seed would init
-    checkpoint.export_params(params, str(tmp_path / "train_export"), a_handle.cfg)
-    export.save_params(str(tmp_path / "model_export"), a_handle.cfg, params)
+    checkpoint.export_params(params, str(tmp_path / "train_export"), a_run.cfg)
+    export.save_params(str(tmp_path / "model_export"), a_run.cfg, params)
     for fmt in ("train_export", "model_export"):
         c = _tiny(long_context.get_config())
         c.init_params_from = str(tmp_path / fmt)
-        b_handle, b_state = _restore(c, tmp_path / f"b_{fmt}")
-        assert b_handle.cfg.rope_scaling.factor == 4.0
+        b_run, b_state = _restore(c, tmp_path / f"b_{fmt}")
+        assert b_run.cfg.rope_scaling.factor == 4.0
         for x, y in zip(jax.tree.leaves(params), jax.tree.leaves(b_state.params)):
             np.testing.assert_array_equal(x, y)
         assert int(b_state.step) == 0

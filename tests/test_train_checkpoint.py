@@ -17,10 +17,11 @@ def _mesh(shape):
 
 
 def _train_and_save(workdir, shape, steps):
-    h, tx, loss_fn, bu = standin_setup()
+    su = standin_setup()
     mesh = _mesh(shape)
-    state, sh = build.init_state(h, tx, mesh, STANDIN_RULES, seed=0)
-    step = build.jit_train_step(loss_fn, sh, mesh, STANDIN_RULES, bias_update=bu)
+    sh = _shardings(su, mesh)
+    state = build.init_state(su.init_fn, su.tx, sh, mesh, STANDIN_RULES, seed=0)
+    step = build.jit_train_step(su.loss_fn, sh, mesh, STANDIN_RULES, bias_update=su.bias_update)
     it = sd.lm_batches(sd.synthetic_tokens(4000, 64, 0), batch_size=8, seq_len=16, seed=0)
     with checkpoint.Checkpointer(str(workdir), keep=2) as ckpt:
         for _ in range(steps):
@@ -28,7 +29,15 @@ def _train_and_save(workdir, shape, steps):
             ckpt.save(state, it.get_state(), {"note": "test"})
         ckpt.wait()
         steps_saved = ckpt.all_steps()
-    return h, tx, state, it, steps_saved
+    return su, state, it, steps_saved
+
+
+def _shardings(su, mesh):
+    return build.state_shardings(su.init_fn, su.logical_specs, su.tx, mesh, STANDIN_RULES)
+
+
+def _restore(reader, su, mesh):
+    return reader.restore_latest(build.abstract_state(su.init_fn, su.tx), _shardings(su, mesh))
 
 
 def _tree_equal(a, b):
@@ -37,14 +46,12 @@ def _tree_equal(a, b):
 
 
 def test_roundtrip_keep_n_and_restore_onto_other_meshes(tmp_path):
-    h, tx, state, it, steps_saved = _train_and_save(tmp_path, (8, 1, 1, 1), steps=3)
+    su, state, it, steps_saved = _train_and_save(tmp_path, (8, 1, 1, 1), steps=3)
     assert steps_saved == [2, 3]  # keep=2
     for shape in [(1, 1, 1, 1), (1, 2, 2, 2)]:  # other device count, other mesh
         mesh = _mesh(shape)
         with checkpoint.Checkpointer(str(tmp_path)) as reader:
-            restored, data_state, config = reader.restore_latest(
-                build.abstract_state(h, tx), build.state_shardings(h, tx, mesh, STANDIN_RULES)
-            )
+            restored, data_state, config = _restore(reader, su, mesh)
         _tree_equal(restored.params, state.params)
         _tree_equal(restored.opt_state, state.opt_state)
         np.testing.assert_array_equal(restored.rng, state.rng)
@@ -55,7 +62,7 @@ def test_roundtrip_keep_n_and_restore_onto_other_meshes(tmp_path):
 
 
 def test_corrupted_latest_checkpoint_falls_back_with_warning(tmp_path, caplog):
-    h, tx, state, it, _ = _train_and_save(tmp_path, (1, 1, 1, 1), steps=2)
+    su, state, it, _ = _train_and_save(tmp_path, (1, 1, 1, 1), steps=2)
     data_files = glob.glob(
         str(tmp_path / "checkpoints" / "2" / "state" / "**" / "d" / "*"), recursive=True
     )
@@ -64,29 +71,22 @@ def test_corrupted_latest_checkpoint_falls_back_with_warning(tmp_path, caplog):
         os.truncate(f, 7)
     mesh = _mesh((1, 1, 1, 1))
     with caplog.at_level(logging.WARNING), checkpoint.Checkpointer(str(tmp_path)) as reader:
-        restored, data_state, _ = reader.restore_latest(
-            build.abstract_state(h, tx), build.state_shardings(h, tx, mesh, STANDIN_RULES)
-        )
+        restored, data_state, _ = _restore(reader, su, mesh)
     assert int(restored.step) == 1 and data_state == {"next_index": 1}
     assert any("checkpoints/2 is unreadable" in r.getMessage() for r in caplog.records)
 
 
 def test_no_checkpoint_gives_none(tmp_path):
-    h, tx, _, _ = standin_setup()
-    mesh = _mesh((1, 1, 1, 1))
+    su = standin_setup()
     with checkpoint.Checkpointer(str(tmp_path)) as reader:
-        assert (
-            reader.restore_latest(
-                build.abstract_state(h, tx), build.state_shardings(h, tx, mesh, STANDIN_RULES)
-            )
-            is None
-        )
+        assert _restore(reader, su, _mesh((1, 1, 1, 1))) is None
 
 
 def test_params_only_export_roundtrip(tmp_path):
-    h, tx, loss_fn, _ = standin_setup()
+    su = standin_setup()
     mesh = _mesh((2, 2, 2, 1))
-    state, sh = build.init_state(h, tx, mesh, STANDIN_RULES, seed=3)
+    sh = _shardings(su, mesh)
+    state = build.init_state(su.init_fn, su.tx, sh, mesh, STANDIN_RULES, seed=3)
     checkpoint.export_params(state.params, str(tmp_path / "params"), presets.get("tiny"))
     target = jax.tree.map(
         lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), state.params, sh.params

@@ -65,3 +65,45 @@ def test_self_distillation_kl_zero_at_teacher_and_no_grad_to_main_head():
     )
     assert float(jnp.abs(g_main).max()) == 0.0  # teacher is stop-gradient
     assert float(jnp.abs(g_mtp).max()) > 1e-4
+
+
+def _tiny_batch(cfg, b=2, t=12, seed=0):
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(0, cfg.vocab_size, (b, t)).astype(np.int32)
+    return dict(
+        tokens=tokens,
+        targets=np.roll(tokens, -1, axis=1),
+        segment_ids=np.ones((b, t), np.int32),
+        positions=np.tile(np.arange(t, dtype=np.int32), (b, 1)),
+        loss_mask=np.ones((b, t), np.float32),
+    )
+
+
+def test_lm_loss_on_the_real_model_replays_forced_experts_and_skips_mtp_when_off():
+    """Router replay: forcing the experts the model itself chose reproduces its loss exactly;
+    forcing others changes it. MTP off (mode 'none' or weight 0): no MTP forward, no MTP counts,
+    zero gradient for the MTP module; on: an 'mtp' term and MTP expert counts."""
+    import model
+    from model import presets
+
+    cfg = presets.get("tiny")
+    params = model.init_params(cfg, jax.random.PRNGKey(0))
+    batch = _tiny_batch(cfg)
+    rng = jax.random.PRNGKey(0)
+    off = losses.make_lm_loss(cfg, mtp_mode="none")
+    loss, aux = off(params, batch, rng)
+    assert "mtp" not in aux["metrics"] and set(aux["expert_counts"]) == {"main"}
+    out = model.Transformer(cfg).apply({"params": params}, batch["tokens"])
+    own = np.transpose(np.asarray(out.expert_ids), (1, 2, 0, 3))  # [L,B,T,k] -> [B,T,L,k]
+    replay, _ = off(params, {**batch, "forced_experts": own}, rng)
+    np.testing.assert_allclose(replay, loss, rtol=1e-6)
+    other = (own + 1) % cfg.n_routed_experts
+    moved, _ = off(params, {**batch, "forced_experts": other}, rng)
+    assert abs(float(moved) - float(loss)) > 1e-4
+
+    zero_weight = losses.make_lm_loss(cfg, mtp_mode="ce", mtp_weight=0.0)
+    grads = jax.grad(lambda p: zero_weight(p, batch, rng)[0])(params)
+    assert all(float(jnp.abs(g).max()) == 0.0 for g in jax.tree.leaves(grads["mtp_0"]))
+    on_loss, on_aux = losses.make_lm_loss(cfg, mtp_mode="ce", mtp_weight=0.3)(params, batch, rng)
+    assert set(on_aux["expert_counts"]) == {"main", "mtp"}  # tiny's MTP block is MoE
+    np.testing.assert_allclose(on_loss, loss + 0.3 * on_aux["metrics"]["mtp"], rtol=1e-5)

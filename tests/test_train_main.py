@@ -1,4 +1,5 @@
-"""main.py as a user runs it: one-line config errors before compiling, and --dry_run on kimi_k2."""
+"""main.py as a user runs it: one-line errors (config, missing checkpoint, data, params dirs, HF
+folder) with a nonzero exit before compiling, and --dry_run on kimi_k2."""
 
 import os
 import subprocess
@@ -47,6 +48,44 @@ def test_config_errors_are_one_line_before_compiling(args, expected, tmp_path):
     assert not os.path.exists(tmp_path / "checkpoints")
 
 
+def _bad_inputs(tmp_path):
+    """(args, expected line) for each missing or malformed input a user can name."""
+    empty = tmp_path / "empty_workdir"
+    empty.mkdir()
+    hf = tmp_path / "hf_missing_fields"
+    hf.mkdir()
+    (hf / "config.json").write_text('{"model_type": "deepseek_v3"}')
+    cfg = tmp_path / "missing_data.py"
+    cfg.write_text(
+        "from configs import default\n\n\ndef get_config():\n    c = default.get_config()\n"
+        "    c.model = 'tiny'\n"
+        f"    c.data.sources = ({{'kind': 'jsonl', 'paths': ['{tmp_path}/nope/*.jsonl']}},)\n"
+        "    return c\n"
+    )
+    tiny = "--config.model=tiny"
+    return [
+        (["--mode=sample", "--prompt=x", tiny, f"--workdir={empty}"], "error: --workdir="),
+        (["--mode=convert", tiny, f"--workdir={empty}"], "no checkpoint under"),
+        (["--mode=sample", "--prompt=x", f"--params={tmp_path}/nope"], f"--params={tmp_path}/nope"),
+        ([f"--config={cfg}", f"--workdir={empty}"], "nope/*.jsonl"),
+        (
+            [tiny, f"--config.init_params_from={tmp_path}/nope", f"--workdir={empty}"],
+            "not a params",
+        ),
+        ([f"--config.model={hf}", f"--workdir={empty}"], f"config error: model='{hf}'"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_bad_inputs_are_one_line_with_nonzero_exit(case, tmp_path):
+    args, expected = _bad_inputs(tmp_path)[case]
+    out = _main(*args)
+    assert out.returncode == 2, out.stdout + out.stderr[-3000:]
+    lines = [l for l in out.stderr.splitlines() if "error: " in l]
+    assert len(lines) == 1 and expected in lines[0], out.stderr[-3000:]
+    assert "Traceback" not in out.stderr, out.stderr[-3000:]
+
+
 def test_dry_run_kimi_k2_on_described_256_device_mesh():
     out = _main("--config=configs/kimi_k2.py", "--dry_run")
     assert out.returncode == 0, out.stderr[-3000:]
@@ -56,3 +95,31 @@ def test_dry_run_kimi_k2_on_described_256_device_mesh():
     gib = float(text.split("per device: params ")[1].split(" GiB")[0])
     # 1.026e12 float32 params over 256 chips is 14.9 GiB at best; replicated leftovers stay small.
     assert 14.9 < gib < 20.0, text
+
+
+def test_sample_cli_completes_a_prompt_from_an_export(tmp_path):
+    """--mode=sample's body (eval/sample.py): byte-tokenized prompt after <|bos|>, greedy, stops
+    at eos, never samples the model's padded ids (tiny's vocab 320 > the tokenizer's 272)."""
+    import jax
+
+    from data.tokenizers import ByteTokenizer
+    from eval.sample import sample_cli
+    from model import generate, init_params, presets
+    from model.export import save_params
+
+    cfg = presets.get("tiny")
+    params = init_params(cfg, jax.random.PRNGKey(0))
+    save_params(str(tmp_path), cfg, params)
+    text = sample_cli(str(tmp_path), "def f(", max_new_tokens=6)
+    tok = ByteTokenizer()
+    want = generate(
+        cfg,
+        params,
+        [[tok.bos_id] + tok.encode("def f(")],
+        6,
+        stop_tokens=[tok.eos_id],
+        valid_vocab=tok.vocab_size,
+    ).tokens[0]
+    want = [t for t in want if t != tok.eos_id]
+    assert len(want) >= 1 and all(t < tok.vocab_size for t in want)
+    assert text == "".join(tok.decode([t]) for t in want)

@@ -1,9 +1,13 @@
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
 
+import model
+from model import presets
 from train import optim
 
 
@@ -32,60 +36,161 @@ def test_unknown_schedule_is_a_clear_error():
         optim.make_schedule(kind="linear", peak_lr=1.0, total_steps=10, warmup_steps=1)
 
 
-def _params():
-    return {
-        "dense": {"kernel": jnp.ones((4, 3)), "bias": jnp.ones((3,))},
-        "norm": {"scale": jnp.ones((4,))},
-        "embed": jnp.ones((5, 4)),
-        "router_bias": jnp.ones((1, 4)),
+TINY = presets.get("tiny")
+MUON, ADAMW, NO_DECAY, FROZEN = "muon", "adamw", "adamw_no_decay", "frozen"
+D = optax.contrib.MuonDimensionNumbers
+ATTN = {  # one MLA block, unstacked: label and, for Muon, (D_in axes, D_out axes)
+    "attn/kv_a_norm/scale": (NO_DECAY, None),
+    "attn/q_a_norm/scale": (NO_DECAY, None),
+    "attn/wk_b": (MUON, D((0,), (1, 2))),  # [kv_latent, heads, head_dim]
+    "attn/wkv_a": (MUON, D((0,), (1,))),  # [embed, kv_latent]
+    "attn/wo": (MUON, D((0, 1), (2,))),  # [heads, head_dim, embed]
+    "attn/wq_a": (MUON, D((0,), (1,))),
+    "attn/wq_b": (MUON, D((0,), (1, 2))),
+    "attn/wv_b": (MUON, D((0,), (1, 2))),
+    "attn_norm/scale": (NO_DECAY, None),
+    "mlp_norm/scale": (NO_DECAY, None),
+}
+DENSE_MLP = {f"mlp/{w}": (MUON, D((0,), (1,))) for w in ("gate", "up", "down")}
+MOE = {
+    "moe/router": (MUON, D((0,), (1,))),
+    "moe/router_bias": (FROZEN, None),
+    **{f"moe/shared/{w}": (MUON, D((0,), (1,))) for w in ("gate", "up", "down")},
+    **{f"moe/{w}": (MUON, D((1,), (2,))) for w in ("wi_gate", "wi_up", "wo")},  # [E, in, out]
+}
+
+
+def _shift(dims, k):
+    """Dims of the same matrix under k leading batch axes ('layers')."""
+    if dims is None:
+        return None
+    return D(tuple(i + k for i in dims.reduction_axis), tuple(i + k for i in dims.output_axis))
+
+
+# Every param of the tiny preset: the stacks carry a leading 'layers' axis, MTP blocks do not.
+EXPECTED = {
+    **{f"dense_layers/{k}": (l, _shift(d, 1)) for k, (l, d) in {**ATTN, **DENSE_MLP}.items()},
+    **{f"moe_layers/{k}": (l, _shift(d, 1)) for k, (l, d) in {**ATTN, **MOE}.items()},
+    **{f"mtp_0/block/{k}": v for k, v in {**ATTN, **MOE}.items()},
+    "mtp_0/eh_proj": (MUON, D((0,), (1,))),
+    "mtp_0/enorm/scale": (NO_DECAY, None),
+    "mtp_0/hnorm/scale": (NO_DECAY, None),
+    "mtp_0/head_norm/scale": (NO_DECAY, None),
+    "embed": (ADAMW, None),
+    "lm_head": (ADAMW, None),
+    "final_norm/scale": (NO_DECAY, None),
+}
+
+
+def _flat(tree, is_leaf=None):
+    leaves = jax.tree_util.tree_leaves_with_path(tree, is_leaf=is_leaf)
+    return {"/".join(str(k.key) for k in p): v for p, v in leaves}
+
+
+def _norm_dims(dims, ndim):
+    red = dims.reduction_axis if isinstance(dims.reduction_axis, tuple) else (dims.reduction_axis,)
+    out = dims.output_axis if isinstance(dims.output_axis, tuple) else (dims.output_axis,)
+    return D(tuple(i % ndim for i in red), tuple(i % ndim for i in out))
+
+
+def test_every_tiny_param_gets_the_treatment_of_its_role():
+    specs = model.param_logical_specs(TINY)
+    shapes = _flat(model.param_shapes(TINY))
+    roles = optim.param_roles(specs, model.trainable_mask(model.param_shapes(TINY)))
+    labels = _flat(optim.param_labels(roles, "muon"))
+    assert set(labels) == set(EXPECTED)  # every param listed, none missing
+    spec_of = _flat(specs, is_leaf=lambda x: isinstance(x, jax.sharding.PartitionSpec))
+    for path, (label, dims) in EXPECTED.items():
+        assert labels[path] == label, path
+        if label == MUON:
+            got = _norm_dims(optim.muon_dims(spec_of[path]), len(shapes[path].shape))
+            assert got == dims, (path, got, dims)
+    # With optimizer='adamw' every Muon matrix is on AdamW with weight decay instead.
+    adamw = _flat(optim.param_labels(roles, "adamw"))
+    assert {p: l for p, l in adamw.items()} == {
+        p: ADAMW if l == MUON else l for p, (l, _) in EXPECTED.items()
     }
-
-
-def _trainable(p):
-    return jax.tree_util.tree_map_with_path(
-        lambda path, _: "router_bias" not in jax.tree_util.keystr(path), p
-    )
 
 
 @pytest.mark.parametrize("name", ["adamw", "muon"])
-def test_weight_decay_only_on_matrices_and_frozen_bias_untouched(name):
-    p = _params()
+def test_zero_gradient_step_decays_matrices_only(name):
+    """Decoupled weight decay alone (zero gradients): w <- w * (1 - lr * wd) on weight matrices,
+    embeddings and head, stacked or not; stacked [L, D] norm scales, the final norm and the
+    router bias stay exactly where they are."""
+    lr, wd = 0.1, 0.5
+    params = model.init_params(TINY, jax.random.PRNGKey(0))
     tx = optim.make_optimizer(
-        params=p, trainable=_trainable(p), schedule=lambda _: 0.1, optimizer=name, weight_decay=0.5
+        params=params,
+        logical_specs=model.param_logical_specs(TINY),
+        schedule=lambda _: lr,
+        optimizer=name,
+        weight_decay=wd,
+        clip_norm=None,
     )
-    zero_grads = jax.tree.map(jnp.zeros_like, p)
-    updates, _ = tx.update(zero_grads, tx.init(p), p)
-    new = optax.apply_updates(p, updates)
-    # Zero gradients: only decoupled weight decay moves params.
-    assert float(new["dense"]["kernel"][0, 0]) < 1.0
-    assert float(new["embed"][0, 0]) < 1.0
-    np.testing.assert_array_equal(new["dense"]["bias"], 1.0)
-    np.testing.assert_array_equal(new["norm"]["scale"], 1.0)
-    np.testing.assert_array_equal(new["router_bias"], 1.0)
-    # Even with a gradient, the frozen bias does not move.
-    grads = jax.tree.map(jnp.ones_like, p)
-    updates, _ = tx.update(grads, tx.init(p), p)
-    np.testing.assert_array_equal(optax.apply_updates(p, updates)["router_bias"], 1.0)
+    zero = jax.tree.map(jnp.zeros_like, params)
+    new = _flat(optax.apply_updates(params, jax.jit(tx.update)(zero, tx.init(params), params)[0]))
+    old = _flat(params)
+    for path, (label, _) in EXPECTED.items():
+        want = old[path] * (1 - lr * wd) if label in (MUON, ADAMW) else old[path]
+        np.testing.assert_allclose(new[path], want, rtol=1e-6, atol=1e-7, err_msg=path)
+    assert new["moe_layers/attn_norm/scale"].shape == (1, TINY.hidden_size)
+    np.testing.assert_array_equal(new["moe_layers/attn_norm/scale"], 1.0)
 
 
-def test_muon_takes_hidden_matrices_only():
-    p = _params()
-    labels = optim.param_labels(p, _trainable(p), "muon")
-    assert labels == {
-        "dense": {"kernel": "muon", "bias": "adamw"},
-        "norm": {"scale": "adamw"},
-        "embed": "adamw",
-        "router_bias": "frozen",
-    }
+def test_muon_orthogonalizes_each_layer_and_expert_slice():
+    """A stacked expert matrix [L, E, D, F] and a stacked per-head projection [L, q, H, K] get,
+    slice by slice, the update standalone Muon gives that slice as a 2-D matrix; the update's
+    singular values are nearly equal (orthogonalized), unlike the gradient's."""
+    params = model.init_params(TINY, jax.random.PRNGKey(0))
+    grads = jax.tree.map(
+        lambda p: jax.random.normal(jax.random.PRNGKey(p.size % 97), p.shape), params
+    )
+    kw = dict(schedule=lambda _: 1.0, weight_decay=0.0, clip_norm=None)
+    tx = optim.make_optimizer(
+        params=params, logical_specs=model.param_logical_specs(TINY), optimizer="muon", **kw
+    )
+    upd = jax.jit(tx.update)(grads, tx.init(params), params)[0]
+    ref = optax.contrib.muon(1.0, consistent_rms=0.2)
+    cases = [
+        (("moe_layers", "moe", "wi_gate"), lambda x: x[0, 3]),  # [D, F] of layer 0, expert 3
+        (("moe_layers", "attn", "wq_b"), lambda x: x[0].reshape(x.shape[1], -1)),  # [q, H*K]
+    ]
+    for path, slice_2d in cases:
+        get = lambda t, path=path: functools.reduce(lambda a, k: a[k], path, t)
+        g = slice_2d(get(grads))
+        want = jax.jit(ref.update)({"w": g}, ref.init({"w": g}), {"w": g})[0]["w"]
+        got = slice_2d(get(upd))
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6, err_msg=str(path))
+        s_got, s_grad = (
+            np.linalg.svd(np.asarray(got), compute_uv=False),
+            np.linalg.svd(g, compute_uv=False),
+        )
+        assert s_got.max() / s_got.min() < 2.0 < s_grad.max() / s_grad.min(), (s_got, s_grad)
+
+
+def test_muon_coverage_of_the_small_preset_counted_by_name():
+    """Docs quote this share of parameters Muon updates (optimizer='muon'); counted here from
+    param names alone: all but the embedding, the head, norm scales and router biases."""
+    cfg = presets.get("small")
+    shapes = _flat(model.param_shapes(cfg))
+    not_muon = sum(
+        x.size
+        for p, x in shapes.items()
+        if p in ("embed", "lm_head") or p.endswith(("/scale", "/router_bias"))
+    )
+    total = sum(x.size for x in shapes.values())
+    coverage = optim.muon_coverage(model.param_shapes(cfg), model.param_logical_specs(cfg))
+    assert coverage == pytest.approx(1 - not_muon / total, abs=1e-12)
 
 
 def test_global_norm_clipping_happens_before_adam():
     p = {"w": jnp.zeros((2, 2))}
     g = {"w": jnp.full((2, 2), 1e6)}  # global norm 2e6
+    specs = {"w": jax.sharding.PartitionSpec("embed", "mlp")}
     for clip, want_mu in [(1.0, 0.1 * 0.5), (None, 0.1 * 1e6)]:  # mu = (1 - b1) * grad
         tx = optim.make_optimizer(
             params=p,
-            trainable={"w": True},
+            logical_specs=specs,
             schedule=lambda _: 1.0,
             weight_decay=0.0,
             clip_norm=clip,

@@ -1,5 +1,7 @@
 """Sharded steps on 8 simulated CPU devices (tests/conftest.py sets the device count)."""
 
+import functools
+
 import jax
 import numpy as np
 import pytest
@@ -16,11 +18,17 @@ def _mesh(shape):
 
 
 def _run(shape, batches, num_microbatches=1):
-    h, tx, loss_fn, bu = standin_setup()
+    su = standin_setup()
     mesh = _mesh(shape)
-    state, sh = build.init_state(h, tx, mesh, STANDIN_RULES, seed=0)
+    sh = build.state_shardings(su.init_fn, su.logical_specs, su.tx, mesh, STANDIN_RULES)
+    state = build.init_state(su.init_fn, su.tx, sh, mesh, STANDIN_RULES, seed=0)
     step = build.jit_train_step(
-        loss_fn, sh, mesh, STANDIN_RULES, bias_update=bu, num_microbatches=num_microbatches
+        su.loss_fn,
+        sh,
+        mesh,
+        STANDIN_RULES,
+        bias_update=su.bias_update,
+        num_microbatches=num_microbatches,
     )
     losses = []
     for b in batches:
@@ -57,8 +65,10 @@ def test_sharded_steps_match_single_device_and_bytes_shrink(single_device_run):
 
 
 def test_params_are_created_sharded_not_replicated():
-    h, tx, _, _ = standin_setup()
-    state, sh = build.init_state(h, tx, _mesh((1, 2, 2, 2)), STANDIN_RULES, seed=0)
+    su = standin_setup()
+    mesh = _mesh((1, 2, 2, 2))
+    sh = build.state_shardings(su.init_fn, su.logical_specs, su.tx, mesh, STANDIN_RULES)
+    state = build.init_state(su.init_fn, su.tx, sh, mesh, STANDIN_RULES, seed=0)
     experts = state.params["experts"]  # [E, D, F] -> (expert, fsdp, tensor)
     assert experts.sharding.spec == jax.sharding.PartitionSpec("expert", "fsdp", "tensor")
     assert experts.addressable_shards[0].data.shape == (2, 8, 8)
@@ -98,31 +108,33 @@ def test_mesh_fill():
 
 
 def _model_run(shape, batches):
+    import model
     from model import presets
     from model import sharding as msh
     from train import losses, optim
-    from train.model_api import from_model_package
     from train.step import router_bias_update
 
-    h = from_model_package(presets.get("tiny"))
-    abstract = jax.eval_shape(h.init_params, jax.random.PRNGKey(0))
+    cfg = presets.get("tiny")
+    init_fn = functools.partial(model.params.init_params_unjitted, cfg)
+    specs = model.param_logical_specs(cfg)
     # Adam's first steps are ~lr * g / (|g| + eps): for a coordinate whose gradient is ~0 a
     # reduction-order difference of 1e-9 moves the update by lr * 1e-9 / eps. eps = 1e-6 keeps that
     # under 1e-6 so the comparison tests the sharding, not Adam's conditioning at eps = 1e-8.
     tx = optim.make_optimizer(
-        params=abstract,
-        trainable=h.trainable_mask(abstract),
+        params=model.param_shapes(cfg),
+        logical_specs=specs,
         eps=1e-6,
         schedule=optim.make_schedule(kind="constant", peak_lr=1e-3, total_steps=2, warmup_steps=0),
     )
     mesh = _mesh(shape)
-    state, sh = build.init_state(h, tx, mesh, msh.DEFAULT_RULES, seed=0)
+    sh = build.state_shardings(init_fn, specs, tx, mesh, msh.DEFAULT_RULES)
+    state = build.init_state(init_fn, tx, sh, mesh, msh.DEFAULT_RULES, seed=0)
     step = build.jit_train_step(
-        losses.make_lm_loss(h.apply, mtp_mode="ce"),
+        losses.make_lm_loss(cfg, mtp_mode="ce"),
         sh,
         mesh,
         msh.DEFAULT_RULES,
-        bias_update=router_bias_update(h.update_router_bias, 1e-2),
+        bias_update=router_bias_update(1e-2),
     )
     for b in batches:
         state, m = step(state, shd.global_batch(b, mesh))
@@ -143,18 +155,20 @@ def test_real_model_tiny_sharded_step_matches_single_device():
 
 
 def test_real_model_per_device_bytes_shrink_with_sharded_axes():
+    import model
     from model import presets
     from model import sharding as msh
-    from train.model_api import from_model_package
 
-    h = from_model_package(presets.get("tiny"))
-    abstract = jax.eval_shape(h.init_params, jax.random.PRNGKey(0))
+    cfg = presets.get("tiny")
+    abstract = model.param_shapes(cfg)
     got = {}
     for shape in MESHES:
         sizes = dict(zip(shd.MESH_AXES, shape))
         mesh = shd.abstract_mesh(sizes, int(np.prod(shape)))
         got[shape] = shd.bytes_per_device(
-            abstract, shd.param_shardings(h.logical_specs(), mesh, msh.DEFAULT_RULES), sizes
+            abstract,
+            shd.param_shardings(model.param_logical_specs(cfg), mesh, msh.DEFAULT_RULES),
+            sizes,
         )
     assert got[(8, 1, 1, 1)] == got[(1, 1, 1, 1)]
     assert got[(1, 1, 1, 1)] > got[(2, 2, 2, 1)] > got[(1, 2, 2, 2)]

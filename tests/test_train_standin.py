@@ -1,27 +1,27 @@
-"""A tiny stand-in for model.Transformer written against MODEL_CONTRACT, plus its own checks.
+"""A tiny stand-in model for tests about the step's and the checkpointer's mechanics alone
+(purity, microbatch arithmetic, skipped steps, sharding of the state, keep-N and fallback): each
+runs in well under a second here. Whatever depends on the model itself (losses on MLA/MoE/MTP,
+resume of a real run, optimizer partitioning) is tested on model/'s `tiny` preset instead.
 
 Embedding -> top-1 routed dense "experts" (sigmoid router, non-trainable correction bias) -> LM
-head, and an MTP head. Enough to exercise losses, sharding, bias updates and checkpoints without
-model/. Imported by the other train tests (and by their subprocess scripts via sys.path).
+head, and an MTP head; it returns a model.ModelOutput, so train.losses.lm_loss applies as is.
 """
 
 import dataclasses
+from collections.abc import Callable
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.sharding import PartitionSpec as P
 
-from train.model_api import ModelHandle
+from model import ModelOutput
 
 
 @dataclasses.dataclass(frozen=True)
 class StandInConfig:
     vocab_size: int = 64
     d_model: int = 16
-    num_attention_heads: int = 2
-    max_position_embeddings: int = 64
     n_routed_experts: int = 4
     num_mtp_modules: int = 1
     dtype: str = "float32"
@@ -32,7 +32,7 @@ class StandIn(nn.Module):
     cfg: StandInConfig
 
     @nn.compact
-    def __call__(self, tokens, positions=None, segment_ids=None):
+    def __call__(self, tokens, segment_ids=None):
         c = self.cfg
         dt = jnp.dtype(c.dtype)
         p = lambda name, shape, spec, init=nn.initializers.normal(0.02): self.param(
@@ -41,7 +41,9 @@ class StandIn(nn.Module):
         embed = p("embed", (c.vocab_size, c.d_model), ("vocab", "embed"))
         router = p("router", (c.d_model, c.n_routed_experts), ("embed", None))
         bias = p("router_bias", (1, c.n_routed_experts), (None, None), nn.initializers.zeros)
-        experts = p("experts", (c.n_routed_experts, c.d_model, c.d_model), ("exp", "embed", "mlp"))
+        experts = p(
+            "experts", (c.n_routed_experts, c.d_model, c.d_model), ("expert", "embed", "mlp")
+        )
         norm = p("norm_scale", (c.d_model,), (None,), nn.initializers.ones)
         head = p("head", (c.d_model, c.vocab_size), ("embed", "vocab"))
         mtp = p("mtp_head", (c.num_mtp_modules, c.d_model, c.vocab_size), (None, "embed", "vocab"))
@@ -60,7 +62,7 @@ class StandIn(nn.Module):
         balance = (
             c.balance_loss_coef * c.n_routed_experts * jnp.sum(frac * jnp.mean(scores, axis=(0, 1)))
         )
-        return dict(
+        return ModelOutput(
             logits=logits,
             mtp_logits=mtp_logits,
             expert_ids=choice[None, ..., None],
@@ -69,84 +71,52 @@ class StandIn(nn.Module):
         )
 
 
-class _Out:
-    def __init__(self, d):
-        self.__dict__.update(d)
+STANDIN_RULES = (("vocab", "tensor"), ("embed", "fsdp"), ("mlp", "tensor"), ("expert", "expert"))
 
 
-def standin_handle(cfg: StandInConfig = StandInConfig()) -> ModelHandle:
-    module = StandIn(cfg)
-
-    def init_params(rng):
-        return nn.unbox(module.init(rng, jnp.zeros((1, 4), jnp.int32))["params"])
-
-    def apply(params, tokens, positions=None, segment_ids=None):
-        return _Out(module.apply({"params": params}, tokens, positions, segment_ids))
-
-    def logical_specs():
-        boxed = jax.eval_shape(
-            lambda: module.init(jax.random.PRNGKey(0), jnp.zeros((1, 4), jnp.int32))
-        )
-        return nn.get_partition_spec(boxed)["params"]
-
-    def trainable_mask(params):
-        return {k: k != "router_bias" for k in params}
-
-    n = sum(
-        int(np.prod(s.shape))
-        for s in jax.tree.leaves(jax.eval_shape(init_params, jax.random.PRNGKey(0)))
-    )
-    return ModelHandle(
-        cfg=cfg,
-        init_params=init_params,
-        apply=apply,
-        trainable_mask=trainable_mask,
-        logical_specs=logical_specs,
-        flops_per_token=lambda seq_len: 6.0 * n,
-        count_params=lambda: (n, n),
-        update_router_bias=_update_router_bias,
-    )
+@dataclasses.dataclass(frozen=True)
+class StandInSetup:
+    init_fn: Callable  # rng -> params
+    logical_specs: dict
+    apply: Callable  # (params, batch) -> ModelOutput
+    tx: object
+    loss_fn: Callable  # (params, batch, rng) -> (loss, aux)
+    bias_update: Callable | None
 
 
-def _update_router_bias(params, counts, rate):
-    load = counts["main"].astype(jnp.float32)
-    bias = params["router_bias"] + rate * jnp.sign(load.mean(-1, keepdims=True) - load)
-    return {**params, "router_bias": bias}
+def _bias_update(rate):
+    def update(params, counts):
+        load = counts["main"].astype(jnp.float32)
+        bias = params["router_bias"] + rate * jnp.sign(load.mean(-1, keepdims=True) - load)
+        return {**params, "router_bias": bias}
 
-
-STANDIN_RULES = (("vocab", "tensor"), ("embed", "fsdp"), ("mlp", "tensor"), ("exp", "expert"))
-
-
-def test_standin_follows_contract_shapes():
-    h = standin_handle()
-    params = h.init_params(jax.random.PRNGKey(0))
-    tokens = jnp.array([[1, 2, 3, 4, 5]])
-    seg = jnp.array([[1, 1, 1, 0, 0]])
-    out = h.apply(params, tokens, segment_ids=seg)
-    assert out.logits.shape == (1, 5, 64) and out.logits.dtype == jnp.float32
-    assert out.mtp_logits.shape == (1, 1, 5, 64)
-    assert out.expert_counts.shape == (1, 4)
-    assert int(out.expert_counts.sum()) == 3  # padding (segment 0) excluded
-    specs = h.logical_specs()
-    assert specs["experts"] == P("exp", "embed", "mlp")
+    return update
 
 
 def standin_setup(
     optimizer="adamw", lr=1e-2, steps=10, mtp_mode="ce", bias_rate=1e-3, cfg=None, balance=True
-):
-    """(handle, tx, loss_fn, bias_update) for the stand-in; shared by the train tests."""
+) -> StandInSetup:
     from train import losses, optim
-    from train.step import router_bias_update
 
-    h = standin_handle(cfg or StandInConfig())
+    module = StandIn(cfg or StandInConfig())
+    init_fn = lambda rng: nn.unbox(module.init(rng, jnp.zeros((1, 4), jnp.int32))["params"])
+    boxed = jax.eval_shape(lambda: module.init(jax.random.PRNGKey(0), jnp.zeros((1, 4), jnp.int32)))
+    specs = nn.get_partition_spec(boxed)["params"]
     sched = optim.make_schedule(kind="cosine", peak_lr=lr, total_steps=steps, warmup_steps=2)
-    ap = jax.eval_shape(h.init_params, jax.random.PRNGKey(0))
     tx = optim.make_optimizer(
-        params=ap, trainable=h.trainable_mask(ap), schedule=sched, optimizer=optimizer
+        params=jax.eval_shape(init_fn, jax.random.PRNGKey(0)),
+        logical_specs=specs,
+        schedule=sched,
+        optimizer=optimizer,
     )
-    loss_fn = losses.make_lm_loss(h.apply, mtp_mode=mtp_mode, use_balance_loss=balance)
-    bu = router_bias_update(h.update_router_bias, bias_rate) if bias_rate else None
-    return h, tx, loss_fn, bu
+    apply = lambda params, batch: module.apply(
+        {"params": params}, batch["tokens"], batch.get("segment_ids")
+    )
+    kw = dict(mtp_mode=mtp_mode, use_balance_loss=balance)
+    loss_fn = lambda params, batch, rng: losses.lm_loss(apply(params, batch), batch, **kw)
+    return StandInSetup(
+        init_fn, specs, apply, tx, loss_fn, _bias_update(bias_rate) if bias_rate else None
+    )
 
 
 def synthetic_batches(n, batch_size=8, seq_len=16, seed=0, vocab=64):
@@ -158,22 +128,13 @@ def synthetic_batches(n, batch_size=8, seq_len=16, seed=0, vocab=64):
     return [next(it) for _ in range(n)]
 
 
-def tiny_run_config(steps=12, every=4, log_every=1):
-    """configs/default.py shrunk for the stand-in (vocab 64 -> synthetic data)."""
-    from configs import default
-
-    c = default.get_config()
-    c.train.update(
-        steps=steps,
-        batch_size=8,
-        seq_len=16,
-        warmup_steps=2,
-        log_every=log_every,
-        eval_every=steps,
-        eval_batches=2,
-        lr=1e-2,
-    )
-    c.data.source = "synthetic"
-    c.checkpoint.every_steps = every
-    c.rules = [list(r) for r in STANDIN_RULES]
-    return c
+def test_standin_output_shapes_and_specs():
+    s = standin_setup()
+    params = s.init_fn(jax.random.PRNGKey(0))
+    batch = {"tokens": jnp.array([[1, 2, 3, 4, 5]]), "segment_ids": jnp.array([[1, 1, 1, 0, 0]])}
+    out = s.apply(params, batch)
+    assert out.logits.shape == (1, 5, 64) and out.logits.dtype == jnp.float32
+    assert out.mtp_logits.shape == (1, 1, 5, 64)
+    assert out.expert_counts.shape == (1, 4)
+    assert int(out.expert_counts.sum()) == 3  # padding (segment 0) excluded
+    assert s.logical_specs["experts"] == P("expert", "embed", "mlp")

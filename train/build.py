@@ -1,4 +1,8 @@
-"""Wiring of state, shardings and jitted steps for a mesh. Used by the loop, tests and bench."""
+"""State, shardings and jitted steps for a mesh. Used by the run builder, tests and bench.
+
+`init_fn` is rng -> params, pure and unjitted (model.params.init_params_unjitted(cfg, .) for the
+real model): it is jitted here together with the optimizer state, with out_shardings.
+"""
 
 from __future__ import annotations
 
@@ -14,9 +18,10 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from train import sharding as shd
-from train.model_api import ModelHandle
 from train.state import TrainState, create_train_state
 from train.step import eval_step, train_step
+
+InitFn = Callable[[Any], Any]  # rng -> params
 
 
 @contextlib.contextmanager
@@ -26,29 +31,27 @@ def mesh_context(mesh, rules):
         yield
 
 
-def abstract_state(handle: ModelHandle, tx: optax.GradientTransformation) -> TrainState:
+def abstract_state(init_fn: InitFn, tx: optax.GradientTransformation) -> TrainState:
     return jax.eval_shape(
-        lambda rng: create_train_state(handle.init_params(rng), tx, rng), jax.random.PRNGKey(0)
+        lambda rng: create_train_state(init_fn(rng), tx, rng), jax.random.PRNGKey(0)
     )
 
 
-def state_shardings(handle: ModelHandle, tx, mesh, rules) -> TrainState:
-    p_sh = shd.param_shardings(handle.logical_specs(), mesh, rules)
-    return shd.state_shardings(abstract_state(handle, tx), p_sh, mesh)
+def state_shardings(init_fn: InitFn, logical_specs: Any, tx, mesh, rules) -> TrainState:
+    p_sh = shd.param_shardings(logical_specs, mesh, rules)
+    return shd.state_shardings(abstract_state(init_fn, tx), p_sh, mesh)
 
 
-def init_state(handle: ModelHandle, tx, mesh, rules, seed: int) -> tuple[TrainState, TrainState]:
+def init_state(init_fn: InitFn, tx, state_sh: TrainState, mesh, rules, seed: int) -> TrainState:
     """State created directly sharded (jit with out_shardings: no full copy on one device)."""
-    sh = state_shardings(handle, tx, mesh, rules)
 
     def init(seed_arr):
         rng = jax.random.PRNGKey(seed_arr)
         init_rng, state_rng = jax.random.split(rng)
-        return create_train_state(handle.init_params(init_rng), tx, state_rng)
+        return create_train_state(init_fn(init_rng), tx, state_rng)
 
     with mesh_context(mesh, rules):
-        state = jax.jit(init, out_shardings=sh)(seed)
-    return state, sh
+        return jax.jit(init, out_shardings=state_sh)(seed)
 
 
 def jit_train_step(

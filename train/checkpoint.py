@@ -17,6 +17,7 @@ from typing import Any
 
 import grain.checkpoint as grain_ckpt
 import jax
+import jax.numpy as jnp
 import orbax.checkpoint as ocp
 
 from train.state import TrainState
@@ -54,6 +55,12 @@ def _state_tree(state: TrainState) -> dict:
     }
 
 
+@jax.jit
+def _copy(tree: Any) -> Any:
+    """Fresh buffers with the same shardings (jitted: works on arrays spanning processes)."""
+    return jax.tree.map(jnp.copy, tree)
+
+
 def _abstract(tree: Any, shardings: Any) -> Any:
     return jax.tree.map(
         lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), tree, shardings
@@ -72,8 +79,15 @@ class Checkpointer:
         self, state: TrainState, data_state: Any, config: dict, *, force: bool = False
     ) -> bool:
         step = int(jax.device_get(state.step))
+        tree = _state_tree(state)
+        if jax.devices()[0].platform == "cpu":
+            # The loop's next step donates these buffers. On CPU the "host copy" an async save
+            # takes can alias device memory, so the write could read step N+1's values: give the
+            # save its own buffers (one extra state copy until the write is done). Accelerators
+            # copy device -> host before save() returns.
+            tree = _copy(tree)
         args = ocp.args.Composite(
-            state=ocp.args.StandardSave(_state_tree(state)),
+            state=ocp.args.StandardSave(tree),
             data=grain_ckpt.CheckpointSave(_IteratorStateSnapshot(data_state)),
             config=ocp.args.JsonSave(config),
         )

@@ -8,29 +8,31 @@ import os
 
 import jax
 
-from train import build, checkpoint, loop
-from train import sharding as shd
+from train import checkpoint
+from train.run import Run
+from train.run import build as build_run
+from train.sharding import InputError
 
 
-def export_latest(config, workdir: str, *, handle=None, rules=None) -> str:
-    handle = handle or loop.model_handle(config)
-    rules = rules if rules is not None else loop.model_rules(config, handle)
-    mesh = shd.make_mesh(dict(config.mesh))
-    tx, _ = loop.build_optimizer(config, handle)
+def export_latest(config, workdir: str, *, run: Run | None = None) -> str:
+    run = run or build_run(config)
     with checkpoint.Checkpointer(workdir, keep=config.checkpoint.keep, async_save=False) as ckpt:
-        restored = ckpt.restore_latest(
-            build.abstract_state(handle, tx), build.state_shardings(handle, tx, mesh, rules)
-        )
+        if not ckpt.all_steps():
+            raise InputError(f"--workdir={workdir}: no checkpoint under {ckpt.directory}")
+        restored = ckpt.restore_latest(run.abstract_state(), run.state_shardings())
     if restored is None:
-        raise FileNotFoundError(f"no checkpoint under {ckpt.directory}")
+        raise InputError(
+            f"--workdir={workdir}: no checkpoint under {ckpt.directory} restores into model "
+            f"{config.model!r}"
+        )
     state = restored[0]
     path = os.path.join(workdir, "export", f"params_{int(jax.device_get(state.step))}")
-    checkpoint.export_params(state.params, path, handle.cfg)
+    checkpoint.export_params(state.params, path, run.cfg)
     if config.get("export_hf"):
         from model import hf  # pylint: disable=import-outside-toplevel
 
         hf_path = path + "_hf"
         # Gathers every shard to this host: fine for what fits in host memory.
-        hf.save_hf_checkpoint(handle.cfg, jax.device_get(state.params), hf_path)
+        hf.save_hf_checkpoint(run.cfg, jax.device_get(state.params), hf_path)
         return f"{path}\n{hf_path}"
     return path

@@ -7,26 +7,31 @@ AbstractMesh, and bytes are counted from shapes and partition specs. Nothing is 
 
 from __future__ import annotations
 
+import functools
+
 import jax
 
-from train import build, loop
+import model
+from train import build
 from train import sharding as shd
 from train.config_check import check_config
+from train.run import build_optimizer, model_config, model_rules
 
 
-def report(config, *, handle=None, rules=None) -> str:
-    handle = handle or loop.model_handle(config)
-    rules = rules if rules is not None else loop.model_rules(config, handle)
+def report(config) -> str:
+    cfg, _ = model_config(config)
+    rules = model_rules(config)
     n_dev = config.dry_run_devices or jax.device_count()
-    sizes = check_config(config, handle.cfg, n_dev)
+    sizes = check_config(config, cfg, n_dev)
     mesh = shd.abstract_mesh(sizes, n_dev)
-    tx, _ = loop.build_optimizer(config, handle)
-    abstract = build.abstract_state(handle, tx)
-    sh = build.state_shardings(handle, tx, mesh, rules)
+    tx, _ = build_optimizer(config, cfg)
+    init_fn = functools.partial(model.params.init_params_unjitted, cfg)
+    abstract = build.abstract_state(init_fn, tx)
+    sh = build.state_shardings(init_fn, model.param_logical_specs(cfg), tx, mesh, rules)
     param_bytes = shd.bytes_per_device(abstract.params, sh.params, sizes)
     opt_bytes = shd.bytes_per_device(abstract.opt_state, sh.opt_state, sizes)
-    total, active = handle.count_params()
-    flops = handle.flops_per_token(config.train.seq_len)
+    total, active = model.count_params(cfg)
+    flops = model.flops_per_token(cfg, config.train.seq_len)
     gib = 2.0**30
     return "\n".join(
         [

@@ -3,7 +3,9 @@
 A loss function for `train_step` has the signature
     loss_fn(params, batch, rng) -> (loss, aux)
 with aux = {'weight': tokens the loss averages over, 'metrics': {name: scalar},
-            'expert_counts': int32 [n_moe_layers, E] or None}.
+            'expert_counts': {'main': int32 [n_moe_layers, E], 'mtp': [M, E]} or None}.
+`make_lm_loss(cfg)` is the LM loss on model/'s Transformer; `lm_loss(out, batch)` the same terms on
+any model.ModelOutput (the loop-mechanics stand-in in tests builds its loss from it).
 `weight` lets the step average microbatches exactly as one big batch would.
 
 Shapes: B batch, T sequence, V vocab, M MTP depth.
@@ -15,6 +17,9 @@ from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
+
+import model
+from model import ModelOutput
 
 
 def _masked_mean(x, mask):
@@ -79,51 +84,98 @@ def mtp_self_distillation(mtp_logits, logits, loss_mask, segment_ids):
     return jnp.mean(jnp.stack(losses))
 
 
-def _expert_counts(out):
-    """{'main': [n_moe_layers, E], 'mtp': [M, E]} of whichever the model returned, or None."""
-    counts = {
-        "main": getattr(out, "expert_counts", None),
-        "mtp": getattr(out, "mtp_expert_counts", None),
-    }
+def _expert_counts(out: ModelOutput):
+    """{'main': [n_moe_layers, E], 'mtp': [M, E] (MoE MTP blocks, when run)}, or None (dense)."""
+    counts = {"main": out.expert_counts, "mtp": out.mtp_expert_counts}
     counts = {k: v for k, v in counts.items() if v is not None}
     return counts or None
 
 
+def model_forward(cfg, *, with_mtp: bool) -> Callable:
+    """(params, batch) -> model.ModelOutput of the real Transformer on a batch in the contract.
+
+    batch['forced_experts'] (optional, int32 [B, T, n_moe_layers, k]: batch axis first so it shards
+    and splits into microbatches like every other key) replays the sampler's routing (RL).
+    `with_mtp=False` skips the MTP modules (no forward or backward cost for them).
+    """
+    module = model.Transformer(cfg)
+
+    def forward(params, batch):
+        forced = batch.get("forced_experts")
+        if forced is not None:
+            forced = jnp.transpose(forced, (2, 0, 1, 3))  # [B,T,L,k] -> [L,B,T,k], as nn.scan wants
+        return module.apply(
+            {"params": params},
+            batch["tokens"],
+            positions=batch["positions"],
+            segment_ids=batch["segment_ids"],
+            forced_experts=forced,
+            with_mtp=with_mtp,
+        )
+
+    return forward
+
+
+def check_mtp_mode(mtp_mode: str) -> None:
+    if mtp_mode not in ("none", "ce", "distill"):
+        raise ValueError(f"train.mtp_mode={mtp_mode!r}: expected 'none', 'ce' or 'distill'")
+
+
+def lm_loss(
+    out: ModelOutput,
+    batch: dict,
+    *,
+    mtp_mode: str = "none",
+    mtp_weight: float = 0.3,
+    z_loss_coef: float = 0.0,
+    use_balance_loss: bool = True,
+):
+    """(loss, aux) of a model output: next-token CE (+ MTP in 'ce' or 'distill' mode, + z-loss,
+    + the model's balance loss)."""
+    check_mtp_mode(mtp_mode)
+    mask = batch["loss_mask"].astype(jnp.float32)
+    ce = cross_entropy(out.logits, batch["targets"], mask)
+    loss, metrics = ce, {"ce": ce}
+    if z_loss_coef:
+        zl = z_loss(out.logits, mask)
+        loss, metrics["z_loss"] = loss + z_loss_coef * zl, zl
+    if mtp_mode != "none" and mtp_weight and out.mtp_logits is not None:
+        if mtp_mode == "ce":
+            mtp = mtp_cross_entropy(out.mtp_logits, batch["targets"], mask, batch["segment_ids"])
+        else:
+            mtp = mtp_self_distillation(out.mtp_logits, out.logits, mask, batch["segment_ids"])
+        loss, metrics["mtp"] = loss + mtp_weight * mtp, mtp
+    if use_balance_loss and out.expert_counts is not None:
+        loss, metrics["balance"] = loss + out.balance_loss, out.balance_loss
+    aux = {"weight": jnp.sum(mask), "metrics": metrics, "expert_counts": _expert_counts(out)}
+    return loss, aux
+
+
 def make_lm_loss(
-    apply_fn: Callable,
+    cfg,
     *,
     mtp_mode: str = "none",
     mtp_weight: float = 0.3,
     z_loss_coef: float = 0.0,
     use_balance_loss: bool = True,
 ) -> Callable:
-    """Next-token CE (+ MTP in 'ce' or 'distill' mode, + z-loss, + the model's balance loss)."""
-    if mtp_mode not in ("none", "ce", "distill"):
-        raise ValueError(f"train.mtp_mode={mtp_mode!r}: expected 'none', 'ce' or 'distill'")
+    """loss_fn(params, batch, rng) for `train_step` on model.Transformer(cfg).
+
+    The MTP modules run only when their loss is on (mode not 'none', weight > 0): otherwise they
+    cost nothing, and their routers see no tokens (their correction biases stay put).
+    """
+    check_mtp_mode(mtp_mode)
+    with_mtp = mtp_mode != "none" and mtp_weight > 0 and cfg.num_mtp_modules > 0
+    forward = model_forward(cfg, with_mtp=with_mtp)
+    kw = dict(
+        mtp_mode=mtp_mode,
+        mtp_weight=mtp_weight,
+        z_loss_coef=z_loss_coef,
+        use_balance_loss=use_balance_loss,
+    )
 
     def loss_fn(params, batch, rng):
-        del rng  # the models here are deterministic (no dropout); kept for the signature
-        out = apply_fn(
-            params, batch["tokens"], positions=batch["positions"], segment_ids=batch["segment_ids"]
-        )
-        mask = batch["loss_mask"].astype(jnp.float32)
-        ce = cross_entropy(out.logits, batch["targets"], mask)
-        loss, metrics = ce, {"ce": ce}
-        if z_loss_coef:
-            zl = z_loss(out.logits, mask)
-            loss, metrics["z_loss"] = loss + z_loss_coef * zl, zl
-        if mtp_mode != "none" and getattr(out, "mtp_logits", None) is not None:
-            if mtp_mode == "ce":
-                mtp = mtp_cross_entropy(
-                    out.mtp_logits, batch["targets"], mask, batch["segment_ids"]
-                )
-            else:
-                mtp = mtp_self_distillation(out.mtp_logits, out.logits, mask, batch["segment_ids"])
-            loss, metrics["mtp"] = loss + mtp_weight * mtp, mtp
-        balance = getattr(out, "balance_loss", None)
-        if use_balance_loss and balance is not None:
-            loss, metrics["balance"] = loss + balance, balance
-        aux = {"weight": jnp.sum(mask), "metrics": metrics, "expert_counts": _expert_counts(out)}
-        return loss, aux
+        del rng  # the model is deterministic (no dropout); kept for the signature
+        return lm_loss(forward(params, batch), batch, **kw)
 
     return loss_fn

@@ -8,35 +8,21 @@ import jax
 import jax.numpy as jnp
 
 
-def measure_matmul_peak(n: int = 1024, dtype=jnp.float32, repeats: int = 5, device=None) -> float:
-    """FLOP/s of an n x n matmul on one device, best of `repeats` (the MFU denominator on CPU,
-    where no datasheet peak applies)."""
-    device = device or jax.devices()[0]
-    a = jax.device_put(jnp.ones((n, n), dtype), device)
-    f = jax.jit(lambda x: x @ x)
-    f(a).block_until_ready()
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        f(a).block_until_ready()
-        best = min(best, time.perf_counter() - t0)
-    return 2.0 * n**3 / best
+def matmul_peak(n: int = 1024, dtype=jnp.float32, repeats: int = 5, devices=None) -> float:
+    """FLOP/s of an n x n matmul run on `devices` at once (one sharded batched matmul), best of
+    `repeats`. The MFU denominator on CPU, where no datasheet peak applies.
 
-
-def measure_matmul_peak_all(n: int = 1024, dtype=jnp.float32, repeats: int = 5) -> float:
-    """FLOP/s of the same matmul on every local device at once (one sharded batched matmul),
-    times the number of processes (hosts are alike).
-
-    The MFU denominator: on simulated CPU devices it is what the shared cores deliver together,
-    not n_devices x the single-device figure.
+    devices=None: every local device, times the number of processes (hosts are alike): on
+    simulated CPU devices that is what the shared cores deliver together, not n_devices x the
+    single-device figure. devices=[d]: one device alone.
     """
     from jax.sharding import Mesh, NamedSharding  # pylint: disable=import-outside-toplevel
     from jax.sharding import PartitionSpec as P
 
-    devices = jax.local_devices()
-    n_dev = len(devices)
+    hosts = jax.process_count() if devices is None else 1
+    devices = list(jax.local_devices() if devices is None else devices)
     sharding = NamedSharding(Mesh(devices, ("d",)), P("d"))
-    x = jax.device_put(jnp.ones((n_dev, n, n), dtype), sharding)
+    x = jax.device_put(jnp.ones((len(devices), n, n), dtype), sharding)
     f = jax.jit(lambda a: jnp.einsum("bij,bjk->bik", a, a), out_shardings=sharding)
     f(x).block_until_ready()
     best = float("inf")
@@ -44,7 +30,7 @@ def measure_matmul_peak_all(n: int = 1024, dtype=jnp.float32, repeats: int = 5) 
         t0 = time.perf_counter()
         f(x).block_until_ready()
         best = min(best, time.perf_counter() - t0)
-    return 2.0 * n**3 * n_dev / best * jax.process_count()
+    return 2.0 * n**3 * len(devices) / best * hosts
 
 
 def mfu(tokens_per_s: float, flops_per_token: float, peak_flops_all_devices: float) -> float:

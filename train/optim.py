@@ -1,8 +1,18 @@
-"""Learning-rate schedules and the optimizer (AdamW, or Muon for hidden 2-D matrices + AdamW).
+"""Learning-rate schedules and the optimizer (AdamW, or Muon for weight matrices + AdamW).
 
-Params stay float32 (master weights); moments are float32. Weight decay only on trainable
-matrices (ndim >= 2): never on norms, biases or the MoE correction bias, which is not trained at
-all (its label is 'frozen', so the optimizer outputs zero updates for it).
+Each param's treatment follows its logical role, read from its logical axis names (model/'s
+param_logical_specs) and the model's trainable mask, never from its rank: params are stacked by
+nn.scan ([L, ...]) and experts add an axis ([L, E, ...]), so a per-layer norm scale is 2-D and a
+stacked expert matrix 4-D. Roles:
+  matrix     a weight matrix of one layer/expert (>= 2 axes besides 'layers' and 'expert'):
+             Muon (optimizer='muon') or AdamW, with weight decay
+  embedding  the token embedding and the output head (an axis is 'vocab'): AdamW with weight
+             decay, as in the Muon recipe
+  vector     norm scales and biases (one axis besides 'layers'/'expert'): AdamW, no weight decay
+  frozen     the MoE router correction bias (model.trainable_mask False): zero updates; the step
+             moves it from expert loads instead
+Muon orthogonalizes each [D_in, D_out] slice; the leading 'layers' and 'expert' axes are batch axes.
+Params stay float32 (master weights); moments are float32.
 """
 
 from __future__ import annotations
@@ -10,7 +20,13 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import numpy as np
 import optax
+from jax.sharding import PartitionSpec
+from optax.contrib import MuonDimensionNumbers
+
+import model
+from model import sharding as msh
 
 
 def make_schedule(
@@ -49,29 +65,64 @@ def make_schedule(
     raise ValueError(f"train.schedule={kind!r}: expected 'cosine', 'wsd' or 'constant'")
 
 
-def _path_str(path) -> str:
-    return "/".join(str(getattr(k, "key", getattr(k, "name", k))) for k in path)
+BATCH_AXES = (msh.LAYERS, msh.EXPERT)  # one matrix per layer and per expert
+ROLES = ("matrix", "embedding", "vector", "frozen")
 
 
-def param_labels(params: Any, trainable: Any, optimizer: str) -> Any:
-    """'frozen' | 'muon' | 'adamw' per leaf. Muon takes hidden 2-D matrices; embeddings and
-    output heads (names containing 'embed' or 'head') stay on AdamW, as in the Muon recipe."""
+def _is_spec(x) -> bool:
+    return isinstance(x, PartitionSpec)
 
-    def label(path, p, is_trainable):
-        if not is_trainable:
-            return "frozen"
-        name = _path_str(path).lower()
-        if optimizer == "muon" and p.ndim == 2 and "embed" not in name and "head" not in name:
-            return "muon"
-        return "adamw"
 
-    return jax.tree_util.tree_map_with_path(label, params, trainable)
+def _role(spec: PartitionSpec, trainable: bool) -> str:
+    if not trainable:
+        return "frozen"
+    axes = [a for a in spec if a not in BATCH_AXES]  # the axes of one layer's / expert's slice
+    if len(axes) < 2:
+        return "vector"
+    return "embedding" if msh.VOCAB in axes else "matrix"
+
+
+def param_roles(logical_specs: Any, trainable: Any) -> Any:
+    """Pytree of ROLES, from each param's logical axis names and the trainable mask."""
+    return jax.tree.map(_role, logical_specs, trainable, is_leaf=_is_spec)
+
+
+def muon_dims(spec: PartitionSpec) -> MuonDimensionNumbers:
+    """Which axes of a 'matrix' param are its [D_in, D_out]; the rest ('layers', 'expert') are batch.
+
+    D_out is the last axis, with 'heads' when the last axis is 'head_dim' (wq_b [q_latent, heads,
+    head_dim] is one [q_latent, heads*head_dim] matrix); D_in is every other non-batch axis (wo
+    [heads, head_dim, embed] is one [heads*head_dim, embed] matrix).
+    """
+    names = list(spec)
+    matrix = [i for i, a in enumerate(names) if a not in BATCH_AXES]
+    out = [matrix[-1]]
+    if names[out[0]] == msh.HEAD_DIM and len(matrix) > 2 and names[out[0] - 1] == msh.HEADS:
+        out = [out[0] - 1, out[0]]
+    return MuonDimensionNumbers(
+        reduction_axis=tuple(i for i in matrix if i not in out), output_axis=tuple(out)
+    )
+
+
+def param_labels(roles: Any, optimizer: str) -> Any:
+    """Optimizer per leaf: 'muon' | 'adamw' (with weight decay) | 'adamw_no_decay' | 'frozen'."""
+    table = {
+        "matrix": "muon" if optimizer == "muon" else "adamw",
+        "embedding": "adamw",
+        "vector": "adamw_no_decay",
+        "frozen": "frozen",
+    }
+    return jax.tree.map(table.__getitem__, roles)
+
+
+def _path_key(path) -> tuple:
+    return tuple(str(getattr(k, "key", getattr(k, "name", k))) for k in path)
 
 
 def make_optimizer(
     *,
     params: Any,
-    trainable: Any,
+    logical_specs: Any,
     schedule: optax.Schedule,
     optimizer: str = "adamw",
     weight_decay: float = 0.1,
@@ -79,23 +130,49 @@ def make_optimizer(
     b2: float = 0.95,
     eps: float = 1e-8,
     clip_norm: float | None = 1.0,
+    trainable: Any = None,
 ) -> optax.GradientTransformation:
-    """`params` may be abstract (ShapeDtypeStruct); only ndim and paths are read."""
+    """`params` may be abstract (ShapeDtypeStruct); only its tree structure is read.
+    `trainable` defaults to model.trainable_mask(params)."""
     if optimizer not in ("adamw", "muon"):
         raise ValueError(f"train.optimizer={optimizer!r}: expected 'adamw' or 'muon'")
-    decay = jax.tree.map(lambda p, t: bool(t) and p.ndim >= 2, params, trainable)
+    if trainable is None:
+        trainable = model.trainable_mask(params)
+    labels = param_labels(param_roles(logical_specs, trainable), optimizer)
+    adamw = lambda wd: optax.adamw(schedule, b1=b1, b2=b2, eps=eps, weight_decay=wd)
     transforms = {
-        "adamw": optax.adamw(
-            schedule, b1=b1, b2=b2, eps=eps, weight_decay=weight_decay, mask=decay
-        ),
+        "adamw": adamw(weight_decay),
+        "adamw_no_decay": adamw(0.0),
         "frozen": optax.set_to_zero(),
     }
     if optimizer == "muon":
-        transforms["muon"] = optax.contrib.muon(schedule, weight_decay=weight_decay)
-    labels = param_labels(params, trainable, optimizer)
+        dims = {}
+        for path, spec in jax.tree_util.tree_leaves_with_path(logical_specs, is_leaf=_is_spec):
+            dims[_path_key(path)] = muon_dims(spec)
+        # Inside multi_transform Muon sees only its own leaves (the rest are masked nodes).
+        dims_fn = lambda p: jax.tree_util.tree_map_with_path(lambda k, _: dims[_path_key(k)], p)
+        # consistent_rms=0.2 scales each orthogonalized update to AdamW's typical RMS (Moonlight,
+        # arXiv:2502.16982), so one learning rate serves both optimizers.
+        transforms["muon"] = optax.contrib.muon(
+            schedule,
+            weight_decay=weight_decay,
+            muon_weight_dimension_numbers=dims_fn,
+            consistent_rms=0.2,
+        )
     used = set(jax.tree.leaves(labels))
     transforms = {k: v for k, v in transforms.items() if k in used}
     chain = [optax.multi_transform(transforms, labels)]
     if clip_norm:
         chain.insert(0, optax.clip_by_global_norm(clip_norm))
     return optax.chain(*chain)
+
+
+def muon_coverage(params: Any, logical_specs: Any) -> float:
+    """Fraction of parameters (by count) that Muon updates with optimizer='muon'."""
+    labels = param_labels(param_roles(logical_specs, model.trainable_mask(params)), "muon")
+    size = lambda x: int(np.prod(x.shape))
+    total = sum(size(x) for x in jax.tree.leaves(params))
+    muon = sum(
+        size(x) for x, l in zip(jax.tree.leaves(params), jax.tree.leaves(labels)) if l == "muon"
+    )
+    return muon / total

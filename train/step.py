@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+import model
 from train.state import TrainState
 
 BiasUpdate = Callable[[Any, Any], Any]  # (params, global expert counts pytree) -> params
@@ -79,13 +80,16 @@ def _grads_and_aux(params, batch, rng, loss_fn, num_microbatches):
     )
 
 
-def router_bias_update(update_router_bias: Callable, rate: float) -> BiasUpdate:
-    """DeepSeek-V3 aux-loss-free balancing (the model's rule: bias += rate * sign(mean - load)).
+def router_bias_update(rate: float) -> BiasUpdate:
+    """DeepSeek-V3 aux-loss-free balancing of model/'s routers (bias += rate * sign(mean - load)),
+    main stack and MoE MTP blocks.
 
     `counts` are global: inside jit the batch is one global array, so the model's sum over tokens
     already covers every shard (XLA inserts the cross-device reduction).
     """
-    return lambda params, counts: update_router_bias(params, counts, rate)
+    return lambda params, counts: model.update_router_bias(
+        params, counts["main"], counts.get("mtp"), rate=rate
+    )
 
 
 def train_step(

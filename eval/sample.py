@@ -1,0 +1,54 @@
+"""`main.py --mode=sample`: complete a text prompt from an exported params checkpoint.
+
+Lives outside model/ because it needs a tokenizer (data/); model/ never imports data/.
+"""
+
+from __future__ import annotations
+
+from data.tokenizers import ByteTokenizer
+from model.export import load_params
+from model.generate import generate
+
+
+def sample_cli(
+    checkpoint_dir: str,
+    prompt: str,
+    max_new_tokens: int = 128,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    num_draft: int = 0,
+    seed: int = 0,
+) -> str:
+    """Completion of `prompt` (text, byte tokenizer) from a params checkpoint written by
+    model.export.save_params; stops at the tokenizer's end-of-sequence token."""
+    if not prompt:
+        raise ValueError("--prompt: empty")
+    cfg, params = load_params(checkpoint_dir)
+    tok = ByteTokenizer()
+    ids = [tok.bos_id] + tok.encode(prompt)  # documents start with <|bos|> in training (packing)
+    out = generate(
+        cfg,
+        params,
+        [ids],
+        max_new_tokens,
+        temperature=temperature,
+        top_p=top_p,
+        stop_tokens=[tok.eos_id],
+        num_draft=num_draft,
+        valid_vocab=tok.vocab_size,  # never sample the model's padded ids (512 >= 272)
+        seed=seed,
+    )
+    tokens = out.tokens[0]
+    if tokens and tokens[-1] == tok.eos_id:
+        tokens = tokens[:-1]
+    # valid_vocab keeps ids inside the tokenizer; U+FFFD below is a guard for foreign checkpoints.
+    pieces, run = [], []
+    for t in tokens + [None]:
+        if t is not None and t < tok.vocab_size:
+            run.append(t)
+            continue
+        pieces.append(tok.decode(run))
+        run = []
+        if t is not None:
+            pieces.append("\ufffd")
+    return "".join(pieces)
