@@ -5,8 +5,9 @@ greedy pass@1 and best-of-4 (temperature 1) on tasks outside the training pool, 
 
 A held-out task 'passes' when every completion token is in the target set (reward 1.0).
 This is NOT the coding-task benchmark of issue 11 (SFT warm start on environment traces, RL on
-coding tasks): that needs the multi-turn rollout driver (rl/rollout.py), not wired into the loop
-yet. Prints the markdown table and the load average.
+coding tasks): the loop runs coding tasks (`--config.rl.task=coding`, rl/coding_sampler.py on the
+multi-turn driver) but that benchmark is not written yet. Prints the markdown table and the load
+average.
 """
 
 from __future__ import annotations
