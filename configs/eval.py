@@ -60,7 +60,6 @@ def get_config() -> ml_collections.ConfigDict:
                 max_turn_tokens=256,
                 temperature=1.0,
                 top_p=1.0,
-                batch_size=8,
             ),
         )
     )

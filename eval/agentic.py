@@ -3,8 +3,9 @@ tasks, K samples per task; pass rate, partial credit, completion tokens, tool ca
 malformed-call rate per family; best-of-K; score against completion tokens.
 
 A *policy* here is anything with `play(jobs) -> list[Episode]`, where a job is (task, sample
-index): `ScriptedPolicy` (known behaviour, for tests), `ModelPolicy` (model.generate, one call per
-turn for all live episodes). Episodes are graded by the environment's hidden tests only.
+index): `ScriptedPolicy` (known behaviour, for tests), `ModelPolicy` (the model on the rollout
+driver, rl.rollout.play_episodes). Episodes are graded by the environment's hidden tests only; an
+episode whose grader caught tampering counts as failed (no pass, no partial credit).
 
 Task sets: procedural families from rl.envs.taskgen drawn from a seed stream that training never
 uses (EVAL_SEED_BASE + seed), families in HELD_OUT_TEMPLATES that an RL task pool should leave out
@@ -38,32 +39,35 @@ class Episode:
     malformed_calls: int
     turns: int
     done_reason: str
+    tampered: bool = False  # the grader caught the repo bending its results: a failure
 
     @property
     def solved(self) -> bool:
-        return self.total > 0 and self.passed == self.total
+        return self.total > 0 and self.passed == self.total and not self.tampered
 
     @property
     def partial(self) -> float:
-        return self.passed / self.total if self.total else 0.0
+        return self.passed / self.total if self.total and not self.tampered else 0.0
 
 
 def family(task) -> str:
     return task.meta.get("template", task.kind) if task.meta else task.kind
 
 
-def episode_from_record(task, sample: int, rec) -> Episode:
+def episode_from_record(task, sample: int, rec, completion_tokens: int) -> Episode:
+    """From an rl.envs EpisodeRecord or an rl.rollout RolloutRecord (same grade/count fields)."""
     return Episode(
         task_id=task.id,
         family=family(task),
         sample=sample,
         passed=rec.tests_passed,
         total=rec.tests_total,
-        completion_tokens=rec.generated_tokens,
+        completion_tokens=completion_tokens,
         tool_calls=rec.tool_calls,
         malformed_calls=rec.malformed_calls,
         turns=rec.turns,
         done_reason=rec.done_reason,
+        tampered=rec.tampered,
     )
 
 
@@ -138,15 +142,20 @@ class ScriptedPolicy:
             turns = self._turns(task, self.solves(self.index[task.id], sample))
             env = CodingEnv(self.tok, **self.env_kwargs)
             rec = run_episode(env, task, functools.partial(_next_turn, turns))
-            out.append(episode_from_record(task, sample, rec))
+            out.append(episode_from_record(task, sample, rec, rec.generated_tokens))
         return out
 
 
 class ModelPolicy:
-    """The model plays: every turn, one model.generate call over all live episodes (stop at
-    <|end|>/<|eos|>, at most `max_turn_tokens`). Sampling is seeded by (seed, turn), so the same
-    jobs give the same episodes. Ids past the tokenizer's vocab (the model vocab is padded) end the
-    turn where they appear and are counted in `invalid_ids` (the rollout driver masks them)."""
+    """The model plays on the rollout driver (rl.rollout.play_episodes on a model.engine
+    RolloutEngine): each episode keeps its latent cache across turns (an observation is prefilled
+    alone, never the whole transcript), the engine's compiled programs are shared by every call,
+    and ids past the tokenizer's vocab (the model vocab is padded) are never sampled.
+
+    `play(jobs)` takes whole groups: consecutive jobs of one task, the same number K of each, played
+    with group_size=K. Reproducible: one engine per policy, seeded by `seed`, with ONE slot: episodes
+    run one after another and the engine's key stream never depends on when a sandbox call returns
+    (with several slots, the order in which episodes resume after their tool calls is a race)."""
 
     def __init__(
         self,
@@ -158,92 +167,91 @@ class ModelPolicy:
         temperature: float = 1.0,
         top_p: float = 1.0,
         seed: int = 0,
-        batch_size: int = 8,
         **env_kwargs,
     ):
         self.cfg, self.params, self.tok = cfg, params, tok
         self.max_turn_tokens, self.temperature, self.top_p = max_turn_tokens, temperature, top_p
-        self.seed, self.batch_size = seed, batch_size
-        # The episode's context must fit the model's positions (cache).
-        # The episode's context must fit the model's positions (cache): the env ends an episode
-        # at max_tokens ('context_limit'), and a turn never samples past the last position.
-        env_kwargs.setdefault("max_tokens", cfg.max_position_embeddings - 1)
-        self.env_kwargs = env_kwargs
-        self.invalid_ids = 0
-
-    def _valid_prefix(self, ids: list[int]) -> list[int]:
-        for i, t in enumerate(ids):
-            if t >= self.tok.vocab_size:
-                self.invalid_ids += 1
-                return ids[:i]
-        return ids
-
-    @staticmethod
-    def _finish(env, job, emitted) -> Episode:
-        """Ends an episode whose context is full: an empty turn (graded as is), then recorded
-        as 'context_limit'."""
-        env.step(emitted)
-        task, sample = job
-        return dataclasses.replace(
-            episode_from_record(task, sample, env.record()), done_reason="context_limit"
+        self.seed = seed
+        # The episode's context must fit the engine's cache: the env ends it at max_tokens.
+        self.cache_len = min(
+            env_kwargs.get("max_tokens", cfg.max_position_embeddings), cfg.max_position_embeddings
         )
+        self.env_kwargs = env_kwargs
+        self.errors: list[str] = []  # episodes the driver dropped (scored as failed)
+        self.engine = None  # made on the first play; its key stream runs on across calls
+
+    def _engine(self):
+        from model.engine import RolloutEngine  # pylint: disable=import-outside-toplevel
+
+        if self.engine is None:
+            self.engine = RolloutEngine(
+                self.cfg,
+                self.params,
+                slots=1,
+                cache_len=self.cache_len,
+                temperature=self.temperature,
+                top_p=self.top_p,
+                valid_vocab=self.tok.vocab_size,
+                seed=self.seed,
+            )
+        return self.engine
 
     def play(self, jobs: Sequence[tuple]) -> list[Episode]:
-        from model.generate import generate  # pylint: disable=import-outside-toplevel
-        from rl.envs import CodingEnv  # pylint: disable=import-outside-toplevel
+        from rl.rollout import play_episodes  # pylint: disable=import-outside-toplevel
 
-        envs = [CodingEnv(self.tok, **self.env_kwargs) for _ in jobs]
-        contexts = [env.reset(task) for env, (task, _) in zip(envs, jobs)]
+        tasks, k = _groups(jobs)
+        out = play_episodes(
+            self._engine(),
+            self.tok,
+            tasks,
+            group_size=k,
+            max_turn_tokens=self.max_turn_tokens,
+            workers=1,
+            env_kwargs=self.env_kwargs,
+            log_every_s=0,
+        )
+        for msg in out.stats["error_messages"]:  # e.g. a prompt longer than the context
+            print(f"agentic: episode dropped (scored as failed): {msg}")
+        self.errors += out.stats["error_messages"]
         episodes: list[Episode | None] = [None] * len(jobs)
-        stops = [self.tok.special_id("end"), self.tok.eos_id]
-        turn = 0
-        try:
-            while live := [i for i, e in enumerate(episodes) if e is None]:
-                room = {i: self.cfg.max_position_embeddings - len(contexts[i]) for i in live}
-                for i in [i for i in live if room[i] < 1]:  # the prompt alone fills the context
-                    episodes[i] = self._finish(envs[i], jobs[i], [])
-                    live.remove(i)
-                if not live:
-                    continue
-                # One budget per call (the rollout driver gives each request its own).
-                budget = min([self.max_turn_tokens] + [room[i] for i in live])
-                out = generate(
-                    self.cfg,
-                    self.params,
-                    [contexts[i] for i in live],
-                    budget,
-                    temperature=self.temperature,
-                    top_p=self.top_p,
-                    stop_tokens=stops,
-                    batch_size=min(self.batch_size, len(live)),
-                    seed=self.seed * 1000 + turn,
-                    cache_len=self.cfg.max_position_embeddings,
-                )
-                for i, ids in zip(live, out.tokens):
-                    emitted = self._valid_prefix(list(ids))
-                    obs, done = envs[i].step(emitted)
-                    contexts[i] = contexts[i] + emitted + obs
-                    if done:
-                        task, sample = jobs[i]
-                        episodes[i] = episode_from_record(task, sample, envs[i].record())
-                turn += 1
-        finally:
-            for env in envs:
-                env.close()
+        for rec in out.records:
+            task, sample = jobs[rec.group * k + rec.sample]
+            episodes[rec.group * k + rec.sample] = episode_from_record(
+                task, sample, rec, rec.policy_tokens
+            )
+        for i, (task, sample) in enumerate(jobs):  # dropped by the driver: a failure, not a gap
+            if episodes[i] is None:
+                episodes[i] = Episode(task.id, family(task), sample, 0, 0, 0, 0, 0, 0, "error")
         return episodes
+
+
+def _groups(jobs: Sequence[tuple]) -> tuple[list, int]:
+    """jobs = K consecutive (task, 0..K-1) per task -> (tasks, K)."""
+    tasks, samples = [], []
+    for task, sample in jobs:
+        if not tasks or tasks[-1].id != task.id:
+            tasks.append(task)
+            samples.append([])
+        samples[-1].append(sample)
+    k = len(samples[0]) if samples else 0
+    if not jobs or any(s != list(range(k)) for s in samples):
+        raise ValueError("ModelPolicy.play: jobs must be K consecutive (task, 0..K-1) per task")
+    return tasks, k
 
 
 # ----------------------------------------------------------------------------- the suite
 
 
 def run_suite(policy, tasks: Sequence, n_samples: int, progress=None, chunk: int = 8):
-    """Plays n_samples episodes per task (jobs in task-major order, `chunk` at a time)."""
-    jobs = [(t, s) for t in tasks for s in range(n_samples)]
+    """Plays n_samples episodes per task: jobs in task-major order, whole tasks at a time (about
+    `chunk` jobs), so a policy gets each task's samples together (ModelPolicy: one group)."""
+    per_call = max(1, chunk // n_samples)
     episodes = []
-    for start in range(0, len(jobs), chunk):
-        episodes += policy.play(jobs[start : start + chunk])
+    for start in range(0, len(tasks), per_call):
+        jobs = [(t, s) for t in tasks[start : start + per_call] for s in range(n_samples)]
+        episodes += policy.play(jobs)
         if progress is not None:
-            progress.update(len(jobs[start : start + chunk]))
+            progress.update(len(jobs))
     return episodes
 
 

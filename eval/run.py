@@ -152,7 +152,6 @@ def agentic_suite(ckpt, cfg, params, config, tok) -> dict:
             temperature=e.temperature,
             top_p=e.top_p,
             seed=config.eval.seed,
-            batch_size=e.batch_size,
             **env_kwargs,
         )
     else:
@@ -163,7 +162,7 @@ def agentic_suite(ckpt, cfg, params, config, tok) -> dict:
     metrics, items = agentic.summarize(episodes, ks)
     metrics["tasks"] = len(tasks)
     if isinstance(policy, agentic.ModelPolicy):
-        metrics["invalid_ids"] = policy.invalid_ids
+        metrics["dropped_episodes"] = len(policy.errors)  # scored as failed
     tokens = dict(completion=sum(ep.completion_tokens for ep in episodes))
     return rp.make_report(
         "agentic",

@@ -68,14 +68,45 @@ def test_best_of_k_monotone_on_random_outcomes():
 
 
 def test_tiny_model_policy_is_reproducible(tasks):
+    """The model on the rollout driver: the same seed gives the same report; counts stay within
+    the per-turn budget."""
     tok = ByteTokenizer()
     cfg = presets.get("tiny")
     params = init_params(cfg, jax.random.PRNGKey(0))
-    kw = dict(max_turn_tokens=8, temperature=1.0, seed=3, max_turns=1, system_prompt=None)
-    jobs = [(tasks[0], 0), (tasks[0], 1)]
-    first = agentic.ModelPolicy(cfg, params, tok, **kw).play(jobs)
-    again = agentic.ModelPolicy(cfg, params, tok, **kw).play(jobs)
-    assert first == again
+    kw = dict(max_turn_tokens=8, temperature=1.0, seed=3, max_turns=2, system_prompt=None)
+
+    def report(seed):
+        policy = agentic.ModelPolicy(cfg, params, tok, **dict(kw, seed=seed))
+        episodes = agentic.run_suite(policy, tasks[:2], n_samples=2, chunk=2)  # 2 play calls
+        assert policy.errors == []
+        return episodes, agentic.summarize(episodes, ks=[1, 2])
+
+    first, rep = report(3)
+    again, rep_again = report(3)
+    assert first == again and rep == rep_again
+    assert [(e.task_id, e.sample) for e in first] == [(t.id, s) for t in tasks[:2] for s in (0, 1)]
     for e in first:
-        assert e.turns == 1 and 1 <= e.completion_tokens <= 8  # one turn, within its budget
+        assert 1 <= e.turns <= 2 and 1 <= e.completion_tokens <= 8 * e.turns  # within its budget
         assert e.total > 0 and not e.solved  # random weights do not fix the bug
+    with pytest.raises(ValueError, match="consecutive"):
+        agentic.ModelPolicy(cfg, params, tok, **kw).play([(tasks[0], 1)])
+
+
+def test_tampered_record_counts_as_failed(tasks):
+    """A record whose grader caught tampering is a failure even with every test passing."""
+    from rl.rollout_record import RolloutRecord
+
+    rec = RolloutRecord(
+        task_id=tasks[0].id, group=0, sample=0, tokens=[1, 2, 3], mask=[0, 1, 1],
+        logprobs=[0.0] * 3, versions=[-1, 0, 0], experts=[], prompt_len=1,
+        turn_spans=[[1, 3]], turns=1, tool_calls=1, tool_io_tokens=2, thinking_tokens=0,
+        output_tokens=0, malformed_calls=0, malformed_turns=[], tests_passed=3, tests_total=3,
+        done_reason="submit", tampered=True,
+    )  # fmt: skip
+    honest = agentic.episode_from_record(tasks[0], 0, dataclasses.replace(rec, tampered=False), 2)
+    cheat = agentic.episode_from_record(tasks[0], 1, rec, rec.policy_tokens)
+    assert honest.solved and honest.partial == 1.0
+    assert not cheat.solved and cheat.partial == 0.0 and cheat.completion_tokens == 2
+    metrics, items = agentic.summarize([honest, cheat], ks=[1, 2])
+    assert metrics["pass_rate"] == 0.5 and metrics["partial_credit"] == 0.5
+    assert items[0]["solved"] == 1
