@@ -246,7 +246,7 @@ def _load_mtp(cfg, src, m, interleaved, sh_tree, place) -> dict:
         parent[leaf_path[-1]] = piece
 
     _load_block(
-        cfg, src, i, hf._mtp_moe(cfg), interleaved,
+        cfg, src, i, cfg.mtp_is_moe, interleaved,
         lambda q: _get(sh_tree["block"], q),
         lambda q: tuple(_get(mtp_shapes["block"], q).shape),
         put,
