@@ -65,8 +65,8 @@ def main():
         def loss(x, wg, wu, wd):
             r = route(x, kernel, jnp.zeros((e,)), cfg)
             if impl == "blocked":
-                return jnp.sum(dispatch_blocked(x, r, wg, wu, wd, "float32", block=args.block))
-            return jnp.sum(DISPATCH[impl](x, r, wg, wu, wd, "float32"))
+                return jnp.sum(dispatch_blocked(x, r, wg, wu, wd, block=args.block))
+            return jnp.sum(DISPATCH[impl](x, r, wg, wu, wd))
 
         return loss
 

@@ -58,9 +58,6 @@ class EngineShape:
     batch: int  # B slots
     cache_len: int  # S
     num_draft: int  # K (0 = plain decoding)
-    rule: str = (
-        "exact"  # speculative rule; 'resample_target' is a deliberately wrong variant for tests
-    )
 
 
 @flax.struct.dataclass
@@ -195,7 +192,7 @@ def _iteration(cfg: ModelConfig, shape: EngineShape, params, version, st: State,
     res = forward_cached(cfg, params, vtok, vpos, st.cache)
     target_lp = filtered_logprobs(res.logits, sp)  # [B,K+1,V]
     if kk:
-        n_acc, nxt = speculative_accept(k_accept, target_lp, draft_lp, drafts, greedy, shape.rule)
+        n_acc, nxt = speculative_accept(k_accept, target_lp, draft_lp, drafts, greedy)
     else:
         n_acc, nxt = jnp.zeros_like(sl.pos), sample(k_accept, target_lp[:, 0], greedy)
     emitted = jnp.where(
@@ -522,7 +519,6 @@ class Engine:
         seed: int = 0,
         params_version: int = 0,
         cache_len: int | None = None,
-        rule: str = "exact",
         valid_vocab: int = 0,
     ):
         if num_draft < 0 or (num_draft and cfg.num_mtp_modules == 0):
@@ -543,7 +539,7 @@ class Engine:
         b = batch_size or len(prompts)
         if b <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
-        self.shape = EngineShape(batch=b, cache_len=s, num_draft=num_draft, rule=rule)
+        self.shape = EngineShape(batch=b, cache_len=s, num_draft=num_draft)
         self.job, self.prompts = job, [list(p) for p in prompts]
         self.set_params(params, params_version)
         self.state = _start_jit(cfg, self.shape, params, job, jax.random.PRNGKey(seed), self.n_cap)

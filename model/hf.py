@@ -373,14 +373,14 @@ def _rope_rows_to_interleaved(cfg: ModelConfig, name: str, x: np.ndarray) -> np.
     return x
 
 
-def _layer_prefix(cfg: ModelConfig, i: int) -> str:
+def _layer_prefix(i: int) -> str:
     return f"model.layers.{i}."
 
 
 def _read_layer(cfg, src, i: int, moe: bool, interleaved: bool) -> dict:
     out: dict = {}
     for path, hf_name, shape, to_ours, _ in _layer_entries(cfg, moe):
-        prefix = _layer_prefix(cfg, i)
+        prefix = _layer_prefix(i)
         if isinstance(hf_name, list):
             value = to_ours([src.get(prefix + name, shape) for name in hf_name])
         else:
@@ -448,7 +448,7 @@ def load_hf_checkpoint(path: str, **config_overrides: Any) -> tuple[ModelConfig,
 
 def _read_mtp(cfg, src, m: int, interleaved: bool) -> dict:
     i, d = cfg.num_hidden_layers + m, cfg.hidden_size
-    p = _layer_prefix(cfg, i)
+    p = _layer_prefix(i)
     for shared in ("embed_tokens.weight", "shared_head.head.weight"):  # copies of the main
         if p + shared in src:  # model's embedding and head, which the MTP modules share here
             src.claim(p + shared)
@@ -470,9 +470,9 @@ def _layer_tensors(cfg, layer: dict, i: int, moe: bool) -> dict[str, np.ndarray]
         value = _get(layer, path)
         value = to_hf(value) if to_hf else value
         if isinstance(hf_name, list):
-            out.update({_layer_prefix(cfg, i) + n: w for n, w in zip(hf_name, value)})
+            out.update({_layer_prefix(i) + n: w for n, w in zip(hf_name, value)})
         else:
-            out[_layer_prefix(cfg, i) + hf_name] = value
+            out[_layer_prefix(i) + hf_name] = value
     return out
 
 
@@ -496,7 +496,7 @@ def _hf_tensors(cfg: ModelConfig, params: dict):
         yield "lm_head.weight", head
     for m in range(cfg.num_mtp_modules):
         mtp, i = params[f"mtp_{m}"], cfg.num_hidden_layers + m
-        p = _layer_prefix(cfg, i)
+        p = _layer_prefix(i)
         yield from _layer_tensors(cfg, mtp["block"], i, cfg.mtp_is_moe).items()
         yield from {
             p + "enorm.weight": mtp["enorm"]["scale"],

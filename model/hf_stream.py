@@ -149,7 +149,7 @@ def _entry_values(cfg, src, prefix, entry, interleaved) -> list[np.ndarray]:
 
 def _load_block(cfg, src, i, moe, interleaved, shardings, shapes, put) -> None:
     """One decoder block (layer index i in the checkpoint): put(leaf_path, array piece) per leaf."""
-    prefix = hf._layer_prefix(cfg, i)
+    prefix = hf._layer_prefix(i)
     for entry in hf._layer_entries(cfg, moe):
         path, hf_name, shape = entry[:3]
         if isinstance(hf_name, list):  # routed experts: one [F, D] / [D, F] tensor per expert
@@ -232,7 +232,7 @@ def _load_stack(cfg, src, stack, first, last, moe, interleaved, sh_tree, shapes)
 
 def _load_mtp(cfg, src, m, interleaved, sh_tree, place) -> dict:
     i, d = cfg.num_hidden_layers + m, cfg.hidden_size
-    p = hf._layer_prefix(cfg, i)
+    p = hf._layer_prefix(i)
     for shared in ("embed_tokens.weight", "shared_head.head.weight"):  # shared with the main model
         if p + shared in src:
             src.claim(p + shared)
@@ -246,7 +246,7 @@ def _load_mtp(cfg, src, m, interleaved, sh_tree, place) -> dict:
         parent[leaf_path[-1]] = piece
 
     _load_block(
-        cfg, src, i, hf._mtp_moe(cfg), interleaved,
+        cfg, src, i, cfg.mtp_is_moe, interleaved,
         lambda q: _get(sh_tree["block"], q),
         lambda q: tuple(_get(mtp_shapes["block"], q).shape),
         put,

@@ -84,7 +84,7 @@ def _swiglu(h_gate, h_up):
 # --- dispatch implementations: (x [N,D], routing, wi_gate/wi_up [E,D,F], wo [E,F,D]) -> [N,D] -----------
 
 
-def dispatch_dense(x, r: Routing, wi_gate, wi_up, wo, dtype: str):
+def dispatch_dense(x, r: Routing, wi_gate, wi_up, wo):
     e = wi_gate.shape[0]
     combine = (
         jnp.zeros((x.shape[0], e), jnp.float32)
@@ -111,7 +111,7 @@ def _combine(y_sorted, order, r: Routing):
     return jnp.einsum("NKD,NK->ND", y.astype(jnp.float32), r.weights)
 
 
-def dispatch_ragged(x, r: Routing, wi_gate, wi_up, wo, dtype: str):
+def dispatch_ragged(x, r: Routing, wi_gate, wi_up, wo):
     order, token_of, _, group_sizes = _sort_assignments(r.expert_ids, wi_gate.shape[0])
     xs = x[token_of]  # [A, D]
     h = _swiglu(
@@ -231,7 +231,7 @@ def _expert_blocks_bwd(res, gy):
 expert_blocks.defvjp(_expert_blocks_fwd, _expert_blocks_bwd)
 
 
-def dispatch_blocked(x, r: Routing, wi_gate, wi_up, wo, dtype: str, block: int = 0):
+def dispatch_blocked(x, r: Routing, wi_gate, wi_up, wo, block: int = 0):
     n, k = r.expert_ids.shape
     n_experts, d = wi_gate.shape[0], x.shape[1]
     a = n * k
@@ -265,8 +265,8 @@ def select_dispatch(cfg: ModelConfig):
     """The one place a moe_impl name becomes a dispatch function
     (x [N,D], routing, wi_gate, wi_up [E,D,F], wo [E,F,D]) -> [N,D]; add new implementations here."""
     if cfg.moe_impl == "blocked":
-        return lambda *a: dispatch_blocked(*a, cfg.dtype, block=cfg.moe_block_size)
-    return lambda *a: DISPATCH[cfg.moe_impl](*a, cfg.dtype)
+        return lambda *a: dispatch_blocked(*a, block=cfg.moe_block_size)
+    return DISPATCH[cfg.moe_impl]
 
 
 def sequence_balance_loss(scores, expert_ids, segment_ids, top_k: int):

@@ -94,7 +94,7 @@ def token_logprob(logprobs, tokens):
     return jnp.take_along_axis(logprobs, tokens[..., None], axis=-1)[..., 0]
 
 
-def speculative_accept(key, target_lp, draft_lp, drafts, greedy, rule: str = "exact"):
+def speculative_accept(key, target_lp, draft_lp, drafts, greedy):
     """Standard speculative sampling (Leviathan et al. 2023; Chen et al. 2023) for K drafts.
 
     target_lp [B,K+1,V]: the main model's filtered log-probs at the pending token and each draft;
@@ -104,8 +104,6 @@ def speculative_accept(key, target_lp, draft_lp, drafts, greedy, rule: str = "ex
     The emitted sequence is then distributed exactly as sampling from p one token at a time.
     Greedy: accept while the draft equals the target argmax, then emit the target argmax.
 
-    rule='resample_target' is a deliberately wrong variant (resample from p, not the residual) used
-    only by the test that shows the distribution check detects a wrong rule.
     -> (n_accepted [B] in [0, K], next token [B] emitted after the accepted drafts).
     """
     b, k = drafts.shape
@@ -122,7 +120,7 @@ def speculative_accept(key, target_lp, draft_lp, drafts, greedy, rule: str = "ex
         [jnp.exp(draft_lp), jnp.zeros_like(p)[:, None]], axis=1
     )  # q_K = 0: bonus from p
     q = jnp.take_along_axis(q_pad, n_acc[:, None, None], axis=1)[:, 0]
-    residual = jnp.maximum(p - q, 0.0) if rule == "exact" else p
+    residual = jnp.maximum(p - q, 0.0)
     residual = jnp.where(
         residual.sum(-1, keepdims=True) > 0, residual, p
     )  # p == q: any p-sample is fine

@@ -7,6 +7,8 @@ Compiles are the cost here (~10 s per distinct loop), so tests share a few shape
 with 'dense' MoE dispatch, 3 prompts in 2 slots (slot refill always exercised), K = 0 or 2.
 """
 
+import importlib
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -14,7 +16,10 @@ import pytest
 
 from model import Transformer, init_params, presets
 from model.generate import Engine, generate
-from model.sampling import SamplingParams, filtered_logprobs
+from model.sampling import SamplingParams, filtered_logprobs, speculative_accept
+
+# The engine module itself (the package's `model.generate` attribute is the generate function).
+engine_module = importlib.import_module("model.generate")
 
 PROMPTS = [[1, 2, 3, 4, 5], [7], [9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 11]]
 MAX_NEW = 10
@@ -206,9 +211,20 @@ def test_in_flight_weight_update_keeps_cache_and_records_versions(tiny, greedy_p
     )
 
 
-def test_speculative_samples_follow_the_model_distribution_and_a_wrong_rule_fails():
+def _resample_from_target(key, target_lp, draft_lp, drafts, greedy):
+    """A deliberately wrong speculative rule, for the test below only: the same accepts, but a
+    rejected draft is replaced by a sample from p instead of the residual normalize(max(0, p - q))
+    (the all-accepted bonus from p_K is the same in both)."""
+    n_acc, nxt = speculative_accept(key, target_lp, draft_lp, drafts, greedy)
+    p_lp = jnp.take_along_axis(target_lp, n_acc[:, None, None], axis=1)[:, 0]  # [B,V]
+    wrong = jax.random.categorical(jax.random.fold_in(key, 1), p_lp, axis=-1).astype(jnp.int32)
+    return n_acc, jnp.where(greedy, nxt, wrong)
+
+
+def test_speculative_samples_follow_the_model_distribution_and_a_wrong_rule_fails(monkeypatch):
     """Joint law of the first two sampled tokens (one verify step: draft accept/reject + bonus) vs
-    the exact p(t1) p(t2 | t1) from the forward pass, vocab 8 -> 64 cells, 3000 samples."""
+    the exact p(t1) p(t2 | t1) from the forward pass, vocab 8 -> 64 cells, 3000 samples. The same
+    check must reject a wrong rule swapped into the engine (so it has the power to catch one)."""
     cfg = presets.get("tiny", vocab_size=8, moe_impl="dense")
     params = init_params(cfg, jax.random.PRNGKey(0))
     prompt, temperature, n = [1, 2, 3], 0.7, 3000
@@ -218,20 +234,25 @@ def test_speculative_samples_follow_the_model_distribution_and_a_wrong_rule_fail
     expected = np.asarray(p1[:, None] * p2, np.float64).reshape(-1)
     expected *= n / expected.sum()
 
-    def p_value(rule):
-        out = generate(
-            cfg, params, [prompt] * n, 2, temperature=temperature, num_draft=2, rule=rule, seed=1
-        )
+    def p_value():
+        out = generate(cfg, params, [prompt] * n, 2, temperature=temperature, num_draft=2, seed=1)
         toks = np.array(out.tokens)
         counts = np.bincount(toks[:, 0] * 8 + toks[:, 1], minlength=64)
         chi2 = np.sum((counts - expected) ** 2 / expected)
         return float(jax.scipy.special.gammaincc(63 / 2, chi2 / 2)), out.stats["acceptance_rate"]
 
-    p_exact, acc = p_value("exact")
+    # The loop is jitted with these static args either way, so its cache is cleared around the swap
+    # (a stale trace would run the wrong rule as the real one, or the reverse). The wrong rule runs
+    # first: the real rule passing afterwards also shows the swap did not leak.
+    with monkeypatch.context() as m:
+        m.setattr(engine_module, "speculative_accept", _resample_from_target)
+        engine_module._run_jit.clear_cache()
+        p_wrong, _ = p_value()
+    engine_module._run_jit.clear_cache()
+    assert p_wrong < 1e-6, p_wrong
+    p_exact, acc = p_value()
     assert p_exact > 1e-3, p_exact
     assert 0.1 < acc < 0.9  # both accept and reject paths are exercised
-    p_wrong, _ = p_value("resample_target")
-    assert p_wrong < 1e-6, p_wrong
 
 
 @pytest.mark.parametrize(

@@ -129,7 +129,7 @@ def test_dispatch_matches_per_token_reference(impl):
     wi_gate, wi_up = (jax.random.normal(k, (e, d, f)) * 0.1 for k in keys[3:5])
     wo = jax.random.normal(keys[5], (e, f, d)) * 0.1
     r = route(x, kernel, bias, cfg)
-    got = DISPATCH[impl](x, r, wi_gate, wi_up, wo, "float32")
+    got = DISPATCH[impl](x, r, wi_gate, wi_up, wo)
     want, chosen = _per_token_reference(x, kernel, bias, wi_gate, wi_up, wo, cfg)
     np.testing.assert_array_equal(np.sort(np.asarray(r.expert_ids), 1), chosen)
     np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4)
@@ -151,8 +151,8 @@ def test_blocked_dispatch_is_dropless_for_any_block_size(block):
     assert set(np.unique(r.expert_ids)) <= {0, 1, 2, 3}
     w = [jax.random.normal(k, s) * 0.1 for k, s in zip(keys[2:], [(e, d, f), (e, d, f), (e, f, d)])]
     np.testing.assert_allclose(
-        dispatch_blocked(x, r, *w, "float32", block=block),
-        DISPATCH["dense"](x, r, *w, "float32"),
+        dispatch_blocked(x, r, *w, block=block),
+        DISPATCH["dense"](x, r, *w),
         atol=1e-5,
     )
 

@@ -111,7 +111,7 @@ def test_capacity_drops_are_counted_and_large_capacity_is_dropless(tiny_moe, fac
     want = _expected_drops(r.expert_ids, 2, 4, cfg.n_routed_experts // 4, cap)
     assert int(dropped) == want and want > 0
     assert int(dropped_big) == 0
-    ref = dispatch_dense(flat, r, *w, "float32")
+    ref = dispatch_dense(flat, r, *w)
     np.testing.assert_allclose(y_big, ref, atol=1e-5)
     assert np.abs(np.asarray(y_small) - np.asarray(ref)).max() > 1e-3  # drops change the output
 
@@ -157,7 +157,7 @@ def test_rules_with_expert_axis_in_batch_need_no_token_split():
     a2a = lambda x, *w: jnp.sum(
         moe_a2a.dispatch_alltoall(x, r.expert_ids, r.weights, *w, lay)[0] ** 2
     )
-    ref = lambda x, *w: jnp.sum(dispatch_dense(x, r, *w, "float32") ** 2)
+    ref = lambda x, *w: jnp.sum(dispatch_dense(x, r, *w) ** 2)
     with jax.set_mesh(_mesh(shape)), nn.logical_axis_rules(rules):
         got = jax.jit(jax.value_and_grad(a2a, argnums=(0, 1, 2, 3)))(x, *w)
     want = jax.jit(jax.value_and_grad(ref, argnums=(0, 1, 2, 3)))(x, *w)
