@@ -131,7 +131,7 @@ def test_shipped_traces_are_valid_and_small():
 
 def test_shipped_traces_replay_token_exactly_in_the_environment():
     """Two traces played again through CodingEnv on their regenerated tasks: the episode's ids are
-    the rendered trace (make_traces.py asserts exact equality when it writes them; here only test
+    the rendered trace (tools/make_traces.py asserts exact equality when it writes them; here only test
     timings may differ), and the hidden tests pass (real sandbox)."""
     traces = load_traces()
     for t in (traces[0], traces[len(traces) // 2 + 1]):

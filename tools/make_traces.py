@@ -1,6 +1,6 @@
 """Generates data/traces/coding_traces.jsonl: SFT traces played through the RL environment itself.
 
-    python data/traces/make_traces.py            # rewrites the file (~10 min on a busy 2-core box)
+    python tools/make_traces.py                  # rewrites the file (~10 min on a busy 2-core box)
 
 Each trace is one episode of rl.envs.CodingEnv on a procedurally generated task (rl/envs/taskgen,
 the same tasks RL trains on), played by the scripted oracle rl.envs.scripted.TracePolicy: the same
@@ -24,8 +24,9 @@ import random
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # the repo root, when run as a script
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)  # the repo root, when run as a script
+# A tool, not part of data/: it plays the RL environment (rl/), and data/ never imports rl/.
 
 from data.chat import render_messages  # noqa: E402
 from data.tokenizers import ByteTokenizer, Tokenizer  # noqa: E402
@@ -33,7 +34,7 @@ from rl.envs import TEMPLATES, CodingEnv, generate_task, run_episode  # noqa: E4
 from rl.envs.env import DEFAULT_SYSTEM  # noqa: E402
 from rl.envs.scripted import TracePolicy  # noqa: E402
 
-OUT_PATH = os.path.join(HERE, "coding_traces.jsonl")
+OUT_PATH = os.path.join(ROOT, "data", "traces", "coding_traces.jsonl")
 NUM_TRACES = 312  # 12 templates x 26
 SEED = 0
 
