@@ -166,6 +166,7 @@ def sample_completions(
 
 
 def decode_valid(tok, ids: Sequence[int]) -> str:
+    """Text of sampled ids: a final eos dropped, ids past the tokenizer shown as U+FFFD."""
     ids = list(ids)
     if ids and ids[-1] == tok.eos_id:
         ids = ids[:-1]

@@ -6,6 +6,7 @@ Lives outside model/ because it needs a tokenizer (data/); model/ never imports 
 from __future__ import annotations
 
 from data.tokenizers import ByteTokenizer
+from eval.humaneval import decode_valid
 from model.export import load_params
 from model.generate import generate
 
@@ -38,17 +39,5 @@ def sample_cli(
         valid_vocab=tok.vocab_size,  # never sample the model's padded ids (512 >= 272)
         seed=seed,
     )
-    tokens = out.tokens[0]
-    if tokens and tokens[-1] == tok.eos_id:
-        tokens = tokens[:-1]
-    # valid_vocab keeps ids inside the tokenizer; U+FFFD below is a guard for foreign checkpoints.
-    pieces, run = [], []
-    for t in tokens + [None]:
-        if t is not None and t < tok.vocab_size:
-            run.append(t)
-            continue
-        pieces.append(tok.decode(run))
-        run = []
-        if t is not None:
-            pieces.append("\ufffd")
-    return "".join(pieces)
+    # valid_vocab keeps ids inside the tokenizer; decode_valid's U+FFFD guards foreign checkpoints.
+    return decode_valid(tok, out.tokens[0])

@@ -32,7 +32,7 @@ import dataclasses
 
 import numpy as np
 
-from rl.envs.tasks import TAMPER_SCORE
+from rl.envs.tasks import episode_score
 
 PER_TOKEN = ("mask", "logprobs", "versions")
 
@@ -64,9 +64,7 @@ class RolloutRecord:
 
     @property
     def reward(self) -> float:
-        if self.tampered:
-            return TAMPER_SCORE
-        return self.tests_passed / self.tests_total if self.tests_total else 0.0
+        return episode_score(self.tests_passed, self.tests_total, self.tampered)
 
     @property
     def all_pass(self) -> bool:

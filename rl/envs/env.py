@@ -23,7 +23,7 @@ from data.chat import generation_prompt
 from data.tokenizers import Tokenizer
 from rl.envs import tools
 from rl.envs.sandbox import Limits, Sandbox
-from rl.envs.tasks import TAMPER_SCORE, Grade, Task, grade_repo
+from rl.envs.tasks import Grade, Task, episode_score, grade_repo
 
 DEFAULT_SYSTEM = (
     "You are a coding agent working in a repository. Use tools to inspect and change it, "
@@ -50,9 +50,7 @@ class EpisodeRecord:
 
     @property
     def reward(self) -> float:
-        if self.tampered:
-            return TAMPER_SCORE
-        return self.tests_passed / self.tests_total if self.tests_total else 0.0
+        return episode_score(self.tests_passed, self.tests_total, self.tampered)
 
     @property
     def all_pass(self) -> bool:

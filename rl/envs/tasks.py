@@ -78,6 +78,11 @@ class Grade:
 TAMPER_SCORE = -1.0  # below every honest outcome (an honest failure scores 0)
 
 
+def episode_score(passed: int, total: int, tampered: bool) -> float:
+    """An episode record's reward from its grade: Grade.score's rule on stored counts."""
+    return TAMPER_SCORE if tampered else (passed / total if total else 0.0)
+
+
 # ---------------------------------------------------------------- grading
 
 
