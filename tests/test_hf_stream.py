@@ -162,9 +162,15 @@ def _lm_step(moe_comm, mesh):
         logp = jax.nn.log_softmax(logits)
         return -jnp.take_along_axis(logp, tokens[:, 1:, None], -1).mean()
 
+    def loss_and_grad_norm(p):
+        value, grads = jax.value_and_grad(loss)(p)
+        return value, jnp.sqrt(sum(jnp.sum(g * g) for g in jax.tree.leaves(grads)))
+
+    # One program: eager ops on arrays spanning processes are each a separate multi-process
+    # computation, and two processes dispatching them asynchronously can deadlock in the CPU
+    # collectives (seen: one process in a multiply, the other in an add).
     with jax.set_mesh(mesh), nn.logical_axis_rules(sh.DEFAULT_RULES):
-        value, grads = jax.jit(jax.value_and_grad(loss))(params)
-        norm = jnp.sqrt(sum(jnp.sum(g * g) for g in jax.tree.leaves(grads)))
+        value, norm = jax.jit(loss_and_grad_norm)(params)
     return [float(value), float(norm)]
 
 
