@@ -5,7 +5,10 @@
     python bench/bench_decode.py --train_steps 0       # random weights (acceptance is then meaningless)
 
 1. MTP heads: the main model and its MTP module are trained together by train/'s loop (main.py's
-   default config: AdamW, next-token CE + MTP CE, module 0 at t predicts t+2, weight --mtp_weight)
+   default config: AdamW, next-token CE + an MTP loss of weight --mtp_weight; module 0 at t predicts
+   t+2). --mtp_mode distill (default, as configs/sft.py trains it): the head matches the main
+   head's own (stop-gradient) distribution one position ahead, which is what a temperature-1
+   speculative verifier accepts; --mtp_mode ce: the head is trained on the data's tokens
    for --train_steps steps on the embedded stdlib code corpus (data/'s pipeline, byte tokenizer);
    prompts come from the run's held-out documents. The run lives in --workdir (re-running resumes
    and re-exports it).
@@ -36,7 +39,9 @@ from model.generate import Engine  # noqa: E402
 from train import batches, convert, loop  # noqa: E402
 
 
-def run_config(preset: str, steps: int, batch: int, seq: int, lr: float, mtp_weight: float):
+def run_config(
+    preset: str, steps: int, batch: int, seq: int, lr: float, mtp_weight: float, mtp_mode: str
+):
     """configs/default.py for the MTP-training run: the stdlib code corpus through data/'s pipeline
     (byte tokenizer), LM + MTP CE loss, one device."""
     c = default.get_config()
@@ -47,7 +52,7 @@ def run_config(preset: str, steps: int, batch: int, seq: int, lr: float, mtp_wei
         seq_len=seq,
         lr=lr,
         warmup_steps=min(50, steps // 5 + 1),
-        mtp_mode="ce",
+        mtp_mode=mtp_mode,
         mtp_weight=mtp_weight,
         log_every=25,
         eval_every=max(steps, 1),
@@ -143,6 +148,7 @@ def main():
     ap.add_argument("--train_seq", type=int, default=128)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--mtp_weight", type=float, default=1.0)
+    ap.add_argument("--mtp_mode", default="distill", choices=("ce", "distill"))
     ap.add_argument("--prompt_len", type=int, default=64)
     ap.add_argument("--max_new", type=int, default=128)
     # batch:drafts:temperatures; one table block each (K = 0 always runs as the baseline).
@@ -153,7 +159,13 @@ def main():
     cfg = presets.get(args.preset)
     print(f"devices: {jax.devices()}  preset={args.preset}")
     config = run_config(
-        args.preset, args.train_steps, args.train_batch, args.train_seq, args.lr, args.mtp_weight
+        args.preset,
+        args.train_steps,
+        args.train_batch,
+        args.train_seq,
+        args.lr,
+        args.mtp_weight,
+        args.mtp_mode,
     )
     params = train_or_load(config, args.workdir)
     if args.train_only:

@@ -72,6 +72,7 @@ def get_config() -> ml_collections.ConfigDict:
     c.rl.coding = ml_collections.ConfigDict(
         dict(
             difficulties=(1, 2, 3),  # generated task difficulties in the pool
+            templates=(),  # task families in the pool; () = every training template
             max_turns=4,  # turns per episode
             max_turn_tokens=64,  # tokens the policy may emit per turn
             obs_token_budget=128,  # tool-result tokens per call (truncated beyond)

@@ -79,7 +79,8 @@ def initial_params(config, cfg):
 def make_task(rl, j: int):
     """Task j of the pool: a toy 'pattern' prompt, or a generated coding task."""
     if rl.task == "coding":
-        return coding_pool(rl.seed, rl.pool_size, tuple(rl.coding.difficulties))[j]
+        templates = tuple(rl.coding.get("templates", ()) or ())
+        return coding_pool(rl.seed, rl.pool_size, tuple(rl.coding.difficulties), templates)[j]
     if rl.task != "pattern":
         raise ValueError(f"rl.task={rl.task!r}: expected 'pattern' or 'coding'")
     rng = np.random.default_rng(rl.seed * 7919 + j)
@@ -87,13 +88,25 @@ def make_task(rl, j: int):
 
 
 @functools.cache
-def coding_pool(seed: int, n: int, difficulties: tuple[int, ...]) -> list:
-    """The RL pool: n procedural tasks from the training templates only (the held-out families
-    are the agentic eval's), seeded; the eval draws from its own seed stream (EVAL_SEED_BASE)."""
+def coding_pool(
+    seed: int, n: int, difficulties: tuple[int, ...], templates: tuple[str, ...] = ()
+) -> list:
+    """The RL pool: n procedural tasks from `templates` (default: every training template; the
+    held-out families are the agentic eval's, and naming one is an error), seeded; the eval draws
+    from its own seed stream (EVAL_SEED_BASE)."""
     from rl.envs import generate_tasks  # noqa: PLC0415
     from rl.envs.taskgen import training_templates  # noqa: PLC0415
 
-    return generate_tasks(n, seed=seed, difficulties=difficulties, templates=training_templates())
+    allowed = training_templates()
+    bad = [t for t in templates if t not in allowed]
+    if bad:
+        raise ValueError(
+            f"rl.coding.templates: {', '.join(bad)} not a training template "
+            f"(choose from {', '.join(allowed)})"
+        )
+    return generate_tasks(
+        n, seed=seed, difficulties=difficulties, templates=tuple(templates) or allowed
+    )
 
 
 def make_sampler(rl, cfg):

@@ -130,6 +130,10 @@ def test_coding_pool_uses_training_templates_only():
     assert not families & set(HELD_OUT_TEMPLATES)
     again = loop.coding_pool.__wrapped__(0, 40, (1, 2, 3))  # uncached: the pool is seeded
     assert [t.id for t in again] == [t.id for t in pool]
+    one = loop.coding_pool(0, 6, (1,), ("boundary", "rename"))  # a pool of chosen families
+    assert [t.meta["template"] for t in one] == ["boundary", "rename"] * 3
+    with pytest.raises(ValueError, match="regression_test not a training template"):
+        loop.coding_pool(0, 2, (1,), ("regression_test",))  # held out for eval: refused
 
 
 def test_coding_loop_refuses_to_start_without_isolation(tmp_path, monkeypatch):

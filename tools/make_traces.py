@@ -58,10 +58,18 @@ def record_to_messages(tok: Tokenizer, rec, plan, prompt: str) -> list[dict]:
 
 
 def make_trace(n: int) -> dict | None:
-    tok, rng = ByteTokenizer(), random.Random(SEED * 100_003 + n)
+    """Trace n of the shipped file: template n % 12, difficulty cycling 1-3, seed n."""
+    rng = random.Random(SEED * 100_003 + n)
     templates = sorted(TEMPLATES)
     template, difficulty = templates[n % len(templates)], 1 + (n // len(templates)) % 3
     task = generate_task(template, seed=SEED * 100_003 + n, difficulty=difficulty)
+    return task_trace(task, rng, f"coding-{n:04d}")
+
+
+def task_trace(task, rng: random.Random, trace_id: str) -> dict | None:
+    """One scripted-oracle episode of `task` as an SFT trace, or None (printed) when the oracle's
+    episode does not end in a clean, all-passing submit."""
+    tok = ByteTokenizer()
     policy = TracePolicy(tok, task, rng)
     rec = run_episode(CodingEnv(tok), task, policy)
     if rec.done_reason != "submit" or rec.malformed_calls or not rec.all_pass:
@@ -70,11 +78,11 @@ def make_trace(n: int) -> dict | None:
     messages = record_to_messages(tok, rec, policy.plan, task.prompt)
     assert render_messages(tok, messages)[0] == rec.tokens, f"{task.id}: render != episode ids"
     return {
-        "id": f"coding-{n:04d}",
+        "id": trace_id,
         "task": task.id,
-        "template": template,
+        "template": task.meta["template"],
         "seed": task.seed,
-        "difficulty": difficulty,
+        "difficulty": task.difficulty,
         "flow": policy.flow,
         "grade": [rec.tests_passed, rec.tests_total],
         "messages": messages,

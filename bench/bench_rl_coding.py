@@ -1,0 +1,260 @@
+"""Coding-task RL benchmark (issue 11): SFT warm start on environment traces of one task family,
+then the asynchronous RL loop on other seeds of that family, then held-out pass@1 / best-of-4.
+
+    python bench/bench_rl_coding.py [--family boundary] [--traces 96] [--sft_steps 240]
+        [--rl_steps 30] [--heldout 16] [--workdir runs/bench_rl_coding] [--out bench/rl_coding_curve.png]
+
+1. Traces: the scripted oracle (rl.envs.scripted.TracePolicy, via tools/make_traces.py) plays
+   `--traces` tasks of the family in the sandbox (seeds 1_000_000 + i); only clean all-pass
+   submits are kept. These are the SFT data (the same chat rendering as RL).
+2. SFT: train/'s loop (configs/sft.py's loss: assistant tokens only) on those traces, from a random
+   init of the `--preset` (default a 4-layer, hidden-256 MoE: tiny's shape scaled up; the 2-layer
+   hidden-64 `tiny` cannot copy file lines), exported as the RL start.
+3. Held-out "before": `--heldout` tasks of the family with seeds 2_000_000 + i, 4 episodes each at
+   temperature 1 in the same CodingSampler the loop uses: pass@1 = mean over episodes of the hidden
+   tests' all-pass, best-of-4 = fraction of tasks with at least one all-pass episode.
+4. RL: rl/loop.py (task 'coding', rl.coding.templates = the family, pool seeded by rl.seed: seeds
+   drawn from [0, 2^30), disjoint from 1. and 3. with overwhelming probability; checked) for
+   `--rl_steps` trainer steps.
+5. Held-out "after", the reward curve (PNG) and a markdown table with wall times and load.
+
+Re-running reuses finished stages found in --workdir (traces, the SFT export).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tools")]
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+
+from configs import rl as rl_config  # noqa: E402
+from configs import sft as sft_config  # noqa: E402
+from rl import loop  # noqa: E402
+
+TRACE_SEED_BASE, HELDOUT_SEED_BASE = 1_000_000, 2_000_000
+PRESETS = {  # model_overrides on top of `tiny`
+    "tiny4": dict(
+        hidden_size=256,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        q_lora_rank=128,
+        kv_lora_rank=64,
+        qk_nope_head_dim=32,
+        qk_rope_head_dim=16,
+        v_head_dim=32,
+        intermediate_size=512,
+        moe_intermediate_size=128,
+        num_mtp_modules=0,
+    ),
+    "tiny": dict(num_mtp_modules=0),
+}
+
+
+def make_traces(family: str, n: int, path: str) -> int:
+    import make_traces as mt  # noqa: PLC0415  (tools/)
+
+    from rl.envs import generate_task  # noqa: PLC0415
+
+    if os.path.exists(path):
+        return sum(1 for _ in open(path))
+    rows = []
+    for i in range(n):
+        task = generate_task(family, seed=TRACE_SEED_BASE + i, difficulty=1 + i % 3)
+        t = mt.task_trace(task, random.Random(TRACE_SEED_BASE + i), f"{family}-{i:04d}")
+        if t is not None:
+            rows.append(t)
+    with open(path + ".tmp", "w") as f:
+        f.writelines(json.dumps(t, ensure_ascii=False) + "\n" for t in rows)
+    os.replace(path + ".tmp", path)
+    return len(rows)
+
+
+def sft(args, traces: str, workdir: str) -> str:
+    """-> the exported params dir of the SFT run (train/'s loop, configs/sft.py's data + loss)."""
+    from train import convert  # noqa: PLC0415
+    from train import loop as train_loop  # noqa: PLC0415
+
+    c = sft_config.get_config()
+    c.model = "tiny"
+    c.model_overrides = dict(PRESETS[args.preset], max_position_embeddings=args.max_tokens)
+    c.data.sources = (dict(c.data.sources[0], paths=[traces]),)
+    c.data.heldout_fraction = 0.05
+    c.train.update(
+        steps=args.sft_steps,
+        batch_size=4,
+        seq_len=args.max_tokens,
+        lr=args.sft_lr,
+        warmup_steps=10,
+        eval_every=args.sft_steps,
+        eval_batches=2,
+        log_every=20,
+        mtp_mode="none",
+    )
+    c.checkpoint.every_steps = args.sft_steps
+    export = os.path.join(workdir, "export", f"params_{args.sft_steps}")
+    if not os.path.exists(os.path.join(export, "model_config.json")):
+        train_loop.train(c, workdir)
+        export = convert.export_latest(c, workdir)
+    return export
+
+
+def rl_config_for(args, params_dir: str):
+    c = rl_config.get_config()
+    c.init_params_from = params_dir
+    c.rl.update(
+        task="coding",
+        pool_size=args.rl_steps * args.groups_per_batch,
+        steps=args.rl_steps,
+        group_size=args.group_size,
+        groups_per_batch=args.groups_per_batch,
+        groups_per_call=args.groups_per_batch,
+        max_tokens=args.max_tokens,
+        lr=args.rl_lr,
+        temperature=1.0,
+        max_staleness=2,
+        max_ahead=args.groups_per_batch * 2,
+        checkpoint_every=10,
+        log_every=1,
+        dynamic_sampling=True,
+    )
+    c.rl.coding.update(
+        templates=(args.family,),
+        max_turns=8,
+        max_turn_tokens=192,
+        obs_token_budget=384,
+        slots=8,
+        workers=2,
+        min_bucket=64,
+    )
+    return c
+
+
+class _Fixed:
+    """A weight source that never changes (the held-out evaluation)."""
+
+    def __init__(self, params):
+        self.params = params
+
+    def latest(self):
+        return self.params, 0
+
+    def poll(self, current):
+        return None
+
+
+def heldout(config, params, n_tasks: int, k: int = 4) -> tuple[float, float, dict]:
+    """-> (pass@1 over n_tasks x k episodes at temperature 1, best-of-k, counts)."""
+    from rl.envs import generate_task  # noqa: PLC0415
+
+    rl = config.rl.copy_and_resolve_references()
+    rl.group_size = k
+    cfg = loop.model_config(config)
+    sampler = loop.make_sampler(rl, cfg)
+    family = rl.coding.templates[0]
+    tasks = [
+        generate_task(family, seed=HELDOUT_SEED_BASE + i, difficulty=1 + i % 3)
+        for i in range(n_tasks)
+    ]
+    groups = sampler.play(tasks, _Fixed(loop._to_engine(params)), seed=HELDOUT_SEED_BASE)
+    ok = np.array(
+        [[r["reward_terms"].get("outcome", 0.0) == 1.0 for r in g] + [False] * (k - len(g))
+         for g in groups]  # an episode dropped by the driver counts as failed
+    )  # fmt: skip
+    reasons: dict = {}
+    for g in groups:
+        for r in g:
+            reasons[r["done_reason"]] = reasons.get(r["done_reason"], 0) + 1
+    return float(ok.mean()), float(ok.any(1).mean()), reasons
+
+
+def plot(history, path: str, title: str) -> None:
+    import matplotlib  # noqa: PLC0415
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    plt.figure(figsize=(5, 3))
+    steps = [x["step"] for x in history]
+    plt.plot(steps, [x["reward/mean"] for x in history], label="mean reward")
+    plt.plot(steps, [x["pass_rate"] for x in history], label="pass rate")
+    plt.xlabel("trainer step (version)")
+    plt.legend()
+    plt.title(title)
+    plt.tight_layout()
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    plt.savefig(path, dpi=100)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--family", default="boundary")
+    ap.add_argument("--preset", default="tiny4", choices=sorted(PRESETS))
+    ap.add_argument("--traces", type=int, default=96)
+    ap.add_argument("--sft_steps", type=int, default=240)
+    ap.add_argument("--sft_lr", type=float, default=2e-3)
+    ap.add_argument("--max_tokens", type=int, default=2048)
+    ap.add_argument("--rl_steps", type=int, default=30)
+    ap.add_argument("--rl_lr", type=float, default=1e-4)
+    ap.add_argument("--group_size", type=int, default=4)
+    ap.add_argument("--groups_per_batch", type=int, default=4)
+    ap.add_argument("--heldout", type=int, default=16)
+    ap.add_argument("--workdir", default="runs/bench_rl_coding")
+    ap.add_argument("--out", default="bench/rl_coding_curve.png")
+    args = ap.parse_args()
+    os.makedirs(args.workdir, exist_ok=True)
+    wall = {}
+    t0 = time.time()
+    n = make_traces(args.family, args.traces, os.path.join(args.workdir, "traces.jsonl"))
+    wall["traces"] = time.time() - t0
+    print(f"{n} traces of {args.family}", flush=True)
+    t0 = time.time()
+    params_dir = sft(args, os.path.join(args.workdir, "traces.jsonl"), args.workdir + "/sft")
+    wall["sft"] = time.time() - t0
+    config = loop.resolve(rl_config_for(args, params_dir))  # fails closed without isolation
+    pool = {t.seed for t in (loop.make_task(config.rl, j) for j in range(config.rl.pool_size))}
+    assert not pool & (
+        set(range(TRACE_SEED_BASE, TRACE_SEED_BASE + args.traces))
+        | set(range(HELDOUT_SEED_BASE, HELDOUT_SEED_BASE + args.heldout))
+    ), "RL pool seeds overlap the SFT or held-out seeds"
+    from model.export import load_params  # noqa: PLC0415
+
+    t0 = time.time()
+    before = heldout(config, load_params(params_dir)[1], args.heldout)
+    wall["heldout_before"] = time.time() - t0
+    print(f"held-out before RL: pass@1 {before[0]:.3f} best-of-4 {before[1]:.3f} {before[2]}")
+    t0 = time.time()
+    out = loop.train(config, os.path.join(args.workdir, "rl"))
+    wall["rl"] = time.time() - t0
+    t0 = time.time()
+    after = heldout(config, jax.device_get(out["state"].params), args.heldout)
+    wall["heldout_after"] = time.time() - t0
+    print(f"held-out after RL: pass@1 {after[0]:.3f} best-of-4 {after[1]:.3f} {after[2]}")
+    h = out["history"]
+    plot(h, args.out, f"coding RL, family {args.family}, {args.preset}")
+    r0 = np.mean([x["reward/mean"] for x in h[:3]]) if h else float("nan")
+    r1 = np.mean([x["reward/mean"] for x in h[-3:]]) if h else float("nan")
+    print(
+        "\n| family | traces | SFT steps | RL steps | reward first 3 | last 3 | pass@1 before | "
+        "after | best-of-4 before | after | wall s (traces/SFT/eval/RL/eval) | load |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    secs = "/".join(f"{wall[k]:.0f}" for k in wall)
+    print(
+        f"| {args.family} | {n} | {args.sft_steps} | {len(h)} | {r0:.3f} | {r1:.3f} | "
+        f"{before[0]:.3f} | {after[0]:.3f} | {before[1]:.3f} | {after[1]:.3f} | {secs} | "
+        f"{os.getloadavg()[0]:.1f} |"
+    )
+    print(f"curve: {args.out}")
+
+
+if __name__ == "__main__":
+    main()
