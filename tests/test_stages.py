@@ -63,9 +63,14 @@ def test_eval_bits_per_byte_matches_hand_computation():
         tokens += np.sum(batch["loss_mask"])
     np.testing.assert_allclose(got["nll"], nll_sum / tokens, rtol=1e-5)
     np.testing.assert_allclose(got["bits_per_byte"], nll_sum / math.log(2) / byte_sum, rtol=1e-5)
+    assert got["targets"] == tokens
     # Without target_bytes (stand-in data) only the NLL is reported.
     no_bytes = [{k: v for k, v in x.items() if k != "target_bytes"} for x in batches]
-    assert set(evaluate(eval_fn, params, no_bytes, mesh)) == {"nll"}
+    assert set(evaluate(eval_fn, params, no_bytes, mesh)) == {"nll", "targets"}
+    # No targets at all: no number (NaN) and a zero count, never a perfect-looking 0.0 loss.
+    masked = [dict(x, loss_mask=np.zeros_like(x["loss_mask"])) for x in batches]
+    empty = evaluate(eval_fn, params, masked, mesh)
+    assert empty["targets"] == 0 and np.isnan(empty["nll"])
 
 
 def test_model_overrides_merge_rope_scaling_and_reject_unknown_fields():

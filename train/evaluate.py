@@ -20,7 +20,8 @@ EVAL_KEYS = BATCH_KEYS + ("target_bytes",)  # UTF-8 bytes per target, for bits p
 
 
 def evaluate(eval_fn, params, batches, mesh) -> dict[str, float]:
-    """Held-out {'nll': mean next-token NLL (nats), 'bits_per_byte'} over masked targets.
+    """Held-out {'nll': mean next-token NLL (nats), 'bits_per_byte', 'targets': count} over masked
+    targets; with no targets at all, {'nll': nan, 'targets': 0}.
 
     `eval_fn(params, global batch)` returns sums {'ce_sum', 'weight'} (train.build.jit_eval_step);
     `batches` are this host's numpy batches in the data contract.
@@ -41,7 +42,9 @@ def evaluate(eval_fn, params, batches, mesh) -> dict[str, float]:
         from jax.experimental import multihost_utils  # pylint: disable=import-outside-toplevel
 
         byte_sum = float(np.sum(multihost_utils.process_allgather(np.float64(byte_sum))))
-    out = {"nll": nll_sum / max(weight, 1.0)}
+    if weight == 0:  # no held-out targets (e.g. a tiny corpus): no number rather than a fake 0
+        return {"nll": float("nan"), "targets": 0.0}
+    out = {"nll": nll_sum / weight, "targets": weight}
     if with_bytes:
         out["bits_per_byte"] = nll_sum / math.log(2) / max(byte_sum, 1.0)
     return out

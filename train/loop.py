@@ -127,6 +127,10 @@ def _metrics_row(m, state, step: int, run: Run, timer: _Throughput, peak: float)
 
 
 def _log_eval(step, result, log, writer, prefix=""):
+    if not result.get("targets", 1):
+        log(f"step {step}: {prefix}held-out split has no targets: evaluation skipped "
+            "(more documents, or a larger data.heldout_fraction)")  # fmt: skip
+        return
     bpb = f", bits/byte {result['bits_per_byte']:.4f}" if "bits_per_byte" in result else ""
     log(f"step {step}: {prefix}held-out loss {result['nll']:.4f}{bpb}")
     if writer:
