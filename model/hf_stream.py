@@ -130,13 +130,6 @@ def _get(tree: dict, path: tuple):
     return tree
 
 
-def _leaf_paths(path: tuple) -> list[tuple]:
-    """An entry's path -> the leaf paths it fills (('attn', ('wk_b', 'wv_b')) fills two)."""
-    *parents, leaf = path
-    leaves = leaf if isinstance(leaf, tuple) else (leaf,)
-    return [tuple(parents) + (name,) for name in leaves]
-
-
 def _entry_values(cfg, src, prefix, entry, interleaved) -> list[np.ndarray]:
     """A non-expert entry's converted value(s), one per leaf path (model/hf.py's conversions)."""
     _, hf_name, shape, to_ours, _ = entry
@@ -153,7 +146,7 @@ def _load_block(cfg, src, i, moe, interleaved, shardings, shapes, put) -> None:
     for entry in hf._layer_entries(cfg, moe):
         path, hf_name, shape = entry[:3]
         if isinstance(hf_name, list):  # routed experts: one [F, D] / [D, F] tensor per expert
-            leaf = _leaf_paths(path)[0]
+            leaf = hf._leaf_paths(path)[0]
             stage = _Stage(shapes(leaf), shardings(leaf))
             needed = set(stage.rows_needed())
             for e, name in enumerate(hf_name):
@@ -164,7 +157,7 @@ def _load_block(cfg, src, i, moe, interleaved, shardings, shapes, put) -> None:
             put(leaf, stage.array())
             continue
         for leaf, value in zip(
-            _leaf_paths(path), _entry_values(cfg, src, prefix, entry, interleaved)
+            hf._leaf_paths(path), _entry_values(cfg, src, prefix, entry, interleaved)
         ):
             stage = _Stage(shapes(leaf), shardings(leaf))
             stage.write(value)
