@@ -309,7 +309,9 @@ def _fetch(leaf, index: tuple) -> np.ndarray:
     out = _replicated(leaf.sharding)
     idx = jax.make_array_from_callback((len(index),), out, lambda _: np.asarray(index, np.int32))
     piece = run(leaf, idx)
-    return np.asarray(piece.addressable_data(0), np.float32)
+    value = np.array(piece.addressable_data(0), np.float32)  # a copy: the device buffers go now
+    piece.delete()
+    return value
 
 
 def prepare_export(cfg, params: dict) -> int:
