@@ -1,7 +1,9 @@
-"""Streamed, sharded HF loading: each host reads only the tensors its devices need, each once,
-and places only its devices' slices; the full model never exists in one host's memory.
+"""Streamed, sharded HF loading and export: each host reads only the tensors its devices need,
+each once, and places only its devices' slices; the export gathers one tensor at a time to the
+writing process. The full model never exists in one host's memory.
 
     cfg, params = load_hf_checkpoint_sharded("path/to/hf_dir", mesh, rules)
+    save_hf_checkpoint_sharded(cfg, params, "out_dir")   # the files save_hf_checkpoint writes
 
 Params come back as global jax.Arrays laid out by the model's logical specs and `rules` on `mesh`
 (multi-process: every process calls this with the same arguments). Host memory beyond what the
