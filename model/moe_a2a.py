@@ -18,8 +18,15 @@ their experts, the way pod-scale MoE stacks do:
 
 Dropless with static shapes sizes every (source, destination) slot for the worst case, so its
 buffers and all-to-all bytes are ep times a balanced load; capacity_factor ~1.25 is the practical
-setting at pod scale (model/memory_plan.py counts both). A ragged all-to-all that exchanges counts
-first and sends only real rows is not implemented.
+setting at pod scale (model/memory_plan.py counts both).
+
+Not implemented: dropless without ep-sized buffers (exchange per-destination counts with an
+all_to_all, then send only the real rows with `jax.lax.ragged_all_to_all`). In the installed JAX
+(0.10.2) `ragged_all_to_all` traces and lowers inside shard_map, but XLA:CPU cannot compile it:
+`jax.errors.JaxRuntimeError: UNIMPLEMENTED: HLO opcode `ragged-all-to-all` is not supported by
+XLA:CPU ThunkEmitter` (8 simulated CPU devices, a shard_map over one 8-device axis sending one row
+to each peer). It is a GPU/TPU collective; with nothing here to run or test it on, it is left out
+rather than shipped untested.
 
 Letters: N tokens, n tokens this device dispatches, D model, E experts, E_loc experts per device,
 F expert FFN width (F_loc per tensor shard), k experts per token, a assignments (n·k), C rows per
