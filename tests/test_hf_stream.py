@@ -194,7 +194,7 @@ def _worker(port, process_id, ckpt, out):
         json.dump(
             dict(
                 peak=peak - base,
-                export_peak=export_peak - base,
+                export_peak=export_peak - base - export_compiled,  # as the load: no compiles
                 export_growth=export_peak - export_start,
                 on_devices=on_devices,
                 largest=largest,
