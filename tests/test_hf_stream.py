@@ -291,14 +291,17 @@ def test_two_process_streamed_load_bounds_host_memory(tmp_path):
         )  # fmt: skip
         for i in range(2)
     ]
+    logs = []
     for p in procs:
         try:
-            log, _ = p.communicate(timeout=540)
+            logs.append(p.communicate(timeout=540)[0])
         except subprocess.TimeoutExpired:
             for q in procs:
                 q.kill()
             raise
-        assert p.returncode == 0, log[-3000:]
+    # Both workers' tails: a failure in one shows up in the other as a coordination error.
+    tails = "\n".join(f"--- worker {i} ---\n{log[-2000:]}" for i, log in enumerate(logs))
+    assert all(p.returncode == 0 for p in procs), tails
     for i in range(2):
         r = json.loads((tmp_path / f"{i}.json").read_text())
         bound = r["on_devices"] + r["largest"] + BUFFER
