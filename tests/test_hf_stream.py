@@ -241,6 +241,13 @@ def _lm_step(moe_comm, mesh):
     return [float(value), float(norm)]
 
 
+def _error_part(log: str) -> str:
+    """A worker log's Python traceback if it has one (the runtime's shutdown noise follows it),
+    else its tail."""
+    at = log.find("Traceback (most recent call last)")
+    return log[at : at + 4000] if at >= 0 else log[-2000:]
+
+
 def _free_port():
     with socket.socket() as s:
         s.bind(("localhost", 0))
@@ -300,7 +307,7 @@ def test_two_process_streamed_load_bounds_host_memory(tmp_path):
                 q.kill()
             raise
     # Both workers' tails: a failure in one shows up in the other as a coordination error.
-    tails = "\n".join(f"--- worker {i} ---\n{log[-2000:]}" for i, log in enumerate(logs))
+    tails = "\n".join(f"--- worker {i} ---\n{_error_part(log)}" for i, log in enumerate(logs))
     assert all(p.returncode == 0 for p in procs), tails
     for i in range(2):
         r = json.loads((tmp_path / f"{i}.json").read_text())
