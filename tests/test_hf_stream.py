@@ -1,8 +1,9 @@
-"""Streamed, sharded HF loading (model/hf_stream.py): bitwise equal to the whole-model loader, and
-host memory bounded by what the devices hold + the largest tensor + a fixed buffer, measured in two
-jax.distributed CPU processes x 4 devices on a multi-file checkpoint larger than that bound. The same
-two processes then take a train step's gradient through the all-to-all MoE (vs GSPMD) and save an
-Orbax checkpoint that one process restores onto 8 devices.
+"""Streamed, sharded HF loading and export (model/hf_stream.py): bitwise equal to the whole-model
+loader / byte-identical to the whole-model exporter, and host memory bounded by what the devices
+hold + the largest tensor + a fixed buffer, measured in two jax.distributed CPU processes x 4
+devices on a multi-file checkpoint larger than that bound. The same two processes then take a
+train step's gradient through the all-to-all MoE (vs GSPMD) and save an Orbax checkpoint that one
+process restores onto 8 devices.
 
 Run as a script, this file is one worker:  python tests/test_hf_stream.py PORT ID CKPT OUT
 """
@@ -101,14 +102,14 @@ def test_streamed_export_is_byte_identical_in_one_process(name, tmp_path):
 def _big_config():
     from model import presets
 
-    # ~63M routed-expert params (252 MB float32) in 32 experts x 5 MoE layers; largest tensor 2 MB
-    # (the embedding). Few, wide experts: the same bytes in half the tensors (the streamed export
+    # ~63M routed-expert params (252 MB float32) in 16 experts x 5 MoE layers; largest tensor 2 MB
+    # (the embedding). Few, wide experts: the same bytes in fewer tensors (the streamed export
     # gathers one tensor per cross-process program, so its time goes with the tensor count).
     return presets.get(
         "tiny",
         hidden_size=256,
-        moe_intermediate_size=512,
-        n_routed_experts=32,
+        moe_intermediate_size=1024,
+        n_routed_experts=16,
         n_group=1,
         topk_group=1,
         num_hidden_layers=6,
