@@ -109,11 +109,7 @@ def _run(config):
         from train import dry_run  # pylint: disable=import-outside-toplevel
 
         print(dry_run.report(config))
-        from model import memory_plan  # pylint: disable=import-outside-toplevel
-        from train.run import model_config, model_rules  # pylint: disable=import-outside-toplevel
-
-        cfg, seq_lens = model_config(config)[0], sorted({config.train.seq_len, 8192, 32768})
-        print(memory_plan.dry_run_table(cfg, seq_lens, rules=model_rules(config)))
+        print(dry_run.table(config))  # the run's own mesh first, then candidate layouts
         return
     if _MODE.value == "rl":  # configs/rl.py; samplers and trainer start their own processes
         from rl import loop as rl_loop  # pylint: disable=import-outside-toplevel

@@ -39,7 +39,10 @@ def save_params(path: str, cfg: ModelConfig, params) -> None:
     os.makedirs(path, exist_ok=True)
     with ocp.StandardCheckpointer() as ckpt:
         ckpt.save(os.path.join(path, "params"), params, force=True)
-    tmp = os.path.join(path, "model_config.json.tmp")
+    # Every process of a multi-process save writes the same config: a tmp name per process, or
+    # one process's rename races another's (FileNotFoundError; the survivor then waits forever
+    # in its next collective: the two-process test's hang).
+    tmp = os.path.join(path, f"model_config.json.tmp{os.getpid()}")
     with open(tmp, "w") as f:
         f.write(config_to_json(cfg))
     os.replace(tmp, os.path.join(path, "model_config.json"))  # atomic: never a half-written config

@@ -17,7 +17,7 @@ import glob
 import json
 import logging
 import os
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -464,16 +464,80 @@ def _read_mtp(cfg, src, m: int, interleaved: bool) -> dict:
 # --- save --------------------------------------------------------------------------------------
 
 
-def _layer_tensors(cfg, layer: dict, i: int, moe: bool) -> dict[str, np.ndarray]:
-    out = {}
-    for path, hf_name, _, _, to_hf in _layer_entries(cfg, moe):
-        value = _get(layer, path)
-        value = to_hf(value) if to_hf else value
-        if isinstance(hf_name, list):
-            out.update({_layer_prefix(i) + n: w for n, w in zip(hf_name, value)})
+class HFTensor(NamedTuple):
+    """One checkpoint tensor, planned from the config alone: its HF name and shape, the leaves of
+    our params tree it is built from (paths), the leading indices into each leaf (layer row,
+    expert; () for the whole leaf) and the conversion of those pieces to the HF layout. The
+    whole-model and the streamed exporters both write from this plan (one name/layout mapping)."""
+
+    name: str
+    shape: tuple
+    leaves: tuple
+    index: tuple
+    to_hf: Any  # pieces (one per leaf) -> HF array; None: the single piece as is
+
+    def value(self, pieces: list) -> np.ndarray:
+        if self.to_hf is None:
+            return pieces[0]
+        return self.to_hf(pieces[0] if len(pieces) == 1 else tuple(pieces))
+
+
+def _leaf_paths(path: tuple) -> list[tuple]:
+    """An entry's path -> the leaf paths it fills (('attn', ('wk_b', 'wv_b')) fills two)."""
+    *parents, leaf = path
+    leaves = leaf if isinstance(leaf, tuple) else (leaf,)
+    return [tuple(parents) + (name,) for name in leaves]
+
+
+def _one_expert(to_hf):
+    """A routed-expert entry's to_hf maps [E, ...] -> E tensors; applied to one expert's piece."""
+    return lambda piece: to_hf(piece[None])[0]
+
+
+def _layer_plan(cfg, stack: tuple, index: tuple, i: int, moe: bool):
+    prefix = _layer_prefix(i)
+    for path, hf_name, shape, _, to_hf in _layer_entries(cfg, moe):
+        leaves = tuple(stack + p for p in _leaf_paths(path))
+        if isinstance(hf_name, list):  # routed experts: one tensor per expert
+            for e, name in enumerate(hf_name):
+                yield HFTensor(prefix + name, shape, leaves, index + (e,), _one_expert(to_hf))
         else:
-            out[_layer_prefix(i) + hf_name] = value
-    return out
+            yield HFTensor(prefix + hf_name, shape, leaves, index, to_hf)
+
+
+def hf_plan(cfg: ModelConfig):
+    """Yields an HFTensor per checkpoint tensor, in checkpoint order."""
+    d, vocab = cfg.hidden_size, cfg.vocab_size
+    head = (("embed",), None) if cfg.tie_word_embeddings else (("lm_head",), _t)
+    yield HFTensor("model.embed_tokens.weight", (vocab, d), (("embed",),), (), None)
+    for i in range(cfg.num_hidden_layers):
+        stack, j, moe = (
+            ("dense_layers", i, False)
+            if i < cfg.num_dense_layers
+            else ("moe_layers", i - cfg.num_dense_layers, True)
+        )
+        yield from _layer_plan(cfg, (stack,), (j,), i, moe)
+    yield HFTensor("model.norm.weight", (d,), (("final_norm", "scale"),), (), None)
+    if not cfg.tie_word_embeddings:
+        yield HFTensor("lm_head.weight", (vocab, d), (head[0],), (), head[1])
+    for m in range(cfg.num_mtp_modules):
+        i, mtp = cfg.num_hidden_layers + m, f"mtp_{m}"
+        p = _layer_prefix(i)
+        yield from _layer_plan(cfg, (mtp, "block"), (), i, cfg.mtp_is_moe)
+        yield HFTensor(p + "enorm.weight", (d,), ((mtp, "enorm", "scale"),), (), None)
+        yield HFTensor(p + "hnorm.weight", (d,), ((mtp, "hnorm", "scale"),), (), None)
+        yield HFTensor(p + "eh_proj.weight", (d, 2 * d), ((mtp, "eh_proj"),), (), _t)
+        yield HFTensor(
+            p + "shared_head.norm.weight", (d,), ((mtp, "head_norm", "scale"),), (), None
+        )
+        yield HFTensor(p + "shared_head.head.weight", (vocab, d), (head[0],), (), head[1])
+        yield HFTensor(p + "embed_tokens.weight", (vocab, d), (("embed",),), (), None)
+
+
+def _leaf(tree: dict, path: tuple):
+    for p in path:
+        tree = tree[p]
+    return tree
 
 
 def _hf_tensors(cfg: ModelConfig, params: dict):
@@ -481,31 +545,29 @@ def _hf_tensors(cfg: ModelConfig, params: dict):
     import jax
 
     params = jax.tree_util.tree_map(lambda x: np.asarray(x, np.float32), params)
-    yield "model.embed_tokens.weight", params["embed"]
-    for i in range(cfg.num_hidden_layers):
-        stack, j, moe = (
-            ("dense_layers", i, False)
-            if i < cfg.num_dense_layers
-            else ("moe_layers", i - cfg.num_dense_layers, True)
-        )
-        layer = jax.tree_util.tree_map(lambda x, j=j: x[j], params[stack])
-        yield from _layer_tensors(cfg, layer, i, moe).items()
-    yield "model.norm.weight", params["final_norm"]["scale"]
-    head = params["embed"] if cfg.tie_word_embeddings else params["lm_head"].T
-    if not cfg.tie_word_embeddings:
-        yield "lm_head.weight", head
-    for m in range(cfg.num_mtp_modules):
-        mtp, i = params[f"mtp_{m}"], cfg.num_hidden_layers + m
-        p = _layer_prefix(i)
-        yield from _layer_tensors(cfg, mtp["block"], i, cfg.mtp_is_moe).items()
-        yield from {
-            p + "enorm.weight": mtp["enorm"]["scale"],
-            p + "hnorm.weight": mtp["hnorm"]["scale"],
-            p + "eh_proj.weight": mtp["eh_proj"].T,
-            p + "shared_head.norm.weight": mtp["head_norm"]["scale"],
-            p + "shared_head.head.weight": head,
-            p + "embed_tokens.weight": params["embed"],
-        }.items()
+    for t in hf_plan(cfg):
+        yield t.name, t.value([_leaf(params, p)[t.index] for p in t.leaves])
+
+
+def shard_files(plan: list, max_shard_bytes: int) -> list[list]:
+    """Greedy split of the (float32) tensors, in order, into files of at most max_shard_bytes
+    (a tensor larger than that gets a file of its own)."""
+    shards, current, size = [], [], 0
+    for t in plan:
+        nbytes = 4 * int(np.prod(t.shape, dtype=np.int64))
+        if current and size + nbytes > max_shard_bytes:
+            shards.append(current)
+            current, size = [], 0
+        current.append(t)
+        size += nbytes
+    shards.append(current)
+    return shards
+
+
+def shard_file_names(count: int) -> list[str]:
+    if count == 1:
+        return ["model.safetensors"]
+    return [f"model-{k + 1:05d}-of-{count:05d}.safetensors" for k in range(count)]
 
 
 def save_hf_checkpoint(
@@ -523,17 +585,18 @@ def save_hf_checkpoint(
             current, size = {}, 0
         current[name], size = value, size + value.nbytes
     shards.append(current)
-    names = (
-        ["model.safetensors"]
-        if len(shards) == 1
-        else [f"model-{k + 1:05d}-of-{len(shards):05d}.safetensors" for k in range(len(shards))]
-    )
+    names = shard_file_names(len(shards))
     weight_map = {}
     for file, shard in zip(names, shards):
         save_file(shard, os.path.join(path, file), metadata={"format": "pt"})
         weight_map.update({n: file for n in shard})
-    if len(shards) > 1:
-        total = sum(v.nbytes for s in shards for v in s.values())
+    total = sum(v.nbytes for s in shards for v in s.values())
+    write_index_and_config(cfg, path, weight_map, total, len(shards))
+
+
+def write_index_and_config(cfg, path: str, weight_map: dict, total: int, files: int) -> None:
+    """config.json, and model.safetensors.index.json when the tensors span several files."""
+    if files > 1:
         with open(os.path.join(path, "model.safetensors.index.json"), "w") as f:
             json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
     with open(os.path.join(path, "config.json"), "w") as f:

@@ -1,7 +1,9 @@
-"""Streamed, sharded HF loading: each host reads only the tensors its devices need, each once,
-and places only its devices' slices; the full model never exists in one host's memory.
+"""Streamed, sharded HF loading and export: each host reads only the tensors its devices need,
+each once, and places only its devices' slices; the export gathers one tensor at a time to the
+writing process. The full model never exists in one host's memory.
 
     cfg, params = load_hf_checkpoint_sharded("path/to/hf_dir", mesh, rules)
+    save_hf_checkpoint_sharded(cfg, params, "out_dir")   # the files save_hf_checkpoint writes
 
 Params come back as global jax.Arrays laid out by the model's logical specs and `rules` on `mesh`
 (multi-process: every process calls this with the same arguments). Host memory beyond what the
@@ -20,13 +22,18 @@ so the result is bitwise equal to `load_hf_checkpoint` placed on the same mesh.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import json
+import os
+import struct
 from typing import Any
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import multihost_utils
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -130,13 +137,6 @@ def _get(tree: dict, path: tuple):
     return tree
 
 
-def _leaf_paths(path: tuple) -> list[tuple]:
-    """An entry's path -> the leaf paths it fills (('attn', ('wk_b', 'wv_b')) fills two)."""
-    *parents, leaf = path
-    leaves = leaf if isinstance(leaf, tuple) else (leaf,)
-    return [tuple(parents) + (name,) for name in leaves]
-
-
 def _entry_values(cfg, src, prefix, entry, interleaved) -> list[np.ndarray]:
     """A non-expert entry's converted value(s), one per leaf path (model/hf.py's conversions)."""
     _, hf_name, shape, to_ours, _ = entry
@@ -153,7 +153,7 @@ def _load_block(cfg, src, i, moe, interleaved, shardings, shapes, put) -> None:
     for entry in hf._layer_entries(cfg, moe):
         path, hf_name, shape = entry[:3]
         if isinstance(hf_name, list):  # routed experts: one [F, D] / [D, F] tensor per expert
-            leaf = _leaf_paths(path)[0]
+            leaf = hf._leaf_paths(path)[0]
             stage = _Stage(shapes(leaf), shardings(leaf))
             needed = set(stage.rows_needed())
             for e, name in enumerate(hf_name):
@@ -164,7 +164,7 @@ def _load_block(cfg, src, i, moe, interleaved, shardings, shapes, put) -> None:
             put(leaf, stage.array())
             continue
         for leaf, value in zip(
-            _leaf_paths(path), _entry_values(cfg, src, prefix, entry, interleaved)
+            hf._leaf_paths(path), _entry_values(cfg, src, prefix, entry, interleaved)
         ):
             stage = _Stage(shapes(leaf), shardings(leaf))
             stage.write(value)
@@ -261,3 +261,117 @@ def _load_mtp(cfg, src, m, interleaved, sh_tree, place) -> dict:
         "head_norm": norm("head_norm", "shared_head.norm.weight"),
         "block": block,
     }
+
+
+# --- streamed export ----------------------------------------------------------------------------
+# save_hf_checkpoint_sharded(cfg, params, path): the files of model/hf.py's save_hf_checkpoint
+# (same names, shards, bytes), written by process 0 from params that are global jax.Arrays
+# (possibly spanning processes). The shard files are planned from the config's shapes, so each
+# safetensors header (JSON of dtype/shape/offsets) is written before any data; then each HF
+# tensor (one layer's or one expert's slice of a stacked leaf) is gathered alone to every process
+# by one compiled program (every process runs the same sequence of programs; only process 0
+# keeps the bytes) and appended. Host memory: one gathered piece (and its converted copy) at a
+# time, plus the piece's replicas on the local devices while it is being fetched.
+
+
+def _replicated(sharding) -> jax.sharding.Sharding:
+    if isinstance(sharding, NamedSharding):
+        return NamedSharding(sharding.mesh, P())
+    if len(sharding.device_set) == 1:
+        return sharding
+    raise ValueError(f"HF export: params sharded by {type(sharding).__name__} (need NamedSharding)")
+
+
+@functools.cache
+def _gather(shape: tuple, dtype, sharding, depth: int):
+    """Compiled: leaf[i_0, ..., i_{depth-1}] replicated on every device (indices are traced, so
+    one program serves every layer/expert of a leaf)."""
+    out = _replicated(sharding)
+
+    def piece(leaf, index):  # index: int32[depth]
+        for k in range(depth):
+            leaf = jax.lax.dynamic_index_in_dim(leaf, index[k], 0, keepdims=False)
+        return leaf
+
+    return (
+        jax.jit(piece, out_shardings=out)
+        .lower(
+            jax.ShapeDtypeStruct(shape, dtype, sharding=sharding),
+            jax.ShapeDtypeStruct((depth,), jnp.int32, sharding=out),
+        )
+        .compile()
+    )
+
+
+def _fetch(leaf, index: tuple) -> np.ndarray:
+    """leaf[index] as a float32 numpy array on this host (all processes must call it together)."""
+    if not isinstance(leaf, jax.Array):
+        return np.asarray(leaf[index], np.float32)
+    run = _gather(leaf.shape, leaf.dtype, leaf.sharding, len(index))
+    out = _replicated(leaf.sharding)
+    idx = jax.make_array_from_callback((len(index),), out, lambda _: np.asarray(index, np.int32))
+    piece = run(leaf, idx)
+    value = np.array(piece.addressable_data(0), np.float32)  # a copy: the device buffers go now
+    piece.delete()
+    return value
+
+
+def prepare_export(cfg, params: dict) -> int:
+    """Compiles the gather programs the export of `params` needs (XLA's compile memory is a fixed
+    cost per architecture and mesh); returns how many distinct ones."""
+    for t in hf.hf_plan(cfg):
+        for path in t.leaves:
+            leaf = _get(params, path)
+            if isinstance(leaf, jax.Array):
+                _gather(leaf.shape, leaf.dtype, leaf.sharding, len(t.index))
+    return _gather.cache_info().currsize
+
+
+def _header(tensors: list) -> bytes:
+    """safetensors header as the reference writer (safetensors 0.8) makes it: tensors sorted by
+    name (all float32, so dtype order is moot), compact JSON, space-padded to 8 bytes."""
+    meta, offset = {"__metadata__": {"format": "pt"}}, 0
+    for t in tensors:
+        nbytes = 4 * int(np.prod(t.shape, dtype=np.int64))
+        meta[t.name] = {
+            "dtype": "F32",
+            "shape": list(t.shape),
+            "data_offsets": [offset, offset + nbytes],
+        }
+        offset += nbytes
+    text = json.dumps(meta, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text
+
+
+def save_hf_checkpoint_sharded(
+    cfg, params: dict, path: str, max_shard_bytes: int = 4 << 30
+) -> None:
+    """Writes what hf.save_hf_checkpoint writes, from global (sharded, multi-process) params,
+    one tensor at a time. Every process calls it with the same arguments; process 0 writes."""
+    plan = list(hf.hf_plan(cfg))
+    shards = hf.shard_files(plan, max_shard_bytes)
+    names = hf.shard_file_names(len(shards))
+    writer = jax.process_index() == 0
+    if writer:
+        os.makedirs(path, exist_ok=True)
+    weight_map = {t.name: file for file, shard in zip(names, shards) for t in shard}  # plan order
+    total = 0
+    for file, shard in zip(names, shards):
+        shard = sorted(shard, key=lambda t: t.name)  # the reference writer's data order
+        with open(os.path.join(path, file), "wb") if writer else contextlib.nullcontext() as f:
+            if writer:
+                f.write(_header(shard))
+            for t in shard:
+                value = t.value([_fetch(_get(params, p), t.index) for p in t.leaves])
+                if tuple(value.shape) != tuple(t.shape):
+                    raise ValueError(
+                        f"HF export: {t.name} has shape {value.shape}, planned {t.shape}"
+                    )
+                if writer:
+                    f.write(np.ascontiguousarray(value, np.float32).data)
+                total += value.nbytes
+    if writer:
+        hf.write_index_and_config(cfg, path, weight_map, total, len(shards))
+    if jax.process_count() > 1:  # no process returns before the files are complete
+        multihost_utils.sync_global_devices("save_hf_checkpoint_sharded")

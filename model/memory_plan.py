@@ -261,40 +261,57 @@ def memory_plan(
     return out
 
 
+TABLE_HEADER = (
+    "| layout | mesh (data,fsdp,expert,tensor) | context | params | grads | Adam | act. saved "
+    "| layer working (MoE buffers) | logits | total GiB | fits | total GiB, fused attn + bf16 "
+    "moments | fits | MoE a2a GB sent/layer/step |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+)
+
+
+def table_row(
+    cfg: ModelConfig, name: str, mesh: tuple, seq: int, hbm: float | None, rules, seqs_per_shard=1
+) -> str:
+    """One table row: the plan of `mesh` (data, fsdp, expert, tensor) at context `seq` with
+    seqs_per_shard sequences per batch shard, and whether it fits in `hbm` bytes per device
+    (None: unknown device memory, '?')."""
+    sizes = dict(zip(sh.MESH_AXES, mesh))
+    p = memory_plan(cfg, sizes, seq, seqs_per_shard, rules=rules)
+    alt = memory_plan(
+        cfg, sizes, seq, seqs_per_shard, rules=rules, moment_bytes=2, fused_attention=True
+    )
+    tokens = seq * seqs_per_shard * mesh[0] * mesh[1]  # the global batch's tokens
+    comm = sum(moe_comm_bytes(cfg, sizes, tokens, rules).values()) if cfg.num_moe_layers else 0
+    g = lambda k: f"{p[k] / GIB:.1f}"
+    fits = lambda q: "?" if hbm is None else "yes" if q["total"] <= hbm else "no"
+    ctx = f"{seq // 1024}k" if seq % 1024 == 0 else str(seq)
+    ctx += f" x {seqs_per_shard}" if seqs_per_shard != 1 else ""
+    return (
+        f"| {name} | {tuple(mesh)} | {ctx} | {g('params')} | {g('grads')} | "
+        f"{g('optimizer')} | {g('activations_saved')} | {g('layer_working_set')} "
+        f"({g('moe_buffers_per_layer')}) | {g('logits')} | {g('total')} | {fits(p)} | "
+        f"{alt['total'] / GIB:.1f} | {fits(alt)} | {comm / 1e9:.2f} |"
+    )
+
+
 def dry_run_table(
     cfg: ModelConfig,
     seq_lens=(8192, 32768),
     layouts=LAYOUTS,
     meshes=CANDIDATE_MESHES,
     rules=sh.DEFAULT_RULES,
+    first_rows: tuple = (),
 ) -> str:
     """Markdown table: per-device GiB by component for each layout x mesh x context, whether it
     fits as the code stands (float32 params, grads and AdamW moments; attention materializing
     [H, T, S] scores), and whether it would with a fused attention kernel and bfloat16 moments.
-    cfg's dtype and remat are used as given."""
-    rows = [
-        "| layout | mesh (data,fsdp,expert,tensor) | context | params | grads | Adam | act. saved "
-        "| layer working (MoE buffers) | logits | total GiB | fits | total GiB, fused attn + bf16 "
-        "moments | fits | MoE a2a GB sent/layer/step |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
+    cfg's dtype and remat are used as given. first_rows (table_row strings, e.g. the configured
+    run's own mesh) go on top."""
+    rows = [TABLE_HEADER, *first_rows]
     for name, (devices, hbm) in layouts.items():
         for mesh in meshes:
             if math.prod(mesh) != devices or cfg.n_routed_experts % mesh[2]:
                 continue
-            sizes = dict(zip(sh.MESH_AXES, mesh))
             for seq in seq_lens:
-                p = memory_plan(cfg, sizes, seq, rules=rules)
-                alt = memory_plan(
-                    cfg, sizes, seq, rules=rules, moment_bytes=2, fused_attention=True
-                )
-                comm = sum(moe_comm_bytes(cfg, sizes, seq * mesh[0] * mesh[1], rules).values())
-                g = lambda k, p=p: f"{p[k] / GIB:.1f}"
-                fits = lambda q, hbm=hbm: "yes" if q["total"] <= hbm else "no"
-                rows.append(
-                    f"| {name} | {mesh} | {seq // 1024}k | {g('params')} | {g('grads')} | "
-                    f"{g('optimizer')} | {g('activations_saved')} | {g('layer_working_set')} "
-                    f"({g('moe_buffers_per_layer')}) | {g('logits')} | {g('total')} | {fits(p)} | "
-                    f"{alt['total'] / GIB:.1f} | {fits(alt)} | {comm / 1e9:.2f} |"
-                )
+                rows.append(table_row(cfg, name, mesh, seq, hbm, rules))
     return "\n".join(rows)

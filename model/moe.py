@@ -298,6 +298,8 @@ class MoEOutput(NamedTuple):
     expert_ids: jnp.ndarray  # [B,T,k]
     expert_counts: jnp.ndarray  # [E] over non-padding tokens
     balance_loss: jnp.ndarray  # scalar (times cfg.balance_loss_coef)
+    dropped: jnp.ndarray  # int32 scalar: non-padding assignments dropped by the capacity limit
+    # (moe_comm='alltoall' with moe_capacity_factor > 0; 0 on the dropless paths)
 
 
 class MoE(nn.Module):
@@ -322,11 +324,13 @@ class MoE(nn.Module):
         routing = route(flat, kernel, jax.lax.stop_gradient(bias), c, forced)
         x_c = cast(flat, c.dtype)
         w_c = (cast(wi_gate, c.dtype), cast(wi_up, c.dtype), cast(wo, c.dtype))
+        valid = (segment_ids > 0).reshape(-1)  # [N]
         lay = moe_a2a.current_layout() if c.moe_comm == "alltoall" else None
+        dropped = jnp.int32(0)
         if lay is not None:  # expert-parallel shard_map path; the GSPMD one below is the reference
-            routed, _ = moe_a2a.dispatch_alltoall(
+            routed, dropped = moe_a2a.dispatch_alltoall(
                 x_c, routing.expert_ids, routing.weights, *w_c, lay,
-                capacity_factor=c.moe_capacity_factor, impl=c.moe_impl,
+                capacity_factor=c.moe_capacity_factor, impl=c.moe_impl, valid=valid,
             )  # fmt: skip
         else:
             routed = select_dispatch(c)(x_c, routing, *w_c)
@@ -334,7 +338,6 @@ class MoE(nn.Module):
         if c.n_shared_experts:
             y = y + MLP(d, f * c.n_shared_experts, c.initializer_range, c.dtype, name="shared")(x)
 
-        valid = (segment_ids > 0).reshape(-1)
         counts = (
             jnp.zeros((e,), jnp.int32).at[routing.expert_ids].add(valid[:, None].astype(jnp.int32))
         )
@@ -344,4 +347,4 @@ class MoE(nn.Module):
             balance = c.balance_loss_coef * sequence_balance_loss(
                 routing.scores.reshape(b, t, e), ids, segment_ids, c.num_experts_per_tok
             )
-        return MoEOutput(y.astype(x.dtype), ids, counts, balance)
+        return MoEOutput(y.astype(x.dtype), ids, counts, balance, dropped)

@@ -18,8 +18,15 @@ their experts, the way pod-scale MoE stacks do:
 
 Dropless with static shapes sizes every (source, destination) slot for the worst case, so its
 buffers and all-to-all bytes are ep times a balanced load; capacity_factor ~1.25 is the practical
-setting at pod scale (model/memory_plan.py counts both). A ragged all-to-all that exchanges counts
-first and sends only real rows is not implemented.
+setting at pod scale (model/memory_plan.py counts both).
+
+Not implemented: dropless without ep-sized buffers (exchange per-destination counts with an
+all_to_all, then send only the real rows with `jax.lax.ragged_all_to_all`). In the installed JAX
+(0.10.2) `ragged_all_to_all` traces and lowers inside shard_map, but XLA:CPU cannot compile it:
+`jax.errors.JaxRuntimeError: UNIMPLEMENTED: HLO opcode `ragged-all-to-all` is not supported by
+XLA:CPU ThunkEmitter` (8 simulated CPU devices, a shard_map over one 8-device axis sending one row
+to each peer). It is a GPU/TPU collective; with nothing here to run or test it on, it is left out
+rather than shipped untested.
 
 Letters: N tokens, n tokens this device dispatches, D model, E experts, E_loc experts per device,
 F expert FFN width (F_loc per tensor shard), k experts per token, a assignments (n·k), C rows per
@@ -135,9 +142,10 @@ LOCAL_FFN = {"dense": local_ffn_dense, "blocked": local_ffn_dense, "ragged": loc
 # --- the shard_map body ---------------------------------------------------------------------------
 
 
-def _pack(expert_ids, e_loc: int, ep: int, cap: int):
-    """Send-slot of each assignment. expert_ids [n,k] -> (slot [a] in [0, ep·C], C·ep = dropped,
-    token of each assignment [a], local expert id [a], dropped count)."""
+def _pack(expert_ids, valid, e_loc: int, ep: int, cap: int):
+    """Send-slot of each assignment. expert_ids [n,k], valid [n] -> (slot [a] in [0, ep·C],
+    C·ep = dropped, token of each assignment [a], local expert id [a], dropped count of valid
+    rows' assignments: padding takes slots like any row but its drops are not counted)."""
     n, k = expert_ids.shape
     flat = expert_ids.reshape(-1)  # [a]
     dest = flat // e_loc  # [a] owner device along the expert axes
@@ -148,12 +156,14 @@ def _pack(expert_ids, e_loc: int, ep: int, cap: int):
     keep = pos < cap
     slot_sorted = jnp.where(keep, dest[order] * cap + pos, ep * cap)
     slot = jnp.zeros((n * k,), jnp.int32).at[order].set(slot_sorted)  # [a], assignment order
-    dropped = jnp.sum(~keep).astype(jnp.int32)
+    counted = jnp.repeat(valid, k)[order]  # [a] sorted like keep
+    dropped = jnp.sum(~keep & counted).astype(jnp.int32)
     return slot, jnp.arange(n * k) // k, flat % e_loc, dropped
 
 
-def _body(x, expert_ids, weights, wi_gate, wi_up, wo, *, lay: A2ALayout, cap_factor, impl):
-    """Per-device: x [n,D], expert_ids/weights [n,k], w* local shards -> ([n,D], global drops)."""
+def _body(x, expert_ids, weights, valid, wi_gate, wi_up, wo, *, lay: A2ALayout, cap_factor, impl):
+    """Per-device: x [n,D], expert_ids/weights [n,k], valid [n], w* local shards -> ([n,D],
+    global drops)."""
     ep = lay.size(lay.expert)
     e_loc = wi_gate.shape[0]
     if (
@@ -163,7 +173,7 @@ def _body(x, expert_ids, weights, wi_gate, wi_up, wo, *, lay: A2ALayout, cap_fac
     n, k = expert_ids.shape
     d = x.shape[1]
     cap = capacity(n * k, ep, cap_factor)
-    slot, token_of, local_ids, dropped = _pack(expert_ids, e_loc, ep, cap)
+    slot, token_of, local_ids, dropped = _pack(expert_ids, valid, e_loc, ep, cap)
     send = jnp.zeros((ep * cap + 1, d), x.dtype).at[slot].set(x[token_of])[:-1]  # [ep·C, D]
     send_ids = jnp.full((ep * cap + 1,), e_loc, jnp.int32).at[slot].set(local_ids)[:-1]
     if lay.expert:
@@ -201,9 +211,11 @@ def dispatch_alltoall(
     *,
     capacity_factor: float = 0.0,
     impl: str = "dense",
+    valid=None,
 ):
     """x [N,D] (rows sharded like the batch), expert_ids/weights [N,k], wi_gate/wi_up [E,D,F],
-    wo [E,F,D] (sharded expert x embed x mlp) -> (y [N,D], dropped assignments (global count)).
+    wo [E,F,D] (sharded expert x embed x mlp), valid [N] bool (rows whose drops count; default
+    all) -> (y [N,D], int32 count of valid rows' assignments dropped, summed over devices).
 
     Must run under `jax.set_mesh(mesh)`; `lay` from `current_layout()` or `layout_from_rules`.
     """
@@ -211,12 +223,15 @@ def dispatch_alltoall(
     e = wi_gate.shape[0]
     if e % ep:
         raise ValueError(f"moe_comm='alltoall': {e} experts do not divide over {ep} expert shards")
+    if valid is None:
+        valid = jnp.ones(x.shape[:1], bool)
     shards = lay.size(lay.batch) * (ep if lay.split_tokens else 1)
     pad = (-x.shape[0]) % shards
     if pad:  # e.g. init's single token or small decode batches: pad with no-op rows (weight 0)
-        x, expert_ids, weights = (
-            jnp.pad(v, [(0, pad)] + [(0, 0)] * (v.ndim - 1)) for v in (x, expert_ids, weights)
-        )
+        x, expert_ids, weights, valid = (
+            jnp.pad(v, [(0, pad)] + [(0, 0)] * (v.ndim - 1))
+            for v in (x, expert_ids, weights, valid)
+        )  # padded rows: valid False
     # Rows are split over the expert axes too: where the batch is replicated over them, entering
     # is a local slice and leaving an all-gather (GSPMD's reshard; its backward is the mirror).
     rows = P(lay.batch + (lay.expert if lay.split_tokens else ()) or None, None)
@@ -225,8 +240,8 @@ def dispatch_alltoall(
     body = lambda *a: _body(*a, lay=lay, cap_factor=capacity_factor, impl=impl)
     y, dropped = jax.shard_map(
         body,
-        in_specs=(rows, rows, rows, w_in, w_in, w_out),
+        in_specs=(rows, rows, rows, P(rows[0]), w_in, w_in, w_out),
         out_specs=(rows, P()),
         mesh=jax.sharding.get_abstract_mesh(),
-    )(x, expert_ids, weights.astype(jnp.float32), wi_gate, wi_up, wo)
+    )(x, expert_ids, weights.astype(jnp.float32), valid, wi_gate, wi_up, wo)
     return (y[: y.shape[0] - pad] if pad else y), dropped

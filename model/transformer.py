@@ -42,6 +42,9 @@ class ModelOutput:
     expert_counts: jnp.ndarray | None = None  # [n_moe_layers,E] int32 (padding excluded)
     mtp_expert_counts: jnp.ndarray | None = None  # [M,E] int32 when MTP blocks are MoE
     balance_loss: Any = 0.0  # float32 scalar, already times balance_loss_coef
+    # int32 scalar: non-padding assignments the capacity limit dropped, over every MoE layer run
+    # (main stack + MTP blocks); set only when cfg.moe_capacity_factor > 0 (dropless otherwise)
+    moe_dropped: jnp.ndarray | None = None
     hidden: jnp.ndarray | None = None  # [B,T,D] final hidden (after final norm)
     cache: dict | None = None  # updated latent caches when decoding
 
@@ -67,7 +70,7 @@ class Block(nn.Module):
         if self.moe:
             out = MoE(c, name="moe")(h, segment_ids, forced_ids)
             x = x + out.y
-            aux = (out.expert_ids, out.expert_counts, out.balance_loss)
+            aux = (out.expert_ids, out.expert_counts, out.balance_loss, out.dropped)
         else:
             x = x + MLP(
                 c.hidden_size, c.intermediate_size, c.initializer_range, c.dtype, name="mlp"
@@ -194,8 +197,10 @@ class Transformer(nn.Module):
             logits=self.head(h), hidden=h, cache=new_cache if cache is not None else None
         )
         if aux is not None:
-            ids, counts, balance = aux
+            ids, counts, balance, dropped = aux
             out = out.replace(expert_ids=ids, expert_counts=counts, balance_loss=jnp.sum(balance))
+            if c.moe_capacity_factor > 0:
+                out = out.replace(moe_dropped=jnp.sum(dropped))
         if self.mtp and cache is None and with_mtp:
             out = self._mtp_forward(out, tokens, positions, segment_ids)
         return out
@@ -212,6 +217,8 @@ class Transformer(nn.Module):
             if aux:
                 counts.append(aux[1])
                 balance = balance + aux[2]
+                if out.moe_dropped is not None:
+                    out = out.replace(moe_dropped=out.moe_dropped + aux[3])
         return out.replace(
             mtp_logits=jnp.stack(logits),
             balance_loss=balance,

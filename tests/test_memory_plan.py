@@ -90,3 +90,41 @@ def test_kimi_plan_arithmetic():
     rows = 16 * 4096
     assert p["moe_buffers_per_layer"] == rows * (4 * 7168 * 2 + 3 * 2048 * 2) + 4096 * 7168 * 4
     assert p["optimizer"] == 2 * p["params"] and p["grads"] == p["params"]
+
+
+def _cells(row: str) -> list[str]:
+    return [c.strip() for c in row.strip("|").split("|")]
+
+
+def test_dry_run_table_leads_with_the_runs_own_mesh():
+    """--dry_run's first rows: the configured mesh (described: 8 devices, fsdp 2 x expert 4),
+    train.seq_len and batch_size / (data x fsdp) / microbatches = 8 / 2 / 2 = 2 sequences per
+    shard, judged against each budget: fits at exactly the plan's total, not one byte less."""
+    from configs import default
+    from train import dry_run
+
+    config = default.get_config()
+    config.model = "tiny"
+    config.dry_run_devices = 8
+    config.mesh.update(data=1, fsdp=2, expert=4, tensor=1)
+    config.train.update(batch_size=8, microbatches=2, seq_len=64)
+    cfg = presets.get("tiny")
+    plan = memory_plan.memory_plan(cfg, {"data": 1, "fsdp": 2, "expert": 4, "tensor": 1}, 64, 2)
+    rows = dry_run.run_rows(config, {"enough": plan["total"], "short": plan["total"] - 1})
+    (a, b) = (_cells(r) for r in rows)
+    assert a[:3] == ["this run: enough", "(1, 2, 4, 1)", "64 x 2"] and a[10] == "yes"
+    assert b[0] == "this run: short" and b[10] == "no"
+    # A described 256-device mesh is judged against each known 256-device layout.
+    config.dry_run_devices = 256
+    config.mesh.update(fsdp=32, expert=8)
+    config.train.update(batch_size=32, microbatches=1)
+    labels = [_cells(r)[0] for r in dry_run.run_rows(config)]
+    assert labels == [f"this run: {k}" for k in memory_plan.LAYOUTS]
+    # On the real devices (8 simulated CPUs): their share of host RAM; the tiny model fits.
+    config.dry_run_devices = 0
+    config.mesh.update(data=-1, fsdp=1, expert=1)
+    (row,) = dry_run.run_rows(config)
+    assert _cells(row)[:2] == ["this run: 8 x cpu (host RAM / 8)", "(8, 1, 1, 1)"]
+    assert _cells(row)[10] == "yes"
+    table = dry_run.table(config)
+    assert table.splitlines()[2] == row and "v5p-512" in table.splitlines()[3]

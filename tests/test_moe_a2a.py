@@ -163,3 +163,48 @@ def test_rules_with_expert_axis_in_batch_need_no_token_split():
     want = jax.jit(jax.value_and_grad(ref, argnums=(0, 1, 2, 3)))(x, *w)
     for u, v in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
         np.testing.assert_allclose(u, v, rtol=1e-4, atol=1e-5)
+
+
+def _skewed(b=8, t=8):
+    """Every token forced onto experts (0, 1), both on expert shard 0 of 4 (E_loc = 2); the
+    second half of each row is padding (segment 0)."""
+    forced = jnp.broadcast_to(jnp.array([0, 1], jnp.int32), (b, t, 2))  # [B,T,k]
+    seg = jnp.broadcast_to((jnp.arange(t) < t // 2).astype(jnp.int32), (b, t))  # [B,T]
+    return forced, seg
+
+
+def test_dropped_count_surfaces_in_moe_output_and_train_metrics():
+    """expert4_data2 splits the 8 x 8 rows over 8 dispatching devices, one batch row each: a = 8
+    tokens x 2 = 16 assignments, all to shard 0. capacity_factor 1: C = ceil(16 / 4) = 4 slots,
+    kept in token order -> tokens 0 and 1 kept; tokens 2, 3 (valid: 4 assignments) dropped, and
+    the padding tokens' drops (4..7) not counted: 8 devices x 4 = 32 dropped of 64 valid
+    assignments. Dropless (factor 0) drops none, same skew."""
+    from model import Transformer, init_params
+    from train.losses import lm_loss
+
+    forced, seg = _skewed()
+    tokens = jax.random.randint(jax.random.PRNGKey(1), seg.shape, 0, 320)
+    batch = {"targets": tokens, "loss_mask": seg, "segment_ids": seg}
+    mesh = _mesh(MESHES["expert4_data2"])
+    got = {}
+    for factor in (1.0, 0.0):
+        cfg = presets.get("tiny", moe_comm="alltoall", moe_impl="dense", moe_capacity_factor=factor)
+        assert cfg.num_hidden_layers - cfg.num_dense_layers == 1  # one MoE layer (+ MTP, unused)
+        with jax.set_mesh(mesh), nn.logical_axis_rules(sh.DEFAULT_RULES):
+            params = init_params(cfg, jax.random.PRNGKey(0))
+            fwd = lambda p, cfg=cfg: Transformer(cfg).apply(
+                {"params": p}, tokens, segment_ids=seg, forced_experts=forced[None], with_mtp=False
+            )
+            x = jax.random.normal(jax.random.PRNGKey(2), (8, 8, cfg.hidden_size))
+            layer = params["moe_layers"]["moe"]
+            moe = lambda p, cfg=cfg, x=x: MoE(cfg).apply(
+                {"params": jax.tree.map(lambda w: w[0], p)}, x, seg, forced
+            )
+            out, m_out = jax.jit(fwd)(params), jax.jit(moe)(layer)
+        got[factor] = (out, lm_loss(out, batch)[1]["metrics"], int(m_out.dropped))
+    out, metrics, dropped = got[1.0]
+    assert dropped == 32 and int(out.moe_dropped) == 32
+    assert int(jnp.sum(out.expert_counts)) == 64
+    assert float(metrics["moe_dropped_frac"]) == 0.5
+    out, metrics, dropped = got[0.0]
+    assert dropped == 0 and out.moe_dropped is None and "moe_dropped_frac" not in metrics

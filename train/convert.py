@@ -1,6 +1,6 @@
 """--mode=convert: export the params of the newest good checkpoint: params-only Orbax (for
 samplers and the next stage's --config.init_params_from) and, with --config.export_hf=True, an
-HF folder (config.json + safetensors) through model/'s HF export."""
+HF folder (config.json + safetensors) through model/'s streamed HF export."""
 
 from __future__ import annotations
 
@@ -29,10 +29,11 @@ def export_latest(config, workdir: str, *, run: Run | None = None) -> str:
     path = os.path.join(workdir, "export", f"params_{int(jax.device_get(state.step))}")
     checkpoint.export_params(state.params, path, run.cfg)
     if config.get("export_hf"):
-        from model import hf  # pylint: disable=import-outside-toplevel
+        from model import hf_stream  # pylint: disable=import-outside-toplevel
 
         hf_path = path + "_hf"
-        # Gathers every shard to this host: fine for what fits in host memory.
-        hf.save_hf_checkpoint(run.cfg, jax.device_get(state.params), hf_path)
+        # Streamed: one tensor at a time gathered to process 0 (every process takes part), so
+        # the params never need to fit in one host's memory.
+        hf_stream.save_hf_checkpoint_sharded(run.cfg, state.params, hf_path)
         return f"{path}\n{hf_path}"
     return path

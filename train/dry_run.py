@@ -3,15 +3,21 @@
 Works for a mesh of devices we do not have (config.dry_run_devices, e.g. 256 for kimi_k2):
 params and optimizer state are jax.eval_shape'd, shardings come from the logical rules on an
 AbstractMesh, and bytes are counted from shapes and partition specs. Nothing is allocated.
+
+`table(config)`: model/memory_plan.py's per-device plan, first for the run's own mesh, batch and
+context (does it fit: against the real devices' memory limit, or for a described mesh against
+each known layout of that many devices), then the candidate layouts at 8k and 32k context.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 
 import jax
 
 import model
+from model import memory_plan
 from train import build
 from train import sharding as shd
 from train.config_check import check_config
@@ -41,4 +47,49 @@ def report(config) -> str:
             f"per device: params {param_bytes / gib:.2f} GiB + optimizer state {opt_bytes / gib:.2f} GiB"
             f" = {(param_bytes + opt_bytes) / gib:.2f} GiB",
         ]
+    )
+
+
+def _budgets(n_dev: int, described: bool) -> dict:
+    """Label -> usable bytes per device (None: unknown) for the run's own mesh."""
+    if described:  # a mesh of devices we do not have: every known layout of that size
+        found = {k: hbm for k, (n, hbm) in memory_plan.LAYOUTS.items() if n == n_dev}
+        return found or {f"{n_dev} devices (memory unknown)": None}
+    device = jax.local_devices()[0]
+    limit = (device.memory_stats() or {}).get("bytes_limit")
+    if limit:
+        return {f"{n_dev} x {device.device_kind}": limit}
+    # CPU devices share the host's RAM: each gets its share.
+    host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return {
+        f"{n_dev} x {device.platform} (host RAM / {jax.local_device_count()})": host
+        // jax.local_device_count()
+    }
+
+
+def run_rows(config, budgets: dict | None = None) -> list[str]:
+    """The configured run's own rows: its mesh, train.seq_len and the sequences each batch shard
+    computes at once (batch_size / (data x fsdp) / microbatches), against `budgets` (label ->
+    bytes per device; default: the devices', see _budgets)."""
+    cfg, _ = model_config(config)
+    n_dev = config.dry_run_devices or jax.device_count()
+    sizes = check_config(config, cfg, n_dev)
+    mesh = tuple(sizes[a] for a in model.sharding.MESH_AXES)
+    t = config.train
+    seqs = max(1, t.batch_size // (sizes["data"] * sizes["fsdp"]) // t.microbatches)
+    budgets = budgets or _budgets(n_dev, bool(config.dry_run_devices))
+    return [
+        memory_plan.table_row(
+            cfg, f"this run: {name}", mesh, t.seq_len, hbm, model_rules(config), seqs
+        )
+        for name, hbm in budgets.items()
+    ]
+
+
+def table(config) -> str:
+    """The run's own rows on top of the candidate layouts' table."""
+    cfg, _ = model_config(config)
+    seq_lens = sorted({config.train.seq_len, 8192, 32768})
+    return memory_plan.dry_run_table(
+        cfg, seq_lens, rules=model_rules(config), first_rows=tuple(run_rows(config))
     )

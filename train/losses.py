@@ -147,8 +147,18 @@ def lm_loss(
         loss, metrics["mtp"] = loss + mtp_weight * mtp, mtp
     if use_balance_loss and out.expert_counts is not None:
         loss, metrics["balance"] = loss + out.balance_loss, out.balance_loss
+    if out.moe_dropped is not None:  # capacity-bounded all-to-all MoE: share of assignments lost
+        metrics["moe_dropped_frac"] = out.moe_dropped / _assignments(out)
     aux = {"weight": jnp.sum(mask), "metrics": metrics, "expert_counts": _expert_counts(out)}
     return loss, aux
+
+
+def _assignments(out: ModelOutput):
+    """Non-padding (token, expert) assignments over the MoE layers run (>= 1)."""
+    total = jnp.sum(out.expert_counts)
+    if out.mtp_expert_counts is not None:
+        total = total + jnp.sum(out.mtp_expert_counts)
+    return jnp.maximum(total, 1).astype(jnp.float32)
 
 
 def make_lm_loss(
