@@ -359,7 +359,9 @@ def save_hf_checkpoint_sharded(
     total = 0
     for file, shard in zip(names, shards):
         shard = sorted(shard, key=lambda t: t.name)  # the reference writer's data order
-        with open(os.path.join(path, file), "wb") if writer else contextlib.nullcontext() as f:
+        final = os.path.join(path, file)  # written under a temporary name, renamed when whole:
+        tmp = final + ".tmp"  # a killed export never leaves a truncated file under a real name
+        with open(tmp, "wb") if writer else contextlib.nullcontext() as f:
             if writer:
                 f.write(_header(shard))
             for t in shard:
@@ -371,6 +373,8 @@ def save_hf_checkpoint_sharded(
                 if writer:
                     f.write(np.ascontiguousarray(value, np.float32).data)
                 total += value.nbytes
+        if writer:
+            os.replace(tmp, final)
     if writer:
         hf.write_index_and_config(cfg, path, weight_map, total, len(shards))
     if jax.process_count() > 1:  # no process returns before the files are complete
