@@ -7,8 +7,6 @@ Multi-host: pass --coordinator_address/--num_processes/--process_id, or --distri
 jax.distributed.initialize() read them from the environment (TPU pods, SLURM).
 """
 
-import glob
-import os
 import sys
 
 from absl import app, flags, logging
@@ -59,29 +57,6 @@ _DISTRIBUTED = flags.DEFINE_bool(
 _COORDINATOR = flags.DEFINE_string("coordinator_address", None, "host:port of process 0.")
 _NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Number of processes (hosts).")
 _PROCESS_ID = flags.DEFINE_integer("process_id", None, "This process's index.")
-
-
-def _preload_jemalloc() -> None:
-    """Re-executes this process (same pid and argv) with jemalloc preloaded, retaining pages, when
-    the library is installed and the host has no accelerator: XLA:CPU maps a fresh scratch buffer
-    every step, which glibc's malloc returns to the kernel and faults back in (bench/RESULTS.md has
-    the measured gain). COMPOSER_ALLOCATOR=system keeps glibc's malloc. Runs before JAX loads."""
-    if os.environ.get("COMPOSER_ALLOCATOR", "jemalloc") != "jemalloc":
-        return
-    if "jemalloc" in os.environ.get("LD_PRELOAD", ""):
-        return  # already preloaded (by us or the user)
-    if any(glob.glob(p) for p in ("/dev/nvidia[0-9]*", "/dev/accel*", "/dev/vfio/[0-9]*")):
-        return  # GPU/TPU hosts keep their own allocator setup
-    libs = glob.glob("/usr/lib/*-linux-gnu/libjemalloc.so.2") + glob.glob(
-        "/usr/lib/libjemalloc.so.2"
-    )
-    if not libs:
-        return
-    preload = " ".join(x for x in (libs[0], os.environ.get("LD_PRELOAD", "")) if x)
-    env = dict(
-        os.environ, LD_PRELOAD=preload, MALLOC_CONF=os.environ.get("MALLOC_CONF", "retain:true")
-    )
-    os.execve(sys.executable, sys.orig_argv, env)  # orig_argv keeps interpreter options (-u, -X)
 
 
 def _init_distributed():
@@ -185,6 +160,5 @@ def _parse_flags(argv):
 
 
 if __name__ == "__main__":
-    _preload_jemalloc()
     logging.set_verbosity(logging.WARNING)
     app.run(main, flags_parser=_parse_flags)

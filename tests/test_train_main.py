@@ -123,23 +123,3 @@ def test_sample_cli_completes_a_prompt_from_an_export(tmp_path):
     want = [t for t in want if t != tok.eos_id]
     assert len(want) >= 1 and all(t < tok.vocab_size for t in want)
     assert text == "".join(tok.decode([t]) for t in want)
-
-
-@pytest.mark.skipif(
-    not any(os.path.exists(p) for p in ("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",)),
-    reason="libjemalloc2 not installed (apt-get install libjemalloc2)",
-)
-@pytest.mark.parametrize("allocator,mapped", [("jemalloc", True), ("system", False)])
-def test_main_reexecs_with_jemalloc_unless_told_not_to(allocator, mapped):
-    """The default launch preloads jemalloc (re-exec with the same argv, interpreter options
-    included: `-c` runs again); COMPOSER_ALLOCATOR=system keeps glibc's malloc."""
-    probe = (
-        "import os, main; main._preload_jemalloc(); "
-        "print(os.environ.get('COMPOSER_ALLOCATOR'), any('jemalloc' in l for l in open('/proc/self/maps')))"
-    )
-    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "MALLOC_CONF")}
-    env["COMPOSER_ALLOCATOR"] = allocator
-    out = subprocess.run(
-        [sys.executable, "-u", "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True
-    )
-    assert out.stdout.split() == [allocator, str(mapped)], out.stderr[-2000:]
