@@ -200,9 +200,10 @@ def main():
                 f"| {r['per_step']:.2f} | {r['same']} |",
                 flush=True,
             )
-        if int(b) == 1:
-            text = bytes(t for t in tokens[(0.0, 0)][0] if t < 256).decode("utf-8", "replace")
-            print(f"greedy sample (batch 1): {text[:200]!r}")
+        for (temp, k), rows_tokens in tokens.items():  # what the rows above decoded (K = 0)
+            if int(b) == 1 and k == 0:
+                text = bytes(t for t in rows_tokens[0] if t < 256).decode("utf-8", "replace")
+                print(f"sample (batch 1, temperature {temp:g}): {text[:200]!r}")
     print("\n## latent cache bytes/token (all layers)")
     cache = init_cache(cfg, 1, 1024)
     measured = sum(x.nbytes for x in jax.tree_util.tree_leaves(cache)) / 1024

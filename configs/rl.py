@@ -61,7 +61,7 @@ def get_config() -> ml_collections.ConfigDict:
             valid_vocab=0,  # > 0: logits of ids >= valid_vocab masked (the sampler's valid set)
             router_replay=True,
             bias_update_rate=0.0,  # MoE router-bias update on RL steps (0 = off: routing is replayed)
-            dynamic_sampling=False,  # skip zero-signal groups (all rewards equal) instead of training them
+            dynamic_sampling=False,  # never train zero-signal groups (all rewards equal): batches wait for groups with signal
             weight_dtype="float32",  # what samplers hold: 'bfloat16' | 'float32'
             full_every=10,
             checkpoint_every=5,

@@ -240,12 +240,16 @@ def _compile_cache(path: str) -> None:
 
 
 class _Books:
-    """What the checkpoint holds besides the TrainState: pool order and group bookkeeping."""
+    """What the checkpoint holds besides the TrainState: pool order and group bookkeeping. Groups
+    read but not yet trained (`pending`) are not checkpointed: after a restart they are read
+    again from the rollout store."""
 
     def __init__(self, order, consumed=(), dropped=(), zero_signal=0):
         self.order, self.consumed, self.dropped = list(order), list(consumed), list(dropped)
         self.zero_signal = zero_signal
         self.seen = set(self.consumed) | set(self.dropped)
+        self.pending: list[tuple[str, list[dict]]] = []  # (group id, records), arrival order
+        self.zero_since_batch = 0
 
     def to_json(self) -> dict:
         return {
@@ -255,34 +259,55 @@ class _Books:
             "zero_signal": self.zero_signal,
         }
 
+    def unfinished(self) -> bool:
+        return len(self.seen) < len(self.order) or bool(self.pending)
+
+
+def _no_signal(group: list[dict]) -> bool:
+    return len({round(float(r["reward"]), 9) for r in group}) == 1  # zero advantage everywhere
+
 
 def _select(store, books: _Books, rl, version: int):
-    """-> (records to train, their group ids, stats) from the next waiting groups, or None."""
-    waiting = [g for g in store.list() if g not in books.seen]
-    remaining = len(books.order) - len(books.seen)
-    need = min(rl.groups_per_batch, remaining)
-    if need == 0 or len(waiting) < need:
-        return None
-    recs, ids, stal, zero = [], [], [], 0
-    for g in waiting:
-        if len(ids) == need:
-            break
-        group = store.get(g)
-        s = version - rb.oldest_version(group)
-        books.seen.add(g)
-        if s > rl.max_staleness:
-            books.dropped.append(g)
+    """-> (records to train, their group ids, stats) once a batch is ready, else None.
+
+    New groups are read in arrival order. A group whose rewards are all equal carries no signal:
+    counted, and with rl.dynamic_sampling never trained: the batch waits for further groups until
+    it holds rl.groups_per_batch groups with signal (DAPO's dynamic sampling; only the pool's last
+    batch may be smaller). A group whose oldest policy token is more than rl.max_staleness versions
+    behind `version` when its batch forms is dropped (counted)."""
+    for g in store.list():
+        if g in books.seen:
             continue
-        books.consumed.append(g)
-        if len({round(float(r["reward"]), 9) for r in group}) == 1:
-            zero += 1  # every reward equal: zero advantage, no signal
+        books.seen.add(g)
+        group = store.get(g)
+        if _no_signal(group):
+            books.zero_signal += 1
+            books.zero_since_batch += 1
             if rl.dynamic_sampling:
-                continue  # counted, not trained: the batch fills with groups that carry signal
-        stal.append(max(s, 0))
+                books.consumed.append(g)  # read and settled: never trained, never read again
+                continue
+        books.pending.append((g, group))
+    fresh = []
+    for g, group in books.pending:
+        if version - rb.oldest_version(group) > rl.max_staleness:
+            books.dropped.append(g)
+        else:
+            fresh.append((g, group))
+    books.pending = fresh
+    need = rl.groups_per_batch
+    last = len(books.seen) == len(books.order)  # no more groups will come
+    if not books.pending or (len(books.pending) < need and not last):
+        return None
+    take, books.pending = books.pending[:need], books.pending[need:]
+    recs, ids, stal = [], [], []
+    for g, group in take:
+        books.consumed.append(g)
         recs += group
         ids.append(g)
-    books.zero_signal += zero
-    return recs, ids, {"staleness": stal, "zero_signal": zero}
+        stal.append(max(version - rb.oldest_version(group), 0))
+    stats = {"staleness": stal, "zero_signal": books.zero_since_batch}
+    books.zero_since_batch = 0
+    return recs, ids, stats
 
 
 def _metrics(recs, stats, step_metrics, sync, dt):
@@ -392,15 +417,15 @@ def train(config, workdir: str, *, log=print) -> dict:
     rows = rl.groups_per_batch * rl.group_size
     history = []
     try:
-        while len(books.seen) < len(books.order) and (not rl.steps or version < rl.steps):
+        while books.unfinished() and (not rl.steps or version < rl.steps):
             sel = _select(store, books, rl, version)
             if sel is None:
+                if store.progress().get("consumed") != len(books.seen):  # groups read, no batch
+                    # yet (dynamic sampling): samplers' backpressure counts them as consumed
+                    store.write_progress({"consumed": len(books.seen), "version": version})
                 time.sleep(0.02)
                 continue
             recs, ids, stats = sel
-            if not recs:
-                store.write_progress({"consumed": len(books.seen), "version": version})
-                continue
             t0 = time.perf_counter()
             b = rb.collate(
                 recs,

@@ -122,3 +122,61 @@ def test_rl_starts_from_exported_params(tmp_path):
     got = loop.initial_params(c, got_cfg)
     for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(params)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+class _Store:
+    """The rollout store's read side, in memory."""
+
+    def __init__(self):
+        self.groups = {}
+
+    def list(self):
+        return sorted(self.groups)
+
+    def get(self, g):
+        return self.groups[g]
+
+
+def _group(rewards, version=0):
+    return [{"reward": r, "versions": np.array([version]), "mask": np.array([1])} for r in rewards]
+
+
+def _rl(dynamic):
+    import ml_collections
+
+    return ml_collections.ConfigDict(
+        dict(groups_per_batch=2, max_staleness=2, dynamic_sampling=dynamic)
+    )
+
+
+def test_dynamic_sampling_fills_batches_with_groups_that_carry_signal():
+    rl, store = _rl(True), _Store()
+    books = loop._Books([f"{j:06d}" for j in range(6)])
+    store.groups["000000"] = _group([1.0, 0.0])  # signal
+    store.groups["000001"] = _group([0.0, 0.0])  # all equal: no signal
+    assert loop._select(store, books, rl, 0) is None  # one group with signal: the batch waits
+    assert books.consumed == ["000001"] and books.zero_signal == 1
+    # The waiting group is not in the checkpoint: a restarted trainer reads it again.
+    again = loop._Books(**books.to_json())
+    assert "000000" not in again.seen and "000001" in again.seen
+    store.groups["000002"] = _group([1.0, 1.0])
+    store.groups["000003"] = _group([0.0, 1.0])
+    recs, ids, stats = loop._select(store, books, rl, 0)
+    assert ids == ["000000", "000003"] and len(recs) == 4 and stats["zero_signal"] == 2
+    store.groups["000004"] = _group([0.0, 1.0], version=0)
+    assert loop._select(store, books, rl, 3) is None  # 3 versions behind > 2: dropped
+    assert books.dropped == ["000004"]
+    store.groups["000005"] = _group([1.0, 0.0], version=3)
+    recs, ids, stats = loop._select(store, books, rl, 3)  # the pool's last batch: one group
+    assert ids == ["000005"] and stats == {"staleness": [0], "zero_signal": 0}
+    assert not books.unfinished()
+    assert sorted(books.consumed + books.dropped) == books.order
+
+
+def test_without_dynamic_sampling_zero_signal_groups_are_trained_and_counted():
+    rl, store = _rl(False), _Store()
+    books = loop._Books([f"{j:06d}" for j in range(2)])
+    store.groups["000000"] = _group([0.0, 0.0])
+    store.groups["000001"] = _group([1.0, 0.0])
+    recs, ids, stats = loop._select(store, books, rl, 0)
+    assert ids == ["000000", "000001"] and stats["zero_signal"] == 1
