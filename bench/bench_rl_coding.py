@@ -2,7 +2,7 @@
 then the asynchronous RL loop on other seeds of that family, then held-out pass@1 / best-of-4.
 
     python bench/bench_rl_coding.py [--family boundary] [--traces 96] [--sft_steps 240]
-        [--rl_steps 30] [--heldout 16] [--workdir runs/bench_rl_coding] [--out bench/rl_coding_curve.png]
+        [--rl_steps 12] [--groups_per_batch 2] [--heldout 16] [--workdir runs/bench_rl_coding] [--out bench/rl_coding_curve.png]
 
 1. Traces: the scripted oracle (rl.envs.scripted.TracePolicy, via tools/make_traces.py) plays
    `--traces` tasks of the family in the sandbox (seeds 1_000_000 + i); only clean all-pass
@@ -112,7 +112,8 @@ def rl_config_for(args, params_dir: str):
     c.init_params_from = params_dir
     c.rl.update(
         task="coding",
-        pool_size=args.rl_steps * args.groups_per_batch,
+        pool_size=args.pool or 4 * args.rl_steps * args.groups_per_batch,  # room for skipped
+        # zero-signal groups (dynamic sampling)
         steps=args.rl_steps,
         group_size=args.group_size,
         groups_per_batch=args.groups_per_batch,
@@ -202,10 +203,11 @@ def main():
     ap.add_argument("--sft_steps", type=int, default=240)
     ap.add_argument("--sft_lr", type=float, default=2e-3)
     ap.add_argument("--max_tokens", type=int, default=2048)
-    ap.add_argument("--rl_steps", type=int, default=30)
-    ap.add_argument("--rl_lr", type=float, default=1e-4)
+    ap.add_argument("--rl_steps", type=int, default=12)
+    ap.add_argument("--rl_lr", type=float, default=3e-5)
+    ap.add_argument("--pool", type=int, default=0, help="RL pool size (0: 4 x steps x groups)")
     ap.add_argument("--group_size", type=int, default=4)
-    ap.add_argument("--groups_per_batch", type=int, default=4)
+    ap.add_argument("--groups_per_batch", type=int, default=2)
     ap.add_argument("--heldout", type=int, default=16)
     ap.add_argument("--workdir", default="runs/bench_rl_coding")
     ap.add_argument("--out", default="bench/rl_coding_curve.png")
