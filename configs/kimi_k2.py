@@ -3,11 +3,14 @@
     python main.py --config=configs/kimi_k2.py --dry_run    # sizes, FLOPs, per-device bytes; allocates nothing
     python main.py --config=configs/kimi_k2.py --workdir=gs://... --distributed   # on the pod
 
-Mesh 256 = data 1 x fsdp 16 x expert 16 x tensor 1: experts (384) over 16 chips, every other large
-weight FSDP-sharded 16 ways (over 'fsdp'); the batch over data x fsdp (16 rows per step and chip
-group). Expect from --dry_run: 1.026e12 params, 3.29e10 active, 2.06e11 training FLOPs/token, and
-per chip 17.5 GiB params + 35.0 GiB AdamW moments = 52.5 GiB (12 bytes/param / 256 chips = 45.9
-ideal; the rest is what the rules leave unsharded, e.g. norms and the MLA head axes with tensor=1).
+Mesh 256 = data 1 x fsdp 4 x expert 8 x tensor 8: experts (384) over 8 expert groups, attention
+heads, MLP and vocab over 8-way tensor parallelism, every large weight also FSDP-sharded 4 ways; the
+batch (256 x 4k) over data x fsdp = 64 sequences per shard, in 64 microbatches of one sequence.
+Expect from --dry_run: 1.026e12 params, 3.29e10 active, 2.06e11 training FLOPs/token, and per chip
+17.0 GiB float32 params + 17.0 GiB grads + 34.0 GiB AdamW moments + 10.6 GiB activations and
+buffers = 78.6 GiB: fits a v5p-512 (95 GB chips), not 256 x H100-80GB (there: bfloat16 moments or
+more chips; bench/RESULTS.md has the table). The earlier fsdp 16 x expert 16 x tensor 1 layout with
+4 sequences per microbatch planned to 190 GiB per chip: it fit neither.
 """
 
 from configs import default
@@ -25,15 +28,15 @@ def get_config():
         schedule="wsd",
         compute_dtype="bfloat16",
         remat="full",
-        microbatches=4,
+        microbatches=64,  # one 4k sequence per shard per microbatch
         mtp_mode="none",
         log_every=10,
         eval_every=500,
     )
     c.data.source = "local_text"  # the code-corpus pipeline replaces this when data/ lands
-    c.mesh.update(data=1, fsdp=16, expert=16, tensor=1)
-    # The model's DEFAULT_RULES, except that the MLA latent axes are FSDP-sharded too: with tensor=1
-    # the up-projections wq_b/wk_b/wv_b would otherwise be replicated (4.2 GiB/chip for wq_b alone).
+    c.mesh.update(data=1, fsdp=4, expert=8, tensor=8)
+    # The model's DEFAULT_RULES, except that the MLA latent axes are FSDP-sharded too: otherwise the
+    # up-projections wq_b/wk_b/wv_b are sharded only over their head axis (tensor).
     # Flax skips a mesh axis already used in a spec, so [D, q_latent] stays ('fsdp', None).
     c.rules = [
         ["layers", None],

@@ -91,10 +91,13 @@ def test_dry_run_kimi_k2_on_described_256_device_mesh():
     assert out.returncode == 0, out.stderr[-3000:]
     text = out.stdout
     assert "1,026,408,232,448 params total" in text
-    assert "on 256 devices" in text and "'expert': 16" in text
+    assert "on 256 devices" in text and "'expert': 8" in text
     gib = float(text.split("per device: params ")[1].split(" GiB")[0])
     # 1.026e12 float32 params over 256 chips is 14.9 GiB at best; replicated leftovers stay small.
     assert 14.9 < gib < 20.0, text
+    # The shipped config fits the pod it names (v5p: 95 GB chips), as planned for its own mesh.
+    v5p = [ln for ln in text.splitlines() if ln.startswith("| this run: v5p-512")]
+    assert len(v5p) == 1 and v5p[0].split(" | ")[10] == "yes", text[:3000]
 
 
 def test_sample_cli_completes_a_prompt_from_an_export(tmp_path):
