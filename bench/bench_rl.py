@@ -4,9 +4,8 @@ greedy pass@1 and best-of-4 (temperature 1) on tasks outside the training pool, 
     python bench/bench_rl.py [--preset tiny] [--pool 240] [--samplers 1] [--out bench/rl_curve.png]
 
 A held-out task 'passes' when every completion token is in the target set (reward 1.0).
-This is NOT the coding-task benchmark of issue 11 (SFT warm start on environment traces, RL on
-coding tasks): the loop runs coding tasks (`--config.rl.task=coding`, rl/coding_sampler.py on the
-multi-turn driver) but that benchmark is not written yet. Prints the markdown table and the load
+The coding-task benchmark (SFT warm start on one family's environment traces, RL on other seeds,
+held-out pass@1 / best-of-4) is bench/bench_rl_coding.py. Prints the markdown table and the load
 average.
 """
 
