@@ -8,8 +8,9 @@ then the asynchronous RL loop on other seeds of that family, then held-out pass@
    `--traces` tasks of the family in the sandbox (seeds 1_000_000 + i); only clean all-pass
    submits are kept. These are the SFT data (the same chat rendering as RL).
 2. SFT: train/'s loop (configs/sft.py's loss: assistant tokens only) on those traces, from a random
-   init of the `--preset` (default a 4-layer, hidden-256 MoE: tiny's shape scaled up; the 2-layer
-   hidden-64 `tiny` cannot copy file lines), exported as the RL start.
+   init of the `--preset` (default a 4-layer, hidden-256 MoE: tiny's shape scaled up, chosen as the
+   largest that trains in minutes here; `--preset tiny` itself was not benchmarked), exported as
+   the RL start.
 3. Held-out "before": `--heldout` tasks of the family with seeds 2_000_000 + i, 4 episodes each at
    temperature 1 in the same CodingSampler the loop uses: pass@1 = mean over episodes of the hidden
    tests' all-pass, best-of-4 = fraction of tasks with at least one all-pass episode.

@@ -72,16 +72,7 @@ def nll_suite(ckpt, cfg, params, config, tok) -> dict:
         num_batches=e.batches,
         progress=rp.Progress("nll", len(lengths), every_s=0),
     )
-    return rp.make_report(
-        "nll",
-        ckpt,
-        metrics,
-        items,
-        tokens,
-        time.perf_counter() - t0,
-        config.eval.seed,
-        _suite_config(config, "nll"),
-    )
+    return _report("nll", ckpt, metrics, items, tokens, t0, config)
 
 
 def humaneval_suite(ckpt, cfg, params, config, tok) -> dict:
@@ -117,16 +108,7 @@ def humaneval_suite(ckpt, cfg, params, config, tok) -> dict:
         progress_factory=lambda n: rp.Progress("humaneval", n),
     )
     metrics["problems"] = len(problems)
-    return rp.make_report(
-        "humaneval",
-        ckpt,
-        metrics,
-        items,
-        tokens,
-        time.perf_counter() - t0,
-        config.eval.seed,
-        _suite_config(config, "humaneval"),
-    )
+    return _report("humaneval", ckpt, metrics, items, tokens, t0, config)
 
 
 def agentic_suite(ckpt, cfg, params, config, tok) -> dict:
@@ -164,19 +146,18 @@ def agentic_suite(ckpt, cfg, params, config, tok) -> dict:
     if isinstance(policy, agentic.ModelPolicy):
         metrics["dropped_episodes"] = len(policy.errors)  # scored as failed
     tokens = dict(completion=sum(ep.completion_tokens for ep in episodes))
-    return rp.make_report(
-        "agentic",
-        ckpt,
-        metrics,
-        items,
-        tokens,
-        time.perf_counter() - t0,
-        config.eval.seed,
-        _suite_config(config, "agentic"),
-    )
+    return _report("agentic", ckpt, metrics, items, tokens, t0, config)
 
 
 RUNNERS = dict(nll=nll_suite, humaneval=humaneval_suite, agentic=agentic_suite)
+
+
+def _report(suite: str, ckpt, metrics, items, tokens, t0: float, config) -> dict:
+    """A suite's report (eval/report.py's schema); wall time counted from `t0`."""
+    elapsed = time.perf_counter() - t0
+    return rp.make_report(
+        suite, ckpt, metrics, items, tokens, elapsed, config.eval.seed, _suite_config(config, suite)
+    )
 
 
 def _suite_config(config, suite: str) -> dict:

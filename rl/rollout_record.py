@@ -32,7 +32,7 @@ import dataclasses
 
 import numpy as np
 
-from rl.envs.tasks import episode_score
+from rl.envs.tasks import episode_all_pass, episode_score
 
 PER_TOKEN = ("mask", "logprobs", "versions")
 
@@ -68,7 +68,7 @@ class RolloutRecord:
 
     @property
     def all_pass(self) -> bool:
-        return self.tests_total > 0 and self.tests_passed == self.tests_total and not self.tampered
+        return episode_all_pass(self.tests_passed, self.tests_total, self.tampered)
 
     @property
     def policy_tokens(self) -> int:

@@ -13,26 +13,10 @@ from data.chat import generation_prompt, tool_call_text
 from data.tokenizers import ByteTokenizer
 from rl.envs import TEMPLATES, CodingEnv, OraclePolicy, Task, generate_task, run_episode
 from rl.envs.env import DEFAULT_SYSTEM
+from rl.envs.scripted import minimal_edit
 
 TOK = ByteTokenizer()
 END = TOK.special_id("end")
-
-
-def minimal_edit(old_text, new_text):
-    """Smallest exact search/replace (grown with context until unique) turning old into new."""
-    a, b = old_text.splitlines(keepends=True), new_text.splitlines(keepends=True)
-    p = 0
-    while p < min(len(a), len(b)) and a[p] == b[p]:
-        p += 1
-    s = 0
-    while s < min(len(a), len(b)) - p and a[-1 - s] == b[-1 - s]:
-        s += 1
-    for ctx in range(len(a) + 1):
-        lo, cut = max(p - ctx, 0), max(s - ctx, 0)
-        old, new = "".join(a[lo : len(a) - cut]), "".join(b[lo : len(b) - cut])
-        if old and old_text.count(old) == 1 and old_text.replace(old, new, 1) == new_text:
-            return old, new
-    return None
 
 
 class ScriptedAgent:

@@ -23,7 +23,7 @@ from data.chat import generation_prompt
 from data.tokenizers import Tokenizer
 from rl.envs import tools
 from rl.envs.sandbox import Limits, Sandbox
-from rl.envs.tasks import Grade, Task, episode_score, grade_repo
+from rl.envs.tasks import Grade, Task, episode_all_pass, episode_score, grade_repo
 
 DEFAULT_SYSTEM = (
     "You are a coding agent working in a repository. Use tools to inspect and change it, "
@@ -54,7 +54,7 @@ class EpisodeRecord:
 
     @property
     def all_pass(self) -> bool:
-        return self.tests_total > 0 and self.tests_passed == self.tests_total and not self.tampered
+        return episode_all_pass(self.tests_passed, self.tests_total, self.tampered)
 
     @property
     def generated_tokens(self) -> int:

@@ -67,7 +67,7 @@ class Grade:
 
     @property
     def all_pass(self) -> bool:
-        return self.total > 0 and self.passed == self.total and not self.tampered
+        return episode_all_pass(self.passed, self.total, self.tampered)
 
     @property
     def score(self) -> float:
@@ -81,6 +81,11 @@ TAMPER_SCORE = -1.0  # below every honest outcome (an honest failure scores 0)
 def episode_score(passed: int, total: int, tampered: bool) -> float:
     """An episode record's reward from its grade: Grade.score's rule on stored counts."""
     return TAMPER_SCORE if tampered else (passed / total if total else 0.0)
+
+
+def episode_all_pass(passed: int, total: int, tampered: bool) -> bool:
+    """Every hidden test passed and the grader caught no tampering (Grade.all_pass's rule)."""
+    return total > 0 and passed == total and not tampered
 
 
 # ---------------------------------------------------------------- grading
