@@ -409,6 +409,7 @@ def train(config, workdir: str, *, log=print) -> dict:
     writer.rewind(version)
     writer.publish(jax.device_get(state.params), version)
     store.write_progress({"consumed": len(books.seen), "version": version})
+    reported = len(books.seen)  # the consumed count samplers last saw (their backpressure)
     step_fn = jit_rl_step(cfg, rl)
     ref_fn = jit_ref_logprobs(cfg, rl.temperature, rl.valid_vocab) if rl.kl_beta else None
     tb = SummaryWriter(os.path.join(workdir, "tb"))
@@ -420,9 +421,10 @@ def train(config, workdir: str, *, log=print) -> dict:
         while books.unfinished() and (not rl.steps or version < rl.steps):
             sel = _select(store, books, rl, version)
             if sel is None:
-                if store.progress().get("consumed") != len(books.seen):  # groups read, no batch
-                    # yet (dynamic sampling): samplers' backpressure counts them as consumed
+                if reported != len(books.seen):  # groups read, no batch yet (dynamic
+                    # sampling): samplers' backpressure counts them as consumed
                     store.write_progress({"consumed": len(books.seen), "version": version})
+                    reported = len(books.seen)
                 time.sleep(0.02)
                 continue
             recs, ids, stats = sel
@@ -452,6 +454,7 @@ def train(config, workdir: str, *, log=print) -> dict:
             if version % rl.checkpoint_every == 0:
                 ckpt.save(state, books.to_json(), config.to_dict())
             store.write_progress({"consumed": len(books.seen), "version": version})
+            reported = len(books.seen)
             if version % rl.log_every == 0:
                 log(
                     f"rl step {version}: reward {m['reward/mean']:.3f} "
