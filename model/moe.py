@@ -13,8 +13,8 @@ times routed_scaling_factor. The shared experts are added unweighted.
 Dispatch implementations (cfg.moe_impl), all dropless and equal up to float rounding:
   'blocked'  CPU-friendly: each assignment gets a row in a layout where every expert's group is
              padded to a multiple of C rows (ranks from a cumulative count, no sort), and one loop
-             over the used blocks runs the fused gate‖up and down matmuls [C, D] x [D, 2F], [C, F] x
-             [F, D] with the expert's weights sliced in place (custom VJP, one backward loop).
+             over the used blocks runs the gate, up and down matmuls [C, D] x [D, F], [C, F] x [F, D]
+             with the expert's weights sliced in place (custom VJP, one backward loop).
              Plain matmuls run near peak on CPU, ragged_dot does not.
   'ragged'   GPU/TPU: sort by expert, `jax.lax.ragged_dot` over the groups.
   'dense'    reference: every expert on every token, weighted by the (mostly zero) routing matrix.
@@ -155,77 +155,77 @@ def _assignment_rows(expert_ids, n_experts: int, c: int):
     return (padded_end - padded_sizes)[flat] + rank, padded_end
 
 
-def _block_ffn(x, gu):
-    """SwiGLU of one block given its fused gate‖up [C, 2F] -> h [C, F]."""
-    f = gu.shape[1] // 2
-    return _swiglu(gu[:, :f], gu[:, f:])
+def _weight(w, e):
+    """Expert e's matrix of a stacked [E, ...] weight, sliced in place."""
+    return jax.lax.dynamic_index_in_dim(w, e, 0, keepdims=False)
 
 
 @jax.custom_vjp
-def expert_blocks(xb, w_gu, wo, block_expert, n_used):
-    """Each block's expert FFN: xb [M,C,D], fused w_gu [E,D,2F], wo [E,F,D], block_expert [M],
+def expert_blocks(xb, wi_gate, wi_up, wo, block_expert, n_used):
+    """Each block's expert FFN: xb [M,C,D], wi_gate, wi_up [E,D,F], wo [E,F,D], block_expert [M],
     n_used (blocks that hold rows) -> y [M,C,D].
 
     One loop over the used blocks only (a while loop stops at the last used block; the static M is
     a worst case), each expert's weights sliced in place (a gather of [M,D,F] weight copies is what
-    makes a batched einsum slow on CPU). Backward is one loop too (see _expert_blocks_bwd)."""
-    return _expert_blocks_fwd(xb, w_gu, wo, block_expert, n_used)[0]
+    makes a batched einsum slow on CPU). Gate and up stay two matmuls: fusing them needs an
+    [E,D,2F] concatenation of the weights every step, and its split in the backward, which cost
+    more than the wider matmul saves (bench/RESULTS.md). Backward is one loop too
+    (see _expert_blocks_bwd)."""
+    return _expert_blocks_fwd(xb, wi_gate, wi_up, wo, block_expert, n_used)[0]
 
 
-def _expert_blocks_fwd(xb, w_gu, wo, block_expert, n_used):
+def _expert_blocks_fwd(xb, wi_gate, wi_up, wo, block_expert, n_used):
     m, c, _ = xb.shape
+    f = wi_gate.shape[2]
 
     def body(i, carry):
-        y, gu_all = carry
+        y, g_all, u_all = carry
         e = block_expert[i]
-        gu = xb[i] @ jax.lax.dynamic_index_in_dim(w_gu, e, 0, keepdims=False)  # [C,2F]
-        out = _block_ffn(xb[i], gu) @ jax.lax.dynamic_index_in_dim(wo, e, 0, keepdims=False)
-        return (
-            jax.lax.dynamic_update_index_in_dim(y, out, i, 0),
-            jax.lax.dynamic_update_index_in_dim(gu_all, gu, i, 0),
-        )
+        g = xb[i] @ _weight(wi_gate, e)  # [C,F]
+        u = xb[i] @ _weight(wi_up, e)  # [C,F]
+        out = _swiglu(g, u) @ _weight(wo, e)  # [C,D]
+        put = lambda acc, v: jax.lax.dynamic_update_index_in_dim(acc, v, i, 0)  # noqa: E731
+        return put(y, out), put(g_all, g), put(u_all, u)
 
-    init = (jnp.zeros_like(xb), jnp.zeros((m, c, w_gu.shape[2]), xb.dtype))
-    y, gu_all = jax.lax.fori_loop(0, n_used, body, init)
-    return y, (xb, w_gu, wo, block_expert, n_used, gu_all)
+    init = (jnp.zeros_like(xb), jnp.zeros((m, c, f), xb.dtype), jnp.zeros((m, c, f), xb.dtype))
+    y, g_all, u_all = jax.lax.fori_loop(0, n_used, body, init)
+    return y, (xb, wi_gate, wi_up, wo, block_expert, n_used, g_all, u_all)
 
 
 def _expert_blocks_bwd(res, gy):
-    """One loop: per block, dWo[e] += hᵀ·dy, dh = dy·Wo[e]ᵀ, SwiGLU backward, dW_gu[e] += xᵀ·dgu,
-    dx = dgu·W_gu[e]ᵀ; weight grads accumulate in float32 in place in the loop carry."""
-    xb, w_gu, wo, block_expert, n_used, gu_all = res
-    f = wo.shape[1]
+    """One loop: per block, dWo[e] += hᵀ·dy, dh = dy·Wo[e]ᵀ, SwiGLU backward, dWg[e] += xᵀ·dg,
+    dWu[e] += xᵀ·du, dx = dg·Wg[e]ᵀ + du·Wu[e]ᵀ; weight grads accumulate in float32 in place in the
+    loop carry."""
+    xb, wi_gate, wi_up, wo, block_expert, n_used, g_all, u_all = res
     nt = (((1,), (1,)), ((), ()))  # contract the last dims: a @ bᵀ without a transpose
     tn = (((0,), (0,)), ((), ()))  # contract the first dims: aᵀ @ b
 
     def body(i, carry):
-        dx, dw_gu, dwo = carry
-        e, x, dy, gu = block_expert[i], xb[i], gy[i], gu_all[i]
-        g, u = gu[:, :f], gu[:, f:]
+        dx, dwg, dwu, dwo = carry
+        e, x, dy, g, u = block_expert[i], xb[i], gy[i], g_all[i], u_all[i]
         sig = jax.nn.sigmoid(g)
         silu = g * sig
         h = silu * u  # [C,F]
-        wo_e = jax.lax.dynamic_index_in_dim(wo, e, 0, keepdims=False)  # [F,D]
-        dh = jax.lax.dot_general(dy, wo_e, nt)  # [C,F]
-        dgu = jnp.concatenate([dh * u * sig * (1 + g * (1 - sig)), dh * silu], axis=1)  # [C,2F]
-        w_e = jax.lax.dynamic_index_in_dim(w_gu, e, 0, keepdims=False)  # [D,2F]
-        dx = jax.lax.dynamic_update_index_in_dim(dx, jax.lax.dot_general(dgu, w_e, nt), i, 0)
+        dh = jax.lax.dot_general(dy, _weight(wo, e), nt)  # [C,F]
+        dg = dh * u * sig * (1 + g * (1 - sig))  # [C,F]
+        du = dh * silu  # [C,F]
+        dx_i = jax.lax.dot_general(dg, _weight(wi_gate, e), nt) + jax.lax.dot_general(
+            du, _weight(wi_up, e), nt
+        )  # [C,D]
         add = lambda acc, a, b: jax.lax.dynamic_update_index_in_dim(  # noqa: E731
             acc,
-            jax.lax.dynamic_index_in_dim(acc, e, 0, keepdims=False)
-            + jax.lax.dot_general(a, b, tn, preferred_element_type=jnp.float32),
+            _weight(acc, e) + jax.lax.dot_general(a, b, tn, preferred_element_type=jnp.float32),
             e,
             0,
         )
-        return dx, add(dw_gu, x, dgu), add(dwo, h, dy)
+        dx = jax.lax.dynamic_update_index_in_dim(dx, dx_i, i, 0)
+        return dx, add(dwg, x, dg), add(dwu, x, du), add(dwo, h, dy)
 
-    init = (
-        jnp.zeros_like(xb),
-        jnp.zeros(w_gu.shape, jnp.float32),
-        jnp.zeros(wo.shape, jnp.float32),
-    )
-    dx, dw_gu, dwo = jax.lax.fori_loop(0, n_used, body, init)
-    return dx, dw_gu.astype(w_gu.dtype), dwo.astype(wo.dtype), None, None
+    f32_zeros = lambda w: jnp.zeros(w.shape, jnp.float32)  # noqa: E731
+    init = (jnp.zeros_like(xb), f32_zeros(wi_gate), f32_zeros(wi_up), f32_zeros(wo))
+    dx, dwg, dwu, dwo = jax.lax.fori_loop(0, n_used, body, init)
+    cast_to = lambda g, w: g.astype(w.dtype)  # noqa: E731
+    return dx, cast_to(dwg, wi_gate), cast_to(dwu, wi_up), cast_to(dwo, wo), None, None
 
 
 expert_blocks.defvjp(_expert_blocks_fwd, _expert_blocks_bwd)
@@ -252,8 +252,8 @@ def dispatch_blocked(x, r: Routing, wi_gate, wi_up, wo, block: int = 0):
     block_expert = jnp.minimum(
         jnp.searchsorted(padded_end, jnp.arange(n_blocks) * c, side="right"), n_experts - 1
     ).astype(jnp.int32)  # [M]
-    w_gu = jnp.concatenate([wi_gate, wi_up], axis=2)  # [E,D,2F]: one matmul for gate‖up
-    y = expert_blocks(xb, w_gu, wo, block_expert, padded_end[-1] // c).reshape(n_blocks * c, d)
+    y = expert_blocks(xb, wi_gate, wi_up, wo, block_expert, padded_end[-1] // c)
+    y = y.reshape(n_blocks * c, d)
     y = y[row].reshape(n, k, d)  # [N,k,D], assignments back in token order (no un-sort)
     return jnp.einsum("NKD,NK->ND", y.astype(jnp.float32), r.weights).astype(x.dtype)
 
