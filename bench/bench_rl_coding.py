@@ -12,8 +12,9 @@ then the asynchronous RL loop on other seeds of that family, then held-out pass@
    largest that trains in minutes here; `--preset tiny` itself was not benchmarked), exported as
    the RL start.
 3. Held-out "before": `--heldout` tasks of the family with seeds 2_000_000 + i, 4 episodes each at
-   temperature 1 in the same CodingSampler the loop uses: pass@1 = mean over episodes of the hidden
-   tests' all-pass, best-of-4 = fraction of tasks with at least one all-pass episode.
+   `--temperature` (default 1; RL samples at it too) in the same CodingSampler the loop uses:
+   pass@1 = mean over episodes of the hidden tests' all-pass, best-of-4 = fraction of tasks with
+   at least one all-pass episode.
 4. RL: rl/loop.py (task 'coding', rl.coding.templates = the family, pool seeded by rl.seed: seeds
    drawn from [0, 2^30), disjoint from 1. and 3. with overwhelming probability; checked) for
    `--rl_steps` trainer steps.
@@ -121,7 +122,7 @@ def rl_config_for(args, params_dir: str):
         groups_per_call=args.groups_per_batch,
         max_tokens=args.max_tokens,
         lr=args.rl_lr,
-        temperature=1.0,
+        temperature=args.temperature,
         max_staleness=2,
         max_ahead=args.groups_per_batch * 2,
         checkpoint_every=10,
@@ -154,7 +155,7 @@ class _Fixed:
 
 
 def heldout(config, params, n_tasks: int, k: int = 4) -> tuple[float, float, dict]:
-    """-> (pass@1 over n_tasks x k episodes at temperature 1, best-of-k, counts)."""
+    """-> (pass@1 over n_tasks x k episodes at the RL temperature, best-of-k, counts)."""
     from rl.envs import generate_task  # noqa: PLC0415
 
     rl = config.rl.copy_and_resolve_references()
@@ -208,6 +209,9 @@ def main():
     ap.add_argument("--rl_lr", type=float, default=3e-5)
     ap.add_argument("--pool", type=int, default=0, help="RL pool size (0: 4 x steps x groups)")
     ap.add_argument("--group_size", type=int, default=4)
+    ap.add_argument(
+        "--temperature", type=float, default=1.0, help="RL sampling and held-out eval temperature"
+    )
     ap.add_argument("--groups_per_batch", type=int, default=2)
     ap.add_argument("--heldout", type=int, default=16)
     ap.add_argument("--workdir", default="runs/bench_rl_coding")
