@@ -128,6 +128,7 @@ def rl_config_for(args, params_dir: str):
         checkpoint_every=10,
         log_every=1,
         dynamic_sampling=True,
+        negative_adv_scale=args.negative_scale,
     )
     c.rl.coding.update(
         templates=(args.family,),
@@ -213,6 +214,9 @@ def main():
         "--temperature", type=float, default=1.0, help="RL sampling and held-out eval temperature"
     )
     ap.add_argument("--groups_per_batch", type=int, default=2)
+    ap.add_argument(
+        "--negative_scale", type=float, default=1.0, help="rl.negative_adv_scale (1 = plain GRPO)"
+    )
     ap.add_argument("--heldout", type=int, default=16)
     ap.add_argument("--workdir", default="runs/bench_rl_coding")
     ap.add_argument("--out", default="bench/rl_coding_curve.png")

@@ -58,6 +58,10 @@ def get_config() -> ml_collections.ConfigDict:
             kl_beta=0.0,
             kl_mode="k2",  # 'k2' | 'reward'
             malformed_adv=0.0,
+            # Negative episode advantages x this (1 = plain GRPO). With no length normalization a
+            # long failing episode carries many more token terms than a short success; < 1 keeps
+            # the update anchored on what worked (0: only above-mean episodes are reinforced).
+            negative_adv_scale=1.0,
             valid_vocab=0,  # > 0: logits of ids >= valid_vocab masked (the sampler's valid set)
             router_replay=True,
             bias_update_rate=0.0,  # MoE router-bias update on RL steps (0 = off: routing is replayed)

@@ -43,15 +43,20 @@ def collate(
     n_moe_layers: int,
     k: int,
     malformed_adv: float = 0.0,
+    negative_scale: float = 1.0,
 ) -> dict:
     """-> batch dict of numpy arrays [rows, seq_len] (+ forced_experts [rows, n, seq_len, k]).
 
     Padding rows have loss_mask 0 and segment id 0. A record longer than seq_len + 1 tokens is an
-    error (the caller sizes seq_len from the episode token budget). Tokens of malformed turns get
-    advantage min(A_i, -malformed_adv) (broken tool calls are negative examples)."""
+    error (the caller sizes seq_len from the episode token budget). A negative episode advantage is
+    multiplied by `negative_scale` (1 = plain GRPO; see configs/rl.py). Tokens of malformed turns
+    then get advantage min(A_i, -malformed_adv) (broken tool calls are negative examples)."""
     if len(records) > rows:
         raise ValueError(f"collate: {len(records)} episodes > {rows} batch rows")
+    if not 0.0 <= negative_scale <= 1.0:
+        raise ValueError(f"negative_scale must be in [0, 1], got {negative_scale}")
     adv = group_advantages([r["reward"] for r in records], [r["group_id"] for r in records])
+    adv = np.where(adv < 0, adv * np.float32(negative_scale), adv)
     index = {}
     for r in records:
         index.setdefault(r["group_id"], len(index))

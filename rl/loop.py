@@ -436,6 +436,7 @@ def train(config, workdir: str, *, log=print) -> dict:
                 n_moe_layers=cfg.num_moe_layers,
                 k=cfg.num_experts_per_tok,
                 malformed_adv=rl.malformed_adv,
+                negative_scale=rl.negative_adv_scale,
             )
             b = {k: jnp.asarray(v) for k, v in b.items()}
             if ref_fn is not None:
