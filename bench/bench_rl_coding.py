@@ -21,6 +21,8 @@ then the asynchronous RL loop on other seeds of that family, then held-out pass@
 5. Held-out "after", the reward curve (PNG) and a markdown table with wall times and load.
 
 Re-running reuses finished stages found in --workdir (traces, the SFT export).
+`--eval_only RUN_DIR[,RUN_DIR]` evaluates the SFT export and each RL run's newest published params
+(RUN_DIR/weights) on `--heldout` tasks and exits (how the 48-task table in bench/RESULTS.md was made).
 """
 
 from __future__ import annotations
@@ -180,6 +182,26 @@ def heldout(config, params, n_tasks: int, k: int = 4) -> tuple[float, float, dic
     return float(ok.mean()), float(ok.any(1).mean()), reasons
 
 
+def evaluate_only(config, params_dir: str, runs: list[str], n_tasks: int) -> None:
+    """Held-out pass@1 / best-of-4 of the SFT export and of each RL run's newest published params."""
+    from model.export import load_params  # noqa: PLC0415
+    from rl.weight_sync import WeightReader  # noqa: PLC0415
+
+    for name in ["sft"] + runs:
+        t0 = time.time()
+        if name == "sft":
+            params, label = load_params(params_dir)[1], params_dir
+        else:
+            params, version = WeightReader(os.path.join(name, "weights")).fetch()
+            label = f"{name} v{version}"
+        p1, b4, reasons = heldout(config, params, n_tasks)
+        print(
+            f"{label}: pass@1 {p1:.3f} best-of-4 {b4:.3f} ({n_tasks} tasks x 4) {reasons} "
+            f"{time.time() - t0:.0f}s",
+            flush=True,
+        )
+
+
 def plot(history, path: str, title: str) -> None:
     import matplotlib  # noqa: PLC0415
 
@@ -218,6 +240,12 @@ def main():
         "--negative_scale", type=float, default=1.0, help="rl.negative_adv_scale (1 = plain GRPO)"
     )
     ap.add_argument("--heldout", type=int, default=16)
+    ap.add_argument(
+        "--eval_only",
+        default="",
+        help="comma-separated RL run dirs: evaluate the SFT export and the newest version in each "
+        "run's weight store (DIR/weights) on --heldout tasks, then exit (no RL)",
+    )
     ap.add_argument("--workdir", default="runs/bench_rl_coding")
     ap.add_argument("--out", default="bench/rl_coding_curve.png")
     args = ap.parse_args()
@@ -238,6 +266,9 @@ def main():
     ), "RL pool seeds overlap the SFT or held-out seeds"
     from model.export import load_params  # noqa: PLC0415
 
+    if args.eval_only:
+        evaluate_only(config, params_dir, args.eval_only.split(","), args.heldout)
+        return
     t0 = time.time()
     before = heldout(config, load_params(params_dir)[1], args.heldout)
     wall["heldout_before"] = time.time() - t0
