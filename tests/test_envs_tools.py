@@ -1,13 +1,21 @@
 """Tool protocol: strict parsing on token ids, truncation, and each tool's behaviour."""
 
 import json
+import re
 
 import pytest
 
 from data.chat import tool_call_text
 from data.tokenizers import ByteTokenizer
 from rl.envs import Limits, Sandbox
-from rl.envs.tools import Malformed, ToolCall, execute, parse_turn, truncate_to_budget
+from rl.envs.tools import (
+    Malformed,
+    ToolCall,
+    execute,
+    mask_durations,
+    parse_turn,
+    truncate_to_budget,
+)
 
 TOK = ByteTokenizer()
 END = TOK.special_id("end")
@@ -166,3 +174,41 @@ def test_run_and_run_tests_report_status(box):
         box, "run", command_timeout_s=1, command="sleep 10", timeout_s=100
     )  # capped at the env's command timeout
     assert out.text.startswith("[timeout]")
+
+
+@pytest.mark.parametrize(
+    "raw, masked",
+    [
+        ("1 failed, 1 passed in 0.05s\n", "1 failed, 1 passed in X.XXs\n"),
+        ("=== 2 passed in 65.12s (0:01:05) ===", "=== 2 passed in X.XXs ==="),
+        ("no tests ran in 0.02s", "no tests ran in X.XXs"),
+        ("Ran 3 tests in 0.001s", "Ran 3 tests in X.XXs"),  # unittest
+        (
+            "0.12s call     t.py::x\n  0.00s setup    t.py::x",
+            "X.XXs call     t.py::x\n  X.XXs setup    t.py::x",
+        ),
+        ("PASSED t.py::x (0.03s)", "PASSED t.py::x (X.XXs)"),
+        ("sleep 2s; echo 1.5s in 3s", "sleep 2s; echo 1.5s in 3s"),  # not a runner's duration
+    ],
+)
+def test_mask_durations(raw, masked):
+    assert mask_durations(raw) == masked
+
+
+def test_test_output_is_deterministic(box):
+    """Two runs of the same tests print different wall times; the observations are identical."""
+    box.write_text(
+        "test_t.py",
+        "import random, time\n\n"
+        "def test_slow():\n    time.sleep(random.uniform(0.01, 0.2))\n\n"
+        "def test_bad():\n    assert 0\n",
+    )
+    outs = [call(box, "run_tests").text for _ in range(2)]
+    durs = [
+        call(box, "run", command="python3 -m pytest -q --durations=0 -vv").text for _ in range(2)
+    ]
+    assert outs[0] == outs[1] and durs[0] == durs[1]
+    assert "1 failed, 1 passed in X.XXs" in outs[0]
+    assert "X.XXs call" in durs[0] and "(X.XXs)" not in durs[0]
+    # the only number of seconds left is pytest's fixed "durations < 0.005s hidden" threshold
+    assert not re.search(r"(?<!< )\d\.\d+s", outs[0] + durs[0]), outs[0] + durs[0]

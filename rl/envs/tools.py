@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -268,9 +269,28 @@ def _edit(sandbox, path: str, old: str, new: str) -> ToolOutput:
     return ToolOutput(f"edited {path}", True)
 
 
+# Wall-clock durations that pytest (and unittest) print: the summary's "in 0.01s" (with " (0:01:05)"
+# past a minute), "--durations" rows "0.12s call ...", and "(0.03s)". They differ between two runs of
+# the same command, so an observation would too: they become DURATION, keeping the episode (and an
+# eval report) a function of the checkpoint and the seed.
+DURATION = "X.XXs"
+_DURATIONS = (
+    (re.compile(r"\bin \d+\.\d+s(?: \(\d+:\d\d:\d\d\))?"), f"in {DURATION}"),
+    (re.compile(r"(?m)^(\s*)\d+\.\d+s(?= +(?:call|setup|teardown)\b)"), rf"\g<1>{DURATION}"),
+    (re.compile(r"\(\d+\.\d+s\)"), f"({DURATION})"),
+)
+
+
+def mask_durations(text: str) -> str:
+    """`text` with test-runner durations replaced by DURATION (see _DURATIONS)."""
+    for pattern, repl in _DURATIONS:
+        text = pattern.sub(repl, text)
+    return text
+
+
 def _command_output(result) -> ToolOutput:
     head = f"[{result.status}] exit_code={result.exit_code}\n"
-    return ToolOutput(head + result.output, result.ok)
+    return ToolOutput(head + mask_durations(result.output), result.ok)
 
 
 def _shell_quote(s: str) -> str:
