@@ -9,7 +9,7 @@ the same chat template as RL. Tool results are the environment's real observatio
 commands, truncation included). A trace is kept only if the episode ends in `submit`, has no
 malformed call, passes every hidden test, and its chat messages render (data/chat.py) to exactly the
 episode's token ids, so SFT trains on the token sequences the environment produces. Output is
-deterministic except the timings pytest prints in run_tests results ("3 passed in 0.04s").
+deterministic: the environment masks the durations pytest prints ("3 passed in X.XXs").
 
 Fields: id, task (task id), template, seed, difficulty (regenerate the task with
 rl.envs.generate_task(template, seed, difficulty)), flow ("direct" | "reproduce"), grade
