@@ -107,6 +107,11 @@ def play_episodes(
 
     def turn_args(ep: _Episode) -> dict:
         room = min(max_turn_tokens, ep.env.max_tokens - len(ep.context), cache - len(ep.context))
+        if room <= 0:  # the env ends an episode at its budget, so only a prompt can overflow here
+            raise ValueError(
+                f"context of {len(ep.context)} tokens leaves no room for a turn (episode budget "
+                f"{ep.env.max_tokens}, cache {cache} tokens): raise the context or shorten the prompt"
+            )
         forced = list(ep.policy(ep.context)) if ep.policy else None
         max_new = len(forced) if forced else room
         return dict(max_new=max_new, stop_tokens=stops, forced=forced)

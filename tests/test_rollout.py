@@ -133,6 +133,27 @@ def test_compiled_programs_stay_within_the_bound_over_50_episodes():
         ]
 
 
+def test_a_prompt_that_leaves_no_room_is_skipped_with_a_clear_error():
+    """An episode whose prompt fills its token budget is counted as an error that says so, and the
+    others still play."""
+    cfg, params = tiny()
+    eng = RolloutEngine(cfg, params, slots=2, cache_len=64, valid_vocab=TOK.vocab_size)
+    rng = np.random.default_rng(0)
+    budgets = iter([1, 10_000, 1])  # the first and third episodes' prompts overflow their budget
+
+    def env():
+        e = StandInEnv(rng)
+        e.max_tokens = next(budgets)
+        return e
+
+    tasks = [type("T", (), {"id": f"t{i}"})() for i in range(3)]
+    out = play_episodes(eng, TOK, tasks, group_size=1, max_turn_tokens=4, env_factory=env)
+    assert out.stats["errors"] == 2 and [r.task_id for r in out.records] == ["t1"]
+    assert all(
+        "leaves no room for a turn (episode budget 1" in m for m in out.stats["error_messages"]
+    )
+
+
 @pytest.fixture(scope="module")
 def real_episodes():
     cfg, params = tiny(max_position_embeddings=4096)  # records may pass the cache: see below
