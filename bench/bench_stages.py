@@ -5,10 +5,10 @@
 
 Runs the README's commands (python main.py ...) one after another:
   (a) configs/pretrain.py      stdlib code, 8 x 128, plain RoPE        -> export
-  (b) configs/long_context.py  stdlib code, 2 x 512, YaRN x4 from 128  -> export
-  (c) configs/sft.py           agent traces, --sft_batch x 512, YaRN x4
+  (b) configs/long_context.py  stdlib code, 1 x 2048, YaRN x16 from 128  -> export
+  (c) configs/sft.py           agent traces, --sft_batch x 2048, YaRN x16
 "Before" is the stage's starting params on that stage's held-out data (the loop's step-0 eval),
-"after" its final eval. For (b) it also evaluates (a)'s params at 512 tokens with plain RoPE
+"after" its final eval. For (b) it also evaluates (a)'s params at 2048 tokens with plain RoPE
 (the un-extended model), in this process, on the same held-out batches.
 """
 
@@ -114,8 +114,10 @@ def main():
     out = run_main(
         ["--config=configs/long_context.py", f"--workdir={wd['long']}", *common, *long_args]
     )
-    rows["(b) long context, 2 x 512, stdlib, YaRN x4"] = before_after(out)
     from configs import long_context  # pylint: disable=import-outside-toplevel
+
+    n, x = long_context.LONG_CONTEXT, long_context.LONG_CONTEXT // long_context.ORIGINAL_CONTEXT
+    rows[f"(b) long context, 1 x {n}, stdlib, YaRN x{x}"] = before_after(out)
 
     unextended = long_context.get_config()
     unextended.model, unextended.init_params_from = a.preset, export_a
@@ -123,7 +125,7 @@ def main():
     unextended.model_overrides.rope_scaling.factor = 1.0  # plain RoPE: (a)'s model as trained
     plain = heldout_metrics(unextended)
     print(
-        f"    (a) params at 512 tokens, plain RoPE (un-extended): NLL {plain[0]:.4f}, "
+        f"    (a) params at {n} tokens, plain RoPE (un-extended): NLL {plain[0]:.4f}, "
         f"bits/byte {plain[1]:.4f}",
         flush=True,
     )
@@ -151,7 +153,7 @@ def main():
             f"--config.train.batch_size={a.sft_batch}",
         ]
     )
-    rows[f"(c) SFT, {a.sft_batch} x 512, traces (assistant tokens)"] = before_after(out)
+    rows[f"(c) SFT, {a.sft_batch} x {n}, traces (assistant tokens)"] = before_after(out)
     print(f"\npreset {a.preset}, steps {steps}, total {time.perf_counter() - t0:.0f} s\n")
     print("| stage | held-out NLL before | after | bits/byte before | after |")
     print("|---|---|---|---|---|")
@@ -160,7 +162,7 @@ def main():
             f"| {name} | {r['before'][0]:.4f} | {r['after'][0]:.4f} | {r['before'][1]:.4f} | "
             f"{r['after'][1]:.4f} |"
         )
-    print(f"| (a) params at 512, plain RoPE (un-extended) | {plain[0]:.4f} | | {plain[1]:.4f} | |")
+    print(f"| (a) params at {n}, plain RoPE (un-extended) | {plain[0]:.4f} | | {plain[1]:.4f} | |")
 
 
 if __name__ == "__main__":

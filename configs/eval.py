@@ -44,7 +44,8 @@ def get_config() -> ml_collections.ConfigDict:
                 temperature=0.8,
                 top_p=0.95,
                 max_new_tokens=128,
-                batch_size=16,
+                batch_size=16,  # generation slots
+                chunks=8,  # length-sorted prompt groups, one compiled engine each (progress, less padding)
                 timeout_s=10.0,
                 workers=2,
             ),

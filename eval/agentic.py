@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 
@@ -40,6 +41,7 @@ class Episode:
     turns: int
     done_reason: str
     tampered: bool = False  # the grader caught the repo bending its results: a failure
+    transcript: str = ""  # digest of the episode's token ids (prompt, turns, observations)
 
     @property
     def solved(self) -> bool:
@@ -52,6 +54,11 @@ class Episode:
 
 def family(task) -> str:
     return task.meta.get("template", task.kind) if task.meta else task.kind
+
+
+def transcript_digest(tokens) -> str:
+    """16 hex digits of sha256 over the token ids: equal reports mean equal transcripts."""
+    return hashlib.sha256(",".join(map(str, tokens)).encode()).hexdigest()[:16]
 
 
 def episode_from_record(task, sample: int, rec, completion_tokens: int) -> Episode:
@@ -68,6 +75,7 @@ def episode_from_record(task, sample: int, rec, completion_tokens: int) -> Episo
         turns=rec.turns,
         done_reason=rec.done_reason,
         tampered=rec.tampered,
+        transcript=transcript_digest(rec.tokens),
     )
 
 
@@ -155,7 +163,10 @@ class ModelPolicy:
     `play(jobs)` takes whole groups: consecutive jobs of one task, the same number K of each, played
     with group_size=K. Reproducible: one engine per policy, seeded by `seed`, with ONE slot: episodes
     run one after another and the engine's key stream never depends on when a sandbox call returns
-    (with several slots, the order in which episodes resume after their tool calls is a race)."""
+    (with several slots, the order in which episodes resume after their tool calls is a race).
+
+    `scripted(task) -> f(context) -> ids` (rl.rollout.play_episodes) teacher-forces the turns f
+    returns; an empty list lets the model sample that turn (a fixed opening, for harness tests)."""
 
     def __init__(
         self,
@@ -167,11 +178,12 @@ class ModelPolicy:
         temperature: float = 1.0,
         top_p: float = 1.0,
         seed: int = 0,
+        scripted: Callable | None = None,
         **env_kwargs,
     ):
         self.cfg, self.params, self.tok = cfg, params, tok
         self.max_turn_tokens, self.temperature, self.top_p = max_turn_tokens, temperature, top_p
-        self.seed = seed
+        self.seed, self.scripted = seed, scripted
         # The episode's context must fit the engine's cache: the env ends it at max_tokens.
         self.cache_len = min(
             env_kwargs.get("max_tokens", cfg.max_position_embeddings), cfg.max_position_embeddings
@@ -208,6 +220,7 @@ class ModelPolicy:
             max_turn_tokens=self.max_turn_tokens,
             workers=1,
             env_kwargs=self.env_kwargs,
+            scripted=self.scripted,
             log_every_s=0,
         )
         for msg in out.stats["error_messages"]:  # e.g. a prompt longer than the context

@@ -129,32 +129,58 @@ def sample_completions(
     top_p: float = 1.0,
     seed: int = 0,
     batch_size: int = 16,
+    chunks: int = 8,
+    progress_factory=None,
 ) -> tuple[list[list[str]], dict]:
-    """n completions per problem from model.generate (prompt = bos + the problem's prompt text);
-    returns (completions, token counts). Ids past the tokenizer's vocab (padded model vocab)
-    decode as U+FFFD, which makes the program fail, as it should."""
-    from model.generate import generate  # pylint: disable=import-outside-toplevel
+    """n completions per problem from the generation engine (prompt = bos + the problem's prompt
+    text); returns (completions, token counts). Ids past the tokenizer's vocab (the model's vocab is
+    padded) are never sampled (valid_vocab).
 
+    The prompts are sorted by length and generated in `chunks` groups, one model.generate Engine
+    each (its own compiled shapes: a group's prompts are padded to its longest, so a short prompt
+    does not pay the longest one's prefill), seeded by (seed, group). `progress_factory(total)`
+    gives an object whose update(k) is called as completions finish. Reproducible: the same
+    problems, n, seed and chunks give the same completions."""
+    from model.generate import Engine  # pylint: disable=import-outside-toplevel
+
+    if not 1 <= chunks <= 1000:
+        raise ValueError(f"chunks={chunks}: expected 1..1000")
     prompts = [[tok.bos_id] + tok.encode(p["prompt"]) for p in problems for _ in range(n)]
     # A prompt the model cannot hold with its completion is not sampled: its completions are
     # empty (so they fail) and counted in tokens['prompt_too_long'].
     room = cfg.max_position_embeddings - max_new_tokens
-    fits = [i for i, ids in enumerate(prompts) if len(ids) <= room]
+    fits = sorted(
+        (i for i, ids in enumerate(prompts) if len(ids) <= room), key=lambda i: len(prompts[i])
+    )
     texts = [""] * len(prompts)
     completion_tokens = 0
-    if fits:
-        out = generate(
+    progress = progress_factory(len(fits)) if progress_factory and fits else None
+    size = -(-len(fits) // chunks) if fits else 1
+    for g, start in enumerate(range(0, len(fits), size)):
+        group = fits[start : start + size]
+        engine = Engine(
             cfg,
             params,
-            [prompts[i] for i in fits],
+            [prompts[i] for i in group],
             max_new_tokens,
             temperature=temperature,
             top_p=top_p,
             stop_tokens=[tok.eos_id],
-            batch_size=min(batch_size, len(fits)),
-            seed=seed,
+            batch_size=min(batch_size, len(group)),
+            seed=seed * 1000 + g,
+            valid_vocab=tok.vocab_size,
         )
-        for i, ids in zip(fits, out.tokens):
+        reported = 0
+        while True:
+            finished = engine.step(32)  # the same result as one long call; a progress line between
+            st = engine.state
+            done = len(group) if finished else int(st.queue_head) - int(st.slots.active.sum())
+            if progress is not None and done > reported:
+                progress.update(done - reported)
+                reported = done
+            if finished:
+                break
+        for i, ids in zip(group, engine.results().tokens):
             texts[i] = truncate_completion(decode_valid(tok, ids))
             completion_tokens += len(ids)
     tokens = dict(
@@ -166,7 +192,8 @@ def sample_completions(
 
 
 def decode_valid(tok, ids: Sequence[int]) -> str:
-    """Text of sampled ids: a final eos dropped, ids past the tokenizer shown as U+FFFD."""
+    """Text of sampled ids: a final eos dropped, ids past the tokenizer shown as U+FFFD (the
+    sampler never emits them with valid_vocab; this guards ids from elsewhere)."""
     ids = list(ids)
     if ids and ids[-1] == tok.eos_id:
         ids = ids[:-1]

@@ -95,6 +95,8 @@ def humaneval_suite(ckpt, cfg, params, config, tok) -> dict:
                 top_p=e.top_p,
                 seed=config.eval.seed,
                 batch_size=e.batch_size,
+                chunks=e.chunks,
+                progress_factory=lambda n: rp.Progress("humaneval: sampling", n),
             )
     else:
         raise ValueError(f"eval.humaneval.policy={e.policy!r}: expected 'model' or 'canonical'")
@@ -105,7 +107,7 @@ def humaneval_suite(ckpt, cfg, params, config, tok) -> dict:
         ints(e.ks),
         timeout_s=e.timeout_s,
         workers=e.workers,
-        progress_factory=lambda n: rp.Progress("humaneval", n),
+        progress_factory=lambda n: rp.Progress("humaneval: executing", n),
     )
     metrics["problems"] = len(problems)
     return _report("humaneval", ckpt, metrics, items, tokens, t0, config)

@@ -92,6 +92,56 @@ def test_tiny_model_policy_is_reproducible(tasks):
         agentic.ModelPolicy(cfg, params, tok, **kw).play([(tasks[0], 1)])
 
 
+def test_agentic_report_is_byte_identical_when_episodes_run_tests(tasks):
+    """Every episode opens with a scripted run_tests call (pytest prints its wall time), then the
+    tiny model samples the next turns conditioned on that observation: two runs with the same seed
+    see the same observations (durations masked by rl.envs.tools) and write the same report."""
+    import json
+
+    from data.chat import tool_call_text
+
+    tok = ByteTokenizer()
+    cfg = presets.get("tiny")
+    params = init_params(cfg, jax.random.PRNGKey(0))
+    opening = tok.encode(tool_call_text("run_tests", {}), allow_special=True)
+    opening.append(tok.special_id("end"))
+
+    def run(seed):
+        contexts = []  # (task id, context text) before each model-sampled turn
+
+        def scripted(task):
+            turns = []
+
+            def turn(context):
+                turns.append(len(context))
+                if len(turns) == 1:
+                    return opening
+                contexts.append((task.id, tok.decode(context)))
+                return []  # the model samples every turn after the opening
+
+            return turn
+
+        policy = agentic.ModelPolicy(
+            cfg, params, tok, max_turn_tokens=8, temperature=1.0, seed=seed, max_turns=3,
+            system_prompt=None, obs_token_budget=160, scripted=scripted,
+        )  # fmt: skip
+        episodes = agentic.run_suite(policy, tasks[:2], n_samples=2, chunk=2)
+        assert policy.errors == []
+        metrics, items = agentic.summarize(episodes, ks=[1, 2])
+        report = make_report("agentic", "tiny", metrics, items, {"completion": 1}, 0.0, seed, {})
+        return json.dumps(report, sort_keys=True), episodes, contexts
+
+    first, episodes, contexts = run(3)
+    again, _, contexts_again = run(3)
+    assert first == again and contexts == contexts_again
+    assert all(
+        e.tool_calls >= 1 and e.turns >= 2 for e in episodes
+    )  # run_tests ran, then the model
+    assert len(contexts) == sum(e.turns - 1 for e in episodes)
+    for _, text in contexts:  # the observation of run_tests, with its duration masked
+        assert "exit_code=" in text and " in X.XXs" in text, text
+
+
 def test_tampered_record_counts_as_failed(tasks):
     """A record whose grader caught tampering is a failure even with every test passing."""
     from rl.rollout_record import RolloutRecord

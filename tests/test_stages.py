@@ -81,11 +81,10 @@ def test_model_overrides_merge_rope_scaling_and_reject_unknown_fields():
     base = model_config(_tiny(pretrain.get_config()))[0]
     c = _tiny(long_context.get_config())
     cfg = model_config(c)[0]
-    assert (
-        cfg.rope_scaling.factor == 4.0 and cfg.rope_scaling.original_max_position_embeddings == 128
-    )
+    assert cfg.rope_scaling.factor == 16.0  # 2048 / 128
+    assert cfg.rope_scaling.original_max_position_embeddings == 128
     assert cfg.rope_scaling.beta_fast == base.rope_scaling.beta_fast  # merged, not replaced
-    assert cfg.max_position_embeddings == 512 and cfg.hidden_size == base.hidden_size
+    assert cfg.max_position_embeddings == 2048 and cfg.hidden_size == base.hidden_size
     c.model_overrides.hiden_size = 8
     with pytest.raises(
         ConfigError, match="model_overrides: unknown ModelConfig field 'hiden_size'"
@@ -131,7 +130,7 @@ def test_long_context_stage_starts_from_pretrain_params(tmp_path):
         c = _tiny(long_context.get_config())
         c.init_params_from = str(tmp_path / fmt)
         b_run, b_state = _restore(c, tmp_path / f"b_{fmt}")
-        assert b_run.cfg.rope_scaling.factor == 4.0
+        assert b_run.cfg.rope_scaling.factor == 16.0
         for x, y in zip(jax.tree.leaves(params), jax.tree.leaves(b_state.params)):
             np.testing.assert_array_equal(x, y)
         assert int(b_state.step) == 0
