@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 
 import jax
 
@@ -54,7 +55,27 @@ def restore_params(path: str, abstract_params=None):
     import orbax.checkpoint as ocp
 
     with ocp.StandardCheckpointer() as ckpt:
-        return ckpt.restore(os.path.join(os.path.abspath(path), "params"), abstract_params)
+        try:
+            return ckpt.restore(os.path.join(os.path.abspath(path), "params"), abstract_params)
+        except Exception:
+            _mute_closed_loop_callbacks()
+            raise
+
+
+def _mute_closed_loop_callbacks() -> None:
+    """After a failed restore (a corrupt file), tensorstore still finishes the other in-flight
+    reads and calls back into the asyncio loop orbax ran them on, which is closed by then: each
+    callback is an unraisable RuntimeError('Event loop is closed') that Python prints as a
+    traceback after the caller's one-line error. Drop exactly those; anything else still prints."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable):
+        exc = unraisable.exc_value
+        if isinstance(exc, RuntimeError) and str(exc) == "Event loop is closed":
+            return
+        previous(unraisable)
+
+    sys.unraisablehook = hook
 
 
 def load_params(path: str, shardings=None) -> tuple[ModelConfig, dict]:

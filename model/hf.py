@@ -13,6 +13,7 @@ with heads split out; rope rows stay in the checkpoints' interleaved-pair order 
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import logging
@@ -58,6 +59,18 @@ class CheckpointError(ValueError):
 
 class CheckpointNotFound(CheckpointError, FileNotFoundError):
     pass
+
+
+@contextlib.contextmanager
+def _as_checkpoint_error():
+    """safetensors_io's file errors (truncated, corrupt header, missing shard) as CheckpointError,
+    so the entry point prints them in one line."""
+    try:
+        yield
+    except CheckpointError:
+        raise
+    except (OSError, ValueError) as e:
+        raise CheckpointError(" ".join(str(e).split())) from None
 
 
 # --- config.json ------------------------------------------------------------------------------
@@ -198,15 +211,19 @@ class TensorSource:
     def __init__(self, path: str, fp8_block, stream: bool = False):
         index = os.path.join(path, "model.safetensors.index.json")
         if os.path.exists(index):
-            with open(index) as f:
-                weight_map = json.load(f)["weight_map"]
+            try:
+                with open(index) as f:
+                    weight_map = json.load(f)["weight_map"]
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                raise CheckpointError(f"{index}: not a safetensors index ({e!r})") from None
             files = {name: os.path.join(path, file) for name, file in weight_map.items()}
         else:
             files = {}
             for file in sorted(glob.glob(os.path.join(path, "*.safetensors"))):
-                files.update({name: file for name in SafetensorsFile(file).keys()})
+                with _as_checkpoint_error():
+                    files.update({name: file for name in SafetensorsFile(file).keys()})
         if not files:
-            raise FileNotFoundError(f"{path}: no *.safetensors files found")
+            raise CheckpointNotFound(f"{path}: no *.safetensors files found")
         self.path, self._files, self._open, self._fp8_block = path, files, {}, fp8_block
         self._stream = stream  # pread copies instead of memory-map views
         self.used: set[str] = set()
@@ -217,7 +234,7 @@ class TensorSource:
     def claim(self, name: str) -> None:
         """Marks a tensor as mapped without reading it (another host loads it)."""
         if name not in self._files:
-            raise KeyError(f"{self.path}: checkpoint is missing tensor {name}")
+            raise CheckpointError(f"{self.path}: checkpoint is missing tensor {name}")
         self.used.update(n for n in (name, name + "_scale_inv") if n in self._files)
 
     def report_unused(self) -> list[str]:
@@ -233,13 +250,14 @@ class TensorSource:
 
     def _raw(self, name: str) -> np.ndarray:
         if name not in self._files:
-            raise KeyError(f"{self.path}: checkpoint is missing tensor {name}")
+            raise CheckpointError(f"{self.path}: checkpoint is missing tensor {name}")
         file = self._files[name]
-        if file not in self._open:
-            self._open[file] = SafetensorsFile(file)
-        self.used.add(name)
-        f = self._open[file]
-        return f.read(name) if self._stream else f.get(name)
+        with _as_checkpoint_error():  # a truncated/corrupt file, a missing shard
+            if file not in self._open:
+                self._open[file] = SafetensorsFile(file)
+            self.used.add(name)
+            f = self._open[file]
+            return f.read(name) if self._stream else f.get(name)
 
     def get(self, name: str, shape: tuple) -> np.ndarray:
         w = self._raw(name)
@@ -248,7 +266,7 @@ class TensorSource:
                 w, self._raw(name + "_scale_inv"), self._fp8_block or (128, 128), name
             )
         if tuple(w.shape) != tuple(shape):
-            raise ValueError(
+            raise CheckpointError(
                 f"{self.path}: tensor {name} has shape {tuple(w.shape)}, config.json implies {tuple(shape)}"
             )
         return w.astype(np.float32)

@@ -12,9 +12,13 @@ import jax
 def _model(config, params_dir: str, cache_len: int):
     from model import init_params, presets
     from model.export import load_params
+    from train.sharding import InputError
 
     if params_dir:
-        return load_params(params_dir)
+        try:
+            return load_params(params_dir)
+        except (FileNotFoundError, ValueError) as e:  # a params dir that is not an export
+            raise InputError(f"--params={params_dir}: {' '.join(str(e).split())}") from None
     cfg = presets.get(config.model, max_position_embeddings=cache_len)  # random init: smoke test
     return cfg, init_params(cfg, jax.random.PRNGKey(0))
 
@@ -22,9 +26,12 @@ def _model(config, params_dir: str, cache_len: int):
 def run_rollouts(config, workdir: str, params_dir: str = "") -> dict:
     from data.tokenizers import ByteTokenizer
     from model.engine import RolloutEngine
-    from rl.envs import OraclePolicy, generate_tasks, load_tasks
+    from rl.envs import OraclePolicy, generate_tasks, load_tasks, require_isolation
     from rl.rollout import play_episodes
 
+    # Episodes run model-written code: refuse before loading anything unless bubblewrap works or
+    # the caller opted in (RL_ENVS_ALLOW_UNISOLATED=1; see rl/envs/sandbox.py).
+    require_isolation()
     r = config.rl
     tok = ByteTokenizer()
     cfg, params = _model(config, params_dir, r.cache_len)

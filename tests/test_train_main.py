@@ -1,6 +1,7 @@
 """main.py as a user runs it: one-line errors (config, missing checkpoint, data, params dirs, HF
 folder) with a nonzero exit before compiling, and --dry_run on kimi_k2."""
 
+import json
 import os
 import subprocess
 import sys
@@ -62,6 +63,12 @@ def _bad_inputs(tmp_path):
         f"    c.data.sources = ({{'kind': 'jsonl', 'paths': ['{tmp_path}/nope/*.jsonl']}},)\n"
         "    return c\n"
     )
+    hf_no_weights = tmp_path / "hf_no_weights"  # a complete config.json, no *.safetensors
+    hf_no_weights.mkdir()
+    with open(os.path.join(ROOT, "tests", "fixtures", "hf", "mtp", "config.json")) as f:
+        fields = json.load(f)
+    fields.update(vocab_size=512, max_position_embeddings=128)  # fits the default data settings
+    (hf_no_weights / "config.json").write_text(json.dumps(fields))
     tiny = "--config.model=tiny"
     return [
         (["--mode=sample", "--prompt=x", tiny, f"--workdir={empty}"], "error: --workdir="),
@@ -73,10 +80,15 @@ def _bad_inputs(tmp_path):
             "not a params",
         ),
         ([f"--config.model={hf}", f"--workdir={empty}"], f"config error: model='{hf}'"),
+        ([f"--config.model={hf_no_weights}", f"--workdir={empty}"], "no *.safetensors files"),
+        (
+            ["--mode=rollout", "--config=configs/rollout.py", f"--params={tmp_path}/nope"],
+            f"--params={tmp_path}/nope",
+        ),
     ]
 
 
-@pytest.mark.parametrize("case", range(6))
+@pytest.mark.parametrize("case", range(8))
 def test_bad_inputs_are_one_line_with_nonzero_exit(case, tmp_path):
     args, expected = _bad_inputs(tmp_path)[case]
     out = _main(*args)
@@ -126,3 +138,26 @@ def test_sample_cli_completes_a_prompt_from_an_export(tmp_path):
     want = [t for t in want if t != tok.eos_id]
     assert len(want) >= 1 and all(t < tok.vocab_size for t in want)
     assert text == "".join(tok.decode([t]) for t in want)
+
+
+def test_corrupt_init_params_export_is_one_line(tmp_path):
+    """An export whose data files were cut short is named unreadable (not 'does not fit')."""
+    import jax
+
+    from model import init_params, presets
+    from model.export import save_params
+
+    cfg = presets.get("tiny")
+    export = tmp_path / "export"
+    save_params(str(export), cfg, init_params(cfg, jax.random.PRNGKey(0)))
+    cut = [f for f in export.rglob("*") if f.is_file() and f.parent.name == "d"]
+    assert cut
+    for f in cut:
+        f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+    out = _main(
+        "--config.model=tiny", f"--config.init_params_from={export}", f"--workdir={tmp_path}/w"
+    )
+    assert out.returncode == 2, out.stdout + out.stderr[-3000:]
+    lines = [l for l in out.stderr.splitlines() if "error: " in l]
+    assert len(lines) == 1 and "unreadable (corrupt or truncated files?)" in lines[0], out.stderr
+    assert "Traceback" not in out.stderr, out.stderr[-3000:]

@@ -171,9 +171,15 @@ def _load_init_params(path: str, abstract_params, model_name: str):
         return checkpoint.load_params(path, abstract_params)
     except (ValueError, KeyError, TypeError, OSError) as e:
         first = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
-        raise shd.ConfigError(
-            f"init_params_from={path!r}: does not fit model {model_name!r} ({first})"
-        ) from None
+        if any(m in first for m in _READ_FAILURES):
+            reason = "unreadable (corrupt or truncated files?)"
+        else:
+            reason = f"does not fit model {model_name!r}"
+        raise shd.ConfigError(f"init_params_from={path!r}: {reason} ({first})") from None
+
+
+# tensorstore's words for a file it could not read, as opposed to a tree or shape mismatch
+_READ_FAILURES = ("DATA_LOSS", "OUT_OF_RANGE", "Error reading", "Error opening", "corrupt")
 
 
 def restore_or_init(
