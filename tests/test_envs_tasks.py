@@ -1,4 +1,4 @@
-"""Task generator reproducibility, JSONL + files round trip, and the verification gate."""
+"""Task generator reproducibility, JSONL + files round trip, the verification gate, hardening."""
 
 import json
 import pathlib
@@ -14,6 +14,7 @@ from rl.envs import (
     save_tasks,
     verify_tasks,
 )
+from rl.envs.harden import harden_module
 from rl.envs.tasks import grade_repo
 
 
@@ -160,3 +161,15 @@ def test_hand_written_task_set_loads_verifies_and_is_solvable():
     tok = ByteTokenizer()
     record = run_episode(CodingEnv(tok), task, OraclePolicy(tok, task))
     assert record.all_pass and record.tool_calls == 5  # list, write, rm, run_tests, submit
+
+
+def test_hardening_seals_literal_expected_values_and_keeps_fixtures():
+    # The expected value of `assert ... == <literal>` stays on the host (not in the file the sandbox
+    # reads); a fixture named test_* is not a test, so it keeps its name (tests request it by name).
+    source = (
+        "import pytest\n\n\n@pytest.fixture\ndef test_data():\n    return 21\n\n\n"
+        "def test_double(test_data):\n    assert test_data * 2 == 424242\n"
+    )
+    hardened = harden_module(source)
+    assert "424242" not in hardened.source and list(hardened.sealed.values()) == [424242]
+    assert "def test_data(" in hardened.source and len(hardened.real) == 1

@@ -1,20 +1,37 @@
-"""Host-side rewrite of hidden test files before each grading: fresh names, strict asserts, canaries.
+"""Host-side rewrite of hidden test files before each grading: fresh names, sealed and strict
+asserts, canaries.
 
 For every test module (test_*.py / *_test.py; other files are copied as they are):
-- every top-level test function gets a fresh random name (test_<hex>), so nothing the agent
-  wrote can single out a hidden test by name;
-- `assert L == R` (one ==, neither side a call to approx) becomes `assert <eq>(L, R)` with
-  `strict_eq.eq`: an expected literal only equals plain builtin values of exact builtin types;
+- every test function (top-level, or a method of a `Test*` class) gets a fresh random name
+  (test_<hex>), so nothing the agent wrote can single out a hidden test by name; test docstrings
+  are dropped (they may spell out expected values);
+- `assert A and B` becomes `assert A` then `assert B` (same outcome; each part is hardened alone);
+- `assert L == R` where one side is a closed constant expression (only literals, containers and
+  arithmetic on them: no names, calls or attributes) and the other is not is SEALED: it becomes
+  `assert <seal>(L, "<random id>")` with `strict_eq.seal`, and the expected value stays on the host
+  (`Hardened.sealed`), never in the file the sandbox reads. The sandbox records what L was; the
+  host counts the test passed only if every record equals the expected value (exact builtin types)
+  and every sealed assert that is a top-level statement of the test recorded something. A policy
+  that reads the hidden test file (it can: it runs in the same process) finds no answer there;
+- other `assert L == R` (one ==, neither side a call to approx) becomes `assert <eq>(L, R)` with
+  `strict_eq.eq`: a plain builtin value only equals plain builtin values of exact builtin types;
 - canaries are added: copies of real tests (same decorators and fixtures, same random-looking
-  names) that must FAIL on any honest repo. One copy ends with an assert that is always false; one
-  has its last top-level `==` assert compared against a fresh `object()` instead (false for any
-  honest value, true only for an object that equals everything). A canary reported passed, or
-  missing from a complete report, is tampering: a run that forges results wholesale, swallows
-  assertion errors or returns always-equal objects cannot tell canaries from real tests.
+  names; class methods are copied into their class) that must FAIL on any honest repo. One copy
+  ends with an assert that is always false; one has its last top-level `==` assert compared
+  against a fresh `object()` instead (false for any honest value, true only for an object that
+  equals everything). A canary reported passed, or missing from a complete report, is tampering:
+  a run that forges results wholesale, swallows assertion errors or returns always-equal objects
+  cannot tell canaries from real tests.
 
 Canaries are only built from tests whose top-level statements always run (no `return`, `yield`);
 the assert they change is a top-level statement. So on an honest repo a canary either fails before
-reaching the changed assert or fails at it.
+reaching the changed assert or fails at it. Sealed asserts inside canaries get their own ids, whose
+records the host ignores.
+
+Not sealable (left to `eq`): an expected value held in a name (a parametrize argument, a module
+constant, a local variable) or built by a call (`set()`, `dict(a=1)`); asserts in module-level
+helper functions are not rewritten at all. Task authors should write expected values as literals in
+the assert itself.
 """
 
 from __future__ import annotations
@@ -22,9 +39,14 @@ from __future__ import annotations
 import ast
 import copy
 import dataclasses
+import operator
 import secrets
+from typing import Any
 
 EQ_MODULE = "_rl_grader"  # strict_eq.py is installed in the grader dir under this name
+# Words that let pytest add "[...]" ids to a test that has no decorator of its own (a parametrized
+# fixture, a module-level mark, a generate_tests hook).
+PARAMETRIZE_WORDS = ("params", "pytestmark", "generate_tests", "parametrize")
 
 
 @dataclasses.dataclass
@@ -32,6 +54,13 @@ class Hardened:
     source: str
     real: set[str]  # test keys as pytest names them after "::" (class tests: "TestX::test_y")
     canaries: set[str]
+    # Sealed asserts: id -> expected value (host only). checks: real key -> (ids that must have a
+    # record when the test passes, every id whose records must equal the expected value).
+    sealed: dict[str, Any] = dataclasses.field(default_factory=dict)
+    checks: dict[str, tuple[frozenset, frozenset]] = dataclasses.field(default_factory=dict)
+    canary_seals: set[str] = dataclasses.field(default_factory=set)  # recorded, not checked
+    # Real keys that cannot be parametrized: a report id "<key>[...]" for them is forged.
+    plain: set[str] = dataclasses.field(default_factory=set)
 
 
 def is_test_module(rel: str) -> bool:
@@ -39,39 +68,81 @@ def is_test_module(rel: str) -> bool:
     return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
 
 
-def harden_module(source: str, canaries: int = 2) -> Hardened:
+def harden_module(source: str, canaries: int = 2, parametrized_elsewhere: bool = True) -> Hardened:
+    """`parametrized_elsewhere`: a conftest the tests see may parametrize them (then no test is
+    known to be plain)."""
     tree = ast.parse(source)
     eq_name = f"_rl_eq_{secrets.token_hex(4)}"
-    rewrite = _StrictEq(eq_name)
-    real: set[str] = set()
-    fresh: list[ast.AST] = []
+    seal_name = f"_rl_seal_{secrets.token_hex(4)}"
+    rewrite = _Rewrite(eq_name, seal_name)
+    out = Hardened("", set(), set())
+    may_parametrize = parametrized_elsewhere or any(w in source for w in PARAMETRIZE_WORDS)
+    tests: list[tuple[list, ast.FunctionDef, str]] = []  # (body holding it, test, key prefix)
     for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name.startswith("test"):
-            node.name = _fresh_name()
-            rewrite.visit(node)
-            real.add(node.name)
-            fresh.append(node)
+        if _is_test(node):
+            key, ids = _harden_test(node, rewrite, out)
+            out.checks[key] = ids
+            if not (may_parametrize or node.decorator_list):
+                out.plain.add(key)
+            tests.append((tree.body, node, ""))
         elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
-            rewrite.visit(node)
+            _strip_docstring(node)
+            shared = rewrite.collect(node, skip=_is_test)  # helper methods: ids of every test
             for item in node.body:
-                if isinstance(item, ast.FunctionDef) and item.name.startswith("test"):
-                    real.add(f"{node.name}::{item.name}")
-    candidates = [f for f in fresh if _always_runs(f)]
+                if _is_test(item):
+                    key, (required, ids) = _harden_test(item, rewrite, out, f"{node.name}::")
+                    out.checks[key] = (required, ids | shared)
+                    if not (may_parametrize or node.decorator_list or item.decorator_list):
+                        out.plain.add(key)
+                    tests.append((node.body, item, f"{node.name}::"))
+    out.sealed = rewrite.sealed
+    candidates = [t for t in tests if _always_runs(t[1])]
     # Undecorated tests first: a canary of a parametrized suite test would rerun the whole suite.
-    candidates = [f for f in candidates if not f.decorator_list] or candidates
+    candidates = [t for t in candidates if not t[1].decorator_list] or candidates
     picked = [
         candidates[secrets.randbelow(len(candidates))] for _ in range(canaries * bool(candidates))
     ]
-    names = set()
-    for i, func in enumerate(picked):
-        canary = _make_canary(func, eq_name, compare_mutation=(i % 2 == 1))
-        names.add(canary.name)
+    for i, (body, func, prefix) in enumerate(picked):
+        canary = _make_canary(func, rewrite, out.canary_seals, compare_mutation=(i % 2 == 1))
+        out.canaries.add(prefix + canary.name)
         # After the original: its decorators may use names defined above it (MUTANTS = ...).
-        after = tree.body.index(func) + 1
-        tree.body.insert(after + secrets.randbelow(len(tree.body) - after + 1), canary)
-    header = ast.parse(f"from {EQ_MODULE} import eq as {eq_name}").body
+        after = body.index(func) + 1
+        body.insert(after + secrets.randbelow(len(body) - after + 1), canary)
+    header = ast.parse(f"from {EQ_MODULE} import eq as {eq_name}, seal as {seal_name}").body
     tree.body = _after_future_imports(tree.body, header)
-    return Hardened(ast.unparse(ast.fix_missing_locations(tree)) + "\n", real, names)
+    out.source = ast.unparse(ast.fix_missing_locations(tree)) + "\n"
+    return out
+
+
+def _is_test(node: ast.AST) -> bool:
+    """A function pytest collects as a test (a fixture named test_* is not one: renaming it would
+    break the tests that request it)."""
+    return (
+        isinstance(node, ast.FunctionDef)
+        and node.name.startswith("test")
+        and not any("fixture" in ast.unparse(d) for d in node.decorator_list)
+    )
+
+
+def _harden_test(func: ast.FunctionDef, rewrite, out: Hardened, prefix: str = ""):
+    """Renames and rewrites one test; returns (its key, (required sealed ids, all sealed ids))."""
+    func.name = _fresh_name()
+    _strip_docstring(func)
+    ids = rewrite.collect(func)
+    required = set()
+    if _always_runs(func):  # sealed asserts among its top-level statements always run
+        for stmt in func.body:
+            sid = rewrite.sealed_id(stmt)
+            if sid is not None:
+                required.add(sid)
+    key = prefix + func.name
+    out.real.add(key)
+    return key, (frozenset(required), frozenset(ids))
+
+
+def _strip_docstring(node) -> None:
+    if ast.get_docstring(node, clean=False) is not None:
+        node.body = node.body[1:] or [ast.Pass()]
 
 
 def _fresh_name() -> str:
@@ -88,23 +159,62 @@ def _after_future_imports(body: list, header: list) -> list:
     return body[:split] + header + body[split:]
 
 
-class _StrictEq(ast.NodeTransformer):
-    def __init__(self, eq_name: str):
-        self.eq_name = eq_name
+class _Rewrite(ast.NodeTransformer):
+    def __init__(self, eq_name: str, seal_name: str):
+        self.eq_name, self.seal_name = eq_name, seal_name
+        self.sealed: dict[str, Any] = {}
+        self._ids: list[str] = []
 
-    def visit_Assert(self, node: ast.Assert) -> ast.Assert:
-        test = node.test
+    def collect(self, node: ast.AST, skip=None) -> frozenset:
+        """Rewrites node's asserts in place (items for which skip() holds are left alone);
+        returns the sealed ids made inside."""
+        self._ids = []
+        if skip is None:
+            self.visit(node)
+        else:
+            for child in list(node.body):
+                if not skip(child):
+                    self.visit(child)
+        return frozenset(self._ids)
+
+    def sealed_id(self, stmt: ast.AST) -> str | None:
         if (
+            isinstance(stmt, ast.Assert)
+            and isinstance(stmt.test, ast.Call)
+            and getattr(stmt.test.func, "id", None) == self.seal_name
+        ):
+            return stmt.test.args[1].value
+        return None
+
+    def visit_Assert(self, node: ast.Assert):
+        test = node.test
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+            out = []
+            for value in test.values:  # `assert A and B` fails exactly when one part fails
+                part = ast.copy_location(ast.Assert(value, copy.deepcopy(node.msg)), node)
+                done = self.visit_Assert(part)
+                out.extend(done if isinstance(done, list) else [done])
+            return out
+        if not (
             isinstance(test, ast.Compare)
             and len(test.ops) == 1
             and isinstance(test.ops[0], ast.Eq)
             and not any(_is_approx(side) for side in (test.left, test.comparators[0]))
         ):
-            call = ast.Call(
-                ast.Name(self.eq_name, ast.Load()), [test.left, test.comparators[0]], []
+            return node
+        left, right = test.left, test.comparators[0]
+        expected = [_constant(side) for side in (left, right)]
+        if (expected[0] is _NOT_CONSTANT) != (expected[1] is _NOT_CONSTANT):
+            value, side = (
+                (expected[0], right) if expected[1] is _NOT_CONSTANT else (expected[1], left)
             )
-            return ast.copy_location(ast.Assert(call, node.msg), node)
-        return node
+            sid = secrets.token_hex(8)
+            self.sealed[sid] = value
+            self._ids.append(sid)
+            call = ast.Call(ast.Name(self.seal_name, ast.Load()), [side, ast.Constant(sid)], [])
+            return ast.copy_location(ast.Assert(call, None), node)  # msg may show the expected
+        call = ast.Call(ast.Name(self.eq_name, ast.Load()), [left, right], [])
+        return ast.copy_location(ast.Assert(call, node.msg), node)
 
 
 def _is_approx(node: ast.AST) -> bool:
@@ -115,26 +225,132 @@ def _is_approx(node: ast.AST) -> bool:
     return name == "approx"
 
 
+# ---------------------------------------------------------------- constant expressions
+
+_NOT_CONSTANT = object()
+_CONSTANT_TYPES = (int, float, complex, str, bytes, bool, type(None))
+_BINOPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+    ast.LShift: operator.lshift,
+    ast.RShift: operator.rshift,
+    ast.BitOr: operator.or_,
+    ast.BitXor: operator.xor,
+    ast.BitAnd: operator.and_,
+}
+_UNARYOPS = {
+    ast.UAdd: operator.pos,
+    ast.USub: operator.neg,
+    ast.Not: operator.not_,
+    ast.Invert: operator.inv,
+}
+_SIZE = 1 << 16  # largest str/bytes/container length (or int bit length) an expression may build
+
+
+class _NotConstant(Exception):
+    pass
+
+
+def _constant(node: ast.AST):
+    """The value of a closed constant expression (literals, containers, arithmetic), or
+    _NOT_CONSTANT. Evaluated here on the host, node by node; nothing is imported or called."""
+    try:
+        return _evaluate(node)
+    except (_NotConstant, ArithmeticError, TypeError, ValueError, RecursionError):
+        return _NOT_CONSTANT
+
+
+def _evaluate(node: ast.AST):
+    if isinstance(node, ast.Constant):
+        if type(node.value) not in _CONSTANT_TYPES:  # Ellipsis
+            raise _NotConstant
+        return node.value
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        items = [_evaluate(e) for e in node.elts]  # a Starred element is not a constant
+        kind = {ast.List: list, ast.Tuple: tuple, ast.Set: set}[type(node)]
+        return kind(items)
+    if isinstance(node, ast.Dict):
+        if any(k is None for k in node.keys):  # {**other}
+            raise _NotConstant
+        return {_evaluate(k): _evaluate(v) for k, v in zip(node.keys, node.values)}
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARYOPS:
+        return _bounded(_UNARYOPS[type(node.op)](_evaluate(node.operand)))
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+        left, right = _evaluate(node.left), _evaluate(node.right)
+        _check_cost(node.op, left, right)
+        return _bounded(_BINOPS[type(node.op)](left, right))
+    raise _NotConstant
+
+
+def _check_cost(op: ast.operator, left, right) -> None:
+    """Refuses operations whose result could be huge (10 ** 10 ** 9, "x" * 10 ** 9, 1 << 10 ** 9)."""
+    if isinstance(op, ast.Pow) and isinstance(left, int) and isinstance(right, int):
+        if right > 0 and abs(left) > 1 and right * abs(left).bit_length() > _SIZE:
+            raise _NotConstant
+    if isinstance(op, ast.LShift) and isinstance(right, int) and right > _SIZE:
+        raise _NotConstant
+    if isinstance(op, ast.Mult):
+        for seq, n in ((left, right), (right, left)):
+            if isinstance(seq, (str, bytes, list, tuple)) and isinstance(n, int):
+                if len(seq) * n > _SIZE:
+                    raise _NotConstant
+
+
+def _bounded(value):
+    if isinstance(value, int) and value.bit_length() > _SIZE:
+        raise _NotConstant
+    return value
+
+
+# ---------------------------------------------------------------- canaries
+
+
 def _always_runs(func: ast.FunctionDef) -> bool:
-    return not any(isinstance(n, (ast.Return, ast.Yield, ast.YieldFrom)) for n in ast.walk(func))
+    """No `return`, `yield` in the test itself (nested functions and classes do not count)."""
+    todo = list(func.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.Return, ast.Yield, ast.YieldFrom)):
+            return False
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+    return True
 
 
-def _make_canary(func: ast.FunctionDef, eq_name: str, compare_mutation: bool) -> ast.FunctionDef:
+def _make_canary(
+    func: ast.FunctionDef, rewrite: _Rewrite, canary_seals: set, compare_mutation: bool
+) -> ast.FunctionDef:
     canary = copy.deepcopy(func)
     canary.name = _fresh_name()
+    for node in ast.walk(canary):  # its sealed asserts record under ids of their own
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == rewrite.seal_name:
+            sid = secrets.token_hex(8)
+            node.args[1] = ast.Constant(sid)
+            canary_seals.add(sid)
     eq_asserts = [
         i
         for i, stmt in enumerate(canary.body)
         if isinstance(stmt, ast.Assert)
         and isinstance(stmt.test, ast.Call)
-        and getattr(stmt.test.func, "id", None) == eq_name
+        and getattr(stmt.test.func, "id", None) in (rewrite.eq_name, rewrite.seal_name)
     ]
     if compare_mutation and eq_asserts:
         stmt = canary.body[eq_asserts[-1]]
         sentinel = ast.Call(ast.Name("object", ast.Load()), [], [])
-        stmt.test.args[1] = sentinel  # L == object(): false for every honest L
+        # L == object(): false for every honest L (in-process, even where L was sealed)
+        stmt.test = ast.Call(
+            ast.Name(rewrite.eq_name, ast.Load()), [stmt.test.args[0], sentinel], []
+        )
     else:
         a = secrets.randbelow(1 << 30)
-        false = ast.Call(ast.Name(eq_name, ast.Load()), [ast.Constant(a), ast.Constant(a + 1)], [])
+        false = ast.Call(
+            ast.Name(rewrite.eq_name, ast.Load()), [ast.Constant(a), ast.Constant(a + 1)], []
+        )
         canary.body.append(ast.Assert(false, None))
     return ast.fix_missing_locations(canary)

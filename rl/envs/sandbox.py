@@ -408,8 +408,15 @@ class Sandbox:
         self._ro_binds = tuple(b for b in self._ro_binds if b[0] != host)
         shutil.rmtree(host, ignore_errors=True)
 
-    def run(self, command: str, timeout_s: float = 10.0, stdin: bytes | None = None) -> RunResult:
-        """Runs `command` with /bin/sh; `stdin` (small: one pipe buffer) is its whole input."""
+    def run(
+        self,
+        command: str,
+        timeout_s: float = 10.0,
+        stdin: bytes | None = None,
+        output_bytes: int | None = None,
+    ) -> RunResult:
+        """Runs `command` with /bin/sh; `stdin` (small: one pipe buffer) is its whole input.
+        `output_bytes` overrides Limits.output_bytes for this command (the grader's summary)."""
         if self._closed:
             raise RuntimeError("Sandbox.run after close()")
         argv, cwd, env = self._argv(command)
@@ -431,7 +438,7 @@ class Sandbox:
                 proc.stdin.close()
             except BrokenPipeError:  # the command did not read it; that is its business
                 pass
-        capture = _OutputCapture(self.limits.output_bytes)
+        capture = _OutputCapture(output_bytes or self.limits.output_bytes)
         timed_out, output_killed = _pump(
             proc, capture, start + timeout_s, self.limits.output_kill_bytes
         )

@@ -16,8 +16,10 @@ so the agent never sees them) through the trusted runner in rl/envs/grader (see 
 rl/envs/README.md for what it trusts). Hidden tests may carry their own conftest.py; a task's root
 conftest.py (from its original repo) serves them too, whatever the agent made of it. Hidden tests,
 generated or brought by users, are graded under the same rules: they run from a read-only copy
-with fresh test names and canaries, and `assert result == expected` with a plain builtin expected
-value needs a plain builtin result (the gate rejects tasks whose reference solution trips this).
+with fresh test names and canaries; `assert result == <literal>` is sealed (the expected value stays
+on the host, which compares it with the value the sandbox recorded), and other `==` asserts with a
+plain builtin expected value need a plain builtin result (the gate rejects tasks whose reference
+solution trips this). Each test function counts once in the grade, parametrized or not.
 """
 
 from __future__ import annotations
@@ -30,12 +32,17 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from rl.envs.harden import EQ_MODULE, harden_module, is_test_module
+from rl.envs.grader.strict_eq import OVERFLOW, REFUSED
+from rl.envs.harden import EQ_MODULE, PARAMETRIZE_WORDS, Hardened, harden_module, is_test_module
 from rl.envs.sandbox import SANDBOX_REPO, Limits, RepoTooLarge, Sandbox
 
 GRADER_FILES = {"run.py": "runner.py", "child.py": "child.py", f"{EQ_MODULE}.py": "strict_eq.py"}
 GRADER_SRC = Path(__file__).parent / "grader"
 SUMMARY = "RLGRADE"
+# Output kept from the grading run: the runner fits its one-line summary into half of it (the
+# capture keeps a head and a tail half), so a big report cannot push the summary out of sight.
+GRADE_OUTPUT_BYTES = 8 << 20
+SUMMARY_CAP = GRADE_OUTPUT_BYTES // 2 - (64 << 10)
 
 
 @dataclasses.dataclass
@@ -103,12 +110,14 @@ def grade_in(sandbox: Sandbox, task: Task, timeout_s: float = 60.0) -> Grade:
     """Runs the task's hidden tests against `sandbox`'s repo; trusts nothing the repo's code can
     write or patch.
 
-    The hidden tests (rewritten by `harden_module`: fresh names, strict asserts, canaries), the
-    task's original root conftest.py and the runner go to a directory the sandbox sees read-only.
-    The runner (stdlib only, never imports the repo) runs each test file in a fresh interpreter
-    and prints one summary framed by a nonce given on stdin; no file in the repo is read back. The
-    repo's code can still lie about the tests run in its own process: a canary reported passed
-    or missing, or garbage on a report channel, marks the grade tampered (score below failure).
+    The hidden tests (rewritten by `harden_module`: fresh names, sealed and strict asserts,
+    canaries), the task's original root conftest.py and the runner go to a directory the sandbox
+    sees read-only; the expected values of sealed asserts stay here. The runner (stdlib only,
+    never imports the repo) runs each test file in a fresh interpreter and prints one summary
+    framed by a nonce given on stdin; no file in the repo is read back. The repo's code can still
+    lie about the tests run in its own process: a canary reported passed or missing, garbage on a
+    report channel, or a runner that ends without its summary marks the grade tampered (score
+    below failure); a sealed value that differs from the expected one fails its test.
     """
     host, inside = sandbox.readonly_dir(f"grader_{secrets.token_hex(4)}")
     repo = SANDBOX_REPO if sandbox.backend == "bwrap" else sandbox.root
@@ -116,32 +125,49 @@ def grade_in(sandbox: Sandbox, task: Task, timeout_s: float = 60.0) -> Grade:
     nonce = secrets.token_hex(16)
     command = f"exec python3 -I -S {inside}/run.py"
     try:
-        result = sandbox.run(command, timeout_s + 5.0, stdin=(nonce + "\n").encode())
+        result = sandbox.run(
+            command, timeout_s + 5.0, stdin=(nonce + "\n").encode(), output_bytes=GRADE_OUTPUT_BYTES
+        )
     finally:  # the sandbox may live on (e.g. the gate): its later commands must not see the tests
         sandbox.drop_readonly_dir(host)
     summary = _find_summary(result.output, nonce)
     expected = int(task.meta.get("hidden_test_count", 0))
     if summary is None:
-        log = f"[{result.status}] no grading summary\n{result.output}"
-        return Grade(passed=0, total=max(expected, 1), output=log)
+        total = max(sum(len(h.real) for h in layout.values()), expected, 1)
+        log = f"[{result.status}] no grading summary\n{result.output[-8000:]}"
+        if result.timed_out:  # a slow machine is no sign of tampering: an honest failure
+            return Grade(passed=0, total=total, output=log)
+        # The runner always prints its summary (it fits the capture) unless something killed it
+        # or starved it of processes or memory: only the code under test runs beside it.
+        reason = f"the grading runner ended without its summary ({result.status})"
+        return Grade(0, total, f"[TAMPERED] {reason}\n{log}", True, (reason,))
     return _score(summary, layout, expected, result.status)
 
 
-def _install_grader(host: str, repo: str, task: Task, timeout_s: float) -> dict:
-    """Writes runner + hardened tests under `host`; returns {test file: (real keys, canaries)}."""
+def _install_grader(host: str, repo: str, task: Task, timeout_s: float) -> dict[str, Hardened]:
+    """Writes runner + hardened tests under `host`; returns {test file: its Hardened}."""
     for name, src in GRADER_FILES.items():
         _write(os.path.join(host, name), (GRADER_SRC / src).read_text())
     _write(os.path.join(host, "pytest.ini"), "[pytest]\n")
     if "conftest.py" in task.files:  # the task's own root conftest, never the agent's version
         _write(os.path.join(host, "conftest.py"), task.files["conftest.py"])
+    # Can a conftest or helper module parametrize tests from outside (fixture params, hooks)?
+    support = [c for r, c in task.hidden_tests.items() if not is_test_module(r)]
+    support.append(task.files.get("conftest.py", ""))
+    elsewhere = any(word in text for text in support for word in PARAMETRIZE_WORDS)
     layout = {}
     for rel, content in sorted(task.hidden_tests.items()):
         if is_test_module(rel):
-            hardened = harden_module(content)
+            hardened = harden_module(content, parametrized_elsewhere=elsewhere)
             content = hardened.source
-            layout[rel] = (hardened.real, hardened.canaries)
+            layout[rel] = hardened
         _write(os.path.join(host, "tests", rel), content)
-    manifest = {"files": sorted(layout), "repo": repo, "budget_s": timeout_s}
+    manifest = {
+        "files": sorted(layout),
+        "repo": repo,
+        "budget_s": timeout_s,
+        "summary_cap": SUMMARY_CAP,
+    }
     _write(os.path.join(host, "manifest.json"), json.dumps(manifest))
     return layout
 
@@ -163,55 +189,80 @@ def _find_summary(output: str, nonce: str) -> dict | None:
     return summary if isinstance(summary, dict) and isinstance(summary.get("files"), dict) else None
 
 
-def _score(summary: dict, layout: dict, expected: int, status: str) -> Grade:
+def _score(summary: dict, layout: dict[str, Hardened], expected: int, status: str) -> Grade:
     """Counts real tests that passed; any sign of a forged or bent report marks tampering."""
-    passed = seen = 0
     if any((e or {}).get("timeout") for e in summary["files"].values()):
         status = "timeout"  # the runner's own budget ended a test file
-    reasons, log = [], [f"[{status}]"]
+    passed, reasons, log = 0, [], [f"[{status}]"]
     if not summary.get("sealed"):
         log.append("(runner could not mark itself non-dumpable)")
-    for rel, (real, canaries) in layout.items():
+    for rel, hard in layout.items():
         entry = summary["files"].get(rel) or {}
         log.append(f"== {rel}: exit {entry.get('exit')}, timeout {entry.get('timeout')}")
         log.append(str(entry.get("log", ""))[-4000:])
-        reasons += [f"{rel}: {p}" for p in entry.get("problems") or []]
-        outcomes, problems = _outcomes(entry.get("report"))
+        file_passed, problems = _score_file(rel, hard, entry, log)
+        passed += file_passed
         reasons += [f"{rel}: {p}" for p in problems]
-        if outcomes is None:  # no report: the file's tests count as failed (crash, exit, timeout)
-            seen += len(real)
-            continue
-        keys = {node: _test_key(node) for node in outcomes}
-        unknown = sorted(n for n, k in keys.items() if k not in real | canaries)
-        if unknown:
-            reasons.append(f"{rel}: report names tests that do not exist: {unknown[:3]}")
-        # Only a complete run (pytest exit 0 or 1, everything collected) earns passes; in a
-        # complete report every canary and every real test must appear.
-        report = entry["report"]
-        complete = report.get("exitstatus") in (0, 1) and not report.get("collect_errors")
-        for name in canaries:
-            results = [o for n, o in outcomes.items() if keys[n] == name]
-            if "passed" in results:
-                reasons.append(f"{rel}: a canary test (must fail) was reported passed")
-            elif complete and not results:
-                reasons.append(f"{rel}: a canary test is missing from a complete report")
-        real_results = [o for n, o in outcomes.items() if keys[n] in real]
-        missing = [k for k in real if k not in keys.values()]
-        if complete and missing:
-            reasons.append(f"{rel}: {len(missing)} hidden tests missing from a complete report")
-        seen += max(len(real_results), len(real))  # a file that did not run still counts
-        passed += real_results.count("passed") if complete else 0
-    total = max(seen, expected)
-    tampered = bool(reasons)
-    if tampered:
-        log.insert(0, "[TAMPERED] " + "; ".join(sorted(set(reasons))))
+    # Every real test counts, whether or not its file ran (a crash scores its tests failed).
+    total = sum(len(h.real) for h in layout.values()) if layout else expected
+    reasons = sorted(set(reasons))
+    if reasons:
+        log.insert(0, "[TAMPERED] " + "; ".join(reasons))
     return Grade(
-        passed=0 if tampered else min(passed, total),
+        passed=0 if reasons else min(passed, total),
         total=total,
         output="\n".join(log),
-        tampered=tampered,
-        tamper_reasons=tuple(sorted(set(reasons))),
+        tampered=bool(reasons),
+        tamper_reasons=tuple(reasons),
     )
+
+
+def _score_file(rel: str, hard: Hardened, entry: dict, log: list[str]) -> tuple[int, list[str]]:
+    """(real tests of one file that passed, signs of tampering in its report).
+
+    Each real test counts once, however many ids the report gives it (a parametrized test passes
+    only if every instance passed: padding the report with fake instances earns nothing), and only
+    if its sealed asserts recorded exactly the expected values."""
+    problems = list(entry.get("problems") or [])
+    outcomes, malformed = _outcomes(entry.get("report"))
+    if outcomes is None:  # no report: the file's tests count as failed (crash, exit, timeout)
+        return 0, problems + malformed
+    by_key: dict[str, list[tuple[str, str]]] = {}
+    for node, outcome in outcomes.items():
+        by_key.setdefault(_test_key(node), []).append((node, outcome))
+    prefix = f"tests/{rel}::"  # how pytest names this file's tests (rootdir: the grader dir)
+    known = hard.real | hard.canaries
+    unknown = sorted(n for n in outcomes if not n.startswith(prefix) or _test_key(n) not in known)
+    if unknown:
+        problems.append(f"report names tests that do not exist: {unknown[:3]}")
+    # Only a complete run (pytest exit 0 or 1, everything collected) earns passes; in a complete
+    # report every canary and every real test must appear.
+    report = entry["report"]
+    complete = report.get("exitstatus") in (0, 1) and not report.get("collect_errors")
+    for name in hard.canaries:
+        results = [o for _, o in by_key.get(name, [])]
+        if "passed" in results:
+            problems.append("a canary test (must fail) was reported passed")
+        elif complete and not results:
+            problems.append("a canary test is missing from a complete report")
+    missing = [k for k in hard.real if k not in by_key]
+    if complete and missing:
+        problems.append(f"{len(missing)} hidden tests missing from a complete report")
+    problems += _instance_problems(hard, by_key)
+    records, bad_records = _records(report.get("seal_records"), hard)
+    problems += bad_records
+    passed = 0
+    for key in sorted(hard.real & by_key.keys()) if complete else ():
+        if not all(o == "passed" for _, o in by_key[key]):
+            continue
+        unrun, wrong = _sealed_problem(hard, key, records)
+        if unrun:  # a passed test ran all its top-level statements: impossible honestly
+            problems.append(f"a test reported passed without recording {unrun}")
+        elif wrong:  # an honest failure: the sandbox cannot tell, only the host knows the answer
+            log.append(f"{key}: reported passed, but {wrong}")
+        else:
+            passed += 1
+    return passed, problems
 
 
 _OUTCOMES = ("passed", "failed", "skipped")
@@ -234,6 +285,105 @@ def _outcomes(report) -> tuple[dict | None, list[str]]:
 def _test_key(nodeid: str) -> str:
     """'tests/test_a.py::TestX::test_y[3-4]' -> 'TestX::test_y' (the key harden_module names)."""
     return nodeid.split("::", 1)[-1].split("[", 1)[0]
+
+
+def _instance_problems(hard: Hardened, by_key: dict) -> list[str]:
+    """Report ids pytest cannot produce for these tests: "[...]" instances of a test that takes
+    no parameters (padding the report with fake instances), or a test reported both ways."""
+    problems = []
+    for key, nodes in by_key.items():
+        if key not in hard.real:
+            continue
+        suffixed = sum(node.split("::", 1)[-1] != key for node, _ in nodes)
+        if suffixed and key in hard.plain:
+            problems.append("report holds parameter ids of a test that has no parameters")
+        elif 0 < suffixed < len(nodes):
+            problems.append("report holds a test both with and without parameter ids")
+    return sorted(set(problems))
+
+
+_MISMATCH = object()  # a record that is a marker (refused / overflow): never equals anything
+
+
+def _records(raw, hard: Hardened) -> tuple[dict[str, list], list[str]]:
+    """Sealed id -> values the sandbox recorded (decoded), for this file's real sealed asserts."""
+    if raw is None:
+        return {}, []
+    if not isinstance(raw, dict) or not all(isinstance(v, list) for v in raw.values()):
+        return {}, ["sealed records are not the runner's schema"]
+    records, problems = {}, []
+    for sid, values in raw.items():
+        if sid not in hard.sealed and sid not in hard.canary_seals:
+            problems.append("report holds records of sealed asserts that do not exist")
+            continue
+        decoded = []
+        for value in values:
+            if value in (REFUSED, OVERFLOW):
+                decoded.append(_MISMATCH)
+                continue
+            try:
+                decoded.append(_decode(value, 0))
+            except (ValueError, TypeError, IndexError, OverflowError, RecursionError):
+                problems.append("report holds sealed records the grader cannot have written")
+                break
+        records[sid] = decoded
+    return records, sorted(set(problems))
+
+
+def _sealed_problem(hard: Hardened, key: str, records: dict[str, list]) -> tuple[str, str]:
+    """(what a passed test failed to record, why its recorded values fail), empty when fine.
+
+    Every sealed assert among a test's top-level statements runs whenever the test passes, so
+    each must have recorded something (else the recording was suppressed: tampering); every
+    recorded value must equal the expected one (builtin values of exact types; the host compares,
+    nothing of the sandbox's runs here)."""
+    required, ids = hard.checks.get(key, (frozenset(), frozenset()))
+    unrun = sum(not records.get(sid) for sid in required)
+    if unrun:
+        return f"{unrun} of its sealed asserts", ""
+    for sid in sorted(ids):
+        expected = hard.sealed[sid]
+        # Both sides are plain builtin values built here (strict_eq.eq's rule holds already).
+        if any(v is _MISMATCH or v != expected for v in records.get(sid, [])):
+            return "", "a sealed assert recorded a value other than the expected one"
+    return "", ""
+
+
+_SCALARS = {
+    "n": lambda: None,
+    "b": lambda v: v if type(v) is bool else _bad(),
+    "i": lambda v: int(v, 16) if re.fullmatch(r"-?0x[0-9a-f]+", v) else _bad(),
+    "f": lambda v: float.fromhex(v),
+    "c": lambda re_, im: complex(float.fromhex(re_), float.fromhex(im)),
+    "s": lambda v: v if type(v) is str else _bad(),
+    "y": lambda v: bytes.fromhex(v),
+}
+_CONTAINERS = {"l": list, "t": tuple, "S": set, "F": frozenset}
+
+
+def _bad():
+    raise ValueError("malformed sealed record")
+
+
+def _decode(node, depth: int):
+    """Inverse of strict_eq._encode, validating as it goes (the report is untrusted)."""
+    if depth > 101 or type(node) is not list or not node or type(node[0]) is not str:
+        _bad()
+    tag, args = node[0], node[1:]
+    if tag in _SCALARS:
+        return _SCALARS[tag](*args)
+    if len(args) != 1 or type(args[0]) is not list:
+        _bad()
+    if tag in _CONTAINERS:
+        return _CONTAINERS[tag](_decode(x, depth + 1) for x in args[0])
+    if tag == "d":
+        out = {}
+        for pair in args[0]:
+            if type(pair) is not list or len(pair) != 2:
+                _bad()
+            out[_decode(pair[0], depth + 1)] = _decode(pair[1], depth + 1)
+        return out
+    return _bad()
 
 
 def grade_repo(

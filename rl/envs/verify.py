@@ -1,11 +1,12 @@
 """Verification gate: a task enters the pool only if it is well-posed in a real sandbox.
 
-Checks, in order: every setup command succeeds; the hidden tests do not all pass on the untouched
-repo (else the task teaches nothing); they all pass once the reference solution is applied (else it
-is unsolvable as specified), and without tripping the grader's tamper checks (hidden tests whose
-canaries pass on an honest repo, or that compare builtin values to other types with ==, are not
-gradable). Accepted tasks get `meta["hidden_test_count"]`, so a later grading in
-which a hidden test file fails to even collect still counts its tests as failed.
+Checks, in order: every hidden test file can be hardened with canaries (a file whose tests all
+`return` or `yield` cannot); every setup command succeeds; the hidden tests do not all pass on the
+untouched repo (else the task teaches nothing); they all pass once the reference solution is
+applied (else it is unsolvable as specified), and without tripping the grader's tamper checks
+(hidden tests whose canaries pass on an honest repo, or that compare builtin values to other types
+with ==, are not gradable). Accepted tasks get `meta["hidden_test_count"]` (test functions; a
+parametrized test counts once), the total a grading reports when the runner's summary is lost.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 
+from rl.envs.harden import harden_module, is_test_module
 from rl.envs.sandbox import Limits, Sandbox
 from rl.envs.tasks import Task, apply_solution, grade_in
 
@@ -25,6 +27,10 @@ class Verdict:
 
 
 def verify_task(task: Task, timeout_s: float = 60.0, limits: Limits = Limits()) -> Verdict:
+    for rel, content in sorted(task.hidden_tests.items()):
+        problem = _unhardenable(rel, content)
+        if problem:
+            return Verdict(task.id, False, problem)
     with Sandbox.from_files(task.files, limits=limits) as box:
         for i, command in enumerate(task.setup):
             result = box.run(command, timeout_s)
@@ -73,6 +79,24 @@ def verify_tasks(
         verdicts = list(pool.map(lambda t: verify_task(t, timeout_s), tasks))
     accepted = [t for t, v in zip(tasks, verdicts) if v.accepted]
     return accepted, [v for v in verdicts if not v.accepted]
+
+
+def _unhardenable(rel: str, content: str) -> str | None:
+    """Why a hidden test file cannot be graded safely (None when it can): it does not parse, or
+    it has tests but none a canary can be built from (all of them `return` or `yield`), so a
+    forged all-passed report of it would go unnoticed."""
+    if not is_test_module(rel):
+        return None
+    try:
+        hardened = harden_module(content)
+    except SyntaxError as e:
+        return f"hidden test file {rel} does not parse: {e}"
+    if hardened.real and not hardened.canaries:
+        return (
+            f"hidden test file {rel} has no test a canary can be built from "
+            "(every test returns or yields): its reports could be forged unnoticed"
+        )
+    return None
 
 
 def _last_line(output: str) -> str:

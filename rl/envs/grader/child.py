@@ -7,7 +7,9 @@ plugin autoloading is off (PYTEST_DISABLE_PLUGIN_AUTOLOAD in the sandbox env), s
 `*.dist-info` entry point or a `pytest.ini`/`setup.cfg`/`pyproject.toml` addopts line does nothing.
 
 Agent code still runs in this process (the tests import it) and can forge what it reports; the host
-catches that with canary tests and strict comparisons (see rl/envs/harden.py), not here.
+catches that with canary tests, strict comparisons and sealed expected values (see
+rl/envs/harden.py), not here. The report carries the values the sealed asserts recorded
+(`_rl_grader.RECORDS`); the host compares them with expected values that never entered this process.
 """
 
 import json
@@ -43,6 +45,8 @@ def main() -> None:
     site = [i for i, p in enumerate(sys.path) if p.endswith(("site-packages", "dist-packages"))]
     sys.path.insert(site[0] if site else len(sys.path), os.getcwd())
     sys.path.insert(0, here)  # _rl_grader, the hardened asserts' comparison
+    import _rl_grader  # before any repo code: the sealed asserts' records live here
+
     collector = Collector()
     args = ["-q", "-p", "no:cacheprovider", "-c", os.path.join(here, "pytest.ini")]
     args += [f"--rootdir={here}", f"--confcutdir={here}", path]
@@ -51,6 +55,7 @@ def main() -> None:
         "exitstatus": int(code),
         "outcomes": collector.outcomes,
         "collect_errors": collector.collect_errors,
+        "seal_records": _rl_grader.RECORDS,
     }
     os.write(fd, json.dumps(report).encode())
     os.close(fd)

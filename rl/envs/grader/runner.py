@@ -21,7 +21,7 @@ import time
 
 REPORT_CAP = 1 << 20  # a report larger than this is garbage on the channel
 LOG_BUDGET = 8000  # characters of the children's output kept for the log (the summary must
-# fit the tail of Sandbox.run's capture)
+# fit the tail of Sandbox.run's capture: the manifest's summary_cap, see _fit)
 
 
 def _no_dump() -> bool:
@@ -101,9 +101,30 @@ def main() -> None:
     files = {
         rel: run_file(here, rel, manifest["repo"], deadline, tail) for rel in manifest["files"]
     }
-    summary = {"sealed": sealed, "files": files}
-    sys.stdout.write(f"\nRLGRADE {nonce} {json.dumps(summary)}\n")
+    summary = _fit({"sealed": sealed, "files": files}, int(manifest["summary_cap"]))
+    sys.stdout.write(f"\nRLGRADE {nonce} {summary}\n")
     sys.stdout.flush()
+
+
+def _fit(summary: dict, cap: int) -> str:
+    """The summary as one JSON line of at most `cap` characters, so the host always finds it: the
+    largest reports are dropped (a problem, i.e. tampering, for their files), then the logs."""
+    text = json.dumps(summary)
+    entries = sorted(summary["files"].values(), key=lambda e: -len(json.dumps(e["report"])))
+    for entry in entries:
+        if len(text) <= cap:
+            break
+        if entry["report"] is not None:
+            size = len(json.dumps(entry["report"]))
+            entry["report"] = None
+            entry["problems"].append(f"report of {size} characters does not fit the summary")
+            text = json.dumps(summary)
+    for entry in summary["files"].values():
+        if len(text) <= cap:
+            break
+        entry["log"] = ""
+        text = json.dumps(summary)
+    return text
 
 
 if __name__ == "__main__":

@@ -32,8 +32,9 @@ def rename(rng, pkg, difficulty):
         solution[f"{pkg}/report_{i}.py"] = caller.format(name=new)
         callers.append(i)
     imports = "".join(f"from {pkg} import report_{i}\n" for i in callers)
+    # Expected values as literals (the grader seals them: see rl/envs/harden.py).
     checks = "".join(
-        f"    assert report_{i}.report_{i}([100, 200]) == {new}([{(i + 1) * 100}, {(i + 1) * 200}])\n"
+        f"    assert report_{i}.report_{i}([100, 200]) == {(i + 1) * 300 * (100 + rate) // 100}\n"
         for i in callers
     )
     hidden = {
