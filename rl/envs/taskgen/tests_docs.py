@@ -27,12 +27,21 @@ _VERSION_MUTANTS = (
 
 def _suite_grader(target: str, test_file: str, mutants, min_tests: int) -> str:
     """Hidden tests that grade a test suite the agent wrote: it must exist with >= min_tests tests,
-    pass on the real code, and fail (by failing tests) on each mutant of `target`."""
+    pass on the real code and on a rewrite of it with the same behaviour, and fail (by failing
+    tests) on each mutant of `target`, itself rewritten the same way. The rewrite changes the
+    file's bytes, text and bytecode, so a suite that pins the target's hash or source text instead
+    of testing behaviour fails on correct code; and since every mutant is rewritten too, "was the
+    file rewritten?" tells the suite nothing. A suite that fails on correct code, or catches no
+    mutant, earns nothing."""
     return dedent(f'''
+        import ast
+        import base64
         import pathlib
+        import secrets
         import shutil
         import subprocess
         import sys
+        import zlib
 
         import pytest
 
@@ -40,39 +49,74 @@ def _suite_grader(target: str, test_file: str, mutants, min_tests: int) -> str:
         MUTANTS = {list(mutants)!r}
 
 
-        def _run_suite(tmp_path, mutant=None):
+        def _equivalent(src):
+            # Same behaviour, other bytes, text and bytecode: a dead local first in every function
+            # (after its docstring), then the module runs from a compressed blob of that source.
+            tag = secrets.token_hex(4)
+            tree = ast.parse(src)
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    dead = ast.parse(f"_unused_{{tag}} = {{secrets.randbelow(1 << 30)}}").body[0]
+                    node.body.insert(0 if ast.get_docstring(node) is None else 1, dead)
+            blob = zlib.compress(ast.unparse(ast.fix_missing_locations(tree)).encode())
+            load = "__import__('zlib').decompress(__import__('base64').b64decode({{!r}})).decode()"
+            code = load.format(base64.b64encode(blob).decode())
+            return f"# rewritten {{tag}}\\nexec(compile({{code}}, __file__, 'exec'))\\n"
+
+
+        def _run_suite(tmp_path, mutant=None, rewrite=False):
             copy = tmp_path / "repo"
             shutil.copytree(".", copy, ignore=shutil.ignore_patterns(".hidden_tests", "*.xml"))
+            target = copy / "{target}"
+            src = target.read_text()
             if mutant:
-                target = copy / "{target}"
-                src = target.read_text()
                 assert mutant[0] in src
-                target.write_text(src.replace(mutant[0], mutant[1]))
+                target.write_text(_equivalent(src.replace(mutant[0], mutant[1])))
+            elif rewrite:
+                target.write_text(_equivalent(src))
             return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                                    str(TEST_FILE)], cwd=copy, capture_output=True).returncode
 
 
         @pytest.fixture(scope="module")
         def passes_on_real_code(tmp_path_factory):
-            return _run_suite(tmp_path_factory.mktemp("real")) == 0
+            return (
+                _run_suite(tmp_path_factory.mktemp("real")) == 0
+                and _run_suite(tmp_path_factory.mktemp("rewritten"), rewrite=True) == 0
+            )
 
 
-        def test_file_exists_with_tests():
+        @pytest.fixture(scope="module")
+        def mutant_exits(tmp_path_factory, passes_on_real_code):
+            # The suite's exit code on each mutant. Only a suite that passes on the real code gets
+            # credit for failing on a mutant, and only by failing tests (exit 1), not by crashing
+            # (2), having no tests (5) or no file (4).
+            if not passes_on_real_code:
+                return [None] * len(MUTANTS)
+            return [_run_suite(tmp_path_factory.mktemp("mutant"), m) for m in MUTANTS]
+
+
+        @pytest.fixture(scope="module")
+        def suite_is_useful(passes_on_real_code, mutant_exits):
+            # A suite that passes on correct code but catches no mutant (empty tests, or tests
+            # that stand down on a rewritten file) tests nothing: it earns no credit at all.
+            return passes_on_real_code and 1 in mutant_exits
+
+
+        def test_file_exists_with_tests(suite_is_useful):
             assert TEST_FILE.exists()
             assert TEST_FILE.read_text().count("def test_") >= {min_tests}
+            assert suite_is_useful
 
 
-        def test_passes_on_real_code(passes_on_real_code):
-            assert passes_on_real_code
-
-
-        @pytest.mark.parametrize("mutant", MUTANTS)
-        def test_catches_mutant(tmp_path, passes_on_real_code, mutant):
-            # Only a suite that passes on the real code gets credit for failing on a mutant, and only
-            # by failing tests (exit 1), not by crashing (2), having no tests (5) or no file (4).
-            assert passes_on_real_code
-            assert _run_suite(tmp_path, mutant) == 1
-        ''')
+        def test_passes_on_real_code(suite_is_useful):
+            assert suite_is_useful
+        ''') + "".join(
+        # One test function per mutant (not one parametrized test): the grade counts each test
+        # function once, and suites that catch more mutants must earn more.
+        f"\n\ndef test_catches_mutant_{i}(mutant_exits):\n    assert mutant_exits[{i}] == 1\n"
+        for i in range(len(mutants))
+    )
 
 
 def write_tests(rng, pkg, difficulty):
