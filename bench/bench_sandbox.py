@@ -9,9 +9,12 @@
    run_tests, submit, hidden-test grading) run one after another, then all 8 concurrently in
    threads; reports episodes/s for both and the ratio.
 3. Grading overhead per episode (--grading N, default 24): a fresh sandbox copy of a solved repo +
-   its hidden tests, graded by today's tamper-resistant grader and by the pre-hardening one (the
-   old rl/envs/tasks.py read from git at --baseline-rev), interleaved task by task; also the cost
-   of the per-episode caps (cgroup + tmpfs) in Sandbox construction, with and without them.
+   its hidden tests, graded by today's grader and by an older one (--baseline: a git revision,
+   default the pre-hardening db350dc, or a directory with a copy of an older tree), interleaved
+   task by task on the same tasks; also the cost of the per-episode caps (cgroup + tmpfs) in
+   Sandbox construction, with and without them.
+
+    python3 bench/bench_sandbox.py --only-grading --grading 24 --baseline /tmp/before12
 
     python3 bench/bench_sandbox.py --verify 200   # only: reference solutions of 200 generated
                                                   # tasks (all families) must grade 100%, untampered
@@ -98,30 +101,47 @@ def episodes(n: int, workers: int) -> tuple[float, list[float]]:
     return time.perf_counter() - t, rewards
 
 
-def _baseline_grade_in(rev: str):
-    """grade_in as it was before the hardening (junit file read back from the repo), from git."""
+def _baseline_grade_in(base: str):
+    """grade_in as it was in an older tree: `base` is a git revision (e.g. db350dc, before the
+    hardening) or a directory holding a copy of the tree (e.g. one made before a change). Its
+    rl/envs/tasks.py, harden.py and grader/ (where it has them) are loaded under other names;
+    the sandbox is today's."""
     import importlib.util
     import tempfile
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    cmd = ["git", "-C", root, "show", f"{rev}:rl/envs/tasks.py"]
-    src = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    path = os.path.join(tempfile.mkdtemp(), "baseline_tasks.py")
-    with open(path, "w") as f:
-        f.write(src)
-    spec = importlib.util.spec_from_file_location("baseline_tasks", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["baseline_tasks"] = module
-    spec.loader.exec_module(module)
-    return module.grade_in
+    if not os.path.isdir(base):  # a revision: its rl/envs, extracted
+        tree = tempfile.mkdtemp()
+        archive = subprocess.run(
+            ["git", "-C", root, "archive", base, "rl/envs"], capture_output=True, check=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", tree], input=archive, check=True)
+        base = tree
+    envs = os.path.join(base, "rl", "envs")
+    renames = {}
+    for name in ("harden", "tasks"):  # harden first: the old tasks.py imports it
+        path = os.path.join(envs, f"{name}.py")
+        if not os.path.exists(path):
+            continue
+        src = open(path).read()
+        for old, new in renames.items():
+            src = src.replace(old, new)
+        module = importlib.util.module_from_spec(
+            importlib.util.spec_from_loader(f"baseline_{name}", loader=None)
+        )
+        module.__file__ = path  # the old tasks.py finds its grader/ beside it
+        sys.modules[module.__name__] = module
+        exec(compile(src, path, "exec"), module.__dict__)
+        renames[f"rl.envs.{name} "] = f"baseline_{name} "
+    return sys.modules["baseline_tasks"].grade_in
 
 
 def _median_ms(xs: list[float]) -> str:
     return f"{1e3 * statistics.median(xs):.0f}"
 
 
-def grading_overhead(n: int, rev: str) -> None:
-    old_grade_in = _baseline_grade_in(rev)
+def grading_overhead(n: int, base: str) -> None:
+    old_grade_in = _baseline_grade_in(base)
     tasks = generate_tasks(n, seed=321)
     times = {"before": [], "after": []}
     for task in tasks:
@@ -141,6 +161,11 @@ def grading_overhead(n: int, rev: str) -> None:
         print(f"| {label} | {_median_ms(xs)} | {p90:.0f} |")
     ratio = statistics.median(times["after"]) / statistics.median(times["before"])
     print(f"after / before (medians): {ratio:.2f}x  (load average {load[0]:.1f} {load[1]:.1f})")
+    print("\n| family | tasks | before median ms | after median ms |\n|---|---|---|---|")
+    for kind in sorted({t.kind for t in tasks}):
+        rows = [i for i, t in enumerate(tasks) if t.kind == kind]
+        before, after = ([times[k][i] for i in rows] for k in ("before", "after"))
+        print(f"| {kind} | {len(rows)} | {_median_ms(before)} | {_median_ms(after)} |")
 
     caps = {"with caps": [], "without caps": []}
     for _ in range(max(n, 20)):
@@ -194,7 +219,9 @@ def main():
     parser.add_argument("--commands", type=int, default=200)
     parser.add_argument("--episodes", type=int, default=8)
     parser.add_argument("--grading", type=int, default=24)
-    parser.add_argument("--baseline-rev", default="db350dc")
+    parser.add_argument(
+        "--baseline", default="db350dc", help="git revision, or a directory with an older tree"
+    )
     parser.add_argument("--verify", type=int, default=0)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--only-grading", action="store_true")
@@ -210,7 +237,7 @@ def main():
         return
     if args.only_grading:
         print(f"backend: {backend()}  load average at start: {os.getloadavg()[0]:.1f}")
-        grading_overhead(args.grading, args.baseline_rev)
+        grading_overhead(args.grading, args.baseline)
         return
     print(
         f"backend: {backend()}  cpus: {os.cpu_count()}  python: {sys.version.split()[0]}  "
@@ -237,7 +264,7 @@ def main():
         f"\nconcurrent / sequential throughput: {serial_s / conc_s:.2f}x  "
         f"(load average at end: {os.getloadavg()[0]:.1f})"
     )
-    grading_overhead(args.grading, args.baseline_rev)
+    grading_overhead(args.grading, args.baseline)
 
 
 if __name__ == "__main__":
