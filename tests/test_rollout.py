@@ -137,9 +137,11 @@ def test_a_prompt_that_leaves_no_room_is_skipped_with_a_clear_error():
     """An episode whose prompt fills its token budget is counted as an error that says so, and the
     others still play."""
     cfg, params = tiny()
-    eng = RolloutEngine(cfg, params, slots=2, cache_len=64, valid_vocab=TOK.vocab_size)
+    eng = RolloutEngine(cfg, params, slots=2, cache_len=128, valid_vocab=TOK.vocab_size)
     rng = np.random.default_rng(0)
-    budgets = iter([1, 10_000, 1])  # the first and third episodes' prompts overflow their budget
+    # the first and third episodes' prompts overflow their budget; the second's whole episode fits
+    # the cache (prompt <= 28 + 3 turns x 4 + 2 observations x <= 23 tokens < 128)
+    budgets = iter([1, 10_000, 1])
 
     def env():
         e = StandInEnv(rng)
