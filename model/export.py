@@ -55,18 +55,20 @@ def restore_params(path: str, abstract_params=None):
     import orbax.checkpoint as ocp
 
     with ocp.StandardCheckpointer() as ckpt:
-        try:
-            return ckpt.restore(os.path.join(os.path.abspath(path), "params"), abstract_params)
-        except Exception:
-            _mute_closed_loop_callbacks()
-            raise
+        # Installed before the restore (the first callbacks come while it fails); left in place
+        # when it raises, since more keep arriving after the caller's error line.
+        previous = _mute_closed_loop_callbacks()
+        out = ckpt.restore(os.path.join(os.path.abspath(path), "params"), abstract_params)
+        sys.unraisablehook = previous
+        return out
 
 
-def _mute_closed_loop_callbacks() -> None:
-    """After a failed restore (a corrupt file), tensorstore still finishes the other in-flight
-    reads and calls back into the asyncio loop orbax ran them on, which is closed by then: each
+def _mute_closed_loop_callbacks():
+    """During and after a failed restore (a corrupt file), tensorstore still finishes the other
+    in-flight reads and calls back into the asyncio loop orbax ran them on, closed by then: each
     callback is an unraisable RuntimeError('Event loop is closed') that Python prints as a
-    traceback after the caller's one-line error. Drop exactly those; anything else still prints."""
+    traceback around the caller's one-line error. Drop exactly those; anything else still prints.
+    Returns the previous hook."""
     previous = sys.unraisablehook
 
     def hook(unraisable):
@@ -76,6 +78,7 @@ def _mute_closed_loop_callbacks() -> None:
         previous(unraisable)
 
     sys.unraisablehook = hook
+    return previous
 
 
 def load_params(path: str, shardings=None) -> tuple[ModelConfig, dict]:

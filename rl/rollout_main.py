@@ -32,6 +32,12 @@ def run_rollouts(config, workdir: str, params_dir: str = "") -> dict:
     # Episodes run model-written code: refuse before loading anything unless bubblewrap works or
     # the caller opted in (RL_ENVS_ALLOW_UNISOLATED=1; see rl/envs/sandbox.py).
     require_isolation()
+    if "rl" not in config:
+        from train.sharding import ConfigError
+
+        raise ConfigError(
+            "--mode=rollout needs --config=configs/rollout.py (this config has no rl section)"
+        )
     r = config.rl
     tok = ByteTokenizer()
     cfg, params = _model(config, params_dir, r.cache_len)

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -85,10 +86,11 @@ def _bad_inputs(tmp_path):
             ["--mode=rollout", "--config=configs/rollout.py", f"--params={tmp_path}/nope"],
             f"--params={tmp_path}/nope",
         ),
+        (["--mode=rollout", f"--params={tmp_path}/nope"], "needs --config=configs/rollout.py"),
     ]
 
 
-@pytest.mark.parametrize("case", range(8))
+@pytest.mark.parametrize("case", range(9))
 def test_bad_inputs_are_one_line_with_nonzero_exit(case, tmp_path):
     args, expected = _bad_inputs(tmp_path)[case]
     out = _main(*args)
@@ -161,3 +163,64 @@ def test_corrupt_init_params_export_is_one_line(tmp_path):
     lines = [l for l in out.stderr.splitlines() if "error: " in l]
     assert len(lines) == 1 and "unreadable (corrupt or truncated files?)" in lines[0], out.stderr
     assert "Traceback" not in out.stderr, out.stderr[-3000:]
+
+
+def _tiny_hf_folder(tmp_path, edit):
+    """The tiny preset saved as an HF folder, its safetensors file then damaged by `edit`."""
+    import jax
+
+    from model import init_params, presets, save_hf_checkpoint
+    from model.safetensors_io import SafetensorsFile
+
+    cfg = presets.get("tiny")
+    hf = tmp_path / "hf"
+    save_hf_checkpoint(cfg, jax.device_get(init_params(cfg, jax.random.PRNGKey(0))), str(hf))
+    path = str(hf / "model.safetensors")
+    f = SafetensorsFile(path)
+    tensors = {k: np.array(f.get(k)) for k in f.keys()}
+    f.close()
+    edit(path, tensors)
+    return hf
+
+
+_DOWN = "model.layers.0.mlp.down_proj.weight"
+
+
+def _truncate(path, tensors):
+    data = open(path, "rb").read()
+    open(path, "wb").write(data[: len(data) // 2])
+
+
+@pytest.mark.parametrize(
+    "edit,expected",
+    [
+        (lambda p, t: _save_without(p, t, _DOWN), f"missing tensor {_DOWN}"),
+        (
+            lambda p, t: _save_with(p, t, _DOWN, np.zeros((3, 3), np.float32)),
+            f"tensor {_DOWN} has shape (3, 3)",
+        ),
+        (_truncate, "is truncated"),
+    ],
+    ids=["missing_tensor", "wrong_shape", "truncated"],
+)
+def test_damaged_hf_folder_is_one_line(edit, expected, tmp_path):
+    hf = _tiny_hf_folder(tmp_path, edit)
+    out = _main(f"--config.model={hf}", f"--workdir={tmp_path}/w")
+    assert out.returncode == 2, out.stdout + out.stderr[-3000:]
+    lines = [l for l in out.stderr.splitlines() if "error: " in l]
+    assert len(lines) == 1 and expected in lines[0] and str(hf) in lines[0], out.stderr[-3000:]
+    assert "Traceback" not in out.stderr, out.stderr[-3000:]
+
+
+def _save_without(path, tensors, name):
+    from safetensors.numpy import save_file
+
+    tensors.pop(name)
+    save_file(tensors, path)
+
+
+def _save_with(path, tensors, name, value):
+    from safetensors.numpy import save_file
+
+    tensors[name] = value
+    save_file(tensors, path)
