@@ -15,8 +15,8 @@ tokenizer, 8 x 128-token packed rows; held-out stdlib files evaluated before the
 `eval_every` steps and at the end: 'held-out loss' (NLL, nats/token) and bits/byte, also under
 eval/nll and eval/bits_per_byte in TensorBoard.
 
-Expect (small preset from a random init, 2 loaded CPU cores, ~8 min): held-out NLL 6.35 -> 3.70,
-bits/byte 9.17 -> 5.34 over the 40 steps (bench/RESULTS.md).
+Expect (small preset from a random init, 2 shared CPU cores, ~3 min): held-out NLL 6.35 -> 3.71,
+bits/byte 9.17 -> 5.35 over the 40 steps (bench/RESULTS.md, section "Evaluation (eval/)").
 """
 
 import ml_collections
