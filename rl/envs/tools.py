@@ -272,9 +272,16 @@ def _edit(sandbox, path: str, old: str, new: str) -> ToolOutput:
 # Wall-clock durations that pytest (and unittest) print: the summary's "in 0.01s" (with " (0:01:05)"
 # past a minute), "--durations" rows "0.12s call ...", and "(0.03s)". They differ between two runs of
 # the same command, so an observation would too: they become DURATION, keeping the episode (and an
-# eval report) a function of the checkpoint and the seed.
+# eval report) a function of the checkpoint and the seed. pytest's "slowest durations" section also
+# varies in which rows it shows, their order and its "(N durations < 0.005s hidden ...)" count, so
+# its body becomes one fixed line.
 DURATION = "X.XXs"
+DURATIONS_SECTION_BODY = "(durations omitted: they differ between runs)\n"
 _DURATIONS = (
+    (
+        re.compile(r"(?ms)^(=+ slowest (?:\d+ )?durations =+\n).*?(?=^=+ |\Z)"),
+        rf"\g<1>{DURATIONS_SECTION_BODY}",
+    ),
     (re.compile(r"\bin \d+\.\d+s(?: \(\d+:\d\d:\d\d\))?"), f"in {DURATION}"),
     (re.compile(r"(?m)^(\s*)\d+\.\d+s(?= +(?:call|setup|teardown)\b)"), rf"\g<1>{DURATION}"),
     (re.compile(r"\(\d+\.\d+s\)"), f"({DURATION})"),
