@@ -5,7 +5,7 @@ then the asynchronous RL loop on other seeds of that family, then held-out pass@
         [--rl_steps 20] [--rl_lr 1e-5] [--group_size 8] [--temperature 0.5] [--groups_per_batch 2]
         [--heldout 48] [--workdir runs/bench_rl_coding] [--out bench/rl_coding_curve.png]
 
-The defaults are the setting that did not degrade the policy in bench/RESULTS.md (runs 5-6);
+The defaults are the setting that did not degrade the policy in bench/RESULTS.md (runs 5-7);
 lr 1e-4 made it worse (runs 3-4).
 
 1. Traces: the scripted oracle (rl.envs.scripted.TracePolicy, via tools/make_traces.py) plays
