@@ -23,3 +23,22 @@ if not shutil.which(os.environ.get("RL_ENVS_BWRAP", "bwrap")):
 os.environ.setdefault(
     "JAX_COMPILATION_CACHE_DIR", os.path.join(os.environ.get("TMPDIR", "/tmp"), "jax_cache_tests")
 )
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "needs_bwrap: isolation tests; skipped where bubblewrap cannot isolate"
+    )
+
+
+def pytest_runtest_setup(item):
+    # One rule for every isolation test: a bare machine runs the suite with the opted-in unisolated
+    # fallback, which by design contains nothing, so what only bubblewrap guarantees is skipped.
+    if item.get_closest_marker("needs_bwrap") is None:
+        return
+    from rl.envs import backend  # noqa: PLC0415 (after XLA_FLAGS above)
+
+    if backend(allow_unisolated=True) != "bwrap":
+        import pytest  # noqa: PLC0415
+
+        pytest.skip("bubblewrap not usable here (apt-get install bubblewrap)")

