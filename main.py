@@ -9,8 +9,14 @@ jax.distributed.initialize() read them from the environment (TPU pods, SLURM).
 
 import sys
 
-from absl import app, flags, logging
-from ml_collections import config_flags
+if __name__ == "__main__":
+    # Before anything allocates: glibc reads the huge-page tunable only at process start.
+    from train.malloc_env import reexec_with_hugepages
+
+    reexec_with_hugepages()
+
+from absl import app, flags, logging  # noqa: E402
+from ml_collections import config_flags  # noqa: E402
 
 
 def _config_error(e: Exception) -> None:

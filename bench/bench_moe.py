@@ -16,6 +16,10 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from train.malloc_env import reexec_with_hugepages  # noqa: E402
+
+reexec_with_hugepages()  # the default launch's allocator setting (main.py applies it too)
+
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 

@@ -41,6 +41,10 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tools")]
 
+from train.malloc_env import reexec_with_hugepages  # noqa: E402
+
+reexec_with_hugepages()  # the default launch's allocator setting (main.py applies it too)
+
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 

@@ -34,6 +34,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from train.malloc_env import reexec_with_hugepages  # noqa: E402
+
+reexec_with_hugepages()  # the default launch's allocator setting (main.py applies it too)
+
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
@@ -74,6 +78,17 @@ LR, WD, B1, B2, EPS = 1e-4, 0.1, 0.9, 0.95, 1e-8
 
 def load() -> str:
     return "load {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+
+
+def cpu_model() -> str:
+    """The host CPU's model name: ratios here moved from ~1.0x to ~1.4x between two hosts."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(
+                line.split(":", 1)[1].strip() for line in f if line.startswith("model name")
+            )
+    except (OSError, StopIteration):
+        return "unknown"
 
 
 def have_torch() -> bool:
@@ -135,6 +150,12 @@ def torch_model(folder: str):
     model = DeepseekV3ForCausalLM(DeepseekV3Config(**HF_CONFIG))
     model.save_pretrained(folder)
     return model
+
+
+def fresh_torch_model(folder: str):
+    from transformers import DeepseekV3ForCausalLM
+
+    return DeepseekV3ForCausalLM.from_pretrained(folder)
 
 
 def torch_train(hf_model, tokens):
@@ -335,6 +356,7 @@ def main():
     args = ap.parse_args()
     parts = args.parts.split(",")
     print(f"jax {jax.__version__} on {jax.devices()[0].platform}, {os.cpu_count()} cpus, {load()}")
+    print(f"cpu: {cpu_model()}; allocator: GLIBC_TUNABLES={os.environ.get('GLIBC_TUNABLES', '')!r}")
     torch_parts = [p for p in parts if p in ("train", "decode")]
     if torch_parts and not have_torch():
         print(
@@ -355,7 +377,8 @@ def main():
             if "train" in parts:
                 part_train(args, folder, hf_model)
             if "decode" in parts:
-                part_decode(args, folder, hf_model)
+                # The train part stepped hf_model's weights in place: decode the saved ones.
+                part_decode(args, folder, fresh_torch_model(folder))
     if "mfu" in parts:
         part_mfu(args)
 
