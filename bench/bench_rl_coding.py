@@ -139,6 +139,7 @@ def rl_config_for(args, params_dir: str):
         log_every=1,
         dynamic_sampling=True,
         negative_adv_scale=args.negative_scale,
+        microbatches=args.microbatches,
     )
     c.rl.coding.update(
         templates=(args.family,),
@@ -244,6 +245,9 @@ def main():
         "--temperature", type=float, default=0.5, help="RL sampling and held-out eval temperature"
     )
     ap.add_argument("--groups_per_batch", type=int, default=2)
+    ap.add_argument(
+        "--microbatches", type=int, default=1, help="rl.microbatches (4 groups of 8 need 4 here)"
+    )
     ap.add_argument(
         "--negative_scale", type=float, default=1.0, help="rl.negative_adv_scale (1 = plain GRPO)"
     )

@@ -47,6 +47,9 @@ def get_config() -> ml_collections.ConfigDict:
             groups_per_call=4,  # groups one sampler decodes at once
             max_new_tokens=8,
             max_tokens=16,  # training row length and the loss's fixed normalizer
+            # The batch's rows (groups_per_batch x group_size) run as this many accumulated
+            # microbatches: same update, 1/n of the activation memory (rows must divide evenly).
+            microbatches=1,
             temperature=1.0,
             swap_every=2,  # decode iterations between weight-store polls (in-flight update)
             max_staleness=4,

@@ -146,7 +146,14 @@ def resolve(config):
     """Checks run before any model loads. Coding: the sandbox must isolate (fail closed:
     rl.envs.require_isolation raises unless bubblewrap works or the caller opted in), and the
     trainer's valid vocab is the tokenizer's (the engine samples from it; log-probs must match)."""
-    if config.rl.task != "coding":
+    rl = config.rl
+    rows, n_micro = rl.groups_per_batch * rl.group_size, rl.get("microbatches", 1)
+    if n_micro < 1 or rows % n_micro:
+        raise ValueError(
+            f"rl.microbatches={n_micro}: must be >= 1 and divide the batch's "
+            f"groups_per_batch x group_size = {rows} rows"
+        )
+    if rl.task != "coding":
         return config
     from data.tokenizers import ByteTokenizer  # noqa: PLC0415
     from rl.envs import require_isolation  # noqa: PLC0415

@@ -39,7 +39,7 @@ def init_state(params, lr: float, seed: int) -> TrainState:
 
 def jit_rl_step(cfg, rl):
     """rl: the `rl` config block (temperature, tis_c, ppo_clip, kl_beta, kl_mode, max_tokens,
-    valid_vocab, router_replay). -> jitted (state, batch) -> (state, metrics), state donated."""
+    valid_vocab, router_replay, microbatches). -> jitted (state, batch) -> (state, metrics), state donated."""
     loss_fn = make_rl_loss(
         model_apply(cfg),
         norm_tokens=rl.max_tokens,
@@ -57,7 +57,12 @@ def jit_rl_step(cfg, rl):
 
         rate = rl.bias_update_rate
         bias_update = lambda p, counts: update_router_bias(p, counts["main"], rate=rate)  # noqa: E731
-    step = functools.partial(train_step, loss_fn=loss_fn, bias_update=bias_update)
+    step = functools.partial(
+        train_step,
+        loss_fn=loss_fn,
+        bias_update=bias_update,
+        num_microbatches=rl.get("microbatches", 1),
+    )
     return jax.jit(step, donate_argnums=0)
 
 
