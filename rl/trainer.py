@@ -39,7 +39,8 @@ def init_state(params, lr: float, seed: int) -> TrainState:
 
 def jit_rl_step(cfg, rl):
     """rl: the `rl` config block (temperature, tis_c, ppo_clip, kl_beta, kl_mode, max_tokens,
-    valid_vocab, router_replay, microbatches). -> jitted (state, batch) -> (state, metrics), state donated."""
+    valid_vocab, router_replay, microbatches). -> jitted (state, batch) -> (state, metrics), state
+    donated."""
     loss_fn = make_rl_loss(
         model_apply(cfg),
         norm_tokens=rl.max_tokens,
