@@ -4,9 +4,10 @@ XLA:CPU allocates a per-execution temp buffer of hundreds of MB from a worker th
 request that large with a fresh `mmap`, so every step faults it back in 4 KiB at a time (~64,000
 faults a step for bench_vs_pytorch's config). `GLIBC_TUNABLES=glibc.malloc.hugetlb=1` makes malloc
 `madvise(MADV_HUGEPAGE)` its mappings, so the same buffer faults in 2 MiB pages. bench/RESULTS.md
-("Allocator") has the measurements: a small-preset train step 1.13x faster on one host, within noise
-on another. It changes no numbers, only page sizes, and glibc reads it once at process start, so
-it can only be applied by re-executing the process before anything else is imported.
+("Issue 15 on a second host") has the measurements: a small-preset train step 1.12-1.20x faster
+on one host, within noise on another. It changes no numbers, only page sizes, and glibc reads it
+once at process start, so it can only be applied by re-executing the process before anything else
+is imported.
 
 Skipped when the caller already set GLIBC_TUNABLES (theirs wins), when COMPOSER_JAX_HUGEPAGES=0, or
 where glibc is older than 2.35 (no such tunable) or absent (macOS, musl).
