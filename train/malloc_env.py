@@ -5,7 +5,7 @@ request that large with a fresh `mmap`, so every step faults it back in 4 KiB at
 faults a step for bench_vs_pytorch's config). `GLIBC_TUNABLES=glibc.malloc.hugetlb=1` makes malloc
 `madvise(MADV_HUGEPAGE)` its mappings, so the same buffer faults in 2 MiB pages. bench/RESULTS.md
 ("Issue 15 on a second host") has the measurements: a small-preset train step 1.12-1.20x faster
-on one host, within noise on another. It changes no numbers, only page sizes, and glibc reads it
+on one host; on another, bench_vs_pytorch's A/B moved 0.98x and 1.07x (within noise). It changes no numbers, only page sizes, and glibc reads it
 once at process start, so it can only be applied by re-executing the process before anything else
 is imported.
 
