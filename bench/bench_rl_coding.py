@@ -71,19 +71,33 @@ PRESETS = {  # model_overrides on top of `tiny`
 }
 
 
-def make_traces(family: str, n: int, path: str) -> int:
+def make_traces(family: str, n: int, path: str, mistake_rate: float, max_tokens: int) -> int:
+    """`n` clean traces of the family (seeds TRACE_SEED_BASE + i, up to 2n tried), a fraction
+    `mistake_rate` of them holding one mistake and its recovery; traces longer than the context
+    (`max_tokens`) are skipped and counted: an episode cannot reach their end."""
     import make_traces as mt  # noqa: PLC0415  (tools/)
 
+    from data.chat import render_messages  # noqa: PLC0415
+    from data.tokenizers import ByteTokenizer  # noqa: PLC0415
     from rl.envs import generate_task  # noqa: PLC0415
 
     if os.path.exists(path):
         return sum(1 for _ in open(path))
-    rows = []
-    for i in range(n):
+    rows, too_long = [], 0
+    for i in range(2 * n):
         task = generate_task(family, seed=TRACE_SEED_BASE + i, difficulty=1 + i % 3)
-        t = mt.task_trace(task, random.Random(TRACE_SEED_BASE + i), f"{family}-{i:04d}")
-        if t is not None:
+        rng = random.Random(TRACE_SEED_BASE + i)
+        t = mt.task_trace(task, rng, f"{family}-{i:04d}", mistake_rate)
+        if t is not None and len(render_messages(ByteTokenizer(), t["messages"])[0]) > max_tokens:
+            too_long += 1
+        elif t is not None:
             rows.append(t)
+        if len(rows) == n:
+            break
+    mistakes = sum(t["mistake"] is not None for t in rows)
+    print(
+        f"traces: {len(rows)} kept ({mistakes} with a mistake), {too_long} over {max_tokens} tokens"
+    )
     with open(path + ".tmp", "w") as f:
         f.writelines(json.dumps(t, ensure_ascii=False) + "\n" for t in rows)
     os.replace(path + ".tmp", path)
@@ -234,6 +248,12 @@ def main():
     ap.add_argument("--family", default="boundary")
     ap.add_argument("--preset", default="tiny4", choices=sorted(PRESETS))
     ap.add_argument("--traces", type=int, default=96)
+    ap.add_argument(
+        "--mistake_rate",
+        type=float,
+        default=0.0,
+        help="fraction of SFT traces with one mistake and its recovery (TracePolicy)",
+    )
     ap.add_argument("--sft_steps", type=int, default=240)
     ap.add_argument("--sft_lr", type=float, default=2e-3)
     ap.add_argument("--max_tokens", type=int, default=2048)
@@ -264,7 +284,13 @@ def main():
     os.makedirs(args.workdir, exist_ok=True)
     wall = {}
     t0 = time.time()
-    n = make_traces(args.family, args.traces, os.path.join(args.workdir, "traces.jsonl"))
+    n = make_traces(
+        args.family,
+        args.traces,
+        os.path.join(args.workdir, "traces.jsonl"),
+        args.mistake_rate,
+        args.max_tokens,
+    )
     wall["traces"] = time.time() - t0
     print(f"{n} traces of {args.family}", flush=True)
     t0 = time.time()
@@ -273,7 +299,7 @@ def main():
     config = loop.resolve(rl_config_for(args, params_dir))  # fails closed without isolation
     pool = {t.seed for t in (loop.make_task(config.rl, j) for j in range(config.rl.pool_size))}
     assert not pool & (
-        set(range(TRACE_SEED_BASE, TRACE_SEED_BASE + args.traces))
+        set(range(TRACE_SEED_BASE, TRACE_SEED_BASE + 2 * args.traces))
         | set(range(HELDOUT_SEED_BASE, HELDOUT_SEED_BASE + args.heldout))
     ), "RL pool seeds overlap the SFT or held-out seeds"
     from model.export import load_params  # noqa: PLC0415

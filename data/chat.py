@@ -8,7 +8,9 @@ The conversation starts with <|bos|>. Generation for the assistant starts after 
 
 `render_messages` returns the token ids and a 0/1 mask that is 1 exactly on tokens the assistant
 produced (its content, tool calls and its closing <|end|>), so SFT trains on what the policy
-would emit and RL's "model-generated" mask means the same thing.
+would emit and RL's "model-generated" mask means the same thing. An assistant message with
+`"weight": 0` (the key axolotl uses) stays in the context but is not trained on: a trace can show a
+mistake and its recovery while SFT teaches only the recovery.
 """
 
 from __future__ import annotations
@@ -56,10 +58,23 @@ def render_messages(
             )
         header = [tok.special_id(role)]
         body = _content_ids(tok, message) + [tok.special_id("end")]
-        trained = 1 if role == "assistant" else 0
+        weight = _weight(message, i, where)  # checked on every role: a weight elsewhere is an error
+        trained = weight if role == "assistant" else 0
         ids += header + body
         mask += [0] * len(header) + [trained] * len(body)
     return ids, mask
+
+
+def _weight(message: dict[str, Any], i: int, where: str) -> int:
+    """An assistant message's loss weight: 1 unless the message says "weight": 0."""
+    if "weight" not in message:
+        return 1
+    if message["role"] != "assistant" or message["weight"] not in (0, 1):
+        raise ValueError(
+            f"{where}: message {i} ({message['role']}) has weight {message['weight']!r}: "
+            "only assistant messages take a weight, and it is 0 or 1"
+        )
+    return int(message["weight"])
 
 
 def generation_prompt(tok: Tokenizer, messages: Sequence[dict[str, Any]]) -> list[int]:

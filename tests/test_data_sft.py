@@ -3,8 +3,11 @@
 import dataclasses
 import json
 import os
+import random
+import sys
 
 import numpy as np
+import pytest
 
 import data
 from configs import sft
@@ -14,6 +17,7 @@ from data.packing import iter_pieces, join_pieces
 from data.tokenizers import ByteTokenizer
 from rl.envs import TEMPLATES, TOOL_SCHEMAS, CodingEnv, generate_task, parse_turn, run_episode
 from rl.envs.env import DEFAULT_SYSTEM
+from rl.envs.scripted import MISTAKES
 from train.batches import data_config
 
 TOK = ByteTokenizer()
@@ -144,3 +148,63 @@ def test_shipped_traces_replay_token_exactly_in_the_environment():
         assert TOK.decode(rec.tokens) == TOK.decode(shipped)
         assert rec.tokens == shipped
         assert rec.done_reason == "submit" and rec.all_pass and rec.malformed_calls == 0
+
+
+def test_weight_zero_keeps_a_message_in_context_but_out_of_the_loss():
+    turn = {"role": "assistant", "content": "Reading a.py.", "tool_calls": [{"name": "list_files"}]}
+    mistake = dict(turn, content="Reading b.py.", weight=0)
+    chat = [{"role": "user", "content": "fix it"}, mistake, {"role": "tool", "content": "x"}, turn]
+    ids, mask = render_messages(TOK, chat)
+    unweighted = [{k: v for k, v in m.items() if k != "weight"} for m in chat]
+    plain_ids, plain_mask = render_messages(TOK, unweighted)
+    assert ids == plain_ids  # the mistake stays in the context
+    trained = [i for i, m in enumerate(mask) if m]
+    assert ids[trained[0] : trained[-1] + 1] == _turn_ids(turn) == ids[-len(trained) :]
+    assert sum(plain_mask) == sum(mask) + len(_turn_ids(mistake))  # only the mistake left the loss
+    assert (
+        render_messages(TOK, [dict(m, weight=1) for m in chat[1:2]])[1]
+        == render_messages(TOK, unweighted[1:2])[1]
+    )
+    for bad in ({"role": "tool", "content": "x", "weight": 0}, dict(turn, weight=0.5)):
+        with pytest.raises(ValueError, match=r"trace-7: message 1 .* has weight"):
+            render_messages(TOK, [chat[0], bad], where="trace-7")
+
+
+def test_recovery_traces_hold_one_untrained_mistake_then_the_right_call():
+    """TracePolicy with mistake_rate=1 on one family: each kind of mistake appears; the mistaken
+    call (weight 0) is one byte off the right one and draws the environment's error; the rest of the
+    episode is the clean oracle's and passes the hidden tests (task_trace also asserts the trace
+    renders to exactly the episode's ids)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "tools"))
+    import make_traces  # noqa: PLC0415  (tools/, not a package)
+
+    kinds = set()
+    for seed in range(40):
+        if kinds == set(MISTAKES):
+            break
+        task = generate_task("boundary", seed=seed, difficulty=1)
+        t = make_traces.task_trace(task, random.Random(seed), f"r{seed}", mistake_rate=1.0)
+        assert t is not None and t["grade"][0] == t["grade"][1] > 0
+        kinds.add(t["mistake"])
+        messages = t["messages"]
+        (i,) = [i for i, m in enumerate(messages) if m.get("weight") == 0]
+        wrong, error = messages[i]["tool_calls"][0], messages[i + 1]["content"]
+        right = next(
+            m["tool_calls"][0]
+            for m in messages[i + 2 :]
+            if m["role"] == "assistant" and m["tool_calls"][0]["name"] == wrong["name"]
+        )
+        assert error.startswith("error:")
+        diff = [k for k in wrong["arguments"] if wrong["arguments"][k] != right["arguments"][k]]
+        assert len(diff) == 1
+        a, b = wrong["arguments"][diff[0]], right["arguments"][diff[0]]
+        assert abs(len(a) - len(b)) <= 1 and _one_edit_apart(a, b)
+    assert kinds == set(MISTAKES)
+
+
+def _one_edit_apart(a: str, b: str) -> bool:
+    """True when one substitution, deletion or insertion turns a into b."""
+    if len(a) == len(b):
+        return sum(x != y for x, y in zip(a, b)) == 1
+    short, long_ = sorted((a, b), key=len)
+    return any(long_[:i] + long_[i + 1 :] == short for i in range(len(long_)))

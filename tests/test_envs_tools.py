@@ -151,7 +151,12 @@ def test_tools_read_write_edit_list(box):
     assert call(box, "read_file", path="a.py", start_line=2, end_line=3).text == "two\nthree\n"
     assert call(box, "read_file", path="a.py", start_line=3).text == "three\n"
     assert not call(box, "read_file", path="a.py", start_line=0).ok
-    assert not call(box, "read_file", path="missing.py").ok
+    missing = call(box, "read_file", path="pkg/missing.py")
+    # the path as the policy wrote it, never the sandbox's host path (it differs per episode)
+    assert not missing.ok and missing.text == "error: pkg/missing.py: No such file or directory"
+    assert call(box, "edit", path="pkg/c.py", old="x", new="y").text == (
+        "error: pkg/c.py: No such file or directory"
+    )
     out = call(box, "edit", path="pkg/b.py", old="x = 1\n", new="x = 2\n")
     assert not out.ok and "found 2 times" in out.text  # exact, unique match only
     assert call(box, "edit", path="a.py", old="two", new="TWO").ok

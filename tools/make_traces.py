@@ -12,8 +12,10 @@ episode's token ids, so SFT trains on the token sequences the environment produc
 deterministic: the environment masks the durations pytest prints ("3 passed in X.XXs").
 
 Fields: id, task (task id), template, seed, difficulty (regenerate the task with
-rl.envs.generate_task(template, seed, difficulty)), flow ("direct" | "reproduce"), grade
-[passed, total], messages.
+rl.envs.generate_task(template, seed, difficulty)), flow ("direct" | "reproduce"), mistake (None,
+or which one-byte mistake the trace shows and recovers from: rl.envs.scripted.MISTAKES; the shipped
+file has none, bench/bench_rl_coding.py --mistake_rate makes them), grade [passed, total], messages
+(a mistaken assistant turn carries "weight": 0: in the context, not in the loss).
 """
 
 from __future__ import annotations
@@ -44,9 +46,10 @@ def record_to_messages(tok: Tokenizer, rec, plan, prompt: str) -> list[dict]:
     messages = [{"role": "system", "content": DEFAULT_SYSTEM}, {"role": "user", "content": prompt}]
     tool, open_, close = (tok.special_id(n) for n in ("tool", "tool_result", "/tool_result"))
     spans = rec.turn_spans + [(len(rec.tokens), None)]
-    for (text, name, args), (_, end), (nxt, _) in zip(plan, spans, spans[1:]):
+    for (text, name, args, trained), (_, end), (nxt, _) in zip(plan, spans, spans[1:]):
         call = {"name": name, "arguments": args}
-        messages.append({"role": "assistant", "content": text, "tool_calls": [call]})
+        message = {"role": "assistant", "content": text, "tool_calls": [call]}
+        messages.append(message if trained else dict(message, weight=0))
         obs = rec.tokens[end : max(nxt - 1, end)]  # without the closing "<|assistant|>"
         i = 0
         while i < len(obs):
@@ -66,16 +69,23 @@ def make_trace(n: int) -> dict | None:
     return task_trace(task, rng, f"coding-{n:04d}")
 
 
-def task_trace(task, rng: random.Random, trace_id: str) -> dict | None:
+def task_trace(task, rng: random.Random, trace_id: str, mistake_rate: float = 0.0) -> dict | None:
     """One scripted-oracle episode of `task` as an SFT trace, or None (printed) when the oracle's
-    episode does not end in a clean, all-passing submit."""
+    episode does not end in a clean, all-passing submit. With `mistake_rate` > 0 some traces hold
+    one mistake and its recovery (TracePolicy); the mistaken turn has "weight": 0."""
     tok = ByteTokenizer()
-    policy = TracePolicy(tok, task, rng)
+    policy = TracePolicy(tok, task, rng, mistake_rate)
     rec = run_episode(CodingEnv(tok), task, policy)
-    if rec.done_reason != "submit" or rec.malformed_calls or not rec.all_pass:
+    messages = record_to_messages(tok, rec, policy.plan, task.prompt)
+    errors = sum(m["role"] == "tool" and m["content"].startswith("error:") for m in messages)
+    if (
+        rec.done_reason != "submit"
+        or rec.malformed_calls
+        or not rec.all_pass
+        or errors != (1 if policy.mistake else 0)  # the planned mistake's, and no other
+    ):
         print(f"skipped {task.id}: {rec.done_reason}, {rec.tests_passed}/{rec.tests_total} passed")
         return None
-    messages = record_to_messages(tok, rec, policy.plan, task.prompt)
     assert render_messages(tok, messages)[0] == rec.tokens, f"{task.id}: render != episode ids"
     return {
         "id": trace_id,
@@ -84,6 +94,7 @@ def task_trace(task, rng: random.Random, trace_id: str) -> dict | None:
         "seed": task.seed,
         "difficulty": task.difficulty,
         "flow": policy.flow,
+        "mistake": policy.mistake,
         "grade": [rec.tests_passed, rec.tests_total],
         "messages": messages,
     }

@@ -54,35 +54,61 @@ class TracePolicy:
     """An oracle with a realistic flow, for SFT traces: look at the repo, sometimes run the tests
     first, read each file it will change, apply the reference solution (edit where a small unique
     search/replace exists, else write_file; `run rm` for deletions), run the tests, submit.
-    Each turn is one short sentence + one tool call + <|end|>; `plan` keeps (text, name, arguments)
-    so a trace can be written as chat messages that render to exactly these ids (data/chat.py)."""
+    Each turn is one short sentence + one tool call + <|end|>; `plan` keeps (text, name, arguments,
+    trained) so a trace can be written as chat messages that render to exactly these ids
+    (data/chat.py).
 
-    def __init__(self, tok: Tokenizer, task: Task, rng):
+    With probability `mistake_rate` the episode holds one mistake of the kind a sampled policy makes
+    (one wrong byte in a read's path, an edit's path or an edit's old text), the environment's error
+    observation, and the recovery (the right call, after a look at the file list for some wrong
+    reads). The mistaken turn has trained=False:
+    SFT shows it in the context but teaches only the recovery. `mistake` names the kind, or None."""
+
+    def __init__(self, tok: Tokenizer, task: Task, rng, mistake_rate: float = 0.0):
         self.flow = "reproduce" if rng.random() < 0.4 else "direct"
-        plan = [(rng.choice(LOOK), "list_files", {})]
+        self.mistake = (
+            None  # set when the planned mistake is made (a task may have no place for it)
+        )
+        planned = None
+        if mistake_rate > 0 and rng.random() < mistake_rate:  # no draw at 0: same traces as before
+            planned = rng.choice(MISTAKES)
+        plan = [(rng.choice(LOOK), "list_files", {}, True)]
         if self.flow == "reproduce":
-            plan.append((rng.choice(REPRODUCE), "run_tests", {}))
+            plan.append((rng.choice(REPRODUCE), "run_tests", {}, True))
         for path, content in task.solution.items():
             old = task.files.get(path)
             if content is None:
-                plan.append((f"{path} is no longer needed.", "run", {"command": f"rm -f {path}"}))
+                plan.append(
+                    (f"{path} is no longer needed.", "run", {"command": f"rm -f {path}"}, True)
+                )
                 continue
             if old is not None:
-                plan.append((f"Reading {path}.", "read_file", {"path": path}))
+                text = f"Reading {path}."
+                if planned == "read_path":
+                    wrong, text = _wrong_read(path, task, rng)
+                    plan += wrong
+                    self.mistake, planned = planned, None  # one mistake per episode
+                plan.append((text, "read_file", {"path": path}, True))
             edit = minimal_edit(old, content) if old is not None else None
             if edit:
-                plan.append(
-                    (f"Changing {path}.", "edit", {"path": path, "old": edit[0], "new": edit[1]})
-                )
+                args = {"path": path, "old": edit[0], "new": edit[1]}
+                text = f"Changing {path}."
+                if planned in ("edit_path", "edit_old"):
+                    wrong, text = _wrong_edit(planned, args, old, task, rng)
+                    plan.append(wrong)
+                    self.mistake, planned = planned, None
+                plan.append((text, "edit", args, True))
             else:
-                plan.append((f"Writing {path}.", "write_file", {"path": path, "content": content}))
-        plan += [(rng.choice(CHECK), "run_tests", {}), ("Done.", "submit", {})]
+                plan.append(
+                    (f"Writing {path}.", "write_file", {"path": path, "content": content}, True)
+                )
+        plan += [(rng.choice(CHECK), "run_tests", {}, True), ("Done.", "submit", {}, True)]
         self.plan = plan
         self._turns = [
             tok.encode(text)
             + tok.encode(tool_call_text(n, a), allow_special=True)
             + [tok.special_id("end")]
-            for text, n, a in plan
+            for text, n, a, _ in plan
         ]
         self._next = 0
 
@@ -91,6 +117,50 @@ class TracePolicy:
             raise RuntimeError("TracePolicy called after its submit turn")
         self._next += 1
         return self._turns[self._next - 1]
+
+
+MISTAKES = ("read_path", "edit_path", "edit_old")
+
+
+def one_byte_off(text: str, rng, avoid) -> str:
+    """`text` with one letter or digit substituted, dropped or doubled, such that `avoid(result)` is
+    false (e.g. the result names no file of the repo): the typo a byte-level sampler makes."""
+    spots = [i for i, ch in enumerate(text) if ch.isalnum()]
+    for _ in range(100):
+        i = rng.choice(spots)
+        op = rng.choice(("sub", "drop", "double"))
+        if op == "sub":
+            ch = rng.choice([c for c in "abcdefghijklmnopqrstuvwxyz" if c != text[i]])
+            out = text[:i] + ch + text[i + 1 :]
+        else:
+            out = text[:i] + (text[i] * 2 if op == "double" else "") + text[i + 1 :]
+        if out != text and not avoid(out):
+            return out
+    raise ValueError(f"no one-byte typo of {text!r} found")
+
+
+def _wrong_read(path: str, task: Task, rng) -> tuple[list[tuple], str]:
+    """A read of a mistyped path (not trained), half the time a look at the file list, and the
+    sentence that opens the right read."""
+    typo = one_byte_off(path, rng, lambda p: p in task.files)
+    turns = [(f"Reading {typo}.", "read_file", {"path": typo}, False)]
+    if rng.random() < 0.5:
+        turns.append((f"{typo} does not exist. Listing the files.", "list_files", {}, True))
+    return turns, f"Reading {path}."
+
+
+def _wrong_edit(kind: str, args: dict, old_text: str, task: Task, rng) -> tuple[tuple, str]:
+    """An edit with a mistyped path or old text (not trained), and the sentence that opens the right
+    edit, copied from the file already read (a re-read would not fit the benchmark's 2048-token
+    context)."""
+    path = args["path"]
+    if kind == "edit_path":
+        wrong = dict(args, path=one_byte_off(path, rng, lambda p: p in task.files))
+        why = f"{wrong['path']} does not exist; the file is {path}."
+    else:
+        wrong = dict(args, old=one_byte_off(args["old"], rng, lambda o: old_text.count(o) == 1))
+        why = "That old text is not in the file. Copying it exactly."
+    return (f"Changing {wrong['path']}.", "edit", wrong, False), why
 
 
 LOOK = ("Let me look at the repository.", "First, the files.", "Looking around the repo.")

@@ -241,9 +241,20 @@ def execute(
             return _command_output(sandbox.run(command, test_timeout_s))
         if call.name == "submit":
             return ToolOutput("submitted", True, submitted=True)
-    except (OSError, ValueError, UnicodeError) as e:
+    except OSError as e:
+        return ToolOutput(f"error: {_os_error_text(e, a)}", False)
+    except (ValueError, UnicodeError) as e:
         return ToolOutput(f"error: {e}", False)
     raise AssertionError(f"unhandled tool {call.name}")
+
+
+def _os_error_text(e: OSError, arguments: dict) -> str:
+    """ "shipping/pricing.py: No such file or directory": the path as the policy wrote it. str(e)
+    would name the sandbox's host path, which differs per episode (an observation must be a function
+    of the repo and the calls) and says where on the host the sandbox lives."""
+    if e.strerror and isinstance(arguments.get("path"), str):
+        return f"{arguments['path']}: {e.strerror}"
+    return e.strerror or type(e).__name__
 
 
 def _read_file(sandbox, path: str, start: int | None, end: int | None) -> ToolOutput:
