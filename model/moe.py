@@ -2,7 +2,8 @@
 dropless expert dispatch, shared experts.
 
 Letters: N tokens (B·T flattened), D model, E experts, F expert FFN width, G groups, A assignments
-(N·top_k), P padded rows, M blocks, C rows per block.
+(N·top_k), R grouped rows (A plus < 8 alignment rows per expert), M blocks, C rows per full block,
+s rows of a block of any size.
 
 Routing (HF DeepseekV3TopkRouter): scores = sigmoid(x·W_r) in float32; the correction bias is added
 only to *choose* experts; with n_group > 1, each group is ranked by the sum of its top-2 biased
@@ -11,17 +12,19 @@ left are chosen; their weights are the *unbiased* scores, normalized over the k 
 times routed_scaling_factor. The shared experts are added unweighted.
 
 Dispatch implementations (cfg.moe_impl), all dropless and equal up to float rounding:
-  'blocked'  CPU-friendly: each assignment gets a row in a layout where every expert's group is
-             padded to a multiple of C rows (ranks from a cumulative count, no sort), and one loop
-             over the used blocks runs the gate, up and down matmuls [C, D] x [D, F], [C, F] x [F, D]
-             with the expert's weights sliced in place (custom VJP, one backward loop).
-             Plain matmuls run near peak on CPU, ragged_dot does not.
+  'blocked'  CPU-friendly: each assignment gets a row in a layout where every expert's group starts
+             on an 8-row boundary (ranks from a cumulative count, no sort); full blocks of C rows
+             and, for each group's remainder, one block of each smaller power of two tile the groups
+             exactly; one loop per block size runs the gate, up and down matmuls [s, D] x [D, F],
+             [s, F] x [F, D] with the expert's weights sliced in place (custom VJP, one backward
+             loop per size). Plain matmuls run near peak on CPU, ragged_dot does not.
   'ragged'   GPU/TPU: sort by expert, `jax.lax.ragged_dot` over the groups.
   'dense'    reference: every expert on every token, weighted by the (mostly zero) routing matrix.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple
 
 import flax.linen as nn
@@ -122,9 +125,9 @@ def dispatch_ragged(x, r: Routing, wi_gate, wi_up, wo):
 
 
 def block_rows(n_assignments: int, n_experts: int, configured: int) -> int:
-    """Rows per block C: configured, else ~1/2 of the average group, a power of two in [8, 512].
-    Larger blocks mean fewer loop trips (each a few µs of overhead) and bigger matmuls; the cost is
-    up to C-1 padding rows per expert."""
+    """Rows per full block C: configured, else ~1/2 of the average group, a power of two in
+    [8, 512]. Larger blocks mean fewer loop trips (each a few µs of overhead) and bigger matmuls;
+    a group's remainder below C runs in smaller blocks (block_sizes), so C costs no padding."""
     if configured:
         return configured
     avg = max(n_assignments // n_experts, 1)
@@ -134,9 +137,24 @@ def block_rows(n_assignments: int, n_experts: int, configured: int) -> int:
     return c
 
 
-def _assignment_rows(expert_ids, n_experts: int, c: int):
+def block_sizes(c: int) -> tuple[int, ...]:
+    """The full block C, then every power of two below it down to the row alignment
+    a = min(8, the largest power of two dividing C): a group of g rows, rounded up to a multiple of
+    a, is q full blocks plus at most one block of each smaller size (the binary digits of the
+    remainder, which is < C and a multiple of a). So a group wastes < a rows, where padding every
+    group to a multiple of C wasted C/2 on average."""
+    align, sizes, s = min(8, c & -c), [c], 1
+    while s * 2 < c:
+        s *= 2  # the largest power of two below C
+    while align <= s < c:
+        sizes.append(s)
+        s //= 2
+    return tuple(sizes)
+
+
+def _assignment_rows(expert_ids, n_experts: int, align: int):
     """Row of each assignment (in token order) in the expert-grouped layout where each expert's
-    group starts on a C-row block boundary, and the groups' padded ends [E].
+    group starts on an `align`-row boundary, and the groups' aligned sizes [E] and offsets [E].
 
     The rank of an assignment within its expert is a cumulative count over a one-hot [A, E] (no
     sort) while that is small; large A·E (many experts and tokens) falls back to a stable argsort."""
@@ -150,9 +168,50 @@ def _assignment_rows(expert_ids, n_experts: int, c: int):
         order = jnp.argsort(flat, stable=True)  # [A]
         group_start = jnp.cumsum(group_sizes) - group_sizes
         rank = jnp.zeros((a,), jnp.int32).at[order].set(jnp.arange(a) - group_start[flat[order]])
-    padded_sizes = -(-group_sizes // c) * c  # [E]
-    padded_end = jnp.cumsum(padded_sizes)  # [E]
-    return (padded_end - padded_sizes)[flat] + rank, padded_end
+    aligned = -(-group_sizes // align) * align  # [E]
+    offset = jnp.cumsum(aligned) - aligned  # [E]
+    return offset[flat] + rank, aligned, offset
+
+
+class Blocks(NamedTuple):
+    """One block size's work list: block i covers rows [start[i], start[i] + size) of expert
+    expert[i]; only the first `used` entries are real (the arrays have a static worst-case length)."""
+
+    start: jnp.ndarray  # [M_s] int32
+    expert: jnp.ndarray  # [M_s] int32
+    used: jnp.ndarray  # [] int32
+
+
+def block_schedule(aligned, offset, sizes: tuple[int, ...], n_rows: int) -> tuple[Blocks, ...]:
+    """Blocks of each size in `sizes` tiling every group's aligned rows [offset, offset + aligned):
+    first q = aligned // C full blocks, then one block of each smaller size s whose bit is set in
+    the remainder, at offset + q·C + (remainder // 2s)·2s."""
+    c, e = sizes[0], aligned.shape[0]
+    q = aligned // c  # [E] full blocks per expert
+    q_end = jnp.cumsum(q)  # [E]
+    m = max(n_rows // c, 1)  # static bound on full blocks (one unused entry when none fit)
+    b = jnp.arange(m)
+    expert = jnp.minimum(jnp.searchsorted(q_end, b, side="right"), e - 1).astype(jnp.int32)
+    start = offset[expert] + (b - (q_end - q)[expert]) * c
+    schedule = [Blocks(start.astype(jnp.int32), expert, q_end[-1].astype(jnp.int32))]
+    rem = aligned - q * c  # [E], < C
+    for s in sizes[1:]:
+        has = (rem // s) % 2 == 1  # [E]
+        slot = jnp.where(has, jnp.cumsum(has) - 1, e)  # [E]; e = dropped by the scatter
+        start_s = offset + q * c + (rem // (2 * s)) * (2 * s)
+        schedule.append(
+            Blocks(
+                _compact(start_s, slot),
+                _compact(jnp.arange(e), slot),
+                jnp.sum(has).astype(jnp.int32),
+            )
+        )
+    return tuple(schedule)
+
+
+def _compact(values, slot):
+    """values [E] moved to their slots (slot E = left out), the rest zero."""
+    return jnp.zeros(values.shape, jnp.int32).at[slot].set(values, mode="drop")
 
 
 def _weight(w, e):
@@ -160,72 +219,92 @@ def _weight(w, e):
     return jax.lax.dynamic_index_in_dim(w, e, 0, keepdims=False)
 
 
-@jax.custom_vjp
-def expert_blocks(xb, wi_gate, wi_up, wo, block_expert, n_used):
-    """Each block's expert FFN: xb [M,C,D], wi_gate, wi_up [E,D,F], wo [E,F,D], block_expert [M],
-    n_used (blocks that hold rows) -> y [M,C,D].
-
-    One loop over the used blocks only (a while loop stops at the last used block; the static M is
-    a worst case), each expert's weights sliced in place (a gather of [M,D,F] weight copies is what
-    makes a batched einsum slow on CPU). Gate and up stay two matmuls: fusing them needs an
-    [E,D,2F] concatenation of the weights every step, and its split in the backward, which cost
-    more than the wider matmul saves (bench/RESULTS.md). Backward is one loop too
-    (see _expert_blocks_bwd)."""
-    return _expert_blocks_fwd(xb, wi_gate, wi_up, wo, block_expert, n_used)[0]
+def _fitting(sizes, schedule, n_rows: int):
+    """(size, Blocks) pairs whose blocks fit in the rows: a larger size has no used blocks, since
+    every block lies inside the groups' rows."""
+    return [(size, blocks) for size, blocks in zip(sizes, schedule) if size <= n_rows]
 
 
-def _expert_blocks_fwd(xb, wi_gate, wi_up, wo, block_expert, n_used):
-    m, c, _ = xb.shape
-    f = wi_gate.shape[2]
-
-    def body(i, carry):
-        y, g_all, u_all = carry
-        e = block_expert[i]
-        g = xb[i] @ _weight(wi_gate, e)  # [C,F]
-        u = xb[i] @ _weight(wi_up, e)  # [C,F]
-        out = _swiglu(g, u) @ _weight(wo, e)  # [C,D]
-        put = lambda acc, v: jax.lax.dynamic_update_index_in_dim(acc, v, i, 0)  # noqa: E731
-        return put(y, out), put(g_all, g), put(u_all, u)
-
-    init = (jnp.zeros_like(xb), jnp.zeros((m, c, f), xb.dtype), jnp.zeros((m, c, f), xb.dtype))
-    y, g_all, u_all = jax.lax.fori_loop(0, n_used, body, init)
-    return y, (xb, wi_gate, wi_up, wo, block_expert, n_used, g_all, u_all)
+def _rows(a, start, size):
+    return jax.lax.dynamic_slice_in_dim(a, start, size, 0)
 
 
-def _expert_blocks_bwd(res, gy):
-    """One loop: per block, dWo[e] += hᵀ·dy, dh = dy·Wo[e]ᵀ, SwiGLU backward, dWg[e] += xᵀ·dg,
+def _put_rows(a, v, start):
+    return jax.lax.dynamic_update_slice_in_dim(a, v, start, 0)
+
+
+@partial(jax.custom_vjp, nondiff_argnums=(0,))
+def expert_blocks(sizes, xs, wi_gate, wi_up, wo, schedule):
+    """Each block's expert FFN over the grouped rows: xs [R,D], wi_gate, wi_up [E,D,F],
+    wo [E,F,D], schedule (block_schedule: one Blocks per entry of the static `sizes`) -> y [R,D]
+    (rows no block covers stay zero).
+
+    One loop per block size over its used blocks only (a while loop stops at the last used block;
+    the static lengths are worst cases), each expert's weights sliced in place (a gather of [M,D,F]
+    weight copies is what makes a batched einsum slow on CPU). Gate and up stay two matmuls: fusing
+    them needs an [E,D,2F] concatenation of the weights every step, and its split in the backward,
+    which cost more than the wider matmul saves (bench/RESULTS.md). Backward is one loop per size
+    too (see _expert_blocks_bwd)."""
+    return _expert_blocks_fwd(sizes, xs, wi_gate, wi_up, wo, schedule)[0]
+
+
+def _expert_blocks_fwd(sizes, xs, wi_gate, wi_up, wo, schedule):
+    r, f = xs.shape[0], wi_gate.shape[2]
+    carry = (jnp.zeros_like(xs), jnp.zeros((r, f), xs.dtype), jnp.zeros((r, f), xs.dtype))
+    for size, blocks in _fitting(sizes, schedule, xs.shape[0]):
+
+        def body(i, carry, blocks=blocks, size=size):
+            y, g_all, u_all = carry
+            e, at = blocks.expert[i], blocks.start[i]
+            x = _rows(xs, at, size)  # [s,D]
+            g = x @ _weight(wi_gate, e)  # [s,F]
+            u = x @ _weight(wi_up, e)  # [s,F]
+            out = _swiglu(g, u) @ _weight(wo, e)  # [s,D]
+            return _put_rows(y, out, at), _put_rows(g_all, g, at), _put_rows(u_all, u, at)
+
+        carry = jax.lax.fori_loop(0, blocks.used, body, carry)
+    y, g_all, u_all = carry
+    return y, (xs, wi_gate, wi_up, wo, schedule, g_all, u_all)
+
+
+def _expert_blocks_bwd(sizes, res, gy):
+    """Per block: dWo[e] += hᵀ·dy, dh = dy·Wo[e]ᵀ, SwiGLU backward, dWg[e] += xᵀ·dg,
     dWu[e] += xᵀ·du, dx = dg·Wg[e]ᵀ + du·Wu[e]ᵀ; weight grads accumulate in float32 in place in the
     loop carry."""
-    xb, wi_gate, wi_up, wo, block_expert, n_used, g_all, u_all = res
+    xs, wi_gate, wi_up, wo, schedule, g_all, u_all = res
     nt = (((1,), (1,)), ((), ()))  # contract the last dims: a @ bᵀ without a transpose
     tn = (((0,), (0,)), ((), ()))  # contract the first dims: aᵀ @ b
 
-    def body(i, carry):
-        dx, dwg, dwu, dwo = carry
-        e, x, dy, g, u = block_expert[i], xb[i], gy[i], g_all[i], u_all[i]
-        sig = jax.nn.sigmoid(g)
-        silu = g * sig
-        h = silu * u  # [C,F]
-        dh = jax.lax.dot_general(dy, _weight(wo, e), nt)  # [C,F]
-        dg = dh * u * sig * (1 + g * (1 - sig))  # [C,F]
-        du = dh * silu  # [C,F]
-        dx_i = jax.lax.dot_general(dg, _weight(wi_gate, e), nt) + jax.lax.dot_general(
-            du, _weight(wi_up, e), nt
-        )  # [C,D]
-        add = lambda acc, a, b: jax.lax.dynamic_update_index_in_dim(  # noqa: E731
-            acc,
-            _weight(acc, e) + jax.lax.dot_general(a, b, tn, preferred_element_type=jnp.float32),
-            e,
-            0,
-        )
-        dx = jax.lax.dynamic_update_index_in_dim(dx, dx_i, i, 0)
-        return dx, add(dwg, x, dg), add(dwu, x, du), add(dwo, h, dy)
-
     f32_zeros = lambda w: jnp.zeros(w.shape, jnp.float32)  # noqa: E731
-    init = (jnp.zeros_like(xb), f32_zeros(wi_gate), f32_zeros(wi_up), f32_zeros(wo))
-    dx, dwg, dwu, dwo = jax.lax.fori_loop(0, n_used, body, init)
+    carry = (jnp.zeros_like(xs), f32_zeros(wi_gate), f32_zeros(wi_up), f32_zeros(wo))
+    for size, blocks in _fitting(sizes, schedule, xs.shape[0]):
+
+        def body(i, carry, blocks=blocks, size=size):
+            dx, dwg, dwu, dwo = carry
+            e, at = blocks.expert[i], blocks.start[i]
+            x, dy, g, u = (_rows(a, at, size) for a in (xs, gy, g_all, u_all))
+            sig = jax.nn.sigmoid(g)
+            silu = g * sig
+            h = silu * u  # [s,F]
+            dh = jax.lax.dot_general(dy, _weight(wo, e), nt)  # [s,F]
+            dg = dh * u * sig * (1 + g * (1 - sig))  # [s,F]
+            du = dh * silu  # [s,F]
+            dx_i = jax.lax.dot_general(dg, _weight(wi_gate, e), nt) + jax.lax.dot_general(
+                du, _weight(wi_up, e), nt
+            )  # [s,D]
+            add = lambda acc, a, b: jax.lax.dynamic_update_index_in_dim(  # noqa: E731
+                acc,
+                _weight(acc, e) + jax.lax.dot_general(a, b, tn, preferred_element_type=jnp.float32),
+                e,
+                0,
+            )
+            return _put_rows(dx, dx_i, at), add(dwg, x, dg), add(dwu, x, du), add(dwo, h, dy)
+
+        carry = jax.lax.fori_loop(0, blocks.used, body, carry)
+    dx, dwg, dwu, dwo = carry
     cast_to = lambda g, w: g.astype(w.dtype)  # noqa: E731
-    return dx, cast_to(dwg, wi_gate), cast_to(dwu, wi_up), cast_to(dwo, wo), None, None
+    no_grad = jax.tree.map(lambda _: None, schedule)
+    return dx, cast_to(dwg, wi_gate), cast_to(dwu, wi_up), cast_to(dwo, wo), no_grad
 
 
 expert_blocks.defvjp(_expert_blocks_fwd, _expert_blocks_bwd)
@@ -235,25 +314,17 @@ def dispatch_blocked(x, r: Routing, wi_gate, wi_up, wo, block: int = 0):
     n, k = r.expert_ids.shape
     n_experts, d = wi_gate.shape[0], x.shape[1]
     a = n * k
-    c = block_rows(a, n_experts, block)
-    # Static bound on blocks: every expert wastes at most c-1 rows; the loop stops at the last used.
-    n_blocks = -(-(a + n_experts * (c - 1)) // c)
-    row, padded_end = _assignment_rows(r.expert_ids, n_experts, c)  # [A], [E]
+    sizes = block_sizes(block_rows(a, n_experts, block))
+    align = sizes[-1]
+    n_rows = a + n_experts * (align - 1)  # static bound: each group wastes < align rows
+    row, aligned, offset = _assignment_rows(r.expert_ids, n_experts, align)  # [A], [E], [E]
+    schedule = block_schedule(aligned, offset, sizes, n_rows)
     x_rep = jnp.broadcast_to(x[:, None], (n, k, d)).reshape(
         a, d
     )  # [A,D]: assignment a = token a//k
-    # Scatter into the padded layout (unique rows; its backward is a gather).
-    xb = (
-        jnp.zeros((n_blocks * c, d), x.dtype)
-        .at[row]
-        .set(x_rep, unique_indices=True)
-        .reshape(n_blocks, c, d)
-    )  # [M,C,D]
-    block_expert = jnp.minimum(
-        jnp.searchsorted(padded_end, jnp.arange(n_blocks) * c, side="right"), n_experts - 1
-    ).astype(jnp.int32)  # [M]
-    y = expert_blocks(xb, wi_gate, wi_up, wo, block_expert, padded_end[-1] // c)
-    y = y.reshape(n_blocks * c, d)
+    # Scatter into the grouped layout (unique rows; its backward is a gather).
+    xs = jnp.zeros((n_rows, d), x.dtype).at[row].set(x_rep, unique_indices=True)  # [R,D]
+    y = expert_blocks(sizes, xs, wi_gate, wi_up, wo, schedule)  # [R,D]
     y = y[row].reshape(n, k, d)  # [N,k,D], assignments back in token order (no un-sort)
     return jnp.einsum("NKD,NK->ND", y.astype(jnp.float32), r.weights).astype(x.dtype)
 

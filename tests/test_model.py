@@ -8,7 +8,7 @@ import pytest
 
 from model import Transformer, attention, count_params, init_params, presets
 from model.decode import cache_bytes_per_token, forward_cached, init_cache
-from model.moe import DISPATCH, choose_experts, dispatch_blocked, route
+from model.moe import DISPATCH, block_schedule, block_sizes, choose_experts, dispatch_blocked, route
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +140,7 @@ def test_dispatch_matches_per_token_reference(impl):
     assert np.any(np.sort(np.asarray(unbiased), 1) != chosen)
 
 
-@pytest.mark.parametrize("block", [1, 8, 64])
+@pytest.mark.parametrize("block", [1, 5, 8, 64, 100])
 def test_blocked_dispatch_is_dropless_for_any_block_size(block):
     cfg = presets.get("tiny")
     e, d, f = cfg.n_routed_experts, cfg.hidden_size, cfg.moe_intermediate_size
@@ -271,3 +271,28 @@ def test_balance_loss_is_per_document():
     # Treating row 0 as one sequence gives a different value (so the test tells them apart).
     as_rows = _balance_reference(scores, ids, np.where(segments > 0, 1, 0), k)
     assert abs(as_rows - want) > 1e-3
+
+
+@pytest.mark.parametrize("c", [1, 8, 64, 100])
+def test_block_schedule_tiles_every_group_exactly_once(c):
+    """block_schedule's blocks cover each expert's aligned rows [offset, offset + aligned) exactly
+    once and nothing else, for random group sizes (empty groups included)."""
+    sizes = block_sizes(c)
+    align = sizes[-1]
+    group = np.random.default_rng(c).integers(0, 5 * c, size=12)
+    group[[2, 7]] = 0
+    aligned = -(-group // align) * align
+    offset = np.cumsum(aligned) - aligned
+    n_rows = group.sum() + len(group) * (align - 1)
+    owner = np.full(n_rows, -1)
+    for size, blocks in zip(
+        sizes, block_schedule(jnp.asarray(aligned), jnp.asarray(offset), sizes, n_rows)
+    ):
+        for i in range(int(blocks.used)):
+            rows = slice(int(blocks.start[i]), int(blocks.start[i]) + size)
+            assert (owner[rows] == -1).all()  # no row twice
+            owner[rows] = int(blocks.expert[i])
+    want = np.full(n_rows, -1)
+    for e, (o, a) in enumerate(zip(offset, aligned)):
+        want[o : o + a] = e
+    np.testing.assert_array_equal(owner, want)
