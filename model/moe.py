@@ -125,14 +125,14 @@ def dispatch_ragged(x, r: Routing, wi_gate, wi_up, wo):
 
 
 def block_rows(n_assignments: int, n_experts: int, configured: int) -> int:
-    """Rows per full block C: configured, else ~1/2 of the average group, a power of two in
-    [8, 512]. Larger blocks mean fewer loop trips (each a few µs of overhead) and bigger matmuls;
-    a group's remainder below C runs in smaller blocks (block_sizes), so C costs no padding."""
+    """Rows per full block C: configured, else the average group rounded down to a power of two
+    in [8, 512]. Larger blocks mean fewer loop trips and bigger matmuls; a group's remainder below
+    C runs in smaller blocks (block_sizes), so a large C costs no padding."""
     if configured:
         return configured
     avg = max(n_assignments // n_experts, 1)
     c = 8
-    while c * 2 <= min(avg // 2, 512):
+    while c * 2 <= min(avg, 512):
         c *= 2
     return c
 
@@ -173,56 +173,52 @@ def _assignment_rows(expert_ids, n_experts: int, align: int):
     return offset[flat] + rank, aligned, offset
 
 
-class Blocks(NamedTuple):
-    """One block size's work list: block i covers rows [start[i], start[i] + size) of expert
-    expert[i]; only the first `used` entries are real (the arrays have a static worst-case length)."""
+class Groups(NamedTuple):
+    """The experts that hold rows, in order (only the first `used` entries are real; the arrays
+    have the static length E), and where their aligned groups lie in the grouped rows."""
 
-    start: jnp.ndarray  # [M_s] int32
-    expert: jnp.ndarray  # [M_s] int32
+    expert: jnp.ndarray  # [E] int32
+    offset: jnp.ndarray  # [E] int32, first row of the expert's group
+    full: jnp.ndarray  # [E] int32, full blocks (aligned // C)
+    rem: jnp.ndarray  # [E] int32, rows after them (< C, a multiple of the alignment)
     used: jnp.ndarray  # [] int32
 
 
-def block_schedule(aligned, offset, sizes: tuple[int, ...], n_rows: int) -> tuple[Blocks, ...]:
-    """Blocks of each size in `sizes` tiling every group's aligned rows [offset, offset + aligned):
-    first q = aligned // C full blocks, then one block of each smaller size s whose bit is set in
-    the remainder, at offset + q·C + (remainder // 2s)·2s."""
-    c, e = sizes[0], aligned.shape[0]
-    q = aligned // c  # [E] full blocks per expert
-    q_end = jnp.cumsum(q)  # [E]
-    m = max(n_rows // c, 1)  # static bound on full blocks (one unused entry when none fit)
-    b = jnp.arange(m)
-    expert = jnp.minimum(jnp.searchsorted(q_end, b, side="right"), e - 1).astype(jnp.int32)
-    start = offset[expert] + (b - (q_end - q)[expert]) * c
-    schedule = [Blocks(start.astype(jnp.int32), expert, q_end[-1].astype(jnp.int32))]
-    rem = aligned - q * c  # [E], < C
+def groups_of(aligned, offset, c: int) -> Groups:
+    e = aligned.shape[0]
+    has = aligned > 0  # [E]
+    slot = jnp.where(has, jnp.cumsum(has) - 1, e)  # [E]; e = left out by the scatter
+    compact = lambda v: jnp.zeros((e,), jnp.int32).at[slot].set(v, mode="drop")  # noqa: E731
+    return Groups(
+        compact(jnp.arange(e)),
+        compact(offset),
+        compact(aligned // c),
+        compact(aligned % c),
+        jnp.sum(has).astype(jnp.int32),
+    )
+
+
+def for_each_block(sizes: tuple[int, ...], n_rows: int, offset, full, rem, fn, carry):
+    """carry = fn(carry, start, size) for each block tiling one group's aligned rows
+    [offset, offset + full·C + rem): `full` blocks of C = sizes[0] rows, then one block of each
+    smaller size s whose bit is set in rem, at offset + full·C + (rem // 2s)·2s. Sizes above
+    n_rows are left out statically: no group is that long."""
+    c = sizes[0]
+    if c <= n_rows:
+        carry = jax.lax.fori_loop(0, full, lambda j, cr: fn(cr, offset + j * c, c), carry)
     for s in sizes[1:]:
-        has = (rem // s) % 2 == 1  # [E]
-        slot = jnp.where(has, jnp.cumsum(has) - 1, e)  # [E]; e = dropped by the scatter
-        start_s = offset + q * c + (rem // (2 * s)) * (2 * s)
-        schedule.append(
-            Blocks(
-                _compact(start_s, slot),
-                _compact(jnp.arange(e), slot),
-                jnp.sum(has).astype(jnp.int32),
-            )
+        if s > n_rows:
+            continue
+        start = offset + full * c + (rem // (2 * s)) * (2 * s)
+        carry = jax.lax.cond(
+            (rem // s) % 2 == 1, lambda cr, start=start, s=s: fn(cr, start, s), lambda cr: cr, carry
         )
-    return tuple(schedule)
-
-
-def _compact(values, slot):
-    """values [E] moved to their slots (slot E = left out), the rest zero."""
-    return jnp.zeros(values.shape, jnp.int32).at[slot].set(values, mode="drop")
+    return carry
 
 
 def _weight(w, e):
     """Expert e's matrix of a stacked [E, ...] weight, sliced in place."""
     return jax.lax.dynamic_index_in_dim(w, e, 0, keepdims=False)
-
-
-def _fitting(sizes, schedule, n_rows: int):
-    """(size, Blocks) pairs whose blocks fit in the rows: a larger size has no used blocks, since
-    every block lies inside the groups' rows."""
-    return [(size, blocks) for size, blocks in zip(sizes, schedule) if size <= n_rows]
 
 
 def _rows(a, start, size):
@@ -234,76 +230,85 @@ def _put_rows(a, v, start):
 
 
 @partial(jax.custom_vjp, nondiff_argnums=(0,))
-def expert_blocks(sizes, xs, wi_gate, wi_up, wo, schedule):
-    """Each block's expert FFN over the grouped rows: xs [R,D], wi_gate, wi_up [E,D,F],
-    wo [E,F,D], schedule (block_schedule: one Blocks per entry of the static `sizes`) -> y [R,D]
-    (rows no block covers stay zero).
+def expert_blocks(sizes, xs, wi_gate, wi_up, wo, groups):
+    """Each expert's FFN over its grouped rows: xs [R,D], wi_gate, wi_up [E,D,F], wo [E,F,D],
+    groups (groups_of; block sizes `sizes`, static) -> y [R,D] (alignment rows stay zero).
 
-    One loop per block size over its used blocks only (a while loop stops at the last used block;
-    the static lengths are worst cases), each expert's weights sliced in place (a gather of [M,D,F]
-    weight copies is what makes a batched einsum slow on CPU). Gate and up stay two matmuls: fusing
-    them needs an [E,D,2F] concatenation of the weights every step, and its split in the backward,
-    which cost more than the wider matmul saves (bench/RESULTS.md). Backward is one loop per size
-    too (see _expert_blocks_bwd)."""
-    return _expert_blocks_fwd(sizes, xs, wi_gate, wi_up, wo, schedule)[0]
+    A loop over the experts that hold rows, each expert's weights sliced once, and inside it the
+    blocks of its group (for_each_block). A gather of [M,D,F] weight copies is what makes a batched
+    einsum slow on CPU; slicing per expert rather than per block saves the copies between blocks.
+    Gate and up stay two matmuls: fusing them needs an [E,D,2F] concatenation of the weights every
+    step, and its split in the backward, which cost more than the wider matmul saves
+    (bench/RESULTS.md). Backward is one loop too (see _expert_blocks_bwd)."""
+    return _expert_blocks_fwd(sizes, xs, wi_gate, wi_up, wo, groups)[0]
 
 
-def _expert_blocks_fwd(sizes, xs, wi_gate, wi_up, wo, schedule):
+def _expert_blocks_fwd(sizes, xs, wi_gate, wi_up, wo, groups):
     r, f = xs.shape[0], wi_gate.shape[2]
-    carry = (jnp.zeros_like(xs), jnp.zeros((r, f), xs.dtype), jnp.zeros((r, f), xs.dtype))
-    for size, blocks in _fitting(sizes, schedule, xs.shape[0]):
 
-        def body(i, carry, blocks=blocks, size=size):
+    def expert(i, carry):
+        e = groups.expert[i]
+        wg, wu, w_out = _weight(wi_gate, e), _weight(wi_up, e), _weight(wo, e)
+
+        def block(carry, at, size):
             y, g_all, u_all = carry
-            e, at = blocks.expert[i], blocks.start[i]
             x = _rows(xs, at, size)  # [s,D]
-            g = x @ _weight(wi_gate, e)  # [s,F]
-            u = x @ _weight(wi_up, e)  # [s,F]
-            out = _swiglu(g, u) @ _weight(wo, e)  # [s,D]
+            g, u = x @ wg, x @ wu  # [s,F]
+            out = _swiglu(g, u) @ w_out  # [s,D]
             return _put_rows(y, out, at), _put_rows(g_all, g, at), _put_rows(u_all, u, at)
 
-        carry = jax.lax.fori_loop(0, blocks.used, body, carry)
-    y, g_all, u_all = carry
-    return y, (xs, wi_gate, wi_up, wo, schedule, g_all, u_all)
+        g_i = (groups.offset[i], groups.full[i], groups.rem[i])
+        return for_each_block(sizes, r, *g_i, block, carry)
+
+    init = (jnp.zeros_like(xs), jnp.zeros((r, f), xs.dtype), jnp.zeros((r, f), xs.dtype))
+    y, g_all, u_all = jax.lax.fori_loop(0, groups.used, expert, init)
+    return y, (xs, wi_gate, wi_up, wo, groups, g_all, u_all)
 
 
 def _expert_blocks_bwd(sizes, res, gy):
-    """Per block: dWo[e] += hᵀ·dy, dh = dy·Wo[e]ᵀ, SwiGLU backward, dWg[e] += xᵀ·dg,
-    dWu[e] += xᵀ·du, dx = dg·Wg[e]ᵀ + du·Wu[e]ᵀ; weight grads accumulate in float32 in place in the
-    loop carry."""
-    xs, wi_gate, wi_up, wo, schedule, g_all, u_all = res
+    """Per block: dWo += hᵀ·dy, dh = dy·Wo[e]ᵀ, SwiGLU backward, dWg += xᵀ·dg, dWu += xᵀ·du,
+    dx = dg·Wg[e]ᵀ + du·Wu[e]ᵀ; an expert's weight grads accumulate in float32 over its blocks
+    and are written once."""
+    xs, wi_gate, wi_up, wo, groups, g_all, u_all = res
+    r = xs.shape[0]
     nt = (((1,), (1,)), ((), ()))  # contract the last dims: a @ bᵀ without a transpose
     tn = (((0,), (0,)), ((), ()))  # contract the first dims: aᵀ @ b
+    f32_dot = partial(jax.lax.dot_general, dimension_numbers=tn, preferred_element_type=jnp.float32)
 
-    f32_zeros = lambda w: jnp.zeros(w.shape, jnp.float32)  # noqa: E731
-    carry = (jnp.zeros_like(xs), f32_zeros(wi_gate), f32_zeros(wi_up), f32_zeros(wo))
-    for size, blocks in _fitting(sizes, schedule, xs.shape[0]):
+    def expert(i, carry):
+        dx, dwg, dwu, dwo = carry
+        e = groups.expert[i]
+        wg, wu, w_out = _weight(wi_gate, e), _weight(wi_up, e), _weight(wo, e)
 
-        def body(i, carry, blocks=blocks, size=size):
-            dx, dwg, dwu, dwo = carry
-            e, at = blocks.expert[i], blocks.start[i]
+        def block(carry, at, size):
+            dx, dwg_e, dwu_e, dwo_e = carry
             x, dy, g, u = (_rows(a, at, size) for a in (xs, gy, g_all, u_all))
             sig = jax.nn.sigmoid(g)
             silu = g * sig
             h = silu * u  # [s,F]
-            dh = jax.lax.dot_general(dy, _weight(wo, e), nt)  # [s,F]
+            dh = jax.lax.dot_general(dy, w_out, nt)  # [s,F]
             dg = dh * u * sig * (1 + g * (1 - sig))  # [s,F]
             du = dh * silu  # [s,F]
-            dx_i = jax.lax.dot_general(dg, _weight(wi_gate, e), nt) + jax.lax.dot_general(
-                du, _weight(wi_up, e), nt
-            )  # [s,D]
-            add = lambda acc, a, b: jax.lax.dynamic_update_index_in_dim(  # noqa: E731
-                acc,
-                _weight(acc, e) + jax.lax.dot_general(a, b, tn, preferred_element_type=jnp.float32),
-                e,
-                0,
+            dx_i = jax.lax.dot_general(dg, wg, nt) + jax.lax.dot_general(du, wu, nt)  # [s,D]
+            return (
+                _put_rows(dx, dx_i, at),
+                dwg_e + f32_dot(x, dg),
+                dwu_e + f32_dot(x, du),
+                dwo_e + f32_dot(h, dy),
             )
-            return _put_rows(dx, dx_i, at), add(dwg, x, dg), add(dwu, x, du), add(dwo, h, dy)
 
-        carry = jax.lax.fori_loop(0, blocks.used, body, carry)
-    dx, dwg, dwu, dwo = carry
+        zeros = (jnp.zeros(wg.shape, jnp.float32), jnp.zeros(wu.shape, jnp.float32))
+        zeros += (jnp.zeros(w_out.shape, jnp.float32),)
+        g_i = (groups.offset[i], groups.full[i], groups.rem[i])
+        dx, dwg_e, dwu_e, dwo_e = for_each_block(sizes, r, *g_i, block, (dx, *zeros))
+        put = lambda acc, v: jax.lax.dynamic_update_index_in_dim(acc, v, e, 0)  # noqa: E731
+        return dx, put(dwg, dwg_e), put(dwu, dwu_e), put(dwo, dwo_e)
+
+    f32_zeros = lambda w: jnp.zeros(w.shape, jnp.float32)  # noqa: E731
+    init = (jnp.zeros_like(xs), f32_zeros(wi_gate), f32_zeros(wi_up), f32_zeros(wo))
+    dx, dwg, dwu, dwo = jax.lax.fori_loop(0, groups.used, expert, init)
     cast_to = lambda g, w: g.astype(w.dtype)  # noqa: E731
-    no_grad = jax.tree.map(lambda _: None, schedule)
+    no_grad = jax.tree.map(lambda _: None, groups)
     return dx, cast_to(dwg, wi_gate), cast_to(dwu, wi_up), cast_to(dwo, wo), no_grad
 
 
@@ -318,13 +323,12 @@ def dispatch_blocked(x, r: Routing, wi_gate, wi_up, wo, block: int = 0):
     align = sizes[-1]
     n_rows = a + n_experts * (align - 1)  # static bound: each group wastes < align rows
     row, aligned, offset = _assignment_rows(r.expert_ids, n_experts, align)  # [A], [E], [E]
-    schedule = block_schedule(aligned, offset, sizes, n_rows)
     x_rep = jnp.broadcast_to(x[:, None], (n, k, d)).reshape(
         a, d
     )  # [A,D]: assignment a = token a//k
     # Scatter into the grouped layout (unique rows; its backward is a gather).
     xs = jnp.zeros((n_rows, d), x.dtype).at[row].set(x_rep, unique_indices=True)  # [R,D]
-    y = expert_blocks(sizes, xs, wi_gate, wi_up, wo, schedule)  # [R,D]
+    y = expert_blocks(sizes, xs, wi_gate, wi_up, wo, groups_of(aligned, offset, sizes[0]))
     y = y[row].reshape(n, k, d)  # [N,k,D], assignments back in token order (no un-sort)
     return jnp.einsum("NKD,NK->ND", y.astype(jnp.float32), r.weights).astype(x.dtype)
 

@@ -8,7 +8,15 @@ import pytest
 
 from model import Transformer, attention, count_params, init_params, presets
 from model.decode import cache_bytes_per_token, forward_cached, init_cache
-from model.moe import DISPATCH, block_schedule, block_sizes, choose_experts, dispatch_blocked, route
+from model.moe import (
+    DISPATCH,
+    block_sizes,
+    choose_experts,
+    dispatch_blocked,
+    for_each_block,
+    groups_of,
+    route,
+)
 
 
 @pytest.fixture(scope="module")
@@ -274,25 +282,41 @@ def test_balance_loss_is_per_document():
 
 
 @pytest.mark.parametrize("c", [1, 8, 64, 100])
-def test_block_schedule_tiles_every_group_exactly_once(c):
-    """block_schedule's blocks cover each expert's aligned rows [offset, offset + aligned) exactly
-    once and nothing else, for random group sizes (empty groups included)."""
+def test_blocks_tile_every_group_exactly_once(c):
+    """groups_of + for_each_block (the loops of the blocked dispatch) cover each expert's aligned
+    rows [offset, offset + aligned) exactly once and nothing else, for random group sizes (empty
+    groups included)."""
     sizes = block_sizes(c)
     align = sizes[-1]
     group = np.random.default_rng(c).integers(0, 5 * c, size=12)
     group[[2, 7]] = 0
     aligned = -(-group // align) * align
     offset = np.cumsum(aligned) - aligned
-    n_rows = group.sum() + len(group) * (align - 1)
-    owner = np.full(n_rows, -1)
-    for size, blocks in zip(
-        sizes, block_schedule(jnp.asarray(aligned), jnp.asarray(offset), sizes, n_rows)
-    ):
-        for i in range(int(blocks.used)):
-            rows = slice(int(blocks.start[i]), int(blocks.start[i]) + size)
-            assert (owner[rows] == -1).all()  # no row twice
-            owner[rows] = int(blocks.expert[i])
+    n_rows = int(group.sum() + len(group) * (align - 1))
+    groups = groups_of(jnp.asarray(aligned), jnp.asarray(offset), c)
+
+    @jax.jit
+    def owners():
+        def expert(i, owner_and_count):
+            def block(carry, start, size):
+                owner, count = carry
+                owner = jax.lax.dynamic_update_slice(
+                    owner, jnp.full((size,), groups.expert[i]), (start,)
+                )
+                count = jax.lax.dynamic_update_slice(
+                    count, jax.lax.dynamic_slice(count, (start,), (size,)) + 1, (start,)
+                )
+                return owner, count
+
+            g_i = (groups.offset[i], groups.full[i], groups.rem[i])
+            return for_each_block(sizes, n_rows, *g_i, block, owner_and_count)
+
+        init = (jnp.full((n_rows,), -1, jnp.int32), jnp.zeros((n_rows,), jnp.int32))
+        return jax.lax.fori_loop(0, groups.used, expert, init)
+
+    owner, count = owners()
     want = np.full(n_rows, -1)
     for e, (o, a) in enumerate(zip(offset, aligned)):
         want[o : o + a] = e
     np.testing.assert_array_equal(owner, want)
+    np.testing.assert_array_equal(count, want >= 0)  # each group row once, nothing else
