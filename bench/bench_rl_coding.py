@@ -10,7 +10,9 @@ in runs 6 and 8; lr 1e-4 lowered it, runs 3-4).
 
 1. Traces: the scripted oracle (rl.envs.scripted.TracePolicy, via tools/make_traces.py) plays
    `--traces` tasks of the family in the sandbox (seeds 1_000_000 + i); only clean all-pass
-   submits are kept. These are the SFT data (the same chat rendering as RL).
+   submits are kept. These are the SFT data (the same chat rendering as RL). With
+   `--mistake_rate` some traces hold one typo, its error and the recovery (runs 10-11 in
+   bench/RESULTS.md; the default 0 is the clean-trace setting).
 2. SFT: train/'s loop (configs/sft.py's loss: assistant tokens only) on those traces, from a random
    init of the `--preset` (default a 4-layer, hidden-256 MoE: tiny's shape scaled up, chosen as the
    largest that trains in minutes here; `--preset tiny` itself was not benchmarked), exported as
@@ -72,9 +74,9 @@ PRESETS = {  # model_overrides on top of `tiny`
 
 
 def make_traces(family: str, n: int, path: str, mistake_rate: float, max_tokens: int) -> int:
-    """`n` clean traces of the family (seeds TRACE_SEED_BASE + i, up to 2n tried), a fraction
-    `mistake_rate` of them holding one mistake and its recovery; traces longer than the context
-    (`max_tokens`) are skipped and counted: an episode cannot reach their end."""
+    """`n` traces of the family that end in an all-pass submit (seeds TRACE_SEED_BASE + i, up to
+    2n tried), a fraction `mistake_rate` of them holding one mistake and its recovery; traces
+    longer than the context (`max_tokens`) are skipped and counted: no episode reaches their end."""
     import make_traces as mt  # noqa: PLC0415  (tools/)
 
     from data.chat import render_messages  # noqa: PLC0415

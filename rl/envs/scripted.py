@@ -141,12 +141,14 @@ def one_byte_off(text: str, rng, avoid) -> str:
 
 def _wrong_read(path: str, task: Task, rng) -> tuple[list[tuple], str]:
     """A read of a mistyped path (not trained), half the time a look at the file list, and the
-    sentence that opens the right read."""
+    sentence that opens the right read. No trained sentence repeats the typo: a trained copy of it
+    teaches the model to write typos (run 10 in bench/RESULTS.md)."""
     typo = one_byte_off(path, rng, lambda p: p in task.files)
     turns = [(f"Reading {typo}.", "read_file", {"path": typo}, False)]
     if rng.random() < 0.5:
-        turns.append((f"{typo} does not exist. Listing the files.", "list_files", {}, True))
-    return turns, f"Reading {path}."
+        turns.append(("That file does not exist. Listing the files.", "list_files", {}, True))
+        return turns, f"Reading {path}."
+    return turns, f"No such file. The path is {path}."
 
 
 def _wrong_edit(kind: str, args: dict, old_text: str, task: Task, rng) -> tuple[tuple, str]:
@@ -156,7 +158,7 @@ def _wrong_edit(kind: str, args: dict, old_text: str, task: Task, rng) -> tuple[
     path = args["path"]
     if kind == "edit_path":
         wrong = dict(args, path=one_byte_off(path, rng, lambda p: p in task.files))
-        why = f"{wrong['path']} does not exist; the file is {path}."
+        why = f"Wrong path; the file is {path}."
     else:
         wrong = dict(args, old=one_byte_off(args["old"], rng, lambda o: old_text.count(o) == 1))
         why = "That old text is not in the file. Copying it exactly."

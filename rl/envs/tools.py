@@ -249,9 +249,9 @@ def execute(
 
 
 def _os_error_text(e: OSError, arguments: dict) -> str:
-    """ "shipping/pricing.py: No such file or directory": the path as the policy wrote it. str(e)
-    would name the sandbox's host path, which differs per episode (an observation must be a function
-    of the repo and the calls) and says where on the host the sandbox lives."""
+    """The path as the policy wrote it and the reason, e.g. "a/b.py: No such file or directory".
+    str(e) would name the sandbox's host path, which differs per episode (an observation must be a
+    function of the repo and the calls) and says where on the host the sandbox lives."""
     if e.strerror and isinstance(arguments.get("path"), str):
         return f"{arguments['path']}: {e.strerror}"
     return e.strerror or type(e).__name__
