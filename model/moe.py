@@ -15,9 +15,10 @@ Dispatch implementations (cfg.moe_impl), all dropless and equal up to float roun
   'blocked'  CPU-friendly: each assignment gets a row in a layout where every expert's group starts
              on an 8-row boundary (ranks from a cumulative count, no sort); full blocks of C rows
              and, for each group's remainder, one block of each smaller power of two tile the groups
-             exactly; one loop per block size runs the gate, up and down matmuls [s, D] x [D, F],
-             [s, F] x [F, D] with the expert's weights sliced in place (custom VJP, one backward
-             loop per size). Plain matmuls run near peak on CPU, ragged_dot does not.
+             exactly; a loop over the experts that hold rows slices each one's weights once and
+             runs the gate, up and down matmuls [s, D] x [D, F], [s, F] x [F, D] over its blocks
+             (custom VJP, one backward loop). Plain matmuls run near peak on CPU, ragged_dot does
+             not.
   'ragged'   GPU/TPU: sort by expert, `jax.lax.ragged_dot` over the groups.
   'dense'    reference: every expert on every token, weighted by the (mostly zero) routing matrix.
 """
@@ -185,6 +186,7 @@ class Groups(NamedTuple):
 
 
 def groups_of(aligned, offset, c: int) -> Groups:
+    """Groups from the aligned group sizes [E] and offsets [E], for full blocks of C rows."""
     e = aligned.shape[0]
     has = aligned > 0  # [E]
     slot = jnp.where(has, jnp.cumsum(has) - 1, e)  # [E]; e = left out by the scatter
@@ -237,9 +239,9 @@ def expert_blocks(sizes, xs, wi_gate, wi_up, wo, groups):
     A loop over the experts that hold rows, each expert's weights sliced once, and inside it the
     blocks of its group (for_each_block). A gather of [M,D,F] weight copies is what makes a batched
     einsum slow on CPU; slicing per expert rather than per block saves the copies between blocks.
-    Gate and up stay two matmuls: fusing them needs an [E,D,2F] concatenation of the weights every
-    step, and its split in the backward, which cost more than the wider matmul saves
-    (bench/RESULTS.md). Backward is one loop too (see _expert_blocks_bwd)."""
+    Gate and up stay two matmuls: fusing them needs a concatenation of the weights every step
+    ([E,D,2F], or [D,2F] per expert) and its split in the backward, which cost as much as or more
+    than the wider matmul saves (bench/RESULTS.md). Backward is one loop too (_expert_blocks_bwd)."""
     return _expert_blocks_fwd(sizes, xs, wi_gate, wi_up, wo, groups)[0]
 
 
@@ -323,9 +325,8 @@ def dispatch_blocked(x, r: Routing, wi_gate, wi_up, wo, block: int = 0):
     align = sizes[-1]
     n_rows = a + n_experts * (align - 1)  # static bound: each group wastes < align rows
     row, aligned, offset = _assignment_rows(r.expert_ids, n_experts, align)  # [A], [E], [E]
-    x_rep = jnp.broadcast_to(x[:, None], (n, k, d)).reshape(
-        a, d
-    )  # [A,D]: assignment a = token a//k
+    # [A,D]: assignment a is token a // k
+    x_rep = jnp.broadcast_to(x[:, None], (n, k, d)).reshape(a, d)
     # Scatter into the grouped layout (unique rows; its backward is a gather).
     xs = jnp.zeros((n_rows, d), x.dtype).at[row].set(x_rep, unique_indices=True)  # [R,D]
     y = expert_blocks(sizes, xs, wi_gate, wi_up, wo, groups_of(aligned, offset, sizes[0]))
