@@ -85,12 +85,12 @@ def make_traces(family: str, n: int, path: str, mistake_rate: float, max_tokens:
 
     if os.path.exists(path):
         return sum(1 for _ in open(path))
-    rows, too_long = [], 0
+    tok, rows, too_long = ByteTokenizer(), [], 0
     for i in range(2 * n):
         task = generate_task(family, seed=TRACE_SEED_BASE + i, difficulty=1 + i % 3)
         rng = random.Random(TRACE_SEED_BASE + i)
         t = mt.task_trace(task, rng, f"{family}-{i:04d}", mistake_rate)
-        if t is not None and len(render_messages(ByteTokenizer(), t["messages"])[0]) > max_tokens:
+        if t is not None and len(render_messages(tok, t["messages"])[0]) > max_tokens:
             too_long += 1
         elif t is not None:
             rows.append(t)
