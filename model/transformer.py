@@ -56,14 +56,19 @@ class Block(nn.Module):
     moe: bool
 
     @nn.compact
-    def __call__(self, x, positions, segment_ids, forced_ids, cache):
+    def __call__(self, carry, positions, segment_ids, forced_ids, layer):
+        """carry: x [B,T,D], or (x, cache) when decoding; -> (carry, aux). In a scanned stack the
+        cache is the whole stack's and `layer` this block's index in it; else one layer's, layer
+        None."""
         c = self.cfg
+        x, cache = carry if isinstance(carry, tuple) else (carry, None)
         x = sh.constrain(x, (sh.BATCH, sh.SEQ, sh.ACT_EMBED))
         attn_out, new_cache = MLA(c, name="attn")(
             RMSNorm(c.hidden_size, c.rms_norm_eps, name="attn_norm")(x),
             positions,
             segment_ids,
             cache,
+            layer,
         )
         x = x + attn_out
         h = RMSNorm(c.hidden_size, c.rms_norm_eps, name="mlp_norm")(x)
@@ -76,7 +81,7 @@ class Block(nn.Module):
                 c.hidden_size, c.intermediate_size, c.initializer_range, c.dtype, name="mlp"
             )(h)
             aux = ()
-        return x, (aux, new_cache)
+        return (x if cache is None else (x, new_cache)), aux
 
 
 def scan_unroll(cfg: ModelConfig, length: int) -> int:
@@ -103,6 +108,16 @@ def _layer_stack(cfg: ModelConfig, moe: bool, length: int, name: str):
     return scanned(cfg, moe, name=name)
 
 
+def _run_stack(stack, n, x, positions, segment_ids, forced, cache, kind):
+    """-> (x, the blocks' stacked aux, the stack's updated cache or None). Decoding carries the
+    stack's whole cache through the scan: each block writes its new rows in place, then reads them."""
+    layers = jnp.arange(n, dtype=jnp.int32)  # each block's index in its stack's cache
+    carry = x if cache is None else (x, cache[kind])
+    carry, aux = stack(carry, positions, segment_ids, forced, layers)
+    x, new = carry if cache is not None else (carry, None)
+    return x, aux, new
+
+
 class MTPModule(nn.Module):
     cfg: ModelConfig
     moe: bool
@@ -119,9 +134,10 @@ class MTPModule(nn.Module):
         )
         joined = jnp.concatenate([e_norm, h_norm], axis=-1)  # [B,T,2D]: embed first, as DeepSeek
         x = matmul2d(joined, w_eh, c.dtype)  # [B,T,D]
-        x, (aux, new_cache) = Block(c, self.moe, name="block")(
-            x, positions, segment_ids, None, cache
+        carry, aux = Block(c, self.moe, name="block")(
+            x if cache is None else (x, cache), positions, segment_ids, None, None
         )
+        x, new_cache = carry if cache is not None else (carry, None)
         return x, RMSNorm(d, c.rms_norm_eps, name="head_norm")(x), aux, new_cache
 
 
@@ -185,12 +201,26 @@ class Transformer(nn.Module):
         x = self.embed_tokens(tokens)
         new_cache, aux = {}, None
         if c.num_dense_layers:
-            x, (_, new_cache["dense"]) = self.dense_layers(
-                x, positions, segment_ids, None, None if cache is None else cache["dense"]
+            x, _, new_cache["dense"] = _run_stack(
+                self.dense_layers,
+                c.num_dense_layers,
+                x,
+                positions,
+                segment_ids,
+                None,
+                cache,
+                "dense",
             )
         if c.num_moe_layers:
-            x, (aux, new_cache["moe"]) = self.moe_layers(
-                x, positions, segment_ids, forced_experts, None if cache is None else cache["moe"]
+            x, aux, new_cache["moe"] = _run_stack(
+                self.moe_layers,
+                c.num_moe_layers,
+                x,
+                positions,
+                segment_ids,
+                forced_experts,
+                cache,
+                "moe",
             )
         h = self.final_norm(x)
         out = ModelOutput(
