@@ -49,34 +49,39 @@ reexec_with_hugepages()  # the default launch's allocator setting (main.py appli
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
+from common import RL_CODING_PRESETS as PRESETS  # noqa: E402
 
 from configs import rl as rl_config  # noqa: E402
 from configs import sft as sft_config  # noqa: E402
 from rl import loop  # noqa: E402
 
 TRACE_SEED_BASE, HELDOUT_SEED_BASE = 1_000_000, 2_000_000
-PRESETS = {  # model_overrides on top of `tiny`
-    "tiny4": dict(
-        hidden_size=256,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        q_lora_rank=128,
-        kv_lora_rank=64,
-        qk_nope_head_dim=32,
-        qk_rope_head_dim=16,
-        v_head_dim=32,
-        intermediate_size=512,
-        moe_intermediate_size=128,
-        num_mtp_modules=0,
-    ),
-    "tiny": dict(num_mtp_modules=0),
-}
 
 
-def make_traces(family: str, n: int, path: str, mistake_rate: float, max_tokens: int) -> int:
+def synthetic_package(rng: random.Random) -> str:
+    """A pronounceable lowercase name of 2-3 syllables that is not a keyword, a stdlib module
+    (the task's tests import it: a shadowed module would break them) or one of PACKAGES."""
+    import keyword  # noqa: PLC0415
+
+    from rl.envs.taskgen.common import PACKAGES  # noqa: PLC0415
+
+    while True:
+        name = "".join(
+            rng.choice("bdfgklmnprstvz") + rng.choice("aeiou") for _ in range(rng.randint(2, 3))
+        )
+        if not (keyword.iskeyword(name) or name in sys.stdlib_module_names or name in PACKAGES):
+            return name
+
+
+def make_traces(
+    family: str, n: int, path: str, mistake_rate: float, max_tokens: int, names: str = "standard"
+) -> int:
     """`n` traces of the family that end in an all-pass submit (seeds TRACE_SEED_BASE + i, up to
     2n tried), a fraction `mistake_rate` of them holding one mistake and its recovery; traces
-    longer than the context (`max_tokens`) are skipped and counted: no episode reaches their end."""
+    longer than the context (`max_tokens`) are skipped and counted: no episode reaches their end.
+    names='random': each trace's package gets a synthetic name (the task is otherwise the same),
+    so recalling one of the generator's 8 names never fits the data and copying it from the
+    listing does."""
     import make_traces as mt  # noqa: PLC0415  (tools/)
 
     from data.chat import render_messages  # noqa: PLC0415
@@ -87,8 +92,9 @@ def make_traces(family: str, n: int, path: str, mistake_rate: float, max_tokens:
         return sum(1 for _ in open(path))
     tok, rows, too_long = ByteTokenizer(), [], 0
     for i in range(2 * n):
-        task = generate_task(family, seed=TRACE_SEED_BASE + i, difficulty=1 + i % 3)
         rng = random.Random(TRACE_SEED_BASE + i)
+        package = synthetic_package(random.Random(-1 - i)) if names == "random" else None
+        task = generate_task(family, TRACE_SEED_BASE + i, 1 + i % 3, package=package)
         t = mt.task_trace(task, rng, f"{family}-{i:04d}", mistake_rate)
         if t is not None and len(render_messages(tok, t["messages"])[0]) > max_tokens:
             too_long += 1
@@ -98,7 +104,8 @@ def make_traces(family: str, n: int, path: str, mistake_rate: float, max_tokens:
             break
     mistakes = sum(t["mistake"] is not None for t in rows)
     print(
-        f"traces: {len(rows)} kept ({mistakes} with a mistake), {too_long} over {max_tokens} tokens"
+        f"traces: {len(rows)} kept ({mistakes} with a mistake), {too_long} over {max_tokens} "
+        f"tokens, package names {names}"
     )
     with open(path + ".tmp", "w") as f:
         f.writelines(json.dumps(t, ensure_ascii=False) + "\n" for t in rows)
@@ -143,6 +150,7 @@ def rl_config_for(args, params_dir: str):
         pool_size=args.pool or 4 * args.rl_steps * args.groups_per_batch,  # room for skipped
         # zero-signal groups (dynamic sampling)
         steps=args.rl_steps,
+        max_seconds=60.0 * args.rl_minutes,
         group_size=args.group_size,
         groups_per_batch=args.groups_per_batch,
         groups_per_call=args.groups_per_batch,
@@ -256,10 +264,19 @@ def main():
         default=0.0,
         help="fraction of SFT traces with one mistake and its recovery (TracePolicy)",
     )
+    ap.add_argument(
+        "--trace_names",
+        default="standard",
+        choices=("standard", "random"),
+        help="package names in the SFT traces: the generator's 8, or a synthetic one per trace",
+    )
     ap.add_argument("--sft_steps", type=int, default=240)
     ap.add_argument("--sft_lr", type=float, default=2e-3)
     ap.add_argument("--max_tokens", type=int, default=2048)
     ap.add_argument("--rl_steps", type=int, default=20)
+    ap.add_argument(
+        "--rl_minutes", type=float, default=0.0, help="RL wall-time budget (0: --rl_steps only)"
+    )
     ap.add_argument("--rl_lr", type=float, default=1e-5)
     ap.add_argument("--pool", type=int, default=0, help="RL pool size (0: 4 x steps x groups)")
     ap.add_argument("--group_size", type=int, default=8)
@@ -292,6 +309,7 @@ def main():
         os.path.join(args.workdir, "traces.jsonl"),
         args.mistake_rate,
         args.max_tokens,
+        args.trace_names,
     )
     wall["traces"] = time.time() - t0
     print(f"{n} traces of {args.family}", flush=True)

@@ -382,7 +382,8 @@ def _truncate_journal(path: str, step: int) -> None:
 
 
 def train(config, workdir: str, *, log=print) -> dict:
-    """Runs the RL loop until the pool is used up or rl.steps; resumes from <workdir>."""
+    """Runs the RL loop until the pool is used up, rl.steps or rl.max_seconds (no step starts
+    after it; the one running finishes); resumes from <workdir>."""
     from rl.trainer import init_state, jit_ref_logprobs, jit_rl_step  # noqa: PLC0415
     from train.checkpoint import Checkpointer  # noqa: PLC0415
     from train.tensorboard import SummaryWriter  # noqa: PLC0415
@@ -424,8 +425,13 @@ def train(config, workdir: str, *, log=print) -> dict:
     samplers = _start_samplers(config, workdir, stop)
     rows = rl.groups_per_batch * rl.group_size
     history = []
+    deadline = time.monotonic() + rl.max_seconds if rl.get("max_seconds", 0) else float("inf")
     try:
-        while books.unfinished() and (not rl.steps or version < rl.steps):
+        while (
+            books.unfinished()
+            and (not rl.steps or version < rl.steps)
+            and time.monotonic() < deadline
+        ):
             sel = _select(store, books, rl, version)
             if sel is None:
                 if reported != len(books.seen):  # groups read, no batch yet (dynamic

@@ -39,6 +39,25 @@ def test_difficulty_grows_the_repo_and_vagues_the_prompt():
         generate_task("rename", 0, 4)
 
 
+def test_package_override_renames_the_package_and_keeps_the_task(tmp_path):
+    base, renamed = (
+        generate_task("boundary", 7, 2),
+        generate_task("boundary", 7, 2, package="zorbu"),
+    )
+    old = base.meta["package"]
+    swap = lambda d: {k.replace(old, "zorbu"): v.replace(old, "zorbu") for k, v in d.items()}  # noqa: E731
+    assert (
+        renamed.prompt == base.prompt.replace(old, "zorbu") and renamed.meta["package"] == "zorbu"
+    )
+    assert renamed.files == swap(base.files) and renamed.solution == swap(base.solution)
+    assert renamed.hidden_tests == swap(base.hidden_tests)
+    accepted, rejected = verify_tasks([renamed])  # its reference solution passes its hidden tests
+    assert rejected == [] and len(accepted) == 1
+    for bad in ("Zorbu", "zor-bu", "1zorbu"):
+        with pytest.raises(ValueError, match="expected a lowercase Python identifier"):
+            generate_task("boundary", 7, 2, package=bad)
+
+
 def test_jsonl_round_trip(tmp_path):
     tasks = generate_tasks(len(TEMPLATES), seed=11)
     tasks[0].solution["README.md"] = None  # a deletion survives the round trip

@@ -105,6 +105,15 @@ def test_two_sampler_processes_and_kill9_of_trainer(tmp_path):
     assert max(int(v.max()) for v in versions) >= 5  # versions advanced during sampling
 
 
+def test_max_seconds_stops_the_trainer_between_steps(tmp_path):
+    """rl.max_seconds: no step starts after the budget; the run ends with a checkpoint."""
+    c = rl_config.get_config()
+    c.rl.update(pool_size=64, groups_per_batch=2, group_size=4, steps=0, max_seconds=1e-3)
+    out = loop.train(c, str(tmp_path / "rl"), log=lambda *_: None)
+    assert out["history"] == [] and int(out["state"].step) == 0
+    assert len(out["books"].consumed) == 0
+
+
 def test_rl_starts_from_exported_params(tmp_path):
     """--config.init_params_from=<exported params>: the model config and params come from there."""
     import jax

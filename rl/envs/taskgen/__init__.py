@@ -51,14 +51,21 @@ def training_templates() -> tuple[str, ...]:
     return tuple(t for t in TEMPLATES if t not in HELD_OUT_TEMPLATES)
 
 
-def generate_task(template: str, seed: int, difficulty: int = 1) -> Task:
+def generate_task(
+    template: str, seed: int, difficulty: int = 1, package: str | None = None
+) -> Task:
+    """`package` replaces the drawn package name (same task otherwise): SFT traces with many
+    names teach a model to copy the name from the repo instead of recalling one of PACKAGES."""
     if template not in TEMPLATES:
         raise ValueError(f"unknown task template {template!r}; known: {', '.join(TEMPLATES)}")
     if difficulty not in (1, 2, 3):
         raise ValueError(f"difficulty must be 1, 2 or 3, got {difficulty!r}")
+    if package is not None and not (package.isidentifier() and package.islower()):
+        raise ValueError(f"package {package!r}: expected a lowercase Python identifier")
     kind, make = TEMPLATES[template]
     rng = random.Random(f"{template}:{seed}:{difficulty}")
-    pkg = rng.choice(PACKAGES)
+    pkg = rng.choice(PACKAGES)  # drawn either way: the rest of the task stays the same
+    pkg = package or pkg
     files, prompt, hidden, solution = make(rng, pkg, difficulty)
     return Task(
         id=f"{template}-s{seed}-d{difficulty}",
