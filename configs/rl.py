@@ -55,7 +55,9 @@ def get_config() -> ml_collections.ConfigDict:
             max_staleness=4,
             max_ahead=8,  # groups a sampler may produce ahead of the trainer
             steps=0,  # 0 = until the pool is used up
-            max_seconds=0.0,  # > 0: no new trainer step starts after this much wall time
+            # > 0: no new trainer step starts after this many seconds of this process's loop (a
+            # resumed run gets a fresh budget); 0 = no limit
+            max_seconds=0.0,
             lr=3e-3,
             tis_c=2.0,
             ppo_clip=0.0,
