@@ -113,13 +113,48 @@ def make_traces(
     return len(rows)
 
 
-def sft(args, traces: str, workdir: str) -> str:
-    """-> the exported params dir of the SFT run (train/'s loop, configs/sft.py's data + loss)."""
+def pretrain(args, workdir: str) -> str:
+    """--pretrain_steps > 0: stage (a) first (configs/pretrain.py: next-byte prediction on the
+    embedded stdlib corpus, 16 x 512-byte rows) from a random init, so SFT starts from a model
+    that has seen code, where copying an identifier from earlier in the context is everywhere.
+    -> the exported params dir, or '' (SFT then starts from a random init)."""
+    if not args.pretrain_steps:
+        return ""
+    from configs import pretrain as pretrain_config  # noqa: PLC0415
+    from train import convert  # noqa: PLC0415
+    from train import loop as train_loop  # noqa: PLC0415
+
+    c = pretrain_config.get_config()
+    c.model = "tiny"
+    c.model_overrides = dict(PRESETS[args.preset], max_position_embeddings=args.max_tokens)
+    c.train.update(
+        steps=args.pretrain_steps,
+        batch_size=16,
+        seq_len=512,
+        lr=args.sft_lr,
+        warmup_steps=20,
+        eval_every=args.pretrain_steps,
+        eval_batches=2,
+        log_every=50,
+        mtp_mode="none",
+    )
+    c.checkpoint.every_steps = args.pretrain_steps
+    export = os.path.join(workdir, "export", f"params_{args.pretrain_steps}")
+    if not os.path.exists(os.path.join(export, "model_config.json")):
+        train_loop.train(c, workdir)
+        export = convert.export_latest(c, workdir)
+    return export
+
+
+def sft(args, traces: str, workdir: str, init: str = "") -> str:
+    """-> the exported params dir of the SFT run (train/'s loop, configs/sft.py's data + loss),
+    from `init` (exported params) or a random init."""
     from train import convert  # noqa: PLC0415
     from train import loop as train_loop  # noqa: PLC0415
 
     c = sft_config.get_config()
     c.model = "tiny"
+    c.init_params_from = init
     c.model_overrides = dict(PRESETS[args.preset], max_position_embeddings=args.max_tokens)
     c.data.sources = (dict(c.data.sources[0], paths=[traces]),)
     c.data.heldout_fraction = 0.05
@@ -270,6 +305,12 @@ def main():
         choices=("standard", "random"),
         help="package names in the SFT traces: the generator's 8, or a synthetic one per trace",
     )
+    ap.add_argument(
+        "--pretrain_steps",
+        type=int,
+        default=0,
+        help="stdlib pretraining steps before SFT (0: none)",
+    )
     ap.add_argument("--sft_steps", type=int, default=240)
     ap.add_argument("--sft_lr", type=float, default=2e-3)
     ap.add_argument("--max_tokens", type=int, default=2048)
@@ -314,7 +355,10 @@ def main():
     wall["traces"] = time.time() - t0
     print(f"{n} traces of {args.family}", flush=True)
     t0 = time.time()
-    params_dir = sft(args, os.path.join(args.workdir, "traces.jsonl"), args.workdir + "/sft")
+    init = pretrain(args, args.workdir + "/pretrain")
+    wall["pretrain"] = time.time() - t0
+    t0 = time.time()
+    params_dir = sft(args, os.path.join(args.workdir, "traces.jsonl"), args.workdir + "/sft", init)
     wall["sft"] = time.time() - t0
     config = loop.resolve(rl_config_for(args, params_dir))  # fails closed without isolation
     pool = {t.seed for t in (loop.make_task(config.rl, j) for j in range(config.rl.pool_size))}
@@ -344,7 +388,7 @@ def main():
     r1 = np.mean([x["reward/mean"] for x in h[-3:]]) if h else float("nan")
     print(
         "\n| family | traces | SFT steps | RL steps | reward first 3 | last 3 | pass@1 before | "
-        "after | best-of-4 before | after | wall s (traces/SFT/eval/RL/eval) | load |"
+        "after | best-of-4 before | after | wall s (traces/pretrain/SFT/eval/RL/eval) | load |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     secs = "/".join(f"{wall[k]:.0f}" for k in wall)
