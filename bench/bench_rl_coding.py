@@ -113,6 +113,20 @@ def make_traces(
     return len(rows)
 
 
+def _train_and_export(c, workdir: str) -> str:
+    """Runs train/'s loop for c.train.steps (unless its export exists: re-runs reuse finished
+    stages) and -> the exported params dir."""
+    from train import convert  # noqa: PLC0415
+    from train import loop as train_loop  # noqa: PLC0415
+
+    c.checkpoint.every_steps = c.train.steps
+    export = os.path.join(workdir, "export", f"params_{c.train.steps}")
+    if not os.path.exists(os.path.join(export, "model_config.json")):
+        train_loop.train(c, workdir)
+        export = convert.export_latest(c, workdir)
+    return export
+
+
 def pretrain(args, workdir: str) -> str:
     """--pretrain_steps > 0: stage (a) first (configs/pretrain.py: next-byte prediction on the
     embedded stdlib corpus, 16 x 512-byte rows) from a random init, so SFT starts from a model
@@ -121,8 +135,6 @@ def pretrain(args, workdir: str) -> str:
     if not args.pretrain_steps:
         return ""
     from configs import pretrain as pretrain_config  # noqa: PLC0415
-    from train import convert  # noqa: PLC0415
-    from train import loop as train_loop  # noqa: PLC0415
 
     c = pretrain_config.get_config()
     c.model = "tiny"
@@ -138,20 +150,12 @@ def pretrain(args, workdir: str) -> str:
         log_every=50,
         mtp_mode="none",
     )
-    c.checkpoint.every_steps = args.pretrain_steps
-    export = os.path.join(workdir, "export", f"params_{args.pretrain_steps}")
-    if not os.path.exists(os.path.join(export, "model_config.json")):
-        train_loop.train(c, workdir)
-        export = convert.export_latest(c, workdir)
-    return export
+    return _train_and_export(c, workdir)
 
 
 def sft(args, traces: str, workdir: str, init: str = "") -> str:
     """-> the exported params dir of the SFT run (train/'s loop, configs/sft.py's data + loss),
     from `init` (exported params) or a random init."""
-    from train import convert  # noqa: PLC0415
-    from train import loop as train_loop  # noqa: PLC0415
-
     c = sft_config.get_config()
     c.model = "tiny"
     c.init_params_from = init
@@ -169,12 +173,7 @@ def sft(args, traces: str, workdir: str, init: str = "") -> str:
         log_every=20,
         mtp_mode="none",
     )
-    c.checkpoint.every_steps = args.sft_steps
-    export = os.path.join(workdir, "export", f"params_{args.sft_steps}")
-    if not os.path.exists(os.path.join(export, "model_config.json")):
-        train_loop.train(c, workdir)
-        export = convert.export_latest(c, workdir)
-    return export
+    return _train_and_export(c, workdir)
 
 
 def rl_config_for(args, params_dir: str):
