@@ -56,6 +56,7 @@ class CodingSampler:
         max_turns: int = 4,
         max_turn_tokens: int = 128,
         obs_token_budget: int = 256,
+        max_malformed_streak: int = 0,
         workers: int = 4,
         min_bucket: int = 64,
     ):
@@ -68,7 +69,10 @@ class CodingSampler:
         self.temperature, self.swap_every, self.slots = temperature, swap_every, slots
         self.max_turn_tokens, self.workers, self.min_bucket = max_turn_tokens, workers, min_bucket
         self.env_kwargs = dict(
-            max_tokens=max_tokens, max_turns=max_turns, obs_token_budget=obs_token_budget
+            max_tokens=max_tokens,
+            max_turns=max_turns,
+            obs_token_budget=obs_token_budget,
+            max_malformed_streak=max_malformed_streak,
         )
         self.swaps = self.errors = 0
 

@@ -128,6 +128,7 @@ def make_sampler(rl, cfg):
             max_turns=c.max_turns,
             max_turn_tokens=c.max_turn_tokens,
             obs_token_budget=c.obs_token_budget,
+            max_malformed_streak=c.max_malformed_streak,
             workers=c.workers,
             min_bucket=c.min_bucket,
         )

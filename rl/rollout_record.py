@@ -23,7 +23,7 @@ tokens), thinking_tokens (emitted tokens inside <|think|>..<|/think|>, tags incl
 output_tokens (the other emitted tokens outside tool calls: free text and <|end|>),
 malformed_calls, malformed_turns (indices of turns with a malformed call or cut off before <|end|>).
 Grade: tests_passed / tests_total of the hidden tests; done_reason: submit | no_tool_call |
-turn_limit | context_limit.
+malformed_streak | turn_limit | context_limit.
 """
 
 from __future__ import annotations

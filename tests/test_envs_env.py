@@ -217,6 +217,27 @@ def test_turn_limit_and_no_tool_call_end_the_episode():
     env.close()
 
 
+def test_malformed_streak_ends_the_episode_only_after_consecutive_broken_turns():
+    broken = TOK.encode('<|tool_call|>{"name": "list_files"<|/tool_call|>', allow_special=True)
+    broken += [END]
+    look = TOK.encode(tool_call_text("list_files", {}), allow_special=True) + [END]
+    cut_off = TOK.encode(tool_call_text("list_files", {}), allow_special=True)  # no <|end|>
+    env = CodingEnv(TOK, max_turns=6, system_prompt=None, max_malformed_streak=2)
+    env.reset(SIMPLE)
+    # broken, good, broken: never two in a row, the episode goes on
+    assert [env.step(ids)[1] for ids in (broken, look, broken)] == [False] * 3
+    assert env.step(cut_off) == ([], True)  # a turn without <|end|> counts as broken too
+    rec = env.record()
+    assert rec.done_reason == "malformed_streak" and rec.turns == 4
+    assert rec.malformed_turns == [0, 2, 3] and rec.tests_total == 1  # graded as usual
+    env = CodingEnv(TOK, max_turns=3, system_prompt=None)  # default 0: only the turn limit
+    env.reset(SIMPLE)
+    assert [env.step(broken)[1] for _ in range(3)] == [False, False, True]
+    assert env.record().done_reason == "turn_limit" and env.record().malformed_calls == 3
+    with pytest.raises(ValueError, match="max_malformed_streak=-1 must be >= 0"):
+        CodingEnv(TOK, max_malformed_streak=-1)
+
+
 CHEAT_CONFTEST = """import pytest
 
 @pytest.hookimpl(hookwrapper=True)

@@ -43,7 +43,8 @@ class EpisodeRecord:
     malformed_calls: int
     malformed_turns: list[int]  # indices of turns with a malformed call or no <|end|>
     turn_spans: list[tuple[int, int]]  # [start, end) of each emitted turn in `tokens`
-    done_reason: str  # "submit" | "no_tool_call" | "turn_limit" | "context_limit"
+    # "submit" | "no_tool_call" | "malformed_streak" | "turn_limit" | "context_limit"
+    done_reason: str
     tests_passed: int = 0
     tests_total: int = 0
     tampered: bool = False  # the grader caught the repo bending its results (Grade.tampered)
@@ -80,13 +81,21 @@ class CodingEnv:
         system_prompt: str | None = DEFAULT_SYSTEM,
         limits: Limits = Limits(),
         max_calls_per_turn: int = 16,
+        max_malformed_streak: int = 0,
     ):
+        """max_malformed_streak > 0 ends the episode ("malformed_streak") after that many
+        consecutive turns with a malformed call or no <|end|>: a policy that has lost the tool
+        format rarely recovers (2 of 262 successes in an RL run of bench/RESULTS.md did), and its
+        remaining turns are the longest and costliest to sample. 0 = never."""
         self.tok = tok
         self.max_turns, self.max_tokens = max_turns, max_tokens
         self.obs_token_budget = obs_token_budget
         self.command_timeout_s, self.test_timeout_s = command_timeout_s, test_timeout_s
         self.system_prompt, self.limits = system_prompt, limits
         self.max_calls_per_turn = max_calls_per_turn
+        if max_malformed_streak < 0:
+            raise ValueError(f"max_malformed_streak={max_malformed_streak} must be >= 0")
+        self.max_malformed_streak = max_malformed_streak
         self.sandbox: Sandbox | None = None
         self.task: Task | None = None
         self._record: EpisodeRecord | None = None
@@ -202,7 +211,10 @@ class CodingEnv:
             return "submit"
         if not parsed.items:
             return "no_tool_call"
-        if self._record.turns >= self.max_turns:
+        rec, n = self._record, self.max_malformed_streak
+        if n and rec.malformed_turns[-n:] == list(range(rec.turns - n, rec.turns)):
+            return "malformed_streak"
+        if rec.turns >= self.max_turns:
             return "turn_limit"
         return ""
 
