@@ -2,11 +2,13 @@
 then the asynchronous RL loop on other seeds of that family, then held-out pass@1 / best-of-4.
 
     python bench/bench_rl_coding.py [--family boundary] [--traces 96] [--sft_steps 240]
-        [--rl_steps 20] [--rl_lr 1e-5] [--group_size 8] [--temperature 0.5] [--groups_per_batch 2]
-        [--heldout 48] [--workdir runs/bench_rl_coding] [--out bench/rl_coding_curve.png]
+        [--rl_minutes 30] [--rl_steps 100] [--rl_lr 1e-5] [--malformed_streak 2] [--group_size 8]
+        [--temperature 0.5] [--groups_per_batch 2] [--heldout 48] [--workdir runs/bench_rl_coding]
+        [--out bench/rl_coding_curve.png]
 
-The defaults are run 6's setting in bench/RESULTS.md (lr 1e-5 raised held-out pass@1 by ~10 points
-in runs 6 and 8; lr 1e-4 lowered it, runs 3-4).
+The defaults are run 16's setting in bench/RESULTS.md: run 6's (lr 1e-5 raised held-out pass@1 by
+~10 points in runs 6 and 8; lr 1e-4 lowered it, runs 3-4) with episodes ended after 2 consecutive
+broken turns (~1.5x the RL steps per minute) and RL stopped by the issue's 30-minute budget.
 
 1. Traces: the scripted oracle (rl.envs.scripted.TracePolicy, via tools/make_traces.py) plays
    `--traces` tasks of the family in the sandbox (seeds 1_000_000 + i); only clean all-pass
@@ -23,7 +25,7 @@ in runs 6 and 8; lr 1e-4 lowered it, runs 3-4).
    at least one all-pass episode.
 4. RL: rl/loop.py (task 'coding', rl.coding.templates = the family, pool seeded by rl.seed: seeds
    drawn from [0, 2^30), disjoint from 1. and 3. with overwhelming probability; checked) for
-   `--rl_steps` trainer steps.
+   `--rl_steps` trainer steps or until `--rl_minutes` have passed (no trainer step starts after).
 5. Held-out "after", the reward curve (PNG) and a markdown table with wall times and load.
 
 Re-running reuses finished stages found in --workdir (traces, the SFT export).
@@ -204,6 +206,7 @@ def rl_config_for(args, params_dir: str):
         max_turns=8,
         max_turn_tokens=192,
         obs_token_budget=384,
+        max_malformed_streak=args.malformed_streak,
         slots=8,
         workers=2,
         min_bucket=64,
@@ -313,9 +316,9 @@ def main():
     ap.add_argument("--sft_steps", type=int, default=240)
     ap.add_argument("--sft_lr", type=float, default=2e-3)
     ap.add_argument("--max_tokens", type=int, default=2048)
-    ap.add_argument("--rl_steps", type=int, default=20)
+    ap.add_argument("--rl_steps", type=int, default=100)
     ap.add_argument(
-        "--rl_minutes", type=float, default=0.0, help="RL wall-time budget (0: --rl_steps only)"
+        "--rl_minutes", type=float, default=30.0, help="RL wall-time budget (0: --rl_steps only)"
     )
     ap.add_argument("--rl_lr", type=float, default=1e-5)
     ap.add_argument("--pool", type=int, default=0, help="RL pool size (0: 4 x steps x groups)")
@@ -329,6 +332,13 @@ def main():
     )
     ap.add_argument(
         "--negative_scale", type=float, default=1.0, help="rl.negative_adv_scale (1 = plain GRPO)"
+    )
+    ap.add_argument(
+        "--malformed_streak",
+        type=int,
+        default=2,
+        help="rl.coding.max_malformed_streak: end an episode after this many consecutive broken "
+        "turns (0: never), in RL and in both held-out evaluations",
     )
     ap.add_argument("--heldout", type=int, default=48)
     ap.add_argument(
