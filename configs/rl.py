@@ -86,8 +86,8 @@ def get_config() -> ml_collections.ConfigDict:
             max_turns=4,  # turns per episode
             max_turn_tokens=64,  # tokens the policy may emit per turn
             obs_token_budget=128,  # tool-result tokens per call (truncated beyond)
-            # > 0: an episode ends after this many consecutive turns with a malformed call (cheaper
-            # sampling of episodes that have lost the tool format); 0 = only max_turns ends it
+            # > 0: an episode ends after this many consecutive turns with a malformed call or no
+            # <|end|> (cheaper sampling of episodes that have lost the tool format); 0 = off
             max_malformed_streak=0,
             slots=8,  # episodes decoded at once on the engine
             workers=4,  # sandbox threads (env reset/step, grading)
