@@ -339,8 +339,9 @@ def _metrics(recs, stats, step_metrics, sync, dt):
     m["zero_signal_groups"] = float(stats["zero_signal"])
     pol = sum(int(np.sum(r["mask"])) for r in recs)
     m["trained_tokens_per_s"] = pol / max(dt, 1e-9)
-    secs = sum(r.get("sample_seconds", 0.0) for r in recs) / max(len(recs), 1) * len(recs)
-    m["sampled_tokens_per_s"] = pol / max(secs, 1e-9)
+    # Each record carries its group's share of the play call's wall time: count it once per group.
+    shares = {r.get("group_id"): r.get("sample_seconds", 0.0) for r in recs}
+    m["sampled_tokens_per_s"] = pol / max(sum(shares.values()), 1e-9)
     m["sync/bytes"], m["sync/seconds"] = float(sync["bytes"]), float(sync["seconds"])
     m["sync/fraction_of_full"] = sync["bytes"] / sync["full_bytes"]
     return m

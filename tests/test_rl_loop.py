@@ -189,3 +189,18 @@ def test_without_dynamic_sampling_zero_signal_groups_are_trained_and_counted():
     store.groups["000001"] = _group([1.0, 0.0])
     recs, ids, stats = loop._select(store, books, rl, 0)
     assert ids == ["000000", "000001"] and stats["zero_signal"] == 1
+
+
+def test_sampled_tokens_per_second_counts_each_play_call_once():
+    """Two groups of 3 episodes from one 3-second play call: each record carries its group's
+    1.5 s share; 6 x 10 policy tokens in 3 s of sampling is 20 tokens/s (not 6 x 1.5 s)."""
+    recs = [
+        {"group_id": g, "reward": 0.0, "tokens": [1] * 12, "mask": [1] * 10, "sample_seconds": 1.5}
+        for g in ("000000", "000001")
+        for _ in range(3)
+    ]
+    stats = {"staleness": [0, 0], "zero_signal": 0}
+    sync = {"bytes": 1, "seconds": 0.0, "full_bytes": 2}
+    m = loop._metrics(recs, stats, {}, sync, dt=2.0)
+    assert m["sampled_tokens_per_s"] == pytest.approx(20.0)
+    assert m["trained_tokens_per_s"] == pytest.approx(30.0)

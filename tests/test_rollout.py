@@ -31,14 +31,22 @@ def tiny(moe_impl="blocked", **kw):
     return cfg, init_params(cfg, jax.random.PRNGKey(0))
 
 
-@pytest.mark.parametrize("moe_impl", ["blocked", "dense"])
-def test_continuing_a_slot_equals_one_fresh_prefill(moe_impl):
+@pytest.mark.parametrize("moe_impl,kv_len", [("blocked", None), ("dense", None), ("blocked", 48)])
+def test_continuing_a_slot_equals_one_fresh_prefill(moe_impl, kv_len):
+    """kv_len: the prefill's cache window (positions [0, 48) of 64; every piece ends below 48)."""
     cfg, params = tiny(moe_impl)
     ids = np.random.default_rng(0).integers(0, cfg.vocab_size, 40).astype(np.int32)
     full = jax.jit(lambda t: Transformer(cfg).apply({"params": params}, t).logits)
     fresh = full(jnp.asarray(ids)[None])[0]  # jitted: eager op-by-op dispatch compiles every op
-    step = jax.jit(lambda c, rows, t, p: forward_rows(cfg, params, c, rows, t, p))
+    step = jax.jit(lambda c, rows, t, p: forward_rows(cfg, params, c, rows, t, p, kv_len))
     cache = init_cache(cfg, 3, 64)
+    # A longer earlier episode's entries past 48 (at their own positions): masked or out of window.
+    stale = {"latent": 7.0, "rope": 7.0, "positions": jnp.arange(48, 64)}
+    cache = jax.tree.map(
+        lambda c: {k: c[k].at[:, 1, 48:].set(v) for k, v in stale.items()},
+        cache,
+        is_leaf=lambda c: isinstance(c, dict) and "latent" in c,
+    )
     rows = jnp.asarray([1, 3], jnp.int32)  # slot 1 + one padding row (>= B: never written)
     got = []
     for a, b in ((0, 13), (13, 14), (14, 40)):  # prompt, one decode-sized piece, an observation
@@ -49,6 +57,7 @@ def test_continuing_a_slot_equals_one_fresh_prefill(moe_impl):
         got.append(out.logits[0, : b - a])
     np.testing.assert_allclose(np.concatenate(got), fresh, rtol=0, atol=1e-5)
     assert int(jnp.max(cache["moe"]["positions"][:, 0])) == -1  # other slots untouched
+    assert bool(jnp.all(cache["moe"]["latent"][:, 1, 48:] == 7))  # nothing written past 40
 
 
 def test_no_sampled_id_outside_the_valid_set():
@@ -125,8 +134,10 @@ def test_compiled_programs_stay_within_the_bound_over_50_episodes():
     assert len(out.records) == 50 and out.stats["errors"] == 0
     assert {r.turns for r in out.records} == {3}
     compiled = _prefill_jit._cache_size() + _decode_jit._cache_size() - before
-    assert compiled <= len(eng.programs) <= eng.max_programs == 4 + 3 * 4  # R {1,2,4} x T {16..128}
+    # R {1,2,4} x T {16..128} x cache window W {16,24,32,48,64,96,128}
+    assert compiled <= len(eng.programs) <= eng.max_programs == 4 + 3 * 4 * 7
     assert any(k[0] == "prefill" and k[1] > 1 for k in eng.programs)  # batched prefills happened
+    assert len({k[3] for k in eng.programs if k[0] == "prefill"}) > 1  # windows grew with context
     for r in out.records:
         assert [t for a, b in r.turn_spans for t in r.tokens[a:b]] == [
             t for t, m in zip(r.tokens, r.mask) if m
