@@ -1,13 +1,17 @@
-"""RolloutEngine decode cost (ms per decode iteration, every slot active), optionally side by side
-with another git revision of this repo in alternating subprocesses (the machine is shared):
+"""RolloutEngine decode cost (ms per decode iteration, every slot active) and the cost of extending
+one slot by an observation at several contexts (prefill), optionally side by side with another git
+revision of this repo in alternating subprocesses (the machine is shared):
 
     python bench/bench_engine_decode.py [--slots 8,16] [--cache_len 2048] [--rounds 3]
+        [--contexts 256,1024,1792] [--obs 200]
     python bench/bench_engine_decode.py --against 53845dd    # this tree vs that commit
 
 The model is bench_rl_coding's `tiny4` preset (bench/common.py) (random init, float32), the RL sampler's shape: what
 the coding RL loop decodes with. Each slot is prefilled with a 59-token prompt, then decodes in
 calls of 16 iterations (as the rollout driver calls the engine between turns); no stop tokens, so
-every slot stays active. `--against REV` checks REV out into a temporary git worktree and runs
+every slot stays active. The prefill check submits a ctx-token prompt to one slot, then times
+`extend` by --obs tokens plus the one decode iteration that runs it (best of 3 after a compiling
+first). `--against REV` checks REV out into a temporary git worktree and runs
 the same measurement there, alternating old/new each round.
 """
 
@@ -44,22 +48,47 @@ for slots in {slots!r}:
         eng.step(16)
     jax.block_until_ready(eng.state.tokens)
     print(f"slots {{slots}}: {{(time.perf_counter() - t0) / 256 * 1e3:.3f}} ms/iter", flush=True)
+eng = RolloutEngine(cfg, params, slots=8, cache_len={cache_len}, temperature=0.5, seed=0)
+for ctx in {contexts!r}:  # one observation of {obs} tokens extended onto a context of ctx tokens
+    times = []
+    for rep in range(4):
+        eng.submit(rep, [1 + i % 200 for i in range(ctx)], max_new=1, stop_tokens=[])
+        eng.step(1)
+        jax.block_until_ready(eng.state.tokens)
+        t0 = time.perf_counter()
+        eng.extend(rep, [5] * {obs}, max_new=1, stop_tokens=[])
+        eng.step(1)
+        jax.block_until_ready(eng.state.tokens)
+        times.append(time.perf_counter() - t0)
+        eng.finish(rep)
+    print(f"prefill at {{ctx}}: {{min(times[1:]) * 1e3:.3f}} ms", flush=True)  # rep 0 compiles
 """
 
 
-def measure(root: str, slots: list[int], cache_len: int) -> dict[int, float]:
+def measure(root: str, slots: list[int], cache_len: int, contexts: list[int], obs: int) -> dict:
     sys.path[:0] = [ROOT, os.path.join(ROOT, "bench")]
     from common import RL_CODING_PRESETS  # noqa: PLC0415
 
     code = MEASURE.format(
-        root=root, overrides=RL_CODING_PRESETS["tiny4"], cache_len=cache_len, slots=tuple(slots)
+        root=root,
+        overrides=RL_CODING_PRESETS["tiny4"],
+        cache_len=cache_len,
+        slots=tuple(slots),
+        contexts=tuple(contexts),
+        obs=obs,
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=root, check=False
     )
     if out.returncode:
         raise RuntimeError(f"measurement in {root} failed:\n{out.stderr[-2000:]}")
-    return {int(s): float(ms) for s, ms in re.findall(r"slots (\d+): ([\d.]+) ms/iter", out.stdout)}
+    got = {
+        f"decode iteration, {s} slots": float(ms)
+        for s, ms in re.findall(r"slots (\d+): ([\d.]+) ms/iter", out.stdout)
+    }
+    for c, ms in re.findall(r"prefill at (\d+): ([\d.]+) ms", out.stdout):
+        got[f"{obs}-token prefill + 1 decode at context {c}"] = float(ms)
+    return got
 
 
 def main():
@@ -67,9 +96,12 @@ def main():
     ap.add_argument("--slots", default="8,16")
     ap.add_argument("--cache_len", type=int, default=2048)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--contexts", default="256,1024,1792", help="contexts of the prefill check")
+    ap.add_argument("--obs", type=int, default=200, help="observation tokens prefilled per check")
     ap.add_argument("--against", default="", help="git revision to measure side by side")
     args = ap.parse_args()
     slots = [int(s) for s in args.slots.split(",")]
+    contexts = [int(c) for c in args.contexts.split(",")]
     trees = {"this tree": ROOT}
     tmp = None
     if args.against:
@@ -81,24 +113,24 @@ def main():
         )
         trees = {args.against: tmp, "this tree": ROOT}
     print(f"load average before: {os.getloadavg()[0]:.2f}")
-    runs: dict[tuple[str, int], list[float]] = {}
+    runs: dict[tuple[str, str], list[float]] = {}
     try:
         for _ in range(args.rounds):
             for name, root in trees.items():
-                for s, ms in measure(root, slots, args.cache_len).items():
-                    runs.setdefault((name, s), []).append(ms)
+                for what, ms in measure(root, slots, args.cache_len, contexts, args.obs).items():
+                    runs.setdefault((name, what), []).append(ms)
     finally:
         if tmp:
             subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", tmp], check=False)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
-    print(f"\n| tree | slots | ms per decode iteration (cache {args.cache_len}), each round |")
+    print(f"\n| tree | what (cache {args.cache_len}) | ms, each round |")
     print("|---|---|---|")
-    for (name, s), v in sorted(runs.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        print(f"| {name} | {s} | {' / '.join(f'{x:.2f}' for x in v)} |")
+    for (name, what), v in sorted(runs.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        print(f"| {name} | {what} | {' / '.join(f'{x:.2f}' for x in v)} |")
     if args.against:
-        for s in slots:
-            ratio = sum(runs[("this tree", s)]) / sum(runs[(args.against, s)])
-            print(f"slots {s}: this tree / {args.against} = {ratio:.2f} of the time")
+        for what in sorted({w for _, w in runs}):
+            ratio = sum(runs[("this tree", what)]) / sum(runs[(args.against, what)])
+            print(f"{what}: this tree / {args.against} = {ratio:.2f} of the time")
 
 
 if __name__ == "__main__":
