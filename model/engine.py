@@ -38,9 +38,9 @@ turn fetch, one experts fetch, and one prefill per (R, T, W) bucket triple, R in
 reads and writes (its rows' positions [0, W)), in the T buckets and their 1.5x midpoints: a
 prefill's attention costs T x W, so it grows with the episode's context instead of paying for
 the whole cache from the first turn. Bound: 4 + n_R * n_T * n_W, e.g. B = 8, S = 1024,
-min_bucket = 16: 4 + 4 * 7 * 13 = 368; a run compiles the triples it meets (a few dozen in the
-coding RL benchmark). `engine.programs` holds the keys used; it is asserted to stay within
-`engine.max_programs`.
+min_bucket = 16: 4 + 4 * 7 * 13 = 368; a run compiles only the triples it meets (14-24 per
+engine in a one-off probe of the coding sampler, 2 groups x 8 episodes). `engine.programs` holds
+the keys used; it is asserted to stay within `engine.max_programs`.
 """
 
 from __future__ import annotations
