@@ -32,14 +32,15 @@ Teacher forcing: `forced` tokens are emitted instead of samples for the first le
 steps of a turn, with their log-probs, experts and version recorded exactly as for sampled tokens
 (scripted policies through the real engine; scoring).
 
-Compiled programs (static shapes, so a long run never recompiles): one decode loop, one init, one
-turn fetch, one experts fetch, and one prefill per (R, T, W) bucket triple, R in {1, 2, 4, ..} ∪ {B}
-(<= B), T in {min_bucket, 2 min_bucket, ..} ∪ {S} (<= S) and W, the cache window the prefill
-reads and writes (its rows' positions [0, W)), in the T buckets and their 1.5x midpoints: a
-prefill's attention costs T x W, so it grows with the episode's context instead of paying for
-the whole cache from the first turn. Bound: 4 + n_R * n_T * n_W, e.g. B = 8, S = 1024,
-min_bucket = 16: 4 + 4 * 7 * 13 = 368; a run compiles only the triples it meets (14-24 per
-engine in a one-off probe of the coding sampler, 2 groups x 8 episodes). `engine.programs` holds
+Compiled programs (static shapes, so a long run never recompiles): one init, one turn fetch, one
+experts fetch, one decode loop per cache window W and one prefill per (R, T, W) bucket triple, R in
+{1, 2, 4, ..} ∪ {B} (<= B), T in {min_bucket, 2 min_bucket, ..} ∪ {S} (<= S) and W, the cache
+window a call reads and writes (positions [0, W)), in the T buckets and their 1.5x midpoints: a
+prefill's attention costs T x W and a decode step reads W positions of every slot, so both grow
+with the episodes' contexts instead of paying for the whole cache from the first turn. Bound:
+3 + n_W + n_R * n_T * n_W, e.g. B = 8, S = 1024, min_bucket = 16: 3 + 13 + 4 * 7 * 13 = 380; a
+run compiles only the ones it meets (14-24 per engine in a one-off probe of the coding sampler,
+2 groups x 8 episodes, before decode was windowed). `engine.programs` holds
 the keys used; it is asserted to stay within `engine.max_programs`.
 """
 
@@ -210,8 +211,17 @@ def _decode_step(cfg, spec: Spec, params, version, sp: SamplingParams, st: SlotS
     )
 
 
-def decode(cfg, spec: Spec, params, version, sp: SamplingParams, st: SlotState, max_iterations):
-    """Decode steps until some slot ends its turn, none is active, or max_iterations."""
+def decode(
+    cfg, spec: Spec, kv_len: int, params, version, sp: SamplingParams, st: SlotState, max_iterations
+):
+    """Decode steps until some slot ends its turn, none is active, or max_iterations.
+
+    kv_len (static) > every position fed in this call: the loop carries only the cache window
+    [0, kv_len) and writes it back once at the end. A decode step reads the whole cache it is
+    given (memory-bound: for bench_rl_coding's model ~2 ms per 1000 positions of 8 slots), so a
+    window sized to the contexts, not to the cache, is what keeps early turns cheap."""
+    full = st.cache
+    window = jax.tree_util.tree_map(lambda x: x[:, :, :kv_len], full)  # [N,B,W,..]
 
     def cond(carry):
         st, n, ended = carry
@@ -222,7 +232,12 @@ def decode(cfg, spec: Spec, params, version, sp: SamplingParams, st: SlotState, 
         new = _decode_step(cfg, spec, params, version, sp, st)
         return new, n + 1, jnp.any(st.active & ~new.active)
 
-    return jax.lax.while_loop(cond, body, (st, jnp.int32(0), jnp.bool_(False)))[0]
+    init = (st.replace(cache=window), jnp.int32(0), jnp.bool_(False))
+    st = jax.lax.while_loop(cond, body, init)[0]
+    cache = jax.tree_util.tree_map(
+        lambda f, w: jax.lax.dynamic_update_slice_in_dim(f, w, 0, axis=2), full, st.cache
+    )
+    return st.replace(cache=cache)
 
 
 def _fetch_turn(st: SlotState, slot):
@@ -231,7 +246,7 @@ def _fetch_turn(st: SlotState, slot):
 
 _init_jit = jax.jit(init_state, static_argnums=(0, 1))
 _prefill_jit = jax.jit(prefill, static_argnums=(0, 1, 2), donate_argnums=(4,))
-_decode_jit = jax.jit(decode, static_argnums=(0, 1), donate_argnums=(5,))
+_decode_jit = jax.jit(decode, static_argnums=(0, 1, 2), donate_argnums=(6,))
 _fetch_turn_jit = jax.jit(_fetch_turn)
 _fetch_experts_jit = jax.jit(lambda st, slot: st.experts[slot])
 
@@ -317,7 +332,8 @@ class RolloutEngine:
         self.t_buckets = _buckets(min(min_bucket, cache_len), cache_len)
         self.r_buckets = _buckets(1, slots)
         self.kv_buckets = _kv_buckets(self.t_buckets)
-        self.max_programs = 4 + len(self.r_buckets) * len(self.t_buckets) * len(self.kv_buckets)
+        n_r, n_t, n_kv = len(self.r_buckets), len(self.t_buckets), len(self.kv_buckets)
+        self.max_programs = 3 + n_kv + n_r * n_t * n_kv
         self.programs: set[tuple] = {("init",)}
         self.state = _init_jit(cfg, self.spec, jax.random.PRNGKey(seed))
         self._free = list(range(slots))
@@ -412,10 +428,14 @@ class RolloutEngine:
         if not running:
             return []
         t0 = time.perf_counter()
-        self.programs.add(("decode",))
+        # Positions fed this call are < length - 1 + max_new (the turn's budget) for every slot.
+        kv = _bucket(max(r.length - 1 + r.max_new for r in running), self.kv_buckets)
+        self.programs.add(("decode", kv))
+        assert len(self.programs) <= self.max_programs, (self.programs, self.max_programs)
         self.state = _decode_jit(
             self.cfg,
             self.spec,
+            kv,
             self.params,
             self.version,
             self.sampling,

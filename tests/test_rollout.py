@@ -134,14 +134,49 @@ def test_compiled_programs_stay_within_the_bound_over_50_episodes():
     assert len(out.records) == 50 and out.stats["errors"] == 0
     assert {r.turns for r in out.records} == {3}
     compiled = _prefill_jit._cache_size() + _decode_jit._cache_size() - before
-    # R {1,2,4} x T {16..128} x cache window W {16,24,32,48,64,96,128}
-    assert compiled <= len(eng.programs) <= eng.max_programs == 4 + 3 * 4 * 7
+    # init, 2 fetches, decode per window W {16,24,32,48,64,96,128}, prefill per R {1,2,4} x
+    # T {16..128} x W
+    assert compiled <= len(eng.programs) <= eng.max_programs == 3 + 7 + 3 * 4 * 7
     assert any(k[0] == "prefill" and k[1] > 1 for k in eng.programs)  # batched prefills happened
     assert len({k[3] for k in eng.programs if k[0] == "prefill"}) > 1  # windows grew with context
+    assert len({k[1] for k in eng.programs if k[0] == "decode"}) > 1  # decode windows too
     for r in out.records:
         assert [t for a, b in r.turn_spans for t in r.tokens[a:b]] == [
             t for t, m in zip(r.tokens, r.mask) if m
         ]
+
+
+def test_decoding_in_a_small_window_keeps_a_paused_longer_slot():
+    """Slot A (60-token prompt) pauses after a turn; slot B's short turns then decode in cache
+    windows below A's context (16 of 128 positions), writing back only that window. A's next turn
+    must still see its whole cache: every log-prob A's turns recorded equals a full forward's over
+    its final sequence, with the routing the engine recorded (float32)."""
+    cfg, params = tiny()
+    eng = RolloutEngine(cfg, params, slots=2, cache_len=128, temperature=1.0, min_bucket=16)
+    rng = np.random.default_rng(1)
+    ids = lambda n: [int(x) for x in rng.integers(3, cfg.vocab_size, n)]  # noqa: E731
+    eng.submit("A", ids(60), max_new=4)
+    turns = eng.step()
+    assert [t.request for t in turns] == ["A"] and eng.programs >= {("decode", 64)}
+    eng.submit("B", ids(5), max_new=3)
+    for _ in range(2):  # B alone: window 16 (length - 1 + max_new <= 16)
+        (turn,) = eng.step()
+        assert turn.request == "B"
+        eng.extend("B", ids(2), max_new=3)
+    eng.step()
+    assert {k[1] for k in eng.programs if k[0] == "decode"} >= {16}
+    eng.extend("A", ids(3), max_new=4)
+    turns += [t for t in eng.step() if t.request == "A"]
+    seq, experts = eng.sequence("A"), eng.finish("A")
+    assert len(seq) == 60 + 4 + 3 + 4
+    forced = jnp.asarray(np.moveaxis(experts, 0, 1))[:, None]  # [n,1,L,k]
+    out = Transformer(cfg).apply(
+        {"params": params}, jnp.asarray(seq[:-1])[None], forced_experts=forced
+    )
+    lp = jax.nn.log_softmax(out.logits[0], -1)
+    for t in turns:
+        want = [float(lp[t.start - 1 + i, tok]) for i, tok in enumerate(t.tokens)]
+        np.testing.assert_allclose(t.logprobs, want, rtol=0, atol=1e-4)
 
 
 def test_a_prompt_that_leaves_no_room_is_skipped_with_a_clear_error():
