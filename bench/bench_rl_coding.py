@@ -201,6 +201,8 @@ def rl_config_for(args, params_dir: str):
         negative_adv_scale=args.negative_scale,
         microbatches=args.microbatches,
     )
+    if args.skip_key:
+        c.rl.curriculum.update(key=args.skip_key, after=args.skip_after, prob=args.skip_prob)
     c.rl.coding.update(
         templates=(args.family,),
         max_turns=8,
@@ -340,6 +342,14 @@ def main():
         help="rl.coding.max_malformed_streak: end an episode after this many consecutive broken "
         "turns (0: never), in RL and in both held-out evaluations",
     )
+    ap.add_argument(
+        "--skip_key",
+        default="",
+        help="rl.curriculum.key: skip tasks of a kind (e.g. meta.package) whose last "
+        "--skip_after groups had no outcome spread, with probability --skip_prob ('' = off)",
+    )
+    ap.add_argument("--skip_after", type=int, default=2)
+    ap.add_argument("--skip_prob", type=float, default=0.75)
     ap.add_argument("--heldout", type=int, default=48)
     ap.add_argument(
         "--eval_only",

@@ -94,5 +94,9 @@ def get_config() -> ml_collections.ConfigDict:
             min_bucket=64,  # smallest prefill length bucket (fewer compiled programs)
         )
     )
+    # Skip tasks predicted to carry no signal (rl/curriculum.py): a task whose `key` attribute
+    # (e.g. 'meta.package' of a coding task; '' = off) had no outcome spread in each of its last
+    # `after` groups is skipped with probability `prob` (counted, never trained).
+    c.rl.curriculum = ml_collections.ConfigDict(dict(key="", after=0, prob=0.0))
     c.rl.reward = ml_collections.ConfigDict(dict(outcome="all_pass", malformed_penalty=0.5))
     return c

@@ -38,6 +38,7 @@ import ml_collections
 import numpy as np
 
 from rl import batch as rb
+from rl.curriculum import Curriculum
 from rl.samplers import PromptTask, SingleTurnSampler, pattern_reward
 from rl.store import RolloutStore
 from rl.weight_sync import Follower, WeightReader, WeightWriter
@@ -206,6 +207,7 @@ def sampler_loop(
             return False
         return parent_pid is None or os.getppid() == parent_pid
 
+    cur = curriculum_of(rl)
     for c in range(0, len(todo), rl.groups_per_call):
         chunk = todo[c : c + rl.groups_per_call]
         while alive():  # backpressure: bounded work ahead of the trainer keeps staleness low
@@ -215,17 +217,29 @@ def sampler_loop(
             time.sleep(0.05)
         if not alive():
             break
-        tasks = [make_task(rl, order[j]) for j in chunk]
+        tasks = {j: make_task(rl, order[j]) for j in chunk}
+        for j in [j for j in chunk if cur.skip(tasks[j], order[j])]:
+            store.put(f"{j:06d}", [])  # skipped: counted by the trainer, never trained
+            written += 1
+            del tasks[j]
+        if not tasks:
+            continue
         t0 = time.perf_counter()
-        groups = sampler.play(tasks, follower, seed=rl.seed * 1_000_003 + chunk[0])
+        groups = sampler.play(list(tasks.values()), follower, seed=rl.seed * 1_000_003 + chunk[0])
         secs = time.perf_counter() - t0
-        for j, g in zip(chunk, groups):
+        for (j, task), g in zip(tasks.items(), groups):
             for r in g:
                 r["group_id"], r["task"] = f"{j:06d}", order[j]
                 r["sample_seconds"] = secs / len(groups)
             store.put(f"{j:06d}", g)
+            cur.record(task, g)
             written += 1
     return written
+
+
+def curriculum_of(rl) -> Curriculum:
+    c = rl.get("curriculum") or {}
+    return Curriculum(c.get("key", ""), c.get("after", 0), c.get("prob", 0.0), rl.seed)
 
 
 def sampler_cli(argv) -> None:
@@ -252,9 +266,9 @@ class _Books:
     read but not yet trained (`pending`) are not checkpointed: after a restart they are read
     again from the rollout store."""
 
-    def __init__(self, order, consumed=(), dropped=(), zero_signal=0):
+    def __init__(self, order, consumed=(), dropped=(), zero_signal=0, skipped=0):
         self.order, self.consumed, self.dropped = list(order), list(consumed), list(dropped)
-        self.zero_signal = zero_signal
+        self.zero_signal, self.skipped = zero_signal, skipped  # skipped: rl.curriculum's
         self.seen = set(self.consumed) | set(self.dropped)
         self.pending: list[tuple[str, list[dict]]] = []  # (group id, records), arrival order
         self.zero_since_batch = 0
@@ -265,6 +279,7 @@ class _Books:
             "consumed": self.consumed,
             "dropped": self.dropped,
             "zero_signal": self.zero_signal,
+            "skipped": self.skipped,
         }
 
     def unfinished(self) -> bool:
@@ -278,7 +293,8 @@ def _no_signal(group: list[dict]) -> bool:
 def _select(store, books: _Books, rl, version: int):
     """-> (records to train, their group ids, stats) once a batch is ready, else None.
 
-    New groups are read in arrival order. A group whose rewards are all equal carries no signal:
+    New groups are read in arrival order. An empty group is a task rl.curriculum skipped: counted
+    and settled. A group whose rewards are all equal carries no signal:
     counted, and with rl.dynamic_sampling never trained: the batch waits for further groups until
     it holds rl.groups_per_batch groups with signal (DAPO's dynamic sampling; only the pool's last
     batch may be smaller). A group whose oldest policy token is more than rl.max_staleness versions
@@ -288,6 +304,10 @@ def _select(store, books: _Books, rl, version: int):
             continue
         books.seen.add(g)
         group = store.get(g)
+        if not group:  # skipped by the sampler's curriculum (rl/curriculum.py): never played
+            books.skipped += 1
+            books.consumed.append(g)
+            continue
         if _no_signal(group):
             books.zero_signal += 1
             books.zero_since_batch += 1
@@ -404,7 +424,13 @@ def train(config, workdir: str, *, log=print) -> dict:
     books = _Books(pool_order(rl))
     if restored is not None:
         state, data, _ = restored
-        books = _Books(data["order"], data["consumed"], data["dropped"], data["zero_signal"])
+        books = _Books(
+            data["order"],
+            data["consumed"],
+            data["dropped"],
+            data["zero_signal"],
+            data.get("skipped", 0),  # absent in checkpoints from before rl.curriculum
+        )
         log(f"rl: resumed at step {int(state.step)} ({len(books.consumed)} groups trained)")
     _truncate_journal(os.path.join(workdir, "journal.jsonl"), int(state.step))
     with open(os.path.join(workdir, "rl_config.json"), "w") as f:
@@ -462,6 +488,7 @@ def train(config, workdir: str, *, log=print) -> dict:
             m = _metrics(recs, stats, jax.device_get(sm), sync, time.perf_counter() - t0)
             m["dropped_groups_total"] = float(len(books.dropped))
             m["zero_signal_groups_total"] = float(books.zero_signal)
+            m["curriculum_skipped_total"] = float(books.skipped)
             tb.scalars(version, m)
             history.append({"step": version, **m})
             with open(os.path.join(workdir, "journal.jsonl"), "a") as f:
@@ -500,7 +527,8 @@ def main(config, workdir: str) -> None:
         print(
             f"rl: {len(h)} steps, reward {h[0]['reward/mean']:.3f} -> {h[-1]['reward/mean']:.3f}, "
             f"{len(out['books'].dropped)} groups dropped (stale), "
-            f"{out['books'].zero_signal} zero-signal groups"
+            f"{out['books'].zero_signal} zero-signal groups, "
+            f"{out['books'].skipped} skipped by rl.curriculum"
         )
 
 
