@@ -9,7 +9,9 @@ revision of this repo in alternating subprocesses (the machine is shared):
 The model is bench_rl_coding's `tiny4` preset (bench/common.py) (random init, float32), the RL sampler's shape: what
 the coding RL loop decodes with. Each slot is prefilled with a 59-token prompt, then decodes in
 calls of 16 iterations (as the rollout driver calls the engine between turns); no stop tokens, so
-every slot stays active. The prefill check submits a ctx-token prompt to one slot, then times
+every slot stays active. The decode-at-context check fills 8 slots with ctx-token prompts and
+decodes turns of <= 192 tokens (the coding sampler's budget), so the decode's cache window
+(model/engine.py) is sized to ctx + 192; the first check's turns may run to the cache's end. The prefill check submits a ctx-token prompt to one slot, then times
 `extend` by --obs tokens plus the one decode iteration that runs it (best of 3 after a compiling
 first). `--against REV` checks REV out into a temporary git worktree and runs
 the same measurement there, alternating old/new each round.
@@ -48,6 +50,19 @@ for slots in {slots!r}:
         eng.step(16)
     jax.block_until_ready(eng.state.tokens)
     print(f"slots {{slots}}: {{(time.perf_counter() - t0) / 256 * 1e3:.3f}} ms/iter", flush=True)
+for ctx in {contexts!r}:  # 8 slots holding ctx tokens each, in turns of <= 192 tokens (the
+    # coding sampler's budget): the decode window is sized to ctx + 192, not to the cache
+    eng = RolloutEngine(cfg, params, slots=8, cache_len={cache_len}, temperature=0.5, seed=0)
+    for i in range(8):
+        eng.submit(i, [1 + j % 200 for j in range(ctx)], max_new=192, stop_tokens=[])
+    eng.step(4)
+    eng.step(16)
+    jax.block_until_ready(eng.state.tokens)
+    t0 = time.perf_counter()
+    for _ in range(8):
+        eng.step(16)
+    jax.block_until_ready(eng.state.tokens)
+    print(f"decode at {{ctx}}: {{(time.perf_counter() - t0) / 128 * 1e3:.3f}} ms/iter", flush=True)
 eng = RolloutEngine(cfg, params, slots=8, cache_len={cache_len}, temperature=0.5, seed=0)
 for ctx in {contexts!r}:  # one observation of {obs} tokens extended onto a context of ctx tokens
     times = []
@@ -86,6 +101,8 @@ def measure(root: str, slots: list[int], cache_len: int, contexts: list[int], ob
         f"decode iteration, {s} slots": float(ms)
         for s, ms in re.findall(r"slots (\d+): ([\d.]+) ms/iter", out.stdout)
     }
+    for c, ms in re.findall(r"decode at (\d+): ([\d.]+) ms/iter", out.stdout):
+        got[f"decode iteration, 8 slots at context {c} (turns <= 192)"] = float(ms)
     for c, ms in re.findall(r"prefill at (\d+): ([\d.]+) ms", out.stdout):
         got[f"{obs}-token prefill + 1 decode at context {c}"] = float(ms)
     return got

@@ -217,11 +217,12 @@ def decode(
     """Decode steps until some slot ends its turn, none is active, or max_iterations.
 
     kv_len (static) > every position fed in this call: the loop carries only the cache window
-    [0, kv_len) and writes it back once at the end. A decode step reads the whole cache it is
-    given (memory-bound: for bench_rl_coding's model ~2 ms per 1000 positions of 8 slots), so a
-    window sized to the contexts, not to the cache, is what keeps early turns cheap."""
+    [0, kv_len) and writes it back once at the end (kv_len = S: the cache itself, no copy). A
+    decode step reads the whole cache it is given (memory-bound: for bench_rl_coding's model ~2 ms
+    per 1000 positions of 8 slots), so a window sized to short contexts keeps their turns cheap."""
     full = st.cache
-    window = jax.tree_util.tree_map(lambda x: x[:, :, :kv_len], full)  # [N,B,W,..]
+    whole = kv_len >= spec.cache_len  # no window: the loop carries the cache itself, no copies
+    window = full if whole else jax.tree_util.tree_map(lambda x: x[:, :, :kv_len], full)
 
     def cond(carry):
         st, n, ended = carry
@@ -234,6 +235,8 @@ def decode(
 
     init = (st.replace(cache=window), jnp.int32(0), jnp.bool_(False))
     st = jax.lax.while_loop(cond, body, init)[0]
+    if whole:
+        return st
     cache = jax.tree_util.tree_map(
         lambda f, w: jax.lax.dynamic_update_slice_in_dim(f, w, 0, axis=2), full, st.cache
     )
@@ -429,7 +432,10 @@ class RolloutEngine:
             return []
         t0 = time.perf_counter()
         # Positions fed this call are < length - 1 + max_new (the turn's budget) for every slot.
+        # Copying a window in and out of the loop costs more than reading the whole cache unless
+        # the window is at most half of it (bench/RESULTS.md: 1.28x the time at 1536 of 2048).
         kv = _bucket(max(r.length - 1 + r.max_new for r in running), self.kv_buckets)
+        kv = kv if 2 * kv <= self.spec.cache_len else self.spec.cache_len
         self.programs.add(("decode", kv))
         assert len(self.programs) <= self.max_programs, (self.programs, self.max_programs)
         self.state = _decode_jit(
