@@ -293,8 +293,8 @@ def _no_signal(group: list[dict]) -> bool:
 def _select(store, books: _Books, rl, version: int):
     """-> (records to train, their group ids, stats) once a batch is ready, else None.
 
-    New groups are read in arrival order. An empty group is a task rl.curriculum skipped: counted
-    and settled. A group whose rewards are all equal carries no signal:
+    New groups are read in arrival order. An empty group (a task rl.curriculum skipped, or one
+    whose every episode the driver dropped) is counted in `skipped` and settled, never trained. A group whose rewards are all equal carries no signal:
     counted, and with rl.dynamic_sampling never trained: the batch waits for further groups until
     it holds rl.groups_per_batch groups with signal (DAPO's dynamic sampling; only the pool's last
     batch may be smaller). A group whose oldest policy token is more than rl.max_staleness versions
@@ -304,7 +304,7 @@ def _select(store, books: _Books, rl, version: int):
             continue
         books.seen.add(g)
         group = store.get(g)
-        if not group:  # skipped by the sampler's curriculum (rl/curriculum.py): never played
+        if not group:  # rl/curriculum.py skipped it (or every episode of it was dropped)
             books.skipped += 1
             books.consumed.append(g)
             continue
