@@ -37,7 +37,8 @@ experts fetch, one decode loop per cache window W and one prefill per (R, T, W) 
 {1, 2, 4, ..} ∪ {B} (<= B), T in {min_bucket, 2 min_bucket, ..} ∪ {S} (<= S) and W, the cache
 window a call reads and writes (positions [0, W)), in the T buckets and their 1.5x midpoints: a
 prefill's attention costs T x W and a decode step reads W positions of every slot, so both grow
-with the episodes' contexts instead of paying for the whole cache from the first turn. Bound:
+with the episodes' contexts instead of paying for the whole cache from the first turn (decode
+uses a window only when W <= S/2: copying it in and out of the loop costs more above). Bound:
 3 + n_W + n_R * n_T * n_W, e.g. B = 8, S = 1024, min_bucket = 16: 3 + 13 + 4 * 7 * 13 = 380; a
 run compiles only the ones it meets (14-24 per engine in a one-off probe of the coding sampler,
 2 groups x 8 episodes, before decode was windowed). `engine.programs` holds
