@@ -38,31 +38,25 @@ cfg = dataclasses.replace(
     presets.get("tiny"), **{overrides!r}, max_position_embeddings={cache_len}, dtype="float32"
 )
 params = init_params(cfg, jax.random.PRNGKey(0))
-for slots in {slots!r}:
+def ms_per_iteration(slots, prompt, max_new, calls):  # every slot holds prompt, decodes, no stops
     eng = RolloutEngine(cfg, params, slots=slots, cache_len={cache_len}, temperature=0.5, seed=0)
     for i in range(slots):
-        eng.submit(i, list(range(1, 60)), max_new={cache_len} - 100, stop_tokens=[])
+        eng.submit(i, prompt, max_new=max_new, stop_tokens=[])
     eng.step(4)
     eng.step(16)  # compiled and warm
     jax.block_until_ready(eng.state.tokens)
     t0 = time.perf_counter()
-    for _ in range(16):
+    for _ in range(calls):
         eng.step(16)
     jax.block_until_ready(eng.state.tokens)
-    print(f"slots {{slots}}: {{(time.perf_counter() - t0) / 256 * 1e3:.3f}} ms/iter", flush=True)
+    return (time.perf_counter() - t0) / (16 * calls) * 1e3
+for slots in {slots!r}:
+    ms = ms_per_iteration(slots, list(range(1, 60)), {cache_len} - 100, 16)
+    print(f"slots {{slots}}: {{ms:.3f}} ms/iter", flush=True)
 for ctx in {contexts!r}:  # 8 slots holding ctx tokens each, in turns of <= 192 tokens (the
     # coding sampler's budget): the decode window is sized to ctx + 192, not to the cache
-    eng = RolloutEngine(cfg, params, slots=8, cache_len={cache_len}, temperature=0.5, seed=0)
-    for i in range(8):
-        eng.submit(i, [1 + j % 200 for j in range(ctx)], max_new=192, stop_tokens=[])
-    eng.step(4)
-    eng.step(16)
-    jax.block_until_ready(eng.state.tokens)
-    t0 = time.perf_counter()
-    for _ in range(8):
-        eng.step(16)
-    jax.block_until_ready(eng.state.tokens)
-    print(f"decode at {{ctx}}: {{(time.perf_counter() - t0) / 128 * 1e3:.3f}} ms/iter", flush=True)
+    ms = ms_per_iteration(8, [1 + j % 200 for j in range(ctx)], 192, 8)  # 148 iterations < 192
+    print(f"decode at {{ctx}}: {{ms:.3f}} ms/iter", flush=True)
 eng = RolloutEngine(cfg, params, slots=8, cache_len={cache_len}, temperature=0.5, seed=0)
 for ctx in {contexts!r}:  # one observation of {obs} tokens extended onto a context of ctx tokens
     times = []
