@@ -155,25 +155,31 @@ class MLA(nn.Module):
             # Every query sees at least itself, so no row is fully masked: exp(-1e30 - max) is exactly
             # 0 and no second mask multiply is needed.
             probs = jax.nn.softmax(jnp.where(mask[:, None], scores, NEG_INF), axis=-1)
-            outs.append(jnp.einsum("BHTS,BHSK->BTHK", cast(probs, dt), v[:, :, :hi]))
+            out = jnp.einsum("BHTS,BHSK->BHTK", cast(probs, dt), v[:, :, :hi])
+            outs.append(jnp.swapaxes(out, 1, 2))  # [B,T,H,K]: XLA:CPU's dot emits BTHK 2x slower
         return outs[0] if len(outs) == 1 else jnp.concatenate(outs, axis=1)  # [B,T,H,K]
 
     def _absorbed_attention(self, q_nope, q_rope, cache, positions):
         dt = self.cfg.dtype
-        q_latent = jnp.einsum("BTHK,LHK->BTHL", q_nope, cast(self.wk_b, dt))  # W_UK folded into q
+        # Heads-first operands and outputs ([B,H,T,.]): XLA:CPU runs these batched dots several
+        # times faster than with T between B and H (bench/RESULTS.md, "absorbed attention").
+        q_latent = jnp.einsum("BTHK,LHK->BHTL", q_nope, cast(self.wk_b, dt))  # W_UK folded into q
         scores = jnp.einsum(
-            "BTHL,BSL->BHTS",
+            "BHTL,BSL->BHTS",
             q_latent,
             cast(cache["latent"], dt),
             preferred_element_type=jnp.float32,
         ) + jnp.einsum(
-            "BTHK,BSK->BHTS", q_rope, cast(cache["rope"], dt), preferred_element_type=jnp.float32
+            "BHTK,BSK->BHTS",
+            jnp.swapaxes(q_rope, 1, 2),
+            cast(cache["rope"], dt),
+            preferred_element_type=jnp.float32,
         )
         k_pos = cache["positions"]
         mask = (k_pos[:, None, :] >= 0) & (k_pos[:, None, :] <= positions[:, :, None])  # [B,T,S]
         probs = _softmax_attend(scores * softmax_scale(self.cfg), mask)
-        out_latent = jnp.einsum("BHTS,BSL->BTHL", cast(probs, dt), cast(cache["latent"], dt))
-        return jnp.einsum("BTHL,LHK->BTHK", out_latent, cast(self.wv_b, dt))  # W_UV after attention
+        out_latent = jnp.einsum("BHTS,BSL->BHTL", cast(probs, dt), cast(cache["latent"], dt))
+        return jnp.einsum("BHTL,LHK->BTHK", out_latent, cast(self.wv_b, dt))  # W_UV after attention
 
 
 def empty_cache(batch: int, max_len: int, cfg: ModelConfig, dtype=jnp.float32) -> dict:

@@ -66,6 +66,18 @@ def filtered_logprobs(logits, sp: SamplingParams):
     greedy = sp.temperature <= 0
     masked = mask_invalid(logits.astype(jnp.float32), sp.valid)  # before sampling and log-probs
     scaled = masked / jnp.where(greedy, 1.0, sp.temperature)
+    # The sort is skipped (lax.cond, not a select) when neither filter is on, as in RL sampling:
+    # it was ~5% of a small model's decode iteration on CPU.
+    filtering = (sp.top_k > 0) | (sp.top_p < 1.0)
+    keep = jax.lax.cond(
+        filtering, _top_k_top_p_keep, lambda x, _: jnp.ones(x.shape, bool), scaled, sp
+    )
+    filtered = jax.nn.log_softmax(jnp.where(keep & ~greedy, scaled, NEG_INF), axis=-1)
+    return jnp.where(greedy, jax.nn.log_softmax(scaled, axis=-1), filtered)
+
+
+def _top_k_top_p_keep(scaled, sp: SamplingParams):
+    """scaled logits [..., V] -> [..., V] bool: inside the top-k and the top-p nucleus."""
     v = scaled.shape[-1]
     desc = -jnp.sort(-scaled, axis=-1)  # [..., V] largest first
     kth = jnp.take(desc, jnp.clip(sp.top_k - 1, 0, v - 1), axis=-1)[..., None]
@@ -77,9 +89,7 @@ def filtered_logprobs(logits, sp: SamplingParams):
     mass_before = jnp.cumsum(probs, axis=-1) - probs
     n_keep = jnp.sum(mass_before < sp.top_p, axis=-1, keepdims=True)  # >= 1
     pth = jnp.take_along_axis(desc_kept, n_keep - 1, axis=-1)
-    keep &= (sp.top_p >= 1.0) | (scaled >= pth)
-    filtered = jax.nn.log_softmax(jnp.where(keep & ~greedy, scaled, NEG_INF), axis=-1)
-    return jnp.where(greedy, jax.nn.log_softmax(scaled, axis=-1), filtered)
+    return keep & ((sp.top_p >= 1.0) | (scaled >= pth))
 
 
 def sample(key, logprobs, greedy):
