@@ -28,6 +28,11 @@ with forced_experts = experts (moved to [n,1,L,k]) therefore reproduces the samp
 every position that was consumed; the final token of a sequence is never consumed (see
 rl/rollout.py for how records fill that row).
 
+Layout: the engine keeps one latent cache and one param tree per layer (model/decode.py
+`init_layer_caches`, `split_layers`; params are split once per version in `set_params`), so the
+decode loop reads and writes each layer's arrays in place; with stacked layers XLA:CPU copied each
+layer's cache and weights out of the stack on every iteration.
+
 Teacher forcing: `forced` tokens are emitted instead of samples for the first len(forced) decode
 steps of a turn, with their log-probs, experts and version recorded exactly as for sampled tokens
 (scripted policies through the real engine; scoring).
@@ -57,7 +62,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from model.config import ModelConfig
-from model.decode import forward_cached, init_cache
+from model.decode import forward_cached_layers, init_layer_caches, split_layers
 from model.sampling import SamplingParams, filtered_logprobs, sample, token_logprob
 
 
@@ -101,7 +106,7 @@ def init_state(cfg: ModelConfig, spec: Spec, key) -> SlotState:
     n, k = cfg.num_moe_layers, max(cfg.num_experts_per_tok, 1)
     zi = jnp.zeros((b,), jnp.int32)
     return SlotState(
-        cache=init_cache(cfg, b, s),
+        cache=init_layer_caches(cfg, b, s),
         active=jnp.zeros((b,), bool),
         pos=zi,
         tok=zi,
@@ -122,6 +127,7 @@ def init_state(cfg: ModelConfig, spec: Spec, key) -> SlotState:
 def forward_rows(cfg: ModelConfig, params, cache, rows, tokens, positions, kv_len=None):
     """Runs tokens [R,T] at absolute positions [R,T] (-1 = padding) against the cache rows of slots
     `rows` [R] (a row >= B is padding: read clipped, never written back). -> (ModelOutput, cache).
+    params: model.decode.split_layers'; cache: model.decode.init_layer_caches' (one per layer).
 
     kv_len (static, default S): only cache positions [0, kv_len) are read and written; every
     position in `positions` must be < kv_len. Attention over a T-token piece costs T x kv_len, so a
@@ -129,17 +135,17 @@ def forward_rows(cfg: ModelConfig, params, cache, rows, tokens, positions, kv_le
     for bench_rl_coding's model a 200-token prefill took 92 ms against S = 2048 and 21 ms against
     512 positions."""
     kv = cache_len_of(cache) if kv_len is None else kv_len
-    # Stacked layers: every leaf is [N, B, S, ...] (batch axis 1, positions axis 2).
-    sub = jax.tree_util.tree_map(lambda x: jnp.take(x, rows, axis=1, mode="clip")[:, :, :kv], cache)
-    out = forward_cached(cfg, params, tokens, positions, sub)
+    # One cache per layer: every leaf is [B, S, ...].
+    sub = jax.tree_util.tree_map(lambda x: jnp.take(x, rows, axis=0, mode="clip")[:, :kv], cache)
+    out = forward_cached_layers(cfg, params, tokens, positions, sub)
     new = jax.tree_util.tree_map(
-        lambda full, part: full.at[:, rows, :kv].set(part, mode="drop"), cache, out.cache
+        lambda full, part: full.at[rows, :kv].set(part, mode="drop"), cache, out.cache
     )
     return out, new
 
 
 def cache_len_of(cache) -> int:
-    return jax.tree_util.tree_leaves(cache)[0].shape[2]
+    return jax.tree_util.tree_leaves(cache)[0].shape[1]
 
 
 def prefill(
@@ -182,7 +188,7 @@ def _decode_step(cfg, spec: Spec, params, version, sp: SamplingParams, st: SlotS
     """Feeds every active slot's pending token, samples (or reads the forced) next token, records."""
     b, s = spec.slots, spec.cache_len
     rows = jnp.arange(b)
-    res = forward_cached(
+    res = forward_cached_layers(
         cfg, params, st.tok[:, None], jnp.where(st.active, st.pos, -1)[:, None], st.cache
     )
     lp = filtered_logprobs(res.logits[:, 0], sp)  # [B,V], invalid ids already -inf
@@ -223,7 +229,7 @@ def decode(
     per 1000 positions of 8 slots), so a window sized to short contexts keeps their turns cheap."""
     full = st.cache
     whole = kv_len >= spec.cache_len  # no window: the loop carries the cache itself, no copies
-    window = full if whole else jax.tree_util.tree_map(lambda x: x[:, :, :kv_len], full)
+    window = full if whole else jax.tree_util.tree_map(lambda x: x[:, :kv_len], full)
 
     def cond(carry):
         st, n, ended = carry
@@ -239,7 +245,7 @@ def decode(
     if whole:
         return st
     cache = jax.tree_util.tree_map(
-        lambda f, w: jax.lax.dynamic_update_slice_in_dim(f, w, 0, axis=2), full, st.cache
+        lambda f, w: jax.lax.dynamic_update_slice_in_dim(f, w, 0, axis=1), full, st.cache
     )
     return st.replace(cache=cache)
 
@@ -346,8 +352,10 @@ class RolloutEngine:
         self.timing = {"prefill_s": 0.0, "decode_s": 0.0}
 
     def set_params(self, params, version: int) -> None:
-        """In-flight weight update: the caches stay; later tokens record the new version."""
-        self.params, self.version = params, jnp.int32(version)
+        """In-flight weight update: the caches stay; later tokens record the new version. The
+        engine holds the params split per layer (model.decode.split_layers: no per-iteration
+        slicing of stacked weights in the decode loop)."""
+        self.params, self.version = split_layers(params), jnp.int32(version)
 
     # -- requests
 

@@ -178,6 +178,11 @@ class Transformer(nn.Module):
         )
         return logits.reshape(b, t, -1)  # [B,T,V]
 
+    def norm_and_head(self, x):
+        """Last block's output [B,T,D] -> (final-normed hidden, float32 logits [B,T,V])."""
+        h = self.final_norm(x)
+        return h, self.head(h)
+
     def __call__(
         self,
         tokens,

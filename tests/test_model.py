@@ -7,7 +7,14 @@ import numpy as np
 import pytest
 
 from model import Transformer, attention, count_params, init_params, presets
-from model.decode import cache_bytes_per_token, forward_cached, init_cache
+from model.decode import (
+    cache_bytes_per_token,
+    forward_cached,
+    forward_cached_layers,
+    init_cache,
+    init_layer_caches,
+    split_layers,
+)
 from model.moe import (
     DISPATCH,
     block_sizes,
@@ -53,8 +60,10 @@ def test_latent_cache_is_smaller_than_full_cache_for_kimi():
     assert sizes["uncompressed"] == 61 * 64 * 320 * 2
 
 
-@pytest.mark.parametrize("q_lora", [True, False])
-def test_token_by_token_decode_matches_forward(q_lora):
+@pytest.mark.parametrize("q_lora,layout", [(True, "stacked"), (False, "stacked"), (True, "layers")])
+def test_token_by_token_decode_matches_forward(q_lora, layout):
+    """layout: the stacked caches of forward_cached, or one cache and param tree per layer
+    (forward_cached_layers, the RolloutEngine's): logits and routed experts equal the full forward's."""
     cfg = presets.get(
         "tiny",
         rope_scaling=presets.get("deepseek_v3").rope_scaling.__class__(
@@ -67,17 +76,26 @@ def test_token_by_token_decode_matches_forward(q_lora):
     tokens = _tokens(cfg, 2, 14)
     full = _apply(cfg, params, tokens)
     prefill = 5
-    cache = init_cache(cfg, 2, 16)
+    if layout == "stacked":
+        cache, fwd = init_cache(cfg, 2, 16), forward_cached
+    else:
+        cache, fwd, params = (
+            init_layer_caches(cfg, 2, 16),
+            forward_cached_layers,
+            split_layers(params),
+        )
     pos = jnp.broadcast_to(jnp.arange(prefill), (2, prefill))
-    step = jax.jit(lambda p, tok, pos, c: forward_cached(cfg, p, tok, pos, c))
+    step = jax.jit(lambda p, tok, pos, c: fwd(cfg, p, tok, pos, c))
     out = step(params, tokens[:, :prefill], pos, cache)
-    logits = [out.logits]
+    logits, experts = [out.logits], [out.expert_ids]
     cache = out.cache
     for t in range(prefill, tokens.shape[1]):
         out = step(params, tokens[:, t : t + 1], jnp.full((2, 1), t), cache)
         cache = out.cache
         logits.append(out.logits)
+        experts.append(out.expert_ids)
     np.testing.assert_allclose(np.concatenate(logits, 1), full.logits, atol=1e-4, rtol=0)
+    np.testing.assert_array_equal(np.concatenate(experts, 2), full.expert_ids)  # [n,B,T,k]
     assert float(full.logits.std()) > 0.1  # not a trivially flat comparison
 
 

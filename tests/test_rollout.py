@@ -15,7 +15,7 @@ import pytest
 from data.chat import generation_prompt
 from data.tokenizers import ByteTokenizer
 from model import Transformer, init_params, presets
-from model.decode import init_cache
+from model.decode import init_layer_caches, split_layers
 from model.engine import RolloutEngine, _decode_jit, _prefill_jit, forward_rows
 from model.sampling import SamplingParams, filtered_logprobs, mask_invalid, sample
 from rl.envs import OraclePolicy, generate_tasks
@@ -38,12 +38,13 @@ def test_continuing_a_slot_equals_one_fresh_prefill(moe_impl, kv_len):
     ids = np.random.default_rng(0).integers(0, cfg.vocab_size, 40).astype(np.int32)
     full = jax.jit(lambda t: Transformer(cfg).apply({"params": params}, t).logits)
     fresh = full(jnp.asarray(ids)[None])[0]  # jitted: eager op-by-op dispatch compiles every op
-    step = jax.jit(lambda c, rows, t, p: forward_rows(cfg, params, c, rows, t, p, kv_len))
-    cache = init_cache(cfg, 3, 64)
+    split = split_layers(params)
+    step = jax.jit(lambda c, rows, t, p: forward_rows(cfg, split, c, rows, t, p, kv_len))
+    cache = init_layer_caches(cfg, 3, 64)
     # A longer earlier episode's entries past 48 (at their own positions): masked or out of window.
     stale = {"latent": 7.0, "rope": 7.0, "positions": jnp.arange(48, 64)}
     cache = jax.tree.map(
-        lambda c: {k: c[k].at[:, 1, 48:].set(v) for k, v in stale.items()},
+        lambda c: {k: c[k].at[1, 48:].set(v) for k, v in stale.items()},
         cache,
         is_leaf=lambda c: isinstance(c, dict) and "latent" in c,
     )
@@ -56,8 +57,9 @@ def test_continuing_a_slot_equals_one_fresh_prefill(moe_impl, kv_len):
         out, cache = step(cache, rows, jnp.asarray(toks), jnp.asarray(pos))
         got.append(out.logits[0, : b - a])
     np.testing.assert_allclose(np.concatenate(got), fresh, rtol=0, atol=1e-5)
-    assert int(jnp.max(cache["moe"]["positions"][:, 0])) == -1  # other slots untouched
-    assert bool(jnp.all(cache["moe"]["latent"][:, 1, 48:] == 7))  # nothing written past 40
+    moe = cache["moe"]  # one cache per layer
+    assert all(int(jnp.max(c["positions"][0])) == -1 for c in moe)  # other slots untouched
+    assert all(bool(jnp.all(c["latent"][1, 48:] == 7)) for c in moe)  # nothing written past 40
 
 
 def test_no_sampled_id_outside_the_valid_set():
