@@ -162,7 +162,7 @@ class MLA(nn.Module):
     def _absorbed_attention(self, q_nope, q_rope, cache, positions):
         dt = self.cfg.dtype
         # Heads-first operands and outputs ([B,H,T,.]): XLA:CPU runs these batched dots several
-        # times faster than with T between B and H (bench/RESULTS.md, "absorbed attention").
+        # times faster than with T between B and H (bench/RESULTS.md, "Heads-first attention dots").
         q_latent = jnp.einsum("BTHK,LHK->BHTL", q_nope, cast(self.wk_b, dt))  # W_UK folded into q
         scores = jnp.einsum(
             "BHTL,BSL->BHTS",
