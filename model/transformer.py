@@ -227,10 +227,8 @@ class Transformer(nn.Module):
                 cache,
                 "moe",
             )
-        h = self.final_norm(x)
-        out = ModelOutput(
-            logits=self.head(h), hidden=h, cache=new_cache if cache is not None else None
-        )
+        h, logits = self.norm_and_head(x)
+        out = ModelOutput(logits=logits, hidden=h, cache=new_cache if cache is not None else None)
         if aux is not None:
             ids, counts, balance, dropped = aux
             out = out.replace(expert_ids=ids, expert_counts=counts, balance_loss=jnp.sum(balance))
