@@ -165,7 +165,7 @@ def test_router_replay_reproduces_sampler_logprobs_on_tiny():
     k = cfg.num_experts_per_tok
     b = rb.collate(recs, seq_len=16, rows=2, n_moe_layers=cfg.num_moe_layers, k=k)
     apply = model_apply(cfg)
-    fwd = apply(
+    fwd = jax.jit(apply)(  # jitted: eager dispatch compiles every op of the model
         params,
         b["tokens"],
         positions=b["positions"],
@@ -177,7 +177,7 @@ def test_router_replay_reproduces_sampler_logprobs_on_tiny():
     assert m.sum() == 12
     np.testing.assert_allclose(np.asarray(lp)[m], b["sampler_logprobs"][m], atol=1e-4)
     loss_fn = make_rl_loss(apply, norm_tokens=16, temperature=0.7)
-    _, aux = loss_fn(params, {k_: jnp.asarray(v) for k_, v in b.items()}, None)
+    _, aux = jax.jit(loss_fn)(params, {k_: jnp.asarray(v) for k_, v in b.items()}, None)
     assert float(aux["metrics"]["ratio_mean"]) == pytest.approx(1.0, abs=1e-4)
     np.testing.assert_allclose(b["advantages"][0][m[0]], 0.5)  # rewards 1, 0 in one group
 

@@ -90,10 +90,11 @@ def test_lm_loss_on_the_real_model_replays_forced_experts_and_skips_mtp_when_off
     params = model.init_params(cfg, jax.random.PRNGKey(0))
     batch = _tiny_batch(cfg)
     rng = jax.random.PRNGKey(0)
-    off = losses.make_lm_loss(cfg, mtp_mode="none")
+    # Jitted, as the train step runs them: eager op-by-op dispatch compiles every op of the model.
+    off = jax.jit(losses.make_lm_loss(cfg, mtp_mode="none"))
     loss, aux = off(params, batch, rng)
     assert "mtp" not in aux["metrics"] and set(aux["expert_counts"]) == {"main"}
-    out = model.Transformer(cfg).apply({"params": params}, batch["tokens"])
+    out = jax.jit(model.Transformer(cfg).apply)({"params": params}, batch["tokens"])
     own = np.transpose(np.asarray(out.expert_ids), (1, 2, 0, 3))  # [L,B,T,k] -> [B,T,L,k]
     replay, _ = off(params, {**batch, "forced_experts": own}, rng)
     np.testing.assert_allclose(replay, loss, rtol=1e-6)
@@ -102,8 +103,9 @@ def test_lm_loss_on_the_real_model_replays_forced_experts_and_skips_mtp_when_off
     assert abs(float(moved) - float(loss)) > 1e-4
 
     zero_weight = losses.make_lm_loss(cfg, mtp_mode="ce", mtp_weight=0.0)
-    grads = jax.grad(lambda p: zero_weight(p, batch, rng)[0])(params)
+    grads = jax.jit(jax.grad(lambda p: zero_weight(p, batch, rng)[0]))(params)
     assert all(float(jnp.abs(g).max()) == 0.0 for g in jax.tree.leaves(grads["mtp_0"]))
-    on_loss, on_aux = losses.make_lm_loss(cfg, mtp_mode="ce", mtp_weight=0.3)(params, batch, rng)
+    on = jax.jit(losses.make_lm_loss(cfg, mtp_mode="ce", mtp_weight=0.3))
+    on_loss, on_aux = on(params, batch, rng)
     assert set(on_aux["expert_counts"]) == {"main", "mtp"}  # tiny's MTP block is MoE
     np.testing.assert_allclose(on_loss, loss + 0.3 * on_aux["metrics"]["mtp"], rtol=1e-5)

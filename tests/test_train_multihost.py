@@ -1,9 +1,10 @@
 """Two CPU processes on localhost (jax.distributed, gloo collectives, 2 devices each) train the
-real tiny preset (MoE + router-bias updates + MTP), save, are restarted, restore and finish; the
-result matches one process with 4 devices. And SIGTERM to both processes: they agree on a step
-(JAX's preemption sync point), both save it, and exit cleanly.
+real tiny preset (MoE + router-bias updates + MTP); SIGTERM to both: they agree on a step (JAX's
+preemption sync point), both save it and exit cleanly; restarted, they restore and finish, and the
+result matches one process with 4 devices. One test: each launch pays process start-up and
+compilation, so the preemption and the restore share their runs.
 
-Run as a script, this file is one worker:  python tests/test_train_multihost.py PORT N ID WORKDIR OUT STOP [STEPS]
+Run as a script, this file is one worker:  python tests/test_train_multihost.py PORT N ID WORKDIR OUT
 """
 
 import glob
@@ -18,10 +19,10 @@ import numpy as np
 
 _TESTS = os.path.dirname(os.path.abspath(__file__))
 _ROOT = os.path.dirname(_TESTS)
-STEPS = 6
+STEPS = 16  # enough that SIGTERM, sent after the step-3 checkpoint, lands mid-run
 
 
-def _worker(port, num_processes, process_id, workdir, out, stop_after, steps=STEPS):
+def _worker(port, num_processes, process_id, workdir, out):
     import jax
 
     if num_processes > 1:
@@ -41,15 +42,14 @@ def _worker(port, num_processes, process_id, workdir, out, stop_after, steps=STE
 
     def log(line):
         print(f"[{process_id}] {line}", flush=True)
-        if steps > STEPS:
-            time.sleep(0.05)  # the SIGTERM test: slow enough for the signal to land mid-run
+        time.sleep(0.05)  # slow enough for the signal to land mid-run
 
-    config = tiny_run_config(steps=steps, every=3, log_every=1)
+    config = tiny_run_config(steps=STEPS, every=3, log_every=1)
     # Hosts hold other rows, so sums run in another order; eps = 1e-6 keeps Adam from magnifying
     # that for coordinates whose gradient is ~0 (lr * 1e-9 / eps), so the comparison tests hosts.
     config.train.eps = 1e-6
-    state = loop.train(config, workdir, log=log, stop_after_steps=stop_after or None)
-    if int(state.step.addressable_data(0)) < steps and not stop_after:
+    state = loop.train(config, workdir, log=log)
+    if int(state.step.addressable_data(0)) < STEPS:
         return  # preempted
     params = multihost_utils.process_allgather(
         state.params, tiled=True
@@ -71,7 +71,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _launch(n, workdir, out, stop_after, steps=STEPS):
+def _launch(n, workdir, out):
     port = _free_port()
     env = dict(
         os.environ,
@@ -88,8 +88,6 @@ def _launch(n, workdir, out, stop_after, steps=STEPS):
                 str(i),
                 str(workdir),
                 str(out),
-                str(stop_after),
-                str(steps),
             ],
             env=env,
             stdout=subprocess.PIPE,
@@ -114,20 +112,39 @@ def _finish(procs, timeout=600):
     return outs
 
 
-def test_two_processes_save_restore_and_match_one_process(tmp_path):
-    first = _launch(2, tmp_path / "multi", tmp_path / "first.npz", 3)  # stops (and saved) at step 3
-    _finish(first)
-    assert np.load(tmp_path / "first.npz")["step"] == 3
-    assert sorted(os.listdir(tmp_path / "multi" / "checkpoints" / "3" / "data")) == [
-        "commit_success.txt",
-        "process_0-of-2.json",
-        "process_1-of-2.json",
-    ]
-    outs = _finish(_launch(2, tmp_path / "multi", tmp_path / "multi.npz", 0))
-    assert all("resumed" in o and "at step 3" in o for o in outs), outs[0][-2000:]
+def _wait_for_checkpoint(workdir, procs, timeout=600):
+    t0 = time.time()
+    while not glob.glob(str(workdir / "checkpoints" / "*" / "commit_success.txt")):
+        assert time.time() - t0 < timeout and all(p.poll() is None for p in procs), "no checkpoint"
+        time.sleep(0.05)
+
+
+def _process_files(ckpt):
+    return sorted(os.listdir(ckpt / "data"))
+
+
+def test_sigterm_save_restore_on_two_processes_matches_one_process(tmp_path):
+    """Preempted (SIGTERM to both processes after the first checkpoint), restarted, run to the end:
+    the result equals one process with 4 devices run straight through."""
+    procs = _launch(2, tmp_path / "multi", tmp_path / "multi.npz")
+    _wait_for_checkpoint(tmp_path / "multi", procs)
+    for p in procs:  # a scheduler preempting the job signals every task
+        p.send_signal(signal.SIGTERM)
+    outs = _finish(procs)
+    saved = [int(o.split("preempted: saved step ")[1].split(",")[0]) for o in outs]
+    assert saved[0] == saved[1] < STEPS, saved  # one step both processes agreed on
+    ckpt = tmp_path / "multi" / "checkpoints" / str(saved[0])
+    assert (ckpt / "state" / "commit_success.txt").exists() or (
+        ckpt / "commit_success.txt"
+    ).exists()
+    expected = ["commit_success.txt", "process_0-of-2.json", "process_1-of-2.json"]
+    assert _process_files(ckpt) == expected  # each process's data-iterator state
+    assert not (tmp_path / "multi.npz").exists()
+    outs = _finish(_launch(2, tmp_path / "multi", tmp_path / "multi.npz"))
+    assert all("resumed" in o and f"at step {saved[0]}" in o for o in outs), outs[0][-2000:]
     # The one-process reference runs after, not beside, the two-process runs: a third compiling
     # process can delay one peer past gloo's fixed 30 s rendezvous deadline on a loaded machine.
-    _finish(_launch(1, tmp_path / "single", tmp_path / "single.npz", 0))
+    _finish(_launch(1, tmp_path / "single", tmp_path / "single.npz"))
     a, b = np.load(tmp_path / "single.npz"), np.load(tmp_path / "multi.npz")
     assert int(a["step"]) == int(b["step"]) == STEPS
     for k in a.files:
@@ -135,30 +152,6 @@ def test_two_processes_save_restore_and_match_one_process(tmp_path):
         np.testing.assert_allclose(a[k], b[k], atol=1e-5, err_msg=k)
 
 
-def test_sigterm_to_both_processes_saves_one_agreed_step(tmp_path):
-    procs = _launch(2, tmp_path / "run", tmp_path / "out.npz", 0, steps=60)
-    t0 = time.time()
-    while not glob.glob(str(tmp_path / "run" / "checkpoints" / "*" / "commit_success.txt")):
-        assert time.time() - t0 < 600 and all(p.poll() is None for p in procs), "no checkpoint"
-        time.sleep(0.05)
-    for p in procs:  # a scheduler preempting the job signals every task
-        p.send_signal(signal.SIGTERM)
-    outs = _finish(procs)
-    saved = [int(o.split("preempted: saved step ")[1].split(",")[0]) for o in outs]
-    assert saved[0] == saved[1] < 60, saved
-    ckpt = tmp_path / "run" / "checkpoints" / str(saved[0])
-    assert (ckpt / "state" / "commit_success.txt").exists() or (
-        ckpt / "commit_success.txt"
-    ).exists()
-    assert sorted(os.listdir(ckpt / "data")) == [
-        "commit_success.txt",
-        "process_0-of-2.json",
-        "process_1-of-2.json",
-    ]
-    assert not (tmp_path / "out.npz").exists()
-
-
 if __name__ == "__main__":
-    port_, n_, id_, workdir_, out_, stop_ = sys.argv[1:7]
-    steps_ = int(sys.argv[7]) if len(sys.argv) > 7 else STEPS
-    _worker(int(port_), int(n_), int(id_), workdir_, out_, int(stop_), steps_)
+    port_, n_, id_, workdir_, out_ = sys.argv[1:6]
+    _worker(int(port_), int(n_), int(id_), workdir_, out_)

@@ -142,8 +142,9 @@ def test_muon_orthogonalizes_each_layer_and_expert_slice():
     slice by slice, the update standalone Muon gives that slice as a 2-D matrix; the update's
     singular values are nearly equal (orthogonalized), unlike the gradient's."""
     params = model.init_params(TINY, jax.random.PRNGKey(0))
+    # numpy draws: eager jax.random per leaf would compile a threefry kernel for every shape
     grads = jax.tree.map(
-        lambda p: jax.random.normal(jax.random.PRNGKey(p.size % 97), p.shape), params
+        lambda p: np.random.default_rng(p.size % 97).standard_normal(p.shape, np.float32), params
     )
     kw = dict(schedule=lambda _: 1.0, weight_decay=0.0, clip_norm=None)
     tx = optim.make_optimizer(
