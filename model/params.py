@@ -3,6 +3,7 @@ non-trainable router bias and its aux-loss-free update."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import flax.linen as nn
@@ -19,9 +20,33 @@ def _dummy_tokens(batch: int = 1, seq: int = 1):
     return jnp.zeros((batch, seq), jnp.int32)
 
 
+# Fields that change how the model computes, not what its params are (config.py's runtime knobs
+# and the balance-loss weight).
+_COMPUTE_ONLY_FIELDS = (
+    "dtype",
+    "remat",
+    "moe_impl",
+    "moe_block_size",
+    "moe_comm",
+    "moe_capacity_factor",
+    "balance_loss_coef",
+)
+
+
+def param_config(cfg: ModelConfig) -> ModelConfig:
+    """cfg with its compute-only fields at their defaults: what init sees. Configs that differ only
+    in those get the same params and share one compiled init (a static config is a jit cache key,
+    and init's per-param random draws take seconds to compile even for the tiny preset)."""
+    defaults = {
+        f.name: f.default for f in dataclasses.fields(ModelConfig) if f.name in _COMPUTE_ONLY_FIELDS
+    }
+    return cfg.replace(**defaults)
+
+
 def abstract_variables(cfg: ModelConfig):
     """Boxed (logically partitioned) ShapeDtypeStructs of init's variables; nothing is allocated."""
-    return jax.eval_shape(lambda: Transformer(cfg).init(jax.random.PRNGKey(0), _dummy_tokens()))
+    module = Transformer(param_config(cfg))
+    return jax.eval_shape(lambda: module.init(jax.random.PRNGKey(0), _dummy_tokens()))
 
 
 def param_shapes(cfg: ModelConfig):
@@ -35,13 +60,14 @@ def param_logical_specs(cfg: ModelConfig):
 
 def init_params_unjitted(cfg: ModelConfig, rng):
     """Unboxed params, for callers that jit init together with more (e.g. optimizer state)."""
-    return nn.unbox(Transformer(cfg).init(rng, _dummy_tokens())["params"])
+    return nn.unbox(Transformer(param_config(cfg)).init(rng, _dummy_tokens())["params"])
 
 
 def init_params(cfg: ModelConfig, rng, out_shardings=None):
     """Unboxed float32 params, created by one jitted init: with `out_shardings` (e.g. from
     param_logical_specs mapped onto a mesh) every device materializes only its own shards."""
-    return jax.jit(init_params_unjitted, static_argnums=0, out_shardings=out_shardings)(cfg, rng)
+    init = jax.jit(init_params_unjitted, static_argnums=0, out_shardings=out_shardings)
+    return init(param_config(cfg), rng)
 
 
 def _path_names(path) -> list[str]:

@@ -44,6 +44,38 @@ def _tokens(cfg, b=2, t=16, seed=1):
     return jax.random.randint(jax.random.PRNGKey(seed), (b, t), 0, cfg.vocab_size)
 
 
+def test_compute_only_fields_share_params_and_one_compiled_init():
+    """dtype, remat, MoE dispatch/comm/capacity and the balance-loss weight change how the model
+    computes, not its params: the same params, bitwise, from one compiled init."""
+    from model.params import init_params_unjitted
+
+    cfg = presets.get("tiny")
+    # The same function and options as init_params' jit: it shares that jit's compile cache.
+    init = jax.jit(init_params_unjitted, static_argnums=0, out_shardings=None)
+    ref = init_params(cfg, jax.random.PRNGKey(5))
+    compiled = init._cache_size()
+    assert compiled >= 1
+    knobs = cfg.replace(
+        dtype="bfloat16",
+        remat="full",
+        moe_impl="dense",
+        moe_block_size=8,
+        moe_comm="alltoall",
+        moe_capacity_factor=1.0,
+        balance_loss_coef=0.01,
+    )
+    got = init_params(knobs, jax.random.PRNGKey(5))
+    assert init._cache_size() == compiled  # nothing new compiled
+    for a, b in zip(jax.tree.leaves(ref), jax.tree.leaves(got)):
+        np.testing.assert_array_equal(a, b)
+    # An architectural field is not compute-only: other shapes, another init.
+    other = init_params(
+        cfg.replace(n_routed_experts=4, n_group=1, topk_group=1), jax.random.PRNGKey(5)
+    )
+    assert init._cache_size() == compiled + 1
+    assert other["moe_layers"]["moe"]["wi_gate"].shape != ref["moe_layers"]["moe"]["wi_gate"].shape
+
+
 def test_preset_param_counts():
     total, active = count_params(presets.get("kimi_k2"))
     assert abs(total / 1e12 - 1.026) < 0.005 and abs(active / 1e9 - 32.9) < 0.2, (total, active)
