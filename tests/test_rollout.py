@@ -180,11 +180,8 @@ def test_decoding_in_a_small_window_keeps_a_paused_longer_slot():
     seq, experts = eng.sequence("A"), eng.finish("A")
     assert len(seq) == 60 + 4 + 3 + 4
     forced = jnp.asarray(np.moveaxis(experts, 0, 1))[:, None]  # [n,1,L,k]
-    out = jax.jit(
-        Transformer(cfg).apply
-    )(  # jitted: eager dispatch compiles every op
-        {"params": params}, jnp.asarray(seq[:-1])[None], forced_experts=forced
-    )
+    fwd = jax.jit(Transformer(cfg).apply)  # jitted: eager dispatch compiles every op
+    out = fwd({"params": params}, jnp.asarray(seq[:-1])[None], forced_experts=forced)
     lp = jax.nn.log_softmax(out.logits[0], -1)
     for t in turns:
         want = [float(lp[t.start - 1 + i, tok]) for i, tok in enumerate(t.tokens)]
