@@ -92,17 +92,16 @@ def _run(config):
         print(dry_run.report(config))
         print(dry_run.table(config))  # the run's own mesh first, then candidate layouts
         return
-    if _MODE.value == "rl":  # configs/rl.py; samplers and trainer start their own processes
+    _init_distributed()
+    if _MODE.value == "rl":  # configs/rl.py: the same trainer with the RL loss and batch source
         from rl import loop as rl_loop  # pylint: disable=import-outside-toplevel
 
         rl_loop.main(config, _WORKDIR.value)
-        return
-    _init_distributed()
-    if _MODE.value in ("pretrain", "sft"):
-        from train import loop  # pylint: disable=import-outside-toplevel
+    elif _MODE.value in ("pretrain", "sft"):
+        from train import trainer  # pylint: disable=import-outside-toplevel
 
         # SFT is the same loop; its data has a loss mask and it starts from --config.init_params_from.
-        loop.train(config, _WORKDIR.value)
+        trainer.train(config, _WORKDIR.value)
     elif _MODE.value == "convert":
         print(convert.export_latest(config, _WORKDIR.value))
     elif _MODE.value == "rollout":  # configs/rollout.py
@@ -134,8 +133,8 @@ def main(argv):
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
     from model.hf import CheckpointError  # pylint: disable=import-outside-toplevel
     from rl.envs import SandboxUnavailable  # pylint: disable=import-outside-toplevel
-    from train.loop import NonFiniteLossError  # pylint: disable=import-outside-toplevel
     from train.sharding import ConfigError, InputError  # pylint: disable=import-outside-toplevel
+    from train.trainer import NonFiniteLossError  # pylint: disable=import-outside-toplevel
 
     config = _CONFIG.value
     try:

@@ -36,7 +36,7 @@ from model import init_params, presets  # noqa: E402
 from model.decode import cache_bytes_per_token, init_cache  # noqa: E402
 from model.export import load_params  # noqa: E402
 from model.generate import Engine  # noqa: E402
-from train import batches, convert, loop  # noqa: E402
+from train import batches, convert, trainer  # noqa: E402
 
 
 def run_config(
@@ -70,7 +70,7 @@ def train_or_load(config, workdir: str):
         return load_params(workdir)[1]
     if config.train.steps <= 1:
         return init_params(presets.get(config.model), jax.random.PRNGKey(0))
-    loop.train(config, workdir)
+    trainer.train(config, workdir)
     return load_params(convert.export_latest(config, workdir))[1]
 
 

@@ -31,7 +31,7 @@ from bench.common import matmul_peak_flops, train_setup, train_step_seconds  # n
 from model import flops_per_token, presets  # noqa: E402
 from model.decode import cache_bytes_per_token  # noqa: E402
 from model.sharding import DEFAULT_RULES  # noqa: E402
-from train import build  # noqa: E402
+from train import trainer  # noqa: E402
 
 
 def bench_train_step(cfg, batch, seq, steps, peak):
@@ -48,7 +48,7 @@ def compile_seconds(cfg, batch, seq):
     batch_spec = {k: tokens for k in ("tokens", "targets", "segment_ids", "positions")}
     batch_spec["loss_mask"] = jax.ShapeDtypeStruct((batch, seq), jnp.float32)
     start = time.perf_counter()
-    with build.mesh_context(mesh, DEFAULT_RULES):
+    with trainer.mesh_context(mesh, DEFAULT_RULES):
         step.jitted.lower(abstract, batch_spec).compile()
     return time.perf_counter() - start
 

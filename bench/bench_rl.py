@@ -21,13 +21,15 @@ import numpy as np
 
 from configs import rl as rl_config
 from model import generate
-from rl import loop
+from rl import loop, sampler_process
 
 
 def heldout(cfg, params, rl, n_tasks=32):
     """-> (pass@1 greedy, best-of-4 at temperature 1) on tasks numbered past the pool."""
-    reward = loop.make_sampler(rl, cfg).reward_fn
-    prompts = [loop.make_task(rl, rl.pool_size + 1000 + j).prompt for j in range(n_tasks)]
+    reward = sampler_process.make_sampler(rl, cfg).reward_fn
+    prompts = [
+        sampler_process.make_task(rl, rl.pool_size + 1000 + j).prompt for j in range(n_tasks)
+    ]
     greedy = generate(cfg, params, prompts, rl.max_new_tokens, temperature=0.0)
     p1 = np.mean([reward(s.tokens, "")[0] == 1.0 for s in greedy.sequences])
     many = generate(
@@ -52,7 +54,8 @@ def main():
     args = ap.parse_args()
     c = rl_config.get_config()
     c.model = args.preset
-    c.rl.update(pool_size=args.pool, samplers=args.samplers, lr=args.lr)
+    c.rl.update(pool_size=args.pool, samplers=args.samplers)
+    c.train.lr = args.lr
     cfg = loop.model_config(c)
     p0 = loop.initial_params(c, cfg)
     before = heldout(cfg, p0, c.rl)

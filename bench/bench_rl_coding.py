@@ -55,7 +55,7 @@ from common import RL_CODING_PRESETS as PRESETS  # noqa: E402
 
 from configs import rl as rl_config  # noqa: E402
 from configs import sft as sft_config  # noqa: E402
-from rl import loop  # noqa: E402
+from rl import loop, sampler_process  # noqa: E402
 
 TRACE_SEED_BASE, HELDOUT_SEED_BASE = 1_000_000, 2_000_000
 
@@ -119,7 +119,7 @@ def _train_and_export(c, workdir: str) -> str:
     """Runs train/'s loop for c.train.steps (unless its export exists: re-runs reuse finished
     stages) and -> the exported params dir."""
     from train import convert  # noqa: PLC0415
-    from train import loop as train_loop  # noqa: PLC0415
+    from train import trainer as train_loop  # noqa: PLC0415
 
     c.checkpoint.every_steps = c.train.steps
     export = os.path.join(workdir, "export", f"params_{c.train.steps}")
@@ -185,22 +185,24 @@ def rl_config_for(args, params_dir: str):
         task="coding",
         pool_size=args.pool or 4 * args.rl_steps * args.groups_per_batch,  # room for skipped
         # zero-signal groups (dynamic sampling)
-        steps=args.rl_steps,
-        max_seconds=60.0 * args.rl_minutes,
         group_size=args.group_size,
         groups_per_batch=args.groups_per_batch,
         groups_per_call=args.groups_per_batch,
         max_tokens=args.max_tokens,
-        lr=args.rl_lr,
         temperature=args.temperature,
         max_staleness=2,
         max_ahead=args.groups_per_batch * 2,
-        checkpoint_every=10,
-        log_every=1,
         dynamic_sampling=True,
         negative_adv_scale=args.negative_scale,
+    )
+    c.train.update(
+        steps=args.rl_steps,
+        max_seconds=60.0 * args.rl_minutes,
+        lr=args.rl_lr,
+        log_every=1,
         microbatches=args.microbatches,
     )
+    c.checkpoint.every_steps = 10
     if args.skip_key:
         c.rl.curriculum.update(key=args.skip_key, after=args.skip_after, prob=args.skip_prob)
     c.rl.coding.update(
@@ -236,13 +238,13 @@ def heldout(config, params, n_tasks: int, k: int = 4) -> tuple[float, float, dic
     rl = config.rl.copy_and_resolve_references()
     rl.group_size = k
     cfg = loop.model_config(config)
-    sampler = loop.make_sampler(rl, cfg)
+    sampler = sampler_process.make_sampler(rl, cfg)
     family = rl.coding.templates[0]
     tasks = [
         generate_task(family, seed=HELDOUT_SEED_BASE + i, difficulty=1 + i % 3)
         for i in range(n_tasks)
     ]
-    groups = sampler.play(tasks, _Fixed(loop._to_engine(params)), seed=HELDOUT_SEED_BASE)
+    groups = sampler.play(tasks, _Fixed(sampler_process.to_engine(params)), seed=HELDOUT_SEED_BASE)
     ok = np.array(
         [[r["reward_terms"].get("outcome", 0.0) == 1.0 for r in g] + [False] * (k - len(g))
          for g in groups]  # an episode dropped by the driver counts as failed
@@ -257,7 +259,7 @@ def heldout(config, params, n_tasks: int, k: int = 4) -> tuple[float, float, dic
 def evaluate_only(config, params_dir: str, runs: list[str], n_tasks: int) -> None:
     """Held-out pass@1 / best-of-4 of the SFT export and of each RL run's newest published params."""
     from model.export import load_params  # noqa: PLC0415
-    from rl.weight_sync import WeightReader  # noqa: PLC0415
+    from rl.weight_store import WeightReader  # noqa: PLC0415
 
     for name in ["sft"] + runs:
         t0 = time.time()
@@ -330,7 +332,7 @@ def main():
     )
     ap.add_argument("--groups_per_batch", type=int, default=2)
     ap.add_argument(
-        "--microbatches", type=int, default=1, help="rl.microbatches (4 groups of 8 need 4 here)"
+        "--microbatches", type=int, default=1, help="train.microbatches (4 groups of 8 need 4 here)"
     )
     ap.add_argument(
         "--negative_scale", type=float, default=1.0, help="rl.negative_adv_scale (1 = plain GRPO)"
@@ -380,7 +382,10 @@ def main():
     params_dir = sft(args, os.path.join(args.workdir, "traces.jsonl"), args.workdir + "/sft", init)
     wall["sft"] = time.time() - t0
     config = loop.resolve(rl_config_for(args, params_dir))  # fails closed without isolation
-    pool = {t.seed for t in (loop.make_task(config.rl, j) for j in range(config.rl.pool_size))}
+    pool = {
+        t.seed
+        for t in (sampler_process.make_task(config.rl, j) for j in range(config.rl.pool_size))
+    }
     assert not pool & (
         set(range(TRACE_SEED_BASE, TRACE_SEED_BASE + 2 * args.traces))
         | set(range(HELDOUT_SEED_BASE, HELDOUT_SEED_BASE + args.heldout))

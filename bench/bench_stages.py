@@ -57,15 +57,17 @@ def heldout_metrics(config) -> tuple[float, float]:
     """(NLL, bits/byte) of config.init_params_from on the config's held-out batches, no training."""
     import tempfile  # pylint: disable=import-outside-toplevel
 
-    from train import batches, build, checkpoint, run  # pylint: disable=import-outside-toplevel
+    from train import batches, checkpoint, trainer  # pylint: disable=import-outside-toplevel
     from train.evaluate import evaluate  # pylint: disable=import-outside-toplevel
 
-    r = run.build(config)
+    r = trainer.build(config)
     train_it, heldout = batches.data_iterators(config, r.cfg.vocab_size)
     with tempfile.TemporaryDirectory() as tmp:
         with checkpoint.Checkpointer(tmp, keep=1, async_save=False) as ckpt:
-            state, state_sh = run.restore_or_init(r, ckpt, train_it, log=lambda s: None)
-    eval_fn = build.jit_eval_step(r.eval_loss_fn, state_sh.params, r.mesh, r.rules)
+            state, state_sh = trainer.restore_or_init(
+                r, ckpt, trainer.IteratorSource(train_it), log=lambda s: None
+            )
+    eval_fn = trainer.jit_eval_step(r.eval_loss_fn, state_sh.params, r.mesh, r.rules)
     result = evaluate(eval_fn, state.params, heldout, r.mesh)
     return result["nll"], result["bits_per_byte"]
 

@@ -9,7 +9,7 @@ measures, in the same process, the matmul peak it is compared against:
   peak_1dev  an n x n float32 matmul on one device (the others idle);
   peak_all   the same matmul on every device at once (one sharded batched matmul), i.e. what the
              machine's cores deliver when all simulated devices compete for them.
-The step is train/'s own jitted step (train.build.jit_train_step: AdamW, LM + MTP loss, router-bias
+The step is train/'s own jitted step (train.trainer.jit_train_step: AdamW, LM + MTP loss, router-bias
 update). MFU = tokens/s x training FLOPs/token (model.flops_per_token) / peak_all. Prints a
 markdown table (with the load average) for bench/RESULTS.md.
 """

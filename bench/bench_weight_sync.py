@@ -18,12 +18,12 @@ import time
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 
+from configs import rl as rl_config
 from rl import batch as rb
-from rl.trainer import init_state, jit_rl_step
-from rl.weight_sync import WeightReader, WeightWriter
+from rl.loop import state_and_step
+from rl.weight_store import WeightReader, WeightWriter
 
 
 def _records(rng, cfg, rows, seq):
@@ -56,18 +56,10 @@ def main():
     from model import init_params, presets
 
     cfg = presets.get(args.preset)
-    rl = ml_collections.ConfigDict(
-        dict(
-            max_tokens=args.seq,
-            temperature=1.0,
-            tis_c=2.0,
-            ppo_clip=0.0,
-            kl_beta=0.0,
-            kl_mode="k2",
-            valid_vocab=0,
-            router_replay=True,
-        )
-    )
+    c = rl_config.get_config()
+    c.model = args.preset
+    c.rl.update(max_tokens=args.seq, group_size=4, groups_per_batch=args.rows // 4)
+    c.trainer_devices = 1
     params0 = jax.device_get(init_params(cfg, jax.random.PRNGKey(0)))
     print(f"preset={args.preset} params={sum(x.size for x in jax.tree.leaves(params0)):,}")
     print(
@@ -76,8 +68,8 @@ def main():
     )
     print("|---|---|---|---|---|---|---|---|---|---|", flush=True)
     for lr in [float(x) for x in args.lrs.split(",")]:
-        state = init_state(jax.tree.map(jnp.asarray, params0), lr=lr, seed=0)
-        step = jit_rl_step(cfg, rl)
+        c.train.lr = lr
+        state, step = state_and_step(c, params0)
         rng = np.random.default_rng(0)
         root = tempfile.mkdtemp()
         stores = {}

@@ -68,11 +68,11 @@ def interleaved_min_times(fns: dict, args: dict, rounds: int = 5) -> dict:
 
 def train_setup(cfg, mesh_sizes: dict | None = None, *, allocate: bool = True):
     """(state, jitted step, mesh) for model cfg with train/'s pieces: AdamW, the LM loss with MTP,
-    router-bias updates, train.build's sharded init and jitted, donating step. allocate=False
+    router-bias updates, train.trainer's sharded init and jitted, donating step. allocate=False
     gives the state as ShapeDtypeStructs with shardings (to compile without memory)."""
     import model  # pylint: disable=import-outside-toplevel
     from model import sharding as msh  # pylint: disable=import-outside-toplevel
-    from train import build, losses, optim  # pylint: disable=import-outside-toplevel
+    from train import losses, optim, trainer  # pylint: disable=import-outside-toplevel
     from train import sharding as shd  # pylint: disable=import-outside-toplevel
     from train.step import router_bias_update  # pylint: disable=import-outside-toplevel
 
@@ -85,18 +85,18 @@ def train_setup(cfg, mesh_sizes: dict | None = None, *, allocate: bool = True):
         logical_specs=specs,
         schedule=optim.make_schedule(kind="constant", peak_lr=1e-3, total_steps=1, warmup_steps=0),
     )
-    sh = build.state_shardings(init_fn, specs, tx, mesh, rules)
+    sh = trainer.state_shardings(init_fn, specs, tx, mesh, rules)
     if allocate:
-        state = build.init_state(init_fn, tx, sh, mesh, rules, seed=0)
+        state = trainer.init_state(init_fn, tx, sh, mesh, rules, seed=0)
     else:
         state = jax.tree.map(
             lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
-            build.abstract_state(init_fn, tx),
+            trainer.abstract_state(init_fn, tx),
             sh,
         )
     bias = router_bias_update(1e-3) if cfg.num_moe_layers else None
     loss_fn = losses.make_lm_loss(cfg, mtp_mode="ce")
-    step = build.jit_train_step(loss_fn, sh, mesh, rules, bias_update=bias)
+    step = trainer.jit_train_step(loss_fn, sh, mesh, rules, bias_update=bias)
     return state, step, mesh
 
 

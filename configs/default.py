@@ -50,6 +50,7 @@ def get_config() -> ml_collections.ConfigDict:
             balance_loss=True,
             bias_update_rate=1e-3,
             max_nonfinite_in_a_row=5,
+            max_seconds=0.0,  # > 0: no step starts after this many seconds of this invocation
             log_every=5,
             eval_every=10,
             eval_batches=4,
@@ -72,5 +73,8 @@ def get_config() -> ml_collections.ConfigDict:
     # Logical axis -> mesh axis rules as (name, axis) pairs; empty = the model's DEFAULT_RULES.
     c.rules = ()
     c.checkpoint = ml_collections.ConfigDict(dict(every_steps=20, keep=3, async_save=True))
+    # > 0: the trainer's mesh spans only the first N devices of this process (samplers hold the
+    # others: configs/rl.py); 0 = every device.
+    c.trainer_devices = 0
     c.dry_run_devices = 0  # --dry_run on a described mesh of this many devices (0 = the real ones)
     return c

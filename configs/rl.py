@@ -3,10 +3,18 @@ rollout store under the workdir.
 
     python main.py --mode=rl --config=configs/rl.py --workdir=/tmp/rl
     python main.py --mode=rl --config=configs/rl.py --workdir=/tmp/rl \\
-        --config.rl.samplers=2 --config.rl.mode=processes --config.rl.lr=3e-3
+        --config.rl.samplers=2 --config.rl.mode=processes --config.train.lr=3e-3
+    XLA_FLAGS=--xla_force_host_platform_device_count=4 python main.py --mode=rl \\
+        --config=configs/rl.py --config.mesh.data=1 --config.mesh.fsdp=4 --workdir=/tmp/rl4
     python main.py --mode=rl --config=configs/rl.py --workdir=/tmp/rl \\
         --config.init_params_from=workdir/sft/export/params_60      # from an exported stage
 
+The trainer is pretraining's (train/trainer.py) with this file's `train` values: its mesh
+(`mesh`, `rules`), optimizer (`train.optimizer`, `train.lr`, schedule, clipping), checkpoints
+(`checkpoint.every_steps`), `train.steps` (0: until the pool is used up), `train.max_seconds`
+(no step starts after it) and multi-host flags (--coordinator_address/--num_processes/
+--process_id). `train.batch_size` and `train.seq_len` follow rl.groups_per_batch x rl.group_size
+and rl.max_tokens.
 Start: `model` is a preset name or an HF folder; `init_params_from` (exported params) wins.
 Task: 'pattern' is the toy task of tests/test_rl_loop.py (reward = fraction of completion tokens
 with id < pattern_size; ~pattern_size/vocab at random init). 'coding' plays multi-turn CodingEnv
@@ -29,9 +37,14 @@ checkpoint; a finished pool (single epoch) stops at once.
 
 import ml_collections
 
+from configs import default
+
 
 def get_config() -> ml_collections.ConfigDict:
-    c = ml_collections.ConfigDict()
+    # Pretraining's train / mesh / rules / checkpoint sections with RL's values: the same trainer
+    # (optimizer roles, schedule, clipping, non-finite guard, SIGTERM save, MFU lines) and the same
+    # sharding (`--config.mesh.fsdp=4` shards the RL trainer as it shards pretraining).
+    c = default.get_config()
     c.model = "tiny"  # preset name or HF folder
     c.init_params_from = ""  # exported params dir (model.export layout); '' = model
     c.rl = ml_collections.ConfigDict(
@@ -39,7 +52,7 @@ def get_config() -> ml_collections.ConfigDict:
             task="pattern",  # 'pattern' (toy, single turn) | 'coding' (multi-turn, sandboxed)
             pattern_size=32,  # toy task: target ids [0, pattern_size)
             pool_size=256,  # tasks in the pool (one group each: single epoch)
-            seed=0,
+            seed=0,  # pool order, tasks and sampling (the params init is train.seed's)
             mode="threads",  # 'threads' | 'processes'
             samplers=1,
             group_size=8,  # G episodes per task
@@ -47,18 +60,13 @@ def get_config() -> ml_collections.ConfigDict:
             groups_per_call=4,  # groups one sampler decodes at once
             max_new_tokens=8,
             max_tokens=16,  # training row length and the loss's fixed normalizer
-            # The batch's rows (groups_per_batch x group_size) run as this many accumulated
-            # microbatches: same update, 1/n of the activation memory (rows must divide evenly).
-            microbatches=1,
             temperature=1.0,
             swap_every=2,  # decode iterations between weight-store polls (in-flight update)
             max_staleness=4,
             max_ahead=8,  # groups a sampler may produce ahead of the trainer
-            steps=0,  # 0 = until the pool is used up
-            # > 0: no new trainer step starts after this many seconds of this process's loop (a
-            # resumed run gets a fresh budget); 0 = no limit
-            max_seconds=0.0,
-            lr=3e-3,
+            # True: the groups of batch b are sampled with the params of step b (no in-flight
+            # swaps, deterministic given the seed with one sampler; slower). Compares meshes.
+            synchronous=False,
             tis_c=2.0,
             ppo_clip=0.0,
             kl_beta=0.0,
@@ -70,12 +78,9 @@ def get_config() -> ml_collections.ConfigDict:
             negative_adv_scale=1.0,
             valid_vocab=0,  # > 0: logits of ids >= valid_vocab masked (the sampler's valid set)
             router_replay=True,
-            bias_update_rate=0.0,  # MoE router-bias update on RL steps (0 = off: routing is replayed)
             dynamic_sampling=False,  # never train zero-signal groups (all rewards equal): batches wait for groups with signal
             weight_dtype="float32",  # what samplers hold: 'bfloat16' | 'float32'
             full_every=10,
-            checkpoint_every=5,
-            log_every=5,
             compile_cache="",  # persistent XLA cache dir shared by trainer and sampler processes
         )
     )
@@ -99,4 +104,24 @@ def get_config() -> ml_collections.ConfigDict:
     # `after` groups is skipped with probability `prob` (counted, never trained).
     c.rl.curriculum = ml_collections.ConfigDict(dict(key="", after=0, prob=0.0))
     c.rl.reward = ml_collections.ConfigDict(dict(outcome="all_pass", malformed_penalty=0.5))
+    # The trainer: AdamW without weight decay (b2 0.99), constant LR, clipping at 1; rows and
+    # row length follow the rl block (references: an override of rl.group_size resizes them).
+    c.train.update(
+        steps=0,  # 0 = until the pool is used up (single epoch)
+        lr=3e-3,
+        schedule="constant",
+        warmup_steps=0,
+        weight_decay=0.0,
+        b2=0.99,
+        clip_norm=1.0,
+        mtp_mode="none",  # RL trains the main head (the MTP heads get no gradient)
+        balance_loss=False,
+        bias_update_rate=0.0,  # routing is replayed: the sampler's choices made the loads
+        log_every=5,
+        eval_every=1_000_000,  # no held-out LM evaluation inside RL
+    )
+    c.train.batch_size = c.rl.get_ref("groups_per_batch") * c.rl.get_ref("group_size")
+    c.train.seq_len = c.rl.get_ref("max_tokens")
+    c.train.seed = c.rl.get_ref("seed")
+    c.checkpoint.update(every_steps=5, keep=2)
     return c

@@ -7,7 +7,7 @@
     python main.py --mode=rollout --config=configs/rollout.py --config.rl.scripted=True ...
         # the oracle's turns teacher-forced through the same engine (pass rate 1.0)
 
-Writes <workdir>/rollouts.jsonl (one RolloutRecord per line, rl/rollout_record.py) and
+Writes <workdir>/rollouts.jsonl (one RolloutRecord per line, rl/records.py) and
 <workdir>/rollout_summary.json (pass rate, mean tokens, malformed-call rate, tokens/s, where the
 wall time went), printing a progress line every rl.log_every_s seconds.
 Expect (smoke test, tiny random model, 8 tasks x 2): pass rate 0, most turns malformed (random

@@ -22,12 +22,12 @@ def jit_eval_fn(cfg, mesh_sizes: dict, rules=None):
     training eval step with the LM loss (next-token CE; MTP and balance terms off)."""
     import model  # pylint: disable=import-outside-toplevel
     from model import sharding as model_sharding  # pylint: disable=import-outside-toplevel
-    from train import build  # pylint: disable=import-outside-toplevel
     from train import sharding as shd  # pylint: disable=import-outside-toplevel
+    from train import trainer  # pylint: disable=import-outside-toplevel
     from train.losses import make_lm_loss  # pylint: disable=import-outside-toplevel
 
     rules = tuple(rules or model_sharding.DEFAULT_RULES)
     mesh = shd.make_mesh(mesh_sizes)
     params_sh = shd.param_shardings(model.param_logical_specs(cfg), mesh, rules)
     loss_fn = make_lm_loss(cfg, mtp_mode="none", use_balance_loss=False)
-    return build.jit_eval_step(loss_fn, params_sh, mesh, rules), params_sh, mesh
+    return trainer.jit_eval_step(loss_fn, params_sh, mesh, rules), params_sh, mesh

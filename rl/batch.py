@@ -1,15 +1,7 @@
-"""Episode records -> the padded training batch the RL loss consumes (host-side numpy).
+"""Training records -> the padded training batch the RL loss consumes (host-side numpy).
 
-An episode record (rl/rollout.py's driver, or rl/samplers.py for single-turn prompts) is
-token-exact and holds per token of the whole transcript (length L):
-    tokens   [L] int32        prompt, policy and observation ids, in order
-    mask     [L] 0/1          1 on tokens the policy emitted
-    logprobs [L] float32      sampler logprob of each policy token (0 elsewhere)
-    experts  [n, L, k] int32  routing of the forward whose output produced / consumed each
-                              position, usable as forced_experts for one forward over `tokens`
-    versions [L] int32        params version that produced each policy token (-1 elsewhere)
-plus 'reward' (rl/rewards.py), 'group_id', optional 'malformed_mask' [L] (tokens of turns whose
-tool call was malformed).
+A training record (rl/records.py: per-token tokens, mask, logprobs, versions, experts, optional
+malformed_mask, plus 'reward' and 'group_id') is token-exact over the whole transcript.
 
 The training forward runs on tokens[:-1] and predicts tokens[1:] (targets): position t's loss is
 on token t+1, so loss_mask/sampler_logprobs/advantages are the record's fields shifted by one.
@@ -102,38 +94,3 @@ def oldest_version(records: Sequence[dict]) -> int:
     vs = [np.asarray(r["versions"])[np.asarray(r["mask"], bool)] for r in records]
     vs = [v for v in vs if v.size]
     return int(min(v.min() for v in vs)) if vs else -1
-
-
-def from_rollout_record(d: dict, reward_cfg) -> dict:
-    """A multi-turn rollout record (rl/rollout_record.py's RolloutRecord.to_dict(): per-token
-    tokens/mask/logprobs/versions, experts [n][L][k], turn_spans, malformed_turns, counts, grade)
-    -> the record `collate` takes, with the reward and its terms (rl/rewards.py) and a
-    malformed_mask over the tokens of turns with a malformed call (negative examples)."""
-    from rl.rewards import LENGTH_QUANTITIES, episode_reward  # noqa: PLC0415
-
-    counts = {q: d.get(q, 0) for q in LENGTH_QUANTITIES + ("malformed_calls",)}
-    reward, terms = episode_reward(
-        {
-            "tests_passed": d["tests_passed"],
-            "tests_total": d["tests_total"],
-            "tampered": d.get("tampered", False),
-            "counts": counts,
-        },
-        reward_cfg,
-    )
-    bad = np.zeros(len(d["tokens"]), np.int32)
-    for t in d.get("malformed_turns", []):
-        start, end = d["turn_spans"][t]
-        bad[start:end] = 1
-    return {
-        "tokens": np.asarray(d["tokens"], np.int32),
-        "mask": np.asarray(d["mask"], np.int32),
-        "logprobs": np.asarray(d["logprobs"], np.float32),
-        "versions": np.asarray(d["versions"], np.int32),
-        "experts": np.asarray(d["experts"], np.int32),  # [n, L, k] (n may be 0)
-        "malformed_mask": bad,
-        "group_id": f"{d['task_id']}/{d['group']}",
-        "reward": reward,
-        "reward_terms": terms,
-        "counts": counts,
-    }

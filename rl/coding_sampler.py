@@ -17,10 +17,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rl import batch as rb
+from rl.records import EXPERTS, PER_TOKEN, training_record
 from rl.rollout import play_episodes
-
-_PER_TOKEN = ("tokens", "mask", "logprobs", "versions", "malformed_mask")
 
 
 def fit_record(d: dict, max_tokens: int) -> dict:
@@ -33,8 +31,8 @@ def fit_record(d: dict, max_tokens: int) -> dict:
     last = int(np.flatnonzero(d["mask"]).max(initial=0))
     if last >= n:
         raise ValueError(f"record {d['group_id']}: policy token at {last} >= row length {n}")
-    out = dict(d, **{k: d[k][:n] for k in _PER_TOKEN})
-    out["experts"] = d["experts"][:, :n]  # [n_layers, L, k]
+    out = dict(d, **{k: d[k][:n] for k in PER_TOKEN})
+    out[EXPERTS] = d[EXPERTS][:, :n]  # [n_layers, L, k]
     return out
 
 
@@ -120,7 +118,7 @@ class CodingSampler:
             print(f"coding sampler: episode dropped: {msg}")
         groups: list[list[dict]] = [[] for _ in tasks]
         for rec in sorted(out.records, key=lambda r: (r.group, r.sample)):
-            d = rb.from_rollout_record(rec.to_dict(), self.reward_cfg)
+            d = training_record(rec.to_dict(), self.reward_cfg)
             d.update(
                 task_id=rec.task_id,
                 tests_passed=rec.tests_passed,

@@ -16,7 +16,7 @@ observation is prefilled into that cache alone (no re-prefill of the transcript)
 `scripted=lambda task: OraclePolicy(tok, task)` plays scripted turns through the same engine by
 teacher forcing (records get the model's log-probs and routing for those tokens): used by tests and
 benchmarks. `env_factory` replaces CodingEnv (a stand-in env for loop-mechanics tests).
-Records: rl/rollout_record.py.
+Records: rl/records.py.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from data.tokenizers import Tokenizer
-from rl.rollout_record import RolloutRecord
+from rl.records import RolloutRecord
 
 
 @dataclasses.dataclass
@@ -238,7 +238,7 @@ def _make_record(ep: _Episode, engine, tok: Tokenizer, forced: bool) -> RolloutR
 
 
 def _emitted_classes(tok: Tokenizer, tokens: list[int], spans) -> tuple[int, int]:
-    """(thinking tokens, output tokens) over the emitted turns; see rl/rollout_record.py."""
+    """(thinking tokens, output tokens) over the emitted turns; see rl/records.py."""
     think, end_think = tok.special_id("think"), tok.special_id("/think")
     call, end_call = tok.special_id("tool_call"), tok.special_id("/tool_call")
     thinking = output = 0

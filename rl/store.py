@@ -18,7 +18,7 @@ import uuid
 
 import numpy as np
 
-ARRAY_FIELDS = ("tokens", "mask", "logprobs", "experts", "versions", "malformed_mask")
+from rl.records import ARRAY_FIELDS
 
 
 def _atomic_write(path: str, data: bytes) -> None:

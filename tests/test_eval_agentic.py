@@ -144,7 +144,7 @@ def test_agentic_report_is_byte_identical_when_episodes_run_tests(tasks):
 
 def test_tampered_record_counts_as_failed(tasks):
     """A record whose grader caught tampering is a failure even with every test passing."""
-    from rl.rollout_record import RolloutRecord
+    from rl.records import RolloutRecord
 
     rec = RolloutRecord(
         task_id=tasks[0].id, group=0, sample=0, tokens=[1, 2, 3], mask=[0, 1, 1],

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from configs import rl as rl_config
-from rl import loop
+from rl import loop, sampler_process
 from rl.envs import Sandbox, SandboxUnavailable, backend
 from rl.envs.taskgen import HELD_OUT_TEMPLATES, training_templates
 from rl.envs.tasks import grade_in
@@ -38,9 +38,10 @@ def _config():
         groups_per_batch=1,
         groups_per_call=2,
         max_tokens=704,  # prompts of these two tasks: ~650 tokens
-        checkpoint_every=100,
-        log_every=100,
     )
+    c.trainer_devices = 1  # one group of 2 episodes per step: rows for one device
+    c.train.log_every = 100
+    c.checkpoint.every_steps = 100
     c.rl.coding.update(max_turns=2, max_turn_tokens=24, slots=4, min_bucket=128)
     c.rl.reward.update(outcome="fraction", malformed_penalty=0.0)  # reward == passed / total
     return c
@@ -66,7 +67,7 @@ def test_coding_tasks_in_the_async_loop(tmp_path):
     assert [j["groups"] for j in journal] == [[g] for g in books.consumed]
     assert sorted(books.consumed) == ["000000", "000001"] and not books.dropped
     store = RolloutStore(str(tmp_path / "rollouts"))
-    pool = loop.coding_pool(c.rl.seed, 2, tuple(c.rl.coding.difficulties))
+    pool = sampler_process.coding_pool(c.rl.seed, 2, tuple(c.rl.coding.difficulties))
     untouched = {t.id: _untouched_grade(t) for t in pool}
     n_untouched = 0
     for step, entry in zip(h, journal):
@@ -110,8 +111,8 @@ def test_coding_sampler_swaps_weights_in_flight():
     _sandbox_or_skip()
     c = _config()  # the loop test's settings: its compiled engine programs are reused
     cfg = loop.model_config(c)
-    sampler = loop.make_sampler(c.rl, cfg)
-    task = loop.make_task(c.rl, 0)
+    sampler = sampler_process.make_sampler(c.rl, cfg)
+    task = sampler_process.make_task(c.rl, 0)
     weights = _SwapsOnSecondPoll(loop.initial_params(c, cfg))
     (group,) = sampler.play([task], weights, seed=1)
     assert sampler.swaps == 1 and len(group) == 2
@@ -124,16 +125,20 @@ def test_coding_sampler_swaps_weights_in_flight():
 
 
 def test_coding_pool_uses_training_templates_only():
-    pool = loop.coding_pool(0, 40, (1, 2, 3))
+    pool = sampler_process.coding_pool(0, 40, (1, 2, 3))
     families = {t.meta["template"] for t in pool}
     assert families == set(training_templates())
     assert not families & set(HELD_OUT_TEMPLATES)
-    again = loop.coding_pool.__wrapped__(0, 40, (1, 2, 3))  # uncached: the pool is seeded
+    again = sampler_process.coding_pool.__wrapped__(
+        0, 40, (1, 2, 3)
+    )  # uncached: the pool is seeded
     assert [t.id for t in again] == [t.id for t in pool]
-    one = loop.coding_pool(0, 6, (1,), ("boundary", "rename"))  # a pool of chosen families
+    one = sampler_process.coding_pool(
+        0, 6, (1,), ("boundary", "rename")
+    )  # a pool of chosen families
     assert [t.meta["template"] for t in one] == ["boundary", "rename"] * 3
     with pytest.raises(ValueError, match="regression_test not a training template"):
-        loop.coding_pool(0, 2, (1,), ("regression_test",))  # held out for eval: refused
+        sampler_process.coding_pool(0, 2, (1,), ("regression_test",))  # held out for eval: refused
 
 
 def test_coding_loop_refuses_to_start_without_isolation(tmp_path, monkeypatch):

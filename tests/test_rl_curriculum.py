@@ -8,7 +8,7 @@ import types
 import numpy as np
 
 from configs import rl as rl_config
-from rl import loop
+from rl import batch_source, sampler_process
 from rl.curriculum import Curriculum, task_key
 from rl.store import RolloutStore
 
@@ -68,11 +68,11 @@ def test_trainer_counts_skipped_groups_and_never_trains_them():
     import ml_collections
 
     rl = ml_collections.ConfigDict(dict(groups_per_batch=2, max_staleness=2, dynamic_sampling=True))
-    books = loop._Books([f"{j:06d}" for j in range(3)])
-    recs, ids, _ = loop._select(Store(), books, rl, 0)
+    books = batch_source.Books([f"{j:06d}" for j in range(3)])
+    recs, ids, _ = batch_source.select(Store(), books, rl, 0)
     assert ids == ["000001", "000002"] and len(recs) == 4
     assert books.skipped == 1 and "000000" in books.consumed and not books.unfinished()
-    assert loop._Books(**books.to_json()).skipped == 1  # in the checkpoint
+    assert batch_source.Books.from_json(books.to_json()).skipped == 1  # in the checkpoint
 
 
 def test_sampler_loop_writes_skipped_tasks_as_empty_groups(tmp_path, monkeypatch):
@@ -87,15 +87,15 @@ def test_sampler_loop_writes_skipped_tasks_as_empty_groups(tmp_path, monkeypatch
             return [_group([0.0, 0.0]) for _ in tasks]
 
     kinds = ["a", "a", "b", "a", "b", "a"]
-    monkeypatch.setattr(loop, "make_sampler", lambda rl, cfg: Failing())
-    monkeypatch.setattr(loop, "make_task", lambda rl, j: _task(kinds[j]))
+    monkeypatch.setattr(sampler_process, "make_sampler", lambda rl, cfg: Failing())
+    monkeypatch.setattr(sampler_process, "make_task", lambda rl, j: _task(kinds[j]))
     c = rl_config.get_config()
     c.rl.update(pool_size=6, groups_per_call=1, max_ahead=100)
     c.rl.curriculum.update(key="meta.package", after=1, prob=1.0)
     with open(tmp_path / "pool.json", "w") as f:
         json.dump({"order": list(range(6))}, f)
     os.makedirs(tmp_path / "weights")
-    assert loop.sampler_loop(c, str(tmp_path), 0) == 6
+    assert sampler_process.sampler_loop(c, str(tmp_path), 0) == 6
     store = RolloutStore(str(tmp_path / "rollouts"))
     sizes = [len(store.get(g)) for g in store.list()]
     assert played == ["a", "b"] and sizes == [2, 0, 2, 0, 0, 0]

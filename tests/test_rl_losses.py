@@ -9,6 +9,7 @@ import pytest
 from rl import batch as rb
 from rl import rewards as rw
 from rl.losses import make_rl_loss, model_apply, token_logprobs
+from rl.records import training_record
 
 jax.config.update("jax_enable_x64", False)
 
@@ -283,10 +284,10 @@ def test_multi_turn_rollout_record_converts_with_malformed_turn_negative():
         turns=2,
     )
     cfg = rw.RewardConfig(outcome="all_pass", malformed_penalty=0.25)
-    good = rb.from_rollout_record(
+    good = training_record(
         dict(base, malformed_calls=1, malformed_turns=[0], tests_passed=2, tests_total=2), cfg
     )
-    bad = rb.from_rollout_record(
+    bad = training_record(
         dict(base, malformed_calls=0, malformed_turns=[], tests_passed=0, tests_total=2), cfg
     )
     assert good["reward"] == pytest.approx(0.75) and good["reward_terms"]["malformed"] == -0.25

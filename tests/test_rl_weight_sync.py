@@ -9,29 +9,22 @@ import time
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import ml_dtypes
 import numpy as np
 
+from configs import rl as rl_config
 from rl import batch as rb
-from rl.trainer import init_state, jit_rl_step
-from rl.weight_sync import WeightReader, WeightWriter, flatten
+from rl.loop import state_and_step
+from rl.weight_store import WeightReader, WeightWriter, flatten
 
 
-def _rl_cfg(**kw):
-    return ml_collections.ConfigDict(
-        dict(
-            max_tokens=16,
-            temperature=1.0,
-            tis_c=2.0,
-            ppo_clip=0.0,
-            kl_beta=0.0,
-            kl_mode="k2",
-            valid_vocab=0,
-            router_replay=True,
-        )
-        | kw
-    )
+def _rl_state_and_step(params=None, lr=1e-3, microbatches=1):
+    """The RL trainer's state and step on one device, for batches of 4 rows x 16 tokens."""
+    c = rl_config.get_config()
+    c.rl.update(group_size=4, groups_per_batch=1, max_tokens=16)
+    c.train.update(lr=lr, microbatches=microbatches)
+    c.trainer_devices = 1
+    return state_and_step(c, params)
 
 
 def _records(rng, cfg, n=4):
@@ -57,11 +50,10 @@ def _bits(x, dtype):
 
 
 def test_twenty_rl_versions_rebuild_bitwise(tmp_path):
-    from model import init_params, presets
+    from model import presets
 
     cfg = presets.get("tiny")
-    state = init_state(init_params(cfg, jax.random.PRNGKey(0)), lr=1e-3, seed=0)
-    step = jit_rl_step(cfg, _rl_cfg())
+    state, step = _rl_state_and_step()
     rng = np.random.default_rng(0)
     writers = {
         "bfloat16": WeightWriter(str(tmp_path / "bf16"), dtype="bfloat16", full_every=8),
@@ -96,7 +88,7 @@ def test_twenty_rl_versions_rebuild_bitwise(tmp_path):
 
 _WRITER = r"""
 import sys, numpy as np
-from rl.weight_sync import WeightWriter
+from rl.weight_store import WeightWriter
 path, start = sys.argv[1], int(sys.argv[2])
 w = WeightWriter(path, dtype="float32", full_every=3)
 w.rewind(start - 1)
@@ -139,7 +131,7 @@ def test_killed_writer_never_yields_a_mixed_version(tmp_path):
 
 
 def test_microbatched_rl_step_equals_the_whole_batch():
-    """rl.microbatches=2 (memory for big coding batches) makes the same update as one batch."""
+    """train.microbatches=2 (memory for big coding batches) makes the same update as one batch."""
     from model import init_params, presets
 
     cfg = presets.get("tiny")
@@ -153,8 +145,8 @@ def test_microbatched_rl_step_equals_the_whole_batch():
     b = {k: jnp.asarray(x) for k, x in b.items()}
     out = {}
     for n in (1, 2):
-        step = jit_rl_step(cfg, _rl_cfg(microbatches=n))
-        state, metrics = step(init_state(params, lr=1e-3, seed=0), b)
+        state, step = _rl_state_and_step(params, microbatches=n)
+        state, metrics = step(state, b)
         out[n] = (jax.device_get(state.params), float(metrics["loss"]))
     assert abs(out[1][1] - out[2][1]) < 1e-6
     # Params after one Adam step of lr 1e-3: equal to 1% of the step (Adam's first step is

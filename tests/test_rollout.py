@@ -20,8 +20,8 @@ from model.engine import RolloutEngine, _decode_jit, _prefill_jit, forward_rows
 from model.sampling import SamplingParams, filtered_logprobs, mask_invalid, sample
 from rl.envs import OraclePolicy, generate_tasks
 from rl.envs.env import DEFAULT_SYSTEM, EpisodeRecord
+from rl.records import RolloutRecord
 from rl.rollout import play_episodes
-from rl.rollout_record import RolloutRecord
 
 TOK = ByteTokenizer()
 

@@ -23,7 +23,7 @@ def _mesh():
 
 def test_eval_bits_per_byte_matches_hand_computation():
     """evaluate()'s arithmetic (sums over batches, masks, bytes): the stand-in model suffices."""
-    from train import build
+    from train import trainer
     from train.evaluate import evaluate
 
     su, mesh = standin_setup(), _mesh()
@@ -46,7 +46,7 @@ def test_eval_bits_per_byte_matches_hand_computation():
     p_sh = jax.tree.map(
         lambda x: jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec()), params
     )
-    eval_fn = build.jit_eval_step(su.loss_fn, p_sh, mesh, STANDIN_RULES)
+    eval_fn = trainer.jit_eval_step(su.loss_fn, p_sh, mesh, STANDIN_RULES)
     got = evaluate(eval_fn, params, batches, mesh)
 
     nll_sum = byte_sum = tokens = 0.0
@@ -75,8 +75,8 @@ def test_eval_bits_per_byte_matches_hand_computation():
 
 def test_model_overrides_merge_rope_scaling_and_reject_unknown_fields():
     from configs import long_context, pretrain
-    from train.run import model_config
     from train.sharding import ConfigError
+    from train.trainer import model_config
 
     base = model_config(_tiny(pretrain.get_config()))[0]
     c = _tiny(long_context.get_config())
@@ -107,11 +107,11 @@ def _tiny(c):
 
 
 def _restore(config, workdir):
-    from train import checkpoint, run
+    from train import checkpoint, trainer
 
-    r = run.build(config)
+    r = trainer.build(config)
     with checkpoint.Checkpointer(str(workdir), keep=1, async_save=False) as ckpt:
-        state, _ = run.restore_or_init(r, ckpt, iter(()), log=lambda s: None)
+        state, _ = trainer.restore_or_init(r, ckpt, None, log=lambda s: None)
     return r, jax.device_get(state)
 
 
@@ -145,7 +145,7 @@ def test_pipeline_run_logs_heldout_nll_and_bits_per_byte(tmp_path):
     """Tiny model on the stdlib pipeline: eval before the first step and at the end, in the log and
     TensorBoard. Byte tokenizer: each target covers <= 1 byte (0 for eos), so bpb >= nll / ln 2."""
     from configs import pretrain
-    from train import loop
+    from train import trainer
     from train.tensorboard import read_scalars
 
     c = _tiny(pretrain.get_config())
@@ -159,7 +159,7 @@ def test_pipeline_run_logs_heldout_nll_and_bits_per_byte(tmp_path):
         mtp_mode="none",
     )  # less to compile
     lines = []
-    loop.train(c, str(tmp_path), log=lines.append)
+    trainer.train(c, str(tmp_path), log=lines.append)
     assert any(l.startswith("step 0: initial held-out loss") for l in lines), lines
     assert any(l.startswith("step 2: final held-out loss") and "bits/byte" in l for l in lines)
     events = read_scalars(glob.glob(str(tmp_path / "tb" / "events.*"))[0])

@@ -7,7 +7,7 @@ import numpy as np
 from test_train_standin import STANDIN_RULES, standin_setup
 
 from model import presets
-from train import build, checkpoint
+from train import checkpoint, trainer
 from train import sharding as shd
 from train import synthetic_data as sd
 
@@ -20,8 +20,8 @@ def _train_and_save(workdir, shape, steps):
     su = standin_setup()
     mesh = _mesh(shape)
     sh = _shardings(su, mesh)
-    state = build.init_state(su.init_fn, su.tx, sh, mesh, STANDIN_RULES, seed=0)
-    step = build.jit_train_step(su.loss_fn, sh, mesh, STANDIN_RULES, bias_update=su.bias_update)
+    state = trainer.init_state(su.init_fn, su.tx, sh, mesh, STANDIN_RULES, seed=0)
+    step = trainer.jit_train_step(su.loss_fn, sh, mesh, STANDIN_RULES, bias_update=su.bias_update)
     it = sd.lm_batches(sd.synthetic_tokens(4000, 64, 0), batch_size=8, seq_len=16, seed=0)
     with checkpoint.Checkpointer(str(workdir), keep=2) as ckpt:
         for _ in range(steps):
@@ -33,11 +33,11 @@ def _train_and_save(workdir, shape, steps):
 
 
 def _shardings(su, mesh):
-    return build.state_shardings(su.init_fn, su.logical_specs, su.tx, mesh, STANDIN_RULES)
+    return trainer.state_shardings(su.init_fn, su.logical_specs, su.tx, mesh, STANDIN_RULES)
 
 
 def _restore(reader, su, mesh):
-    return reader.restore_latest(build.abstract_state(su.init_fn, su.tx), _shardings(su, mesh))
+    return reader.restore_latest(trainer.abstract_state(su.init_fn, su.tx), _shardings(su, mesh))
 
 
 def _tree_equal(a, b):
@@ -86,7 +86,7 @@ def test_params_only_export_roundtrip(tmp_path):
     su = standin_setup()
     mesh = _mesh((2, 2, 2, 1))
     sh = _shardings(su, mesh)
-    state = build.init_state(su.init_fn, su.tx, sh, mesh, STANDIN_RULES, seed=3)
+    state = trainer.init_state(su.init_fn, su.tx, sh, mesh, STANDIN_RULES, seed=3)
     checkpoint.export_params(state.params, str(tmp_path / "params"), presets.get("tiny"))
     target = jax.tree.map(
         lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), state.params, sh.params

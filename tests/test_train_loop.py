@@ -47,10 +47,10 @@ def tiny_run_config(steps=8, every=4, log_every=1):
 
 
 def _train(workdir, config=None, **kw):
-    from train import loop
+    from train import trainer
 
     lines = []
-    state = loop.train(config or tiny_run_config(), str(workdir), log=lines.append, **kw)
+    state = trainer.train(config or tiny_run_config(), str(workdir), log=lines.append, **kw)
     return jax.device_get(state), lines
 
 
@@ -66,7 +66,7 @@ def _router_bias(params):
 def test_resume_is_bitwise_corrupt_latest_falls_back_and_logs(tmp_path):
     import orbax.checkpoint as ocp
 
-    from train import checkpoint, convert, run
+    from train import checkpoint, convert, trainer
     from train.tensorboard import read_scalars
 
     full, lines = _train(tmp_path / "a")
@@ -92,7 +92,7 @@ def test_resume_is_bitwise_corrupt_latest_falls_back_and_logs(tmp_path):
     # Corrupt run a's latest checkpoint (8): restoring falls back to step 4, which equals run b's.
     for f in glob.glob(str(tmp_path / "a" / "checkpoints" / "8" / "state" / "**" / "d" / "*")):
         os.truncate(f, 7)
-    r = run.build(tiny_run_config())
+    r = trainer.build(tiny_run_config())
     with (
         checkpoint.Checkpointer(str(tmp_path / "a")) as a,
         checkpoint.Checkpointer(str(tmp_path / "b")) as b,
@@ -107,19 +107,19 @@ def test_resume_is_bitwise_corrupt_latest_falls_back_and_logs(tmp_path):
 def test_non_finite_steps_stop_the_run_without_a_per_step_sync(tmp_path):
     """The streak is read one step late (asynchronously) or where the loop syncs anyway (save):
     with K=3 and saves every 2 steps the run stops right after step 3's result is read."""
-    from train import build, checkpoint, loop, run
+    from train import checkpoint, trainer
 
     config = tiny_run_config(steps=10, every=2, log_every=10)
     config.train.max_nonfinite_in_a_row = 3
-    r = run.build(config)
+    r = trainer.build(config)
 
     def nan_loss(params, batch, rng):
         loss, aux = r.loss_fn(params, batch, rng)
         return loss * jnp.nan, aux
 
     lines = []
-    with pytest.raises(loop.NonFiniteLossError, match="3 non-finite steps in a row at step 3"):
-        loop.train(
+    with pytest.raises(trainer.NonFiniteLossError, match="3 non-finite steps in a row at step 3"):
+        trainer.train(
             config, str(tmp_path), run=dataclasses.replace(r, loss_fn=nan_loss), log=lines.append
         )
     assert [l for l in lines if "non-finite" in l][:3] == [
@@ -129,14 +129,14 @@ def test_non_finite_steps_stop_the_run_without_a_per_step_sync(tmp_path):
         assert ckpt.all_steps() == [2]  # the save at step 2; stopped before the one at step 4
         state, _, _ = ckpt.restore_latest(r.abstract_state(), r.state_shardings())
     assert int(state.skipped_steps) == 2
-    init = build.init_state(r.init_fn, r.tx, r.state_shardings(), r.mesh, r.rules, 0)
+    init = trainer.init_state(r.init_fn, r.tx, r.state_shardings(), r.mesh, r.rules, 0)
     _assert_bitwise(state.params, init.params)  # skipped steps left params exactly at init
 
 
 def test_hf_folder_as_model_initializes_params(tmp_path):
     """config.model = an HF folder: the model config and the initial params come from it."""
     from model import hf, init_params, presets
-    from train import checkpoint, run
+    from train import checkpoint, trainer
 
     cfg = presets.get("tiny")
     params = jax.device_get(init_params(cfg, jax.random.PRNGKey(7)))
@@ -144,10 +144,10 @@ def test_hf_folder_as_model_initializes_params(tmp_path):
     config = tiny_run_config()
     config.model = str(tmp_path / "hf")
     config.mesh.update(data=1, fsdp=2, expert=2, tensor=2)
-    r = run.build(config)
+    r = trainer.build(config)
     assert r.cfg.hidden_size == cfg.hidden_size and r.hf_dir == config.model
     with checkpoint.Checkpointer(str(tmp_path / "run")) as ckpt:
-        state, _ = run.restore_or_init(r, ckpt, train_it=None, log=lambda _: None)
+        state, _ = trainer.restore_or_init(r, ckpt, source=None, log=lambda _: None)
     _assert_bitwise(state.params, params)
     assert state.params["lm_head"].sharding.spec == jax.sharding.PartitionSpec("fsdp", "tensor")
 
@@ -238,7 +238,7 @@ def test_sigterm_saves_then_sigkill_then_restart_matches_uninterrupted_run(tmp_p
 def _script(workdir, out):
     """Subprocess body: 20 steps (logs sleep a little, so signals land mid-run), checkpoints every
     5, on one device."""
-    from train import loop
+    from train import trainer
 
     def slow_log(line):
         print(line, flush=True)
@@ -246,7 +246,7 @@ def _script(workdir, out):
 
     config = tiny_run_config(steps=20, every=5)
     config.mesh.data = 1
-    state = loop.train(config, workdir, log=slow_log)
+    state = trainer.train(config, workdir, log=slow_log)
     if int(state.step) < config.train.steps:
         return  # preempted
     flat = {

@@ -36,7 +36,7 @@ def _worker(port, num_processes, process_id, workdir, out):
     from jax.experimental import multihost_utils
     from test_train_loop import tiny_run_config
 
-    from train import loop
+    from train import trainer
 
     assert jax.device_count() == 4 and jax.local_device_count() == 4 // num_processes
 
@@ -48,7 +48,7 @@ def _worker(port, num_processes, process_id, workdir, out):
     # Hosts hold other rows, so sums run in another order; eps = 1e-6 keeps Adam from magnifying
     # that for coordinates whose gradient is ~0 (lr * 1e-9 / eps), so the comparison tests hosts.
     config.train.eps = 1e-6
-    state = loop.train(config, workdir, log=log)
+    state = trainer.train(config, workdir, log=log)
     if int(state.step.addressable_data(0)) < STEPS:
         return  # preempted
     params = multihost_utils.process_allgather(

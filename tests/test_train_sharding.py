@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from test_train_standin import STANDIN_RULES, standin_setup, synthetic_batches
 
-from train import build
 from train import sharding as shd
+from train import trainer
 
 MESHES = [(1, 1, 1, 1), (8, 1, 1, 1), (2, 2, 2, 1), (1, 2, 2, 2)]
 
@@ -20,9 +20,9 @@ def _mesh(shape):
 def _run(shape, batches, num_microbatches=1):
     su = standin_setup()
     mesh = _mesh(shape)
-    sh = build.state_shardings(su.init_fn, su.logical_specs, su.tx, mesh, STANDIN_RULES)
-    state = build.init_state(su.init_fn, su.tx, sh, mesh, STANDIN_RULES, seed=0)
-    step = build.jit_train_step(
+    sh = trainer.state_shardings(su.init_fn, su.logical_specs, su.tx, mesh, STANDIN_RULES)
+    state = trainer.init_state(su.init_fn, su.tx, sh, mesh, STANDIN_RULES, seed=0)
+    step = trainer.jit_train_step(
         su.loss_fn,
         sh,
         mesh,
@@ -67,8 +67,8 @@ def test_sharded_steps_match_single_device_and_bytes_shrink(single_device_run):
 def test_params_are_created_sharded_not_replicated():
     su = standin_setup()
     mesh = _mesh((1, 2, 2, 2))
-    sh = build.state_shardings(su.init_fn, su.logical_specs, su.tx, mesh, STANDIN_RULES)
-    state = build.init_state(su.init_fn, su.tx, sh, mesh, STANDIN_RULES, seed=0)
+    sh = trainer.state_shardings(su.init_fn, su.logical_specs, su.tx, mesh, STANDIN_RULES)
+    state = trainer.init_state(su.init_fn, su.tx, sh, mesh, STANDIN_RULES, seed=0)
     experts = state.params["experts"]  # [E, D, F] -> (expert, fsdp, tensor)
     assert experts.sharding.spec == jax.sharding.PartitionSpec("expert", "fsdp", "tensor")
     assert experts.addressable_shards[0].data.shape == (2, 8, 8)
@@ -127,9 +127,9 @@ def _model_run(shape, batches):
         schedule=optim.make_schedule(kind="constant", peak_lr=1e-3, total_steps=2, warmup_steps=0),
     )
     mesh = _mesh(shape)
-    sh = build.state_shardings(init_fn, specs, tx, mesh, msh.DEFAULT_RULES)
-    state = build.init_state(init_fn, tx, sh, mesh, msh.DEFAULT_RULES, seed=0)
-    step = build.jit_train_step(
+    sh = trainer.state_shardings(init_fn, specs, tx, mesh, msh.DEFAULT_RULES)
+    state = trainer.init_state(init_fn, tx, sh, mesh, msh.DEFAULT_RULES, seed=0)
+    step = trainer.jit_train_step(
         losses.make_lm_loss(cfg, mtp_mode="ce"),
         sh,
         mesh,

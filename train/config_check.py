@@ -18,9 +18,14 @@ def check_config(config, model_cfg, num_devices: int, num_processes: int = 1) ->
     for field, choices in _CHOICES.items():
         if t[field] not in choices:
             raise ConfigError(f"train.{field}={t[field]!r}: expected one of {choices}")
-    for field in ("steps", "batch_size", "seq_len", "microbatches", "log_every", "eval_every"):
+    for field in ("batch_size", "seq_len", "microbatches", "log_every", "eval_every"):
         if t[field] <= 0:
             raise ConfigError(f"train.{field}={t[field]}: must be > 0")
+    if t.steps < 0 or (t.steps == 0 and t.schedule != "constant"):
+        raise ConfigError(
+            f"train.steps={t.steps}: must be > 0 (0 = until the batch source ends, with "
+            "train.schedule='constant')"
+        )
     if config.checkpoint.every_steps <= 0:
         raise ConfigError(f"checkpoint.every_steps={config.checkpoint.every_steps}: must be > 0")
     mesh = dict(zip(MESH_AXES, resolve_mesh_shape(dict(config.mesh), num_devices)))

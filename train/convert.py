@@ -9,9 +9,9 @@ import os
 import jax
 
 from train import checkpoint
-from train.run import Run
-from train.run import build as build_run
 from train.sharding import InputError
+from train.trainer import Run
+from train.trainer import build as build_run
 
 
 def export_latest(config, workdir: str, *, run: Run | None = None) -> str:

@@ -18,10 +18,10 @@ import jax
 
 import model
 from model import memory_plan
-from train import build
 from train import sharding as shd
+from train import trainer
 from train.config_check import check_config
-from train.run import build_optimizer, model_config, model_rules
+from train.trainer import build_optimizer, model_config, model_rules
 
 
 def report(config) -> str:
@@ -32,8 +32,8 @@ def report(config) -> str:
     mesh = shd.abstract_mesh(sizes, n_dev)
     tx, _ = build_optimizer(config, cfg)
     init_fn = functools.partial(model.params.init_params_unjitted, cfg)
-    abstract = build.abstract_state(init_fn, tx)
-    sh = build.state_shardings(init_fn, model.param_logical_specs(cfg), tx, mesh, rules)
+    abstract = trainer.abstract_state(init_fn, tx)
+    sh = trainer.state_shardings(init_fn, model.param_logical_specs(cfg), tx, mesh, rules)
     param_bytes = shd.bytes_per_device(abstract.params, sh.params, sizes)
     opt_bytes = shd.bytes_per_device(abstract.opt_state, sh.opt_state, sizes)
     total, active = model.count_params(cfg)

@@ -2,7 +2,7 @@
 
 One implementation for the training loop, eval/ and benches:
 
-    eval_fn = build.jit_eval_step(loss_fn, params_shardings, mesh, rules)
+    eval_fn = trainer.jit_eval_step(loss_fn, params_shardings, mesh, rules)
     evaluate(eval_fn, params, batches, mesh)   # {'nll': ..., 'bits_per_byte': ...}
 """
 
@@ -23,7 +23,7 @@ def evaluate(eval_fn, params, batches, mesh) -> dict[str, float]:
     """Held-out {'nll': mean next-token NLL (nats), 'bits_per_byte', 'targets': count} over masked
     targets; with no targets at all, {'nll': nan, 'targets': 0}.
 
-    `eval_fn(params, global batch)` returns sums {'ce_sum', 'weight'} (train.build.jit_eval_step);
+    `eval_fn(params, global batch)` returns sums {'ce_sum', 'weight'} (train.trainer.jit_eval_step);
     `batches` are this host's numpy batches in the data contract.
     bits/byte = sum(nll * mask) / ln 2 / sum(target_bytes * mask): tokenizer-independent, so stages
     and tokenizers compare. Without target_bytes in the batches (stand-in data) it is left out.

@@ -37,13 +37,19 @@ def mfu(tokens_per_s: float, flops_per_token: float, peak_flops_all_devices: flo
     return tokens_per_s * flops_per_token / peak_flops_all_devices
 
 
-def log_line(step: int, total: int, m: dict) -> str:
+def log_line(step: int, total: int, m: dict, extra_keys=()) -> str:
+    """One progress line; total 0 = no known end (a run that ends with its batch source);
+    `extra_keys`: further scalars of `m` to show (a batch source's, e.g. RL's mean reward)."""
     eta = m.get("eta_s")
     eta_s = f" eta {eta / 60:.1f}m" if eta is not None else ""
+    progress = (
+        f"step {step}/{total} ({100.0 * step / total:.0f}%{eta_s})" if total else f"step {step}"
+    )
     return (
-        f"step {step}/{total} ({100.0 * step / max(total, 1):.0f}%{eta_s}) loss {m['loss']:.4f} "
+        f"{progress} loss {m['loss']:.4f} "
         + (f"(ce {m['ce']:.4f}) " if "ce" in m else "")
         + f"lr {m['lr']:.2e} gnorm {m['grad_norm']:.3f} tok/s {m['tokens_per_s']:.0f} "
         f"mfu {100 * m['mfu']:.2f}% step_time {1000 * m['step_time_s']:.0f}ms"
         + (f" skipped {int(m['skipped_total'])}" if m.get("skipped_total") else "")
+        + "".join(f" {k} {m[k]:.4g}" for k in extra_keys if k in m)
     )

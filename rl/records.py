@@ -1,4 +1,10 @@
-"""RolloutRecord: one episode, token-exact, with everything RL needs per token (JSON-ready).
+"""Episode records: one episode, token-exact, with everything RL needs per token.
+
+Two forms of one record: `RolloutRecord` (the multi-turn rollout driver's output, JSON-ready,
+with counts and the grade) and the training record, a dict the samplers write to the rollout
+store and rl/batch.py collates: the per-token arrays below (`PER_TOKEN`, `EXPERTS`) plus 'reward'
+and 'reward_terms' (rl/rewards.py), 'group_id', 'counts', and the sampler's bookkeeping
+('task', 'sample_seconds', and a coding episode's grade fields). `training_record` converts.
 
 Per-token fields, all of length L = len(tokens), aligned with `tokens`:
 
@@ -18,6 +24,9 @@ Per-token fields, all of length L = len(tokens), aligned with `tokens`:
                  the last turn) copy the last computed row; they only affect logits past the last
                  policy token (causal attention, per-token dropless routing), which no loss uses.
 
+    malformed_mask[t]  (training record) 1 on tokens of turns whose tool call was malformed or cut
+                 off (negative examples, rl/batch.py)
+
 Counts: turns, tool_calls (well-formed, executed), tool_io_tokens (call tokens + observation
 tokens), thinking_tokens (emitted tokens inside <|think|>..<|/think|>, tags included),
 output_tokens (the other emitted tokens outside tool calls: free text and <|end|>),
@@ -34,7 +43,10 @@ import numpy as np
 
 from rl.envs.tasks import episode_all_pass, episode_score
 
-PER_TOKEN = ("mask", "logprobs", "versions")
+# Written once: the rollout store, record fitting and the collator read the field lists here.
+PER_TOKEN = ("tokens", "mask", "logprobs", "versions", "malformed_mask")  # [L] each
+EXPERTS = "experts"  # [n_moe_layers, L, k]
+ARRAY_FIELDS = PER_TOKEN + (EXPERTS,)
 
 
 @dataclasses.dataclass
@@ -101,7 +113,7 @@ class RolloutRecord:
             raise ValueError(f"RolloutRecord.from_dict: missing field(s) {missing}")
         rec = cls(**{n: d[n] for n in names if n in d})
         n = len(rec.tokens)
-        for name in PER_TOKEN:
+        for name in (f for f in PER_TOKEN if hasattr(rec, f)):
             if len(getattr(rec, name)) != n:
                 raise ValueError(
                     f"RolloutRecord {rec.task_id}: {name} has {len(getattr(rec, name))} entries "
@@ -110,3 +122,38 @@ class RolloutRecord:
         if any(len(layer) != n for layer in rec.experts):
             raise ValueError(f"RolloutRecord {rec.task_id}: experts rows != {n} tokens")
         return rec
+
+
+def training_record(d: dict, reward_cfg) -> dict:
+    """A multi-turn rollout record (RolloutRecord.to_dict(): per-token
+    tokens/mask/logprobs/versions, experts [n][L][k], turn_spans, malformed_turns, counts, grade)
+    -> the record `collate` takes, with the reward and its terms (rl/rewards.py) and a
+    malformed_mask over the tokens of turns with a malformed call (negative examples)."""
+    from rl.rewards import LENGTH_QUANTITIES, episode_reward  # noqa: PLC0415
+
+    counts = {q: d.get(q, 0) for q in LENGTH_QUANTITIES + ("malformed_calls",)}
+    reward, terms = episode_reward(
+        {
+            "tests_passed": d["tests_passed"],
+            "tests_total": d["tests_total"],
+            "tampered": d.get("tampered", False),
+            "counts": counts,
+        },
+        reward_cfg,
+    )
+    bad = np.zeros(len(d["tokens"]), np.int32)
+    for t in d.get("malformed_turns", []):
+        start, end = d["turn_spans"][t]
+        bad[start:end] = 1
+    return {
+        "tokens": np.asarray(d["tokens"], np.int32),
+        "mask": np.asarray(d["mask"], np.int32),
+        "logprobs": np.asarray(d["logprobs"], np.float32),
+        "versions": np.asarray(d["versions"], np.int32),
+        "experts": np.asarray(d["experts"], np.int32),  # [n, L, k] (n may be 0)
+        "malformed_mask": bad,
+        "group_id": f"{d['task_id']}/{d['group']}",
+        "reward": reward,
+        "reward_terms": terms,
+        "counts": counts,
+    }

@@ -1,0 +1,377 @@
+"""RL's batch source for the one trainer (train/trainer.py): rollout store -> groups -> batch.
+
+    trainer.train(config, workdir, run=<RL loss>, source=RLBatchSource(config, workdir, cfg))
+
+Per step the source picks the next groups from the rollout store (arrival order; the staleness
+and dynamic-sampling rules below), collates them into this host's rows (rl/batch.py), adds the
+reference logprobs on the trainer's mesh when the KL term is on (a jitted, sharded pre-step), and
+after the step publishes the new params to the weight store, appends (step, groups) to
+<workdir>/journal.jsonl and tells samplers its progress (backpressure).
+
+Exactly-once: the source's state (its JSON lives in the Orbax checkpoint's data slot, beside the
+TrainState) is the pool order (single epoch; task j of the order is group id f'{j:06d}') and the
+ids of the groups already trained, dropped or counted. After a SIGKILL the trainer restores both:
+steps after the checkpoint are lost with their params, so their groups are trained again, once;
+every other group is skipped. Groups read but not yet trained are not in the state: after a
+restart they are read again.
+
+Staleness: a group whose oldest policy token is more than `rl.max_staleness` versions behind the
+trainer's version when its batch forms is dropped (counted).
+
+Several trainer processes (jax.distributed): process 0 alone reads the store's listing and
+decides (selection, books); the decision is broadcast, so every process holds the same books
+and reads the same groups, and each collates the whole batch and keeps its own rows. Process 0
+alone writes weights, the journal and progress, and runs the samplers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rl import batch as rb
+from rl.losses import model_apply, token_logprobs
+from rl.store import RolloutStore
+from rl.weight_store import WeightWriter
+
+LOG_KEYS = ("reward/mean", "pass_rate", "staleness/max", "sync/fraction_of_full")
+
+
+class Books:
+    """The source's state: pool order and group bookkeeping. Groups read but not yet trained
+    (`pending`) are not saved: after a restart they are read again from the rollout store."""
+
+    def __init__(self, order, consumed=(), dropped=(), zero_signal=0, skipped=0):
+        self.order, self.consumed, self.dropped = list(order), list(consumed), list(dropped)
+        self.zero_signal, self.skipped = zero_signal, skipped  # skipped: rl.curriculum's
+        self.seen = set(self.consumed) | set(self.dropped)
+        self.pending: list[tuple[str, list[dict]]] = []  # (group id, records), arrival order
+        self.zero_since_batch = 0
+
+    def to_json(self) -> dict:
+        return {
+            "order": self.order,
+            "consumed": self.consumed,
+            "dropped": self.dropped,
+            "zero_signal": self.zero_signal,
+            "skipped": self.skipped,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict) -> Books:
+        # 'skipped' is absent in checkpoints from before rl.curriculum
+        return cls(d["order"], d["consumed"], d["dropped"], d["zero_signal"], d.get("skipped", 0))
+
+    def unfinished(self) -> bool:
+        return len(self.seen) < len(self.order) or bool(self.pending)
+
+
+def _no_signal(group: list[dict]) -> bool:
+    return len({round(float(r["reward"]), 9) for r in group}) == 1  # zero advantage everywhere
+
+
+def select(store, books: Books, rl, version: int):
+    """-> (records to train, their group ids, stats) once a batch is ready, else None.
+
+    New groups are read in arrival order. An empty group (a task rl.curriculum skipped, or one
+    whose every episode the driver dropped) is counted in `skipped` and settled, never trained. A
+    group whose rewards are all equal carries no signal: counted, and with rl.dynamic_sampling
+    never trained: the batch waits for further groups until it holds rl.groups_per_batch groups
+    with signal (DAPO's dynamic sampling; only the pool's last batch may be smaller). A group
+    whose oldest policy token is more than rl.max_staleness versions behind `version` when its
+    batch forms is dropped (counted)."""
+    for g in store.list():
+        if g in books.seen:
+            continue
+        books.seen.add(g)
+        group = store.get(g)
+        if not group:  # rl/curriculum.py skipped it (or every episode of it was dropped)
+            books.skipped += 1
+            books.consumed.append(g)
+            continue
+        if _no_signal(group):
+            books.zero_signal += 1
+            books.zero_since_batch += 1
+            if rl.dynamic_sampling:
+                books.consumed.append(g)  # read and settled: never trained, never read again
+                continue
+        books.pending.append((g, group))
+    fresh = []
+    for g, group in books.pending:
+        if version - rb.oldest_version(group) > rl.max_staleness:
+            books.dropped.append(g)
+        else:
+            fresh.append((g, group))
+    books.pending = fresh
+    need = rl.groups_per_batch
+    last = len(books.seen) == len(books.order)  # no more groups will come
+    if not books.pending or (len(books.pending) < need and not last):
+        return None
+    take, books.pending = books.pending[:need], books.pending[need:]
+    recs, ids, stal = [], [], []
+    for g, group in take:
+        books.consumed.append(g)
+        recs += group
+        ids.append(g)
+        stal.append(max(version - rb.oldest_version(group), 0))
+    stats = {"staleness": stal, "zero_signal": books.zero_since_batch}
+    books.zero_since_batch = 0
+    return recs, ids, stats
+
+
+def episode_metrics(recs, stats, step_metrics, sync, dt):
+    """Host scalars of one RL step: reward and its terms, pass and malformed rates, staleness,
+    throughput, weight-sync bytes."""
+    rewards = np.array([r["reward"] for r in recs]) if recs else np.zeros(1)
+    m = {k: float(v) for k, v in step_metrics.items()}
+    m["reward/mean"] = float(rewards.mean())
+    terms = {}
+    for r in recs:
+        for k, v in (r.get("reward_terms") or {}).items():
+            terms.setdefault(k, []).append(v)
+    for k, v in terms.items():
+        m[f"reward/{k}"] = float(np.mean(v))
+    m["pass_rate"] = float(np.mean([t == 1.0 for t in terms.get("outcome", [0.0])]))
+    counts = [r.get("counts", {}).get("malformed_calls", 0) for r in recs]
+    m["malformed_rate"] = float(np.mean([c > 0 for c in counts])) if counts else 0.0
+    m["episode_len"] = float(np.mean([len(r["tokens"]) for r in recs])) if recs else 0.0
+    st = np.asarray(stats["staleness"] or [0])
+    m.update({"staleness/max": float(st.max()), "staleness/mean": float(st.mean())})
+    for b in range(4):
+        m[f"staleness/hist_{b}"] = float(np.sum(st == b) if b < 3 else np.sum(st >= 3))
+    m["zero_signal_groups"] = float(stats["zero_signal"])
+    pol = sum(int(np.sum(r["mask"])) for r in recs)
+    m["trained_tokens_per_s"] = pol / max(dt, 1e-9)
+    # Each record carries its group's share of the play call's wall time: count it once per group.
+    shares = {r.get("group_id"): r.get("sample_seconds", 0.0) for r in recs}
+    m["sampled_tokens_per_s"] = pol / max(sum(shares.values()), 1e-9)
+    m["sync/bytes"], m["sync/seconds"] = float(sync["bytes"]), float(sync["seconds"])
+    m["sync/fraction_of_full"] = sync["bytes"] / sync["full_bytes"]
+    return m
+
+
+def pool_order(rl) -> list[int]:
+    """Single epoch: each task of the pool once, in a seeded order (saved in the checkpoint)."""
+    return [int(x) for x in np.random.default_rng(rl.seed).permutation(rl.pool_size)]
+
+
+def truncate_journal(path: str, step: int) -> None:
+    """Keeps the journal entries the restored state contains (steps <= step): the journal is then
+    the history of the params the run holds, each group at most once."""
+    if not os.path.exists(path):
+        return
+    with open(path) as f:
+        keep = [line for line in f if line.strip() and json.loads(line)["step"] <= step]
+    with open(path + ".tmp", "w") as f:
+        f.writelines(keep)
+    os.replace(path + ".tmp", path)
+
+
+def broadcast_json(obj):
+    """Process 0's JSON-able `obj`, on every process (one process: `obj` itself)."""
+    if jax.process_count() == 1:
+        return obj
+    from jax.experimental import multihost_utils  # pylint: disable=import-outside-toplevel
+
+    data = np.frombuffer(json.dumps(obj).encode(), np.uint8) if jax.process_index() == 0 else None
+    n = int(multihost_utils.broadcast_one_to_all(np.int32(0 if data is None else data.size)))
+    buf = np.zeros(n, np.uint8)
+    if data is not None:
+        buf[:] = data
+    return json.loads(np.asarray(multihost_utils.broadcast_one_to_all(buf)).tobytes())
+
+
+def host_params(params):
+    """Global (sharded, possibly multi-process) params as host numpy on every process."""
+    if jax.process_count() == 1:
+        return jax.device_get(params)
+    from jax.experimental import multihost_utils  # pylint: disable=import-outside-toplevel
+
+    return multihost_utils.process_allgather(params, tiled=True)
+
+
+def jit_ref_logprobs(cfg, rl, run, params_sh):
+    """(ref_params, global batch) -> [B,T] logprobs of the targets under the frozen reference
+    (replayed routing), jitted on the trainer's mesh; only built when kl_beta > 0."""
+    from train import trainer  # pylint: disable=import-outside-toplevel
+    from train.sharding import batch_sharding  # pylint: disable=import-outside-toplevel
+
+    apply = model_apply(cfg)
+
+    def ref(params, batch):
+        forced = jnp.moveaxis(batch["forced_experts"], 1, 0)  # [B,n,T,k] -> [n,B,T,k]
+        out = apply(
+            params,
+            batch["tokens"],
+            positions=batch["positions"],
+            segment_ids=batch["segment_ids"],
+            forced_experts=forced if forced.shape[0] else None,
+        )
+        return token_logprobs(out.logits, batch["targets"], rl.temperature, rl.valid_vocab)[0]
+
+    rows = batch_sharding(run.mesh)
+    jitted = jax.jit(ref, in_shardings=(params_sh, rows), out_shardings=rows)
+
+    def run_ref(params, batch):
+        with trainer.mesh_context(run.mesh, run.rules):
+            return jitted(params, batch)
+
+    return run_ref
+
+
+class RLBatchSource:
+    """The trainer's batch source for RL (train.trainer.BatchSource's protocol)."""
+
+    log_keys = LOG_KEYS
+
+    def __init__(self, config, workdir: str, cfg, *, start_samplers=None, log=print):
+        self.config, self.rl, self.cfg, self.workdir, self.log = (
+            config,
+            config.rl,
+            cfg,
+            workdir,
+            log,
+        )
+        self.books = Books(pool_order(config.rl))
+        self.primary = jax.process_index() == 0
+        self.store = RolloutStore(os.path.join(workdir, "rollouts"))
+        self.journal = os.path.join(workdir, "journal.jsonl")
+        self.start_samplers = start_samplers  # (config, workdir) -> handle with .stop()
+        self.samplers = None
+        self.history: list[dict] = []  # one dict of host scalars per trained step
+        self.ref = None  # (ref_fn, ref_params) when the KL term is on
+        self.pending_step = None  # (records, ids, stats, t0) of the batch being trained
+
+    # -- state (the checkpoint's data slot)
+
+    def get_state(self):
+        return self.books.to_json()
+
+    def set_state(self, state):
+        self.books = Books.from_json(state)
+        self.log(f"rl: resuming with {len(self.books.consumed)} groups trained")
+
+    # -- lifecycle
+
+    def start(self, run, state) -> None:
+        self.version = int(jax.device_get(state.step))
+        self.writer = None
+        if self.primary:
+            os.makedirs(self.workdir, exist_ok=True)
+            truncate_journal(self.journal, self.version)
+            with open(os.path.join(self.workdir, "rl_config.json"), "w") as f:
+                f.write(self.config.to_json())
+            with open(os.path.join(self.workdir, "pool.json"), "w") as f:
+                json.dump({"order": self.books.order}, f)
+            self.writer = WeightWriter(
+                os.path.join(self.workdir, "weights"),
+                dtype=self.rl.weight_dtype,
+                full_every=self.rl.full_every,
+            )
+            self.writer.rewind(self.version)
+        self._publish(state.params)
+        self._progress()
+        if self.rl.kl_beta:
+            from train import trainer  # pylint: disable=import-outside-toplevel
+
+            params_sh = jax.tree.map(lambda x: x.sharding, state.params)
+            fresh = trainer.fresh_params(run, params_sh)
+            ref_params = trainer.initial_params(run, fresh, params_sh, log=lambda _: None)
+            self.ref = (jit_ref_logprobs(self.cfg, self.rl, run, params_sh), ref_params)
+        if self.primary and self.start_samplers is not None:
+            self.samplers = self.start_samplers(self.config, self.workdir)
+
+    def close(self) -> None:
+        if self.samplers is not None:
+            self.samplers.stop()
+            self.samplers = None
+
+    # -- per step
+
+    def next_batch(self, step: int):
+        """Waits (polling the store) until a batch is ready; None when the pool is used up."""
+        self.version = step
+        reported = None
+        while True:
+            decision = None
+            if self.primary:
+                sel = select(self.store, self.books, self.rl, step)
+                if sel is not None:
+                    self.pending_step = (*sel, time.perf_counter())
+                    decision = {"ids": sel[1], "stats": sel[2]}
+                decision = {
+                    "take": decision,
+                    "books": self.books.to_json(),
+                    "done": sel is None and not self.books.unfinished(),
+                }
+            decision = broadcast_json(decision)
+            if not self.primary:
+                self.books = Books.from_json(decision["books"])
+            if decision["take"] is not None:
+                return self._collate(decision["take"])
+            if decision["done"]:
+                return None
+            if self.primary and reported != len(self.books.seen):
+                # groups read, no batch yet (dynamic sampling): samplers' backpressure counts
+                # them as consumed
+                self._progress()
+                reported = len(self.books.seen)
+            time.sleep(0.02)
+
+    def _collate(self, take: dict) -> dict:
+        if self.primary:
+            recs = self.pending_step[0]
+        else:
+            recs = [r for g in take["ids"] for r in self.store.get(g)]
+            self.pending_step = (recs, take["ids"], take["stats"], time.perf_counter())
+        rows = self.config.train.batch_size
+        b = rb.collate(
+            recs,
+            seq_len=self.rl.max_tokens,
+            rows=rows,
+            n_moe_layers=self.cfg.num_moe_layers,
+            k=self.cfg.num_experts_per_tok,
+            malformed_adv=self.rl.malformed_adv,
+            negative_scale=self.rl.negative_adv_scale,
+        )
+        per_host = rows // jax.process_count()
+        lo = jax.process_index() * per_host  # this host's rows of the global batch
+        return {k: v[lo : lo + per_host] for k, v in b.items()}
+
+    def device_batch(self, batch: dict) -> dict:
+        if self.ref is None:
+            return batch
+        ref_fn, ref_params = self.ref
+        return dict(batch, ref_logprobs=ref_fn(ref_params, batch))
+
+    def after_step(self, state, step: int, metrics: dict) -> dict:
+        self.version = step
+        sync = self._publish(state.params)
+        recs, ids, stats, t0 = self.pending_step
+        m = episode_metrics(recs, stats, jax.device_get(metrics), sync, time.perf_counter() - t0)
+        m["dropped_groups_total"] = float(len(self.books.dropped))
+        m["zero_signal_groups_total"] = float(self.books.zero_signal)
+        m["curriculum_skipped_total"] = float(self.books.skipped)
+        self.history.append({"step": step, **m})
+        if self.primary:
+            with open(self.journal, "a") as f:
+                entry = {"step": step, "groups": ids, "staleness": stats["staleness"]}
+                f.write(json.dumps(entry) + "\n")
+            self._progress()
+        return m
+
+    def _publish(self, params) -> dict:
+        """Every process takes part in gathering the params; process 0 writes them."""
+        host = host_params(params)
+        if not self.primary:
+            return {"bytes": 0, "seconds": 0.0, "full_bytes": 1}
+        return self.writer.publish(host, self.version)
+
+    def _progress(self) -> None:
+        if self.primary:
+            self.store.write_progress({"consumed": len(self.books.seen), "version": self.version})

@@ -1,0 +1,237 @@
+"""The sampler role: pool tasks -> groups of episode records in the rollout store, with the newest
+params from the weight store swapped in flight.
+
+    sampler_loop(config, workdir, sampler_id)          # one sampler (a thread or a process)
+    python -m rl.sampler_process WORKDIR ID PARENT_PID  # a sampler process (reads rl_config.json)
+
+`rl.task`: 'pattern' (toy single-turn prompts, rl/samplers.py) or 'coding' (multi-turn CodingEnv
+episodes in the sandbox, rl/coding_sampler.py). Sampler i produces the pool positions j with
+j % rl.samplers == i, `rl.groups_per_call` groups per play call, and skips groups whose file
+exists (a restarted sampler never repeats one). Backpressure: it stops producing while
+`rl.max_ahead` groups wait for the trainer. With `rl.synchronous` it starts the groups of batch b
+only once the trainer has published version b, so no weight changes during sampling and a run is
+deterministic given its seed (one sampler): the mode that compares meshes step for step.
+
+A sampler process exits when its parent (the trainer process) is gone.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+
+from rl.curriculum import Curriculum
+from rl.samplers import PromptTask, SingleTurnSampler, pattern_reward
+from rl.store import RolloutStore
+from rl.weight_store import Follower, WeightReader
+
+
+def make_task(rl, j: int):
+    """Task j of the pool: a toy 'pattern' prompt, or a generated coding task."""
+    if rl.task == "coding":
+        templates = tuple(rl.coding.get("templates", ()) or ())
+        return coding_pool(rl.seed, rl.pool_size, tuple(rl.coding.difficulties), templates)[j]
+    if rl.task != "pattern":
+        raise ValueError(f"rl.task={rl.task!r}: expected 'pattern' or 'coding'")
+    rng = np.random.default_rng(rl.seed * 7919 + j)
+    return PromptTask(f"{j:06d}", [int(x) for x in rng.integers(rl.pattern_size, 320, size=4)])
+
+
+@functools.cache
+def coding_pool(
+    seed: int, n: int, difficulties: tuple[int, ...], templates: tuple[str, ...] = ()
+) -> list:
+    """The RL pool: n procedural tasks from `templates` (default: every training template; the
+    held-out families are the agentic eval's, and naming one is an error), seeded; the eval draws
+    from its own seed stream (EVAL_SEED_BASE)."""
+    from rl.envs import generate_tasks  # noqa: PLC0415
+    from rl.envs.taskgen import training_templates  # noqa: PLC0415
+
+    allowed = training_templates()
+    bad = [t for t in templates if t not in allowed]
+    if bad:
+        raise ValueError(
+            f"rl.coding.templates: {', '.join(bad)} not a training template "
+            f"(choose from {', '.join(allowed)})"
+        )
+    return generate_tasks(
+        n, seed=seed, difficulties=difficulties, templates=tuple(templates) or allowed
+    )
+
+
+def make_sampler(rl, cfg):
+    if rl.task == "coding":
+        from data.tokenizers import ByteTokenizer  # noqa: PLC0415
+        from rl.coding_sampler import CodingSampler  # noqa: PLC0415
+        from rl.rewards import reward_config_from_dict  # noqa: PLC0415
+
+        c = rl.coding
+        return CodingSampler(
+            cfg,
+            ByteTokenizer(),
+            reward_config_from_dict(rl.reward.to_dict()),
+            group_size=rl.group_size,
+            max_tokens=rl.max_tokens,
+            temperature=rl.temperature,
+            swap_every=rl.swap_every,
+            slots=c.slots,
+            max_turns=c.max_turns,
+            max_turn_tokens=c.max_turn_tokens,
+            obs_token_budget=c.obs_token_budget,
+            max_malformed_streak=c.max_malformed_streak,
+            workers=c.workers,
+            min_bucket=c.min_bucket,
+        )
+    reward = pattern_reward(range(rl.pattern_size))
+    return SingleTurnSampler(
+        cfg,
+        reward,
+        group_size=rl.group_size,
+        max_new_tokens=rl.max_new_tokens,
+        temperature=rl.temperature,
+        swap_every=rl.swap_every,
+    )
+
+
+def to_engine(params):
+    return jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), params)
+
+
+def curriculum_of(rl) -> Curriculum:
+    c = rl.get("curriculum") or {}
+    return Curriculum(c.get("key", ""), c.get("after", 0), c.get("prob", 0.0), rl.seed)
+
+
+def _wait_for_trainer(store, rl, first: int, alive) -> None:
+    """Backpressure: bounded work ahead of the trainer keeps staleness low. Synchronous mode:
+    batch `first // groups_per_batch` is sampled only with the params of that many steps."""
+    while alive():
+        p = store.progress()
+        if rl.get("synchronous", False):
+            if p.get("version", -1) >= first // rl.groups_per_batch:
+                return
+        elif len(store.list()) - p.get("consumed", 0) < rl.max_ahead:
+            return
+        time.sleep(0.02)
+
+
+def sampler_loop(
+    config,
+    workdir: str,
+    sampler_id: int,
+    stop: threading.Event | None = None,
+    parent_pid: int | None = None,
+) -> int:
+    """Produces this sampler's share (positions j % N == id) of the pool; -> groups written."""
+    from rl.loop import model_config  # pylint: disable=import-outside-toplevel
+
+    rl = config.rl
+    cfg = model_config(config)
+    store = RolloutStore(os.path.join(workdir, "rollouts"))
+    with open(os.path.join(workdir, "pool.json")) as f:
+        order = json.load(f)["order"]
+    follower = Follower(WeightReader(os.path.join(workdir, "weights")), cast=to_engine)
+    sampler = make_sampler(rl, cfg)
+    have = set(store.list())
+    todo = [
+        j for j in range(len(order)) if j % rl.samplers == sampler_id and f"{j:06d}" not in have
+    ]
+    written = 0
+
+    def alive():
+        if stop is not None and stop.is_set():
+            return False
+        return parent_pid is None or os.getppid() == parent_pid
+
+    cur = curriculum_of(rl)
+    for c in range(0, len(todo), rl.groups_per_call):
+        chunk = todo[c : c + rl.groups_per_call]
+        _wait_for_trainer(store, rl, chunk[0], alive)
+        if not alive():
+            break
+        tasks = {j: make_task(rl, order[j]) for j in chunk}
+        for j in [j for j in chunk if cur.skip(tasks[j], order[j])]:
+            store.put(f"{j:06d}", [])  # skipped: counted by the trainer, never trained
+            written += 1
+            del tasks[j]
+        if not tasks:
+            continue
+        t0 = time.perf_counter()
+        groups = sampler.play(list(tasks.values()), follower, seed=rl.seed * 1_000_003 + chunk[0])
+        secs = time.perf_counter() - t0
+        for (j, task), g in zip(tasks.items(), groups):
+            for r in g:
+                r["group_id"], r["task"] = f"{j:06d}", order[j]
+                r["sample_seconds"] = secs / len(groups)
+            store.put(f"{j:06d}", g)
+            cur.record(task, g)
+            written += 1
+    return written
+
+
+def compile_cache(path: str) -> None:
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+class Samplers:
+    """rl.samplers sampler threads (rl.mode='threads': tests, notebooks) or processes
+    ('processes'); `stop()` ends them."""
+
+    def __init__(self, config, workdir: str):
+        rl = config.rl
+        self.stop_event = threading.Event()
+        if rl.mode == "threads":
+            self.workers = [
+                threading.Thread(
+                    target=sampler_loop, args=(config, workdir, i, self.stop_event), daemon=True
+                )
+                for i in range(rl.samplers)
+            ]
+            for t in self.workers:
+                t.start()
+        elif rl.mode == "processes":
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd()] + sys.path))
+            cmd = [sys.executable, "-m", "rl.sampler_process", workdir]
+            self.workers = [
+                subprocess.Popen(cmd + [str(i), str(os.getpid())], env=env)
+                for i in range(rl.samplers)
+            ]
+        else:
+            raise ValueError(f"rl.mode={rl.mode!r}: expected 'threads' or 'processes'")
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        for w in self.workers:
+            if isinstance(w, subprocess.Popen):
+                w.terminate()
+                w.wait()
+            else:
+                w.join(timeout=60)
+
+
+def main(argv) -> None:
+    """python -m rl.sampler_process WORKDIR ID PARENT_PID"""
+    workdir, sid, ppid = argv[0], int(argv[1]), int(argv[2])
+    with open(os.path.join(workdir, "rl_config.json")) as f:
+        config = ml_collections.ConfigDict(json.load(f))
+    if config.rl.compile_cache:
+        compile_cache(config.rl.compile_cache)
+    sampler_loop(config, workdir, sid, parent_pid=ppid)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 4:
+        sys.exit("usage: python -m rl.sampler_process WORKDIR ID PARENT_PID")
+    main(sys.argv[1:])

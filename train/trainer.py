@@ -1,0 +1,678 @@
+"""The one trainer: pretraining, SFT and RL run through it, each with a config, a loss and a batch
+source.
+
+    run = build(config)                                     # model, mesh, optimizer, losses
+    state = train(config, workdir)                          # pretraining / SFT: data/'s pipeline
+    state = train(config, workdir, run=build(config, loss_fn=rl_loss), source=rl_source)   # RL
+
+    restore-or-init -> [source batch -> step on the mesh -> source.after_step -> log | eval | save]*
+
+What every stage gets from here: the mesh and logical sharding rules (params created directly
+sharded), optimizer roles (AdamW / Muon, train/optim.py), the LR schedule, clipping, the
+non-finite-step guard, SIGTERM save (all hosts agree on the step), progress / MFU lines,
+TensorBoard, multi-host batches, and exact resume: the TrainState (rng included) and the batch
+source's state are saved together in one Orbax checkpoint, so a restarted run sees the same
+batches and computes the same params (bitwise on CPU).
+
+A batch source (`BatchSource`) yields host-local numpy batches (this process's rows) and has a
+JSON-serializable state that lives in the checkpoint's data slot: the Grain iterator's for
+pretraining/SFT (`IteratorSource`), the RL pool order and trained/dropped group ids for RL
+(rl/batch_source.py). `train.steps = 0` trains until the source is exhausted (constant schedule).
+
+No per-step host sync in the trainer itself: steps are dispatched back to back; the only value
+read every step is the previous step's non-finite streak, copied to the host asynchronously while
+the next step runs (a source may sync in after_step: RL publishes the new weights every step).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import os
+import signal
+import time
+from collections.abc import Callable
+from typing import Any
+
+import flax.linen as nn
+import jax
+import optax
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import model
+from model import sharding as model_sharding
+from train import batches, checkpoint, optim
+from train import metrics as mx
+from train import sharding as shd
+from train.config_check import check_config
+from train.evaluate import evaluate
+from train.losses import make_lm_loss
+from train.state import TrainState, create_train_state
+from train.step import BiasUpdate, eval_step, router_bias_update, train_step
+from train.tensorboard import SummaryWriter
+
+InitFn = Callable[[Any], Any]  # rng -> params
+
+
+class NonFiniteLossError(RuntimeError):
+    pass
+
+
+# --- the run: one config -> every piece a training run is wired from ---------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    config: Any  # the ml_collections run config
+    cfg: model.ModelConfig
+    hf_dir: str | None  # config.model was an HF folder: initial params come from it
+    rules: tuple
+    mesh_sizes: dict
+    mesh: Mesh
+    tx: optax.GradientTransformation
+    schedule: optax.Schedule
+    loss_fn: Callable  # (params, batch, rng) -> (loss, aux), for train_step
+    eval_loss_fn: Callable  # the LM loss without MTP heads (held-out CE only)
+    bias_update: BiasUpdate | None
+
+    def init_fn(self, rng):
+        return model.params.init_params_unjitted(self.cfg, rng)
+
+    def logical_specs(self):
+        return model.param_logical_specs(self.cfg)
+
+    def abstract_state(self) -> TrainState:
+        return abstract_state(self.init_fn, self.tx)
+
+    def state_shardings(self) -> TrainState:
+        return state_shardings(self.init_fn, self.logical_specs(), self.tx, self.mesh, self.rules)
+
+
+def apply_model_overrides(cfg, overrides: dict):
+    """cfg with ModelConfig fields replaced; `rope_scaling` (a dict) is merged into the existing
+    RopeScaling, so a stage can change only the YaRN factor. Unknown fields are errors."""
+    fields = {f.name for f in dataclasses.fields(cfg)}
+    for name in overrides:
+        if name not in fields:
+            raise ValueError(f"unknown ModelConfig field {name!r}")
+    overrides = dict(overrides)
+    rope = overrides.get("rope_scaling")
+    if isinstance(rope, dict):
+        known = {f.name for f in dataclasses.fields(cfg.rope_scaling)}
+        for name in rope:
+            if name not in known:
+                raise ValueError(f"unknown rope_scaling field {name!r}")
+        overrides["rope_scaling"] = dataclasses.replace(cfg.rope_scaling, **rope)
+    return dataclasses.replace(cfg, **overrides)
+
+
+def _base_model_config(config) -> tuple[model.ModelConfig, str | None]:
+    """(ModelConfig, HF folder or None) before overrides: exported params' own config
+    (config.init_params_from) wins, else an HF folder or a preset name (config.model)."""
+    name, init = config.model, config.init_params_from
+    if init and os.path.isfile(os.path.join(init, "model_config.json")):
+        from model import export  # pylint: disable=import-outside-toplevel
+
+        with open(os.path.join(init, "model_config.json")) as f:
+            try:
+                return export.config_from_json(f.read()), None
+            except ValueError as e:
+                raise shd.ConfigError(f"init_params_from={init!r}: {e}") from None
+    if os.path.isdir(name):
+        from model import hf  # pylint: disable=import-outside-toplevel
+
+        try:
+            return hf.read_config(name)[0], name
+        except (KeyError, TypeError, ValueError, OSError) as e:
+            raise shd.ConfigError(f"model={name!r}: {' '.join(str(e).split())}") from None
+    try:
+        return model.presets.get(name), None
+    except ValueError as e:
+        raise shd.ConfigError(f"model={name!r}: {e}") from None
+
+
+def model_config(config) -> tuple[model.ModelConfig, str | None]:
+    """(ModelConfig, HF folder or None): exported params' config, an HF folder or a preset,
+    with the run's compute dtype, remat and `model_overrides`."""
+    cfg, hf_dir = _base_model_config(config)
+    cfg = dataclasses.replace(cfg, dtype=config.train.compute_dtype, remat=config.train.remat)
+    overrides = config.get("model_overrides")
+    if overrides:
+        overrides = overrides.to_dict() if hasattr(overrides, "to_dict") else dict(overrides)
+        try:
+            cfg = apply_model_overrides(cfg, overrides)
+        except (TypeError, ValueError) as e:
+            raise shd.ConfigError(f"model_overrides: {e}") from None
+    return cfg, hf_dir
+
+
+def model_rules(config) -> tuple:
+    """The config's logical -> mesh rules, or the model's defaults when it names none."""
+    if len(config.rules):
+        return shd.rules_from_config(config.rules)
+    return tuple(model_sharding.DEFAULT_RULES)
+
+
+def build_optimizer(config, cfg) -> tuple[optax.GradientTransformation, optax.Schedule]:
+    t = config.train
+    schedule = optim.make_schedule(
+        kind=t.schedule,
+        peak_lr=t.lr,
+        total_steps=t.steps,
+        warmup_steps=t.warmup_steps,
+        min_lr_ratio=t.min_lr_ratio,
+        decay_fraction=t.wsd_decay_fraction,
+    )
+    tx = optim.make_optimizer(
+        params=model.param_shapes(cfg),
+        logical_specs=model.param_logical_specs(cfg),
+        schedule=schedule,
+        optimizer=t.optimizer,
+        weight_decay=t.weight_decay,
+        b1=t.b1,
+        b2=t.b2,
+        eps=t.eps,
+        clip_norm=t.clip_norm,
+    )
+    return tx, schedule
+
+
+def trainer_devices(config) -> list:
+    """The devices the trainer's mesh spans: all, or the first `trainer_devices` of them (a
+    trainer beside samplers that hold the other devices of the same process)."""
+    devices, n = jax.devices(), config.get("trainer_devices", 0)
+    if not n:
+        return devices
+    if jax.process_count() > 1 or not 0 < n <= len(devices):
+        raise shd.ConfigError(
+            f"trainer_devices={n}: must be 0 (all) or 1..{len(devices)} in a one-process run"
+        )
+    return devices[:n]
+
+
+def build(config, *, loss_fn: Callable | None = None, cfg: model.ModelConfig | None = None) -> Run:
+    """The run's pieces. `loss_fn` (default: the LM loss with MTP heads, config.train) is the
+    training loss; `cfg` replaces the config's model config (a stage that adjusts it)."""
+    t = config.train
+    base_cfg, hf_dir = model_config(config)
+    cfg = cfg or base_cfg
+    devices = trainer_devices(config)
+    mesh_sizes = check_config(config, cfg, len(devices), jax.process_count())
+    _check_init_params_from(config.init_params_from)  # before anything is compiled
+    tx, schedule = build_optimizer(config, cfg)
+    loss_kw = dict(z_loss_coef=t.z_loss, use_balance_loss=t.balance_loss)
+    if loss_fn is None:
+        loss_fn = make_lm_loss(cfg, mtp_mode=t.mtp_mode, mtp_weight=t.mtp_weight, **loss_kw)
+    bias_on = cfg.num_moe_layers and t.bias_update_rate
+    return Run(
+        config=config,
+        cfg=cfg,
+        hf_dir=hf_dir,
+        rules=model_rules(config),
+        mesh_sizes=mesh_sizes,
+        mesh=shd.make_mesh(mesh_sizes, devices),
+        tx=tx,
+        schedule=schedule,
+        loss_fn=loss_fn,
+        eval_loss_fn=make_lm_loss(cfg, mtp_mode="none", **loss_kw),
+        bias_update=router_bias_update(t.bias_update_rate) if bias_on else None,
+    )
+
+
+# --- state, shardings and jitted steps on a mesh ------------------------------------------------
+
+
+@contextlib.contextmanager
+def mesh_context(mesh, rules):
+    """Trace under the mesh and logical rules so the model's activation constraints resolve."""
+    with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
+        yield
+
+
+def abstract_state(init_fn: InitFn, tx: optax.GradientTransformation) -> TrainState:
+    return jax.eval_shape(
+        lambda rng: create_train_state(init_fn(rng), tx, rng), jax.random.PRNGKey(0)
+    )
+
+
+def state_shardings(init_fn: InitFn, logical_specs: Any, tx, mesh, rules) -> TrainState:
+    p_sh = shd.param_shardings(logical_specs, mesh, rules)
+    return shd.state_shardings(abstract_state(init_fn, tx), p_sh, mesh)
+
+
+def init_rngs(seed):
+    """(params init key, state key) of a run's seed: fresh_params reproduces init_state's params."""
+    return jax.random.split(jax.random.PRNGKey(seed))
+
+
+def init_state(init_fn: InitFn, tx, state_sh: TrainState, mesh, rules, seed: int) -> TrainState:
+    """State created directly sharded (jit with out_shardings: no full copy on one device)."""
+
+    def init(seed_arr):
+        init_rng, state_rng = init_rngs(seed_arr)
+        return create_train_state(init_fn(init_rng), tx, state_rng)
+
+    with mesh_context(mesh, rules):
+        return jax.jit(init, out_shardings=state_sh)(seed)
+
+
+def fresh_params(run: Run, params_sh: Any):
+    """The params init_state creates for the run's seed (before any HF / exported start), on
+    `params_sh`, without an optimizer state (e.g. a frozen KL reference)."""
+    with mesh_context(run.mesh, run.rules):
+        init = jax.jit(lambda seed: run.init_fn(init_rngs(seed)[0]), out_shardings=params_sh)
+        return init(run.config.train.seed)
+
+
+def jit_train_step(
+    loss_fn: Callable,
+    state_sh: TrainState,
+    mesh,
+    rules,
+    *,
+    num_microbatches: int = 1,
+    bias_update=None,
+) -> Callable:
+    step = functools.partial(
+        train_step, loss_fn=loss_fn, num_microbatches=num_microbatches, bias_update=bias_update
+    )
+    jitted = jax.jit(
+        step,
+        in_shardings=(state_sh, shd.batch_sharding(mesh)),
+        out_shardings=(state_sh, NamedSharding(mesh, P())),
+        donate_argnums=0,
+    )
+
+    def run(state, batch):
+        with mesh_context(mesh, rules):
+            return jitted(state, batch)
+
+    run.jitted = jitted
+    return run
+
+
+def jit_eval_step(loss_fn: Callable, params_sh: Any, mesh, rules) -> Callable:
+    jitted = jax.jit(
+        functools.partial(eval_step, loss_fn=loss_fn),
+        in_shardings=(params_sh, shd.batch_sharding(mesh)),
+        out_shardings=NamedSharding(mesh, P()),
+    )
+
+    def run(params, batch):
+        with mesh_context(mesh, rules):
+            return jitted(params, batch)
+
+    return run
+
+
+# --- restore or init ----------------------------------------------------------------------------
+
+
+def _check_init_params_from(path: str) -> None:
+    if path and not os.path.isdir(os.path.join(path, "params")):
+        raise shd.ConfigError(
+            f"init_params_from={path!r}: not a params export (no {os.path.join(path, 'params')}; "
+            "write one with --mode=convert)"
+        )
+
+
+def _load_init_params(path: str, abstract_params, model_name: str):
+    """Exported params (--config.init_params_from), placed on the state's shardings."""
+    _check_init_params_from(path)
+    try:
+        return checkpoint.load_params(path, abstract_params)
+    except (ValueError, KeyError, TypeError, OSError) as e:
+        first = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
+        if any(m in first for m in _READ_FAILURES):
+            reason = "unreadable (corrupt or truncated files?)"
+        else:
+            reason = f"does not fit model {model_name!r}"
+        raise shd.ConfigError(f"init_params_from={path!r}: {reason} ({first})") from None
+
+
+# tensorstore's words for a file it could not read, as opposed to a tree or shape mismatch
+_READ_FAILURES = ("DATA_LOSS", "OUT_OF_RANGE", "Error reading", "Error opening", "corrupt")
+
+
+def initial_params(run: Run, params: Any, params_sh: Any, log: Callable[[str], None] = print):
+    """The stage's starting params on `params_sh`: an HF folder's (config.model), an export's
+    (config.init_params_from), else `params` (the fresh sharded init) as they are."""
+    if run.hf_dir is not None:
+        # Host numpy -> sharded device arrays, leaf by leaf.
+        params = jax.tree.map(jax.device_put, model.load_hf_checkpoint(run.hf_dir)[1], params_sh)
+        log(f"initialized params from HF checkpoint {run.hf_dir}")
+    if run.config.init_params_from:
+        abstract = jax.tree.map(
+            lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), params, params_sh
+        )
+        params = _load_init_params(run.config.init_params_from, abstract, run.config.model)
+        log(f"initialized params from {run.config.init_params_from}")
+    return params
+
+
+def restore_or_init(
+    run: Run, ckpt: checkpoint.Checkpointer, source, log: Callable[[str], None] = print
+) -> tuple[TrainState, TrainState]:
+    """(state, state shardings): the newest good checkpoint (and the batch source moved to its
+    position), else a fresh sharded init with the stage's initial params (`initial_params`).
+    Adam moments are zeros whatever the params, so a fresh optimizer state stays valid."""
+    state_sh = run.state_shardings()
+    restored = ckpt.restore_latest(run.abstract_state(), state_sh)
+    if restored is not None:
+        state, data_state, _ = restored
+        source.set_state(data_state)
+        log(f"resumed from {ckpt.directory} at step {int(state.step)}")
+        return state, state_sh
+    state = init_state(run.init_fn, run.tx, state_sh, run.mesh, run.rules, run.config.train.seed)
+    return state.replace(params=initial_params(run, state.params, state_sh.params, log)), state_sh
+
+
+# --- batch sources ------------------------------------------------------------------------------
+
+
+class BatchSource:
+    """Where a stage's batches come from. The trainer calls, in order:
+
+        set_state(json)            on resume: the state saved with the restored checkpoint
+        start(run, state)          once, before the first step (publish weights, start samplers)
+        next_batch(step)           -> this host's rows (dict of numpy [B/hosts, ...]), or None
+                                   when exhausted (the run ends and saves)
+        device_batch(batch)        the global batch on the mesh -> the batch the step takes
+                                   (e.g. + reference logprobs computed on the mesh)
+        after_step(state, step, metrics) -> host scalars to log (every step; may sync)
+        get_state()                JSON, captured when a checkpoint is saved
+        close()                    once, at the end (also after an error)
+
+    `log_keys`: which of after_step's scalars the progress line shows.
+    """
+
+    log_keys: tuple[str, ...] = ()
+
+    def set_state(self, state: Any) -> None:
+        raise NotImplementedError
+
+    def get_state(self) -> Any:
+        raise NotImplementedError
+
+    def start(self, run: Run, state: TrainState) -> None:
+        del run, state
+
+    def next_batch(self, step: int) -> dict | None:
+        raise NotImplementedError
+
+    def device_batch(self, batch: dict) -> dict:
+        return batch
+
+    def after_step(self, state: TrainState, step: int, metrics: dict) -> dict:
+        del state, step, metrics
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
+class IteratorSource(BatchSource):
+    """A resumable iterator (data/'s Grain pipeline, or train/synthetic_data.py's) as a source."""
+
+    def __init__(self, it):
+        self.it = it
+
+    def set_state(self, state):
+        self.it.set_state(state)
+
+    def get_state(self):
+        return self.it.get_state()
+
+    def next_batch(self, step):
+        del step
+        return next(self.it)
+
+
+# --- the loop -----------------------------------------------------------------------------------
+
+
+class _Preemption:
+    """SIGTERM sets a flag; the loop saves and exits at the next step boundary. With several
+    processes JAX's own preemption sync point makes all hosts agree on the step."""
+
+    def __init__(self):
+        self.requested = False
+        if jax.process_count() == 1:
+            signal.signal(signal.SIGTERM, self._handler)
+
+    def _handler(self, signum, frame):
+        del signum, frame
+        self.requested = True
+
+    def should_stop(self, step: int) -> bool:
+        if jax.process_count() > 1:
+            from jax.experimental import multihost_utils  # pylint: disable=import-outside-toplevel
+
+            try:
+                return bool(multihost_utils.reached_preemption_sync_point(step))
+            except RuntimeError:  # the preemption service is not running (not initialized for it)
+                return False
+        return self.requested
+
+
+class _NonFiniteWatch:
+    """Stops the run after `limit` non-finite steps in a row without a sync per step.
+
+    `push(step, streak)` starts an asynchronous copy of this step's streak and checks the previous
+    step's, which has finished (or is about to) while this one was being dispatched. `check_now()`
+    reads the pending one (the loop calls it where it syncs anyway: logging, saving, the end).
+    """
+
+    def __init__(self, limit: int, log, last_checkpoint: Callable[[], Any]):
+        self.limit, self.log, self.last_checkpoint = limit, log, last_checkpoint
+        self.pending = None  # (step, device scalar)
+
+    def push(self, step: int, streak: jax.Array) -> None:
+        streak.copy_to_host_async()
+        self.check_now()
+        self.pending = (step, streak)
+
+    def check_now(self) -> None:
+        if self.pending is None:
+            return
+        step, streak = self.pending
+        self.pending = None
+        streak = int(streak)
+        if not streak:
+            return
+        self.log(f"step {step}: non-finite loss or gradient, step skipped ({streak} in a row)")
+        if streak >= self.limit:
+            raise NonFiniteLossError(
+                f"{streak} non-finite steps in a row at step {step} "
+                f"(train.max_nonfinite_in_a_row={self.limit}); last good checkpoint: "
+                f"{self.last_checkpoint()}"
+            )
+
+
+class _Throughput:
+    """Step time and tokens/s over the window since the last reset (log, eval and checkpoint
+    pauses and the first step's compilation are excluded by resetting after them)."""
+
+    def __init__(self, step: int, tokens_per_step: int):
+        self.tokens_per_step = tokens_per_step
+        self.start_step, self.run_t0 = step, time.perf_counter()
+        self.reset(step)
+
+    def reset(self, step: int) -> None:
+        self.t0, self.step = time.perf_counter(), step
+
+    def row(self, step: int, total_steps: int) -> dict:
+        now = time.perf_counter()
+        # nan: no step in the window (a line right after the first step's compilation)
+        dt = (now - self.t0) / (step - self.step) if step > self.step else float("nan")
+        row = dict(step_time_s=dt, tokens_per_s=self.tokens_per_step / dt)
+        if total_steps:
+            row["eta_s"] = (
+                (now - self.run_t0) / max(step - self.start_step, 1) * (total_steps - step)
+            )
+        return row
+
+
+def _metrics_row(m, state, step: int, run: Run, timer: _Throughput, peak: float) -> dict:
+    """Step metrics + lr, step time, tokens/s, MFU, skipped steps and ETA (one host sync)."""
+    t = run.config.train
+    row = {k: float(v) for k, v in jax.device_get(m).items()}
+    row.update(timer.row(step, t.steps))
+    flops = model.flops_per_token(run.cfg, t.seq_len)
+    row.update(
+        lr=float(run.schedule(step - 1)),
+        mfu=mx.mfu(row["tokens_per_s"], flops, peak),
+        skipped_total=float(jax.device_get(state.skipped_steps)),
+    )
+    return row
+
+
+def _log_eval(step, result, log, writer, prefix=""):
+    if not result.get("targets", 1):
+        log(f"step {step}: {prefix}held-out split has no targets: evaluation skipped "
+            "(more documents, or a larger data.heldout_fraction)")  # fmt: skip
+        return
+    bpb = f", bits/byte {result['bits_per_byte']:.4f}" if "bits_per_byte" in result else ""
+    log(f"step {step}: {prefix}held-out loss {result['nll']:.4f}{bpb}")
+    if writer:
+        writer.scalars(
+            step, {"heldout_loss": result["nll"], **{f"eval/{k}": v for k, v in result.items()}}
+        )
+
+
+def pretraining_source(config, run: Run):
+    """(source, held-out batches, data counters or None) from config.data (data/'s pipeline or a
+    stand-in)."""
+    counters = None
+    if config.data.source == "pipeline":
+        from data.sources import DataCounters  # pylint: disable=import-outside-toplevel
+
+        counters = DataCounters()
+    train_it, heldout = batches.data_iterators(config, run.cfg.vocab_size, counters)
+    return IteratorSource(train_it), heldout, counters
+
+
+def train(
+    config,
+    workdir: str,
+    *,
+    run: Run | None = None,
+    source: BatchSource | None = None,
+    heldout: list | None = None,
+    log: Callable[[str], None] = print,
+    stop_after_steps: int | None = None,
+) -> TrainState:
+    """Runs (or resumes) training to config.train.steps (0: until the source is exhausted) or
+    config.train.max_seconds; returns the final TrainState.
+
+    `run` (default build(config)) lets a caller change a built piece, e.g. the loss; `source`
+    (default: config.data's pipeline, with its held-out batches) is where batches come from;
+    `heldout` batches are evaluated every train.eval_every steps (none: no evaluation).
+    `stop_after_steps` ends the run early after that many steps of this invocation (tests).
+    """
+    max_s = config.train.get("max_seconds", 0.0)  # counted from this invocation's start
+    deadline = time.monotonic() + max_s if max_s else float("inf")
+    run = run or build(config)
+    t = config.train
+    counters = None
+    if source is None:
+        source, heldout, counters = pretraining_source(config, run)
+    ckpt = checkpoint.Checkpointer(
+        workdir, keep=config.checkpoint.keep, async_save=config.checkpoint.async_save
+    )
+    writer = None
+    try:
+        state, state_sh = restore_or_init(run, ckpt, source, log)
+        mesh = run.mesh
+        step_fn = jit_train_step(
+            run.loss_fn,
+            state_sh,
+            mesh,
+            run.rules,
+            num_microbatches=t.microbatches,
+            bias_update=run.bias_update,
+        )
+        eval_fn = jit_eval_step(run.eval_loss_fn, state_sh.params, mesh, run.rules)
+        writer = SummaryWriter(os.path.join(workdir, "tb")) if jax.process_index() == 0 else None
+        # The trainer's own devices (a subset of this process's when samplers hold the rest).
+        peak = mx.matmul_peak(devices=None if jax.process_count() > 1 else list(mesh.devices.flat))
+        step = int(jax.device_get(state.step))
+        log(
+            f"training {model.count_params(run.cfg)[0]:,} params on mesh {run.mesh_sizes} from "
+            f"step {step} to {t.steps or 'the end of the batch source'}; matmul peak "
+            f"{peak / 1e9:.1f} GFLOP/s (all devices)"
+        )
+        source.start(run, state)
+        loop_state = dict(
+            step=step, writer=writer, heldout=heldout, counters=counters, deadline=deadline
+        )
+        state = _loop(run, ckpt, source, state, step_fn, eval_fn, peak, loop_state, log,
+                      stop_after_steps)  # fmt: skip
+    finally:
+        source.close()
+        ckpt.wait()
+        ckpt.close()
+        if writer:
+            writer.close()
+    return state
+
+
+def _loop(run, ckpt, source, state, step_fn, eval_fn, peak, ls, log, stop_after_steps):
+    t, config, mesh = run.config.train, run.config, run.mesh
+    step, writer, heldout = ls["step"], ls["writer"], ls["heldout"]
+    config_dict = config.to_dict()
+    preempt = _Preemption()
+    last_ckpt = lambda: ckpt.all_steps()[-1] if ckpt.all_steps() else "none"
+    watch = _NonFiniteWatch(t.max_nonfinite_in_a_row, log, last_ckpt)
+    timer = _Throughput(step, t.batch_size * t.seq_len)
+    deadline = ls["deadline"]
+    if heldout and t.get("eval_at_start") and step == 0:  # the stage's starting point
+        _log_eval(step, evaluate(eval_fn, state.params, heldout, mesh), log, writer, "initial ")
+    saved, early = step in ckpt.all_steps(), False
+    while not t.steps or step < t.steps:
+        local = source.next_batch(step) if time.monotonic() < deadline else None
+        if local is None:  # the source is exhausted (an RL pool used up) or time is up
+            break
+        batch = source.device_batch(shd.global_batch(local, mesh))
+        state, m = step_fn(state, batch)
+        step += 1
+        watch.push(step, m["nonfinite_streak"])
+        extra = source.after_step(state, step, m)
+        if writer and extra:
+            writer.scalars(step, extra)
+        if step == timer.start_step + 1:  # throughput windows exclude the first compilation
+            jax.block_until_ready(state)
+            timer.reset(step)
+        if step % t.log_every == 0 or step == t.steps:
+            watch.check_now()
+            row = _metrics_row(m, state, step, run, timer, peak)
+            log(mx.log_line(step, t.steps, {**row, **extra}, source.log_keys))
+            if writer:
+                writer.scalars(step, {k: v for k, v in row.items() if k != "eta_s"})
+                if ls["counters"] is not None:  # documents/tokens read and skipped, per source
+                    writer.scalars(
+                        step, {f"data/{k}": v for k, v in ls["counters"].snapshot().items()}
+                    )
+            timer.reset(step)
+        if heldout and (step % t.eval_every == 0 or step == t.steps):
+            prefix = "final " if step == t.steps else ""
+            _log_eval(step, evaluate(eval_fn, state.params, heldout, mesh), log, writer, prefix)
+            timer.reset(step)
+        stop = preempt.should_stop(step)
+        saved = step % config.checkpoint.every_steps == 0 or step == t.steps or stop
+        if saved:
+            watch.check_now()  # a save syncs anyway; a run that must stop saves nothing more
+            ckpt.save(state, source.get_state(), config_dict, force=stop)
+            timer.reset(step)
+        if stop:
+            log(f"preempted: saved step {step}, exiting")
+            break
+        if stop_after_steps is not None and step - timer.start_step >= stop_after_steps:
+            early = True
+            break
+    watch.check_now()
+    if not saved and not early:  # ended between checkpoints: the source ran out, or time did
+        ckpt.save(state, source.get_state(), config_dict, force=True)
+    return state
