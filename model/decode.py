@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax.sharding import PartitionSpec as P
 
 from model.attention import empty_cache
 from model.config import ModelConfig
+from model.sharding import LAYERS
 from model.transformer import Block, ModelOutput, Transformer
 
 
@@ -68,6 +70,25 @@ def split_layers(params) -> dict:
             out[name] = [
                 jax.tree_util.tree_map(lambda a, i=i: a[i], params[name]) for i in range(n)
             ]
+    return out
+
+
+def split_layer_specs(cfg: ModelConfig, specs) -> dict:
+    """model.param_logical_specs(cfg) (stacked: a stack's leaves are P('layers', ...)) -> the specs
+    of split_layers(params): each stack a list of per-layer trees without the leading layer axis
+    (e.g. wq_b P('layers', 'q_latent', 'heads', 'head_dim') -> P('q_latent', 'heads', 'head_dim'))."""
+    counts = {"dense_layers": cfg.num_dense_layers, "moe_layers": cfg.num_moe_layers}
+    is_spec = lambda x: isinstance(x, P)  # noqa: E731
+    out = dict(specs)
+    for _, name, _ in STACKS:
+        if name in specs:
+            for s in jax.tree.leaves(specs[name], is_leaf=is_spec):
+                if not s or s[0] != LAYERS:
+                    raise ValueError(
+                        f"split_layer_specs: {name} spec {s} has no leading layer axis"
+                    )
+            one = jax.tree.map(lambda s: P(*s[1:]), specs[name], is_leaf=is_spec)
+            out[name] = [one] * counts[name]
     return out
 
 
