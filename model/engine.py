@@ -379,7 +379,10 @@ class RolloutEngine:
         """mesh (model.sharding.sampler_mesh; None: one device): params and the latent cache are
         sharded over it by the logical `rules` (default model.sharding.DEFAULT_RULES): heads, FFN
         width and vocab over tensor, experts over expert, the model dim over fsdp, slots over
-        (data, fsdp), and every program runs under it."""
+        (data, fsdp), and every program runs under it. With an expert axis > 1, set
+        cfg.moe_comm='alltoall' (model/moe_a2a.py): the default 'gspmd' dispatch slices experts by a
+        traced index, which GSPMD serves by all-gathering each MoE layer's experts over the expert
+        axis at every decode step (tests/test_engine_sharding.py probes the compiled program)."""
         if slots <= 0 or cache_len < 2 or cache_len > cfg.max_position_embeddings:
             raise ValueError(
                 f"RolloutEngine: need slots > 0 and 2 <= cache_len <= max_position_embeddings="
