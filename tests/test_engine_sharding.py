@@ -139,7 +139,8 @@ def test_set_params_in_flight_keeps_shardings_and_matches_single_device():
 def test_replay_on_a_trainer_mesh_reproduces_sampler_logprobs():
     """Sampler on devices [4:8], trainer on [0:4] (disjoint meshes, one process): the training
     forward (params sharded by train.sharding with the default rules, forced_experts = the engine's
-    records) gives every sampled token the log-prob the sampler recorded (float32, T = 0.8)."""
+    records) gives every sampled token the log-prob the sampler recorded (float32, T = 0.8); then
+    set_params takes the trainer's sharded params across into the sampler's own layout."""
     cfg, params = tiny()
     eng = RolloutEngine(
         cfg,
@@ -170,6 +171,14 @@ def test_replay_on_a_trainer_mesh_reproduces_sampler_logprobs():
         for t in turns:  # token at position p was sampled from the logits at p - 1
             want = [lp[i, t.start - 1 + j, tok] for j, tok in enumerate(t.tokens)]
             np.testing.assert_allclose(t.logprobs, want, rtol=0, atol=1e-4)
+    # The in-process weight path: the trainer's sharded params straight into the sampler's layout.
+    before = jax.tree.map(lambda x: x.sharding, eng.params)
+    eng.set_params(t_params, 1)
+    assert jax.tree.map(lambda x: x.sharding, eng.params) == before
+    got = jax.tree.leaves(jax.device_get(eng.params["moe_layers"][0]))
+    want = jax.tree.leaves(jax.tree.map(lambda a: a[0], params["moe_layers"]))
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
 
 
 def _gathered_param_shapes(params) -> set:
