@@ -12,9 +12,9 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
+from model import sharding as sh
 from model.attention import empty_cache
 from model.config import ModelConfig
-from model.sharding import LAYERS
 from model.transformer import Block, ModelOutput, Transformer
 
 
@@ -83,7 +83,7 @@ def split_layer_specs(cfg: ModelConfig, specs) -> dict:
     for _, name, _ in STACKS:
         if name in specs:
             for s in jax.tree.leaves(specs[name], is_leaf=is_spec):
-                if not s or s[0] != LAYERS:
+                if not s or s[0] != sh.LAYERS:
                     raise ValueError(
                         f"split_layer_specs: {name} spec {s} has no leading layer axis"
                     )
@@ -102,6 +102,14 @@ def init_layer_caches(cfg: ModelConfig, batch: int, max_len: int, dtype=jnp.floa
     }
 
 
+def _slots_layout(cache: dict) -> dict:
+    """A layer's updated cache kept in the engine's layout, slots over BATCH and the rest whole (a
+    no-op outside a mesh + rules context). Unconstrained, GSPMD may carry a decode loop's caches
+    split as the tokens were (all_to_all dispatch splits slots over the expert axes) and all-gather
+    them after the loop: kimi_k2, 8 slots x 8192 positions x 576 values x 4 B = 151 MB per layer."""
+    return jax.tree.map(lambda c: sh.constrain(c, (sh.BATCH,) + (None,) * (c.ndim - 1)), cache)
+
+
 def forward_cached_layers(cfg: ModelConfig, split_params, tokens, positions, caches) -> ModelOutput:
     """forward_cached on split_layers params and init_layer_caches caches: runs T new tokens [B,T] at
     absolute `positions` [B,T] (negative = padding); -> logits, hidden, expert_ids [n,B,T,k] and
@@ -118,7 +126,7 @@ def forward_cached_layers(cfg: ModelConfig, split_params, tokens, positions, cac
             (x, cache), aux = Block(cfg, moe).apply(
                 {"params": layer_params}, (x, cache), positions, segment_ids, None, None
             )
-            new_caches[key].append(cache)
+            new_caches[key].append(_slots_layout(cache))
             if moe:
                 expert_ids.append(aux[0])  # [B,T,k]
     h, logits = model.apply({"params": split_params}, x, method=Transformer.norm_and_head)
