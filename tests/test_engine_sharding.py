@@ -198,8 +198,9 @@ def _gathered_param_shapes(params) -> set:
 @pytest.mark.parametrize("moe_comm,devices", [("alltoall", slice(4, 8)), ("gspmd", slice(0, 4))])
 def test_expert_parallel_decode_gathers_no_weights(moe_comm, devices):
     """The decode loop of an engine on tensor 2 x expert 2 with all_to_all dispatch all-gathers
-    activations, logits and (once per call, after the loop) cache rows, never a weight: no
-    all-gather in the compiled program has the shape of a param gathered over any of its axes.
+    activations and logits, never a weight (no all-gather in the compiled program has the shape of
+    a param gathered over any of its axes) nor a layer's cache (model/decode.py keeps the updated
+    caches in the slot layout; unconstrained, this program gathered them after the loop).
     The gspmd dispatch on the same mesh (the control: the probe sees it) gathers every MoE layer's
     experts over the expert axis, [8, 64, 16] = E x D x F/tensor, at every step."""
     cfg, params = tiny(moe_comm=moe_comm)
@@ -212,6 +213,7 @@ def test_expert_parallel_decode_gathers_no_weights(moe_comm, devices):
     shapes = {tuple(int(d) for d in g.split(",") if d) for g in gathers}
     weights = shapes & _gathered_param_shapes(eng.params)
     assert weights == (set() if moe_comm == "alltoall" else {(8, 64, 16), (8, 16, 64)})
+    assert not shapes & {x.shape for x in jax.tree.leaves(eng.state.cache)}
 
 
 @pytest.mark.parametrize(
