@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from model import Transformer, init_params, param_logical_specs, presets
+from model import Transformer, init_params, param_logical_specs, param_shapes, presets
 from model.engine import RolloutEngine
 from model.sharding import DEFAULT_RULES, sampler_mesh
 from train import build
@@ -227,8 +227,18 @@ def test_expert_parallel_decode_gathers_no_weights(moe_comm, devices):
 def test_a_mesh_the_model_cannot_split_is_one_clear_error(sizes, n_dev, slots, message):
     cfg, params = tiny()
     mesh = sampler_mesh(sizes, DEV[:n_dev])
-    with pytest.raises(ValueError, match=f"^{message.replace('(', '[(]').replace(')', '[)]')}$"):
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         RolloutEngine(cfg, params, slots=slots, cache_len=32, mesh=mesh)
+
+
+def test_a_param_the_mesh_cannot_split_is_named():
+    """Heads and experts divide, the vocab (322 over tensor 4) does not: the error names the param."""
+    cfg = presets.get("tiny", vocab_size=322)
+    params = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), param_shapes(cfg))  # no init
+    mesh = sampler_mesh({"tensor": 4}, DEV[:4])
+    message = "params['embed']: dim 0 (322) is not divisible by mesh axes ('tensor',) (4 devices)"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        RolloutEngine(cfg, params, slots=4, cache_len=32, mesh=mesh)
 
 
 def test_sampler_mesh_takes_sizes_and_a_device_list():
