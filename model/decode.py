@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax.sharding import PartitionSpec as P
 
+from model import sharding as sh
 from model.attention import empty_cache
 from model.config import ModelConfig
 from model.transformer import Block, ModelOutput, Transformer
@@ -71,6 +73,25 @@ def split_layers(params) -> dict:
     return out
 
 
+def split_layer_specs(cfg: ModelConfig, specs) -> dict:
+    """model.param_logical_specs(cfg) (stacked: a stack's leaves are P('layers', ...)) -> the specs
+    of split_layers(params): each stack a list of per-layer trees without the leading layer axis
+    (e.g. wq_b P('layers', 'q_latent', 'heads', 'head_dim') -> P('q_latent', 'heads', 'head_dim'))."""
+    counts = {"dense_layers": cfg.num_dense_layers, "moe_layers": cfg.num_moe_layers}
+    is_spec = lambda x: isinstance(x, P)  # noqa: E731
+    out = dict(specs)
+    for _, name, _ in STACKS:
+        if name in specs:
+            for s in jax.tree.leaves(specs[name], is_leaf=is_spec):
+                if not s or s[0] != sh.LAYERS:
+                    raise ValueError(
+                        f"split_layer_specs: {name} spec {s} has no leading layer axis"
+                    )
+            one = jax.tree.map(lambda s: P(*s[1:]), specs[name], is_leaf=is_spec)
+            out[name] = [one] * counts[name]
+    return out
+
+
 def init_layer_caches(cfg: ModelConfig, batch: int, max_len: int, dtype=jnp.float32) -> dict:
     """Empty caches, one per layer: {'dense': [cache, ..], 'moe': [..]} (each [B,S,..])."""
     counts = {"dense": cfg.num_dense_layers, "moe": cfg.num_moe_layers}
@@ -79,6 +100,14 @@ def init_layer_caches(cfg: ModelConfig, batch: int, max_len: int, dtype=jnp.floa
         for key, _, _ in STACKS
         if counts[key]
     }
+
+
+def _slots_layout(cache: dict) -> dict:
+    """A layer's updated cache kept in the engine's layout, slots over BATCH and the rest whole (a
+    no-op outside a mesh + rules context). Unconstrained, GSPMD may carry a decode loop's caches
+    split as the tokens were (all_to_all dispatch splits slots over the expert axes) and all-gather
+    them after the loop: kimi_k2, 8 slots x 8192 positions x 576 values x 4 B = 151 MB per layer."""
+    return jax.tree.map(lambda c: sh.constrain(c, (sh.BATCH,) + (None,) * (c.ndim - 1)), cache)
 
 
 def forward_cached_layers(cfg: ModelConfig, split_params, tokens, positions, caches) -> ModelOutput:
@@ -97,7 +126,7 @@ def forward_cached_layers(cfg: ModelConfig, split_params, tokens, positions, cac
             (x, cache), aux = Block(cfg, moe).apply(
                 {"params": layer_params}, (x, cache), positions, segment_ids, None, None
             )
-            new_caches[key].append(cache)
+            new_caches[key].append(_slots_layout(cache))
             if moe:
                 expert_ids.append(aux[0])  # [B,T,k]
     h, logits = model.apply({"params": split_params}, x, method=Transformer.norm_and_head)

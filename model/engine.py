@@ -53,16 +53,23 @@ the keys used; it is asserted to stay within `engine.max_programs`.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
+import functools
+import math
 import time
 
+import flax.linen as nn
 import flax.struct
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import PartitionSpec as P
 
+from model import sharding as sh
 from model.config import ModelConfig
-from model.decode import forward_cached_layers, init_layer_caches, split_layers
+from model.decode import forward_cached_layers, init_layer_caches, split_layer_specs, split_layers
+from model.params import param_logical_specs
 from model.sampling import SamplingParams, filtered_logprobs, sample, token_logprob
 
 
@@ -261,6 +268,45 @@ _fetch_turn_jit = jax.jit(_fetch_turn)
 _fetch_experts_jit = jax.jit(lambda st, slot: st.experts[slot])
 
 
+# --- sharded engines (tensor- and expert-parallel decode over the engine's own mesh) ---------------
+
+
+def state_logical_specs(st: SlotState) -> SlotState:
+    """Logical axes of the slot state: every slot-indexed leaf ([B, ...]: the per-layer latent
+    caches, the [B,S] record buffers, the [B] counters) over BATCH, i.e. slots split over the
+    data-like axes (data, fsdp) by the default rules; the rng key and stats replicated.
+
+    The cache's S and latent dims stay whole on each device. Every head reads all L + R values of
+    a position (MLA's latent is shared by the heads, like MQA's one K/V head), so a cache split over
+    the tensor axis would make each head's scores [B,H,T,S] a partial sum to all-reduce per layer
+    and step, where tensor-parallel attention otherwise all-reduces only its [B,T,D] output after wo.
+    Replicated over tensor and expert it costs (L + R) x 4 bytes x S per slot and layer on each
+    device: kimi_k2, 576 values, S = 8192, f32: 18.9 MB per slot per layer."""
+    slots = lambda tree: jax.tree.map(lambda _: P(sh.BATCH), tree)  # noqa: E731
+    per_slot = {
+        f.name: slots(getattr(st, f.name))
+        for f in dataclasses.fields(st)
+        if f.name not in ("key", "stats")
+    }
+    return st.replace(**per_slot, key=P(), stats=P())
+
+
+@functools.lru_cache(maxsize=16)
+def _sharded_programs(cfg: ModelConfig, spec: Spec, mesh, rules):
+    """(init, prefill, decode) jitted with the slot state's shardings as out_shardings: the state
+    is created sharded (never whole on one device), and a donated state comes back in the layout it
+    went in (so its buffers are reused and the next call is not a new program). Params keep the
+    shardings they are placed with (set_params). Cached per (cfg, spec, mesh, rules): engines alike
+    share compiled programs, and rules, which jit does not see, are part of the key."""
+    abstract = jax.eval_shape(functools.partial(init_state, cfg, spec), jax.random.PRNGKey(0))
+    st_sh = sh.logical_shardings(state_logical_specs(abstract), mesh, rules)
+    return (
+        jax.jit(init_state, static_argnums=(0, 1), out_shardings=st_sh),
+        jax.jit(prefill, static_argnums=(0, 1, 2), donate_argnums=(4,), out_shardings=st_sh),
+        jax.jit(decode, static_argnums=(0, 1, 2), donate_argnums=(6,), out_shardings=st_sh),
+    )
+
+
 # --- host side -------------------------------------------------------------------------------------
 
 
@@ -327,7 +373,16 @@ class RolloutEngine:
         params_version: int = 0,
         stop_width: int = 4,
         min_bucket: int = 16,
+        mesh=None,
+        rules=None,
     ):
+        """mesh (model.sharding.sampler_mesh; None: one device): params and the latent cache are
+        sharded over it by the logical `rules` (default model.sharding.DEFAULT_RULES): heads, FFN
+        width and vocab over tensor, experts over expert, the model dim over fsdp, slots over
+        (data, fsdp), and every program runs under it. With an expert axis > 1, set
+        cfg.moe_comm='alltoall' (model/moe_a2a.py): the default 'gspmd' dispatch slices experts by a
+        traced index, which GSPMD serves by all-gathering each MoE layer's experts over the expert
+        axis at every decode step (tests/test_engine_sharding.py probes the compiled program)."""
         if slots <= 0 or cache_len < 2 or cache_len > cfg.max_position_embeddings:
             raise ValueError(
                 f"RolloutEngine: need slots > 0 and 2 <= cache_len <= max_position_embeddings="
@@ -338,6 +393,7 @@ class RolloutEngine:
         self.cfg, self.spec = cfg, Spec(slots, cache_len, stop_width)
         self.sampling = SamplingParams.make(temperature, top_k, top_p, valid_vocab)
         self.valid = valid_vocab or cfg.vocab_size
+        self._shard(mesh, rules)
         self.set_params(params, params_version)
         self.t_buckets = _buckets(min(min_bucket, cache_len), cache_len)
         self.r_buckets = _buckets(1, slots)
@@ -345,7 +401,8 @@ class RolloutEngine:
         n_r, n_t, n_kv = len(self.r_buckets), len(self.t_buckets), len(self.kv_buckets)
         self.max_programs = 3 + n_kv + n_r * n_t * n_kv
         self.programs: set[tuple] = {("init",)}
-        self.state = _init_jit(cfg, self.spec, jax.random.PRNGKey(seed))
+        with self._context():
+            self.state = self._init(cfg, self.spec, jax.random.PRNGKey(seed))
         self._free = list(range(slots))
         self._queue: collections.deque[_Request] = collections.deque()
         self._requests: dict[object, _Request] = {}
@@ -354,8 +411,38 @@ class RolloutEngine:
     def set_params(self, params, version: int) -> None:
         """In-flight weight update: the caches stay; later tokens record the new version. The
         engine holds the params split per layer (model.decode.split_layers: no per-iteration
-        slicing of stacked weights in the decode loop)."""
-        self.params, self.version = split_layers(params), jnp.int32(version)
+        slicing of stacked weights in the decode loop). A sharded engine places them on its own
+        shardings, from wherever they are (host arrays, a trainer's mesh on other devices)."""
+        split = split_layers(params)
+        if self.mesh is not None:
+            sh.check_divisible(split, self._param_shardings, "params")
+            split = jax.device_put(split, self._param_shardings)
+        self.params, self.version = split, jnp.int32(version)
+
+    def _shard(self, mesh, rules) -> None:
+        """Shardings and programs for `mesh` (None: the unsharded module-level programs)."""
+        self.mesh, self.rules = mesh, sh.normalize_rules(rules or sh.DEFAULT_RULES)
+        self._init, self._prefill, self._decode = _init_jit, _prefill_jit, _decode_jit
+        if mesh is None:
+            return
+        sh.check_model_mesh(self.cfg, mesh)
+        slot_axes = nn.logical_to_mesh_axes((sh.BATCH,), self.rules)[0] or ()
+        slot_axes = (slot_axes,) if isinstance(slot_axes, str) else slot_axes
+        n = math.prod(mesh.shape[a] for a in slot_axes)
+        if self.spec.slots % n:
+            raise ValueError(
+                f"slots={self.spec.slots} is not divisible by mesh axes {slot_axes} ({n})"
+            )
+        specs = split_layer_specs(self.cfg, param_logical_specs(self.cfg))
+        self._param_shardings = sh.logical_shardings(specs, mesh, self.rules)
+        programs = _sharded_programs(self.cfg, self.spec, mesh, self.rules)
+        self._init, self._prefill, self._decode = programs
+
+    def _context(self):
+        """The mesh and logical rules every program of a sharded engine is traced under."""
+        if self.mesh is None:
+            return contextlib.nullcontext()
+        return sh.mesh_context(self.mesh, self.rules)
 
     # -- requests
 
@@ -393,7 +480,8 @@ class RolloutEngine:
                 (0, self.cfg.num_moe_layers, max(self.cfg.num_experts_per_tok, 1)), np.int32
             )
         self.programs.add(("fetch_experts",))
-        experts = np.asarray(_fetch_experts_jit(self.state, jnp.int32(req.slot)))
+        with self._context():
+            experts = np.asarray(_fetch_experts_jit(self.state, jnp.int32(req.slot)))
         self._free.append(req.slot)
         return experts[: req.length - 1]  # the last token is pending (never consumed)
 
@@ -447,16 +535,17 @@ class RolloutEngine:
         kv = kv if 2 * kv <= self.spec.cache_len else self.spec.cache_len
         self.programs.add(("decode", kv))
         assert len(self.programs) <= self.max_programs, (self.programs, self.max_programs)
-        self.state = _decode_jit(
-            self.cfg,
-            self.spec,
-            kv,
-            self.params,
-            self.version,
-            self.sampling,
-            self.state,
-            jnp.int32(max_iterations),
-        )
+        with self._context():
+            self.state = self._decode(
+                self.cfg,
+                self.spec,
+                kv,
+                self.params,
+                self.version,
+                self.sampling,
+                self.state,
+                jnp.int32(max_iterations),
+            )
         active, ngen, stopped = jax.device_get(
             (self.state.active, self.state.ngen, self.state.stopped)
         )
@@ -466,7 +555,9 @@ class RolloutEngine:
             if active[req.slot]:
                 continue
             self.programs.add(("fetch_turn",))
-            toks, lps, vers = jax.device_get(_fetch_turn_jit(self.state, jnp.int32(req.slot)))
+            with self._context():
+                turn = _fetch_turn_jit(self.state, jnp.int32(req.slot))
+            toks, lps, vers = jax.device_get(turn)
             n, a = int(ngen[req.slot]), req.length
             turns.append(
                 Turn(
@@ -532,16 +623,17 @@ class RolloutEngine:
         kv = _bucket(int((start + n_seq).max()), self.kv_buckets)  # the positions written
         self.programs.add(("prefill", r, t, kv))
         assert len(self.programs) <= self.max_programs, (self.programs, self.max_programs)
-        self.state = _prefill_jit(
-            self.cfg,
-            self.spec,
-            kv,
-            self.params,
-            self.state,
-            jnp.asarray(rows),
-            jnp.asarray(seq),
-            jnp.asarray(start),
-            jnp.asarray(n_seq),
-            jnp.asarray(n_feed),
-            (jnp.asarray(max_new), jnp.asarray(nforced), jnp.asarray(stops)),
-        )
+        with self._context():
+            self.state = self._prefill(
+                self.cfg,
+                self.spec,
+                kv,
+                self.params,
+                self.state,
+                jnp.asarray(rows),
+                jnp.asarray(seq),
+                jnp.asarray(start),
+                jnp.asarray(n_seq),
+                jnp.asarray(n_feed),
+                (jnp.asarray(max_new), jnp.asarray(nforced), jnp.asarray(stops)),
+            )
