@@ -376,7 +376,7 @@ class RolloutEngine:
         mesh=None,
         rules=None,
     ):
-        """mesh (model.sharding.sampler_mesh; None: one device): params and the latent cache are
+        """mesh (model.sharding.role_mesh; None: one device): params and the latent cache are
         sharded over it by the logical `rules` (default model.sharding.DEFAULT_RULES): heads, FFN
         width and vocab over tensor, experts over expert, the model dim over fsdp, slots over
         (data, fsdp), and every program runs under it. With an expert axis > 1, set

@@ -75,7 +75,7 @@ def mesh_shape(sizes: dict, num_devices: int) -> tuple[int, ...]:
     return tuple(shape)
 
 
-def sampler_mesh(sizes: dict, devices: Sequence) -> Mesh:
+def role_mesh(sizes: dict, devices: Sequence) -> Mesh:
     """A (data, fsdp, expert, tensor) mesh over exactly `devices`, e.g. jax.devices()[4:8] for an
     engine beside a trainer on [0:4] in the same process (disjoint sets, one mesh per role)."""
     devices = list(devices)

@@ -20,7 +20,7 @@ import pytest
 
 from model import Transformer, init_params, param_logical_specs, param_shapes, presets
 from model.engine import RolloutEngine
-from model.sharding import DEFAULT_RULES, sampler_mesh
+from model.sharding import DEFAULT_RULES, role_mesh
 from train import build
 from train import sharding as train_sharding
 
@@ -103,7 +103,7 @@ def _shard_shape(x):
 def test_sharded_decode_equals_single_device(reference, sizes, devices, moe_comm):
     params, want = reference
     cfg, _ = tiny(moe_comm=moe_comm)
-    mesh = sampler_mesh(sizes, DEV[devices])
+    mesh = role_mesh(sizes, DEV[devices])
     eng = RolloutEngine(cfg, params, temperature=0.0, mesh=mesh, **ENGINE)
     # Params live on the engine's devices only, split as the rules say.
     for leaf in jax.tree.leaves(eng.params):
@@ -126,7 +126,7 @@ def test_set_params_in_flight_keeps_shardings_and_matches_single_device():
     new = jax.device_get(init_params(cfg, jax.random.PRNGKey(1)))
     kw = dict(temperature=0.8, seed=3, **ENGINE)
     want = play(RolloutEngine(cfg, params, **kw), cfg, swap=(new, 1))
-    mesh = sampler_mesh({"fsdp": 2, "expert": 2}, DEV[4:8])
+    mesh = role_mesh({"fsdp": 2, "expert": 2}, DEV[4:8])
     eng = RolloutEngine(cfg, params, mesh=mesh, **kw)
     before = jax.tree.map(lambda x: x.sharding, eng.params)
     got = play(eng, cfg, swap=(new, 1))
@@ -146,7 +146,7 @@ def test_replay_on_a_trainer_mesh_reproduces_sampler_logprobs():
         cfg,
         params,
         temperature=0.8,
-        mesh=sampler_mesh({"fsdp": 2, "expert": 2}, DEV[4:8]),
+        mesh=role_mesh({"fsdp": 2, "expert": 2}, DEV[4:8]),
         **ENGINE,
     )
     records = play(eng, cfg)
@@ -204,7 +204,7 @@ def test_expert_parallel_decode_gathers_no_weights(moe_comm, devices):
     The gspmd dispatch on the same mesh (the control: the probe sees it) gathers every MoE layer's
     experts over the expert axis, [8, 64, 16] = E x D x F/tensor, at every step."""
     cfg, params = tiny(moe_comm=moe_comm)
-    mesh = sampler_mesh({"tensor": 2, "expert": 2}, DEV[devices])  # the programs of MESHES' cases
+    mesh = role_mesh({"tensor": 2, "expert": 2}, DEV[devices])  # the programs of MESHES' cases
     eng = RolloutEngine(cfg, params, temperature=0.0, mesh=mesh, **ENGINE)
     args = (cfg, eng.spec, 32, eng.params, eng.version, eng.sampling, eng.state, jnp.int32(8))
     with eng._context():
@@ -226,7 +226,7 @@ def test_expert_parallel_decode_gathers_no_weights(moe_comm, devices):
 )
 def test_a_mesh_the_model_cannot_split_is_one_clear_error(sizes, n_dev, slots, message):
     cfg, params = tiny()
-    mesh = sampler_mesh(sizes, DEV[:n_dev])
+    mesh = role_mesh(sizes, DEV[:n_dev])
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         RolloutEngine(cfg, params, slots=slots, cache_len=32, mesh=mesh)
 
@@ -235,17 +235,17 @@ def test_a_param_the_mesh_cannot_split_is_named():
     """Heads and experts divide, the vocab (322 over tensor 4) does not: the error names the param."""
     cfg = presets.get("tiny", vocab_size=322)
     params = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), param_shapes(cfg))  # no init
-    mesh = sampler_mesh({"tensor": 4}, DEV[:4])
+    mesh = role_mesh({"tensor": 4}, DEV[:4])
     message = "params['embed']: dim 0 (322) is not divisible by mesh axes ('tensor',) (4 devices)"
     with pytest.raises(ValueError, match=re.escape(message)):
         RolloutEngine(cfg, params, slots=4, cache_len=32, mesh=mesh)
 
 
 def test_sampler_mesh_takes_sizes_and_a_device_list():
-    mesh = sampler_mesh({"expert": 2, "tensor": -1}, DEV[4:8])
+    mesh = role_mesh({"expert": 2, "tensor": -1}, DEV[4:8])
     assert dict(mesh.shape) == {"data": 1, "fsdp": 1, "expert": 2, "tensor": 2}
     assert set(mesh.devices.flat) == set(DEV[4:8])
     with pytest.raises(ValueError, match="do not fit 4 devices"):
-        sampler_mesh({"tensor": 3}, DEV[:4])
+        role_mesh({"tensor": 3}, DEV[:4])
     with pytest.raises(ValueError, match="unknown axes"):
-        sampler_mesh({"model": 2}, DEV[:2])
+        role_mesh({"model": 2}, DEV[:2])

@@ -11,12 +11,12 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-import flax.linen as nn
 import jax
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from model import sharding as model_sharding
 from model.sharding import MESH_AXES
 
 BATCH_AXES = ("data", "fsdp")
@@ -60,9 +60,8 @@ def resolve_mesh_shape(sizes: dict, num_devices: int) -> tuple[int, ...]:
 
 def make_mesh(sizes: dict, devices: Sequence[Any] | None = None) -> Mesh:
     devices = list(jax.devices() if devices is None else devices)
-    shape = resolve_mesh_shape(sizes, len(devices))
-    # Auto axes: GSPMD propagation plus the model's logical constraints (not explicit-sharding types).
-    return jax.make_mesh(shape, MESH_AXES, axis_types=(AxisType.Auto,) * 4, devices=devices)
+    shape = resolve_mesh_shape(sizes, len(devices))  # config errors in one line first
+    return model_sharding.role_mesh(dict(zip(MESH_AXES, shape)), devices)
 
 
 def abstract_mesh(sizes: dict, num_devices: int) -> jax.sharding.AbstractMesh:
@@ -87,16 +86,8 @@ def rules_from_config(rules: Any) -> tuple[tuple[str, Any], ...]:
     return tuple(out)
 
 
-def _spec_to_sharding(spec: P, mesh, rules) -> NamedSharding:
-    return nn.logical_to_mesh_sharding(spec, mesh, rules)
-
-
 def param_shardings(logical_specs: Any, mesh, rules) -> Any:
-    return jax.tree.map(
-        lambda s: _spec_to_sharding(s, mesh, rules),
-        logical_specs,
-        is_leaf=lambda x: isinstance(x, P),
-    )
+    return model_sharding.logical_shardings(logical_specs, mesh, rules)
 
 
 def _trailing_dict_keys(path) -> tuple:

@@ -26,7 +26,6 @@ the next step runs (a source may sync in after_step: RL publishes the new weight
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import os
@@ -35,7 +34,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import flax.linen as nn
 import jax
 import optax
 from jax.sharding import Mesh, NamedSharding
@@ -43,6 +41,7 @@ from jax.sharding import PartitionSpec as P
 
 import model
 from model import sharding as model_sharding
+from model.sharding import mesh_context
 from train import batches, checkpoint, optim
 from train import metrics as mx
 from train import sharding as shd
@@ -222,13 +221,6 @@ def build(config, *, loss_fn: Callable | None = None, cfg: model.ModelConfig | N
 
 
 # --- state, shardings and jitted steps on a mesh ------------------------------------------------
-
-
-@contextlib.contextmanager
-def mesh_context(mesh, rules):
-    """Trace under the mesh and logical rules so the model's activation constraints resolve."""
-    with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
-        yield
 
 
 def abstract_state(init_fn: InitFn, tx: optax.GradientTransformation) -> TrainState:
