@@ -81,6 +81,12 @@ def get_config() -> ml_collections.ConfigDict:
             dynamic_sampling=False,  # never train zero-signal groups (all rewards equal): batches wait for groups with signal
             weight_dtype="float32",  # what samplers hold: 'bfloat16' | 'float32'
             full_every=10,
+            # > 0: each sampler's engine runs sharded over N devices with the mesh below (tensor
+            # and expert parallel decode): in threads mode the last N devices of the process
+            # (the trainer gets the others), in processes mode a sampler process's first N.
+            # 0 = one device, unsharded.
+            sampler_devices=0,
+            sampler_mesh=dict(data=1, fsdp=1, expert=1, tensor=-1),
             compile_cache="",  # persistent XLA cache dir shared by trainer and sampler processes
         )
     )

@@ -57,7 +57,11 @@ class CodingSampler:
         max_malformed_streak: int = 0,
         workers: int = 4,
         min_bucket: int = 64,
+        mesh=None,
+        rules=None,
     ):
+        """mesh / rules: the engine's own mesh (rl.sampler_mesh) and logical rules; None = one
+        device, unsharded."""
         if max_tokens > cfg.max_position_embeddings:
             raise ValueError(
                 f"rl.max_tokens={max_tokens} > max_position_embeddings={cfg.max_position_embeddings}"
@@ -72,6 +76,7 @@ class CodingSampler:
             obs_token_budget=obs_token_budget,
             max_malformed_streak=max_malformed_streak,
         )
+        self.mesh, self.rules = mesh, rules
         self.swaps = self.errors = 0
 
     def _engine(self, params, version: int, seed: int):
@@ -87,6 +92,8 @@ class CodingSampler:
             seed=seed,
             params_version=version,
             min_bucket=self.min_bucket,
+            mesh=self.mesh,
+            rules=self.rules,
         )
 
     def play(self, tasks: Sequence, weights, seed: int) -> list[list[dict]]:

@@ -43,6 +43,17 @@ def resolve(config):
             f"rl.groups_per_batch x rl.group_size = {rows} rows of rl.max_tokens = "
             f"{rl.max_tokens} tokens (leave train.batch_size and train.seq_len to configs/rl.py)"
         )
+    if rl.get("sampler_devices", 0) and rl.mode == "threads":
+        # roles mapped to meshes in one process: samplers on the last N devices, the trainer on
+        # the others (disjoint sets)
+        n_all, n_sampler = jax.device_count(), rl.sampler_devices
+        if not config.trainer_devices:
+            config.trainer_devices = n_all - n_sampler
+        if n_sampler >= n_all or config.trainer_devices + n_sampler > n_all:
+            raise ConfigError(
+                f"rl.sampler_devices={n_sampler} + trainer_devices={config.trainer_devices}: "
+                f"more than the {n_all} devices of this process (threads share one process)"
+            )
     if rl.task != "coding":
         return config
     from data.tokenizers import ByteTokenizer  # noqa: PLC0415

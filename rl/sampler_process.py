@@ -69,7 +69,29 @@ def coding_pool(
     )
 
 
-def make_sampler(rl, cfg):
+def sampler_devices(rl) -> list | None:
+    """The devices a sampler's engine spans (rl.sampler_devices): None (0) = one device,
+    unsharded; N = the last N local devices beside a trainer in the same process (threads), or
+    the first N of a sampler process's own."""
+    n = rl.get("sampler_devices", 0)
+    if not n:
+        return None
+    devices = jax.local_devices()
+    if not 0 < n <= len(devices):
+        raise ValueError(f"rl.sampler_devices={n}: this process has {len(devices)} devices")
+    return devices[-n:] if rl.mode == "threads" else devices[:n]
+
+
+def sampler_mesh(rl):
+    """The samplers' own mesh (rl.sampler_mesh sizes over sampler_devices), or None."""
+    from model.sharding import role_mesh  # pylint: disable=import-outside-toplevel
+
+    devices = sampler_devices(rl)
+    return None if devices is None else role_mesh(dict(rl.sampler_mesh), devices)
+
+
+def make_sampler(rl, cfg, mesh=None, rules=None):
+    """The task's sampler; `mesh` / `rules`: its engine's own mesh (None: one device)."""
     if rl.task == "coding":
         from data.tokenizers import ByteTokenizer  # noqa: PLC0415
         from rl.coding_sampler import CodingSampler  # noqa: PLC0415
@@ -91,6 +113,8 @@ def make_sampler(rl, cfg):
             max_malformed_streak=c.max_malformed_streak,
             workers=c.workers,
             min_bucket=c.min_bucket,
+            mesh=mesh,
+            rules=rules,
         )
     reward = pattern_reward(range(rl.pattern_size))
     return SingleTurnSampler(
@@ -103,7 +127,11 @@ def make_sampler(rl, cfg):
     )
 
 
-def to_engine(params):
+def to_engine(params, sharded: bool = False):
+    """Fetched params as the engine takes them: float32 device arrays, or float32 host arrays
+    for a sharded engine (its set_params places each shard on its own devices)."""
+    if sharded:
+        return jax.tree.map(lambda x: np.asarray(x, np.float32), params)
     return jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), params)
 
 
@@ -134,14 +162,17 @@ def sampler_loop(
 ) -> int:
     """Produces this sampler's share (positions j % N == id) of the pool; -> groups written."""
     from rl.loop import model_config  # pylint: disable=import-outside-toplevel
+    from train.trainer import model_rules  # pylint: disable=import-outside-toplevel
 
     rl = config.rl
     cfg = model_config(config)
+    mesh = sampler_mesh(rl)
     store = RolloutStore(os.path.join(workdir, "rollouts"))
     with open(os.path.join(workdir, "pool.json")) as f:
         order = json.load(f)["order"]
-    follower = Follower(WeightReader(os.path.join(workdir, "weights")), cast=to_engine)
-    sampler = make_sampler(rl, cfg)
+    cast = functools.partial(to_engine, sharded=mesh is not None)
+    follower = Follower(WeightReader(os.path.join(workdir, "weights")), cast=cast)
+    sampler = make_sampler(rl, cfg, mesh, model_rules(config))
     have = set(store.list())
     todo = [
         j for j in range(len(order)) if j % rl.samplers == sampler_id and f"{j:06d}" not in have

@@ -72,6 +72,16 @@ def test_toy_task_reward_rises_on_a_4_device_mesh(tmp_path):
     assert sum("fsdp" in s for s in specs) >= len(specs) // 2, specs  # most params over fsdp
     leaf = out["state"].params["embed"]["embedding"]
     assert len(leaf.sharding.device_set) == 4 and "fsdp" in str(leaf.sharding.spec)
+    # An RL checkpoint is a pretraining checkpoint: --mode=convert exports it as it is.
+    import jax
+
+    from model import export
+    from train import convert
+
+    path = convert.export_latest(loop.resolve(c), str(tmp_path))
+    got = export.load_params(path)[1]
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(out["state"].params)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
 def test_one_device_and_four_device_trainers_give_the_same_rewards(tmp_path):
