@@ -1,5 +1,8 @@
-"""Open engine for multi-turn episodes: a request queue over B slots, continuable sequences, per-token
-RL records (sampler log-prob, routed experts, params version), a bounded number of compiled programs.
+"""The decode engine: a request queue over B slots, continuable sequences (multi-turn episodes),
+MTP speculative decoding, in-flight weight swaps, per-token RL records (sampler log-prob, routed
+experts, params version), a bounded number of compiled programs. It is the only one: a fixed prompt
+list (`model.generate`, eval, the single-turn RL sampler) goes through model/generate.py's
+PromptBatch, multi-turn episodes through rl/rollout.py.
 
 Letters: B slots, R rows prefilled in one call, T tokens per prefilled row, S cache length, V vocab,
 D model, K draft tokens, n MoE layers, k experts per token.
@@ -520,7 +523,8 @@ class _Request:
 
 
 class RolloutEngine:
-    """Slots + an open request queue. Not thread-safe: drive it from one thread (rl/rollout.py)."""
+    """Slots + an open request queue. Not thread-safe: drive it from one thread (rl/rollout.py).
+    speculative_k: MTP draft tokens per verify step (0 = plain decoding; > 0 needs MTP modules)."""
 
     def __init__(
         self,
