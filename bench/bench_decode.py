@@ -1,4 +1,4 @@
-"""Decode benchmarks for model/generate.py, side by side in one process (the machine is shared):
+"""Decode benchmarks for the engine (model/engine.py, through model/generate.py), side by side in one process (the machine is shared):
 
     python bench/bench_decode.py                       # small preset: trains its MTP head once (the run
                                                        # is kept in runs/bench_decode), then benchmarks
@@ -12,11 +12,11 @@
    for --train_steps steps on the embedded stdlib code corpus (data/'s pipeline, byte tokenizer);
    prompts come from the run's held-out documents. The run lives in --workdir (re-running resumes
    and re-exports it).
-2. Plain greedy decode tokens/s at batch 1 and 32 (the prefill is excluded: Engine() prefills, the
-   timed part is the decode loop), median of --repeats.
+2. Plain greedy decode tokens/s at batch 1 and 32 (the prefill is excluded: PromptBatch.prefill()
+   runs first, the timed part is the decode loop), median of --repeats.
 3. Speculative decode (greedy and temperature 1) at batch 1 (and 32) with K = 1..3 MTP drafts: tokens/s, speedup over
    plain measured in the same loop (runs alternate), and the acceptance rate (accepted / drafted).
-4. Latent-cache bytes/token for the small preset (measured from init_cache) and the big presets.
+4. Latent-cache bytes/token for the small preset (measured from init_layer_caches) and the big presets.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ import numpy as np  # noqa: E402
 
 from configs import default  # noqa: E402
 from model import init_params, presets  # noqa: E402
-from model.decode import cache_bytes_per_token, init_cache  # noqa: E402
+from model.decode import cache_bytes_per_token, init_layer_caches  # noqa: E402
 from model.export import load_params  # noqa: E402
-from model.generate import Engine  # noqa: E402
+from model.generate import PromptBatch  # noqa: E402
 from train import batches, convert, trainer  # noqa: E402
 
 
@@ -85,15 +85,15 @@ def decode_run(
     cfg, params, prompts, max_new: int, num_draft: int, temperature: float
 ) -> tuple[float, dict, list]:
     """Seconds of the decode loop (prefill excluded), stats, tokens."""
-    engine = Engine(
+    batch = PromptBatch(
         cfg, params, prompts, max_new, num_draft=num_draft, temperature=temperature, seed=1
-    )
-    jax.block_until_ready(engine.state)
+    ).prefill()
+    jax.block_until_ready(batch.engine.state)
     start = time.perf_counter()
-    engine.run_until_done()
-    jax.block_until_ready(engine.state)
+    batch.run_until_done()
+    jax.block_until_ready(batch.engine.state)
     seconds = time.perf_counter() - start
-    out = engine.results()
+    out = batch.results()
     return seconds, out.stats, out.tokens
 
 
@@ -205,10 +205,10 @@ def main():
                 text = bytes(t for t in rows_tokens[0] if t < 256).decode("utf-8", "replace")
                 print(f"sample (batch 1, temperature {temp:g}): {text[:200]!r}")
     print("\n## latent cache bytes/token (all layers)")
-    cache = init_cache(cfg, 1, 1024)
+    cache = init_layer_caches(cfg, 1, 1024)
     measured = sum(x.nbytes for x in jax.tree_util.tree_leaves(cache)) / 1024
     print(
-        f"  {args.preset}: {measured:.0f} bytes/token measured from init_cache "
+        f"  {args.preset}: {measured:.0f} bytes/token measured from init_layer_caches "
         f"(float32 latent+rope, int32 position); "
         f"{cache_bytes_per_token(cfg, 4)['latent']} bytes latent+rope float32"
     )

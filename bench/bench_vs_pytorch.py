@@ -13,7 +13,7 @@ the small-preset MFU part.
    model.hf.load_hf_checkpoint (the project's converter); the first loss is checked to agree.
    The two steps alternate, best-of-N each; prints the tokens/s ratio (> 1: this project is faster).
 2. Batched greedy decode, batch 1/16/64, --prompt_len prompt + --new_tokens new tokens:
-   model.generate.Engine (prefill excluded) vs `model.generate(..., do_sample=False)` timed the
+   the engine (model/engine.py through model.generate.PromptBatch, prefill excluded) vs `model.generate(..., do_sample=False)` timed the
    same way (its prefill included — one forward of the prompt, a few % of the run). Alternating.
 3. Small-preset MFU: the same train step on model.presets 'small' (batch 8 x 256), with
    6 x active params per token, vs a same-run f32 matmul peak at 2048^3 (bench.common) and at the
@@ -228,7 +228,7 @@ def part_train(args, folder, hf_model):
 def part_decode(args, folder, hf_model):
     import torch
 
-    from model.generate import Engine
+    from model.generate import PromptBatch
     from model.hf import load_hf_checkpoint
 
     cfg, params = load_hf_checkpoint(folder, moe_impl=args.moe_impl)
@@ -243,8 +243,8 @@ def part_decode(args, folder, hf_model):
         prompts = rng.integers(0, cfg.vocab_size, (b, args.prompt_len))
 
         def ours(prompts=prompts):
-            eng = Engine(cfg, params, [list(p) for p in prompts], args.new_tokens)
-            jax.block_until_ready(eng.state)
+            eng = PromptBatch(cfg, params, [list(p) for p in prompts], args.new_tokens).prefill()
+            jax.block_until_ready(eng.engine.state)
             t0 = time.perf_counter()
             eng.run_until_done()
             return time.perf_counter() - t0, eng

@@ -136,12 +136,12 @@ def sample_completions(
     text); returns (completions, token counts). Ids past the tokenizer's vocab (the model's vocab is
     padded) are never sampled (valid_vocab).
 
-    The prompts are sorted by length and generated in `chunks` groups, one model.generate Engine
-    each (its own compiled shapes: a group's prompts are padded to its longest, so a short prompt
-    does not pay the longest one's prefill), seeded by (seed, group). `progress_factory(total)`
-    gives an object whose update(k) is called as completions finish. Reproducible: the same
+    The prompts are sorted by length and generated in `chunks` groups, one model.generate
+    PromptBatch (an engine of its own cache length: a group sized to its longest prompt, so short
+    prompts do not pay for the longest one's context), seeded by (seed, group).
+    `progress_factory(total)` gives an object whose update(k) is called as completions finish. Reproducible: the same
     problems, n, seed and chunks give the same completions."""
-    from model.generate import Engine  # pylint: disable=import-outside-toplevel
+    from model.generate import PromptBatch  # pylint: disable=import-outside-toplevel
 
     if not 1 <= chunks <= 1000:
         raise ValueError(f"chunks={chunks}: expected 1..1000")
@@ -158,7 +158,7 @@ def sample_completions(
     size = -(-len(fits) // chunks) if fits else 1
     for g, start in enumerate(range(0, len(fits), size)):
         group = fits[start : start + size]
-        engine = Engine(
+        engine = PromptBatch(
             cfg,
             params,
             [prompts[i] for i in group],
@@ -173,8 +173,7 @@ def sample_completions(
         reported = 0
         while True:
             finished = engine.step(32)  # the same result as one long call; a progress line between
-            st = engine.state
-            done = len(group) if finished else int(st.queue_head) - int(st.slots.active.sum())
+            done = engine.finished
             if progress is not None and done > reported:
                 progress.update(done - reported)
                 reported = done

@@ -3,7 +3,7 @@ HF checkpoint interop.
 
 Public API:
     from model import ModelConfig, Transformer, load_hf_checkpoint, save_hf_checkpoint, count_params, presets
-    from model import generate   # the function (model/generate.py); `from model.generate import Engine` for the rest
+    from model import generate   # the function (model/generate.py): a prompt list through model/engine.py
 """
 
 from model import presets

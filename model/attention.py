@@ -110,14 +110,12 @@ class MLA(nn.Module):
         latent, k_rope = kv[..., : c.kv_lora_rank], kv[..., c.kv_lora_rank :]
         return self.kv_a_norm(latent), apply_rope(k_rope, cos, sin)
 
-    def __call__(self, x, positions, segment_ids, cache: dict | None = None, layer=None):
+    def __call__(self, x, positions, segment_ids, cache: dict | None = None):
         """x [B,T,D] -> ([B,T,D], new cache or None).
 
-        cache: {'latent': [B,S,L], 'rope': [B,S,R], 'positions': [B,S] (-1 = empty)}; the T new tokens are
-        written at slots `positions` (their absolute positions), then attended causally. With
-        `layer` (an int32 index) the cache is a whole stack's ([N,B,S,..]) and this layer's rows
-        are written and read in place: a stack's cache travels through the layer scan as carry,
-        never sliced out and re-stacked (a copy of every layer's cache per decode step).
+        cache (this layer's): {'latent': [B,S,L], 'rope': [B,S,R], 'positions': [B,S] (-1 = empty)};
+        the T new tokens are written at slots `positions` (their absolute positions), then attended
+        causally.
         """
         cos, sin = rope_tables(self.cfg, jnp.maximum(positions, 0))  # negative = padding (decode)
         q_nope, q_rope = self._queries(x, cos, sin)
@@ -126,9 +124,8 @@ class MLA(nn.Module):
             out = self._expanded_attention(q_nope, q_rope, latent, k_rope, positions, segment_ids)
             new_cache = None
         else:
-            new_cache = write_cache(cache, latent, k_rope, positions, layer)
-            mine = new_cache if layer is None else jax.tree.map(lambda a: a[layer], new_cache)
-            out = self._absorbed_attention(q_nope, q_rope, mine, positions)
+            new_cache = write_cache(cache, latent, k_rope, positions)
+            out = self._absorbed_attention(q_nope, q_rope, new_cache, positions)
         b, t, h, k = out.shape
         wo = self.wo.reshape(h * k, -1)  # [H*K, D]
         return matmul2d(out.reshape(b, t, h * k), wo, self.cfg.dtype), new_cache
@@ -191,12 +188,12 @@ def empty_cache(batch: int, max_len: int, cfg: ModelConfig, dtype=jnp.float32) -
     }
 
 
-def write_cache(cache: dict, latent, k_rope, positions, layer=None) -> dict:
+def write_cache(cache: dict, latent, k_rope, positions) -> dict:
     """Writes T new entries per row at slot = absolute position (positions [B,T]; negative = skip)
-    into one layer's cache, or into layer `layer` of a stacked cache ([N,B,S,..])."""
+    into one layer's cache. A position >= S is dropped (a speculative draft past the cache)."""
     b = jnp.arange(latent.shape[0])[:, None]  # [B,1]
     slot = jnp.where(positions >= 0, positions, cache["latent"].shape[-2])  # out of range: dropped
-    at = (b, slot) if layer is None else (layer, b, slot)
+    at = (b, slot)
     return {
         "latent": cache["latent"].at[at].set(latent.astype(cache["latent"].dtype), mode="drop"),
         "rope": cache["rope"].at[at].set(k_rope.astype(cache["rope"].dtype), mode="drop"),

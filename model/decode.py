@@ -1,4 +1,5 @@
-"""Latent-cache decoding: prefill and step-by-step decode through the same Transformer.
+"""Latent-cache decoding: prefill and step-by-step decode through the Transformer's own blocks, one
+layer at a time (the decode engine, model/engine.py, is the user).
 
 The cache holds, per layer and token, the normalized KV latent (kv_lora_rank values) and the
 roped shared key (qk_rope_head_dim values); attention runs in latent space with W_UK absorbed into
@@ -17,45 +18,13 @@ from model.attention import empty_cache
 from model.config import ModelConfig
 from model.transformer import Block, ModelOutput, Transformer
 
-
-def _stacked(n_layers: int, batch: int, max_len: int, cfg: ModelConfig, dtype):
-    one = empty_cache(batch, max_len, cfg, dtype)
-    return jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (n_layers,) + x.shape), one)
-
-
-def init_cache(cfg: ModelConfig, batch: int, max_len: int, dtype=jnp.float32) -> dict:
-    """Empty caches for every layer: {'dense': [n_dense,...], 'moe': [n_moe,...]}."""
-    cache = {}
-    if cfg.num_dense_layers:
-        cache["dense"] = _stacked(cfg.num_dense_layers, batch, max_len, cfg, dtype)
-    if cfg.num_moe_layers:
-        cache["moe"] = _stacked(cfg.num_moe_layers, batch, max_len, cfg, dtype)
-    return cache
-
-
-def forward_cached(
-    cfg: ModelConfig, params, tokens, positions, cache, forced_experts=None
-) -> ModelOutput:
-    """Runs T new tokens [B,T] at absolute `positions` [B,T] against `cache`; returns logits,
-    hidden, chosen experts and the updated cache (out.cache). Negative positions are padding."""
-    segment_ids = (positions >= 0).astype(jnp.int32)
-    return Transformer(cfg).apply(
-        {"params": params},
-        tokens,
-        positions=positions,
-        segment_ids=segment_ids,
-        forced_experts=forced_experts,
-        cache=cache,
-    )
-
-
 # --- per-layer layout (model/engine.py's decode loop) ----------------------------------------------
 #
 # Inside a jitted decode loop, a stacked layout costs copies on XLA:CPU: each block slices its layer
-# of the stacked cache ([N,B,S,..] -> [B,S,..]) and of the stacked params out of the stack on every
+# of a stacked cache ([N,B,S,..] -> [B,S,..]) and of the stacked params out of the stack on every
 # iteration (the slices are materialized, not aliased; ~35% of a decode iteration of
 # bench_rl_coding's model). With one array per layer, a block reads and writes its own cache and
-# weights in place. Same blocks, same math as forward_cached.
+# weights in place. Same blocks, same math as the training forward (model/transformer.py).
 
 STACKS = (("dense", "dense_layers", False), ("moe", "moe_layers", True))  # cache key, params, MoE
 
@@ -111,9 +80,9 @@ def _slots_layout(cache: dict) -> dict:
 
 
 def forward_cached_layers(cfg: ModelConfig, split_params, tokens, positions, caches) -> ModelOutput:
-    """forward_cached on split_layers params and init_layer_caches caches: runs T new tokens [B,T] at
-    absolute `positions` [B,T] (negative = padding); -> logits, hidden, expert_ids [n,B,T,k] and
-    the updated per-layer caches (out.cache)."""
+    """Prefill/decode on split_layers params and init_layer_caches caches: runs T new tokens [B,T]
+    at absolute `positions` [B,T] (negative = padding) against the caches; -> logits, hidden,
+    expert_ids [n,B,T,k] and the updated per-layer caches (out.cache)."""
     segment_ids = (positions >= 0).astype(jnp.int32)
     model = Transformer(cfg)
     x = model.apply({"params": split_params}, tokens, method=Transformer.embed_tokens)
@@ -124,7 +93,7 @@ def forward_cached_layers(cfg: ModelConfig, split_params, tokens, positions, cac
         new_caches[key] = []
         for layer_params, cache in zip(split_params[name], caches[key], strict=True):
             (x, cache), aux = Block(cfg, moe).apply(
-                {"params": layer_params}, (x, cache), positions, segment_ids, None, None
+                {"params": layer_params}, (x, cache), positions, segment_ids, None
             )
             new_caches[key].append(_slots_layout(cache))
             if moe:

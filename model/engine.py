@@ -1,8 +1,11 @@
-"""Open engine for multi-turn episodes: a request queue over B slots, continuable sequences, per-token
-RL records (sampler log-prob, routed experts, params version), a bounded number of compiled programs.
+"""The decode engine: a request queue over B slots, continuable sequences (multi-turn episodes),
+MTP speculative decoding, in-flight weight swaps, per-token RL records (sampler log-prob, routed
+experts, params version), a bounded number of compiled programs. It is the only one: a fixed prompt
+list (`model.generate`, eval, the single-turn RL sampler) goes through model/generate.py's
+PromptBatch, multi-turn episodes through rl/rollout.py.
 
 Letters: B slots, R rows prefilled in one call, T tokens per prefilled row, S cache length, V vocab,
-n MoE layers, k experts per token.
+D model, K draft tokens, n MoE layers, k experts per token.
 
     eng = RolloutEngine(cfg, params, slots=8, cache_len=2048, temperature=1.0, valid_vocab=272)
     eng.submit("ep0", prompt_ids, max_new=256, stop_tokens=[END, EOS])    # queued until a slot frees
@@ -33,9 +36,26 @@ Layout: the engine keeps one latent cache and one param tree per layer (model/de
 decode loop reads and writes each layer's arrays in place; with stacked layers XLA:CPU copied each
 layer's cache and weights out of the stack on every iteration.
 
+Speculative decoding (`speculative_k=K > 0`, needs MTP modules): each decode iteration is a
+*verify* step: the pending token x_p plus K drafts go through the main model at positions p..p+K
+in one forward; the standard rule (model/sampling.py `speculative_accept`: accept draft x with
+probability min(1, p(x)/q(x)), on rejection sample normalize(max(0, p - q)); greedy: accept iff
+it is the argmax) accepts a prefix and emits one more token, so the output is distributed exactly
+as the main model's (K = 0 is the plain step). Every emitted token records the main model's
+filtered log-prob (the distribution it is distributed as, the same convention as plain decode),
+the experts of the forward that consumed it, and the version. Drafts come from MTP module 0
+(DeepSeek-V3 §2.2: at position j it combines the main model's final hidden h_j with embed(x_{j+1})
+and predicts x_{j+2}): the draft for x_{p+1} is module 0 at position p-1 on (h_{p-1}, x_p), further
+drafts chain module 0 on its own hidden. Module 0 keeps its own latent cache; entries written from
+drafts are rewritten before any query attends to them (cache slots are absolute positions and a
+query sees only slots <= its own), so each iteration first *catches up* the MTP cache on the
+positions emitted last iteration with the main model's true hiddens (`hbuf`/`tbuf`/`nbuf`), and
+the same call yields draft 1. A paused slot keeps that buffer; `extend`'s prefill writes it.
+
 Teacher forcing: `forced` tokens are emitted instead of samples for the first len(forced) decode
 steps of a turn, with their log-probs, experts and version recorded exactly as for sampled tokens
-(scripted policies through the real engine; scoring).
+(scripted policies through the real engine; scoring). Speculating, a forced position drafts its
+forced token and accepts it unconditionally.
 
 Compiled programs (static shapes, so a long run never recompiles): one init, one turn fetch, one
 experts fetch, one decode loop per cache window W and one prefill per (R, T, W) bucket triple, R in
@@ -67,10 +87,18 @@ import numpy as np
 from jax.sharding import PartitionSpec as P
 
 from model import sharding as sh
+from model.attention import empty_cache
 from model.config import ModelConfig
 from model.decode import forward_cached_layers, init_layer_caches, split_layer_specs, split_layers
 from model.params import param_logical_specs
-from model.sampling import SamplingParams, filtered_logprobs, sample, token_logprob
+from model.sampling import (
+    SamplingParams,
+    filtered_logprobs,
+    sample,
+    speculative_accept,
+    token_logprob,
+)
+from model.transformer import Transformer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +108,7 @@ class Spec:
     slots: int  # B
     cache_len: int  # S
     stop_width: int = 4  # St stop ids per request
+    draft: int = 0  # K MTP draft tokens per verify step (0 = plain decoding, no MTP state)
 
 
 @flax.struct.dataclass
@@ -98,7 +127,12 @@ class SlotState:
     versions: jnp.ndarray  # [B,S] int32 params version of emitted tokens (-1 elsewhere)
     experts: jnp.ndarray  # [B,S,n,k] int32 routing of the forward that consumed each token
     key: jnp.ndarray
-    stats: jnp.ndarray  # [2] int32: decode iterations, slot-steps
+    stats: jnp.ndarray  # [4] int32: decode iterations, slot-steps, drafted, accepted
+    # Speculative decoding only (Spec.draft = K > 0; else {} and zero-width buffers):
+    mtp_cache: dict  # MTP module 0's latent cache, [B,S,..] like one layer's
+    hbuf: jnp.ndarray  # [B,K+1,D] float32 main hiddens h_j awaiting the MTP catch-up
+    tbuf: jnp.ndarray  # [B,K+1] int32 the tokens x_{j+1} paired with them
+    nbuf: jnp.ndarray  # [B] int32 valid entries: positions pos-nbuf .. pos-1
 
 
 def _expert_rows(cfg: ModelConfig, out, r: int, t: int):
@@ -112,6 +146,7 @@ def init_state(cfg: ModelConfig, spec: Spec, key) -> SlotState:
     b, s = spec.slots, spec.cache_len
     n, k = cfg.num_moe_layers, max(cfg.num_experts_per_tok, 1)
     zi = jnp.zeros((b,), jnp.int32)
+    k1 = spec.draft + 1 if spec.draft else 0  # zero-width buffers when not speculating
     return SlotState(
         cache=init_layer_caches(cfg, b, s),
         active=jnp.zeros((b,), bool),
@@ -127,7 +162,23 @@ def init_state(cfg: ModelConfig, spec: Spec, key) -> SlotState:
         versions=jnp.full((b, s), -1, jnp.int32),
         experts=jnp.zeros((b, s, n, k), jnp.int32),
         key=key,
-        stats=jnp.zeros((2,), jnp.int32),
+        stats=jnp.zeros((4,), jnp.int32),
+        mtp_cache=empty_cache(b, s, cfg) if spec.draft else {},
+        hbuf=jnp.zeros((b, k1, cfg.hidden_size), jnp.float32),
+        tbuf=jnp.zeros((b, k1), jnp.int32),
+        nbuf=zi,
+    )
+
+
+def _take_rows(cache, rows, kv: int):
+    """Cache rows of slots `rows` [R] (a row >= B is padding: read clipped), window [0, kv)."""
+    return jax.tree_util.tree_map(lambda x: jnp.take(x, rows, axis=0, mode="clip")[:, :kv], cache)
+
+
+def _put_rows(cache, rows, part):
+    """Writes `part` (_take_rows' layout) back; padding rows (>= B) are dropped."""
+    return jax.tree_util.tree_map(
+        lambda full, p: full.at[rows, : p.shape[1]].set(p, mode="drop"), cache, part
     )
 
 
@@ -142,17 +193,56 @@ def forward_rows(cfg: ModelConfig, params, cache, rows, tokens, positions, kv_le
     for bench_rl_coding's model a 200-token prefill took 92 ms against S = 2048 and 21 ms against
     512 positions."""
     kv = cache_len_of(cache) if kv_len is None else kv_len
-    # One cache per layer: every leaf is [B, S, ...].
-    sub = jax.tree_util.tree_map(lambda x: jnp.take(x, rows, axis=0, mode="clip")[:, :kv], cache)
-    out = forward_cached_layers(cfg, params, tokens, positions, sub)
-    new = jax.tree_util.tree_map(
-        lambda full, part: full.at[rows, :kv].set(part, mode="drop"), cache, out.cache
-    )
-    return out, new
+    out = forward_cached_layers(cfg, params, tokens, positions, _take_rows(cache, rows, kv))
+    return out, _put_rows(cache, rows, out.cache)
 
 
 def cache_len_of(cache) -> int:
     return jax.tree_util.tree_leaves(cache)[0].shape[1]
+
+
+def _mtp(cfg: ModelConfig, params, h_prev, tokens, positions, cache):
+    """MTP module 0 on hiddens h_prev [B,T,D] and the tokens after them [B,T] at `positions` [B,T]
+    (negative = skip) -> (block output [B,T,D], logits [B,T,V], updated cache)."""
+    seg = (positions >= 0).astype(jnp.int32)
+    return Transformer(cfg).apply(
+        {"params": params},
+        0,
+        h_prev.astype(cfg.dtype),
+        tokens,
+        positions,
+        seg,
+        cache,
+        method=Transformer.mtp_step,
+    )
+
+
+def _prefill_mtp(cfg, kv_len: int, k: int, params, st: SlotState, rows, seq, start, n_feed, hidden):
+    """Speculative state of prefilled rows (see the module docstring, "Speculative decoding"). The
+    MTP cache at position j holds module 0's block on (h_j, x_{j+1}); this call writes the entries
+    a previous turn left in the buffer (positions start-nbuf .. start-1) and those of the fed
+    positions but the last, whose pair (h_{p-1}, x_p), x_p pending, stays in the buffer: the first
+    decode iteration's catch-up computes it and so yields the first draft.
+    hidden [R,T,D] of the fed tokens -> (mtp_cache, hbuf [R,K+1,D], tbuf [R,K+1], nbuf [R])."""
+    r, t = seq.shape
+    take = lambda x: jnp.take(x, rows, axis=0, mode="clip")  # noqa: E731
+    nb = jnp.where(start > 0, take(st.nbuf), 0)  # a fresh sequence has no earlier entries
+    j1 = jnp.arange(k + 1)[None]  # [1,K+1]
+    old_pos = jnp.where(j1 < nb[:, None], (start - nb)[:, None] + j1, -1)  # [R,K+1]
+    j = jnp.arange(t)[None]  # [1,T]
+    new_pos = jnp.where(j < n_feed[:, None] - 1, start[:, None] + j, -1)  # [R,T]
+    nxt = jnp.pad(seq[:, 1:], ((0, 0), (0, 1)))  # [R,T]: x_{j+1} beside h_j
+    h_in = jnp.concatenate([take(st.hbuf), hidden.astype(jnp.float32)], 1)  # [R,K+1+T,D]
+    t_in = jnp.concatenate([take(st.tbuf), nxt], 1)  # [R,K+1+T]
+    p_in = jnp.concatenate([old_pos, new_pos], 1)
+    _, _, part = _mtp(cfg, params, h_in, t_in, p_in, _take_rows(st.mtp_cache, rows, kv_len))
+    rr = jnp.arange(r)
+    last = jnp.maximum(n_feed - 1, 0)
+    hbuf = jnp.zeros((r, k + 1, hidden.shape[-1]), jnp.float32).at[:, 0].set(hidden[rr, last])
+    tbuf = jnp.zeros((r, k + 1), jnp.int32).at[:, 0].set(seq[rr, n_feed])
+    # A 1-token prompt has no h_{p-1}: its first draft is junk, and the accept rule judges it so.
+    nbuf = (n_feed >= 1).astype(jnp.int32)
+    return _put_rows(st.mtp_cache, rows, part), hbuf, tbuf, nbuf
 
 
 def prefill(
@@ -174,6 +264,16 @@ def prefill(
     row2 = rows[:, None]
     pend_pos = start + n_feed
     arm = lambda x, v: x.at[rows].set(v, mode="drop")  # noqa: E731
+    if spec.draft:
+        mtp_cache, hbuf, tbuf, nbuf = _prefill_mtp(
+            cfg, kv_len, spec.draft, params, st, rows, seq, start, n_feed, out.hidden
+        )
+        st = st.replace(
+            mtp_cache=mtp_cache,
+            hbuf=arm(st.hbuf, hbuf),
+            tbuf=arm(st.tbuf, tbuf),
+            nbuf=arm(st.nbuf, nbuf),
+        )
     return st.replace(
         cache=cache,
         tokens=st.tokens.at[row2, col].set(seq, mode="drop"),
@@ -209,6 +309,7 @@ def _decode_step(cfg, spec: Spec, params, version, sp: SamplingParams, st: SlotS
     ngen = st.ngen + st.active.astype(jnp.int32)
     is_stop = jnp.any(nxt[:, None] == st.stops, -1)
     finished = st.active & (is_stop | (ngen >= st.max_new))
+    n_active = jnp.sum(st.active.astype(jnp.int32))
     return st.replace(
         cache=res.cache,
         tokens=st.tokens.at[rows, col].set(nxt, mode="drop"),
@@ -221,22 +322,128 @@ def _decode_step(cfg, spec: Spec, params, version, sp: SamplingParams, st: SlotS
         ngen=ngen,
         stopped=jnp.where(finished, is_stop, st.stopped),
         key=key,
-        stats=st.stats + jnp.stack([1, jnp.sum(st.active.astype(jnp.int32))]),
+        stats=st.stats + jnp.stack([1, n_active, 0, 0]),
+    )
+
+
+def _forced_ahead(spec: Spec, st: SlotState, width: int):
+    """The next `width` tokens of each slot's turn as teacher forcing sees them: -> (ids [B,W] at
+    positions pos+1.., [B,W] bool: inside the turn's forced prefix)."""
+    i = jnp.arange(width)[None]  # [1,W]
+    col = jnp.minimum(st.pos[:, None] + 1 + i, spec.cache_len - 1)
+    return jnp.take_along_axis(st.tokens, col, 1), st.ngen[:, None] + i < st.nforced[:, None]
+
+
+def _draft(cfg, spec: Spec, params, sp: SamplingParams, st: SlotState, key, forced_tok, forced):
+    """K drafts per slot: the MTP catch-up on the positions emitted last iteration, with the main
+    model's true hiddens (its last entry, (h_{p-1}, x_p), yields draft 1), then module 0 chained on
+    its own hidden for drafts 2..K (as vLLM/SGLang do past the number of MTP modules). A
+    teacher-forced position drafts its forced token. -> (drafts [B,K], draft log-probs [B,K,V],
+    mtp_cache). MTP cache entries written from draft hiddens sit at positions >= pos and are
+    rewritten by the next catch-up before any query attends to them (write-before-attend)."""
+    b, k1 = st.tbuf.shape
+    rows = jnp.arange(b)
+    j = jnp.arange(k1)[None]  # [1,K+1]
+    first = (st.pos - st.nbuf)[:, None]
+    cpos = jnp.where(st.active[:, None] & (j < st.nbuf[:, None]), first + j, -1)  # [B,K+1]
+    x, logits, mtp_cache = _mtp(cfg, params, st.hbuf, st.tbuf, cpos, st.mtp_cache)
+    last = jnp.maximum(st.nbuf - 1, 0)
+    x_last, lg = x[rows, last], logits[rows, last]  # [B,D], [B,V]
+    drafts, lps = [], []
+    for i, k in enumerate(jax.random.split(key, spec.draft)):
+        lp = filtered_logprobs(lg, sp)  # [B,V]: q_i, masked like the main model's
+        d = jnp.where(forced[:, i], forced_tok[:, i], sample(k, lp, sp.temperature <= 0))
+        drafts.append(d)
+        lps.append(lp)
+        if i + 1 < spec.draft:  # module 0 at position pos+i on (its own hidden, draft i)
+            dpos = jnp.where(st.active, st.pos + i, -1)[:, None]  # [B,1]
+            x, lgs, mtp_cache = _mtp(cfg, params, x_last[:, None], d[:, None], dpos, mtp_cache)
+            x_last, lg = x[:, 0], lgs[:, 0]
+    return jnp.stack(drafts, 1), jnp.stack(lps, 1), mtp_cache
+
+
+def _verify_step(cfg, spec: Spec, params, version, sp: SamplingParams, st: SlotState):
+    """Speculative decode step for every active slot: K MTP drafts, one main-model forward over
+    [pending, drafts] at positions pos..pos+K, the speculative rule (model/sampling.py) accepts a
+    prefix of the drafts and emits one more token. Each emitted token is recorded as _decode_step
+    records it: its main-model (filtered) log-prob, the experts of the forward that consumed it,
+    the version. Stops and the turn budget cut the emitted run; the main cache rows past the new
+    pending position hold rejected or cut tokens and are overwritten before being attended to."""
+    b, s, kk = spec.slots, spec.cache_len, spec.draft
+    rows = jnp.arange(b)
+    i = jnp.arange(kk + 1)[None]  # [1,K+1]
+    key, k_draft, k_accept = jax.random.split(st.key, 3)
+    forced_tok, forced = _forced_ahead(spec, st, kk + 1)  # [B,K+1]
+    drafts, draft_lp, mtp_cache = _draft(cfg, spec, params, sp, st, k_draft, forced_tok, forced)
+    vtok = jnp.concatenate([st.tok[:, None], drafts], 1)  # [B,K+1]
+    vpos = jnp.where(st.active[:, None], st.pos[:, None] + i, -1)
+    res = forward_cached_layers(cfg, params, vtok, vpos, st.cache)
+    target_lp = filtered_logprobs(res.logits, sp)  # [B,K+1,V]
+    greedy = sp.temperature <= 0
+    n_acc, nxt = speculative_accept(
+        k_accept, target_lp, draft_lp, drafts, greedy, forced=forced[:, :kk]
+    )
+    nxt = jnp.where(forced[rows, n_acc], forced_tok[rows, n_acc], nxt)
+    # [B,K+1]: the accepted drafts, then nxt (columns past n_acc are never kept)
+    emitted = jnp.where(
+        i == n_acc[:, None], nxt[:, None], jnp.concatenate([drafts, nxt[:, None]], 1)
+    )
+    is_stop = jnp.any(emitted[:, :, None] == st.stops[:, None, :], -1) & (i <= n_acc[:, None])
+    first_stop = jnp.where(jnp.any(is_stop, 1), jnp.argmax(is_stop, 1), kk + 1)
+    n_emit = jnp.minimum(jnp.minimum(n_acc + 1, first_stop + 1), st.max_new - st.ngen)
+    n_emit = jnp.where(st.active, n_emit, 0)  # [B]
+    keep = i < n_emit[:, None]  # [B,K+1]
+    col = jnp.where(keep, st.pos[:, None] + 1 + i, s)  # emitted tokens' positions; s: dropped
+    ccol = jnp.where(keep, st.pos[:, None] + i, s)  # the positions that consumed them
+    ngen = st.ngen + n_emit
+    stopped = jnp.any(is_stop & keep, 1)
+    finished = st.active & (stopped | (ngen >= st.max_new))
+    act = st.active
+    act3 = act[:, None, None]
+    n_active = jnp.sum(act.astype(jnp.int32))
+    stats = jnp.stack([1, n_active, kk * n_active, jnp.sum(jnp.where(act, n_acc, 0))])
+    return st.replace(
+        cache=res.cache,
+        mtp_cache=mtp_cache,
+        tokens=st.tokens.at[rows[:, None], col].set(emitted, mode="drop"),
+        logprobs=st.logprobs.at[rows[:, None], col].set(
+            token_logprob(target_lp, emitted), mode="drop"
+        ),
+        versions=st.versions.at[rows[:, None], col].set(
+            jnp.broadcast_to(version, emitted.shape), mode="drop"
+        ),
+        experts=st.experts.at[rows[:, None], ccol].set(
+            _expert_rows(cfg, res, b, kk + 1), mode="drop"
+        ),
+        active=act & ~finished,
+        pos=st.pos + n_emit,
+        tok=jnp.where(act, emitted[rows, jnp.maximum(n_emit - 1, 0)], st.tok),
+        ngen=ngen,
+        stopped=jnp.where(finished, stopped, st.stopped),
+        # A paused slot keeps its buffer: extend's prefill writes those MTP entries.
+        hbuf=jnp.where(act3, res.hidden.astype(jnp.float32), st.hbuf),
+        tbuf=jnp.where(act[:, None], emitted, st.tbuf),
+        nbuf=jnp.where(act, n_emit, st.nbuf),
+        key=key,
+        stats=st.stats + stats.astype(jnp.int32),
     )
 
 
 def decode(
     cfg, spec: Spec, kv_len: int, params, version, sp: SamplingParams, st: SlotState, max_iterations
 ):
-    """Decode steps until some slot ends its turn, none is active, or max_iterations.
+    """Decode steps (verify steps when Spec.draft > 0) until some slot ends its turn, none is
+    active, or max_iterations.
 
-    kv_len (static) > every position fed in this call: the loop carries only the cache window
-    [0, kv_len) and writes it back once at the end (kv_len = S: the cache itself, no copy). A
-    decode step reads the whole cache it is given (memory-bound: for bench_rl_coding's model ~2 ms
-    per 1000 positions of 8 slots), so a window sized to short contexts keeps their turns cheap."""
-    full = st.cache
+    kv_len (static) > every position fed in this call that is kept: the loop carries only the cache
+    window [0, kv_len) and writes it back once at the end (kv_len = S: the cache itself, no copy;
+    draft positions past the window are dropped writes, never emitted). A decode step reads the
+    whole cache it is given (memory-bound: for bench_rl_coding's model ~2 ms per 1000 positions of
+    8 slots), so a window sized to short contexts keeps their turns cheap."""
+    caches = {"main": st.cache, "mtp": st.mtp_cache}
     whole = kv_len >= spec.cache_len  # no window: the loop carries the cache itself, no copies
-    window = full if whole else jax.tree_util.tree_map(lambda x: x[:, :kv_len], full)
+    window = caches if whole else jax.tree_util.tree_map(lambda x: x[:, :kv_len], caches)
+    step = _verify_step if spec.draft else _decode_step
 
     def cond(carry):
         st, n, ended = carry
@@ -244,17 +451,23 @@ def decode(
 
     def body(carry):
         st, n, _ = carry
-        new = _decode_step(cfg, spec, params, version, sp, st)
+        new = step(cfg, spec, params, version, sp, st)
         return new, n + 1, jnp.any(st.active & ~new.active)
 
-    init = (st.replace(cache=window), jnp.int32(0), jnp.bool_(False))
+    init = (
+        st.replace(cache=window["main"], mtp_cache=window["mtp"]),
+        jnp.int32(0),
+        jnp.bool_(False),
+    )
     st = jax.lax.while_loop(cond, body, init)[0]
     if whole:
         return st
-    cache = jax.tree_util.tree_map(
-        lambda f, w: jax.lax.dynamic_update_slice_in_dim(f, w, 0, axis=1), full, st.cache
+    back = jax.tree_util.tree_map(
+        lambda f, w: jax.lax.dynamic_update_slice_in_dim(f, w, 0, axis=1),
+        caches,
+        {"main": st.cache, "mtp": st.mtp_cache},
     )
-    return st.replace(cache=cache)
+    return st.replace(cache=back["main"], mtp_cache=back["mtp"])
 
 
 def _fetch_turn(st: SlotState, slot):
@@ -356,7 +569,8 @@ class _Request:
 
 
 class RolloutEngine:
-    """Slots + an open request queue. Not thread-safe: drive it from one thread (rl/rollout.py)."""
+    """Slots + an open request queue. Not thread-safe: drive it from one thread (rl/rollout.py).
+    speculative_k: MTP draft tokens per verify step (0 = plain decoding; > 0 needs MTP modules)."""
 
     def __init__(
         self,
@@ -373,6 +587,7 @@ class RolloutEngine:
         params_version: int = 0,
         stop_width: int = 4,
         min_bucket: int = 16,
+        speculative_k: int = 0,
         mesh=None,
         rules=None,
     ):
@@ -383,6 +598,11 @@ class RolloutEngine:
         cfg.moe_comm='alltoall' (model/moe_a2a.py): the default 'gspmd' dispatch slices experts by a
         traced index, which GSPMD serves by all-gathering each MoE layer's experts over the expert
         axis at every decode step (tests/test_engine_sharding.py probes the compiled program)."""
+        if speculative_k < 0 or (speculative_k and cfg.num_mtp_modules == 0):
+            raise ValueError(
+                f"speculative_k={speculative_k}: speculative decoding needs speculative_k >= 0 and "
+                f"MTP modules (config has num_mtp_modules={cfg.num_mtp_modules})"
+            )
         if slots <= 0 or cache_len < 2 or cache_len > cfg.max_position_embeddings:
             raise ValueError(
                 f"RolloutEngine: need slots > 0 and 2 <= cache_len <= max_position_embeddings="
@@ -390,7 +610,7 @@ class RolloutEngine:
             )
         if valid_vocab > cfg.vocab_size:
             raise ValueError(f"valid_vocab={valid_vocab} exceeds the model vocab {cfg.vocab_size}")
-        self.cfg, self.spec = cfg, Spec(slots, cache_len, stop_width)
+        self.cfg, self.spec = cfg, Spec(slots, cache_len, stop_width, speculative_k)
         self.sampling = SamplingParams.make(temperature, top_k, top_p, valid_vocab)
         self.valid = valid_vocab or cfg.vocab_size
         self._shard(mesh, rules)
@@ -491,9 +711,10 @@ class RolloutEngine:
         return [int(t) for t in np.asarray(self.state.tokens[req.slot, : req.length])]
 
     def counters(self) -> dict:
-        """Decode iterations and slot-steps (active slots summed over iterations) so far."""
-        iterations, slot_steps = (int(x) for x in jax.device_get(self.state.stats))
-        return {"iterations": iterations, "slot_steps": slot_steps}
+        """Decode iterations, slot-steps (active slots summed over iterations), MTP tokens drafted
+        and accepted so far."""
+        names = ("iterations", "slot_steps", "drafted", "accepted")
+        return dict(zip(names, (int(x) for x in jax.device_get(self.state.stats))))
 
     @property
     def busy(self) -> bool:

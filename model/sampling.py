@@ -104,7 +104,7 @@ def token_logprob(logprobs, tokens):
     return jnp.take_along_axis(logprobs, tokens[..., None], axis=-1)[..., 0]
 
 
-def speculative_accept(key, target_lp, draft_lp, drafts, greedy):
+def speculative_accept(key, target_lp, draft_lp, drafts, greedy, forced=None):
     """Standard speculative sampling (Leviathan et al. 2023; Chen et al. 2023) for K drafts.
 
     target_lp [B,K+1,V]: the main model's filtered log-probs at the pending token and each draft;
@@ -113,6 +113,8 @@ def speculative_accept(key, target_lp, draft_lp, drafts, greedy):
     resampled from normalize(max(0, p - q)); if all K are accepted a bonus token comes from p_K.
     The emitted sequence is then distributed exactly as sampling from p one token at a time.
     Greedy: accept while the draft equals the target argmax, then emit the target argmax.
+    forced [B,K] bool (optional): drafts accepted whatever the rule says (teacher-forced tokens, a
+    prefix of each row); the rule then judges the drafts after them as usual.
 
     -> (n_accepted [B] in [0, K], next token [B] emitted after the accepted drafts).
     """
@@ -124,6 +126,8 @@ def speculative_accept(key, target_lp, draft_lp, drafts, greedy):
     sampled_ok = u * q_d < p_d
     greedy_ok = drafts == jnp.argmax(target_lp[:, :k], -1)
     ok = jnp.where(greedy, greedy_ok, sampled_ok)
+    if forced is not None:
+        ok = ok | forced
     n_acc = jnp.sum(jnp.cumprod(ok.astype(jnp.int32), axis=1), axis=1)  # leading accepts
     p = jnp.exp(jnp.take_along_axis(target_lp, n_acc[:, None, None], axis=1)[:, 0])  # [B,V]
     q_pad = jnp.concatenate(

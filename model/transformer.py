@@ -56,10 +56,9 @@ class Block(nn.Module):
     moe: bool
 
     @nn.compact
-    def __call__(self, carry, positions, segment_ids, forced_ids, layer):
-        """carry: x [B,T,D], or (x, cache) when decoding; -> (carry, aux). In a scanned stack the
-        cache is the whole stack's and `layer` this block's index in it; else one layer's, layer
-        None."""
+    def __call__(self, carry, positions, segment_ids, forced_ids):
+        """carry: x [B,T,D], or (x, this layer's latent cache) when decoding (model/decode.py runs
+        blocks one by one); -> (carry, aux)."""
         c = self.cfg
         x, cache = carry if isinstance(carry, tuple) else (carry, None)
         x = sh.constrain(x, (sh.BATCH, sh.SEQ, sh.ACT_EMBED))
@@ -68,7 +67,6 @@ class Block(nn.Module):
             positions,
             segment_ids,
             cache,
-            layer,
         )
         x = x + attn_out
         h = RMSNorm(c.hidden_size, c.rms_norm_eps, name="mlp_norm")(x)
@@ -100,22 +98,12 @@ def _layer_stack(cfg: ModelConfig, moe: bool, length: int, name: str):
         block,
         variable_axes={"params": 0},
         split_rngs={"params": True},
-        in_axes=(nn.broadcast, nn.broadcast, 0, 0),
+        in_axes=(nn.broadcast, nn.broadcast, 0),
         length=length,
         unroll=scan_unroll(cfg, length),
         metadata_params={nn.PARTITION_NAME: sh.LAYERS},
     )
     return scanned(cfg, moe, name=name)
-
-
-def _run_stack(stack, n, x, positions, segment_ids, forced, cache, kind):
-    """-> (x, the blocks' stacked aux, the stack's updated cache or None). Decoding carries the
-    stack's whole cache through the scan: each block writes its new rows in place, then reads them."""
-    layers = jnp.arange(n, dtype=jnp.int32)  # each block's index in its stack's cache
-    carry = x if cache is None else (x, cache[kind])
-    carry, aux = stack(carry, positions, segment_ids, forced, layers)
-    x, new = carry if cache is not None else (carry, None)
-    return x, aux, new
 
 
 class MTPModule(nn.Module):
@@ -135,7 +123,7 @@ class MTPModule(nn.Module):
         joined = jnp.concatenate([e_norm, h_norm], axis=-1)  # [B,T,2D]: embed first, as DeepSeek
         x = matmul2d(joined, w_eh, c.dtype)  # [B,T,D]
         carry, aux = Block(c, self.moe, name="block")(
-            x if cache is None else (x, cache), positions, segment_ids, None, None
+            x if cache is None else (x, cache), positions, segment_ids, None
         )
         x, new_cache = carry if cache is not None else (carry, None)
         return x, RMSNorm(d, c.rms_norm_eps, name="head_norm")(x), aux, new_cache
@@ -189,13 +177,12 @@ class Transformer(nn.Module):
         positions=None,
         segment_ids=None,
         forced_experts=None,
-        cache=None,
         with_mtp: bool = True,
     ) -> ModelOutput:
         """tokens [B,T] int32. positions/segment_ids [B,T] (defaults: 0..T-1, one segment).
 
-        forced_experts [n_moe_layers,B,T,k] replays routing. cache (decoding): {'dense': per-layer stacked
-        latent caches, 'moe': ...} as built by model.decode.init_cache; then MTP modules are skipped.
+        forced_experts [n_moe_layers,B,T,k] replays routing. Decoding on the latent cache runs the
+        same blocks one layer at a time: model/decode.py `forward_cached_layers`.
         """
         c = self.cfg
         b, t = tokens.shape
@@ -204,37 +191,19 @@ class Transformer(nn.Module):
         if segment_ids is None:
             segment_ids = jnp.ones((b, t), jnp.int32)
         x = self.embed_tokens(tokens)
-        new_cache, aux = {}, None
+        aux = None
         if c.num_dense_layers:
-            x, _, new_cache["dense"] = _run_stack(
-                self.dense_layers,
-                c.num_dense_layers,
-                x,
-                positions,
-                segment_ids,
-                None,
-                cache,
-                "dense",
-            )
+            x, _ = self.dense_layers(x, positions, segment_ids, None)
         if c.num_moe_layers:
-            x, aux, new_cache["moe"] = _run_stack(
-                self.moe_layers,
-                c.num_moe_layers,
-                x,
-                positions,
-                segment_ids,
-                forced_experts,
-                cache,
-                "moe",
-            )
+            x, aux = self.moe_layers(x, positions, segment_ids, forced_experts)
         h, logits = self.norm_and_head(x)
-        out = ModelOutput(logits=logits, hidden=h, cache=new_cache if cache is not None else None)
+        out = ModelOutput(logits=logits, hidden=h)
         if aux is not None:
             ids, counts, balance, dropped = aux
             out = out.replace(expert_ids=ids, expert_counts=counts, balance_loss=jnp.sum(balance))
             if c.moe_capacity_factor > 0:
                 out = out.replace(moe_dropped=jnp.sum(dropped))
-        if self.mtp and cache is None and with_mtp:
+        if self.mtp and with_mtp:
             out = self._mtp_forward(out, tokens, positions, segment_ids)
         return out
 

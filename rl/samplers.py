@@ -2,9 +2,9 @@
 
 The loop only needs `sampler.play(tasks, weights) -> list of groups` where `weights` is a
 rl.weight_sync.Follower (newest params + version, polled between decode iterations). This file
-holds the single-turn sampler on `model.generate.Engine` (prompts -> completions, graded by a
-pure function of the tokens); the multi-turn CodingEnv driver (rl/rollout.py) plugs in the same
-way with its own `play`.
+holds the single-turn sampler on the one engine (model/engine.py, through
+model.generate.PromptBatch: prompts -> completions, graded by a pure function of the tokens); the
+multi-turn CodingEnv driver (rl/rollout.py) plugs in the same way with its own `play`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from model.generate import Engine
+from model.generate import PromptBatch
 
 
 def records_from_generate(out, prompts, group_ids, rewards=None) -> list[dict]:
@@ -45,8 +45,8 @@ class PromptTask:
 
 
 class SingleTurnSampler:
-    """Plays `group_size` completions per task on one Engine; between chunks of `swap_every`
-    decode iterations it asks `weights` for a newer version and swaps it in (the KV caches of
+    """Plays `group_size` completions per task on one engine (a PromptBatch); between chunks of
+    `swap_every` decode iterations it asks `weights` for a newer version and swaps it in (the KV caches of
     running sequences are kept: in-flight update, every token records its version)."""
 
     def __init__(
@@ -69,7 +69,7 @@ class SingleTurnSampler:
         params, version = weights.latest()
         prompts = [t.prompt for t in tasks for _ in range(self.group_size)]
         gids = [t.task_id for t in tasks for _ in range(self.group_size)]
-        eng = Engine(
+        batch = PromptBatch(
             self.cfg,
             params,
             prompts,
@@ -79,13 +79,13 @@ class SingleTurnSampler:
             seed=seed,
             params_version=version,
         )
-        while not eng.step(self.swap_every):
+        while not batch.step(self.swap_every):
             newer = weights.poll(version)
             if newer is not None:
                 params, version = newer
-                eng.set_params(params, version)
+                batch.engine.set_params(params, version)
                 self.swaps += 1
-        recs = records_from_generate(eng.results(), prompts, gids)
+        recs = records_from_generate(batch.results(), prompts, gids)
         for r in recs:
             r["reward"], r["reward_terms"] = self.reward_fn(
                 r["tokens"][r["mask"] > 0], r["group_id"]

@@ -1,25 +1,23 @@
-"""Generation engine: greedy == repeated argmax of the full forward, speculative == plain, sampler
-log-probs == filtered log-softmax of the forward, router replay, continuous batching, in-flight
-weight updates, the speculative distribution (chi-square vs the exact model distribution, and a wrong
-rule failing it), bad input.
+"""Generation on the one engine (model/engine.py, through model/generate.py's prompt-list
+wrapper): greedy == repeated argmax of the full forward, speculative == plain, sampler log-probs ==
+filtered log-softmax of the forward, router replay, continuous batching, in-flight weight updates
+(plain and speculative), multi-turn extend and teacher forcing under speculation, the speculative
+distribution (chi-square vs the exact model distribution, and a wrong rule failing it), bad input.
 
-Compiles are the cost here (~10 s per distinct loop), so tests share a few shapes: the tiny preset
-with 'dense' MoE dispatch, 3 prompts in 2 slots (slot refill always exercised), K = 0 or 2.
+Compiles are the cost here (~10-20 s per distinct program), so tests share a few shapes: the tiny
+preset with 'dense' MoE dispatch, 3 prompts in 2 slots (slot refill always exercised), K = 0 or 2.
 """
-
-import importlib
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import model.engine as engine_module
 from model import Transformer, init_params, presets
-from model.generate import Engine, generate
+from model.engine import RolloutEngine
+from model.generate import PromptBatch, generate
 from model.sampling import SamplingParams, filtered_logprobs, speculative_accept
-
-# The engine module itself (the package's `model.generate` attribute is the generate function).
-engine_module = importlib.import_module("model.generate")
 
 PROMPTS = [[1, 2, 3, 4, 5], [7], [9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 11]]
 MAX_NEW = 10
@@ -159,7 +157,7 @@ def test_logprobs_equal_filtered_forward_and_replay_reproduces_them(
             ]
         )
         assert np.all(np.isfinite(want))  # every sampled token lies inside the top-k / top-p set
-        np.testing.assert_allclose(r.logprobs, want, atol=1e-4)
+        np.testing.assert_allclose(r.logprobs, want, atol=1e-5)
         # The sampler's routing equals the forward's, prompt and generated tokens alike...
         ids = np.asarray(plain.expert_ids[:, n, : len(seqs[n]) - 1])
         np.testing.assert_array_equal(np.sort(r.replay_experts()[:, :-1], -1), np.sort(ids, -1))
@@ -170,7 +168,7 @@ def test_logprobs_equal_filtered_forward_and_replay_reproduces_them(
                 for row, t in zip(np.asarray(replay.logits[n, span]), r.tokens)
             ]
         )
-        np.testing.assert_allclose(r.logprobs, replayed, atol=1e-4)
+        np.testing.assert_allclose(r.logprobs, replayed, atol=1e-5)
 
 
 def test_continuous_batching_refills_a_slot_when_a_sequence_stops(tiny, greedy_plain):
@@ -190,32 +188,104 @@ def test_continuous_batching_refills_a_slot_when_a_sequence_stops(tiny, greedy_p
     assert out.stats["iterations"] == j + 11 < 20 and out.stats["slot_steps"] == j + 21
 
 
-def test_in_flight_weight_update_keeps_cache_and_records_versions(tiny, greedy_plain):
+@pytest.mark.parametrize("num_draft", [0, 2])
+def test_in_flight_weight_update_keeps_cache_and_records_versions(tiny, greedy_plain, num_draft):
     cfg, params = tiny
-    same = Engine(cfg, params, PROMPTS, MAX_NEW, batch_size=2, params_version=3)
+    same = PromptBatch(
+        cfg, params, PROMPTS, MAX_NEW, batch_size=2, params_version=3, num_draft=num_draft
+    )
     same.step(4)
-    same.set_params(jax.tree_util.tree_map(jnp.copy, params), 4)
+    same.engine.set_params(jax.tree_util.tree_map(jnp.copy, params), 4)
     res = same.run_until_done().results()
-    # Same weights under a new version: identical tokens, so slots and cache survived the swap.
+    # Same weights under a new version: identical tokens, so slots and caches (the MTP cache too)
+    # survived the swap.
     assert res.tokens == greedy_plain.tokens
-    np.testing.assert_array_equal(res.sequences[0].versions, [3] * 4 + [4] * 6)
+    v0 = res.sequences[0].versions
+    n_old = int(np.sum(v0 == 3))  # tokens of prompt 0 emitted by the first 4 iterations
+    # Plain decoding emits one token per iteration; a verify step emits 1 + accepted.
+    assert n_old == 4 if num_draft == 0 else 4 <= n_old < MAX_NEW
+    np.testing.assert_array_equal(v0, [3] * n_old + [4] * (MAX_NEW - n_old))
     np.testing.assert_array_equal(
         res.sequences[2].versions, [4] * 10
     )  # started after the swap (refill)
-    changed = Engine(cfg, params, PROMPTS, MAX_NEW, batch_size=2)
+    changed = PromptBatch(cfg, params, PROMPTS, MAX_NEW, batch_size=2, num_draft=num_draft)
     changed.step(4)
-    changed.set_params(jax.tree_util.tree_map(lambda x: x * 1.5, params), 1)
+    changed.engine.set_params(jax.tree_util.tree_map(lambda x: x * 1.5, params), 1)
     new = changed.run_until_done().results()
+    n_old = int(np.sum(new.sequences[0].versions == 0))
+    assert n_old >= 4
     assert (
-        new.tokens[0][:4] == greedy_plain.tokens[0][:4] and new.tokens[0] != greedy_plain.tokens[0]
+        new.tokens[0][:n_old] == greedy_plain.tokens[0][:n_old]
+        and new.tokens[0] != greedy_plain.tokens[0]
     )
 
 
-def _resample_from_target(key, target_lp, draft_lp, drafts, greedy):
+def _turns(cfg, params, k, temperature=0.0):
+    """Two turns of two requests on one engine: a prompt, then an observation (extend), the second
+    request teacher-forced for its first 3 tokens in both turns. -> (tokens, logprobs, versions
+    of each turn, routed experts of every consumed token) per request."""
+    eng = RolloutEngine(
+        cfg, params, slots=2, cache_len=64, temperature=temperature, seed=3, speculative_k=k
+    )
+    forced = [5, 6, 7]
+    eng.submit("a", [1, 2, 3, 4, 5], max_new=7, stop_tokens=[300])
+    eng.submit("b", [9, 8], max_new=6, forced=forced)
+    got = {"a": [], "b": []}
+    while eng.busy:
+        for t in eng.step():
+            got[t.request].append((t.tokens, t.logprobs, t.versions))
+            if len(got[t.request]) == 1:
+                eng.extend(
+                    t.request,
+                    [11, 12, 13],
+                    max_new=5,
+                    forced=forced[:2] if t.request == "b" else None,
+                )
+    return {rid: (turns, eng.finish(rid)) for rid, turns in got.items()}
+
+
+def test_speculative_multi_turn_extend_and_forcing_equal_plain(tiny, forward):
+    """Greedy: the speculative engine's multi-turn records (extend prefills the MTP buffer a turn
+    left, forced tokens are drafted and accepted) equal the plain engine's, token for token, and
+    equal the full forward over the whole transcript."""
+    cfg, params = tiny
+    plain, spec = _turns(cfg, params, 0), _turns(cfg, params, 2)
+    for rid in ("a", "b"):
+        (p_turns, p_exp), (s_turns, s_exp) = plain[rid], spec[rid]
+        assert [t[0] for t in s_turns] == [t[0] for t in p_turns]
+        for (_, plp, pv), (_, slp, sv) in zip(p_turns, s_turns):
+            np.testing.assert_allclose(slp, plp, atol=1e-5)
+            np.testing.assert_array_equal(sv, pv)
+        np.testing.assert_array_equal(s_exp, p_exp)
+    (b1, _, _), (b2, _, _) = spec["b"][0]
+    assert b1[:3] == [5, 6, 7] and b2[:2] == [5, 6]
+    # The transcript's full forward: greedy tokens are its argmax, records its log-softmax.
+    for rid, prompt in (("a", [1, 2, 3, 4, 5]), ("b", [9, 8])):
+        (t1, lp1, _), (t2, lp2, _) = spec[rid][0]
+        seq = prompt + t1 + [11, 12, 13] + t2
+        logits = np.asarray(forward(params, [seq]).logits[0], np.float64)
+        lsm = (
+            logits
+            - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True))
+            - logits.max(-1, keepdims=True)
+        )
+        pos = [len(prompt) + i for i in range(len(t1))] + [
+            len(seq) - len(t2) + i for i in range(len(t2))
+        ]
+        toks = t1 + t2
+        np.testing.assert_allclose(
+            np.r_[lp1, lp2], [lsm[p - 1, t] for p, t in zip(pos, toks)], atol=1e-5
+        )
+        n_forced = 3 if rid == "b" else 0
+        free = [j for j in range(len(t1)) if j >= n_forced]
+        assert all(t1[j] == int(np.argmax(logits[pos[j] - 1])) for j in free)
+
+
+def _resample_from_target(key, target_lp, draft_lp, drafts, greedy, forced=None):
     """A deliberately wrong speculative rule, for the test below only: the same accepts, but a
     rejected draft is replaced by a sample from p instead of the residual normalize(max(0, p - q))
     (the all-accepted bonus from p_K is the same in both)."""
-    n_acc, nxt = speculative_accept(key, target_lp, draft_lp, drafts, greedy)
+    n_acc, nxt = speculative_accept(key, target_lp, draft_lp, drafts, greedy, forced)
     p_lp = jnp.take_along_axis(target_lp, n_acc[:, None, None], axis=1)[:, 0]  # [B,V]
     wrong = jax.random.categorical(jax.random.fold_in(key, 1), p_lp, axis=-1).astype(jnp.int32)
     return n_acc, jnp.where(greedy, nxt, wrong)
@@ -223,36 +293,38 @@ def _resample_from_target(key, target_lp, draft_lp, drafts, greedy):
 
 def test_speculative_samples_follow_the_model_distribution_and_a_wrong_rule_fails(monkeypatch):
     """Joint law of the first two sampled tokens (one verify step: draft accept/reject + bonus) vs
-    the exact p(t1) p(t2 | t1) from the forward pass, vocab 8 -> 64 cells, 3000 samples. The same
-    check must reject a wrong rule swapped into the engine (so it has the power to catch one)."""
+    the exact p(t1) p(t2 | t1) from the forward pass, vocab 8 -> 64 cells, 3000 samples, at
+    temperatures 1 and 0.7. The same check must reject a wrong rule swapped into the engine (so it
+    has the power to catch one)."""
     cfg = presets.get("tiny", vocab_size=8, moe_impl="dense")
     params = init_params(cfg, jax.random.PRNGKey(0))
-    prompt, temperature, n = [1, 2, 3], 0.7, 3000
+    prompt, n = [1, 2, 3], 3000
     fwd = jax.jit(lambda t: Transformer(cfg).apply({"params": params}, t).logits)
-    p1 = jax.nn.softmax(fwd(jnp.array([prompt]))[0, -1] / temperature)
-    p2 = jax.nn.softmax(fwd(jnp.array([prompt + [a] for a in range(8)]))[:, -1] / temperature)
-    expected = np.asarray(p1[:, None] * p2, np.float64).reshape(-1)
-    expected *= n / expected.sum()
 
-    def p_value():
+    def p_value(temperature):
+        p1 = jax.nn.softmax(fwd(jnp.array([prompt]))[0, -1] / temperature)
+        p2 = jax.nn.softmax(fwd(jnp.array([prompt + [a] for a in range(8)]))[:, -1] / temperature)
+        expected = np.asarray(p1[:, None] * p2, np.float64).reshape(-1)
+        expected *= n / expected.sum()
         out = generate(cfg, params, [prompt] * n, 2, temperature=temperature, num_draft=2, seed=1)
         toks = np.array(out.tokens)
         counts = np.bincount(toks[:, 0] * 8 + toks[:, 1], minlength=64)
         chi2 = np.sum((counts - expected) ** 2 / expected)
         return float(jax.scipy.special.gammaincc(63 / 2, chi2 / 2)), out.stats["acceptance_rate"]
 
-    # The loop is jitted with these static args either way, so its cache is cleared around the swap
-    # (a stale trace would run the wrong rule as the real one, or the reverse). The wrong rule runs
-    # first: the real rule passing afterwards also shows the swap did not leak.
+    # The decode loop is jitted with these static args either way, so its cache is cleared around
+    # the swap (a stale trace would run the wrong rule as the real one, or the reverse). The wrong
+    # rule runs first: the real rule passing afterwards also shows the swap did not leak.
     with monkeypatch.context() as m:
         m.setattr(engine_module, "speculative_accept", _resample_from_target)
-        engine_module._run_jit.clear_cache()
-        p_wrong, _ = p_value()
-    engine_module._run_jit.clear_cache()
+        engine_module._decode_jit.clear_cache()
+        p_wrong, _ = p_value(0.7)
+    engine_module._decode_jit.clear_cache()
     assert p_wrong < 1e-6, p_wrong
-    p_exact, acc = p_value()
-    assert p_exact > 1e-3, p_exact
-    assert 0.1 < acc < 0.9  # both accept and reject paths are exercised
+    for temperature in (1.0, 0.7):
+        p_exact, acc = p_value(temperature)
+        assert p_exact > 1e-3, (temperature, p_exact)
+        assert 0.1 < acc < 0.9  # both accept and reject paths are exercised
 
 
 @pytest.mark.parametrize(

@@ -9,9 +9,7 @@ import pytest
 from model import Transformer, attention, count_params, init_params, presets
 from model.decode import (
     cache_bytes_per_token,
-    forward_cached,
     forward_cached_layers,
-    init_cache,
     init_layer_caches,
     split_layers,
 )
@@ -92,10 +90,10 @@ def test_latent_cache_is_smaller_than_full_cache_for_kimi():
     assert sizes["uncompressed"] == 61 * 64 * 320 * 2
 
 
-@pytest.mark.parametrize("q_lora,layout", [(True, "stacked"), (False, "stacked"), (True, "layers")])
-def test_token_by_token_decode_matches_forward(q_lora, layout):
-    """layout: the stacked caches of forward_cached, or one cache and param tree per layer
-    (forward_cached_layers, the RolloutEngine's): logits and routed experts equal the full forward's."""
+@pytest.mark.parametrize("q_lora", [True, False])
+def test_token_by_token_decode_matches_forward(q_lora):
+    """One cache and param tree per layer (forward_cached_layers, the engine's): logits and routed
+    experts of a prefill then token-by-token decode equal the full forward's."""
     cfg = presets.get(
         "tiny",
         rope_scaling=presets.get("deepseek_v3").rope_scaling.__class__(
@@ -108,16 +106,9 @@ def test_token_by_token_decode_matches_forward(q_lora, layout):
     tokens = _tokens(cfg, 2, 14)
     full = _apply(cfg, params, tokens)
     prefill = 5
-    if layout == "stacked":
-        cache, fwd = init_cache(cfg, 2, 16), forward_cached
-    else:
-        cache, fwd, params = (
-            init_layer_caches(cfg, 2, 16),
-            forward_cached_layers,
-            split_layers(params),
-        )
+    cache, params = init_layer_caches(cfg, 2, 16), split_layers(params)
     pos = jnp.broadcast_to(jnp.arange(prefill), (2, prefill))
-    step = jax.jit(lambda p, tok, pos, c: fwd(cfg, p, tok, pos, c))
+    step = jax.jit(lambda p, tok, pos, c: forward_cached_layers(cfg, p, tok, pos, c))
     out = step(params, tokens[:, :prefill], pos, cache)
     logits, experts = [out.logits], [out.expert_ids]
     cache = out.cache
@@ -137,12 +128,15 @@ def test_rows_at_different_lengths_decode_independently(tiny):
     full = _apply(cfg, params, tokens)
     # Row 0 prefilled with 6 tokens, row 1 with 3 (padding marked by position -1).
     pos = jnp.array([[0, 1, 2, 3, 4, 5], [0, 1, 2, -1, -1, -1]])
-    cached = jax.jit(lambda p, tok, pos, c: forward_cached(cfg, p, tok, pos, c))
-    out = cached(params, tokens[:, :6], pos, init_cache(cfg, 2, 12))
+    cached = jax.jit(lambda p, tok, pos, c: forward_cached_layers(cfg, p, tok, pos, c))
+    out = cached(split_layers(params), tokens[:, :6], pos, init_layer_caches(cfg, 2, 12))
     np.testing.assert_allclose(out.logits[0], full.logits[0, :6], atol=1e-4)
     np.testing.assert_allclose(out.logits[1, :3], full.logits[1, :3], atol=1e-4)
     nxt = cached(
-        params, jnp.stack([tokens[0, 6:7], tokens[1, 3:4]]), jnp.array([[6], [3]]), out.cache
+        split_layers(params),
+        jnp.stack([tokens[0, 6:7], tokens[1, 3:4]]),
+        jnp.array([[6], [3]]),
+        out.cache,
     )
     np.testing.assert_allclose(
         nxt.logits[:, 0], jnp.stack([full.logits[0, 6], full.logits[1, 3]]), atol=1e-4
