@@ -150,6 +150,8 @@ class PromptBatch:
         params_version: int = 0,
         cache_len: int | None = None,
         valid_vocab: int = 0,
+        mesh=None,
+        rules=None,
     ):
         stops, cache_len = check_prompts(
             cfg, prompts, max_new_tokens, stop_tokens, cache_len, num_draft
@@ -170,6 +172,8 @@ class PromptBatch:
             params_version=params_version,
             stop_width=max(1, max(len(s) for s in stops)),
             speculative_k=num_draft,
+            mesh=mesh,
+            rules=rules,
         )
         self.prompts = [[int(t) for t in p] for p in prompts]
         for n, (p, s) in enumerate(zip(self.prompts, stops)):
@@ -257,7 +261,8 @@ def generate(
     """Generates for each prompt (a list of token ids). kwargs: top_k, top_p, stop_tokens (ids for all
     prompts or one list per prompt), batch_size (slots; default all prompts at once), num_draft (MTP
     speculative tokens per step; 0 = plain), seed, params_version, cache_len, valid_vocab (ids >=
-    it are never sampled: the tokenizer's vocab size; 0 = all). See PromptBatch; for multi-turn
+    it are never sampled: the tokenizer's vocab size; 0 = all), mesh and rules (the engine's own
+    mesh: sharded decode, model.sharding.role_mesh; None = one device). See PromptBatch; for multi-turn
     episodes (continuable sequences, an open request queue) use model/engine.py directly."""
     return (
         PromptBatch(cfg, params, prompts, max_new_tokens, temperature=temperature, **kwargs)

@@ -124,6 +124,8 @@ def make_sampler(rl, cfg, mesh=None, rules=None):
         max_new_tokens=rl.max_new_tokens,
         temperature=rl.temperature,
         swap_every=rl.swap_every,
+        mesh=mesh,
+        rules=rules,
     )
 
 

@@ -1,7 +1,7 @@
 """Samplers for the RL loop: a task -> a group of episode records, with weights swapped in flight.
 
 The loop only needs `sampler.play(tasks, weights) -> list of groups` where `weights` is a
-rl.weight_sync.Follower (newest params + version, polled between decode iterations). This file
+rl.weight_store.Follower (newest params + version, polled between decode iterations). This file
 holds the single-turn sampler on the one engine (model/engine.py, through
 model.generate.PromptBatch: prompts -> completions, graded by a pure function of the tokens); the
 multi-turn CodingEnv driver (rl/rollout.py) plugs in the same way with its own `play`.
@@ -59,8 +59,13 @@ class SingleTurnSampler:
         temperature: float = 1.0,
         swap_every: int = 2,
         stop_tokens=None,
+        mesh=None,
+        rules=None,
     ):
+        """mesh / rules: the engine's own mesh (rl.sampler_mesh) and logical rules; None = one
+        device, unsharded."""
         self.cfg, self.reward_fn = cfg, reward_fn
+        self.mesh, self.rules = mesh, rules
         self.group_size, self.max_new = group_size, max_new_tokens
         self.temperature, self.swap_every, self.stop_tokens = temperature, swap_every, stop_tokens
         self.swaps = 0
@@ -78,6 +83,8 @@ class SingleTurnSampler:
             stop_tokens=self.stop_tokens,
             seed=seed,
             params_version=version,
+            mesh=self.mesh,
+            rules=self.rules,
         )
         while not batch.step(self.swap_every):
             newer = weights.poll(version)

@@ -85,15 +85,20 @@ def test_toy_task_reward_rises_on_a_4_device_mesh(tmp_path):
 
 
 def test_one_device_and_four_device_trainers_give_the_same_rewards(tmp_path):
-    """rl.synchronous (batch b sampled with step b's params): the trainer on 1 device and on a
-    4-device fsdp mesh produce the same rewards step for step (float32; params equal to float
-    tolerance, so the same samples are drawn)."""
+    """rl.synchronous (batch b sampled with step b's params): a trainer on 1 device with an
+    unsharded sampler, and a trainer on a 4-device fsdp mesh (devices 0-3) with the sampler's
+    engine sharded tensor 2 x expert 2 over devices 4-7 (one mesh per role, one process), produce
+    the same rewards step for step (float32; params and logprobs equal to float tolerance, so the
+    same samples are drawn)."""
     rewards, losses = {}, {}
     for n in (1, 4):
         c = rl_config.get_config()
         c.rl.update(pool_size=24, groups_per_call=4, synchronous=True)
         c.mesh.update(data=1, fsdp=n)
         c.trainer_devices = n
+        if n == 4:
+            c.rl.update(sampler_devices=4)
+            c.rl.sampler_mesh.update(data=1, fsdp=1, expert=2, tensor=2)
         out = loop.train(c, str(tmp_path / f"d{n}"), log=lambda *_: None)
         rewards[n] = [x["reward/mean"] for x in out["history"]]
         losses[n] = [x["loss"] for x in out["history"]]
