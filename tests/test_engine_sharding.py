@@ -20,8 +20,7 @@ import pytest
 
 from model import Transformer, init_params, param_logical_specs, param_shapes, presets
 from model.engine import RolloutEngine
-from model.sharding import DEFAULT_RULES, role_mesh
-from train import build
+from model.sharding import DEFAULT_RULES, mesh_context, role_mesh
 from train import sharding as train_sharding
 
 DEV = jax.devices()
@@ -119,6 +118,21 @@ def test_sharded_decode_equals_single_device(reference, sizes, devices, moe_comm
     assert eng.state.cache["moe"][0]["latent"].sharding.device_set == set(DEV[devices])
 
 
+def test_sharded_speculative_decode_equals_single_device():
+    """MTP speculative decoding (2 drafted tokens per verify step) on an engine sharded tensor 2 x
+    expert 2: the same greedy tokens, log-probs and experts as the one-device speculative engine
+    (whose greedy output is plain greedy decoding's, tests/test_generate.py)."""
+    cfg, params = tiny()
+    kw = dict(temperature=0.0, speculative_k=2, **ENGINE)
+    one = RolloutEngine(cfg, params, **kw)
+    want = play(one, cfg)
+    mesh = role_mesh({"tensor": 2, "expert": 2}, DEV[4:8])
+    eng = RolloutEngine(cfg, params, mesh=mesh, **kw)
+    assert_same_decode(play(eng, cfg), want)
+    # the same drafts verified, the same accepted (random MTP heads: few or none at greedy)
+    assert eng.counters() == one.counters() and eng.counters()["drafted"] > 0
+
+
 def test_set_params_in_flight_keeps_shardings_and_matches_single_device():
     """A swap after 3 decode steps (new params from the host, as a weight store gives them): the
     same tokens, log-probs and versions as the one-device engine, with temperature sampling."""
@@ -162,7 +176,7 @@ def test_replay_on_a_trainer_mesh_reproduces_sampler_logprobs():
         toks[i, : len(seq) - 1] = seq[:-1]  # padding after: causal, changes nothing before
         forced[:, i, : len(seq) - 1] = np.moveaxis(experts, 0, 1)  # [L,n,k] -> [n,L,k]
     fwd = jax.jit(lambda p, t, e: Transformer(cfg).apply({"params": p}, t, forced_experts=e).logits)
-    with build.mesh_context(mesh, DEFAULT_RULES):
+    with mesh_context(mesh, DEFAULT_RULES):
         logits = fwd(t_params, jnp.asarray(toks), jnp.asarray(forced))
     assert logits.sharding.device_set == set(DEV[0:4])
     lp = np.asarray(jax.nn.log_softmax(logits / 0.8, -1))
