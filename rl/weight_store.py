@@ -128,7 +128,11 @@ class _Kv:
     def __init__(self, store: str, timeout: float):
         self.spec, self.timeout = store_spec(store), timeout
         self.where = _where(self.spec)
-        self.kv = self._wait(ts.KvStore.open(self.spec, context=ts.Context(CONTEXT)), "open")
+        try:
+            opening = ts.KvStore.open(self.spec, context=ts.Context(CONTEXT))
+        except ValueError as e:  # a spec tensorstore rejects before any request
+            raise StoreError(f"weight store {self.where}: bad spec: {e}") from None
+        self.kv = self._wait(opening, "open")
 
     def _wait(self, future, what: str):
         try:
