@@ -33,7 +33,7 @@ import numpy as np
 from rl.curriculum import Curriculum
 from rl.samplers import PromptTask, SingleTurnSampler, pattern_reward
 from rl.store import RolloutStore
-from rl.weight_store import Follower, WeightReader
+from rl.weight_store import Follower, WeightReader, weight_store_path
 
 
 def make_task(rl, j: int):
@@ -140,7 +140,7 @@ def sampler_loop(
     store = RolloutStore(os.path.join(workdir, "rollouts"))
     with open(os.path.join(workdir, "pool.json")) as f:
         order = json.load(f)["order"]
-    follower = Follower(WeightReader(os.path.join(workdir, "weights")), cast=to_engine)
+    follower = Follower(WeightReader(weight_store_path(rl, workdir)), cast=to_engine)
     sampler = make_sampler(rl, cfg)
     have = set(store.list())
     todo = [

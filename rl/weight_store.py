@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 import time
 import uuid
@@ -114,6 +115,11 @@ def store_spec(store: str):
     if "://" in s and not s.startswith("file://"):
         return s  # gs://, s3://, memory:// ... tensorstore parses the URL
     return {"driver": "file", "path": s.removeprefix("file://").rstrip("/") + "/"}
+
+
+def weight_store_path(rl, workdir: str) -> str:
+    """`rl.weight_store` of configs/rl.py: '' = <workdir>/weights, else the path/URL/JSON spec."""
+    return rl.get("weight_store", "") or os.path.join(workdir, "weights")
 
 
 def _where(spec) -> str:
