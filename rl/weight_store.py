@@ -27,7 +27,8 @@ manifest lists, for each leaf, its global shape and, for each shard, its slice (
 [start, stop) per dim) and the chain that rebuilds it (the shard's last full snapshot, then every
 delta up to this version), each blob with its sha256. With several processes each writes its
 blobs and a part file listing them, all meet at a barrier, then process 0 merges the parts into
-the manifest: no process ever holds more than its own shards. The nonce is one per writer run
+the manifest, and a second barrier returns `publish` everywhere once the version is readable: no
+process ever holds more than its own shards. The nonce is one per writer run
 (process 0's, broadcast), so a restarted run never mixes with a killed one's blobs.
 
 Atomic publication: blobs go under keys nobody references until the manifest appears (the file
@@ -372,6 +373,10 @@ class WeightWriter:
         if parts is not None:
             stats = self._write_manifest(parts, version)
             self._collect(version)
+        if jax.process_count() > 1:  # returns on every process once the version is readable
+            from jax.experimental import multihost_utils  # pylint: disable=import-outside-toplevel
+
+            multihost_utils.sync_global_devices(f"weight store published {version}")
         self.last_version = version
         return {
             "kind": "delta" if stats["deltas"] else "full",
@@ -581,9 +586,11 @@ class WeightReader:
             try:
                 return self._load(v, shardings), v
             except (StaleManifest, DamagedVersion) as e:
-                if v not in self.versions():
+                listed = self.versions()
+                if v not in listed:
                     if version is not None:
-                        raise StaleManifest(f"weight store: version {v} was collected") from None
+                        what = "collected" if listed and v < listed[-1] else "not published"
+                        raise StaleManifest(f"weight store: version {v} {what}") from None
                     time.sleep(0.05)  # the writer collected this chain meanwhile: take the newest
                     continue
                 if isinstance(e, StaleManifest):
