@@ -542,6 +542,7 @@ class WeightReader:
         """-> {target index: numpy block} from the published shards overlapping each target."""
         dt, bits_dtype = _np_dtype(m["dtype"])
         out = {t: np.empty(_shape(t), dt) for t in targets}
+        filled = dict.fromkeys(targets, 0)
         for shard in leaf["shards"]:
             src = tuple(tuple(r) for r in shard["index"])
             hits = [(t, o) for t in targets if (o := _overlap(t, src)) is not None]
@@ -550,6 +551,10 @@ class WeightReader:
             block = self._shard_bits(path, shard, bits_dtype).view(dt).reshape(_shape(src))
             for t, o in hits:
                 out[t][_local(o, t)] = block[_local(o, src)]
+                filled[t] += int(np.prod(_shape(o)))
+        for t, n in filled.items():  # published shards are disjoint: they must tile each target
+            if n != int(np.prod(_shape(t))):
+                raise DamagedVersion(f"{path}: published shards cover {n} of slice {list(t)}")
         return out
 
     def _build(self, m: dict, shardings) -> dict:
@@ -561,7 +566,9 @@ class WeightReader:
             if flat_sh is None:
                 out[path] = self._assemble(path, leaf, [whole], m)[whole]
                 continue
-            sh = flat_sh[path]
+            sh = flat_sh.get(path)
+            if sh is None:
+                raise KeyError(f"weight store: shardings have no entry for published leaf {path}")
             dev_index = {
                 d: _norm_index(idx, shape)
                 for d, idx in sh.addressable_devices_indices_map(shape).items()
@@ -573,7 +580,13 @@ class WeightReader:
 
     def _load(self, v: int, shardings) -> dict:
         m = self._manifest(v)
-        return self._build(m, shardings)
+        out = self._build(m, shardings)
+        live = {
+            (p, tuple(map(tuple, s["index"]))) for p, f in m["leaves"].items() for s in f["shards"]
+        }
+        for key in set(self.cache) - live:  # shards the writer no longer publishes (resharded)
+            del self.cache[key]
+        return out
 
     def fetch(self, version: int | None = None, shardings=None, retries: int = 20):
         """-> (params, version). params: a nested dict of sampler-dtype numpy arrays, or with
@@ -582,6 +595,10 @@ class WeightReader:
         for _ in range(retries):
             v = self.latest_version() if version is None else version
             if v is None:
+                if self.damaged:
+                    raise DamagedVersion(
+                        f"weight store: no intact version ({sorted(self.damaged)} damaged)"
+                    )
                 raise FileNotFoundError("weight store: no version published yet")
             try:
                 return self._load(v, shardings), v

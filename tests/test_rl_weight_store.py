@@ -202,3 +202,13 @@ def test_damaged_newest_version_falls_back(tmp_path):
     assert len(lines) == 2 and "sha256 mismatch" in lines[1] and key in lines[1]
     with pytest.raises(DamagedVersion, match="version 2 damaged"):
         WeightReader(store).fetch(2)
+    # Version 1's manifest parses but lost its shard (a process's part missing): never a block
+    # of uninitialized memory, a one-line report and version 0.
+    path1 = os.path.join(store, "manifests/000000000001.json")
+    m = json.loads(open(path1).read())
+    m["leaves"]["a"]["shards"] = []
+    open(path1, "w").write(json.dumps(m))
+    lines.clear()
+    got, v = WeightReader(store, log=lines.append).fetch()
+    assert v == 0 and "a: published shards cover 0 of slice [(0, 16), (0, 16)]" in lines[-1]
+    np.testing.assert_array_equal(got["a"], x)
