@@ -79,6 +79,9 @@ FORMAT = 2
 # unreachable endpoint look like a hang; 4 tries with 0.1 -> 1 s backoff give up in ~2 s.
 S3_RETRIES = {"max_retries": 4, "initial_delay": "0.1s", "max_delay": "1s"}
 CONTEXT = {"s3_request_retries": S3_RETRIES, "gcs_request_retries": S3_RETRIES}
+# Encoded blobs waiting for their writes: bounded, so a full snapshot of a host's share of a big
+# model (e.g. 1.04T params x 2 bytes / 64 hosts = 32 GB) is not held twice in host memory.
+INFLIGHT_BYTES = 1 << 30
 
 
 class StoreError(Exception):
@@ -348,7 +351,9 @@ class WeightWriter:
                 name = f"{prefix}/{i}/{'_'.join(str(s) for s, _ in index) or '0'}"
                 link = {"key": name, "enc": enc, "sha256": _sha(blob), "bytes": len(blob)}
                 chain = [link] if full else self.chains[key] + [link]
-                futures.append(self.kv.write(name, blob))
+                futures.append((self.kv.write(name, blob), len(blob)))
+                while sum(n for _, n in futures) > INFLIGHT_BYTES and len(futures) > 1:
+                    self.kv.wait([futures.pop(0)[0]], f"write {prefix}")
                 shards.append({"index": [list(r) for r in index], "chain": chain})
                 self.prev[key], self.chains[key] = bits, chain
                 seen.add(key)
@@ -360,7 +365,7 @@ class WeightWriter:
             leaves[path] = {"shape": list(np.shape(x)), "shards": shards}
         for key in set(self.prev) - seen:  # shards this process no longer owns (resharded)
             del self.prev[key], self.chains[key]
-        self.kv.wait(futures, f"write {prefix}")
+        self.kv.wait([f for f, _ in futures], f"write {prefix}")
         return {"leaves": leaves, "stats": stats}
 
     def publish(self, params, version: int) -> dict:

@@ -22,6 +22,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from model import init_params, param_logical_specs, presets
 from model.sharding import DEFAULT_RULES, logical_shardings, role_mesh
+from rl import weight_store
 from rl.weight_store import DamagedVersion, StaleManifest, WeightReader, WeightWriter, flatten
 
 DEV = jax.devices()
@@ -103,8 +104,10 @@ def test_fsdp_publish_fetches_bitwise_onto_other_meshes(tmp_path, dtype):
     _assert_bitwise(got, jax.device_get(params), dtype)
 
 
-def test_host_numpy_publish_reads_onto_a_mesh(tmp_path):
-    """Host numpy (one shard: the whole array) publishes as before; a sharded fetch slices it."""
+def test_host_numpy_publish_reads_onto_a_mesh(tmp_path, monkeypatch):
+    """Host numpy (one shard: the whole array) publishes as before; a sharded fetch slices it.
+    (In-flight writes capped at 1 byte: each blob is waited for before the next is encoded.)"""
+    monkeypatch.setattr(weight_store, "INFLIGHT_BYTES", 1)
     x = np.arange(64 * 8, dtype=np.float32).reshape(64, 8) / 7
     store = str(tmp_path / "w")
     WeightWriter(store, dtype="float32").publish({"a": {"w": x}, "s": np.float32(3)}, 0)
