@@ -43,7 +43,8 @@ Hygiene (garbage collection), run by process 0 after each manifest it writes (ve
   2. delete every blob under a version <= v that no kept manifest references: a kept manifest
      references its shards' chains back to their full snapshots, so everything a reader of a
      kept version needs stays; what goes is old chains, killed writers' orphans and part files.
-     Blobs of versions > v are never touched: other processes may be writing v+1 already.
+     Blobs of versions > v wait (nothing can reference them yet, and nothing is deleted that
+     might be a version still being written); a killed run's there go once v passes them.
 Damage: a manifest that does not parse or a blob that fails its hash, while its version is still
 listed (not a race with the collector), is reported in one line and the reader falls back to the
 newest intact version (and skips the damaged one from then on); asking for it by number raises.
