@@ -23,7 +23,14 @@ from jax.sharding import NamedSharding, PartitionSpec
 from model import init_params, param_logical_specs, presets
 from model.sharding import DEFAULT_RULES, logical_shardings, role_mesh
 from rl import weight_store
-from rl.weight_store import DamagedVersion, StaleManifest, WeightReader, WeightWriter, flatten
+from rl.weight_store import (
+    DamagedVersion,
+    Follower,
+    StaleManifest,
+    WeightReader,
+    WeightWriter,
+    flatten,
+)
 
 DEV = jax.devices()
 BITS = {"bfloat16": (ml_dtypes.bfloat16, np.uint16), "float32": (np.float32, np.uint32)}
@@ -215,3 +222,25 @@ def test_damaged_newest_version_falls_back(tmp_path):
     got, v = WeightReader(store, log=lines.append).fetch()
     assert v == 0 and "a: published shards cover 0 of slice [(0, 16), (0, 16)]" in lines[-1]
     np.testing.assert_array_equal(got["a"], x)
+
+
+def test_follower_fetches_onto_the_sampler_mesh(tmp_path):
+    """Follower(reader, shardings=): the sampler's newest params arrive as global arrays on its
+    mesh; poll() returns nothing until a newer version, and nothing for a damaged newest one."""
+    store = str(tmp_path / "w")
+    x = np.random.default_rng(2).normal(size=(16, 8)).astype(np.float32)
+    w = WeightWriter(store, dtype="float32")
+    w.publish({"a": x}, 0)
+    sh = {"a": NamedSharding(role_mesh({"tensor": 2}, DEV[6:8]), PartitionSpec(None, "tensor"))}
+    f = Follower(WeightReader(store, log=lambda _: None), shardings=sh)
+    p, v = f.latest()
+    assert v == 0 and p["a"].sharding == sh["a"]
+    np.testing.assert_array_equal(np.asarray(p["a"]), x)
+    assert f.poll(0) is None
+    w.publish({"a": x + 1}, 1)
+    p, v = f.poll(0)
+    assert v == 1 and p["a"].sharding == sh["a"]
+    np.testing.assert_array_equal(np.asarray(p["a"]), x + 1)
+    w.publish({"a": x + 2}, 2)
+    open(os.path.join(store, "manifests/000000000002.json"), "w").write("{")
+    assert f.poll(1) is None  # version 2 is damaged: the follower keeps version 1
