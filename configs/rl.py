@@ -81,6 +81,10 @@ def get_config() -> ml_collections.ConfigDict:
             dynamic_sampling=False,  # never train zero-signal groups (all rewards equal): batches wait for groups with signal
             weight_dtype="float32",  # what samplers hold: 'bfloat16' | 'float32'
             full_every=10,
+            # Where weights go: '' = <workdir>/weights; a path, a URL (gs://b/x) or a tensorstore
+            # kvstore spec as JSON, e.g. '{"driver": "s3", "bucket": "b", "path": "run/",
+            # "endpoint": "http://127.0.0.1:8333", "aws_region": "us-east-1"}' (rl/weight_store.py)
+            weight_store="",
             # > 0: each sampler's engine runs sharded over N devices with the mesh below (tensor
             # and expert parallel decode): in threads mode the last N devices of the process
             # (the trainer gets the others), in processes mode a sampler process's first N.

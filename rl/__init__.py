@@ -9,7 +9,7 @@ stage):
     rewards.py         the reward: a pure function of an episode's grade and counts
     records.py         the episode record: per-token fields written once
     store.py           the rollout store (one atomically written file per group)
-    weight_store.py    the weight store (snapshots + lossless deltas, in-flight follower)
+    weight_store.py    the weight store (shard-wise: snapshots + lossless deltas, resharding fetch, GC)
     sampler_process.py sampler side: pool tasks -> groups, threads or processes
     samplers.py        single-turn sampler (toy task) on the engine
     coding_sampler.py  multi-turn CodingEnv sampler on the rollout driver

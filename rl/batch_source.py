@@ -20,8 +20,9 @@ trainer's version when its batch forms is dropped (counted).
 
 Several trainer processes (jax.distributed): process 0 alone reads the store's listing and
 decides (selection, books); the decision is broadcast, so every process holds the same books
-and reads the same groups, and each collates the whole batch and keeps its own rows. Process 0
-alone writes weights, the journal and progress, and runs the samplers.
+and reads the same groups, and each collates the whole batch and keeps its own rows. Every
+process writes its own shards of the weights; process 0 alone writes their manifest, the journal
+and progress, and runs the samplers.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import numpy as np
 from rl import batch as rb
 from rl.losses import model_apply, token_logprobs
 from rl.store import RolloutStore
-from rl.weight_store import WeightWriter
+from rl.weight_store import WeightWriter, weight_store_path
 
 LOG_KEYS = ("reward/mean", "pass_rate", "staleness/max", "sync/fraction_of_full")
 
@@ -151,7 +152,7 @@ def episode_metrics(recs, stats, step_metrics, sync, dt):
     shares = {r.get("group_id"): r.get("sample_seconds", 0.0) for r in recs}
     m["sampled_tokens_per_s"] = pol / max(sum(shares.values()), 1e-9)
     m["sync/bytes"], m["sync/seconds"] = float(sync["bytes"]), float(sync["seconds"])
-    m["sync/fraction_of_full"] = sync["bytes"] / sync["full_bytes"]
+    m["sync/fraction_of_full"] = sync["bytes"] / max(sync["full_bytes"], 1)  # 0: owns no shard
     return m
 
 
@@ -184,15 +185,6 @@ def broadcast_json(obj):
     if data is not None:
         buf[:] = data
     return json.loads(np.asarray(multihost_utils.broadcast_one_to_all(buf)).tobytes())
-
-
-def host_params(params):
-    """Global (sharded, possibly multi-process) params as host numpy on every process."""
-    if jax.process_count() == 1:
-        return jax.device_get(params)
-    from jax.experimental import multihost_utils  # pylint: disable=import-outside-toplevel
-
-    return multihost_utils.process_allgather(params, tiled=True)
 
 
 def jit_ref_logprobs(cfg, rl, run, params_sh):
@@ -268,12 +260,13 @@ class RLBatchSource:
                 f.write(self.config.to_json())
             with open(os.path.join(self.workdir, "pool.json"), "w") as f:
                 json.dump({"order": self.books.order}, f)
-            self.writer = WeightWriter(
-                os.path.join(self.workdir, "weights"),
-                dtype=self.rl.weight_dtype,
-                full_every=self.rl.full_every,
-            )
-            self.writer.rewind(self.version)
+        # Every process writes its own shards (rl/weight_store.py); process 0 the manifests.
+        self.writer = WeightWriter(
+            weight_store_path(self.rl, self.workdir),
+            dtype=self.rl.weight_dtype,
+            full_every=self.rl.full_every,
+        )
+        self.writer.rewind(self.version)  # (process 0 only)
         self._publish(state.params)
         self._progress()
         if self.rl.kl_beta:
@@ -366,11 +359,9 @@ class RLBatchSource:
         return m
 
     def _publish(self, params) -> dict:
-        """Every process takes part in gathering the params; process 0 writes them."""
-        host = host_params(params)
-        if not self.primary:
-            return {"bytes": 0, "seconds": 0.0, "full_bytes": 1}
-        return self.writer.publish(host, self.version)
+        """Every process writes the shards it owns of the global params (no gather); the stats
+        are the whole store's on process 0, this process's elsewhere."""
+        return self.writer.publish(params, self.version)
 
     def _progress(self) -> None:
         if self.primary:

@@ -33,7 +33,7 @@ import numpy as np
 from rl.curriculum import Curriculum
 from rl.samplers import PromptTask, SingleTurnSampler, pattern_reward
 from rl.store import RolloutStore
-from rl.weight_store import Follower, WeightReader
+from rl.weight_store import Follower, WeightReader, weight_store_path
 
 
 def make_task(rl, j: int):
@@ -130,10 +130,10 @@ def make_sampler(rl, cfg, mesh=None, rules=None):
 
 
 def to_engine(params, sharded: bool = False):
-    """Fetched params as the engine takes them: float32 device arrays, or float32 host arrays
-    for a sharded engine (its set_params places each shard on its own devices)."""
+    """Fetched params as the engine takes them: float32 device arrays (a sharded engine's come
+    fetched onto its mesh already: astype keeps their shardings)."""
     if sharded:
-        return jax.tree.map(lambda x: np.asarray(x, np.float32), params)
+        return jax.tree.map(lambda x: x.astype(jnp.float32), params)
     return jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), params)
 
 
@@ -172,9 +172,20 @@ def sampler_loop(
     store = RolloutStore(os.path.join(workdir, "rollouts"))
     with open(os.path.join(workdir, "pool.json")) as f:
         order = json.load(f)["order"]
+    rules = model_rules(config)
+    # A sharded engine fetches only the slices its own devices hold (the store's resharding
+    # fetch onto the stacked params' shardings on the sampler mesh; set_params then splits them
+    # per layer in place); an unsharded one fetches whole arrays.
+    shardings = None
+    if mesh is not None:
+        from model import param_logical_specs  # pylint: disable=import-outside-toplevel
+        from model.sharding import logical_shardings  # pylint: disable=import-outside-toplevel
+
+        shardings = logical_shardings(param_logical_specs(cfg), mesh, rules)
     cast = functools.partial(to_engine, sharded=mesh is not None)
-    follower = Follower(WeightReader(os.path.join(workdir, "weights")), cast=cast)
-    sampler = make_sampler(rl, cfg, mesh, model_rules(config))
+    reader = WeightReader(weight_store_path(rl, workdir))
+    follower = Follower(reader, cast=cast, shardings=shardings)
+    sampler = make_sampler(rl, cfg, mesh, rules)
     have = set(store.list())
     todo = [
         j for j in range(len(order)) if j % rl.samplers == sampler_id and f"{j:06d}" not in have

@@ -1,30 +1,59 @@
-"""Versioned weight store on a tensorstore kvstore: full snapshots every K versions, lossless deltas
-in between, in the dtype the samplers hold (bfloat16 on accelerators, float32 allowed).
+"""Versioned weight store on a tensorstore kvstore, shard by shard: every trainer process writes
+only the shards it owns; a sampler reads only the slices its own devices need, on its own mesh.
+Full snapshots every K versions, lossless deltas in between, in the dtype the samplers hold
+(bfloat16 on accelerators, float32 allowed).
 
-    w = WeightWriter("/tmp/run/weights", dtype="bfloat16", full_every=10)   # trainer
-    w.publish(params, version)                                              # after each step
-    r = WeightReader("/tmp/run/weights")                                    # sampler
-    params, version = r.fetch()            # newest (or r.fetch(v)); bitwise the published arrays
+    w = WeightWriter(store, dtype="bfloat16", full_every=10)   # every trainer process
+    w.publish(state.params, version)                           # global (sharded) or host arrays
+    r = WeightReader(store)                                    # sampler
+    params, version = r.fetch()                  # newest: nested dict of numpy (whole arrays)
+    params, version = r.fetch(shardings=tree)    # global jax arrays on the sampler's mesh
 
-The path is any tensorstore kvstore spec: a local directory now, `gs://bucket/x` / `s3://...`
-(tensorstore's gcs/s3 drivers) at scale, with no code change.
+`store` is a local path, a URL tensorstore parses (`gs://b/x`, `s3://b/x`, `memory://`), or a
+tensorstore kvstore spec as JSON (`{"driver": "s3", "bucket": "b", "path": "run/",
+"endpoint": "http://127.0.0.1:8333", "aws_region": "us-east-1"}`). Every store operation is
+bounded: requests retry a few times (S3_RETRIES below) and each waits at most `timeout` seconds,
+so an unreachable store fails with a one-line `StoreError`, never hangs.
 
 Layout (keys):
-    blobs/<writer nonce>/<version>/<leaf>    one encoded leaf (immutable once written)
-    manifests/<version:012d>.json            written LAST, in one atomic kvstore write
+    blobs/<version:012d>/<nonce>/<leaf#>/<shard start>   one encoded shard (immutable once written)
+    blobs/<version:012d>/<nonce>/part-<process>.json      what one process wrote (multi-process)
+    manifests/<version:012d>.json                         written LAST, in one atomic kvstore write
 
-A manifest lists the chain that rebuilds its version: the last full snapshot then every delta up
-to it, each blob with its sha256. Atomic publication: blobs go under keys nobody references until
-the manifest appears (tensorstore's file driver writes a key via a temp file + rename), so a writer
-killed mid-publish leaves only unreferenced blobs and the previous manifest stays the newest; a
-reader verifies every blob's hash, so it can never assemble a mix of versions. A restarted writer
-uses a new nonce and first deletes manifests newer than the version it restarts from.
+A shard is one distinct slice of a global array: of `array.addressable_shards`, each process
+writes those with `replica_id == 0`, so every distinct slice has exactly one writer and replicas
+never write twice; a host numpy array is one shard (the whole array), written by process 0. A
+manifest lists, for each leaf, its global shape and, for each shard, its slice (`index`:
+[start, stop) per dim) and the chain that rebuilds it (the shard's last full snapshot, then every
+delta up to this version), each blob with its sha256. With several processes each writes its
+blobs and a part file listing them, all meet at a barrier, then process 0 merges the parts into
+the manifest, and a second barrier returns `publish` everywhere once the version is readable: no
+process ever holds more than its own shards. The nonce is one per writer run
+(process 0's, broadcast), so a restarted run never mixes with a killed one's blobs.
+
+Atomic publication: blobs go under keys nobody references until the manifest appears (the file
+driver writes via temp file + rename; an S3 PUT is atomic per object), so a writer killed
+mid-publish leaves only unreferenced blobs and the previous manifest stays the newest; a reader
+verifies every blob's hash, so it never assembles a mix of versions. A restarted writer first
+deletes manifests newer than the version it restarts from (`rewind`).
+
+Hygiene (garbage collection), run by process 0 after each manifest it writes (version v):
+  1. keep the manifests of the newest `keep` versions (readers may still ask for them), delete
+     older manifests;
+  2. delete every blob under a version <= v that no kept manifest references: a kept manifest
+     references its shards' chains back to their full snapshots, so everything a reader of a
+     kept version needs stays; what goes is old chains, killed writers' orphans and part files.
+     Blobs of versions > v wait (nothing can reference them yet, and nothing is deleted that
+     might be a version still being written); a killed run's there go once v passes them.
+Damage: a manifest that does not parse or a blob that fails its hash, while its version is still
+listed (not a race with the collector), is reported in one line and the reader falls back to the
+newest intact version (and skips the damaged one from then on); asking for it by number raises.
 
 Delta encodings, lossless on the bit patterns (the reader reproduces the sampler-dtype arrays
-bitwise):
+bitwise), per shard:
   - 'sparse' (bfloat16): at RL learning rates most bf16 elements do not change between versions
     (an update below half an ulp, |w|/256, is absorbed by rounding); store the changed flat indices
-    (delta-coded uint32, zlib) + their new 16-bit values. A leaf where more than 1/16 of the
+    (delta-coded uint32, zlib) + their new 16-bit values. A shard where more than 1/16 of the
     elements changed is also XOR-encoded (below) and the smaller blob is kept.
   - 'xor' (float32): almost every f32 element changes, but only in low mantissa bits: XOR the bit
     patterns with the previous version, byte-shuffle (all high bytes, then ..., then low bytes, so
@@ -36,12 +65,36 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import sys
 import time
 import uuid
 import zlib
 
+import jax
 import numpy as np
 import tensorstore as ts
+
+FORMAT = 2
+# Bounded retries for object stores: tensorstore's default (32 tries, backoff to 32 s) makes an
+# unreachable endpoint look like a hang; 4 tries with 0.1 -> 1 s backoff give up in ~2 s.
+S3_RETRIES = {"max_retries": 4, "initial_delay": "0.1s", "max_delay": "1s"}
+CONTEXT = {"s3_request_retries": S3_RETRIES, "gcs_request_retries": S3_RETRIES}
+# Encoded blobs waiting for their writes: bounded, so a full snapshot of a host's share of a big
+# model (e.g. 1.04T params x 2 bytes / 64 hosts = 32 GB) is not held twice in host memory.
+INFLIGHT_BYTES = 1 << 30
+
+
+class StoreError(Exception):
+    """The store could not be read or written (unreachable, refused, timed out)."""
+
+
+class StaleManifest(Exception):
+    """A key a manifest names is gone: the writer collected or replaced that version."""
+
+
+class DamagedVersion(Exception):
+    """A listed version's manifest or one of its blobs is damaged (truncated, hash mismatch)."""
 
 
 def _np_dtype(name: str):
@@ -54,15 +107,76 @@ def _np_dtype(name: str):
     raise ValueError(f"weight store dtype={name!r}: expected 'bfloat16' or 'float32'")
 
 
-def _kvstore(path: str):
-    if "://" in path and not path.startswith("file://"):
-        spec = path  # gs://, s3://, memory:// ... tensorstore parses the URL
-    else:
-        spec = {"driver": "file", "path": path.removeprefix("file://").rstrip("/") + "/"}
-    return ts.KvStore.open(spec).result()
+def store_spec(store: str):
+    """A local path, a URL or a kvstore spec as JSON -> what ts.KvStore.open takes."""
+    s = store.strip()
+    if not s:
+        raise ValueError("weight store: empty store (give a path, a URL or a kvstore JSON spec)")
+    if s.startswith("{"):
+        try:
+            return json.loads(s)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"weight store spec {s[:80]!r}: not valid JSON ({e})") from None
+    if "://" in s and not s.startswith("file://"):
+        return s  # gs://, s3://, memory:// ... tensorstore parses the URL
+    return {"driver": "file", "path": s.removeprefix("file://").rstrip("/") + "/"}
 
 
-def flatten(params) -> dict[str, np.ndarray]:
+def weight_store_path(rl, workdir: str) -> str:
+    """`rl.weight_store` of configs/rl.py: '' = <workdir>/weights, else the path/URL/JSON spec."""
+    return rl.get("weight_store", "") or os.path.join(workdir, "weights")
+
+
+def _where(spec) -> str:
+    if isinstance(spec, str):
+        return spec
+    return str(spec.get("endpoint") or spec.get("bucket") or spec.get("path") or spec)
+
+
+class _Kv:
+    """A kvstore whose every operation is bounded in time and fails with a one-line StoreError."""
+
+    def __init__(self, store: str, timeout: float):
+        self.spec, self.timeout = store_spec(store), timeout
+        self.where = _where(self.spec)
+        try:
+            opening = ts.KvStore.open(self.spec, context=ts.Context(CONTEXT))
+        except ValueError as e:  # a spec tensorstore rejects before any request
+            raise StoreError(f"weight store {self.where}: bad spec: {e}") from None
+        self.kv = self._wait(opening, "open")
+
+    def _wait(self, future, what: str):
+        try:
+            return future.result(timeout=self.timeout)
+        except TimeoutError:
+            raise StoreError(
+                f"weight store {self.where}: {what} timed out after {self.timeout:g} s"
+            ) from None
+        except (ValueError, RuntimeError, OSError) as e:
+            first = (str(e).splitlines() or [type(e).__name__])[0]
+            raise StoreError(f"weight store {self.where}: {what} failed: {first}") from None
+
+    def read(self, key: str) -> bytes | None:
+        r = self._wait(self.kv.read(key), f"read {key}")
+        return bytes(r.value) if r.state == "value" else None
+
+    def write(self, key: str, value: bytes):
+        return self.kv.write(key, value)  # a future: callers write many keys at once
+
+    def wait(self, futures, what: str) -> None:
+        for f in futures:
+            self._wait(f, what)
+
+    def list(self, lo: str, hi: str) -> list[str]:
+        keys = self._wait(self.kv.list(ts.KvStore.KeyRange(lo, hi)), f"list {lo}")
+        return sorted(k.decode() for k in keys)
+
+    def delete(self, lo: str, hi: str | None = None) -> None:
+        hi = lo + "\0" if hi is None else hi  # one key: [key, key + '\0')
+        self._wait(self.kv.delete_range(ts.KvStore.KeyRange(lo, hi)), f"delete {lo}")
+
+
+def flatten(params) -> dict:
     """Nested dict of arrays -> {'a/b/c': array} (the params pytree of model/)."""
     out = {}
 
@@ -77,7 +191,7 @@ def flatten(params) -> dict[str, np.ndarray]:
     return out
 
 
-def unflatten(flat: dict[str, np.ndarray]) -> dict:
+def unflatten(flat: dict) -> dict:
     out: dict = {}
     for path, v in flat.items():
         node = out
@@ -129,186 +243,402 @@ def _manifest_key(version: int) -> str:
     return f"manifests/{version:012d}.json"
 
 
+def _blob_dir(version: int) -> str:
+    return f"blobs/{version:012d}/"
+
+
 def _sha(b: bytes) -> str:
     return hashlib.sha256(b).hexdigest()
 
 
-class WeightWriter:
-    """The trainer side. Not thread-safe: one writer per store."""
+# --- shards: (index, data) with index = ((start, stop), ...) per dim of the global shape ----------
 
-    def __init__(self, path: str, *, dtype: str = "bfloat16", full_every: int = 10):
+
+def _norm_index(index, shape) -> tuple:
+    return tuple(tuple(int(i) for i in s.indices(n)[:2]) for s, n in zip(index, shape))
+
+
+def owned_shards(x) -> list[tuple[tuple, object]]:
+    """The distinct slices of `x` this process writes: of a jax.Array, its addressable shards with
+    replica_id 0 (exactly one in the world per distinct slice); of host data, the whole array,
+    on process 0 only (every process holds the same copy)."""
+    if isinstance(x, jax.Array):
+        return [
+            (_norm_index(s.index, x.shape), s.data)
+            for s in x.addressable_shards
+            if s.replica_id == 0
+        ]
+    if jax.process_index() != 0:
+        return []
+    x = np.asarray(x)
+    return [(tuple((0, n) for n in x.shape), x)]
+
+
+def _overlap(a: tuple, b: tuple) -> tuple | None:
+    o = tuple((max(s0, s1), min(e0, e1)) for (s0, e0), (s1, e1) in zip(a, b))
+    return o if all(s < e for s, e in o) else None
+
+
+def _local(o: tuple, origin: tuple) -> tuple:
+    """Slice `o` (global coordinates) as a numpy index into a block starting at `origin`."""
+    return tuple(slice(s - b, e - b) for (s, e), (b, _) in zip(o, origin))
+
+
+def _shape(index: tuple) -> tuple:
+    return tuple(e - s for s, e in index)
+
+
+class WeightWriter:
+    """The trainer side: every trainer process makes one (collectively, in the same order) and
+    calls `publish` with the same version. Not thread-safe: one writer run per store."""
+
+    def __init__(
+        self,
+        store: str,
+        *,
+        dtype: str = "bfloat16",
+        full_every: int = 10,
+        keep: int = 4,
+        timeout: float = 60.0,
+    ):
         if full_every < 1:
             raise ValueError(f"weight store full_every={full_every}: must be >= 1")
-        self.kv = _kvstore(path)
+        if keep < 1:
+            raise ValueError(f"weight store keep={keep}: must be >= 1")
+        self.kv = _Kv(store, timeout)
         self.dtype, self.bits_dtype = _np_dtype(dtype)
-        self.dtype_name, self.full_every = dtype, full_every
-        self.nonce = uuid.uuid4().hex[:12]
-        self.prev: dict[str, np.ndarray] | None = None  # bits of the last published version
-        self.chain: list[dict] = []
-        self.retired: list[
-            dict
-        ] = []  # the chain before the current one (collected at the next full)
-        self.chain_versions: list[int] = []
-        self.retired_versions: list[int] = []
+        self.dtype_name, self.full_every, self.keep = dtype, full_every, keep
+        self.nonce = _shared_nonce()
+        self.prev: dict[tuple, np.ndarray] = {}  # (leaf, index) -> bits of the last version
+        self.chains: dict[tuple, list[dict]] = {}  # (leaf, index) -> its blobs since its full
+        self.referenced: dict[int, set[str]] = {}  # version -> blob keys its manifest names
         self.last_version: int | None = None
-
-    def _bits(self, params) -> dict[str, np.ndarray]:
-        return {
-            k: np.asarray(v).astype(self.dtype).reshape(-1).view(self.bits_dtype)
-            for k, v in flatten(params).items()
-        }
 
     def rewind(self, version: int) -> None:
         """Deletes manifests newer than `version` (a restarted trainer's discarded future)."""
-        self.kv.delete_range(ts.KvStore.KeyRange(_manifest_key(version + 1), "manifests0")).result()
+        if jax.process_index() == 0:
+            self.kv.delete(_manifest_key(version + 1), "manifests0")
+
+    def _bits(self, data) -> np.ndarray:
+        return np.asarray(data).astype(self.dtype).reshape(-1).view(self.bits_dtype)
+
+    def _encode(self, key: tuple, bits: np.ndarray, full: bool) -> tuple[bytes, str, int]:
+        """-> (blob, encoding, changed elements)."""
+        if full:
+            return bits.tobytes(), "raw", bits.size
+        old = self.prev[key]
+        changed = int(np.count_nonzero(bits != old))
+        enc = "sparse" if self.dtype_name == "bfloat16" else "xor"
+        blob = ENCODERS[enc](bits, old)
+        if enc == "sparse" and changed > bits.size // 16:
+            # Dense changes (early steps, high lr): XOR + shuffle + zlib may be smaller.
+            alt = encode_xor(bits, old)
+            if len(alt) < len(blob):
+                blob, enc = alt, "xor"
+        return blob, enc, changed
+
+    def write_shards(self, params, version: int) -> dict:
+        """Encodes and writes this process's shards (no manifest) -> its part: {leaves, stats}."""
+        full_version = version % self.full_every == 0
+        prefix = f"{_blob_dir(version)}{self.nonce}"
+        leaves, futures, seen = {}, [], set()
+        stats = {"bytes": 0, "full_bytes": 0, "changed": 0, "elements": 0, "deltas": 0}
+        for i, (path, x) in enumerate(flatten(params).items()):
+            shards = []
+            for index, data in owned_shards(x):
+                key, bits = (path, index), self._bits(data)
+                full = full_version or key not in self.prev
+                blob, enc, changed = self._encode(key, bits, full)
+                name = f"{prefix}/{i}/{'_'.join(str(s) for s, _ in index) or '0'}"
+                link = {"key": name, "enc": enc, "sha256": _sha(blob), "bytes": len(blob)}
+                chain = [link] if full else self.chains[key] + [link]
+                futures.append((self.kv.write(name, blob), len(blob)))
+                while sum(n for _, n in futures) > INFLIGHT_BYTES and len(futures) > 1:
+                    self.kv.wait([futures.pop(0)[0]], f"write {prefix}")
+                shards.append({"index": [list(r) for r in index], "chain": chain})
+                self.prev[key], self.chains[key] = bits, chain
+                seen.add(key)
+                stats["bytes"] += len(blob)
+                stats["full_bytes"] += bits.nbytes
+                stats["elements"] += bits.size
+                stats["changed"] += bits.size if full else changed
+                stats["deltas"] += not full
+            leaves[path] = {"shape": list(np.shape(x)), "shards": shards}
+        for key in set(self.prev) - seen:  # shards this process no longer owns (resharded)
+            del self.prev[key], self.chains[key]
+        self.kv.wait([f for f, _ in futures], f"write {prefix}")
+        return {"leaves": leaves, "stats": stats}
 
     def publish(self, params, version: int) -> dict:
-        """Writes `version`; -> stats {kind, bytes, full_bytes, seconds, changed_frac}."""
+        """Writes `version` (every process calls this) -> stats {kind, bytes, full_bytes,
+        seconds, changed_frac}: the whole store's on process 0, this process's elsewhere."""
         t0 = time.perf_counter()
-        flat = flatten(params)
-        bits = self._bits(params)
-        full = self.prev is None or version % self.full_every == 0 or set(bits) != set(self.prev)
-        prefix = f"blobs/{self.nonce}/{version}"
-        link = {"prefix": prefix, "kind": "full" if full else "delta", "leaves": {}}
-        writes, nbytes, changed = [], 0, 0
-        enc = "sparse" if self.dtype_name == "bfloat16" else "xor"
-        for i, (k, b) in enumerate(bits.items()):
-            if full:
-                blob, e = b.tobytes(), "raw"
-            else:
-                n_changed = int(np.count_nonzero(b != self.prev[k]))
-                changed += n_changed
-                blob, e = ENCODERS[enc](b, self.prev[k]), enc
-                if enc == "sparse" and n_changed > b.size // 16:
-                    # Dense changes (early steps, high lr): XOR + shuffle + zlib may be smaller.
-                    alt = encode_xor(b, self.prev[k])
-                    blob, e = (alt, "xor") if len(alt) < len(blob) else (blob, e)
-            key = f"{prefix}/{i}"
-            link["leaves"][k] = {"key": key, "enc": e, "sha256": _sha(blob)}
-            writes.append(self.kv.write(key, blob))
-            nbytes += len(blob)
-        for w in writes:
-            w.result()
-        chain = [link] if full else self.chain + [link]
+        part = self.write_shards(params, version)
+        parts = self._gather_parts(part, version)
+        stats = part["stats"]
+        if parts is not None:
+            stats = self._write_manifest(parts, version)
+            self._collect(version)
+        if jax.process_count() > 1:  # returns on every process once the version is readable
+            from jax.experimental import multihost_utils  # pylint: disable=import-outside-toplevel
+
+            multihost_utils.sync_global_devices(f"weight store published {version}")
+        self.last_version = version
+        return {
+            "kind": "delta" if stats["deltas"] else "full",
+            "bytes": stats["bytes"],
+            "full_bytes": stats["full_bytes"],
+            "seconds": time.perf_counter() - t0,
+            "changed_frac": stats["changed"] / max(stats["elements"], 1),
+        }
+
+    def _gather_parts(self, part: dict, version: int) -> list[dict] | None:
+        """One process: its own part. Several: each writes its part file, all meet at a barrier
+        (every blob is in), process 0 reads them all. -> the parts on process 0, else None."""
+        n = jax.process_count()
+        if n == 1:
+            return [part]
+        from jax.experimental import multihost_utils  # pylint: disable=import-outside-toplevel
+
+        key = f"{_blob_dir(version)}{self.nonce}/part-{{}}.json"
+        me = jax.process_index()
+        self.kv.wait([self.kv.write(key.format(me), json.dumps(part).encode())], "write part")
+        multihost_utils.sync_global_devices(f"weight store publish {version}")
+        if me != 0:
+            return None
+        parts = [part]
+        for p in range(1, n):
+            raw = self.kv.read(key.format(p))
+            if raw is None:
+                raise StoreError(f"weight store: process {p}'s part of version {version} missing")
+            parts.append(json.loads(raw))
+        return parts
+
+    def _write_manifest(self, parts: list[dict], version: int) -> dict:
+        leaves: dict[str, dict] = {}
+        for part in parts:
+            for path, leaf in part["leaves"].items():
+                entry = leaves.setdefault(path, {"shape": leaf["shape"], "shards": []})
+                entry["shards"] += leaf["shards"]
+        stats = {k: sum(p["stats"][k] for p in parts) for k in parts[0]["stats"]}
         manifest = {
+            "format": FORMAT,
             "version": int(version),
             "dtype": self.dtype_name,
             "nonce": self.nonce,
-            "shapes": {k: list(np.shape(v)) for k, v in flat.items()},
-            "chain": chain,
+            "leaves": leaves,
         }
-        self.kv.write(_manifest_key(version), json.dumps(manifest).encode()).result()
-        if full:
-            # Keep one finished chain for readers still fetching it; drop the one before.
-            self._collect(self.retired, self.retired_versions)
-            self.retired, self.retired_versions = self.chain, self.chain_versions
-            self.chain_versions = []
-        self.chain_versions.append(version)
-        self.prev, self.chain, self.last_version = bits, chain, version
-        total = sum(b.nbytes for b in bits.values())
-        return {
-            "kind": link["kind"],
-            "bytes": nbytes,
-            "full_bytes": total,
-            "seconds": time.perf_counter() - t0,
-            "changed_frac": changed / max(sum(b.size for b in bits.values()), 1)
-            if not full
-            else 1.0,
-        }
+        self.kv.wait(
+            [self.kv.write(_manifest_key(version), json.dumps(manifest).encode())],
+            f"write {_manifest_key(version)}",
+        )
+        self.referenced[version] = _blob_keys(manifest)
+        return stats
 
-    def _collect(self, chain: list[dict], versions: list[int]) -> None:
-        """Drops an old chain's manifests, then its blobs (a reader mid-fetch retries the newest)."""
-        for v in versions:
-            self.kv.delete_range(
-                ts.KvStore.KeyRange(_manifest_key(v), _manifest_key(v) + "\0")
-            ).result()
-        for link in chain:
-            p = link["prefix"]
-            self.kv.delete_range(ts.KvStore.KeyRange(p + "/", p + "0")).result()
+    def _collect(self, version: int) -> None:
+        """The hygiene rule of the module docstring, after manifest `version` is in."""
+        listed = [
+            int(k[10:22]) for k in self.kv.list("manifests/", "manifests0") if k.endswith(".json")
+        ]
+        kept = [v for v in listed if v <= version][-self.keep :]
+        for v in listed:
+            if v < kept[0]:
+                self.kv.delete(_manifest_key(v))
+                self.referenced.pop(v, None)
+        refs = set()
+        for v in kept:
+            if v not in self.referenced:  # written by an earlier run of this store
+                raw = self.kv.read(_manifest_key(v))
+                self.referenced[v] = _blob_keys(json.loads(raw)) if raw else set()
+            refs |= self.referenced[v]
+        blobs = self.kv.list("blobs/", _blob_dir(version + 1))
+        dirs: dict[str, list[str]] = {}
+        for k in blobs:
+            dirs.setdefault(k[: len("blobs/") + 13], []).append(k)
+        for d, keys in dirs.items():
+            dead = [k for k in keys if k not in refs]
+            if len(dead) == len(keys):
+                self.kv.delete(d, d[:-1] + "0")  # the whole version directory in one request
+            else:
+                for k in dead:
+                    self.kv.delete(k)
 
 
-class StaleManifest(Exception):
-    pass
+def _blob_keys(manifest: dict) -> set[str]:
+    return {
+        link["key"]
+        for leaf in manifest["leaves"].values()
+        for shard in leaf["shards"]
+        for link in shard["chain"]
+    }
+
+
+def _shared_nonce() -> str:
+    """A fresh id for this writer run, the same on every process (process 0's, broadcast)."""
+    nonce = uuid.uuid4().hex[:12]
+    if jax.process_count() == 1:
+        return nonce
+    from jax.experimental import multihost_utils  # pylint: disable=import-outside-toplevel
+
+    b = np.frombuffer(nonce.encode(), np.uint8)
+    return np.asarray(multihost_utils.broadcast_one_to_all(b)).tobytes().decode()
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 class WeightReader:
-    """The sampler side: newest (or a given) version, rebuilt bitwise; caches the chain it holds so
-    a newer version on the same chain costs only the new deltas."""
+    """The sampler side: newest (or a given) version, rebuilt bitwise, whole or as global arrays on
+    given shardings; caches each shard's chain it holds so a newer version on the same chain costs
+    only the new deltas. `bytes_read` / `blobs_read` count what it read."""
 
-    def __init__(self, path: str):
-        self.kv = _kvstore(path)
-        self.cache_chain: list[str] = []
-        self.cache_bits: dict[str, np.ndarray] = {}
-        self.bytes_read = 0
+    def __init__(self, store: str, *, timeout: float = 60.0, log=_stderr):
+        self.kv = _Kv(store, timeout)
+        self.log = log
+        self.cache: dict[tuple, tuple[list[str], np.ndarray]] = {}  # (leaf, index) -> chain, bits
+        self.damaged: set[int] = set()
+        self.bytes_read, self.blobs_read = 0, 0
 
     def versions(self) -> list[int]:
-        keys = self.kv.list(ts.KvStore.KeyRange("manifests/", "manifests0")).result()
-        return sorted(int(k.decode()[10:22]) for k in keys if k.decode().endswith(".json"))
+        keys = self.kv.list("manifests/", "manifests0")
+        return [int(k[10:22]) for k in keys if k.endswith(".json")]
 
     def latest_version(self) -> int | None:
-        v = self.versions()
+        v = [v for v in self.versions() if v not in self.damaged]
         return v[-1] if v else None
 
     def _read(self, key: str) -> bytes:
-        r = self.kv.read(key).result()
-        if r.state != "value":
+        raw = self.kv.read(key)
+        if raw is None:
             raise StaleManifest(key)
-        self.bytes_read += len(r.value)
-        return bytes(r.value)
+        self.bytes_read += len(raw)
+        self.blobs_read += 1
+        return raw
 
-    def _rebuild(self, m: dict) -> dict[str, np.ndarray]:
-        _, bits_dtype = _np_dtype(m["dtype"])
-        prefixes = [link["prefix"] for link in m["chain"]]
-        n = len(self.cache_chain)
-        if n and prefixes[:n] == self.cache_chain:
-            start, bits = n, dict(self.cache_bits)
-        else:
-            start, bits = 0, {}
-        for link in m["chain"][start:]:
-            for k, leaf in link["leaves"].items():
-                blob = self._read(leaf["key"])
-                if _sha(blob) != leaf["sha256"]:
-                    raise StaleManifest(f"{leaf['key']}: hash mismatch")
-                if leaf["enc"] == "raw":
-                    bits[k] = np.frombuffer(blob, bits_dtype).copy()
-                else:
-                    bits[k] = DECODERS[leaf["enc"]](blob, bits[k])
-        self.cache_chain, self.cache_bits = prefixes, bits
+    def _manifest(self, v: int) -> dict:
+        raw = self._read(_manifest_key(v))
+        try:
+            m = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise DamagedVersion(f"{_manifest_key(v)}: not JSON ({len(raw)} bytes; {e})") from None
+        if not isinstance(m, dict) or m.get("format") != FORMAT:
+            raise DamagedVersion(f"{_manifest_key(v)}: not a format-{FORMAT} manifest")
+        return m
+
+    def _shard_bits(self, path: str, shard: dict, bits_dtype) -> np.ndarray:
+        """One published shard's bits at the manifest's version, from the cache + new blobs."""
+        ckey = (path, tuple(tuple(r) for r in shard["index"]))
+        chain = shard["chain"]
+        keys = [link["key"] for link in chain]
+        have_keys, bits = self.cache.get(ckey, ([], None))
+        start = len(have_keys) if have_keys and keys[: len(have_keys)] == have_keys else 0
+        for link in chain[start:]:
+            blob = self._read(link["key"])
+            if _sha(blob) != link["sha256"]:
+                raise DamagedVersion(f"{link['key']}: sha256 mismatch")
+            if link["enc"] == "raw":
+                bits = np.frombuffer(blob, bits_dtype).copy()
+            else:
+                bits = DECODERS[link["enc"]](blob, bits)
+        self.cache[ckey] = (keys, bits)
         return bits
 
-    def fetch(self, version: int | None = None, retries: int = 20) -> tuple[dict, int]:
-        """-> (params as nested dict of sampler-dtype numpy arrays, version)."""
+    def _assemble(self, path: str, leaf: dict, targets: list[tuple], m: dict) -> dict:
+        """-> {target index: numpy block} from the published shards overlapping each target."""
+        dt, bits_dtype = _np_dtype(m["dtype"])
+        out = {t: np.empty(_shape(t), dt) for t in targets}
+        filled = dict.fromkeys(targets, 0)
+        for shard in leaf["shards"]:
+            src = tuple(tuple(r) for r in shard["index"])
+            hits = [(t, o) for t in targets if (o := _overlap(t, src)) is not None]
+            if not hits:
+                continue  # no device of this process needs this slice: never read
+            block = self._shard_bits(path, shard, bits_dtype).view(dt).reshape(_shape(src))
+            for t, o in hits:
+                out[t][_local(o, t)] = block[_local(o, src)]
+                filled[t] += int(np.prod(_shape(o)))
+        for t, n in filled.items():  # published shards are disjoint: they must tile each target
+            if n != int(np.prod(_shape(t))):
+                raise DamagedVersion(f"{path}: published shards cover {n} of slice {list(t)}")
+        return out
+
+    def _build(self, m: dict, shardings) -> dict:
+        flat_sh = flatten(shardings) if shardings is not None else None
+        out = {}
+        for path, leaf in m["leaves"].items():
+            shape = tuple(leaf["shape"])
+            whole = tuple((0, n) for n in shape)
+            if flat_sh is None:
+                out[path] = self._assemble(path, leaf, [whole], m)[whole]
+                continue
+            sh = flat_sh.get(path)
+            if sh is None:
+                raise KeyError(f"weight store: shardings have no entry for published leaf {path}")
+            dev_index = {
+                d: _norm_index(idx, shape)
+                for d, idx in sh.addressable_devices_indices_map(shape).items()
+            }
+            blocks = self._assemble(path, leaf, sorted(set(dev_index.values())), m)
+            arrays = [jax.device_put(blocks[t], d) for d, t in dev_index.items()]
+            out[path] = jax.make_array_from_single_device_arrays(shape, sh, arrays)
+        return unflatten(out)
+
+    def _load(self, v: int, shardings) -> dict:
+        m = self._manifest(v)
+        out = self._build(m, shardings)
+        live = {
+            (p, tuple(map(tuple, s["index"]))) for p, f in m["leaves"].items() for s in f["shards"]
+        }
+        for key in set(self.cache) - live:  # shards the writer no longer publishes (resharded)
+            del self.cache[key]
+        return out
+
+    def fetch(self, version: int | None = None, shardings=None, retries: int = 20):
+        """-> (params, version). params: a nested dict of sampler-dtype numpy arrays, or with
+        `shardings` (a pytree of jax.sharding.Sharding like the params) global jax arrays on
+        them, each process reading only the published shards its own devices overlap."""
         for _ in range(retries):
             v = self.latest_version() if version is None else version
             if v is None:
+                if self.damaged:
+                    raise DamagedVersion(
+                        f"weight store: no intact version ({sorted(self.damaged)} damaged)"
+                    )
                 raise FileNotFoundError("weight store: no version published yet")
             try:
-                m = json.loads(self._read(_manifest_key(v)))
-                bits = self._rebuild(m)
-            except StaleManifest:
+                return self._load(v, shardings), v
+            except (StaleManifest, DamagedVersion) as e:
+                listed = self.versions()
+                if v not in listed:
+                    if version is not None:
+                        what = "collected" if listed and v < listed[-1] else "not published"
+                        raise StaleManifest(f"weight store: version {v} {what}") from None
+                    time.sleep(0.05)  # the writer collected this chain meanwhile: take the newest
+                    continue
+                if isinstance(e, StaleManifest):
+                    e = DamagedVersion(f"{e.args[0]}: listed manifest names a missing blob")
                 if version is not None:
-                    raise
-                time.sleep(0.05)  # the writer replaced or collected this chain: take the newest
-                continue
-            dt, _ = _np_dtype(m["dtype"])
-            flat = {k: b.view(dt).reshape(m["shapes"][k]) for k, b in bits.items()}
-            return unflatten(flat), v
+                    raise DamagedVersion(f"weight store: version {v} damaged: {e}") from None
+                self.damaged.add(v)
+                self.log(f"weight store: version {v} damaged ({e}); falling back to an older one")
         raise TimeoutError("weight store: could not read a consistent version")
 
 
 class Follower:
     """What a sampler holds: the newest params and version, polled between decode iterations.
-    `cast` converts fetched arrays (e.g. to float32 jnp arrays for the engine)."""
+    `cast` converts fetched arrays (e.g. to float32 jnp arrays for the engine); `shardings` (a
+    pytree like the params) makes the reader fetch global arrays on the sampler's mesh."""
 
-    def __init__(self, reader: WeightReader, cast=None):
-        self.reader, self.cast = reader, cast or (lambda p: p)
+    def __init__(self, reader: WeightReader, cast=None, shardings=None):
+        self.reader, self.cast, self.shardings = reader, cast or (lambda p: p), shardings
         self.fetch_seconds, self.fetches = 0.0, 0
 
     def latest(self) -> tuple[dict, int]:
         t0 = time.perf_counter()
         while self.reader.latest_version() is None:
             time.sleep(0.05)
-        p, v = self.reader.fetch()
+        p, v = self.reader.fetch(shardings=self.shardings)
         self.fetch_seconds += time.perf_counter() - t0
         self.fetches += 1
         return self.cast(p), v
@@ -317,4 +647,5 @@ class Follower:
         v = self.reader.latest_version()
         if v is None or v <= current:
             return None
-        return self.latest()
+        p, got = self.latest()
+        return None if got <= current else (p, got)  # a damaged newest fell back to an older one

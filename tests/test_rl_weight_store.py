@@ -1,0 +1,246 @@
+"""Shard-wise weight store on 8 simulated CPU devices: the real tiny preset, sharded by the
+trainer's rules over an fsdp=4 mesh on devices 0-3, is published shard by shard (one blob per
+distinct slice: replicas never write twice) and fetched onto other meshes (tensor=2 x expert=2 on
+devices 4-7, a 2-device mesh) bitwise equal in the sampler dtype, deltas applied per shard; each
+published blob is read once however many target devices overlap it. Hygiene: old manifests and
+the blobs only they (or a SIGKILLed writer) referenced are collected; a truncated newest manifest
+or a blob failing its hash is reported in one line and readers fall back to the newest intact
+version. The 2-process case (each process writes only its own shards and reads only the slices
+its devices need) is in test_rl_weight_store_multiprocess.py."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import jax
+import ml_dtypes
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding, PartitionSpec
+
+from model import init_params, param_logical_specs, presets
+from model.sharding import DEFAULT_RULES, logical_shardings, role_mesh
+from rl import weight_store
+from rl.weight_store import (
+    DamagedVersion,
+    Follower,
+    StaleManifest,
+    WeightReader,
+    WeightWriter,
+    flatten,
+)
+
+DEV = jax.devices()
+BITS = {"bfloat16": (ml_dtypes.bfloat16, np.uint16), "float32": (np.float32, np.uint32)}
+
+
+def _bits(x, dtype: str):
+    dt, bits = BITS[dtype]
+    return np.asarray(x).astype(dt).view(bits)
+
+
+def _tiny_on(mesh):
+    cfg = presets.get("tiny")
+    sh = logical_shardings(param_logical_specs(cfg), mesh, DEFAULT_RULES)
+    return init_params(cfg, jax.random.PRNGKey(0), out_shardings=sh), sh
+
+
+def _step(params, k: int):
+    """A stand-in optimizer update (keeps the shardings): a few elements move, as at RL lrs."""
+    return jax.tree.map(lambda x: x.at[(0,) * x.ndim].add(0.01 * k) if x.ndim else x + k, params)
+
+
+def _assert_bitwise(got, want, dtype: str):
+    for path, x in flatten(want).items():
+        np.testing.assert_array_equal(
+            _bits(flatten(got)[path], dtype), _bits(x, dtype), err_msg=path
+        )
+
+
+def _blob_keys(path: str) -> list[str]:
+    root = os.path.join(path, "blobs")
+    return [os.path.relpath(os.path.join(d, f), path) for d, _, fs in os.walk(root) for f in fs]
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_fsdp_publish_fetches_bitwise_onto_other_meshes(tmp_path, dtype):
+    trainer = role_mesh({"fsdp": 4}, DEV[0:4])
+    params, _ = _tiny_on(trainer)
+    store = str(tmp_path / "w")
+    w = WeightWriter(store, dtype=dtype, full_every=3)
+    targets = {
+        "tensor2xexpert2": role_mesh({"tensor": 2, "expert": 2}, DEV[4:8]),
+        "two devices": role_mesh({"fsdp": 2}, DEV[6:8]),
+    }
+    readers = {k: WeightReader(store) for k in targets}
+    shardings = {k: _tiny_on(m)[1] for k, m in targets.items()}
+    for v in range(4):  # full, delta, delta, full (full_every=3)
+        params = _step(params, v)
+        stats = w.publish(params, v)
+        assert stats["kind"] == ("full" if v % 3 == 0 else "delta")
+        host = jax.device_get(params)
+        for name, r in readers.items():
+            r.bytes_read = r.blobs_read = 0
+            got, gv = r.fetch(shardings=shardings[name])
+            assert gv == v
+            for path, x in flatten(got).items():
+                assert x.sharding == flatten(shardings[name])[path], (name, path)
+                assert x.dtype == BITS[dtype][0]
+            _assert_bitwise(got, host, dtype)
+            # Each new blob read exactly once (cached chains: a delta version reads only deltas),
+            # plus the manifest: never once per overlapping target device.
+            m = json.loads(open(os.path.join(store, f"manifests/{v:012d}.json")).read())
+            new = [s["chain"][-1]["bytes"] for leaf in m["leaves"].values() for s in leaf["shards"]]
+            assert r.blobs_read == len(new) + 1, name
+            assert r.bytes_read == sum(new) + os.path.getsize(
+                os.path.join(store, f"manifests/{v:012d}.json")
+            )
+    # One blob per distinct shard: fsdp=4 splits the 'embed' axis of most leaves in 4, and a
+    # leaf with no fsdp axis (e.g. a norm scale, replicated on 4 devices) is written once.
+    m = json.loads(open(os.path.join(store, "manifests/000000000003.json")).read())
+    for path, x in flatten(params).items():
+        distinct = {tuple(map(str, s.index)) for s in x.addressable_shards}
+        assert len(m["leaves"][path]["shards"]) == len(distinct), path
+    assert len([k for k in _blob_keys(store) if k.startswith("blobs/000000000003/")]) == sum(
+        len(leaf["shards"]) for leaf in m["leaves"].values()
+    )
+    # Whole-array fetch (no shardings) still works: host numpy, the same bits.
+    got, _ = WeightReader(store).fetch()
+    _assert_bitwise(got, jax.device_get(params), dtype)
+
+
+def test_host_numpy_publish_reads_onto_a_mesh(tmp_path, monkeypatch):
+    """Host numpy (one shard: the whole array) publishes as before; a sharded fetch slices it.
+    (In-flight writes capped at 1 byte: each blob is waited for before the next is encoded.)"""
+    monkeypatch.setattr(weight_store, "INFLIGHT_BYTES", 1)
+    x = np.arange(64 * 8, dtype=np.float32).reshape(64, 8) / 7
+    store = str(tmp_path / "w")
+    WeightWriter(store, dtype="float32").publish({"a": {"w": x}, "s": np.float32(3)}, 0)
+    mesh = role_mesh({"tensor": 2, "expert": 2}, DEV[4:8])
+    sh = {
+        "a": {"w": NamedSharding(mesh, PartitionSpec("tensor", "expert"))},
+        "s": NamedSharding(mesh, PartitionSpec()),
+    }
+    got, _ = WeightReader(store).fetch(shardings=sh)
+    np.testing.assert_array_equal(np.asarray(got["a"]["w"]), x)
+    assert got["a"]["w"].addressable_shards[0].data.shape == (32, 4)
+    assert float(got["s"]) == 3.0
+
+
+def _orphans(store: str) -> list[str]:
+    refs = set()
+    for f in os.listdir(os.path.join(store, "manifests")):
+        m = json.loads(open(os.path.join(store, "manifests", f)).read())
+        refs |= {
+            c["key"] for leaf in m["leaves"].values() for s in leaf["shards"] for c in s["chain"]
+        }
+    return [k for k in _blob_keys(store) if k not in refs]
+
+
+_KILLED = r"""
+import os, signal, sys, numpy as np
+from rl.weight_store import WeightWriter
+w = WeightWriter(sys.argv[1], dtype="float32", full_every=100)
+w.write_shards({"a": np.full((64, 64), 7, np.float32)}, int(sys.argv[2]))  # blobs, no manifest
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_collector_keeps_the_window_and_drops_orphans(tmp_path):
+    """Rule: after version v, manifests older than the newest `keep` go, and every blob of a
+    version <= v that no kept manifest references (old chains, a killed writer's) goes."""
+    store = str(tmp_path / "w")
+    x = np.random.default_rng(0).normal(size=(32, 32)).astype(np.float32)
+    w = WeightWriter(store, dtype="float32", full_every=4, keep=2)
+    for v in range(3):
+        w.publish({"a": x + v}, v)
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    r = subprocess.run([sys.executable, "-c", _KILLED, store, "3"], env=env, check=False)
+    assert r.returncode == -signal.SIGKILL
+    orphans = _orphans(store)
+    assert len(orphans) == 1 and "/000000000003/" in orphans[0]  # the killed writer's blob
+    w2 = WeightWriter(store, dtype="float32", full_every=4, keep=2)  # the restarted trainer
+    w2.rewind(2)
+    for v in range(3, 7):  # 3 (delta on a fresh writer: full), 4 full, 5, 6 deltas
+        w2.publish({"a": x + v}, v)
+        assert _orphans(store) == [], v
+    assert sorted(os.listdir(os.path.join(store, "manifests"))) == [
+        "000000000005.json",
+        "000000000006.json",
+    ]
+    # Versions 5 and 6 need the full snapshot of 4 and the deltas 5, 6: exactly those remain.
+    dirs = sorted(
+        {k.split("/")[1] for k in _blob_keys(store)}
+    )  # (the file driver keeps empty dirs)
+    assert dirs == ["000000000004", "000000000005", "000000000006"]
+    got, v = WeightReader(store).fetch()
+    np.testing.assert_array_equal(got["a"], x + 6)
+    with pytest.raises(StaleManifest, match="version 2 collected"):
+        WeightReader(store).fetch(2)
+
+
+def test_damaged_newest_version_falls_back(tmp_path):
+    store = str(tmp_path / "w")
+    x = np.random.default_rng(1).normal(size=(16, 16)).astype(np.float32)
+    w = WeightWriter(store, dtype="float32", full_every=10, keep=10)
+    for v in range(4):
+        w.publish({"a": x * (v + 1)}, v)
+    lines = []
+    r = WeightReader(store, log=lines.append)
+    # Version 3's manifest truncated (a torn write on a store without atomic puts).
+    path3 = os.path.join(store, "manifests/000000000003.json")
+    raw = open(path3, "rb").read()
+    open(path3, "wb").write(raw[: len(raw) // 2])
+    got, v = r.fetch()
+    assert v == 2
+    np.testing.assert_array_equal(got["a"], x * 3)
+    assert len(lines) == 1 and "version 3 damaged" in lines[0] and "\n" not in lines[0]
+    assert "manifests/000000000003.json" in lines[0]
+    assert r.latest_version() == 2  # the damaged version is skipped from then on
+    # Version 2's delta blob flipped: its hash fails, the reader falls back to version 1.
+    m = json.loads(open(os.path.join(store, "manifests/000000000002.json")).read())
+    key = m["leaves"]["a"]["shards"][0]["chain"][-1]["key"]
+    blob = bytearray(open(os.path.join(store, key), "rb").read())
+    blob[-1] ^= 0xFF
+    open(os.path.join(store, key), "wb").write(bytes(blob))
+    lines.clear()
+    got, v = WeightReader(store, log=lines.append).fetch()
+    assert v == 1
+    np.testing.assert_array_equal(got["a"], x * 2)
+    assert len(lines) == 2 and "sha256 mismatch" in lines[1] and key in lines[1]
+    with pytest.raises(DamagedVersion, match="version 2 damaged"):
+        WeightReader(store).fetch(2)
+    # Version 1's manifest parses but lost its shard (a process's part missing): never a block
+    # of uninitialized memory, a one-line report and version 0.
+    path1 = os.path.join(store, "manifests/000000000001.json")
+    m = json.loads(open(path1).read())
+    m["leaves"]["a"]["shards"] = []
+    open(path1, "w").write(json.dumps(m))
+    lines.clear()
+    got, v = WeightReader(store, log=lines.append).fetch()
+    assert v == 0 and "a: published shards cover 0 of slice [(0, 16), (0, 16)]" in lines[-1]
+    np.testing.assert_array_equal(got["a"], x)
+
+
+def test_follower_fetches_onto_the_sampler_mesh(tmp_path):
+    """Follower(reader, shardings=): the sampler's newest params arrive as global arrays on its
+    mesh; poll() returns nothing until a newer version, and nothing for a damaged newest one."""
+    store = str(tmp_path / "w")
+    x = np.random.default_rng(2).normal(size=(16, 8)).astype(np.float32)
+    w = WeightWriter(store, dtype="float32")
+    w.publish({"a": x}, 0)
+    sh = {"a": NamedSharding(role_mesh({"tensor": 2}, DEV[6:8]), PartitionSpec(None, "tensor"))}
+    f = Follower(WeightReader(store, log=lambda _: None), shardings=sh)
+    p, v = f.latest()
+    assert v == 0 and p["a"].sharding == sh["a"]
+    np.testing.assert_array_equal(np.asarray(p["a"]), x)
+    assert f.poll(0) is None
+    w.publish({"a": x + 1}, 1)
+    p, v = f.poll(0)
+    assert v == 1 and p["a"].sharding == sh["a"]
+    np.testing.assert_array_equal(np.asarray(p["a"]), x + 1)
+    w.publish({"a": x + 2}, 2)
+    open(os.path.join(store, "manifests/000000000002.json"), "w").write("{")
+    assert f.poll(1) is None  # version 2 is damaged: the follower keeps version 1
