@@ -220,12 +220,14 @@ def test_in_flight_weight_update_keeps_cache_and_records_versions(tiny, greedy_p
     )
 
 
-def _turns(cfg, params, k, temperature=0.0):
-    """Two turns of two requests on one engine: a prompt, then an observation (extend), the second
-    request teacher-forced for its first 3 tokens in both turns. -> (tokens, logprobs, versions
-    of each turn, routed experts of every consumed token) per request."""
+def _turns(cfg, params, k):
+    """Two greedy turns of two requests on one engine: a prompt, then an observation (extend), the
+    second request teacher-forced for its first 3 tokens, then 2. -> (tokens, logprobs, versions
+    of each turn, routed experts of every consumed token) per request. The engine's shape is the
+    one generate(PROMPTS, MAX_NEW, batch_size=2) builds (2 slots, cache 32, 1 stop id), so the
+    decode programs compiled for the tests above are reused."""
     eng = RolloutEngine(
-        cfg, params, slots=2, cache_len=64, temperature=temperature, seed=3, speculative_k=k
+        cfg, params, slots=2, cache_len=32, temperature=0.0, stop_width=1, speculative_k=k
     )
     forced = [5, 6, 7]
     eng.submit("a", [1, 2, 3, 4, 5], max_new=7, stop_tokens=[300])
