@@ -222,13 +222,8 @@ class RLBatchSource:
     log_keys = LOG_KEYS
 
     def __init__(self, config, workdir: str, cfg, *, start_samplers=None, log=print):
-        self.config, self.rl, self.cfg, self.workdir, self.log = (
-            config,
-            config.rl,
-            cfg,
-            workdir,
-            log,
-        )
+        self.config, self.rl, self.cfg = config, config.rl, cfg
+        self.workdir, self.log = workdir, log
         self.books = Books(pool_order(config.rl))
         self.primary = jax.process_index() == 0
         self.store = RolloutStore(os.path.join(workdir, "rollouts"))
@@ -252,7 +247,6 @@ class RLBatchSource:
 
     def start(self, run, state) -> None:
         self.version = int(jax.device_get(state.step))
-        self.writer = None
         if self.primary:
             os.makedirs(self.workdir, exist_ok=True)
             truncate_journal(self.journal, self.version)

@@ -87,7 +87,7 @@ def test_sampler_loop_writes_skipped_tasks_as_empty_groups(tmp_path, monkeypatch
             return [_group([0.0, 0.0]) for _ in tasks]
 
     kinds = ["a", "a", "b", "a", "b", "a"]
-    monkeypatch.setattr(sampler_process, "make_sampler", lambda rl, cfg: Failing())
+    monkeypatch.setattr(sampler_process, "make_sampler", lambda rl, cfg, *mesh: Failing())
     monkeypatch.setattr(sampler_process, "make_task", lambda rl, j: _task(kinds[j]))
     c = rl_config.get_config()
     c.rl.update(pool_size=6, groups_per_call=1, max_ahead=100)

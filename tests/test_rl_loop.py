@@ -70,7 +70,7 @@ def test_toy_task_reward_rises_on_a_4_device_mesh(tmp_path):
     assert sorted(books.consumed + books.dropped) == [f"{j:06d}" for j in range(240)]
     specs = _sharded_params_in_checkpoint(str(tmp_path))
     assert sum("fsdp" in s for s in specs) >= len(specs) // 2, specs  # most params over fsdp
-    leaf = out["state"].params["embed"]["embedding"]
+    leaf = out["state"].params["embed"]
     assert len(leaf.sharding.device_set) == 4 and "fsdp" in str(leaf.sharding.spec)
     # An RL checkpoint is a pretraining checkpoint: --mode=convert exports it as it is.
     import jax
@@ -89,20 +89,24 @@ def test_one_device_and_four_device_trainers_give_the_same_rewards(tmp_path):
     unsharded sampler, and a trainer on a 4-device fsdp mesh (devices 0-3) with the sampler's
     engine sharded tensor 2 x expert 2 over devices 4-7 (one mesh per role, one process), produce
     the same rewards step for step (float32; params and logprobs equal to float tolerance, so the
-    same samples are drawn)."""
+    same samples are drawn). The KL term is on (beta 0.1), so the reference pre-step runs on
+    both meshes too."""
     rewards, losses = {}, {}
     for n in (1, 4):
         c = rl_config.get_config()
-        c.rl.update(pool_size=24, groups_per_call=4, synchronous=True)
+        c.rl.update(pool_size=24, groups_per_call=4, synchronous=True, kl_beta=0.1)
         c.mesh.update(data=1, fsdp=n)
         c.trainer_devices = n
         if n == 4:
             c.rl.update(sampler_devices=4)
             c.rl.sampler_mesh.update(data=1, fsdp=1, expert=2, tensor=2)
         out = loop.train(c, str(tmp_path / f"d{n}"), log=lambda *_: None)
-        rewards[n] = [x["reward/mean"] for x in out["history"]]
-        losses[n] = [x["loss"] for x in out["history"]]
-        assert all(x["staleness/max"] == 0 for x in out["history"])  # on-policy, step for step
+        h = out["history"]
+        rewards[n], losses[n] = [x["reward/mean"] for x in h], [x["loss"] for x in h]
+        assert all(x["staleness/max"] == 0 for x in h)  # on-policy, step for step
+        # The KL reference (a jitted pre-step on the trainer's mesh) is the initial policy: the
+        # k1 estimate is 0 at step 1 (policy == reference), not after updates.
+        assert abs(h[0]["kl_k1"]) < 1e-6 and abs(h[-1]["kl_k1"]) > 1e-6, (h[0], h[-1])
     assert len(rewards[1]) == 6
     np.testing.assert_allclose(rewards[4], rewards[1], atol=1e-6)
     np.testing.assert_allclose(losses[4], losses[1], rtol=1e-4, atol=1e-6)
@@ -225,7 +229,7 @@ def test_two_trainer_processes_with_sampler_processes_survive_sigkill(tmp_path):
 def test_max_seconds_stops_the_trainer_between_steps(tmp_path):
     """train.max_seconds: no step starts after the budget; the run ends with a checkpoint."""
     c = rl_config.get_config()
-    c.rl.update(pool_size=64, groups_per_batch=2, group_size=4)
+    c.rl.update(pool_size=64, groups_per_batch=2, group_size=4, samplers=0)  # no sampler needed
     c.train.max_seconds = 1e-3
     out = loop.train(c, str(tmp_path / "rl"), log=lambda *_: None)
     assert out["history"] == [] and int(out["state"].step) == 0
