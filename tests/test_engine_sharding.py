@@ -27,10 +27,10 @@ DEV = jax.devices()
 # (mesh sizes, devices, moe_comm): tensor x expert parallel on the first four devices; tensor x
 # expert on the other four with expert-parallel dispatch by all_to_all (model/moe_a2a.py: the
 # gspmd dispatch all-gathers a layer's experts over the expert axis at every step, this one moves
-# only tokens). Each mesh costs ~20 s of compiles on
-# a cold cache (2 loaded cores), so fsdp x expert (slots and the model dim over fsdp) is checked by
-the in-flight set_params test below, and pure tensor parallelism (tensor 4: one head per device; checked
-# equal by hand, log-probs within 5e-7) is not a case of its own.
+# only tokens). Each mesh costs ~20 s of compiles on a cold cache (2 loaded cores), so fsdp x
+# expert (slots and the model dim over fsdp) is checked by the in-flight set_params test below,
+# and pure tensor parallelism (tensor 4: one head per device; checked equal by hand, log-probs
+# within 5e-7) is not a case of its own.
 MESHES = [
     ({"tensor": 2, "expert": 2}, slice(0, 4), "gspmd"),
     ({"tensor": 2, "expert": 2}, slice(4, 8), "alltoall"),
