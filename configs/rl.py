@@ -29,10 +29,11 @@ budget (engine cache, CodingEnv max_tokens and training row length; a generated 
         --config.rl.task=coding --config.rl.pool_size=4 --config.rl.group_size=2 \
         --config.rl.groups_per_batch=2 --config.rl.groups_per_call=2 --config.rl.max_tokens=768
 
-Expect (tiny preset, threads, 1 sampler, pool 200 = 50 steps of 4 groups x 8): mean reward 0.10
-at step 5, 0.45 at 30, 0.76 at 40, 0.98 at 50 (measured on 2 CPU cores at load ~16: ~140 s of
-compilation, then ~25 s for the 50 steps). Re-running the same command resumes from the latest
-checkpoint; a finished pool (single epoch) stops at once.
+Expect (tiny preset, threads, 1 sampler, pool 256 = 64 steps of 4 groups x 8; measured
+2026-11-27 with the 4-device command above, 2 CPU cores at load ~5): mean reward 0.109 at step 1,
+0.969 at 50, 0.984 at 64, step times 174-260 ms after compilation (bench/RESULTS.md, "RL on the
+one trainer and on a mesh"). Re-running the same command resumes from the latest checkpoint; a
+finished pool (single epoch) stops at once.
 """
 
 import ml_collections

@@ -288,16 +288,17 @@ class RLBatchSource:
             decision = None
             if self.primary:
                 sel = select(self.store, self.books, self.rl, step)
+                take = None
                 if sel is not None:
                     self.pending_step = (*sel, time.perf_counter())
-                    decision = {"ids": sel[1], "stats": sel[2]}
-                decision = {
-                    "take": decision,
-                    "books": self.books.to_json(),
-                    "done": sel is None and not self.books.unfinished(),
-                }
+                    take = {"ids": sel[1], "stats": sel[2]}
+                decision = {"take": take, "done": sel is None and not self.books.unfinished()}
+                if take is not None or decision["done"]:
+                    # the books travel only with a decision (what a checkpoint after the step
+                    # saves), not with every poll while the batch waits
+                    decision["books"] = self.books.to_json()
             decision = broadcast_json(decision)
-            if not self.primary:
+            if not self.primary and "books" in decision:
                 self.books = Books.from_json(decision["books"])
             if decision["take"] is not None:
                 return self._collate(decision["take"])
