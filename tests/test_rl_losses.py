@@ -265,7 +265,7 @@ def test_negative_advantages_scaled_positive_ones_kept():
 
 
 def test_multi_turn_rollout_record_converts_with_malformed_turn_negative():
-    """A RolloutRecord-shaped dict (rl/rollout_record.py's to_dict layout) of 2 turns, the first
+    """A RolloutRecord-shaped dict (rl/records.py's to_dict layout) of 2 turns, the first
     with a malformed call: its reward carries the penalty and the malformed turn's tokens get a
     negative advantage even in the better episode of the group."""
     base = dict(
