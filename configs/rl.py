@@ -63,6 +63,7 @@ def get_config() -> ml_collections.ConfigDict:
             max_tokens=16,  # training row length and the loss's fixed normalizer
             temperature=1.0,
             swap_every=2,  # decode iterations between weight-store polls (in-flight update)
+            speculative_k=0,  # MTP draft tokens per verify step (0 = plain; needs MTP heads)
             max_staleness=4,
             max_ahead=8,  # groups a sampler may produce ahead of the trainer
             # True: the groups of batch b are sampled with the params of step b (no in-flight

@@ -31,6 +31,7 @@ def get_config() -> ml_collections.ConfigDict:
             min_bucket=64,  # smallest prefill length bucket (compiled programs: model/engine.py)
             max_turn_tokens=256,
             temperature=1.0,
+            speculative_k=0,  # MTP draft tokens per verify step (0 = plain decoding; needs MTP)
             max_turns=10,
             obs_token_budget=512,
             workers=4,  # sandbox threads

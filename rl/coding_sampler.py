@@ -57,11 +57,12 @@ class CodingSampler:
         max_malformed_streak: int = 0,
         workers: int = 4,
         min_bucket: int = 64,
+        speculative_k: int = 0,
         mesh=None,
         rules=None,
     ):
         """mesh / rules: the engine's own mesh (rl.sampler_mesh) and logical rules; None = one
-        device, unsharded."""
+        device, unsharded. speculative_k: MTP draft tokens per verify step (0 = plain)."""
         if max_tokens > cfg.max_position_embeddings:
             raise ValueError(
                 f"rl.max_tokens={max_tokens} > max_position_embeddings={cfg.max_position_embeddings}"
@@ -76,7 +77,7 @@ class CodingSampler:
             obs_token_budget=obs_token_budget,
             max_malformed_streak=max_malformed_streak,
         )
-        self.mesh, self.rules = mesh, rules
+        self.mesh, self.rules, self.speculative_k = mesh, rules, speculative_k
         self.swaps = self.errors = 0
 
     def _engine(self, params, version: int, seed: int):
@@ -92,6 +93,7 @@ class CodingSampler:
             seed=seed,
             params_version=version,
             min_bucket=self.min_bucket,
+            speculative_k=self.speculative_k,
             mesh=self.mesh,
             rules=self.rules,
         )

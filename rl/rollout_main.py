@@ -52,6 +52,7 @@ def run_rollouts(config, workdir: str, params_dir: str = "") -> dict:
         seed=r.seed,
         params_version=r.params_version,
         min_bucket=r.min_bucket,
+        speculative_k=r.speculative_k,
     )
     os.makedirs(workdir, exist_ok=True)
     records_path = os.path.join(workdir, "rollouts.jsonl")

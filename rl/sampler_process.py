@@ -113,6 +113,7 @@ def make_sampler(rl, cfg, mesh=None, rules=None):
             max_malformed_streak=c.max_malformed_streak,
             workers=c.workers,
             min_bucket=c.min_bucket,
+            speculative_k=rl.speculative_k,
             mesh=mesh,
             rules=rules,
         )
@@ -124,6 +125,7 @@ def make_sampler(rl, cfg, mesh=None, rules=None):
         max_new_tokens=rl.max_new_tokens,
         temperature=rl.temperature,
         swap_every=rl.swap_every,
+        speculative_k=rl.speculative_k,
         mesh=mesh,
         rules=rules,
     )

@@ -58,17 +58,21 @@ class SingleTurnSampler:
         max_new_tokens: int,
         temperature: float = 1.0,
         swap_every: int = 2,
+        speculative_k: int = 0,
         stop_tokens=None,
         mesh=None,
         rules=None,
     ):
         """mesh / rules: the engine's own mesh (rl.sampler_mesh) and logical rules; None = one
-        device, unsharded."""
+        device, unsharded. speculative_k: MTP draft tokens per verify step (0 = plain decoding;
+        the recorded log-probs are the main model's either way)."""
         self.cfg, self.reward_fn = cfg, reward_fn
+        self.speculative_k = speculative_k
         self.mesh, self.rules = mesh, rules
         self.group_size, self.max_new = group_size, max_new_tokens
         self.temperature, self.swap_every, self.stop_tokens = temperature, swap_every, stop_tokens
         self.swaps = 0
+        self.decode_stats: dict = {}
 
     def play(self, tasks: Sequence[PromptTask], weights, seed: int) -> list[list[dict]]:
         params, version = weights.latest()
@@ -79,6 +83,7 @@ class SingleTurnSampler:
             params,
             prompts,
             self.max_new,
+            num_draft=self.speculative_k,
             temperature=self.temperature,
             stop_tokens=self.stop_tokens,
             seed=seed,
@@ -92,7 +97,9 @@ class SingleTurnSampler:
                 params, version = newer
                 batch.engine.set_params(params, version)
                 self.swaps += 1
-        recs = records_from_generate(batch.results(), prompts, gids)
+        out = batch.results()
+        self.decode_stats = out.stats  # iterations, drafted/accepted (speculative), tokens
+        recs = records_from_generate(out, prompts, gids)
         for r in recs:
             r["reward"], r["reward_terms"] = self.reward_fn(
                 r["tokens"][r["mask"] > 0], r["group_id"]
