@@ -75,12 +75,12 @@ for ctx in {contexts!r}:  # one observation of {obs} tokens extended onto a cont
 
 
 def measure(root: str, slots: list[int], cache_len: int, contexts: list[int], obs: int) -> dict:
-    sys.path[:0] = [ROOT, os.path.join(ROOT, "bench")]
-    from common import RL_CODING_PRESETS  # noqa: PLC0415
+    sys.path[:0] = [ROOT]
+    from model import presets  # noqa: PLC0415
 
     code = MEASURE.format(
         root=root,
-        overrides=RL_CODING_PRESETS["tiny4"],
+        overrides=presets.overrides("tiny4"),
         cache_len=cache_len,
         slots=tuple(slots),
         contexts=tuple(contexts),

@@ -51,7 +51,6 @@ reexec_with_hugepages()  # the default launch's allocator setting (main.py appli
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
-from common import RL_CODING_PRESETS as PRESETS  # noqa: E402
 
 from configs import rl as rl_config  # noqa: E402
 from configs import sft as sft_config  # noqa: E402
@@ -139,8 +138,8 @@ def pretrain(args, workdir: str) -> str:
     from configs import pretrain as pretrain_config  # noqa: PLC0415
 
     c = pretrain_config.get_config()
-    c.model = "tiny"
-    c.model_overrides = dict(PRESETS[args.preset], max_position_embeddings=args.max_tokens)
+    c.model = args.preset
+    c.model_overrides = dict(num_mtp_modules=0, max_position_embeddings=args.max_tokens)
     c.train.update(
         steps=args.pretrain_steps,
         batch_size=16,
@@ -159,9 +158,9 @@ def sft(args, traces: str, workdir: str, init: str = "") -> str:
     """-> the exported params dir of the SFT run (train/'s loop, configs/sft.py's data + loss),
     from `init` (exported params) or a random init."""
     c = sft_config.get_config()
-    c.model = "tiny"
+    c.model = args.preset
     c.init_params_from = init
-    c.model_overrides = dict(PRESETS[args.preset], max_position_embeddings=args.max_tokens)
+    c.model_overrides = dict(num_mtp_modules=0, max_position_embeddings=args.max_tokens)
     c.data.sources = (dict(c.data.sources[0], paths=[traces]),)
     c.data.heldout_fraction = 0.05
     c.train.update(
@@ -297,7 +296,7 @@ def plot(history, path: str, title: str) -> None:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--family", default="boundary")
-    ap.add_argument("--preset", default="tiny4", choices=sorted(PRESETS))
+    ap.add_argument("--preset", default="tiny4", choices=("tiny4", "tiny"))  # both without MTP
     ap.add_argument("--traces", type=int, default=96)
     ap.add_argument(
         "--mistake_rate",

@@ -66,12 +66,11 @@ print(f"ms per step: {{(time.perf_counter() - t0) / 10 * 1e3:.2f}}", flush=True)
 
 
 def _overrides(model: str) -> dict:
-    if model == "tiny":
-        return {}
-    sys.path[:0] = [os.path.join(ROOT, "bench")]
-    from common import RL_CODING_PRESETS  # noqa: PLC0415
+    """The preset as overrides of `tiny` (the measured revision may predate the preset)."""
+    sys.path[:0] = [ROOT]
+    from model import presets  # noqa: PLC0415
 
-    return dict(RL_CODING_PRESETS[model])
+    return presets.overrides(model)
 
 
 def measure(root: str, model: str, rows: int, seq: int) -> float:

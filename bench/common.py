@@ -15,25 +15,6 @@ import numpy as np
 
 from train.metrics import matmul_peak
 
-# bench_rl_coding.py's models (model_overrides on top of the `tiny` preset); `tiny4` is what the
-# coding RL benchmark trains and bench_engine_decode.py decodes with.
-RL_CODING_PRESETS = {
-    "tiny4": dict(
-        hidden_size=256,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        q_lora_rank=128,
-        kv_lora_rank=64,
-        qk_nope_head_dim=32,
-        qk_rope_head_dim=16,
-        v_head_dim=32,
-        intermediate_size=512,
-        moe_intermediate_size=128,
-        num_mtp_modules=0,
-    ),
-    "tiny": dict(num_mtp_modules=0),
-}
-
 
 def time_fn(fn, *args, repeats: int = 5, warmup: int = 1) -> float:
     """Median seconds per call of an already-jitted fn (outputs blocked on)."""

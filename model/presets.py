@@ -1,6 +1,7 @@
 """Named model presets: `presets.get(name)`.
 
 tiny         tests: 2 layers (1 dense + 1 MoE), 8 experts in 4 groups, MTP 1. Runs in milliseconds.
+tiny4        benchmarks (bench_rl_coding.py trains it): tiny at width 256 with 4 heads, no MTP.
 small        CPU demos: ~100M total / ~25M active params, byte-level vocab (512 ≥ 272 byte+special ids).
 deepseek_v3  DeepSeek-V3 (671B total / 37B active).
 kimi_k2      Kimi K2 / K2.5 text stack (1.04T total / 32B active), YaRN to 256K.
@@ -120,6 +121,27 @@ _PRESETS = {
         ),
     ),
 }
+
+_PRESETS["tiny4"] = dict(
+    _PRESETS["tiny"],
+    hidden_size=256,
+    num_hidden_layers=4,
+    num_attention_heads=4,
+    q_lora_rank=128,
+    kv_lora_rank=64,
+    qk_nope_head_dim=32,
+    qk_rope_head_dim=16,
+    v_head_dim=32,
+    intermediate_size=512,
+    moe_intermediate_size=128,
+    num_mtp_modules=0,
+)
+
+
+def overrides(name: str, base: str = "tiny") -> dict:
+    """The fields in which preset `name` differs from `base`: what a benchmark passes as overrides
+    of `base` to rebuild `name` in an older revision that lacks it (bench --against REV)."""
+    return {k: v for k, v in _PRESETS[name].items() if _PRESETS[base].get(k) != v}
 
 
 def names() -> tuple[str, ...]:

@@ -83,6 +83,15 @@ def test_preset_param_counts():
     assert 50e6 <= total <= 150e6
 
 
+
+def test_benchmark_preset_rebuilds_from_its_overrides_of_tiny():
+    """bench --against REV passes a preset as overrides of `tiny` to a revision that lacks it."""
+    assert presets.get("tiny", **presets.overrides("tiny4")) == presets.get("tiny4")
+    assert presets.overrides("tiny4")["hidden_size"] == 256 and presets.overrides("tiny") == {}
+    with pytest.raises(ValueError, match="unknown model preset 'tiny5'"):
+        presets.get("tiny5")
+
+
 def test_latent_cache_is_smaller_than_full_cache_for_kimi():
     sizes = cache_bytes_per_token(presets.get("kimi_k2"))
     # 576 values/token/layer (512 latent + 64 rope) vs 64 heads x (192 + 128).
