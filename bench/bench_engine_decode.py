@@ -6,7 +6,7 @@ revision of this repo in alternating subprocesses (the machine is shared):
         [--contexts 256,1024,1792] [--obs 200]
     python bench/bench_engine_decode.py --against 53845dd    # this tree vs that commit
 
-The model is bench_rl_coding's `tiny4` preset (bench/common.py) (random init, float32), the RL sampler's shape: what
+The model is bench_rl_coding's `tiny4` preset (model/presets.py) (random init, float32), the RL sampler's shape: what
 the coding RL loop decodes with. Each slot is prefilled with a 59-token prompt, then decodes in
 calls of 16 iterations (as the rollout driver calls the engine between turns); no stop tokens, so
 every slot stays active. The decode-at-context check fills 8 slots with ctx-token prompts and

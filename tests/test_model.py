@@ -83,7 +83,6 @@ def test_preset_param_counts():
     assert 50e6 <= total <= 150e6
 
 
-
 def test_benchmark_preset_rebuilds_from_its_overrides_of_tiny():
     """bench --against REV passes a preset as overrides of `tiny` to a revision that lacks it."""
     assert presets.get("tiny", **presets.overrides("tiny4")) == presets.get("tiny4")
