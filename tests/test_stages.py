@@ -120,25 +120,22 @@ def test_long_context_stage_starts_from_pretrain_params(tmp_path):
     load bitwise into (b), whose model differs only in YaRN; the optimizer starts fresh."""
     from configs import long_context, pretrain
     from model import export
-    from train import checkpoint
 
     a_run, a_state = _restore(_tiny(pretrain.get_config()), tmp_path / "a")
     params = jax.tree.map(lambda x: x + 0.5, a_state.params)  # not what (b)'s seed would init
-    checkpoint.export_params(params, str(tmp_path / "train_export"), a_run.cfg)
-    export.save_params(str(tmp_path / "model_export"), a_run.cfg, params)
-    for fmt in ("train_export", "model_export"):
-        c = _tiny(long_context.get_config())
-        c.init_params_from = str(tmp_path / fmt)
-        b_run, b_state = _restore(c, tmp_path / f"b_{fmt}")
-        assert b_run.cfg.rope_scaling.factor == 16.0
-        for x, y in zip(jax.tree.leaves(params), jax.tree.leaves(b_state.params)):
-            np.testing.assert_array_equal(x, y)
-        assert int(b_state.step) == 0
-        assert all(
-            float(np.abs(m).max()) == 0
-            for m in jax.tree.leaves(b_state.opt_state)
-            if getattr(m, "ndim", 0) > 0
-        )  # fresh Adam moments
+    export.save_params(str(tmp_path / "export"), a_run.cfg, params)  # --mode=convert's writer
+    c = _tiny(long_context.get_config())
+    c.init_params_from = str(tmp_path / "export")
+    b_run, b_state = _restore(c, tmp_path / "b")
+    assert b_run.cfg.rope_scaling.factor == 16.0
+    for x, y in zip(jax.tree.leaves(params), jax.tree.leaves(b_state.params)):
+        np.testing.assert_array_equal(x, y)
+    assert int(b_state.step) == 0
+    assert all(
+        float(np.abs(m).max()) == 0
+        for m in jax.tree.leaves(b_state.opt_state)
+        if getattr(m, "ndim", 0) > 0
+    )  # fresh Adam moments
 
 
 def test_pipeline_run_logs_heldout_nll_and_bits_per_byte(tmp_path):

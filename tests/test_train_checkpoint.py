@@ -6,7 +6,7 @@ import jax
 import numpy as np
 from test_train_standin import STANDIN_RULES, standin_setup
 
-from model import presets
+from model import export, presets
 from train import checkpoint, trainer
 from train import sharding as shd
 from train import synthetic_data as sd
@@ -87,10 +87,10 @@ def test_params_only_export_roundtrip(tmp_path):
     mesh = _mesh((2, 2, 2, 1))
     sh = _shardings(su, mesh)
     state = trainer.init_state(su.init_fn, su.tx, sh, mesh, STANDIN_RULES, seed=3)
-    checkpoint.export_params(state.params, str(tmp_path / "params"), presets.get("tiny"))
+    export.save_params(str(tmp_path / "params"), presets.get("tiny"), state.params)
     target = jax.tree.map(
         lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), state.params, sh.params
     )
-    loaded = checkpoint.load_params(str(tmp_path / "params"), target)
+    loaded = export.restore_params(str(tmp_path / "params"), target)
     _tree_equal(loaded, state.params)
     assert set(loaded) == set(state.params)  # params only: no optimizer state

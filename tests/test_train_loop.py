@@ -66,6 +66,7 @@ def _router_bias(params):
 def test_resume_is_bitwise_corrupt_latest_falls_back_and_logs(tmp_path):
     import orbax.checkpoint as ocp
 
+    from model import export
     from train import checkpoint, convert, trainer
     from train.tensorboard import read_scalars
 
@@ -81,7 +82,7 @@ def test_resume_is_bitwise_corrupt_latest_falls_back_and_logs(tmp_path):
     # --mode=convert: params-only export of the newest checkpoint, equal to the final params.
     path = convert.export_latest(tiny_run_config(), str(tmp_path / "a"))
     assert path.endswith("params_8")
-    _assert_bitwise(checkpoint.load_params(path), full.params)
+    _assert_bitwise(export.restore_params(path), full.params)
 
     _train(tmp_path / "b", stop_after_steps=5)  # stops after step 5; last save at step 4
     resumed, lines = _train(tmp_path / "b")

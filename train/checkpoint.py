@@ -145,18 +145,3 @@ class Checkpointer:
             state = abstract_state.replace(**tree)
             return state, restored["data"].state, dict(restored["config"])
         return None
-
-
-def export_params(params: Any, path: str, model_cfg) -> None:
-    """Params-only checkpoint for samplers and the next stage, in model/export.py's layout
-    (<path>/params + <path>/model_config.json), so `model.export.load_params` and the sampler read it."""
-    from model import export  # pylint: disable=import-outside-toplevel
-
-    export.save_params(path, model_cfg, params)
-
-
-def load_params(path: str, abstract_params: Any | None = None) -> Any:
-    """Restores exported params; `abstract_params` (ShapeDtypeStructs with shardings) places them."""
-    from model import export  # pylint: disable=import-outside-toplevel
-
-    return export.restore_params(path, abstract_params)

@@ -8,6 +8,7 @@ import os
 
 import jax
 
+from model import export
 from train import checkpoint
 from train.sharding import InputError
 from train.trainer import Run
@@ -27,7 +28,7 @@ def export_latest(config, workdir: str, *, run: Run | None = None) -> str:
         )
     state = restored[0]
     path = os.path.join(workdir, "export", f"params_{int(jax.device_get(state.step))}")
-    checkpoint.export_params(state.params, path, run.cfg)
+    export.save_params(path, run.cfg, state.params)
     if config.get("export_hf"):
         from model import hf_stream  # pylint: disable=import-outside-toplevel
 

@@ -40,6 +40,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import model
+from model import export
 from model import sharding as model_sharding
 from model.sharding import mesh_context
 from train import batches, checkpoint, optim
@@ -314,7 +315,7 @@ def _load_init_params(path: str, abstract_params, model_name: str):
     """Exported params (--config.init_params_from), placed on the state's shardings."""
     _check_init_params_from(path)
     try:
-        return checkpoint.load_params(path, abstract_params)
+        return export.restore_params(path, abstract_params)
     except (ValueError, KeyError, TypeError, OSError) as e:
         first = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
         if any(m in first for m in _READ_FAILURES):
