@@ -91,6 +91,8 @@ def _run(config):
 
         print(dry_run.report(config))
         print(dry_run.table(config))  # the run's own mesh first, then candidate layouts
+        if "rl" in config:  # the samplers' own mesh and the weight pushes
+            print(dry_run.sampler_report(config))
         return
     _init_distributed()
     if _MODE.value == "rl":  # configs/rl.py: the same trainer with the RL loss and batch source

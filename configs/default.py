@@ -41,6 +41,7 @@ def get_config() -> ml_collections.ConfigDict:
             b2=0.95,
             eps=1e-8,
             clip_norm=1.0,
+            moment_dtype="float32",  # optimizer moments: 'float32' | 'bfloat16' (half the bytes)
             microbatches=1,  # gradient accumulation inside the step
             compute_dtype="float32",  # 'float32' | 'bfloat16' (params stay float32)
             remat="none",  # 'none' | 'full' | 'dots' | 'dots_no_batch'

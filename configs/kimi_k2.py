@@ -7,10 +7,13 @@ Mesh 256 = data 1 x fsdp 4 x expert 8 x tensor 8: experts (384) over 8 expert gr
 heads, MLP and vocab over 8-way tensor parallelism, every large weight also FSDP-sharded 4 ways; the
 batch (256 x 4k) over data x fsdp = 64 sequences per shard, in 64 microbatches of one sequence.
 Expect from --dry_run: 1.026e12 params, 3.29e10 active, 2.06e11 training FLOPs/token, and per chip
-17.0 GiB float32 params + 17.0 GiB grads + 34.0 GiB AdamW moments + 10.4 GiB activations and
-buffers = 78.6 GiB (parts rounded): fits a v5p-512 (95 GB chips), not 256 x H100-80GB (there: bfloat16 moments or
-more chips; bench/RESULTS.md has the table). The earlier fsdp 16 x expert 16 x tensor 1 layout with
-4 sequences per microbatch planned to 190 GiB per chip: it fit neither.
+17.0 GiB float32 params + 17.0 GiB grads + 17.0 GiB for the gradient accumulation (the scan over
+microbatches holds one microbatch's full gradient beside the accumulator) + 17.0 GiB bfloat16
+AdamW moments + 10.4 GiB activations and buffers = 78.6 GiB (parts rounded): fits a v5p-512
+(95 GB = 88.5 GiB chips), not 256 x H100-80GB (more chips there; bench/RESULTS.md has the table).
+With float32 moments it plans to 95.6 GiB: the earlier 78.6 GiB left the accumulation out and did
+not fit. The earlier fsdp 16 x expert 16 x tensor 1 layout with 4 sequences per microbatch planned
+to 190 GiB per chip: it fit neither.
 """
 
 from configs import default
@@ -29,6 +32,9 @@ def get_config():
         compute_dtype="bfloat16",
         remat="full",
         microbatches=64,  # one 4k sequence per shard per microbatch
+        # bfloat16 AdamW moments (DeepSeek-V3's choice; b2 0.95): 17 GiB per chip instead of 34,
+        # which pays for the gradient accumulation's extra full-size gradient (+17 GiB)
+        moment_dtype="bfloat16",
         mtp_mode="none",
         log_every=10,
         eval_every=500,

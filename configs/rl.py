@@ -87,6 +87,10 @@ def get_config() -> ml_collections.ConfigDict:
             # kvstore spec as JSON, e.g. '{"driver": "s3", "bucket": "b", "path": "run/",
             # "endpoint": "http://127.0.0.1:8333", "aws_region": "us-east-1"}' (rl/weight_store.py)
             weight_store="",
+            # Where episode groups go: '' = <workdir>/rollouts; a path, a URL or a kvstore spec
+            # as JSON as for weight_store (rl/store.py), e.g. the same S3 bucket under another
+            # path when samplers run on other hosts
+            rollout_store="",
             # > 0: each sampler's engine runs sharded over N devices with the mesh below (tensor
             # and expert parallel decode): in threads mode the last N devices of the process
             # (the trainer gets the others), in processes mode a sampler process's first N.

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import re
@@ -224,11 +225,15 @@ def memory_plan(
     optimizer_moments: int = 2,
     moment_bytes: int = 4,
     fused_attention: bool = False,
+    microbatches: int = 1,
 ) -> dict[str, float]:
     """Per-device bytes of one training step: float32 params, grads and `optimizer_moments` float32
     moments (AdamW: 2; moment_bytes each element), activations under cfg.remat, MoE dispatch buffers (one layer's, live while
     it runs) and the output logits. Each batch shard (data x fsdp) holds seqs_per_shard sequences
-    of seq_len tokens; expert and tensor replicas compute the same rows outside the MoE dispatch."""
+    of seq_len tokens per microbatch; expert and tensor replicas compute the same rows outside the
+    MoE dispatch. With microbatches > 1 (train/step.py's scan) the accumulator and one
+    microbatch's full-size float32 gradient are live at once: one more gradient (checked against
+    XLA's compiled memory in tests/test_memory_plan.py)."""
     lay = moe_a2a.layout_from_rules(rules, sizes)
     params = param_bytes_per_device(cfg, sizes, rules)
     tokens = seqs_per_shard * seq_len
@@ -249,37 +254,47 @@ def memory_plan(
     out = {
         "params": params,
         "grads": params,
+        "grad_accumulator": params if microbatches > 1 else 0,
         "optimizer": optimizer_moments * params * moment_bytes // 4,
         "activations_saved": saved,
         "layer_working_set": working,
         "moe_buffers_per_layer": moe["moe_buffers"],
         "logits": logits,
     }
+    # MoE buffers: inside the working set
     out["total"] = (
-        2 * params + out["optimizer"] + saved + working + logits
-    )  # MoE buffers: in working
+        2 * params + out["grad_accumulator"] + out["optimizer"] + saved + working + logits
+    )
     return out
 
 
 TABLE_HEADER = (
-    "| layout | mesh (data,fsdp,expert,tensor) | context | params | grads | Adam | act. saved "
-    "| layer working (MoE buffers) | logits | total GiB | fits | total GiB, fused attn + bf16 "
-    "moments | fits | MoE a2a GB sent/layer/step |\n"
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    "| layout | mesh (data,fsdp,expert,tensor) | context | params | grads | accum. grad | Adam "
+    "| act. saved | layer working (MoE buffers) | logits | total GiB | fits | total GiB, fused "
+    "attn + bf16 moments | fits | MoE a2a GB sent/layer/step |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
 def table_row(
-    cfg: ModelConfig, name: str, mesh: tuple, seq: int, hbm: float | None, rules, seqs_per_shard=1
+    cfg: ModelConfig,
+    name: str,
+    mesh: tuple,
+    seq: int,
+    hbm: float | None,
+    rules,
+    seqs_per_shard=1,
+    microbatches=1,
+    moment_bytes=4,
 ) -> str:
     """One table row: the plan of `mesh` (data, fsdp, expert, tensor) at context `seq` with
-    seqs_per_shard sequences per batch shard, and whether it fits in `hbm` bytes per device
-    (None: unknown device memory, '?')."""
+    seqs_per_shard sequences per batch shard per microbatch and optimizer moments of
+    `moment_bytes` per element, and whether it fits in `hbm` bytes per device (None: unknown
+    device memory, '?')."""
     sizes = dict(zip(sh.MESH_AXES, mesh))
-    p = memory_plan(cfg, sizes, seq, seqs_per_shard, rules=rules)
-    alt = memory_plan(
-        cfg, sizes, seq, seqs_per_shard, rules=rules, moment_bytes=2, fused_attention=True
-    )
+    kw = dict(rules=rules, microbatches=microbatches)
+    p = memory_plan(cfg, sizes, seq, seqs_per_shard, moment_bytes=moment_bytes, **kw)
+    alt = memory_plan(cfg, sizes, seq, seqs_per_shard, moment_bytes=2, fused_attention=True, **kw)
     tokens = seq * seqs_per_shard * mesh[0] * mesh[1]  # the global batch's tokens
     comm = sum(moe_comm_bytes(cfg, sizes, tokens, rules).values()) if cfg.num_moe_layers else 0
     g = lambda k: f"{p[k] / GIB:.1f}"
@@ -288,7 +303,7 @@ def table_row(
     ctx += f" x {seqs_per_shard}" if seqs_per_shard != 1 else ""
     return (
         f"| {name} | {tuple(mesh)} | {ctx} | {g('params')} | {g('grads')} | "
-        f"{g('optimizer')} | {g('activations_saved')} | {g('layer_working_set')} "
+        f"{g('grad_accumulator')} | {g('optimizer')} | {g('activations_saved')} | {g('layer_working_set')} "
         f"({g('moe_buffers_per_layer')}) | {g('logits')} | {g('total')} | {fits(p)} | "
         f"{alt['total'] / GIB:.1f} | {fits(alt)} | {comm / 1e9:.2f} |"
     )
@@ -315,3 +330,60 @@ def dry_run_table(
             for seq in seq_lens:
                 rows.append(table_row(cfg, name, mesh, seq, hbm, rules))
     return "\n".join(rows)
+
+
+# --- the sampler's mesh: bf16 weights, latent cache, MoE buffers; weight pushes ----------------------
+
+
+def latent_cache_bytes_per_token(
+    cfg: ModelConfig, bytes_per_value: int = 2, positions: bool = True
+) -> int:
+    """One sequence's latent cache per token over all layers: (kv_lora_rank + qk_rope_head_dim)
+    values per layer (kimi_k2: 61 x (512 + 64) x 2 bytes = 70,272 B = 68.6 KiB in bfloat16), plus
+    (positions=True) the int32 position each layer's cache keeps per slot (model/attention.py's
+    empty_cache: 61 x 4 B)."""
+    values = (cfg.kv_lora_rank + cfg.qk_rope_head_dim) * bytes_per_value
+    return cfg.num_hidden_layers * (values + (4 if positions else 0))
+
+
+def sampler_plan(
+    cfg: ModelConfig,
+    sizes: dict,
+    episodes: int,
+    context: int,
+    rules=sh.DEFAULT_RULES,
+    cache_bytes_per_value: int = 2,
+    prefill_tokens: int = 8192,
+) -> dict[str, float]:
+    """Per-device bytes of a sampler engine on a mesh of `sizes`: bfloat16 weights under `rules`,
+    the latent cache of `episodes` concurrent sequences of `context` tokens (slots over the batch
+    axes, latent and rope whole on every device of a slot's row: MLA's cache has no head axis to
+    split), and one MoE layer's dispatch buffers for a decode step of every slot and for one
+    prefill call of `prefill_tokens` (a turn's new tokens)."""
+    lay = moe_a2a.layout_from_rules(rules, sizes)
+    weights = sum(_local_bytes(s, p, rules, sizes, itemsize=2) for s, p in _shapes_and_specs(cfg))
+    slots = -(-episodes // lay.size(lay.batch))  # slots per batch shard
+    cache = slots * context * latent_cache_bytes_per_token(cfg, cache_bytes_per_value)
+    bf16 = dataclasses.replace(cfg, dtype="bfloat16")
+    decode = _layer_activation_bytes(bf16, lay, slots, 1, True, fused_attention=True)
+    prefill = _layer_activation_bytes(
+        bf16, lay, prefill_tokens, prefill_tokens, True, fused_attention=True
+    )
+    out = {
+        "weights": weights,
+        "kv_cache": cache,
+        "moe_buffers_decode": decode["moe_buffers"],
+        "moe_buffers_prefill": prefill["moe_buffers"],
+    }
+    out["total"] = weights + cache + max(decode["moe_buffers"], prefill["moe_buffers"])
+    return out
+
+
+def weight_push_bytes(cfg: ModelConfig, trainer_devices: int, devices_per_host: int) -> dict:
+    """Bytes one trainer host writes per version to the weight store (rl/weight_store.py: each
+    distinct bfloat16 shard once, spread over the hosts): a full snapshot, and deltas at the
+    issue's goals (2% and 5% of a snapshot per step)."""
+    total = sum(math.prod(shape) for shape, _ in _shapes_and_specs(cfg))
+    hosts = max(1, trainer_devices // devices_per_host)
+    full = 2 * total / hosts
+    return {"hosts": hosts, "full": full, "delta_2pct": 0.02 * full, "delta_5pct": 0.05 * full}

@@ -37,7 +37,7 @@ import numpy as np
 
 from rl import batch as rb
 from rl.losses import model_apply, token_logprobs
-from rl.store import RolloutStore
+from rl.store import RolloutStore, rollout_store_path
 from rl.weight_store import WeightWriter, weight_store_path
 
 LOG_KEYS = ("reward/mean", "pass_rate", "staleness/max", "sync/fraction_of_full")
@@ -226,7 +226,7 @@ class RLBatchSource:
         self.workdir, self.log = workdir, log
         self.books = Books(pool_order(config.rl))
         self.primary = jax.process_index() == 0
-        self.store = RolloutStore(os.path.join(workdir, "rollouts"))
+        self.store = RolloutStore(rollout_store_path(config.rl, workdir))
         self.journal = os.path.join(workdir, "journal.jsonl")
         self.start_samplers = start_samplers  # (config, workdir) -> handle with .stop()
         self.samplers = None

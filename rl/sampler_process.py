@@ -32,7 +32,7 @@ import numpy as np
 
 from rl.curriculum import Curriculum
 from rl.samplers import PromptTask, SingleTurnSampler, pattern_reward
-from rl.store import RolloutStore
+from rl.store import RolloutStore, rollout_store_path
 from rl.weight_store import Follower, WeightReader, weight_store_path
 
 
@@ -171,7 +171,7 @@ def sampler_loop(
     rl = config.rl
     cfg = model_config(config)
     mesh = sampler_mesh(rl)
-    store = RolloutStore(os.path.join(workdir, "rollouts"))
+    store = RolloutStore(rollout_store_path(rl, workdir))
     with open(os.path.join(workdir, "pool.json")) as f:
         order = json.load(f)["order"]
     rules = model_rules(config)

@@ -1,12 +1,16 @@
-"""Rollout store: one file per group of episodes in a shared directory, written atomically.
+"""Rollout store: one object per group of episodes on a tensorstore kvstore (rl/kvstore.py: a
+local directory, or S3/GCS where samplers and the trainer run on different hosts).
 
     groups/<group id>.npz     every episode's arrays + a JSON metadata blob (no pickle: a store
                               shared between machines never executes what it reads)
     trainer.json              the trainer's progress (groups consumed, version), for backpressure
 
-Atomicity: a group is written to a temporary name in the same directory and renamed over its
-final name (os.replace is atomic on POSIX), so a reader sees a whole group or none; a killed
-sampler leaves at most a stray temporary file, which readers ignore.
+    RolloutStore(rollout_store_path(config.rl, workdir))   # '' = <workdir>/rollouts
+
+Atomicity: a group is one kvstore write of its whole .npz (the file driver writes a temporary
+file and renames it over the key; an S3 PUT replaces the whole object), so a reader lists and
+reads a whole group or none, and a killed sampler leaves nothing a reader lists. Every operation
+is bounded in time and fails with a one-line `StoreError` naming the store.
 """
 
 from __future__ import annotations
@@ -14,20 +18,23 @@ from __future__ import annotations
 import io
 import json
 import os
-import uuid
+import zipfile
 
 import numpy as np
 
+from rl.kvstore import Kv
 from rl.records import ARRAY_FIELDS
 
+GROUPS = "groups/"
 
-def _atomic_write(path: str, data: bytes) -> None:
-    tmp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+
+class DamagedGroup(Exception):
+    """A listed group's object does not parse (it cannot be half-written: someone else wrote it)."""
+
+
+def rollout_store_path(rl, workdir: str) -> str:
+    """`rl.rollout_store` of configs/rl.py: '' = <workdir>/rollouts, else a path/URL/JSON spec."""
+    return rl.get("rollout_store", "") or os.path.join(workdir, "rollouts")
 
 
 def _jsonable(v):
@@ -40,45 +47,64 @@ def _jsonable(v):
     return v
 
 
-class RolloutStore:
-    def __init__(self, root: str):
-        self.root = root
-        self.groups_dir = os.path.join(root, "groups")
-        os.makedirs(self.groups_dir, exist_ok=True)
+def encode_group(group_id: str, records: list[dict]) -> bytes:
+    """Records -> one .npz (arrays '<episode>/<field>' + 'meta': the other fields as JSON)."""
+    arrays, meta = {}, []
+    for i, rec in enumerate(records):
+        m = {}
+        for k, v in rec.items():
+            if k in ARRAY_FIELDS:
+                a = np.asarray(v)
+                if a.dtype.hasobject:  # would need pickle, which readers refuse
+                    raise ValueError(
+                        f"rollout store: group {group_id} episode {i} field {k}: "
+                        "object array (give numbers)"
+                    )
+                arrays[f"{i}/{k}"] = a
+            else:
+                m[k] = _jsonable(v)
+        meta.append(m)
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
 
-    def put(self, group_id: str, records: list[dict]) -> None:
-        arrays, meta = {}, []
-        for i, rec in enumerate(records):
-            m = {}
-            for k, v in rec.items():
-                if k in ARRAY_FIELDS:
-                    arrays[f"{i}/{k}"] = np.asarray(v)
-                else:
-                    m[k] = _jsonable(v)
-            meta.append(m)
-        arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
-        buf = io.BytesIO()
-        np.savez(buf, **arrays)
-        _atomic_write(os.path.join(self.groups_dir, f"{group_id}.npz"), buf.getvalue())
 
-    def get(self, group_id: str) -> list[dict]:
-        with np.load(os.path.join(self.groups_dir, f"{group_id}.npz"), allow_pickle=False) as z:
+def decode_group(group_id: str, raw: bytes) -> list[dict]:
+    try:
+        with np.load(io.BytesIO(raw), allow_pickle=False) as z:
             meta = json.loads(z["meta"].tobytes())
             for i, m in enumerate(meta):
                 for k in ARRAY_FIELDS:
                     if f"{i}/{k}" in z:
                         m[k] = z[f"{i}/{k}"]
-        return meta
+    except (zipfile.BadZipFile, ValueError, KeyError, OSError, EOFError) as e:
+        raise DamagedGroup(
+            f"rollout store: group {group_id} damaged ({len(raw)} bytes: {e})"
+        ) from None
+    return meta
+
+
+class RolloutStore:
+    def __init__(self, store: str, *, timeout: float = 60.0):
+        self.kv = Kv(store, timeout, "rollout store")
+
+    def put(self, group_id: str, records: list[dict]) -> None:
+        self.kv.put(f"{GROUPS}{group_id}.npz", encode_group(group_id, records))
+
+    def get(self, group_id: str) -> list[dict]:
+        raw = self.kv.read(f"{GROUPS}{group_id}.npz")
+        if raw is None:
+            raise KeyError(f"rollout store: no group {group_id}")
+        return decode_group(group_id, raw)
 
     def list(self) -> list[str]:
-        return sorted(n[:-4] for n in os.listdir(self.groups_dir) if n.endswith(".npz"))
+        keys = self.kv.list(GROUPS, GROUPS[:-1] + "0")  # every key under groups/
+        return [k[len(GROUPS) : -4] for k in keys if k.endswith(".npz")]
 
     def write_progress(self, progress: dict) -> None:
-        _atomic_write(os.path.join(self.root, "trainer.json"), json.dumps(progress).encode())
+        self.kv.put("trainer.json", json.dumps(progress).encode())
 
     def progress(self) -> dict:
-        try:
-            with open(os.path.join(self.root, "trainer.json")) as f:
-                return json.load(f)
-        except FileNotFoundError:
-            return {"consumed": 0, "version": -1}
+        raw = self.kv.read("trainer.json")
+        return json.loads(raw) if raw is not None else {"consumed": 0, "version": -1}

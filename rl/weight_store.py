@@ -12,8 +12,8 @@ Full snapshots every K versions, lossless deltas in between, in the dtype the sa
 `store` is a local path, a URL tensorstore parses (`gs://b/x`, `s3://b/x`, `memory://`), or a
 tensorstore kvstore spec as JSON (`{"driver": "s3", "bucket": "b", "path": "run/",
 "endpoint": "http://127.0.0.1:8333", "aws_region": "us-east-1"}`). Every store operation is
-bounded: requests retry a few times (S3_RETRIES below) and each waits at most `timeout` seconds,
-so an unreachable store fails with a one-line `StoreError`, never hangs.
+bounded (rl/kvstore.py, shared with the rollout store): requests retry a few times and each
+waits at most `timeout` seconds, so an unreachable store fails with a one-line `StoreError`.
 
 Layout (keys):
     blobs/<version:012d>/<nonce>/<leaf#>/<shard start>   one encoded shard (immutable once written)
@@ -73,20 +73,13 @@ import zlib
 
 import jax
 import numpy as np
-import tensorstore as ts
+
+from rl.kvstore import Kv, StoreError
 
 FORMAT = 2
-# Bounded retries for object stores: tensorstore's default (32 tries, backoff to 32 s) makes an
-# unreachable endpoint look like a hang; 4 tries with 0.1 -> 1 s backoff give up in ~2 s.
-S3_RETRIES = {"max_retries": 4, "initial_delay": "0.1s", "max_delay": "1s"}
-CONTEXT = {"s3_request_retries": S3_RETRIES, "gcs_request_retries": S3_RETRIES}
 # Encoded blobs waiting for their writes: bounded, so a full snapshot of a host's share of a big
 # model (e.g. 1.04T params x 2 bytes / 64 hosts = 32 GB) is not held twice in host memory.
 INFLIGHT_BYTES = 1 << 30
-
-
-class StoreError(Exception):
-    """The store could not be read or written (unreachable, refused, timed out)."""
 
 
 class StaleManifest(Exception):
@@ -107,73 +100,9 @@ def _np_dtype(name: str):
     raise ValueError(f"weight store dtype={name!r}: expected 'bfloat16' or 'float32'")
 
 
-def store_spec(store: str):
-    """A local path, a URL or a kvstore spec as JSON -> what ts.KvStore.open takes."""
-    s = store.strip()
-    if not s:
-        raise ValueError("weight store: empty store (give a path, a URL or a kvstore JSON spec)")
-    if s.startswith("{"):
-        try:
-            return json.loads(s)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"weight store spec {s[:80]!r}: not valid JSON ({e})") from None
-    if "://" in s and not s.startswith("file://"):
-        return s  # gs://, s3://, memory:// ... tensorstore parses the URL
-    return {"driver": "file", "path": s.removeprefix("file://").rstrip("/") + "/"}
-
-
 def weight_store_path(rl, workdir: str) -> str:
     """`rl.weight_store` of configs/rl.py: '' = <workdir>/weights, else the path/URL/JSON spec."""
     return rl.get("weight_store", "") or os.path.join(workdir, "weights")
-
-
-def _where(spec) -> str:
-    if isinstance(spec, str):
-        return spec
-    return str(spec.get("endpoint") or spec.get("bucket") or spec.get("path") or spec)
-
-
-class _Kv:
-    """A kvstore whose every operation is bounded in time and fails with a one-line StoreError."""
-
-    def __init__(self, store: str, timeout: float):
-        self.spec, self.timeout = store_spec(store), timeout
-        self.where = _where(self.spec)
-        try:
-            opening = ts.KvStore.open(self.spec, context=ts.Context(CONTEXT))
-        except ValueError as e:  # a spec tensorstore rejects before any request
-            raise StoreError(f"weight store {self.where}: bad spec: {e}") from None
-        self.kv = self._wait(opening, "open")
-
-    def _wait(self, future, what: str):
-        try:
-            return future.result(timeout=self.timeout)
-        except TimeoutError:
-            raise StoreError(
-                f"weight store {self.where}: {what} timed out after {self.timeout:g} s"
-            ) from None
-        except (ValueError, RuntimeError, OSError) as e:
-            first = (str(e).splitlines() or [type(e).__name__])[0]
-            raise StoreError(f"weight store {self.where}: {what} failed: {first}") from None
-
-    def read(self, key: str) -> bytes | None:
-        r = self._wait(self.kv.read(key), f"read {key}")
-        return bytes(r.value) if r.state == "value" else None
-
-    def write(self, key: str, value: bytes):
-        return self.kv.write(key, value)  # a future: callers write many keys at once
-
-    def wait(self, futures, what: str) -> None:
-        for f in futures:
-            self._wait(f, what)
-
-    def list(self, lo: str, hi: str) -> list[str]:
-        keys = self._wait(self.kv.list(ts.KvStore.KeyRange(lo, hi)), f"list {lo}")
-        return sorted(k.decode() for k in keys)
-
-    def delete(self, lo: str, hi: str | None = None) -> None:
-        hi = lo + "\0" if hi is None else hi  # one key: [key, key + '\0')
-        self._wait(self.kv.delete_range(ts.KvStore.KeyRange(lo, hi)), f"delete {lo}")
 
 
 def flatten(params) -> dict:
@@ -305,7 +234,7 @@ class WeightWriter:
             raise ValueError(f"weight store full_every={full_every}: must be >= 1")
         if keep < 1:
             raise ValueError(f"weight store keep={keep}: must be >= 1")
-        self.kv = _Kv(store, timeout)
+        self.kv = Kv(store, timeout, "weight store")
         self.dtype, self.bits_dtype = _np_dtype(dtype)
         self.dtype_name, self.full_every, self.keep = dtype, full_every, keep
         self.nonce = _shared_nonce()
@@ -494,7 +423,7 @@ class WeightReader:
     only the new deltas. `bytes_read` / `blobs_read` count what it read."""
 
     def __init__(self, store: str, *, timeout: float = 60.0, log=_stderr):
-        self.kv = _Kv(store, timeout)
+        self.kv = Kv(store, timeout, "weight store")
         self.log = log
         self.cache: dict[tuple, tuple[list[str], np.ndarray]] = {}  # (leaf, index) -> chain, bits
         self.damaged: set[int] = set()

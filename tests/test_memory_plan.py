@@ -98,8 +98,8 @@ def _cells(row: str) -> list[str]:
 
 def test_dry_run_table_leads_with_the_runs_own_mesh():
     """--dry_run's first rows: the configured mesh (described: 8 devices, fsdp 2 x expert 4),
-    train.seq_len and batch_size / (data x fsdp) / microbatches = 8 / 2 / 2 = 2 sequences per
-    shard, judged against each budget: fits at exactly the plan's total, not one byte less."""
+    train.seq_len, batch_size / (data x fsdp) / microbatches = 8 / 2 / 2 = 2 sequences per shard
+    and the accumulation's gradient (2 microbatches), judged against each budget: fits at exactly the plan's total, not one byte less."""
     from configs import default
     from train import dry_run
 
@@ -109,11 +109,13 @@ def test_dry_run_table_leads_with_the_runs_own_mesh():
     config.mesh.update(data=1, fsdp=2, expert=4, tensor=1)
     config.train.update(batch_size=8, microbatches=2, seq_len=64)
     cfg = presets.get("tiny")
-    plan = memory_plan.memory_plan(cfg, {"data": 1, "fsdp": 2, "expert": 4, "tensor": 1}, 64, 2)
+    sizes = {"data": 1, "fsdp": 2, "expert": 4, "tensor": 1}
+    plan = memory_plan.memory_plan(cfg, sizes, 64, 2, microbatches=2)
     rows = dry_run.run_rows(config, {"enough": plan["total"], "short": plan["total"] - 1})
     (a, b) = (_cells(r) for r in rows)
-    assert a[:3] == ["this run: enough", "(1, 2, 4, 1)", "64 x 2"] and a[10] == "yes"
-    assert b[0] == "this run: short" and b[10] == "no"
+    assert a[:3] == ["this run: enough", "(1, 2, 4, 1)", "64 x 2"] and a[11] == "yes"
+    assert a[5] == a[4] == a[3]  # 2 microbatches: the accumulation's gradient beside the grads
+    assert b[0] == "this run: short" and b[11] == "no"
     # A described 256-device mesh is judged against each known 256-device layout.
     config.dry_run_devices = 256
     config.mesh.update(fsdp=32, expert=8)
@@ -125,6 +127,75 @@ def test_dry_run_table_leads_with_the_runs_own_mesh():
     config.mesh.update(data=-1, fsdp=1, expert=1)
     (row,) = dry_run.run_rows(config)
     assert _cells(row)[:2] == ["this run: 8 x cpu (host RAM / 8)", "(8, 1, 1, 1)"]
-    assert _cells(row)[10] == "yes"
+    assert _cells(row)[11] == "yes"
     table = dry_run.table(config)
     assert table.splitlines()[2] == row and "v5p-512" in table.splitlines()[3]
+
+
+def _compiled_step_temp_bytes(microbatches: int, rows_per_microbatch: int = 2) -> int:
+    """XLA's temp bytes of the tiny preset's jitted train step (1 CPU device), with the same
+    microbatch shape whatever the count, so only what accumulation adds differs."""
+    from configs import default
+    from train import trainer
+
+    c = default.get_config()
+    c.model = "tiny"
+    c.train.update(batch_size=rows_per_microbatch * microbatches, microbatches=microbatches)
+    c.train.update(seq_len=64, mtp_mode="none")
+    c.mesh.update(data=1, fsdp=1, expert=1, tensor=1)
+    c.trainer_devices = 1
+    run = trainer.build(c)
+    step = trainer.jit_train_step(
+        run.loss_fn, run.state_shardings(), run.mesh, run.rules, num_microbatches=microbatches
+    )
+    rows, t = c.train.batch_size, c.train.seq_len
+    batch = {k: jax.ShapeDtypeStruct((rows, t), jnp.int32) for k in ("tokens", "targets")}
+    batch |= {k: jax.ShapeDtypeStruct((rows, t), jnp.int32) for k in ("positions", "segment_ids")}
+    batch["loss_mask"] = jax.ShapeDtypeStruct((rows, t), jnp.float32)
+    with trainer.mesh_context(run.mesh, run.rules):
+        compiled = step.jitted.lower(run.abstract_state(), batch).compile()
+    return compiled.memory_analysis().temp_size_in_bytes
+
+
+@pytest.mark.slow  # two compilations of the tiny preset's train step (~50 s of CPU time)
+def test_plan_counts_the_gradient_accumulation_buffer_as_compiled():
+    """train/step.py's microbatch scan holds the accumulator beside one microbatch's full-size
+    gradient: XLA's compiled temp bytes grow by ~one float32 gradient from 1 to 2 microbatches of
+    the same shape (0.92 of one, measured 2026-11-27: XLA reuses a little), and the plan adds
+    exactly one."""
+    cfg = presets.get("tiny")
+    sizes = {"data": 1, "fsdp": 1, "expert": 1, "tensor": 1}
+    one = memory_plan.memory_plan(cfg, sizes, 16, 2, microbatches=1)
+    two = memory_plan.memory_plan(cfg, sizes, 16, 2, microbatches=2)
+    grad = one["params"]
+    assert two["grad_accumulator"] == grad and two["total"] - one["total"] == grad
+    added = _compiled_step_temp_bytes(2) - _compiled_step_temp_bytes(1)
+    assert 0.85 * grad <= added <= 1.15 * grad, (added, grad)
+
+
+def test_rl_kimi_plan_prints_the_sampler_mesh_and_the_pretraining_plan_fits():
+    """configs/rl_kimi_k2.py's sampler lines (latent cache per token by hand: 61 layers x (512 +
+    64) x 2 B = 70,272 B = 68.6 KiB) and configs/kimi_k2.py's v5p-512 plan: with the
+    accumulation's gradient counted it fits only with bfloat16 moments (17 + 17 + 17 + 17 GiB
+    + activations = 78.6 GiB of 88.5)."""
+    from configs import kimi_k2, rl_kimi_k2
+    from train import dry_run
+
+    cfg = presets.get("kimi_k2")
+    assert memory_plan.latent_cache_bytes_per_token(cfg, 2, positions=False) == 70_272
+    sizes = {"data": 1, "fsdp": 1, "expert": 8, "tensor": 8}
+    p = memory_plan.sampler_plan(cfg, sizes, 16, 32_768)
+    assert p["kv_cache"] == 16 * 32_768 * 61 * (576 * 2 + 4)  # slots not split over expert/tensor
+    total_params = 1_026_408_232_448
+    assert 2 * total_params / 64 < p["weights"] < 1.2 * 2 * total_params / 64
+    report = dry_run.sampler_report(rl_kimi_k2.get_config())
+    assert "68.6 KiB of bfloat16 latent + rope" in report
+    assert "  32k tokens:" in report and "  256k tokens:" in report
+    assert f"full bf16 snapshot {2 * total_params / 64 / 1e9:.2f} GB" in report  # 64 hosts
+    config = kimi_k2.get_config()
+    v5p = _cells(dry_run.run_rows(config)[0])
+    assert v5p[0].startswith("this run: v5p-512") and v5p[3:7] == ["17.0"] * 4
+    assert v5p[10] == "78.6" and v5p[11] == "yes"
+    config.train.moment_dtype = "float32"  # the layout before: 95.6 GiB, above the HBM
+    v5p = _cells(dry_run.run_rows(config)[0])
+    assert v5p[6] == "34.0" and v5p[10] == "95.6" and v5p[11] == "no"

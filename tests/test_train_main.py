@@ -109,9 +109,25 @@ def test_dry_run_kimi_k2_on_described_256_device_mesh():
     gib = float(text.split("per device: params ")[1].split(" GiB")[0])
     # 1.026e12 float32 params over 256 chips is 14.9 GiB at best; replicated leftovers stay small.
     assert 14.9 < gib < 20.0, text
-    # The shipped config fits the pod it names (v5p: 95 GB chips), as planned for its own mesh.
+    # The shipped config fits the pod it names (v5p: 95 GB chips), as planned for its own mesh,
+    # the gradient accumulation's extra gradient included (column 5).
     v5p = [ln for ln in text.splitlines() if ln.startswith("| this run: v5p-512")]
-    assert len(v5p) == 1 and v5p[0].split(" | ")[10] == "yes", text[:3000]
+    cells = v5p[0].split(" | ")
+    assert len(v5p) == 1 and cells[5] == cells[3] and cells[11] == "yes", text[:3000]
+
+
+def test_rl_dry_run_prints_the_trainer_and_the_sampler_meshes():
+    out = _main("--mode=rl", "--config=configs/rl_kimi_k2.py", "--dry_run")
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    assert any(ln.startswith("| this run: v5p-512") and "| 32k |" in ln for ln in lines)
+    sampler = [ln for ln in lines if ln.startswith("sampler mesh")]
+    assert len(sampler) == 1 and "on 64 devices" in sampler[0] and "68.6 KiB" in sampler[0]
+    assert [ln.split(":")[0] for ln in lines if ln.startswith("  ")] == [
+        "  32k tokens",
+        "  256k tokens",
+    ]
+    assert any(ln.startswith("weight push per version per trainer host (64 hosts)") for ln in lines)
 
 
 def test_sample_cli_completes_a_prompt_from_an_export(tmp_path):

@@ -199,3 +199,33 @@ def test_global_norm_clipping_happens_before_adam():
         _, state = tx.update(g, tx.init(p), p)
         mu = optax.tree_utils.tree_get(state, "mu")
         np.testing.assert_allclose(mu["w"], want_mu, rtol=1e-5)
+
+
+def test_bfloat16_moments_halve_the_state_and_track_float32_adamw():
+    """train.moment_dtype='bfloat16': AdamW's mu and nu are stored in bfloat16 (the step count
+    stays int32) and 20 steps on a noisy quadratic land within bfloat16 rounding of float32
+    moments' params; an unknown dtype is a one-line error."""
+    rng = np.random.default_rng(0)
+    p0 = {"w": jnp.asarray(rng.standard_normal((64, 32)), jnp.float32)}
+    specs = {"w": jax.sharding.PartitionSpec("embed", "mlp")}
+    kw = dict(params=p0, logical_specs=specs, schedule=lambda _: 1e-2, weight_decay=0.1)
+    runs = {}
+    for dtype in ("float32", "bfloat16"):
+        tx = optim.make_optimizer(**kw, moment_dtype=dtype)
+        state, p = tx.init(p0), p0
+        assert optax.tree_utils.tree_get(state, "nu")["w"].dtype == jnp.dtype(dtype)
+        step = jax.jit(tx.update)
+        for i in range(20):
+            noise = jnp.asarray(np.random.default_rng(i).standard_normal((64, 32)), jnp.float32)
+            g = jax.tree.map(lambda w, n=noise: 2 * w + 0.5 * n, p)  # grad of |w|^2 + noise
+            upd, state = step(g, state, p)
+            p = optax.apply_updates(p, upd)
+        counts = [x for x in jax.tree.leaves(state) if not jnp.issubdtype(x.dtype, jnp.floating)]
+        assert counts and all(c.dtype == jnp.int32 and int(c) == 20 for c in counts)
+        assert optax.tree_utils.tree_get(state, "mu")["w"].dtype == jnp.dtype(dtype)
+        runs[dtype] = np.asarray(p["w"])
+    moved = np.abs(runs["float32"] - np.asarray(p0["w"])).max()  # ~20 steps x lr
+    assert moved > 0.1
+    np.testing.assert_allclose(runs["bfloat16"], runs["float32"], atol=0.02 * moved)
+    with pytest.raises(ValueError, match="train.moment_dtype='float16': expected"):
+        optim.make_optimizer(**kw, moment_dtype="float16")

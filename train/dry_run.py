@@ -68,8 +68,9 @@ def _budgets(n_dev: int, described: bool) -> dict:
 
 
 def run_rows(config, budgets: dict | None = None) -> list[str]:
-    """The configured run's own rows: its mesh, train.seq_len and the sequences each batch shard
-    computes at once (batch_size / (data x fsdp) / microbatches), against `budgets` (label ->
+    """The configured run's own rows: its mesh, train.seq_len, the sequences each batch shard
+    computes at once (batch_size / (data x fsdp) / microbatches) and, with microbatches, the
+    accumulation's extra gradient, against `budgets` (label ->
     bytes per device; default: the devices', see _budgets)."""
     cfg, _ = model_config(config)
     n_dev = config.dry_run_devices or jax.device_count()
@@ -78,9 +79,18 @@ def run_rows(config, budgets: dict | None = None) -> list[str]:
     t = config.train
     seqs = max(1, t.batch_size // (sizes["data"] * sizes["fsdp"]) // t.microbatches)
     budgets = budgets or _budgets(n_dev, bool(config.dry_run_devices))
+    moment_bytes = 2 if t.get("moment_dtype", "float32") == "bfloat16" else 4
     return [
         memory_plan.table_row(
-            cfg, f"this run: {name}", mesh, t.seq_len, hbm, model_rules(config), seqs
+            cfg,
+            f"this run: {name}",
+            mesh,
+            t.seq_len,
+            hbm,
+            model_rules(config),
+            seqs,
+            t.microbatches,
+            moment_bytes,
         )
         for name, hbm in budgets.items()
     ]
@@ -93,3 +103,42 @@ def table(config) -> str:
     return memory_plan.dry_run_table(
         cfg, seq_lens, rules=model_rules(config), first_rows=tuple(run_rows(config))
     )
+
+
+SAMPLER_CONTEXTS = (32_768, 262_144)  # the episode lengths the RL plan prints (32k and 256k)
+
+
+def sampler_report(config) -> str:
+    """RL configs (a `rl` block): each sampler engine's per-device bytes on its own mesh
+    (rl.sampler_mesh over rl.sampler_devices) for rl.coding.slots concurrent episodes at 32k and
+    256k tokens, and the bytes each trainer host pushes per weight version."""
+    rl = config.rl
+    cfg, _ = model_config(config)
+    n = rl.sampler_devices or 1
+    sizes = dict(zip(model.sharding.MESH_AXES, model.sharding.mesh_shape(dict(rl.sampler_mesh), n)))
+    episodes = rl.coding.slots
+    gib = 2.0**30
+    values = memory_plan.latent_cache_bytes_per_token(cfg, 2, positions=False)
+    per_token = memory_plan.latent_cache_bytes_per_token(cfg, 2)
+    lines = [
+        f"sampler mesh {sizes} on {n} devices, {episodes} concurrent episodes per engine; latent "
+        f"cache per token per sequence: {values / 1024:.1f} KiB of bfloat16 latent + rope, "
+        f"{per_token / 1024:.1f} KiB with the int32 positions (counted below; float32 cache: "
+        f"{memory_plan.latent_cache_bytes_per_token(cfg, 4) / 1024:.1f} KiB)"
+    ]
+    for context in SAMPLER_CONTEXTS:
+        p = memory_plan.sampler_plan(cfg, sizes, episodes, context, model_rules(config))
+        lines.append(
+            f"  {context // 1024}k tokens: per device bf16 weights {p['weights'] / gib:.1f} GiB + "
+            f"latent cache {p['kv_cache'] / gib:.1f} GiB + MoE buffers (one layer; decode "
+            f"{p['moe_buffers_decode'] / gib:.2f}, an 8k-token prefill "
+            f"{p['moe_buffers_prefill'] / gib:.2f}) = {p['total'] / gib:.1f} GiB"
+        )
+    trainer_devices = config.dry_run_devices or jax.device_count()
+    push = memory_plan.weight_push_bytes(cfg, trainer_devices, config.get("devices_per_host", 4))
+    lines.append(
+        f"weight push per version per trainer host ({push['hosts']} hosts): full bf16 snapshot "
+        f"{push['full'] / 1e9:.2f} GB, delta at 2% {push['delta_2pct'] / 1e9:.2f} GB, at 5% "
+        f"{push['delta_5pct'] / 1e9:.2f} GB"
+    )
+    return "\n".join(lines)

@@ -175,6 +175,7 @@ def build_optimizer(config, cfg) -> tuple[optax.GradientTransformation, optax.Sc
         b2=t.b2,
         eps=t.eps,
         clip_norm=t.clip_norm,
+        moment_dtype=t.get("moment_dtype", "float32"),
     )
     return tx, schedule
 
