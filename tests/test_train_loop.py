@@ -71,6 +71,8 @@ def test_resume_is_bitwise_corrupt_latest_falls_back_and_logs(tmp_path):
 
     full, lines = _train(tmp_path / "a")
     assert any(l.startswith("step 8/8 (100%") and "tok/s" in l and "mfu" in l for l in lines)
+    # The MFU line names its peak: tiny's largest dimension (vocab 320) -> a 512^3 float32 matmul.
+    assert all("GFLOP/s (float32 512^3 matmul" in l for l in lines if " mfu " in l)
     assert any("held-out loss" in l for l in lines)
     events = read_scalars(glob.glob(str(tmp_path / "a" / "tb" / "events.*"))[0])
     tags = {t for _, t, _ in events}
