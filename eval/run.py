@@ -58,18 +58,21 @@ def _data_config(config):
 
 
 def nll_suite(ckpt, cfg, params, config, tok) -> dict:
-    from eval.nll import heldout_nll  # pylint: disable=import-outside-toplevel
+    from eval.nll import heldout_nll, resolve_shape  # pylint: disable=import-outside-toplevel
 
+    data_config = _data_config(config)
     e = config.eval.nll
-    lengths = ints(e.context_lengths)
+    lengths, batch_size, num_batches = resolve_shape(
+        ints(e.context_lengths), e.batch_size, e.batches, data_config.train
+    )
     t0 = time.perf_counter()
     metrics, items, tokens = heldout_nll(
         cfg,
         params,
-        _data_config(config),
+        data_config,
         lengths,
-        batch_size=e.batch_size,
-        num_batches=e.batches,
+        batch_size=batch_size,
+        num_batches=num_batches,
         progress=rp.Progress("nll", len(lengths), every_s=0),
     )
     return _report("nll", ckpt, metrics, items, tokens, t0, config)
@@ -166,8 +169,15 @@ def _suite_config(config, suite: str) -> dict:
     e = config.eval
     out = dict(e.get(suite).to_dict()) if suite in e else {}
     out.update(seed=e.seed, tokenizer=config.data.tokenizer)
-    if suite == "nll":
-        out.update(data=_data_config(config).data.to_dict(), mesh=config.mesh.to_dict())
+    if suite == "nll":  # the shape actually evaluated (empty/0 fields are the stage's)
+        from eval.nll import resolve_shape  # pylint: disable=import-outside-toplevel
+
+        data_config = _data_config(config)
+        n = e.nll
+        shape = resolve_shape(ints(n.context_lengths), n.batch_size, n.batches, data_config.train)
+        lengths, batch_size, batches = shape
+        out.update(context_lengths=",".join(map(str, lengths)), batch_size=batch_size)
+        out.update(batches=batches, data=data_config.data.to_dict(), mesh=config.mesh.to_dict())
     return out
 
 

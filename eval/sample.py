@@ -41,3 +41,17 @@ def sample_cli(
     )
     # valid_vocab keeps ids inside the tokenizer; decode_valid's U+FFFD guards foreign checkpoints.
     return decode_valid(tok, out.tokens[0])
+
+
+def show(prompt: str, completion: str) -> str:
+    """What --mode=sample prints: the prompt followed by its completion; a completion that is empty
+    or only whitespace (an early checkpoint's usual guess) would print as nothing or a blank line,
+    so then both are shown as Python literals, with a word on what happened."""
+    if completion.strip():
+        return prompt + completion
+    what = "empty (the model ended the text at once)" if not completion else "whitespace only"
+    return (
+        f"prompt: {prompt!r}\ncompletion: {completion!r} ({what}, {len(completion)} chars; an "
+        "early checkpoint often predicts only spaces and newlines: train longer, or try "
+        "--temperature=0.8)"
+    )

@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 from configs import eval as eval_config
-from eval import _train_api
-from eval.nll import heldout_nll
+from eval.nll import held_out_batches, heldout_nll
 from eval.run import _data_config
 from model import Transformer, presets
 from model.params import init_params
@@ -44,9 +43,7 @@ def test_nll_matches_direct_forward_on_heldout_code():
         cfg, params, run_config, lengths, batch_size=8, num_batches=1
     )
     for length in lengths:
-        run_config.train.seq_len, run_config.train.batch_size = length, 8
-        run_config.train.eval_batches = 1
-        batches = _train_api.held_out_batches(run_config, cfg.vocab_size)
+        batches = held_out_batches(run_config, cfg.vocab_size, length, 8, 1)
         assert batches[0]["tokens"].shape == (8, length)
         nll, bpb = _reference(cfg, params, batches)
         assert metrics[f"nll@{length}"] == pytest.approx(nll, rel=1e-5)

@@ -72,6 +72,8 @@ def test_resume_is_bitwise_corrupt_latest_falls_back_and_logs(tmp_path):
 
     full, lines = _train(tmp_path / "a")
     assert any(l.startswith("step 8/8 (100%") and "tok/s" in l and "mfu" in l for l in lines)
+    # The MFU line names its peak: tiny's largest dimension (vocab 320) -> a 512^3 float32 matmul.
+    assert all("GFLOP/s (float32 512^3 matmul" in l for l in lines if " mfu " in l)
     assert any("held-out loss" in l for l in lines)
     events = read_scalars(glob.glob(str(tmp_path / "a" / "tb" / "events.*"))[0])
     tags = {t for _, t, _ in events}
@@ -83,6 +85,8 @@ def test_resume_is_bitwise_corrupt_latest_falls_back_and_logs(tmp_path):
     path = convert.export_latest(tiny_run_config(), str(tmp_path / "a"))
     assert path.endswith("params_8")
     _assert_bitwise(export.restore_params(path), full.params)
+    # --mode=eval at eval.nll's defaults on that export: the training loop's final held-out figure.
+    _eval_nll_equals_training_figure(path, events, lines)
 
     _train(tmp_path / "b", stop_after_steps=5)  # stops after step 5; last save at step 4
     resumed, lines = _train(tmp_path / "b")
@@ -103,6 +107,20 @@ def test_resume_is_bitwise_corrupt_latest_falls_back_and_logs(tmp_path):
         want = b.manager.restore(4, args=ocp.args.Composite(state=ocp.args.StandardRestore()))
     assert int(got[0].step) == 4
     _assert_bitwise(got[0].params, want["state"]["params"])
+
+
+def _eval_nll_equals_training_figure(export: str, events, lines) -> None:
+    from configs import eval as eval_config
+    from eval import run
+
+    config = tiny_run_config()
+    config.eval = eval_config.get_config().eval  # its defaults, but for which suite runs
+    config.eval.suites = "nll"
+    report = run.run(config, os.path.dirname(export), export, log=str)[export]["nll"]
+    assert report["config"]["context_lengths"] == "32" and report["config"]["batch_size"] == 8
+    trained = [v for s, tag, v in events if tag == "eval/nll" and s == 8]
+    assert report["metrics"]["nll@32"] == pytest.approx(trained[-1], rel=1e-6)  # TB: float32
+    assert f"final held-out loss {report['metrics']['nll@32']:.4f}" in "\n".join(lines)
 
 
 def test_non_finite_steps_stop_the_run_without_a_per_step_sync(tmp_path):

@@ -32,6 +32,8 @@ def _main(*args, timeout=120):
         (["--config.train.stepz=3"], 'Did you mean "steps"'),
         (["--config.train.steps=abc"], "--config.train.steps=abc"),
         (["--config=configs/nope.py"], "cannot load config file configs/nope.py"),
+        (["--config=README.md"], "--config=README.md is not a config file"),  # not Python
+        (["--config=eval/passk.py"], "defines no get_config()"),  # Python, but not a config
         (["--config.mesh.tensor=3"], "fixed axes (3) do not divide 8 devices"),
         (
             ["--config.model=tiny", "--config.mesh.data=1", "--config.mesh.tensor=8"],
@@ -71,7 +73,10 @@ def _bad_inputs(tmp_path):
     fields.update(vocab_size=512, max_position_embeddings=128)  # fits the default data settings
     (hf_no_weights / "config.json").write_text(json.dumps(fields))
     tiny = "--config.model=tiny"
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("not a directory")
     return [
+        ([tiny, f"--workdir={a_file}"], f"--workdir={a_file} is a file; it must name a directory"),
         (["--mode=sample", "--prompt=x", tiny, f"--workdir={empty}"], "error: --workdir="),
         (["--mode=convert", tiny, f"--workdir={empty}"], "no checkpoint under"),
         (["--mode=sample", "--prompt=x", f"--params={tmp_path}/nope"], f"--params={tmp_path}/nope"),
@@ -90,7 +95,7 @@ def _bad_inputs(tmp_path):
     ]
 
 
-@pytest.mark.parametrize("case", range(9))
+@pytest.mark.parametrize("case", range(10))
 def test_bad_inputs_are_one_line_with_nonzero_exit(case, tmp_path):
     args, expected = _bad_inputs(tmp_path)[case]
     out = _main(*args)
@@ -156,6 +161,16 @@ def test_sample_cli_completes_a_prompt_from_an_export(tmp_path):
     want = [t for t in want if t != tok.eos_id]
     assert len(want) >= 1 and all(t < tok.vocab_size for t in want)
     assert text == "".join(tok.decode([t]) for t in want)
+
+
+def test_sample_output_says_when_the_completion_is_whitespace():
+    from eval.sample import show
+
+    assert show("def f(", "x):\n    pass") == "def f(x):\n    pass"
+    spaces = show("def fib(n):", "   \n  ")
+    assert spaces.splitlines()[0] == "prompt: 'def fib(n):'"
+    assert spaces.splitlines()[1].startswith("completion: '   \\n  ' (whitespace only, 6 chars")
+    assert "completion: '' (empty" in show("x", "")
 
 
 def test_corrupt_init_params_export_is_one_line(tmp_path):

@@ -8,6 +8,27 @@ import jax
 import jax.numpy as jnp
 
 
+def _batched_matmul(n: int, dtype, devices):
+    """(run, flops per run): one n x n matmul per device as one sharded batched matmul, compiled."""
+    from jax.sharding import Mesh, NamedSharding  # pylint: disable=import-outside-toplevel
+    from jax.sharding import PartitionSpec as P
+
+    sharding = NamedSharding(Mesh(devices, ("d",)), P("d"))
+    x = jax.device_put(jnp.ones((len(devices), n, n), dtype), sharding)
+    f = jax.jit(lambda a: jnp.einsum("bij,bjk->bik", a, a), out_shardings=sharding)
+    f(x).block_until_ready()  # compile outside the timed runs
+    return (lambda: f(x).block_until_ready()), 2.0 * n**3 * len(devices)
+
+
+def _best_seconds(run, repeats: int) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
 def matmul_peak(n: int = 1024, dtype=jnp.float32, repeats: int = 5, devices=None) -> float:
     """FLOP/s of an n x n matmul run on `devices` at once (one sharded batched matmul), best of
     `repeats`. The MFU denominator on CPU, where no datasheet peak applies.
@@ -16,30 +37,65 @@ def matmul_peak(n: int = 1024, dtype=jnp.float32, repeats: int = 5, devices=None
     simulated CPU devices that is what the shared cores deliver together, not n_devices x the
     single-device figure. devices=[d]: one device alone.
     """
-    from jax.sharding import Mesh, NamedSharding  # pylint: disable=import-outside-toplevel
-    from jax.sharding import PartitionSpec as P
-
     hosts = jax.process_count() if devices is None else 1
     devices = list(jax.local_devices() if devices is None else devices)
-    sharding = NamedSharding(Mesh(devices, ("d",)), P("d"))
-    x = jax.device_put(jnp.ones((len(devices), n, n), dtype), sharding)
-    f = jax.jit(lambda a: jnp.einsum("bij,bjk->bik", a, a), out_shardings=sharding)
-    f(x).block_until_ready()
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        f(x).block_until_ready()
-        best = min(best, time.perf_counter() - t0)
-    return 2.0 * n**3 * len(devices) / best * hosts
+    run, flops = _batched_matmul(n, dtype, devices)
+    return flops / _best_seconds(run, repeats) * hosts
+
+
+def peak_matmul_size(cfg) -> int:
+    """n for the MFU's reference matmul: the power of two at or above the model's largest weight
+    dimension (vocab, hidden, ffn), within [512, 2048]: never a smaller matmul than the model's own
+    (a small one runs below the hardware's peak and inflates MFU), and no slower to time than a
+    2048^3 one (17 GFLOP, ~40 ms per device at 440 GFLOP/s). tiny: 512; small: 2048."""
+    largest = max(cfg.vocab_size, cfg.hidden_size, cfg.intermediate_size, cfg.moe_intermediate_size)
+    return min(2048, max(512, 1 << (int(largest) - 1).bit_length()))
+
+
+class MatmulPeak:
+    """The MFU denominator during training: the best FLOP/s of an n^3 matmul in the run's dtype on
+    the trainer's devices over every repetition timed so far. Load only ever slows a repetition
+    down, so the best one is the least depressed; the peak only rises (`measure` again at a pause,
+    or when the model itself ran faster than the peak, which proves the peak was depressed)."""
+
+    def __init__(self, n: int, dtype, devices=None):
+        self.hosts = jax.process_count() if devices is None else 1
+        self.devices = list(jax.local_devices() if devices is None else devices)
+        self.n, self.dtype = n, jnp.dtype(dtype)
+        self._run, self._flops_per_run = _batched_matmul(n, self.dtype, self.devices)
+        self.flops, self.repetitions = 0.0, 0
+
+    def measure(self, repeats: int) -> float:
+        seconds = _best_seconds(self._run, repeats)
+        self.flops = max(self.flops, self._flops_per_run / seconds * self.hosts)
+        self.repetitions += repeats
+        return self.flops
+
+    def mfu(self, achieved_flops: float) -> float:
+        """achieved / peak, re-measuring first when achieved exceeds the peak; capped at 1 (a
+        model that still outruns the re-measured peak shows 1, never more)."""
+        if achieved_flops > self.flops:
+            self.measure(3)
+        return min(achieved_flops / self.flops, 1.0)
+
+    def describe(self) -> str:
+        devices = len(self.devices) * self.hosts
+        where = f" x {devices} devices" if devices > 1 else ""
+        return (
+            f"{self.flops / 1e9:.0f} GFLOP/s ({self.dtype.name} {self.n}^3 matmul{where}, "
+            f"best of {self.repetitions})"
+        )
 
 
 def mfu(tokens_per_s: float, flops_per_token: float, peak_flops_all_devices: float) -> float:
     return tokens_per_s * flops_per_token / peak_flops_all_devices
 
 
-def log_line(step: int, total: int, m: dict, extra_keys=()) -> str:
+def log_line(step: int, total: int, m: dict, extra_keys=(), peak: str = "") -> str:
     """One progress line; total 0 = no known end (a run that ends with its batch source);
-    `extra_keys`: further scalars of `m` to show (a batch source's, e.g. RL's mean reward)."""
+    `extra_keys`: further scalars of `m` to show (a batch source's, e.g. RL's mean reward);
+    `peak`: what the MFU is relative to (MatmulPeak.describe())."""
+    peak_note = f" of {peak}" if peak else ""
     eta = m.get("eta_s")
     eta_s = f" eta {eta / 60:.1f}m" if eta is not None else ""
     progress = (
@@ -49,7 +105,7 @@ def log_line(step: int, total: int, m: dict, extra_keys=()) -> str:
         f"{progress} loss {m['loss']:.4f} "
         + (f"(ce {m['ce']:.4f}) " if "ce" in m else "")
         + f"lr {m['lr']:.2e} gnorm {m['grad_norm']:.3f} tok/s {m['tokens_per_s']:.0f} "
-        f"mfu {100 * m['mfu']:.2f}% step_time {1000 * m['step_time_s']:.0f}ms"
+        f"mfu {100 * m['mfu']:.2f}%{peak_note} step_time {1000 * m['step_time_s']:.0f}ms"
         + (f" skipped {int(m['skipped_total'])}" if m.get("skipped_total") else "")
         + "".join(f" {k} {m[k]:.4g}" for k in extra_keys if k in m)
     )

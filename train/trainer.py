@@ -509,7 +509,7 @@ class _Throughput:
         return row
 
 
-def _metrics_row(m, state, step: int, run: Run, timer: _Throughput, peak: float) -> dict:
+def _metrics_row(m, state, step: int, run: Run, timer: _Throughput, peak: mx.MatmulPeak) -> dict:
     """Step metrics + lr, step time, tokens/s, MFU, skipped steps and ETA (one host sync)."""
     t = run.config.train
     row = {k: float(v) for k, v in jax.device_get(m).items()}
@@ -517,7 +517,8 @@ def _metrics_row(m, state, step: int, run: Run, timer: _Throughput, peak: float)
     flops = model.flops_per_token(run.cfg, t.seq_len)
     row.update(
         lr=float(run.schedule(step - 1)),
-        mfu=mx.mfu(row["tokens_per_s"], flops, peak),
+        mfu=peak.mfu(row["tokens_per_s"] * flops),
+        mfu_peak_flops=peak.flops,
         skipped_total=float(jax.device_get(state.skipped_steps)),
     )
     return row
@@ -591,12 +592,14 @@ def train(
         eval_fn = jit_eval_step(run.eval_loss_fn, state_sh.params, mesh, run.rules)
         writer = SummaryWriter(os.path.join(workdir, "tb")) if jax.process_index() == 0 else None
         # The trainer's own devices (a subset of this process's when samplers hold the rest).
-        peak = mx.matmul_peak(devices=None if jax.process_count() > 1 else list(mesh.devices.flat))
+        devices = None if jax.process_count() > 1 else list(mesh.devices.flat)
+        peak = mx.MatmulPeak(mx.peak_matmul_size(run.cfg), run.cfg.dtype, devices)
+        peak.measure(5)
         step = int(jax.device_get(state.step))
         log(
             f"training {model.count_params(run.cfg)[0]:,} params on mesh {run.mesh_sizes} from "
             f"step {step} to {t.steps or 'the end of the batch source'}; matmul peak "
-            f"{peak / 1e9:.1f} GFLOP/s (all devices)"
+            f"{peak.describe()} at start; MFU is relative to the best repetition so far"
         )
         source.start(run, state)
         loop_state = dict(
@@ -642,7 +645,7 @@ def _loop(run, ckpt, source, state, step_fn, eval_fn, peak, ls, log, stop_after_
         if step % t.log_every == 0 or step == t.steps:
             watch.check_now()
             row = _metrics_row(m, state, step, run, timer, peak)
-            log(mx.log_line(step, t.steps, {**row, **extra}, source.log_keys))
+            log(mx.log_line(step, t.steps, {**row, **extra}, source.log_keys, peak.describe()))
             if writer:
                 writer.scalars(step, {k: v for k, v in row.items() if k != "eta_s"})
                 if ls["counters"] is not None:  # documents/tokens read and skipped, per source
@@ -653,6 +656,7 @@ def _loop(run, ckpt, source, state, step_fn, eval_fn, peak, ls, log, stop_after_
         if heldout and (step % t.eval_every == 0 or step == t.steps):
             prefix = "final " if step == t.steps else ""
             _log_eval(step, evaluate(eval_fn, state.params, heldout, mesh), log, writer, prefix)
+            peak.measure(1)  # a pause anyway: one more repetition, perhaps on a quieter machine
             timer.reset(step)
         stop = preempt.should_stop(step)
         saved = step % config.checkpoint.every_steps == 0 or step == t.steps or stop
