@@ -18,7 +18,8 @@ the env returns the next segment's rebuilt context; the driver keeps the finishe
 arrays, rewinds the episode's slot to the prefix the two contexts share (system + task prompt:
 its latent cache is kept, not prefilled again) and prefills only the rest. An episode then yields
 one RolloutRecord per segment, all with the chain's counts and grade (`segment`, `segments`).
-Stats: `segments_started` and `prefix_reused_tokens` (prefill tokens the rewind saved).
+Stats: `segments_started` and `prefix_reused_tokens` (prefill tokens the rewind saved);
+`reuse_prefix=False` prefills each segment's context whole instead (to measure the saving).
 
 `scripted=lambda task: OraclePolicy(tok, task)` plays scripted turns through the same engine by
 teacher forcing (records get the model's log-probs and routing for those tokens): used by tests and
@@ -85,6 +86,7 @@ def play_episodes(
     before_step: Callable[[], None] | None = None,
     log_every_s: float = 30.0,
     log: Callable[[str], None] = print,
+    reuse_prefix: bool = True,
 ) -> Rollouts:
     """Plays group_size episodes of every task; returns their records (in completion order).
 
@@ -173,10 +175,13 @@ def play_episodes(
                         continue
                     keep = getattr(ep.env, "segment_start", None)
                     if keep is not None:  # a summary ended the segment: obs is the next context
-                        _next_segment(ep, engine, obs, keep)
+                        _next_segment(ep, engine, obs, keep if reuse_prefix else 0)
                         stats["segments_started"] += 1
-                        stats["prefix_reused_tokens"] += keep
-                        engine.extend(ep.rid, obs[keep:], **turn_args(ep))
+                        if reuse_prefix:
+                            stats["prefix_reused_tokens"] += keep
+                            engine.extend(ep.rid, obs[keep:], **turn_args(ep))
+                        else:
+                            engine.submit(ep.rid, obs, **turn_args(ep))
                         continue
                     ep.pieces.append(list(obs))
                     ep.context += obs
@@ -243,12 +248,13 @@ def _segment_arrays(ep: _Episode, engine, segment: dict, finish: bool) -> dict:
 
 def _next_segment(ep: _Episode, engine, context: list[int], keep: int) -> None:
     """Closes the segment a summary ended and points the episode at the next one's context,
-    rewinding its slot to the `keep` tokens both contexts start with."""
+    rewinding its slot to the `keep` tokens both contexts start with (0: freeing it)."""
     finished = ep.env.record().segments[-1]
-    ep.done_segments.append(_segment_arrays(ep, engine, finished, finish=False))
+    ep.done_segments.append(_segment_arrays(ep, engine, finished, finish=keep == 0))
     if context[:keep] != finished["tokens"][:keep]:
         raise RuntimeError(f"{ep.task.id}: the next segment does not start with the shared prefix")
-    engine.rewind(ep.rid, keep)
+    if keep:
+        engine.rewind(ep.rid, keep)
     ep.context, ep.pieces, ep.turns = list(context), [list(context)], []
 
 
