@@ -66,6 +66,10 @@ def get_config() -> ml_collections.ConfigDict:
                 max_turn_tokens=256,
                 temperature=1.0,
                 top_p=1.0,
+                max_tokens=0,  # episode context budget; 0 = the model's max positions
+                # self-summarization (rl/envs/summary.py): a trigger > 0 plays the suite with
+                # and without summaries at max_tokens and reports both pass rates per family
+                summary=dict(trigger_tokens=0, trigger_fraction=0.0, max_segments=4),
             ),
         )
     )

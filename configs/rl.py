@@ -50,8 +50,11 @@ def get_config() -> ml_collections.ConfigDict:
     c.init_params_from = ""  # exported params dir (model.export layout); '' = model
     c.rl = ml_collections.ConfigDict(
         dict(
-            task="pattern",  # 'pattern' (toy, single turn) | 'coding' (multi-turn, sandboxed)
+            task="pattern",  # 'pattern' (toy, single turn) | 'summary_toy' | 'coding'
             pattern_size=32,  # toy task: target ids [0, pattern_size)
+            # Training rows per episode: an episode that summarizes is a chain of segments, one
+            # row each (rl/records.py); train.batch_size = groups x group_size x this
+            segments_per_chain=1,
             pool_size=256,  # tasks in the pool (one group each: single epoch)
             seed=0,  # pool order, tasks and sampling (the params init is train.seed's)
             mode="threads",  # 'threads' | 'processes'
@@ -113,11 +116,19 @@ def get_config() -> ml_collections.ConfigDict:
             slots=8,  # episodes decoded at once on the engine
             workers=4,  # sandbox threads (env reset/step, grading)
             min_bucket=64,  # smallest prefill length bucket (fewer compiled programs)
+            # Self-summarization (rl/envs/summary.py): a trigger > 0 makes an episode a chain of
+            # up to max_segments segments of rl.max_tokens each; set rl.segments_per_chain to
+            # max_segments (one training row per segment)
+            summary=dict(trigger_tokens=0, trigger_fraction=0.0, max_segments=4),
         )
     )
     # Skip tasks predicted to carry no signal (rl/curriculum.py): a task whose `key` attribute
     # (e.g. 'meta.package' of a coding task; '' = off) had no outcome spread in each of its last
     # `after` groups is skipped with probability `prob` (counted, never trained).
+    # rl.task='summary_toy' (rl/summary_toy.py): a fact among `facts` ids is visible only before
+    # a summary of summary_tokens; the answer (answer_tokens) after it is rewarded for naming it.
+    # Needs rl.valid_vocab = facts and rl.segments_per_chain = 2 (bench/bench_rl_summary.py).
+    c.rl.summary_toy = ml_collections.ConfigDict(dict(facts=4, summary_tokens=2, answer_tokens=2))
     c.rl.curriculum = ml_collections.ConfigDict(dict(key="", after=0, prob=0.0))
     c.rl.reward = ml_collections.ConfigDict(dict(outcome="all_pass", malformed_penalty=0.5))
     # The trainer: AdamW without weight decay (b2 0.99), constant LR, clipping at 1; rows and
@@ -136,7 +147,11 @@ def get_config() -> ml_collections.ConfigDict:
         log_every=5,
         eval_every=1_000_000,  # no held-out LM evaluation inside RL
     )
-    c.train.batch_size = c.rl.get_ref("groups_per_batch") * c.rl.get_ref("group_size")
+    c.train.batch_size = (
+        c.rl.get_ref("groups_per_batch")
+        * c.rl.get_ref("group_size")
+        * c.rl.get_ref("segments_per_chain")
+    )
     c.train.seq_len = c.rl.get_ref("max_tokens")
     c.train.seed = c.rl.get_ref("seed")
     c.checkpoint.update(every_steps=5, keep=2)

@@ -4,6 +4,8 @@ One message renders as   <|role|> content <|end|>
 An assistant message may carry tool calls, rendered inside its content as
     <|tool_call|>{"name": "read_file", "arguments": {"path": "a.py"}}<|/tool_call|>
 A tool result is a message with role "tool":   <|tool|><|tool_result|>...<|/tool_result|><|end|>
+A summary turn (self-summarization, rl/envs/summary.py) is an assistant message with a "summary"
+key and nothing else:   <|assistant|><|summary|>text<|/summary|><|end|>
 The conversation starts with <|bos|>. Generation for the assistant starts after "<|assistant|>".
 
 `render_messages` returns the token ids and a 0/1 mask that is 1 exactly on tokens the assistant
@@ -30,6 +32,11 @@ def tool_call_text(name: str, arguments: dict[str, Any]) -> str:
     return f"{special_text('tool_call')}{body}{special_text('/tool_call')}"
 
 
+def summary_ids(tok: Tokenizer, text: str) -> list[int]:
+    """<|summary|> text <|/summary|>: the body of a summary turn (before its <|end|>)."""
+    return [tok.special_id("summary")] + tok.encode(text) + [tok.special_id("/summary")]
+
+
 def _content_ids(tok: Tokenizer, message: dict[str, Any]) -> list[int]:
     role = message["role"]
     content = message.get("content") or ""
@@ -37,6 +44,10 @@ def _content_ids(tok: Tokenizer, message: dict[str, Any]) -> list[int]:
         return (
             [tok.special_id("tool_result")] + tok.encode(content) + [tok.special_id("/tool_result")]
         )
+    if "summary" in message:
+        if role != "assistant" or content or message.get("tool_calls"):
+            raise ValueError("a summary is an assistant message with no content or tool calls")
+        return summary_ids(tok, message["summary"])
     ids = tok.encode(content)  # raw text never yields control tokens
     for call in message.get("tool_calls") or ():
         ids += tok.encode(

@@ -1,6 +1,9 @@
 """Agentic suite in the style of CursorBench: multi-turn episodes in `rl.envs.CodingEnv` on terse
 tasks, K samples per task; pass rate, partial credit, completion tokens, tool calls, turns and the
-malformed-call rate per family; best-of-K; score against completion tokens.
+malformed-call rate per family; best-of-K; score against completion tokens. With
+self-summarization (env_kwargs summary=SummaryConfig, rl/envs/summary.py) an episode's summaries
+and segments are reported too, and `compare_summaries` plays the suite with and without
+summaries at the same context budget (per family pass rates side by side).
 
 A *policy* here is anything with `play(jobs) -> list[Episode]`, where a job is (task, sample
 index): `ScriptedPolicy` (known behaviour, for tests), `ModelPolicy` (the model on the rollout
@@ -42,6 +45,7 @@ class Episode:
     done_reason: str
     tampered: bool = False  # the grader caught the repo bending its results: a failure
     transcript: str = ""  # digest of the episode's token ids (prompt, turns, observations)
+    summaries: int = 0  # summary turns (segment boundaries) of the episode's chain
 
     @property
     def solved(self) -> bool:
@@ -61,8 +65,9 @@ def transcript_digest(tokens) -> str:
     return hashlib.sha256(",".join(map(str, tokens)).encode()).hexdigest()[:16]
 
 
-def episode_from_record(task, sample: int, rec, completion_tokens: int) -> Episode:
-    """From an rl.envs EpisodeRecord or an rl.rollout RolloutRecord (same grade/count fields)."""
+def episode_from_record(task, sample: int, rec, completion_tokens: int, tokens=None) -> Episode:
+    """From an rl.envs EpisodeRecord or an rl.rollout RolloutRecord (same grade/count fields; a
+    chain's last segment). `tokens`: the whole chain's ids (default: the record's)."""
     return Episode(
         task_id=task.id,
         family=family(task),
@@ -75,7 +80,8 @@ def episode_from_record(task, sample: int, rec, completion_tokens: int) -> Episo
         turns=rec.turns,
         done_reason=rec.done_reason,
         tampered=rec.tampered,
-        transcript=transcript_digest(rec.tokens),
+        transcript=transcript_digest(rec.tokens if tokens is None else tokens),
+        summaries=rec.summaries,
     )
 
 
@@ -122,10 +128,19 @@ def _next_turn(turns: list[list[int]], context: list[int]) -> list[int]:
 class ScriptedPolicy:
     """Plays a known script through CodingEnv: when `solves(task_index, sample)` it writes the
     reference solution and submits, otherwise it submits the repo unchanged. Its pass rate is
-    known in advance, which is what validates the suite's bookkeeping."""
+    known in advance, which is what validates the suite's bookkeeping. `reads=True` solves like an
+    agent instead (rl.envs.scripted.TracePolicy: reads the files the fix needs first, summarizing
+    when the environment asks): its pass rate then depends on the context budget."""
 
-    def __init__(self, tok, tasks: Sequence, solves: Callable[[int, int], bool], **env_kwargs):
-        self.tok, self.solves, self.env_kwargs = tok, solves, env_kwargs
+    def __init__(
+        self,
+        tok,
+        tasks: Sequence,
+        solves: Callable[[int, int], bool],
+        reads: bool = False,
+        **env_kwargs,
+    ):
+        self.tok, self.solves, self.reads, self.env_kwargs = tok, solves, reads, env_kwargs
         self.index = {t.id: i for i, t in enumerate(tasks)}
 
     def _turns(self, task, solve: bool) -> list[list[int]]:
@@ -147,11 +162,24 @@ class ScriptedPolicy:
 
         out = []
         for task, sample in jobs:
-            turns = self._turns(task, self.solves(self.index[task.id], sample))
+            solve = self.solves(self.index[task.id], sample)
+            if solve and self.reads:
+                policy = _reading_oracle(self.tok, task, sample)
+            else:
+                policy = functools.partial(_next_turn, self._turns(task, solve))
             env = CodingEnv(self.tok, **self.env_kwargs)
-            rec = run_episode(env, task, functools.partial(_next_turn, turns))
-            out.append(episode_from_record(task, sample, rec, rec.generated_tokens))
+            rec = run_episode(env, task, policy)
+            chain = [t for s in rec.all_segments() for t in s["tokens"]]
+            out.append(episode_from_record(task, sample, rec, rec.generated_tokens, chain))
         return out
+
+
+def _reading_oracle(tok, task, sample: int):
+    import random  # pylint: disable=import-outside-toplevel
+
+    from rl.envs.scripted import SummarizingPolicy, TracePolicy  # pylint: disable=C0415
+
+    return SummarizingPolicy(tok, TracePolicy(tok, task, random.Random(sample)), task)
 
 
 class ModelPolicy:
@@ -227,11 +255,15 @@ class ModelPolicy:
             print(f"agentic: episode dropped (scored as failed): {msg}")
         self.errors += out.stats["error_messages"]
         episodes: list[Episode | None] = [None] * len(jobs)
+        chains = defaultdict(list)  # a summarizing episode is several records, one per segment
         for rec in out.records:
-            task, sample = jobs[rec.group * k + rec.sample]
-            episodes[rec.group * k + rec.sample] = episode_from_record(
-                task, sample, rec, rec.policy_tokens
-            )
+            chains[rec.group * k + rec.sample].append(rec)
+        for i, recs in chains.items():
+            recs.sort(key=lambda r: r.segment)
+            task, sample = jobs[i]
+            tokens = [t for r in recs for t in r.tokens]
+            policy_tokens = sum(r.policy_tokens for r in recs)
+            episodes[i] = episode_from_record(task, sample, recs[-1], policy_tokens, tokens)
         for i, (task, sample) in enumerate(jobs):  # dropped by the driver: a failure, not a gap
             if episodes[i] is None:
                 episodes[i] = Episode(task.id, family(task), sample, 0, 0, 0, 0, 0, 0, "error")
@@ -278,6 +310,8 @@ def _means(eps: Sequence[Episode]) -> dict:
         tool_calls=sum(e.tool_calls for e in eps) / n,
         turns=sum(e.turns for e in eps) / n,
         malformed_rate=sum(e.malformed_calls for e in eps) / calls if calls else 0.0,
+        summaries=sum(e.summaries for e in eps) / n,  # per episode
+        segments=sum(e.summaries + 1 for e in eps) / n,  # per episode (summaries + 1)
     )
 
 
@@ -338,3 +372,21 @@ def tokens_curve(metrics: dict, ks: Sequence[int]) -> list[tuple[float, float, i
         for k in ks
         if f"best_of_{k}" in metrics
     ]
+
+
+def compare_summaries(
+    make_policy: Callable, summary, tasks: Sequence, n_samples: int, ks
+) -> tuple[dict, list[dict]]:
+    """The suite twice at one context budget: `make_policy(s)` -> a policy whose episodes use
+    rl.envs.summary.SummaryConfig s (None: no summaries). -> (metrics, items) of the run with
+    `summary`, the metrics gaining, overall and per family, 'pass_rate_without_summary' and
+    'pass_rate_with_summary' side by side ('summaries' and 'segments' are per episode)."""
+    m_with, items = summarize(run_suite(make_policy(summary), tasks, n_samples), ks)
+    without = make_policy(None)
+    m_without, _ = summarize(run_suite(without, tasks, n_samples), ks)
+    out = dict(m_with)
+    for key, value in m_without.items():
+        if key == "pass_rate" or key.endswith("/pass_rate"):
+            out[key + "_without_summary"] = value
+            out[key + "_with_summary"] = m_with[key]
+    return out, items

@@ -11,6 +11,7 @@ import time
 
 from eval import agentic, humaneval, plot
 from eval import report as rp
+from rl.envs.summary import summary_config
 
 SUITES = ("nll", "humaneval", "agentic")
 
@@ -128,29 +129,45 @@ def agentic_suite(ckpt, cfg, params, config, tok) -> dict:
         verify=e.verify,
     )
     env_kwargs = dict(max_turns=e.max_turns)
-    if e.policy == "oracle":
-        policy = agentic.ScriptedPolicy(tok, tasks, lambda i, s: True, **env_kwargs)
-    elif e.policy == "model":
-        policy = agentic.ModelPolicy(
-            cfg,
-            params,
-            tok,
-            max_turn_tokens=e.max_turn_tokens,
-            temperature=e.temperature,
-            top_p=e.top_p,
-            seed=config.eval.seed,
-            **env_kwargs,
+    if e.get("max_tokens", 0):  # the context budget (default: the model's positions)
+        env_kwargs["max_tokens"] = e.max_tokens
+
+    def make_policy(summary):
+        kw = dict(env_kwargs, summary=summary) if summary is not None else env_kwargs
+        if e.policy == "oracle":
+            return agentic.ScriptedPolicy(tok, tasks, lambda i, s: True, **kw)
+        if e.policy == "reader":  # the oracle that reads first (and summarizes when asked)
+            return agentic.ScriptedPolicy(tok, tasks, lambda i, s: True, reads=True, **kw)
+        if e.policy == "model":
+            return agentic.ModelPolicy(
+                cfg,
+                params,
+                tok,
+                max_turn_tokens=e.max_turn_tokens,
+                temperature=e.temperature,
+                top_p=e.top_p,
+                seed=config.eval.seed,
+                **kw,
+            )
+        raise ValueError(
+            f"eval.agentic.policy={e.policy!r}: expected 'model', 'oracle' or 'reader'"
         )
-    else:
-        raise ValueError(f"eval.agentic.policy={e.policy!r}: expected 'model' or 'oracle'")
+
     n = max(ks)
     t0 = time.perf_counter()
-    episodes = agentic.run_suite(policy, tasks, n, rp.Progress("agentic", len(tasks) * n))
-    metrics, items = agentic.summarize(episodes, ks)
+    summary = summary_config(e.get("summary"))
+    if summary is None:
+        policy = make_policy(None)
+        episodes = agentic.run_suite(policy, tasks, n, rp.Progress("agentic", len(tasks) * n))
+        metrics, items = agentic.summarize(episodes, ks)
+        errors = len(policy.errors) if isinstance(policy, agentic.ModelPolicy) else None
+    else:  # with and without summaries at the same budget
+        metrics, items = agentic.compare_summaries(make_policy, summary, tasks, n, ks)
+        errors = None
     metrics["tasks"] = len(tasks)
-    if isinstance(policy, agentic.ModelPolicy):
-        metrics["dropped_episodes"] = len(policy.errors)  # scored as failed
-    tokens = dict(completion=sum(ep.completion_tokens for ep in episodes))
+    if errors is not None:
+        metrics["dropped_episodes"] = errors  # scored as failed
+    tokens = dict(completion=sum(s["completion_tokens"] for i in items for s in i["samples"]))
     return _report("agentic", ckpt, metrics, items, tokens, t0, config)
 
 

@@ -14,6 +14,13 @@ D model, K draft tokens, n MoE layers, k experts per token.
     eng.extend("ep0", observation_ids, max_new=256, stop_tokens=[END, EOS])   # continue that sequence
     experts = eng.finish("ep0")                     # frees the slot -> [consumed, n, k] routing
 
+Rewinding (self-summarization, rl/envs/summary.py): `rewind(rid, keep)` cuts a paused sequence
+back to its first `keep` tokens and `extend` then appends a rebuilt context. The cache entries of
+positions < keep - 1 were computed from exactly those tokens and are kept (no re-prefill of the
+shared prefix); token keep-1 becomes pending again; later entries are rewritten before any query
+reads them (the same argument as a reused slot). `experts(rid)` reads a paused request's routing
+rows without freeing it (the finished segment's record).
+
 Sequences and the pending token. A slot holds one growing sequence (an episode's context). The last
 token known for it (the last prompt / observation token, or the last emitted one) is *pending*: not
 yet fed to the model. Decoding feeds the pending token at its position p, samples the token at p+1,
@@ -565,6 +572,7 @@ class _Request:
     forced: list[int]
     slot: int = -1
     length: int = 0  # tokens of the sequence known to the engine (incl. emitted)
+    pending: int | None = None  # after rewind(): the pending token (else the device's)
     state: str = "queued"  # queued -> prefill -> running -> paused (-> prefill ...)
 
 
@@ -691,19 +699,44 @@ class RolloutEngine:
 
     def finish(self, rid) -> np.ndarray:
         """Frees the request's slot. -> experts [consumed, n, k] (rows of every consumed token)."""
-        req = self._requests.pop(rid, None)
+        req = self._requests.get(rid)
         if req is None or req.state not in ("paused", "queued"):
             raise ValueError(f"finish({rid!r}): request is not paused")
+        del self._requests[rid]
         if req.state == "queued":
             self._queue.remove(req)
             return np.zeros(
                 (0, self.cfg.num_moe_layers, max(self.cfg.num_experts_per_tok, 1)), np.int32
             )
+        self._free.append(req.slot)
+        return self._experts_of(req)
+
+    def experts(self, rid) -> np.ndarray:
+        """A paused request's routing rows [consumed, n, k], the slot kept (finish's rows)."""
+        req = self._requests.get(rid)
+        if req is None or req.state != "paused":
+            raise ValueError(f"experts({rid!r}): request is not paused")
+        return self._experts_of(req)
+
+    def _experts_of(self, req: _Request) -> np.ndarray:
         self.programs.add(("fetch_experts",))
         with self._context():
             experts = np.asarray(_fetch_experts_jit(self.state, jnp.int32(req.slot)))
-        self._free.append(req.slot)
         return experts[: req.length - 1]  # the last token is pending (never consumed)
+
+    def rewind(self, rid, keep: int) -> None:
+        """Cuts a paused request back to its first `keep` tokens (1 <= keep <= its length); the
+        next `extend` continues from there with the prefix's cache kept. Not with speculative
+        decoding (its MTP buffer holds the old sequence's last positions)."""
+        req = self._requests.get(rid)
+        if req is None or req.state != "paused":
+            raise ValueError(f"rewind({rid!r}): request is not paused")
+        if not 1 <= keep <= req.length:
+            raise ValueError(f"rewind({rid!r}, {keep}): keep must be in 1..{req.length}")
+        if self.spec.draft:
+            raise ValueError(f"rewind({rid!r}): not supported with speculative_k > 0")
+        req.pending = int(np.asarray(self.state.tokens[req.slot, keep - 1]))
+        req.length = keep
 
     def sequence(self, rid) -> list[int]:
         """The tokens the engine holds for a request's slot (what the model consumed + pending)."""
@@ -832,7 +865,8 @@ class RolloutEngine:
         pending = np.asarray(self.state.tok) if any(q.length for q in reqs) else None
         for i, req in enumerate(reqs):
             fresh = req.length == 0
-            head = [] if fresh else [int(pending[req.slot])]
+            head = [] if fresh else [int(pending[req.slot]) if req.pending is None else req.pending]
+            req.pending = None
             ids = head + req.new + req.forced
             rows[i], seq[i, : len(ids)], n_seq[i] = req.slot, ids, len(ids)
             start[i] = 0 if fresh else req.length - 1

@@ -27,6 +27,22 @@ def group_advantages(rewards: Sequence[float], group_ids: Sequence) -> np.ndarra
     return out.astype(np.float32)
 
 
+def chain_advantages(records: Sequence[dict]) -> np.ndarray:
+    """Per record, its chain's group-relative advantage: the group mean is over chains (episodes),
+    not segments, so an episode that summarized k times weighs in its group's baseline once, and
+    every segment of a chain gets the same advantage (ReSum-GRPO). A record without 'chain' is a
+    chain of its own. A chain's segments carry one reward (rl/records.py); a mismatch is an error."""
+    keys = [(r["group_id"], r.get("chain", ("solo", i))) for i, r in enumerate(records)]
+    reward: dict = {}
+    for key, r in zip(keys, records):
+        if reward.setdefault(key, float(r["reward"])) != float(r["reward"]):
+            raise ValueError(f"chain {key}: segments with different rewards")
+    chains = list(reward)
+    adv = group_advantages([reward[c] for c in chains], [c[0] for c in chains])
+    by_chain = dict(zip(chains, adv))
+    return np.asarray([by_chain[k] for k in keys], np.float32)
+
+
 def collate(
     records: Sequence[dict],
     *,
@@ -39,7 +55,8 @@ def collate(
 ) -> dict:
     """-> batch dict of numpy arrays [rows, seq_len] (+ forced_experts [rows, n, seq_len, k]).
 
-    Padding rows have loss_mask 0 and segment id 0. A record longer than seq_len + 1 tokens is an
+    Each record (one segment of a chain: rl/records.py) is one row; advantages are per chain
+    (chain_advantages). Padding rows have loss_mask 0 and segment id 0. A record longer than seq_len + 1 tokens is an
     error (the caller sizes seq_len from the episode token budget). A negative episode advantage is
     multiplied by `negative_scale` (1 = plain GRPO; see configs/rl.py). Tokens of malformed turns
     then get advantage min(A_i, -malformed_adv) (broken tool calls are negative examples)."""
@@ -47,7 +64,7 @@ def collate(
         raise ValueError(f"collate: {len(records)} episodes > {rows} batch rows")
     if not 0.0 <= negative_scale <= 1.0:
         raise ValueError(f"negative_scale must be in [0, 1], got {negative_scale}")
-    adv = group_advantages([r["reward"] for r in records], [r["group_id"] for r in records])
+    adv = chain_advantages(records)
     adv = np.where(adv < 0, adv * np.float32(negative_scale), adv)
     index = {}
     for r in records:

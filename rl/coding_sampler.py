@@ -55,6 +55,7 @@ class CodingSampler:
         max_turn_tokens: int = 128,
         obs_token_budget: int = 256,
         max_malformed_streak: int = 0,
+        summary=None,
         workers: int = 4,
         min_bucket: int = 64,
         speculative_k: int = 0,
@@ -62,7 +63,9 @@ class CodingSampler:
         rules=None,
     ):
         """mesh / rules: the engine's own mesh (rl.sampler_mesh) and logical rules; None = one
-        device, unsharded. speculative_k: MTP draft tokens per verify step (0 = plain)."""
+        device, unsharded. speculative_k: MTP draft tokens per verify step (0 = plain).
+        summary: rl.envs.summary.SummaryConfig (None = off): an episode is then a chain of
+        segments, one record each, all in its group."""
         if max_tokens > cfg.max_position_embeddings:
             raise ValueError(
                 f"rl.max_tokens={max_tokens} > max_position_embeddings={cfg.max_position_embeddings}"
@@ -76,6 +79,7 @@ class CodingSampler:
             max_turns=max_turns,
             obs_token_budget=obs_token_budget,
             max_malformed_streak=max_malformed_streak,
+            summary=summary,
         )
         self.mesh, self.rules, self.speculative_k = mesh, rules, speculative_k
         self.swaps = self.errors = 0

@@ -36,12 +36,19 @@ def resolve(config):
 
     config = config.copy_and_resolve_references()
     rl, t = config.rl, config.train
-    rows = rl.groups_per_batch * rl.group_size
+    per_chain = rl.get("segments_per_chain", 1)  # rows per episode (summaries: rl/records.py)
+    rows = rl.groups_per_batch * rl.group_size * per_chain
     if t.batch_size != rows or t.seq_len != rl.max_tokens:
         raise ConfigError(
             f"train.batch_size={t.batch_size} / train.seq_len={t.seq_len}: RL trains "
-            f"rl.groups_per_batch x rl.group_size = {rows} rows of rl.max_tokens = "
-            f"{rl.max_tokens} tokens (leave train.batch_size and train.seq_len to configs/rl.py)"
+            f"rl.groups_per_batch x rl.group_size x rl.segments_per_chain = {rows} rows of "
+            f"rl.max_tokens = {rl.max_tokens} tokens (leave train.batch_size and train.seq_len "
+            "to configs/rl.py)"
+        )
+    if rl.task == "summary_toy" and (per_chain < 2 or rl.valid_vocab != rl.summary_toy.facts):
+        raise ConfigError(
+            f"rl.task=summary_toy: needs rl.segments_per_chain >= 2 (got {per_chain}) and "
+            f"rl.valid_vocab = rl.summary_toy.facts = {rl.summary_toy.facts} (got {rl.valid_vocab})"
         )
     if rl.get("sampler_devices", 0) and rl.mode == "threads":
         # roles mapped to meshes in one process: samplers on the last N devices, the trainer on
@@ -56,6 +63,14 @@ def resolve(config):
             )
     if rl.task != "coding":
         return config
+    from rl.envs.summary import summary_config  # noqa: PLC0415
+
+    summary = summary_config(rl.coding.get("summary"))
+    if summary is not None and per_chain < summary.max_segments:
+        raise ConfigError(
+            f"rl.coding.summary.max_segments={summary.max_segments}: set rl.segments_per_chain "
+            f"to it (one training row per segment; got {per_chain})"
+        )
     from data.tokenizers import ByteTokenizer  # noqa: PLC0415
     from rl.envs import require_isolation  # noqa: PLC0415
 

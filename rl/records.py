@@ -32,7 +32,15 @@ tokens), thinking_tokens (emitted tokens inside <|think|>..<|/think|>, tags incl
 output_tokens (the other emitted tokens outside tool calls: free text and <|end|>),
 malformed_calls, malformed_turns (indices of turns with a malformed call or cut off before <|end|>).
 Grade: tests_passed / tests_total of the hidden tests; done_reason: submit | no_tool_call |
-malformed_streak | turn_limit | context_limit.
+malformed_streak | turn_limit | context_limit | no_summary.
+
+Chains (self-summarization, rl/envs/summary.py): an episode longer than the context is a chain of
+segments; each segment is one record (one training sequence) with its own per-token arrays,
+prompt_len, turn_spans and malformed_turns (segment-local), and `segment` (0-based) of `segments`.
+Counts, grade and so the reward are the chain's, identical on every segment (summary turns are
+emitted output tokens, so they count in the length penalty); the training record's `chain` names
+the chain within its group (the sample index), and rl/batch.py computes group-relative advantages
+over chains, not segments. CHAIN_FIELDS are stored with the record (scalars: the store's metadata).
 """
 
 from __future__ import annotations
@@ -47,6 +55,7 @@ from rl.envs.tasks import episode_all_pass, episode_score
 PER_TOKEN = ("tokens", "mask", "logprobs", "versions", "malformed_mask")  # [L] each
 EXPERTS = "experts"  # [n_moe_layers, L, k]
 ARRAY_FIELDS = PER_TOKEN + (EXPERTS,)
+CHAIN_FIELDS = ("chain", "segment", "segments")  # training record: which chain, which segment
 
 
 @dataclasses.dataclass
@@ -73,6 +82,10 @@ class RolloutRecord:
     done_reason: str
     policy: str = "model"  # "model" (sampled) | "forced" (scripted turns teacher-forced)
     tampered: bool = False  # the grader caught tampering: scored below an honest failure
+    segment: int = 0  # this record's segment of the episode's chain (0-based)
+    segments: int = 1  # segments in the chain
+    summaries: int = 0  # summary turns of the chain
+    summary_tokens: int = 0  # their tokens (in output_tokens too)
 
     @property
     def reward(self) -> float:
@@ -108,7 +121,8 @@ class RolloutRecord:
         """Inverse of to_dict (derived keys ignored); a missing key or a length mismatch is an error
         naming the field."""
         names = [f.name for f in dataclasses.fields(cls)]
-        missing = [n for n in names if n not in d and n not in ("policy", "tampered")]
+        optional = ("policy", "tampered", "segment", "segments", "summaries", "summary_tokens")
+        missing = [n for n in names if n not in d and n not in optional]
         if missing:
             raise ValueError(f"RolloutRecord.from_dict: missing field(s) {missing}")
         rec = cls(**{n: d[n] for n in names if n in d})
@@ -153,7 +167,20 @@ def training_record(d: dict, reward_cfg) -> dict:
         "experts": np.asarray(d["experts"], np.int32),  # [n, L, k] (n may be 0)
         "malformed_mask": bad,
         "group_id": f"{d['task_id']}/{d['group']}",
+        **_chain_fields(d),
         "reward": reward,
         "reward_terms": terms,
         "counts": counts,
+    }
+
+
+def _chain_fields(d: dict) -> dict:
+    """CHAIN_FIELDS of a rollout record: the chain is the episode's sample index in its group. A
+    dict without 'sample' (no episode identity) is a chain of its own (rl/batch.py)."""
+    if "sample" not in d:
+        return {}
+    return {
+        "chain": int(d["sample"]),
+        "segment": int(d.get("segment", 0)),
+        "segments": int(d.get("segments", 1)),
     }

@@ -13,6 +13,14 @@ threads, so while some episodes wait on their sandbox the engine decodes the oth
 `engine.spec.slots` episodes are live; each holds its slot (and latent cache) across turns, and an
 observation is prefilled into that cache alone (no re-prefill of the transcript).
 
+Self-summarization (env_kwargs summary=SummaryConfig, rl/envs/summary.py): after a summary turn
+the env returns the next segment's rebuilt context; the driver keeps the finished segment's
+arrays, rewinds the episode's slot to the prefix the two contexts share (system + task prompt:
+its latent cache is kept, not prefilled again) and prefills only the rest. An episode then yields
+one RolloutRecord per segment, all with the chain's counts and grade (`segment`, `segments`).
+Stats: `segments_started` and `prefix_reused_tokens` (prefill tokens the rewind saved);
+`reuse_prefix=False` prefills each segment's context whole instead (to measure the saving).
+
 `scripted=lambda task: OraclePolicy(tok, task)` plays scripted turns through the same engine by
 teacher forcing (records get the model's log-probs and routing for those tokens): used by tests and
 benchmarks. `env_factory` replaces CodingEnv (a stand-in env for loop-mechanics tests).
@@ -50,7 +58,8 @@ class _Episode:
     policy: Callable | None
     context: list[int] = dataclasses.field(default_factory=list)
     pieces: list[list[int]] = dataclasses.field(default_factory=list)  # prompt, turn, obs, turn, ..
-    turns: list = dataclasses.field(default_factory=list)  # engine Turns
+    turns: list = dataclasses.field(default_factory=list)  # engine Turns (this segment's)
+    done_segments: list[dict] = dataclasses.field(default_factory=list)  # _segment_arrays of each
 
 
 def _timed(stats: dict, fn, *args):
@@ -77,6 +86,7 @@ def play_episodes(
     before_step: Callable[[], None] | None = None,
     log_every_s: float = 30.0,
     log: Callable[[str], None] = print,
+    reuse_prefix: bool = True,
 ) -> Rollouts:
     """Plays group_size episodes of every task; returns their records (in completion order).
 
@@ -97,7 +107,13 @@ def play_episodes(
     stops = [tok.special_id("end"), tok.eos_id]
     todo = collections.deque((g, i, t) for g, t in enumerate(tasks) for i in range(group_size))
     total = len(todo)
-    stats = {"sandbox_s": 0.0, "wait_s": 0.0, "errors": 0}
+    stats = {
+        "sandbox_s": 0.0,
+        "wait_s": 0.0,
+        "errors": 0,
+        "segments_started": 0,
+        "prefix_reused_tokens": 0,
+    }
     errors: list[str] = []
     records: list[RolloutRecord] = []
     live: dict[tuple, _Episode] = {}
@@ -150,11 +166,22 @@ def play_episodes(
                     obs, finished = result
                     if finished:
                         ep.pieces.append(list(obs))  # context_limit ends with an observation
-                        rec = _make_record(ep, engine, tok, scripted is not None)
+                        recs = _make_records(ep, engine, tok, scripted is not None)
                         live.pop(ep.rid)
-                        records.append(rec)
+                        records.extend(recs)
                         if on_record:
-                            on_record(rec)
+                            for rec in recs:
+                                on_record(rec)
+                        continue
+                    keep = getattr(ep.env, "segment_start", None)
+                    if keep is not None:  # a summary ended the segment: obs is the next context
+                        _next_segment(ep, engine, obs, keep if reuse_prefix else 0)
+                        stats["segments_started"] += 1
+                        if reuse_prefix:
+                            stats["prefix_reused_tokens"] += keep
+                            engine.extend(ep.rid, obs[keep:], **turn_args(ep))
+                        else:
+                            engine.submit(ep.rid, obs, **turn_args(ep))
                         continue
                     ep.pieces.append(list(obs))
                     ep.context += obs
@@ -195,46 +222,78 @@ def _progress(records, total: int, live: int, wall: float) -> str:
     )
 
 
-def _make_record(ep: _Episode, engine, tok: Tokenizer, forced: bool) -> RolloutRecord:
-    env_rec = ep.env.record()
-    tokens = list(env_rec.tokens)
+def _segment_arrays(ep: _Episode, engine, segment: dict, finish: bool) -> dict:
+    """One segment's engine-side arrays, checked token-exact against the env's segment:
+    {tokens, logprobs, versions, experts [n, L, k]} (rl/records.py). `finish` frees the slot."""
+    tokens = list(segment["tokens"])
     joined = [t for piece in ep.pieces for t in piece]
     seq = engine.sequence(ep.rid)
     if joined != tokens or seq != tokens[: len(seq)]:
         raise RuntimeError(f"{ep.task.id}: transcript is not token-exact (engine/env disagree)")
-    experts = engine.finish(ep.rid)  # [consumed, n, k]
+    experts = engine.finish(ep.rid) if finish else engine.experts(ep.rid)  # [consumed, n, k]
     n_tok = len(tokens)
     logprobs, versions = np.zeros(n_tok, np.float32), np.full(n_tok, -1, np.int32)
-    for turn, (a, b) in zip(ep.turns, env_rec.turn_spans):
+    for turn, (a, b) in zip(ep.turns, segment["turn_spans"]):
         if turn.start != a or b - a != len(turn.tokens):
             raise RuntimeError(f"{ep.task.id}: turn at {a}..{b} != engine turn at {turn.start}")
         logprobs[a:b], versions[a:b] = turn.logprobs, turn.versions
     filled = np.concatenate([experts, np.repeat(experts[-1:], n_tok - len(experts), 0)], 0)
-    thinking, output = _emitted_classes(tok, tokens, env_rec.turn_spans)
-    return RolloutRecord(
-        task_id=env_rec.task_id,
-        group=ep.rid[0],
-        sample=ep.rid[1],
-        tokens=tokens,
-        mask=list(env_rec.mask),
-        logprobs=logprobs.tolist(),
-        versions=versions.tolist(),
-        experts=np.moveaxis(filled, 1, 0).tolist(),  # [L,n,k] -> [n,L,k]
-        prompt_len=env_rec.prompt_len,
-        turn_spans=[list(s) for s in env_rec.turn_spans],
-        turns=env_rec.turns,
-        tool_calls=env_rec.tool_calls,
-        tool_io_tokens=env_rec.tool_io_tokens,
-        thinking_tokens=thinking,
-        output_tokens=output,
-        malformed_calls=env_rec.malformed_calls,
-        malformed_turns=list(env_rec.malformed_turns),
-        tests_passed=env_rec.tests_passed,
-        tests_total=env_rec.tests_total,
-        done_reason=env_rec.done_reason,
-        policy="forced" if forced else "model",
-        tampered=env_rec.tampered,
-    )
+    return {
+        "tokens": tokens,
+        "logprobs": logprobs.tolist(),
+        "versions": versions.tolist(),
+        "experts": np.moveaxis(filled, 1, 0).tolist(),  # [L,n,k] -> [n,L,k]
+    }
+
+
+def _next_segment(ep: _Episode, engine, context: list[int], keep: int) -> None:
+    """Closes the segment a summary ended and points the episode at the next one's context,
+    rewinding its slot to the `keep` tokens both contexts start with (0: freeing it)."""
+    finished = ep.env.record().segments[-1]
+    ep.done_segments.append(_segment_arrays(ep, engine, finished, finish=keep == 0))
+    if context[:keep] != finished["tokens"][:keep]:
+        raise RuntimeError(f"{ep.task.id}: the next segment does not start with the shared prefix")
+    if keep:
+        engine.rewind(ep.rid, keep)
+    ep.context, ep.pieces, ep.turns = list(context), [list(context)], []
+
+
+def _make_records(ep: _Episode, engine, tok: Tokenizer, forced: bool) -> list[RolloutRecord]:
+    """One RolloutRecord per segment of the episode's chain, all with the chain's counts and grade
+    (so its reward), each with its own tokens, mask, log-probs, versions and experts."""
+    env_rec = ep.env.record()
+    segments = env_rec.all_segments()
+    arrays = ep.done_segments + [_segment_arrays(ep, engine, segments[-1], finish=True)]
+    classes = [_emitted_classes(tok, s["tokens"], s["turn_spans"]) for s in segments]
+    thinking, output = sum(c[0] for c in classes), sum(c[1] for c in classes)
+    return [
+        RolloutRecord(
+            task_id=env_rec.task_id,
+            group=ep.rid[0],
+            sample=ep.rid[1],
+            mask=list(seg["mask"]),
+            prompt_len=seg["prompt_len"],
+            turn_spans=[list(s) for s in seg["turn_spans"]],
+            turns=env_rec.turns,
+            tool_calls=env_rec.tool_calls,
+            tool_io_tokens=env_rec.tool_io_tokens,
+            thinking_tokens=thinking,
+            output_tokens=output,
+            malformed_calls=env_rec.malformed_calls,
+            malformed_turns=list(seg["malformed_turns"]),
+            tests_passed=env_rec.tests_passed,
+            tests_total=env_rec.tests_total,
+            done_reason=env_rec.done_reason,
+            policy="forced" if forced else "model",
+            tampered=env_rec.tampered,
+            segment=i,
+            segments=len(segments),
+            summaries=env_rec.summaries,
+            summary_tokens=env_rec.summary_tokens,
+            **arr,
+        )
+        for i, (seg, arr) in enumerate(zip(segments, arrays))
+    ]
 
 
 def _emitted_classes(tok: Tokenizer, tokens: list[int], spans) -> tuple[int, int]:

@@ -4,8 +4,9 @@ params from the weight store swapped in flight.
     sampler_loop(config, workdir, sampler_id)          # one sampler (a thread or a process)
     python -m rl.sampler_process WORKDIR ID PARENT_PID  # a sampler process (reads rl_config.json)
 
-`rl.task`: 'pattern' (toy single-turn prompts, rl/samplers.py) or 'coding' (multi-turn CodingEnv
-episodes in the sandbox, rl/coding_sampler.py). Sampler i produces the pool positions j with
+`rl.task`: 'pattern' (toy single-turn prompts, rl/samplers.py), 'summary_toy' (toy two-segment
+chains joined by a summary, rl/summary_toy.py) or 'coding' (multi-turn CodingEnv episodes in the
+sandbox, rl/coding_sampler.py). Sampler i produces the pool positions j with
 j % rl.samplers == i, `rl.groups_per_call` groups per play call, and skips groups whose file
 exists (a restarted sampler never repeats one). Backpressure: it stops producing while
 `rl.max_ahead` groups wait for the trainer. With `rl.synchronous` it starts the groups of batch b
@@ -41,8 +42,12 @@ def make_task(rl, j: int):
     if rl.task == "coding":
         templates = tuple(rl.coding.get("templates", ()) or ())
         return coding_pool(rl.seed, rl.pool_size, tuple(rl.coding.difficulties), templates)[j]
+    if rl.task == "summary_toy":
+        from rl.summary_toy import make_fact_task  # noqa: PLC0415
+
+        return make_fact_task(rl.seed, j, rl.summary_toy.facts)
     if rl.task != "pattern":
-        raise ValueError(f"rl.task={rl.task!r}: expected 'pattern' or 'coding'")
+        raise ValueError(f"rl.task={rl.task!r}: expected 'pattern', 'summary_toy' or 'coding'")
     rng = np.random.default_rng(rl.seed * 7919 + j)
     return PromptTask(f"{j:06d}", [int(x) for x in rng.integers(rl.pattern_size, 320, size=4)])
 
@@ -95,6 +100,7 @@ def make_sampler(rl, cfg, mesh=None, rules=None):
     if rl.task == "coding":
         from data.tokenizers import ByteTokenizer  # noqa: PLC0415
         from rl.coding_sampler import CodingSampler  # noqa: PLC0415
+        from rl.envs.summary import summary_config  # noqa: PLC0415
         from rl.rewards import reward_config_from_dict  # noqa: PLC0415
 
         c = rl.coding
@@ -111,6 +117,7 @@ def make_sampler(rl, cfg, mesh=None, rules=None):
             max_turn_tokens=c.max_turn_tokens,
             obs_token_budget=c.obs_token_budget,
             max_malformed_streak=c.max_malformed_streak,
+            summary=summary_config(c.get("summary")),
             workers=c.workers,
             min_bucket=c.min_bucket,
             speculative_k=rl.speculative_k,
@@ -118,7 +125,7 @@ def make_sampler(rl, cfg, mesh=None, rules=None):
             rules=rules,
         )
     reward = pattern_reward(range(rl.pattern_size))
-    return SingleTurnSampler(
+    single = SingleTurnSampler(
         cfg,
         reward,
         group_size=rl.group_size,
@@ -126,9 +133,18 @@ def make_sampler(rl, cfg, mesh=None, rules=None):
         temperature=rl.temperature,
         swap_every=rl.swap_every,
         speculative_k=rl.speculative_k,
+        valid_vocab=rl.valid_vocab,
         mesh=mesh,
         rules=rules,
     )
+    if rl.task == "summary_toy":
+        from rl.summary_toy import SummaryToySampler  # noqa: PLC0415
+
+        t = rl.summary_toy
+        return SummaryToySampler(
+            single, summary_tokens=t.summary_tokens, answer_tokens=t.answer_tokens
+        )
+    return single
 
 
 def to_engine(params, sharded: bool = False):

@@ -60,6 +60,7 @@ class SingleTurnSampler:
         swap_every: int = 2,
         speculative_k: int = 0,
         stop_tokens=None,
+        valid_vocab: int = 0,
         mesh=None,
         rules=None,
     ):
@@ -71,23 +72,37 @@ class SingleTurnSampler:
         self.mesh, self.rules = mesh, rules
         self.group_size, self.max_new = group_size, max_new_tokens
         self.temperature, self.swap_every, self.stop_tokens = temperature, swap_every, stop_tokens
+        self.valid_vocab = (
+            valid_vocab  # ids >= it never sampled (0 = all): the loss's rl.valid_vocab
+        )
         self.swaps = 0
         self.decode_stats: dict = {}
 
     def play(self, tasks: Sequence[PromptTask], weights, seed: int) -> list[list[dict]]:
-        params, version = weights.latest()
         prompts = [t.prompt for t in tasks for _ in range(self.group_size)]
         gids = [t.task_id for t in tasks for _ in range(self.group_size)]
+        recs = self.generate(prompts, gids, weights, seed)
+        for r in recs:
+            r["reward"], r["reward_terms"] = self.reward_fn(
+                r["tokens"][r["mask"] > 0], r["group_id"]
+            )
+        return [recs[i : i + self.group_size] for i in range(0, len(recs), self.group_size)]
+
+    def generate(self, prompts, group_ids, weights, seed: int, max_new: int = 0) -> list[dict]:
+        """Completions (max_new tokens; 0 = max_new_tokens) of `prompts` with the newest
+        weights, swapped in flight -> records (records_from_generate, no reward yet)."""
+        params, version = weights.latest()
         batch = PromptBatch(
             self.cfg,
             params,
             prompts,
-            self.max_new,
+            max_new or self.max_new,
             num_draft=self.speculative_k,
             temperature=self.temperature,
             stop_tokens=self.stop_tokens,
             seed=seed,
             params_version=version,
+            valid_vocab=self.valid_vocab,
             mesh=self.mesh,
             rules=self.rules,
         )
@@ -99,12 +114,7 @@ class SingleTurnSampler:
                 self.swaps += 1
         out = batch.results()
         self.decode_stats = out.stats  # iterations, drafted/accepted (speculative), tokens
-        recs = records_from_generate(out, prompts, gids)
-        for r in recs:
-            r["reward"], r["reward_terms"] = self.reward_fn(
-                r["tokens"][r["mask"] > 0], r["group_id"]
-            )
-        return [recs[i : i + self.group_size] for i in range(0, len(recs), self.group_size)]
+        return records_from_generate(out, prompts, group_ids)
 
 
 def pattern_reward(target_ids: Sequence[int]) -> Callable:

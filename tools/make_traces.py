@@ -1,6 +1,7 @@
 """Generates data/traces/coding_traces.jsonl: SFT traces played through the RL environment itself.
 
     python tools/make_traces.py                  # rewrites the file (~10 min on a busy 2-core box)
+    python tools/make_traces.py --summary        # rewrites data/traces/summary_traces.jsonl
 
 Each trace is one episode of rl.envs.CodingEnv on a procedurally generated task (rl/envs/taskgen,
 the same tasks RL trains on), played by the scripted oracle rl.envs.scripted.TracePolicy: the same
@@ -16,6 +17,14 @@ rl.envs.generate_task(template, seed, difficulty)), flow ("direct" | "reproduce"
 or which one-byte mistake the trace shows and recovers from: rl.envs.scripted.MISTAKES; the shipped
 file has none, bench/bench_rl_coding.py --mistake_rate makes them), grade [passed, total], messages
 (a mistaken assistant turn carries "weight": 0: in the context, not in the loss).
+
+Summary traces (data/traces/summary_traces.jsonl, `--summary`): long_lookup tasks (the fix needs
+more context than the budget) played at a 2,560-token context with self-summarization
+(rl/envs/summary.py) by the summarizing oracle; every segment of the chain is one trace (fields
+chain, segment, segments besides the above): it ends with the trained summary turn (an assistant
+message {"summary": text}), and the next segment's trace starts from the rebuilt context (the
+summary copied with "weight": 0, then the environment's continue note), so SFT teaches both
+writing a summary when asked and working from one.
 """
 
 from __future__ import annotations
@@ -30,13 +39,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)  # the repo root, when run as a script
 # A tool, not part of data/: it plays the RL environment (rl/), and data/ never imports rl/.
 
-from data.chat import render_messages  # noqa: E402
+from data.chat import render_messages, summary_ids  # noqa: E402
 from data.tokenizers import ByteTokenizer, Tokenizer  # noqa: E402
 from rl.envs import TEMPLATES, CodingEnv, generate_task, run_episode  # noqa: E402
 from rl.envs.env import DEFAULT_SYSTEM  # noqa: E402
-from rl.envs.scripted import TracePolicy  # noqa: E402
+from rl.envs.scripted import SummarizingPolicy, TracePolicy  # noqa: E402
+from rl.envs.summary import SummaryConfig  # noqa: E402
 
 OUT_PATH = os.path.join(ROOT, "data", "traces", "coding_traces.jsonl")
+SUMMARY_PATH = os.path.join(ROOT, "data", "traces", "summary_traces.jsonl")
+NUM_SUMMARY_CHAINS = 24  # long_lookup, difficulty cycling 1-3
+SUMMARY_BUDGET, SUMMARY = 2560, SummaryConfig(trigger_tokens=1500, max_segments=6)
 NUM_TRACES = 312  # 12 templates x 26
 SEED = 0
 
@@ -100,7 +113,94 @@ def task_trace(task, rng: random.Random, trace_id: str, mistake_rate: float = 0.
     }
 
 
+def ids_to_messages(tok: Tokenizer, ids: list[int]) -> list[dict]:
+    """Chat messages of a run of rendered messages (data/chat.py; no <|bos|>): the inverse of
+    render_messages for the roles, tool results, tool calls and summaries the environment makes."""
+    roles = {tok.special_id(r): r for r in ("system", "user", "assistant", "tool")}
+    end, call, end_call = (tok.special_id(n) for n in ("end", "tool_call", "/tool_call"))
+    messages, i = [], 0
+    while i < len(ids):
+        role, j = roles[ids[i]], ids.index(end, i + 1)
+        body, i = ids[i + 1 : j], j + 1
+        if role == "tool":
+            messages.append({"role": "tool", "content": tok.decode(body[1:-1])})
+        elif role == "assistant" and body[:1] == summary_ids(tok, "")[:1]:
+            messages.append({"role": "assistant", "summary": tok.decode(body[1:-1])})
+        elif role == "assistant":
+            cut = body.index(call) if call in body else len(body)
+            calls, rest = [], body[cut:]
+            while rest:
+                k = rest.index(end_call)
+                calls.append(json.loads(tok.decode(rest[1:k])))
+                rest = rest[k + 1 :]
+            message = {"role": "assistant", "content": tok.decode(body[:cut])}
+            messages.append(dict(message, tool_calls=calls) if calls else message)
+        else:
+            messages.append({"role": role, "content": tok.decode(body)})
+    return messages
+
+
+def segment_messages(tok: Tokenizer, segment: dict) -> list[dict]:
+    """One segment of an episode (rl.envs EpisodeRecord.all_segments()) as chat messages that
+    render to exactly its ids and mask: assistant messages of the rebuilt prompt (the copied
+    summary) get "weight": 0."""
+    tokens, prompt_len = segment["tokens"], segment["prompt_len"]
+    messages, seen = [], 1
+    for m in ids_to_messages(tok, tokens[1:]):
+        n = len(render_messages(tok, [m])[0]) - 1  # its ids without <|bos|>
+        in_prompt = seen + n <= prompt_len
+        messages.append(dict(m, weight=0) if in_prompt and m["role"] == "assistant" else m)
+        seen += n
+    return messages
+
+
+def chain_traces(task, rng: random.Random, chain: int) -> list[dict] | None:
+    """The summarizing oracle's episode of `task` at SUMMARY_BUDGET: one trace per segment, or
+    None (printed) when it does not end in a clean, all-passing submit after a summary."""
+    tok = ByteTokenizer()
+    policy = SummarizingPolicy(tok, TracePolicy(tok, task, rng), task)
+    env = CodingEnv(tok, max_tokens=SUMMARY_BUDGET, summary=SUMMARY, max_turns=40)
+    rec = run_episode(env, task, policy)
+    if rec.done_reason != "submit" or rec.malformed_calls or not rec.all_pass or not rec.summaries:
+        print(f"skipped {task.id}: {rec.done_reason}, {rec.summaries} summaries")
+        return None
+    out = []
+    for k, segment in enumerate(rec.all_segments()):
+        messages = segment_messages(tok, segment)
+        ids, mask = render_messages(tok, messages)
+        assert (ids, mask) == (segment["tokens"], segment["mask"]), f"{task.id}: segment {k}"
+        out.append(
+            {
+                "id": f"summary-{chain:04d}-s{k}",
+                "task": task.id,
+                "template": task.meta["template"],
+                "seed": task.seed,
+                "difficulty": task.difficulty,
+                "chain": chain,
+                "segment": k,
+                "segments": len(rec.segments) + 1,
+                "grade": [rec.tests_passed, rec.tests_total],
+                "messages": messages,
+            }
+        )
+    return out
+
+
+def make_chain(n: int) -> list[dict] | None:
+    rng = random.Random(SEED * 100_003 + n)
+    task = generate_task("long_lookup", seed=SEED * 100_003 + n, difficulty=1 + n % 3)
+    return chain_traces(task, rng, n)
+
+
 def main() -> None:
+    if "--summary" in sys.argv[1:]:
+        with ThreadPoolExecutor(2) as pool:
+            chains = [c for c in pool.map(make_chain, range(NUM_SUMMARY_CHAINS)) if c]
+        with open(SUMMARY_PATH, "w") as f:
+            for trace in (t for c in chains for t in c):
+                f.write(json.dumps(trace, ensure_ascii=False) + "\n")
+        print(f"wrote {len(chains)} chains, {os.path.getsize(SUMMARY_PATH) / 1e6:.2f} MB")
+        return
     with ThreadPoolExecutor(2) as pool:  # sandboxed commands are subprocesses: threads overlap them
         traces = [t for t in pool.map(make_trace, range(NUM_TRACES)) if t is not None]
     with open(OUT_PATH, "w") as f:

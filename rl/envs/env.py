@@ -12,6 +12,13 @@
 The record is exactly the concatenation of those ids: RL trains on it without re-tokenizing.
 Every tool call's result is one tool message; a turn without tool calls, a `submit`, or the turn
 limit ends the episode, after which the hidden tests grade a fresh copy of the repo.
+
+With `summary=SummaryConfig(...)` (rl/envs/summary.py) an episode is a chain of segments: at the
+trigger the observation ends with a summarize instruction; after the policy's summary turn, step()
+returns the next segment's whole rebuilt context (not an observation to append) and sets
+`env.segment_start` to the number of leading tokens it shares with the previous segment (the
+engine keeps their cache). The record's tokens/mask/turn_spans/prompt_len are then the current
+segment's; finished segments are in `record().segments`; counts and the grade are the chain's.
 """
 
 from __future__ import annotations
@@ -23,6 +30,14 @@ from data.chat import generation_prompt
 from data.tokenizers import Tokenizer
 from rl.envs import tools
 from rl.envs.sandbox import Limits, Sandbox
+from rl.envs.summary import (
+    SUMMARY_HELP,
+    SummaryConfig,
+    changed_files,
+    continue_ids,
+    instruction_ids,
+    is_summary_turn,
+)
 from rl.envs.tasks import Grade, Task, episode_all_pass, episode_score, grade_repo
 
 DEFAULT_SYSTEM = (
@@ -34,20 +49,44 @@ DEFAULT_SYSTEM = (
 @dataclasses.dataclass
 class EpisodeRecord:
     task_id: str
-    tokens: list[int]  # prompt + every emitted turn + every observation, in order
+    tokens: list[int]  # prompt + every emitted turn + every observation, in order (this segment)
     mask: list[int]  # 1 exactly on tokens the policy emitted
-    prompt_len: int
-    turns: int
+    prompt_len: int  # this segment's prompt (the rebuilt context after a summary)
+    turns: int  # the chain's, like every count below
     tool_calls: int  # well-formed calls executed
     tool_io_tokens: int  # tokens of emitted calls + tokens of tool observations
     malformed_calls: int
-    malformed_turns: list[int]  # indices of turns with a malformed call or no <|end|>
-    turn_spans: list[tuple[int, int]]  # [start, end) of each emitted turn in `tokens`
-    # "submit" | "no_tool_call" | "malformed_streak" | "turn_limit" | "context_limit"
+    malformed_turns: list[int]  # chain turn indices of turns with a malformed call or no <|end|>
+    turn_spans: list[
+        tuple[int, int]
+    ]  # [start, end) of each emitted turn of this segment in `tokens`
+    # "submit" | "no_tool_call" | "malformed_streak" | "turn_limit" | "context_limit" | "no_summary"
     done_reason: str
     tests_passed: int = 0
     tests_total: int = 0
     tampered: bool = False  # the grader caught the repo bending its results (Grade.tampered)
+    # Chains (rl/envs/summary.py): finished segments, each {tokens, mask, prompt_len, turn_spans,
+    # first_turn, malformed_turns (segment-local)}; the current segment's first chain turn index.
+    segments: list[dict] = dataclasses.field(default_factory=list)
+    first_turn: int = 0
+    summaries: int = 0  # summary turns accepted (segment boundaries)
+    summary_tokens: int = 0  # tokens of those turns (also in the emitted-token counts)
+
+    def current_segment(self) -> dict:
+        """The segment in progress (the last one once the episode is done), as in `segments`."""
+        return {
+            "tokens": self.tokens,
+            "mask": self.mask,
+            "prompt_len": self.prompt_len,
+            "turn_spans": self.turn_spans,
+            "first_turn": self.first_turn,
+            "malformed_turns": [
+                t - self.first_turn for t in self.malformed_turns if t >= self.first_turn
+            ],
+        }
+
+    def all_segments(self) -> list[dict]:
+        return self.segments + [self.current_segment()]
 
     @property
     def reward(self) -> float:
@@ -59,7 +98,8 @@ class EpisodeRecord:
 
     @property
     def generated_tokens(self) -> int:
-        return sum(self.mask)
+        """Policy tokens of the whole chain (summary turns included)."""
+        return sum(sum(s["mask"]) for s in self.all_segments())
 
     def to_dict(self) -> dict:
         """JSON-ready, with the derived reward fields included."""
@@ -82,11 +122,14 @@ class CodingEnv:
         limits: Limits = Limits(),
         max_calls_per_turn: int = 16,
         max_malformed_streak: int = 0,
+        summary: SummaryConfig | None = None,
     ):
         """max_malformed_streak > 0 ends the episode ("malformed_streak") after that many
         consecutive turns with a malformed call or no <|end|>: a policy that has lost the tool
         format rarely recovers (2 of 262 successes in an RL run of bench/RESULTS.md did), and its
-        remaining turns are the longest and costliest to sample. 0 = never."""
+        remaining turns are the longest and costliest to sample. 0 = never.
+        summary: self-summarization (rl/envs/summary.py); None = an episode ends at max_tokens
+        ("context_limit") and a summary turn is a malformed one."""
         self.tok = tok
         self.max_turns, self.max_tokens = max_turns, max_tokens
         self.obs_token_budget = obs_token_budget
@@ -96,6 +139,10 @@ class CodingEnv:
         if max_malformed_streak < 0:
             raise ValueError(f"max_malformed_streak={max_malformed_streak} must be >= 0")
         self.max_malformed_streak = max_malformed_streak
+        self.summary = summary
+        self.segment_start: int | None = None  # set by step() when it started a new segment
+        self._summary_requested = False
+        self._prefix_len = 0  # tokens every segment's context starts with (bos .. task's <|end|>)
         self.sandbox: Sandbox | None = None
         self.task: Task | None = None
         self._record: EpisodeRecord | None = None
@@ -115,8 +162,13 @@ class CodingEnv:
                     f"task {task.id}: setup command {i} ({command!r}) ended "
                     f"{result.status}: {result.output[-500:]}"
                 )
-        messages = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        system = self.system_prompt
+        if system and self.summary is not None:  # the policy may summarize by its own choice
+            system += SUMMARY_HELP
+        messages = [{"role": "system", "content": system}] if system else []
         prompt = generation_prompt(self.tok, messages + [{"role": "user", "content": task.prompt}])
+        self._prefix_len = len(prompt) - 1  # without the closing "<|assistant|>"
+        self._summary_requested, self.segment_start = False, None
         self._record = EpisodeRecord(
             task_id=task.id,
             tokens=list(prompt),
@@ -142,11 +194,19 @@ class CodingEnv:
             raise ValueError(
                 f"emitted token id {bad[0]} is outside the vocab (size {self.tok.vocab_size})"
             )
+        self.segment_start = None
         rec.turn_spans.append((len(rec.tokens), len(rec.tokens) + len(emitted)))
         rec.tokens += emitted
         rec.mask += [1] * len(emitted)
         turn = rec.turns
         rec.turns += 1
+        if self.summary is not None and is_summary_turn(self.tok, emitted):
+            return self._summary_turn(emitted)
+        if self._summary_requested:  # told to summarize, did something else: a broken turn
+            rec.malformed_calls += 1
+            rec.malformed_turns.append(turn)
+            self._finish("no_summary")
+            return [], True
         parsed = tools.parse_turn(self.tok, emitted)
         malformed_before = rec.malformed_calls
         observations, submitted = self._run_items(parsed)
@@ -156,7 +216,7 @@ class CodingEnv:
         if reason:
             self._finish(reason)
             return [], True
-        obs = self._observation_ids(observations, parsed.terminated)
+        obs = self._maybe_request_summary(self._observation_ids(observations, parsed.terminated))
         rec.tokens += obs
         rec.mask += [0] * len(obs)
         if len(rec.tokens) >= self.max_tokens:
@@ -173,6 +233,61 @@ class CodingEnv:
         if self.sandbox is not None:
             self.sandbox.close()
             self.sandbox = None
+
+    # -- summaries (rl/envs/summary.py)
+
+    def _segments_left(self) -> bool:
+        return (
+            self.summary is not None and len(self._record.segments) + 1 < self.summary.max_segments
+        )
+
+    def _maybe_request_summary(self, obs: list[int]) -> list[int]:
+        """At the trigger, the observation ends with the summarize instruction (before its
+        closing "<|assistant|>"); not on the chain's last segment."""
+        trigger = self.summary.trigger(self.max_tokens) if self.summary else 0
+        if not self._segments_left() or len(self._record.tokens) + len(obs) < trigger:
+            return obs
+        self._summary_requested = True
+        return obs[:-1] + instruction_ids(self.tok) + obs[-1:]
+
+    def _summary_turn(self, emitted: list[int]) -> tuple[list[int], bool]:
+        """A well-formed summary turn: close this segment and return the next one's context."""
+        rec, tok = self._record, self.tok
+        if not self._segments_left():  # a voluntary summary on the last segment: refused
+            obs = tools.truncate_to_budget(
+                tok, f"error: no segments left (max {self.summary.max_segments}); finish here", 64
+            )
+            ids = [tok.special_id("tool"), tok.special_id("tool_result"), *obs]
+            ids += [
+                tok.special_id("/tool_result"),
+                tok.special_id("end"),
+                tok.special_id("assistant"),
+            ]
+            if rec.turns >= self.max_turns:
+                self._finish("turn_limit")
+                return [], True
+            rec.tokens += ids
+            rec.mask += [0] * len(ids)
+            return ids, False
+        if rec.turns >= self.max_turns:  # no turn left to use the summary in
+            self._finish("turn_limit")
+            return [], True
+        rec.summaries += 1  # == len(rec.segments) after the append below
+        rec.summary_tokens += len(emitted)
+        keep = self._prefix_len
+        note = continue_ids(
+            tok,
+            len(rec.segments) + 1,
+            self.summary.max_segments,
+            changed_files(self.sandbox, self.task.files),
+        )
+        context = rec.tokens[:keep] + [tok.special_id("assistant")] + emitted + note
+        context.append(tok.special_id("assistant"))
+        rec.segments.append(rec.current_segment())
+        rec.tokens, rec.mask = context, [0] * len(context)
+        rec.prompt_len, rec.turn_spans, rec.first_turn = len(context), [], rec.turns
+        self._summary_requested, self.segment_start = False, keep
+        return list(context), False
 
     # -- internals
 
@@ -252,7 +367,8 @@ def run_episode(
         while True:
             emitted = list(policy(context))
             obs, done = env.step(emitted)
-            context = context + emitted + obs
+            # after a summary, obs is the next segment's whole context
+            context = obs if env.segment_start is not None else context + emitted + obs
             if done:
                 return env.record()
     finally:

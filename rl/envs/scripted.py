@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from data.chat import tool_call_text
 from data.tokenizers import Tokenizer
+from rl.envs.summary import instruction_ids, summary_turn_ids
 from rl.envs.tasks import Task
 
 
@@ -75,6 +76,8 @@ class TracePolicy:
         plan = [(rng.choice(LOOK), "list_files", {}, True)]
         if self.flow == "reproduce":
             plan.append((rng.choice(REPRODUCE), "run_tests", {}, True))
+        for path in task.meta.get("read_first", ()):  # long_lookup: the facts the fix needs
+            plan.append((f"Reading {path}.", "read_file", {"path": path}, True))
         for path, content in task.solution.items():
             old = task.files.get(path)
             if content is None:
@@ -168,3 +171,33 @@ def _wrong_edit(kind: str, args: dict, old_text: str, task: Task, rng) -> tuple[
 LOOK = ("Let me look at the repository.", "First, the files.", "Looking around the repo.")
 REPRODUCE = ("Running the tests to see what fails.", "Let me run the tests first.")
 CHECK = ("Now the tests.", "Running the tests.", "Checking with the tests.")
+
+
+class SummarizingPolicy:
+    """A TracePolicy that answers the environment's summarize instruction (rl/envs/summary.py) with
+    a summary turn and then goes on with its plan: the oracle of self-summarization, for tests and
+    SFT traces. Its summary keeps what the rest of the plan needs: the steps done, the facts of the
+    files read so far (task.meta["facts"], long_lookup) and the next step. `summaries` holds
+    (plan turns done, text) of each summary it wrote."""
+
+    def __init__(self, tok: Tokenizer, inner: TracePolicy, task: Task):
+        self.tok, self.inner, self.facts = tok, inner, task.meta.get("facts", {})
+        self._ask = instruction_ids(tok) + [tok.special_id("assistant")]
+        self.summaries: list[tuple[int, str]] = []
+
+    def __call__(self, context: list[int]) -> list[int]:
+        if context[-len(self._ask) :] == self._ask:
+            text = self.summary_text()
+            self.summaries.append((self.inner._next, text))
+            return summary_turn_ids(self.tok, text)
+        return self.inner(context)
+
+    def summary_text(self) -> str:
+        plan, n = self.inner.plan, self.inner._next
+        done = [f"{name} {args.get('path', '')}".strip() for _, name, args, _ in plan[:n]]
+        read = [args["path"] for _, name, args, _ in plan[:n] if name == "read_file"]
+        facts = [self.facts[p] for p in read if p in self.facts]
+        text = "Done: " + ", ".join(done) + "."
+        if facts:
+            text += " Facts: " + "; ".join(facts) + "."
+        return text + (f" Next: {plan[n][0]}" if n < len(plan) else "")

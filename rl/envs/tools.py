@@ -9,6 +9,10 @@ error observation and is counted on the episode (RL uses it as a negative exampl
 
 Parsing works on ids, not text, so a file that merely contains the string "<|tool_call|>" (encoded
 as bytes) can never be mistaken for a call.
+
+A summary turn (<|summary|>text<|/summary|><|end|>, self-summarization) is not a tool call: the
+environment recognizes it before parsing (rl/envs/summary.py) when summaries are on; here its
+control tokens are malformed like any other.
 """
 
 from __future__ import annotations

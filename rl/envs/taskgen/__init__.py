@@ -7,6 +7,8 @@ Kinds and templates (the kinds the Composer report names):
     tests     write_tests, regression_test
     docs      docstrings, readme_example
     migration api_migration
+    context   long_lookup (LONG_CONTEXT_TEMPLATES: needs more context than a small budget holds;
+              not in TEMPLATES, so default pools and traces stay as they were; name it to use it)
 
 Difficulty 1..3 makes the prompt vaguer (d1 names the file and symptom, d3 only the symptom) and
 the repo bigger (d-1 distractor modules; more callers for rename/migration; more mutants for
@@ -24,7 +26,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from rl.envs.taskgen import bugfix, feature, migration, refactor, tests_docs
+from rl.envs.taskgen import bugfix, feature, lookup, migration, refactor, tests_docs
 from rl.envs.taskgen.common import PACKAGES
 from rl.envs.tasks import Task
 
@@ -42,6 +44,11 @@ TEMPLATES: dict[str, tuple[str, Callable]] = {
     "readme_example": ("docs", tests_docs.readme_example),
     "api_migration": ("migration", migration.api_migration),
 }
+# Families that need more context than a small budget: their `make` also returns the task's meta
+# (rl/envs/taskgen/lookup.py). Named explicitly (generate_task, templates=...), never by default.
+LONG_CONTEXT_TEMPLATES: dict[str, tuple[str, Callable]] = {
+    "long_lookup": ("context", lookup.long_lookup),
+}
 # Families an RL task pool leaves out: the agentic eval (eval/agentic.py) measures transfer on them.
 HELD_OUT_TEMPLATES = ("api_migration", "regression_test")
 
@@ -56,17 +63,18 @@ def generate_task(
 ) -> Task:
     """`package` replaces the drawn package name (same task otherwise): SFT traces with many
     names teach a model to copy the name from the repo instead of recalling one of PACKAGES."""
-    if template not in TEMPLATES:
-        raise ValueError(f"unknown task template {template!r}; known: {', '.join(TEMPLATES)}")
+    known = {**TEMPLATES, **LONG_CONTEXT_TEMPLATES}
+    if template not in known:
+        raise ValueError(f"unknown task template {template!r}; known: {', '.join(known)}")
     if difficulty not in (1, 2, 3):
         raise ValueError(f"difficulty must be 1, 2 or 3, got {difficulty!r}")
     if package is not None and not (package.isidentifier() and package.islower()):
         raise ValueError(f"package {package!r}: expected a lowercase Python identifier")
-    kind, make = TEMPLATES[template]
+    kind, make = known[template]
     rng = random.Random(f"{template}:{seed}:{difficulty}")
     pkg = rng.choice(PACKAGES)  # drawn either way: the rest of the task stays the same
     pkg = package or pkg
-    files, prompt, hidden, solution = make(rng, pkg, difficulty)
+    files, prompt, hidden, solution, *extra = make(rng, pkg, difficulty)
     return Task(
         id=f"{template}-s{seed}-d{difficulty}",
         prompt=prompt,
@@ -76,7 +84,7 @@ def generate_task(
         kind=kind,
         difficulty=difficulty,
         seed=seed,
-        meta={"template": template, "package": pkg},
+        meta={"template": template, "package": pkg, **(extra[0] if extra else {})},
     )
 
 
