@@ -96,7 +96,11 @@ def _run(config):
         print(dry_run.table(config))  # the run's own mesh first, then candidate layouts
         return
     _init_distributed()
-    if _MODE.value == "rl":  # configs/rl.py: the same trainer with the RL loss and batch source
+    if _MODE.value == "rl" and "realtime" in config:  # configs/realtime.py: one feedback cycle
+        from rl import realtime  # pylint: disable=import-outside-toplevel
+
+        realtime.main(config, _WORKDIR.value)
+    elif _MODE.value == "rl":  # configs/rl.py: the same trainer with the RL loss and batch source
         from rl import loop as rl_loop  # pylint: disable=import-outside-toplevel
 
         rl_loop.main(config, _WORKDIR.value)
