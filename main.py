@@ -1,5 +1,5 @@
 """Entry point: python main.py [--config=configs/X.py] [--config.train.steps=N] [--workdir=DIR]
-                              [--mode=pretrain|sft|convert|sample|rollout|rl|eval] [--dry_run]
+                              [--mode=pretrain|sft|convert|sample|rollout|rl|eval|serve] [--dry_run]
 
 With no flags: trains the default small preset on local code text on CPU for a few minutes,
 printing held-out loss, with checkpoints under workdir/default (re-running resumes).
@@ -58,7 +58,7 @@ _WORKDIR = flags.DEFINE_string("workdir", "workdir/default", "Checkpoints, Tenso
 _MODE = flags.DEFINE_enum(
     "mode",
     "pretrain",
-    ["pretrain", "sft", "convert", "sample", "rollout", "rl", "eval"],
+    ["pretrain", "sft", "convert", "sample", "rollout", "rl", "eval", "serve"],
     "What to run.",
 )
 _PROMPT = flags.DEFINE_string("prompt", "", "--mode=sample: the text to complete.")
@@ -68,6 +68,9 @@ _PARAMS = flags.DEFINE_string(
     "--mode=sample/rollout/eval: exported params dir (sample: default exports the newest checkpoint "
     "under --workdir; rollout: default a random-init smoke model; eval: default the newest "
     "<workdir>/export/params_*).",
+)
+_PORT = flags.DEFINE_integer(
+    "port", 0, "--mode=serve: HTTP port (0 = serve.port of configs/serve.py)."
 )
 _MAX_NEW = flags.DEFINE_integer("max_new_tokens", 128, "--mode=sample: tokens to generate.")
 _TEMPERATURE = flags.DEFINE_float("temperature", 0.0, "--mode=sample: 0 = greedy.")
@@ -117,7 +120,11 @@ def _run(config):
             f"--workdir={workdir} is a file; it must name a directory (made if missing)"
         )
     _init_distributed()
-    if _MODE.value == "rl":  # configs/rl.py: the same trainer with the RL loss and batch source
+    if _MODE.value == "rl" and "realtime" in config:  # configs/realtime.py: one feedback cycle
+        from rl import realtime  # pylint: disable=import-outside-toplevel
+
+        realtime.main(config, _WORKDIR.value)
+    elif _MODE.value == "rl":  # configs/rl.py: the same trainer with the RL loss and batch source
         from rl import loop as rl_loop  # pylint: disable=import-outside-toplevel
 
         rl_loop.main(config, _WORKDIR.value)
@@ -132,6 +139,12 @@ def _run(config):
         from rl.rollout_main import run_rollouts  # pylint: disable=import-outside-toplevel
 
         run_rollouts(config, _WORKDIR.value, _PARAMS.value)
+    elif _MODE.value == "serve":  # configs/serve.py (its defaults when --config has no serve block)
+        from configs import serve as serve_config  # pylint: disable=import-outside-toplevel
+        from rl.serve.server import serve  # pylint: disable=import-outside-toplevel
+
+        config = config if "serve" in config else serve_config.get_config()
+        serve(config, _PARAMS.value, _WORKDIR.value, _PORT.value)
     elif _MODE.value == "eval":  # configs/eval.py
         from eval.run import cli  # pylint: disable=import-outside-toplevel
 

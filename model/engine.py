@@ -743,6 +743,23 @@ class RolloutEngine:
         req = self._requests[rid]
         return [int(t) for t in np.asarray(self.state.tokens[req.slot, : req.length])]
 
+    def partial(self) -> dict:
+        """{rid: tokens emitted so far} of every running turn (streaming between step calls: one
+        [B,S] fetch, not one per request)."""
+        running = [r for r in self._requests.values() if r.state == "running"]
+        if not running:
+            return {}
+        tokens, ngen = jax.device_get((self.state.tokens, self.state.ngen))
+        return {
+            r.rid: [int(t) for t in tokens[r.slot, r.length : r.length + int(ngen[r.slot])]]
+            for r in running
+        }
+
+    @property
+    def queued(self) -> int:
+        """Requests waiting for a free slot."""
+        return len(self._queue)
+
     def counters(self) -> dict:
         """Decode iterations, slot-steps (active slots summed over iterations), MTP tokens drafted
         and accepted so far."""

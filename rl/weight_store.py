@@ -578,3 +578,35 @@ class Follower:
             return None
         p, got = self.latest()
         return None if got <= current else (p, got)  # a damaged newest fell back to an older one
+
+
+class Promotions:
+    """Which published versions are *promoted* (passed rl/realtime.py's eval gate): servers follow
+    only those. A marker is one small key, `promoted/<version:012d>.json` (the gate's note), in a
+    key range the writer's collector never touches; a marker whose manifest was collected no
+    longer counts, so `latest()` is always a version a reader can fetch.
+
+        Promotions(store).promote(7, {"why": "no gated metric regressed"})
+        Promotions(store).latest()    # -> 7 (None before any promotion)
+    """
+
+    def __init__(self, store: str, *, timeout: float = 60.0):
+        self.kv = _Kv(store, timeout)
+
+    def promote(self, version: int, note: dict | None = None) -> None:
+        if self.kv.read(_manifest_key(version)) is None:
+            raise ValueError(f"weight store: cannot promote version {version}: not published")
+        key = f"promoted/{version:012d}.json"
+        self.kv.wait([self.kv.write(key, json.dumps(note or {}).encode())], f"write {key}")
+
+    def promoted(self) -> list[int]:
+        """Promoted versions whose manifests are still listed, oldest first."""
+        marks = self.kv.list("promoted/", "promoted0")
+        listed = {int(k[10:22]) for k in self.kv.list("manifests/", "manifests0")}
+        return sorted(
+            v for v in (int(k[9:21]) for k in marks if k.endswith(".json")) if v in listed
+        )
+
+    def latest(self) -> int | None:
+        v = self.promoted()
+        return v[-1] if v else None

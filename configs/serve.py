@@ -1,0 +1,44 @@
+"""Serve an exported params checkpoint over an OpenAI-compatible HTTP API.
+
+    python main.py --mode=serve --params=workdir/default/export/params_40 --port=8000 --workdir=W
+    curl localhost:8000/v1/models
+    python -c "import openai; c = openai.OpenAI(base_url='http://127.0.0.1:8000/v1', api_key='-');
+               print(c.chat.completions.create(model='composer', messages=[{'role': 'user',
+               'content': 'hi'}]).choices[0].message.content)"
+
+Every exchange is logged token-exact under W/interactions (POST /v1/feedback attaches a signal);
+the server swaps to each newer *promoted* version of W/weights between decode steps (what
+`--mode=rl --config=configs/realtime.py --workdir=W` publishes). Expect (small preset, CPU):
+bench/RESULTS.md "Serving".
+"""
+
+import ml_collections
+
+
+def get_config() -> ml_collections.ConfigDict:
+    c = ml_collections.ConfigDict()
+    c.serve = ml_collections.ConfigDict(
+        dict(
+            host="127.0.0.1",
+            port=8000,  # --port overrides
+            model_name="composer",  # the one model id of /v1/models; requests must name it
+            tokenizer="byte",  # data.tokenizers.load_tokenizer spec
+            slots=8,  # requests decoded at once (continuous batching over them)
+            cache_len=512,  # context per request (prompt + completion), <= the model's positions
+            min_bucket=16,  # smallest prefill length bucket
+            # One sampling setting per server (the engine samples every slot alike); a request
+            # asking for another temperature is refused with a 400. 1.0 = the policy's own
+            # distribution (what RL on the log expects); 0 = greedy.
+            temperature=1.0,
+            seed=0,
+            max_new_tokens=256,  # when a request gives no max_tokens
+            speculative_k=0,  # MTP draft tokens per verify step (0 = plain decoding)
+            stream_every=8,  # decode iterations between deltas / admissions of new requests
+            log_dir="",  # '' = <workdir>/interactions
+            log_max_bytes=64 << 20,  # the interaction log rotates to a new file past this size
+            follow=True,  # follow the weight store's promoted versions
+            weight_store="",  # '' = <workdir>/weights (path, URL or kvstore JSON spec)
+            poll_s=1.0,  # seconds between promoted-version polls
+        )
+    )
+    return c

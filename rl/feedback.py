@@ -1,0 +1,107 @@
+"""User feedback on served responses -> RL training records (rl/records.py's layout).
+
+The interaction log (rl/serve/interaction_log.py) holds each served exchange token-exact
+(prompt + completion ids, the sampler's log-probs, params version per token, routed experts)
+and the signals users attach to it. A cycle (rl/realtime.py) reads the signals that arrived since
+its cursor, joins each to its exchange (wherever in the log it is) and maps it to a reward.
+
+Reward mapping (configs/realtime.py `realtime.reward`; each value configurable):
+    accepted       +1.0   the user kept the response as is
+    rejected       -1.0   the user discarded it
+    dissatisfied   -0.5   a follow-up said it was not what they wanted
+    edited         edited_min + (edited_max - edited_min) * similarity(response, final_text):
+                   difflib's ratio of the two texts, so an edit that kept most of the response
+                   scores near `edited_max` (+0.5) and a rewrite near `edited_min` (-0.5)
+    rating         (rating - 3) / 2: ratings 1..5 map linearly onto [-1, 1]
+Several signals for one response: the latest one counts (an edit after an accept, say).
+
+Staleness rule: a response whose oldest completion token came from params version v is trained
+when base_version - v <= realtime.max_staleness (its importance ratio against the base params is
+the loss's truncated importance weight, rl/losses.py TIS with rl.tis_c, computed from the logged
+sampler log-probs), and dropped (counted in `stale`) otherwise. A response longer than
+rl.max_tokens + 1 tokens is dropped (counted in `too_long`); a signal for an id the log does not
+hold is counted in `orphan`.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+import numpy as np
+
+from rl.serve.interaction_log import read_log
+
+
+def signal_reward(fb: dict, completion_text: str, m) -> float:
+    """One signal -> its reward under mapping `m` (realtime.reward)."""
+    s = fb["signal"]
+    if s == "edited":
+        sim = difflib.SequenceMatcher(None, completion_text, fb["final_text"]).ratio()
+        return m.edited_min + (m.edited_max - m.edited_min) * sim
+    if s == "rating":
+        return (float(fb["rating"]) - 3.0) / 2.0
+    return float(
+        {"accepted": m.accepted, "rejected": m.rejected, "dissatisfied": m.dissatisfied}[s]
+    )
+
+
+def read_signals(log_dir: str, cursor: dict, end: dict):
+    """-> ({id: exchange}, {response id: latest feedback}) with feedback positions in
+    [cursor, end): what arrived since the last cycle and before this one began."""
+    exchanges, latest = {}, {}
+    for (name, offset), rec in read_log(log_dir):
+        if rec.get("kind") == "exchange":
+            exchanges[rec["id"]] = rec
+        elif cursor.get(name, 0) <= offset < end.get(name, -1):
+            latest[rec["response_id"]] = rec
+    return exchanges, latest
+
+
+def training_records(log_dir, cursor, end, *, base_version, rt, max_tokens):
+    """-> (training records for rl/batch.py's collate, stats). rt: the realtime block."""
+    exchanges, latest = read_signals(log_dir, cursor, end)
+    stats = dict(signals=len(latest), orphan=0, stale=0, too_long=0, by_signal={})
+    records = []
+    for rid, fb in latest.items():
+        ex = exchanges.get(rid)
+        if ex is None:
+            stats["orphan"] += 1
+            continue
+        plen, tokens = ex["prompt_len"], ex["tokens"]
+        versions = np.asarray(ex["versions"][plen:], np.int64)
+        oldest = int(versions.min()) if versions.size else base_version
+        if base_version - oldest > rt.max_staleness:
+            stats["stale"] += 1
+            continue
+        if len(tokens) > max_tokens + 1 or len(tokens) - plen < 1:
+            stats["too_long"] += 1
+            continue
+        reward = signal_reward(fb, ex.get("completion_text", ""), rt.reward)
+        stats["by_signal"][fb["signal"]] = stats["by_signal"].get(fb["signal"], 0) + 1
+        records.append(
+            {
+                "id": rid,
+                "tokens": np.asarray(tokens, np.int32),
+                "mask": np.asarray([0] * plen + [1] * (len(tokens) - plen), np.int32),
+                "logprobs": np.asarray(ex["logprobs"], np.float32),
+                "versions": np.asarray(ex["versions"], np.int32),
+                "experts": np.asarray(ex["experts"], np.int32).reshape(
+                    len(ex["experts"]), len(tokens), -1
+                ),
+                "reward": reward,
+                "group_id": "cycle",
+                "staleness": base_version - oldest,
+            }
+        )
+    return records, stats
+
+
+def advantages(rewards, baseline: str) -> np.ndarray:
+    """'cycle': r - mean(r) over the cycle's responses (GRPO's baseline with the cycle as the
+    group; no std division); 'none': r itself (the mapping is already centred on 0)."""
+    r = np.asarray(rewards, np.float32)
+    if baseline == "cycle":
+        return r - r.mean() if r.size else r
+    if baseline == "none":
+        return r
+    raise ValueError(f"realtime.baseline={baseline!r}: expected 'cycle' or 'none'")

@@ -1,0 +1,245 @@
+"""Real-time RL cycle: served interactions + user feedback -> one RL update -> eval gate ->
+a promoted version in the weight store (which the server follows, rl/serve/follow.py).
+
+    python main.py --mode=rl --config=configs/realtime.py --workdir=W    (one cycle; see the config)
+
+A cycle, with its state in <workdir>/realtime/state.json (cycle number, the log cursor, the
+base: the export dir, version and eval metrics of the newest promoted params):
+  1. read the signals logged since the cursor (rl/feedback.py: reward mapping, staleness rule);
+  2. train the base on them with the one trainer (train/trainer.py) and RL's loss (rl/losses.py:
+     truncated importance correction against the serving version's logged log-probs, router
+     replay of the logged experts) through `FeedbackSource`, `realtime.epochs` passes;
+  3. export the candidate and evaluate it (and the base, once) with the eval suites (eval/run.py);
+  4. promote only if no gated metric regresses beyond its tolerance (eval/promotion.py): publish
+     to the weight store (rl/weight_store.py) and mark the version promoted (`Promotions`);
+  5. write <workdir>/realtime/cycle_<n>/report.json: data used, reward statistics, eval deltas,
+     the decision and why; advance the cursor (a refused cycle's signals are not retried).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import jax
+import numpy as np
+
+from rl import batch as rb
+from rl import feedback as fbk
+from rl.serve.interaction_log import end_positions
+
+
+class FeedbackSource:
+    """The trainer's batch source (train.trainer.BatchSource protocol) over one cycle's records:
+    `epochs` passes in a seeded order, train.batch_size rows per step, advantages per
+    rl/feedback.py `advantages` (precomputed over the whole cycle, not per batch)."""
+
+    log_keys = ("reward/mean",)
+
+    def __init__(self, records, adv, *, rows: int, seq_len: int, cfg, epochs: int, seed: int):
+        self.records, self.adv, self.rows, self.seq_len, self.cfg = records, adv, rows, seq_len, cfg
+        order = np.random.default_rng(seed).permutation(len(records)) if records else []
+        self.order = [int(i) for _ in range(epochs) for i in order]
+        self.next = 0
+
+    def set_state(self, state) -> None:
+        self.next = int(state["next"])
+
+    def get_state(self):
+        return {"next": self.next}
+
+    def start(self, run, state) -> None:
+        del run, state
+
+    def next_batch(self, step: int):
+        del step
+        take = self.order[self.next : self.next + self.rows]
+        if not take:
+            return None
+        self.next += len(take)
+        recs = [self.records[i] for i in take]
+        b = rb.collate(
+            recs,
+            seq_len=self.seq_len,
+            rows=self.rows,
+            n_moe_layers=self.cfg.num_moe_layers,
+            k=self.cfg.num_experts_per_tok,
+        )
+        for row, i in enumerate(take):  # the cycle-wide advantage on every policy token
+            b["advantages"][row] = self.adv[i] * b["loss_mask"][row]
+        self.rewards = [r["reward"] for r in recs]
+        return b
+
+    def device_batch(self, batch):
+        return batch
+
+    def after_step(self, state, step, metrics):
+        return {"reward/mean": float(np.mean(self.rewards)), "loss": float(metrics["loss"])}
+
+    def close(self) -> None:
+        pass
+
+
+# -- state
+
+
+def _state_path(workdir: str) -> str:
+    return os.path.join(workdir, "realtime", "state.json")
+
+
+def load_state(config, workdir: str) -> dict:
+    path = _state_path(workdir)
+    if os.path.exists(path):
+        with open(path) as f:
+            return json.load(f)
+    rt = config.realtime
+    return {"cycle": 0, "cursor": {}, "base_dir": rt.params, "base_version": rt.base_version}
+
+
+def _write_json(path: str, obj) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".tmp", "w") as f:
+        json.dump(obj, f, indent=1)
+    os.replace(path + ".tmp", path)  # a killed cycle never leaves a half-written state
+
+
+# -- the cycle
+
+
+def _train(config, records, adv, base_dir: str, train_dir: str, log) -> dict:
+    """The one trainer from the base export on the cycle's records -> trained host params."""
+    from rl.loop import build_run  # pylint: disable=import-outside-toplevel
+    from train import trainer  # pylint: disable=import-outside-toplevel
+
+    config = config.copy_and_resolve_references()
+    config.init_params_from = base_dir
+    config.train.steps = 0  # until the source ends
+    run = build_run(config)
+    source = FeedbackSource(
+        records,
+        adv,
+        rows=config.train.batch_size,
+        seq_len=config.rl.max_tokens,
+        cfg=run.cfg,
+        epochs=config.realtime.epochs,
+        seed=config.rl.seed,
+    )
+    state = trainer.train(config, train_dir, run=run, source=source, log=log)
+    return run.cfg, jax.device_get(state.params)
+
+
+def evaluate(config, ckpt: str, out_root: str, log) -> dict:
+    """The eval suites (eval/run.py) on one export -> {'<suite>/<metric>': value}."""
+    from data.tokenizers import load_tokenizer  # pylint: disable=import-outside-toplevel
+    from eval.run import evaluate_checkpoint, names  # pylint: disable=import-outside-toplevel
+
+    tok = load_tokenizer(config.data.tokenizer)
+    reports = evaluate_checkpoint(ckpt, config, names(config.eval.suites), tok, out_root, log)
+    return {f"{s}/{k}": float(v) for s, r in reports.items() for k, v in r["metrics"].items()}
+
+
+def _publish(store: str, cfg_params, version: int, note: dict) -> None:
+    from rl.weight_store import Promotions, WeightWriter  # pylint: disable=import-outside-toplevel
+
+    WeightWriter(store, dtype="float32").publish(cfg_params, version)
+    Promotions(store).promote(version, note)
+
+
+def _next_version(store: str, base_version: int) -> int:
+    from rl.weight_store import WeightReader  # pylint: disable=import-outside-toplevel
+
+    latest = WeightReader(store).latest_version() if _store_exists(store) else None
+    return max(base_version, -1 if latest is None else latest) + 1
+
+
+def _store_exists(store: str) -> bool:
+    return "://" in store or store.startswith("{") or os.path.isdir(store)
+
+
+def reward_stats(records) -> dict:
+    r = np.asarray([x["reward"] for x in records], np.float64)
+    if not r.size:
+        return {"n": 0}
+    st = np.asarray([x["staleness"] for x in records])
+    return dict(n=int(r.size), mean=float(r.mean()), std=float(r.std()), min=float(r.min()),
+                max=float(r.max()), staleness_max=int(st.max()), staleness_mean=float(st.mean()))  # fmt: skip
+
+
+def run_cycle(config, workdir: str, log=print) -> dict:
+    """One cycle (see the module docstring) -> its report (also written as JSON)."""
+    from model.export import save_params  # pylint: disable=import-outside-toplevel
+    from rl.serve.server import serve_paths  # pylint: disable=import-outside-toplevel
+
+    rt, t0 = config.realtime, time.time()
+    if not config.rl.valid_vocab:  # the server samples the tokenizer's ids only
+        from data.tokenizers import load_tokenizer  # pylint: disable=import-outside-toplevel
+
+        config = config.copy_and_resolve_references()
+        config.rl.valid_vocab = load_tokenizer(config.data.tokenizer).vocab_size
+    state = load_state(config, workdir)
+    if not state["base_dir"]:
+        raise ValueError("realtime.params: the served base export is not set (first cycle)")
+    log_dir, store = serve_paths(rt, workdir)
+    n = state["cycle"]
+    cycle_dir = os.path.join(workdir, "realtime", f"cycle_{n:04d}")
+    end = end_positions(log_dir) if os.path.isdir(log_dir) else {}
+    records, data = fbk.training_records(
+        log_dir, state["cursor"], end, base_version=state["base_version"], rt=rt,
+        max_tokens=config.rl.max_tokens,
+    )  # fmt: skip
+    report = dict(cycle=n, base_dir=state["base_dir"], base_version=state["base_version"],
+                  data=data, rewards=reward_stats(records), baseline=rt.baseline)  # fmt: skip
+    if len(records) < rt.min_records:
+        report.update(
+            decision="skipped",
+            why=f"{len(records)} usable signals < realtime.min_records={rt.min_records}",
+        )
+        return _finish(report, state, end, workdir, cycle_dir, t0, log, advance=False)
+    adv = fbk.advantages([r["reward"] for r in records], rt.baseline)
+    cfg, params = _train(
+        config, records, adv, state["base_dir"], os.path.join(cycle_dir, "train"), log
+    )
+    candidate = os.path.join(cycle_dir, "candidate")
+    save_params(candidate, cfg, params)
+    from eval.promotion import no_regression, parse_gates  # pylint: disable=import-outside-toplevel
+
+    gates = parse_gates(rt.gates)
+    base_m = state.get("base_metrics") or evaluate(
+        config, state["base_dir"], os.path.join(cycle_dir, "eval_base"), log
+    )
+    cand_m = evaluate(config, candidate, os.path.join(cycle_dir, "eval_candidate"), log)
+    ok, deltas, reasons = no_regression(base_m, cand_m, gates)
+    report.update(
+        eval=dict(
+            base=base_m,
+            candidate=cand_m,
+            deltas=deltas,
+            gates={k: list(v) for k, v in gates.items()},
+        )
+    )
+    if ok:
+        version = _next_version(store, state["base_version"])
+        why = f"no gated metric regressed beyond its tolerance ({', '.join(gates)})"
+        _publish(store, params, version, {"cycle": n, "why": why})
+        state.update(base_dir=candidate, base_version=version, base_metrics=cand_m)
+        report.update(decision="promoted", version=version, why=why)
+    else:
+        state["base_metrics"] = base_m
+        report.update(decision="refused", why="; ".join(reasons))
+    return _finish(report, state, end, workdir, cycle_dir, t0, log, advance=True)
+
+
+def _finish(report, state, end, workdir, cycle_dir, t0, log, *, advance: bool) -> dict:
+    report["wall_s"] = time.time() - t0
+    _write_json(os.path.join(cycle_dir, "report.json"), report)
+    if advance:
+        state.update(cycle=state["cycle"] + 1, cursor=end)
+    _write_json(_state_path(workdir), state)
+    log(f"realtime cycle {report['cycle']}: {report['decision']} ({report['why']})")
+    return report
+
+
+def main(config, workdir: str) -> None:
+    """--mode=rl with configs/realtime.py: one cycle (run it on a schedule, e.g. every 5 hours)."""
+    run_cycle(config, workdir)

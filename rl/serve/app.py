@@ -1,0 +1,305 @@
+"""The OpenAI-compatible HTTP API (FastAPI) over the engine loop, logging every exchange.
+
+    POST /v1/chat/completions   (stream: SSE chunks, then `data: [DONE]`)
+    POST /v1/completions
+    GET  /v1/models
+    POST /v1/feedback           {"response_id", "signal", ...}: 404 for an unknown id
+    GET  /health, /metrics      (Prometheus text)
+
+Handlers run on the event loop; generation runs on the engine thread (rl/serve/engine_loop.py),
+whose events come back through an asyncio queue. A response is logged (fsync'd) before it is
+returned, or before the stream's last chunk, so feedback may follow at once. Responses carry
+`params_versions` (the versions that produced their tokens) and `system_fingerprint` 'v<newest>'.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import time
+import uuid
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+
+from rl.serve import protocol as pr
+from rl.serve.engine_loop import Job, Result
+from rl.serve.interaction_log import InteractionLog
+from rl.serve.metrics import Metrics
+
+
+@dataclasses.dataclass
+class Server:
+    tok: object
+    loop: object  # EngineLoop
+    log: InteractionLog
+    model: str
+    temperature: float
+    cache_len: int
+    max_new_default: int
+    metrics: Metrics = dataclasses.field(default_factory=Metrics)
+
+    @property
+    def stops(self) -> list[int]:
+        return [self.tok.special_id("end"), self.tok.eos_id]
+
+
+def _error(e: pr.ApiError) -> JSONResponse:
+    return JSONResponse(e.body(), status_code=e.status)
+
+
+async def _body(request: Request):
+    try:
+        return json.loads(await request.body())
+    except ValueError:
+        raise pr.ApiError(400, "request body is not valid JSON") from None
+
+
+async def _events(server: Server, rid: str, req: pr.Request):
+    """Engine events of one request: ('delta', ids)..., then ('done', Result) | ('error', msg)."""
+    q: asyncio.Queue = asyncio.Queue()
+    aloop = asyncio.get_running_loop()
+    sink = lambda ev: aloop.call_soon_threadsafe(q.put_nowait, ev)
+    server.loop.submit(Job(rid, req.prompt, req.max_new, server.stops, sink))
+    while True:
+        ev = await q.get()
+        yield ev
+        if ev[0] != "delta":
+            return
+
+
+def _exchange(server: Server, rid: str, endpoint: str, req: pr.Request, res: Result, text: str):
+    """The log record (rl/records.py's per-token layout over prompt + completion)."""
+    plen = len(req.prompt)
+    return {
+        "kind": "exchange",
+        "id": rid,
+        "time": time.time(),
+        "endpoint": endpoint,
+        "model": server.model,
+        "messages": req.messages,
+        "prompt_len": plen,
+        "tokens": req.prompt + res.tokens,
+        "logprobs": [0.0] * plen + res.logprobs,
+        "versions": [-1] * plen + res.versions,
+        "experts": res.experts.tolist(),  # [n_moe, plen + n, k]
+        "completion_text": text,
+        "finish_reason": res.finish_reason,
+        "latency_s": res.seconds,
+    }
+
+
+class _Text:
+    """Incremental text of streamed ids: holds back an unfinished UTF-8 character and, with
+    tools, everything from a <|tool_call|> on (it may become a tool call)."""
+
+    def __init__(self, tok, tools: list[str]):
+        self.tok, self.ids, self.sent = tok, [], ""
+        self.hold = tok.special_id("tool_call") if tools else None
+        self.stops = {tok.special_id("end"), tok.eos_id}
+
+    def push(self, ids: list[int]) -> str:
+        self.ids += ids
+        visible = [t for t in self.ids if t not in self.stops]
+        if self.hold in visible:
+            visible = visible[: visible.index(self.hold)]
+        text = self.tok.decode(visible)
+        if text.endswith("\ufffd"):
+            text = text.rstrip("\ufffd")
+        return self.take(text)
+
+    def take(self, text: str) -> str:
+        new = text[len(self.sent) :] if text.startswith(self.sent) else ""
+        self.sent += new
+        return new
+
+
+def _output(server: Server, req: pr.Request, res: Result):
+    """-> (content text, tool calls, finish reason) of a finished request."""
+    content, calls = pr.split_calls(server.tok, pr.strip_stop(server.tok, res.tokens), req.tools)
+    return server.tok.decode(content), calls, pr.finish_reason(res.finish_reason, calls)
+
+
+def _usage(req: pr.Request, res: Result) -> dict:
+    n = len(res.tokens)
+    return {
+        "prompt_tokens": len(req.prompt),
+        "completion_tokens": n,
+        "total_tokens": len(req.prompt) + n,
+    }
+
+
+def _versions(res: Result) -> list[int]:
+    return sorted(set(res.versions))
+
+
+def _sse(obj) -> str:
+    return f"data: {json.dumps(obj)}\n\n"
+
+
+def make_app(server: Server) -> FastAPI:
+    app = FastAPI(title="composer-jax serve")
+
+    @app.exception_handler(pr.ApiError)
+    async def api_error(request: Request, e: pr.ApiError):
+        server.metrics.request(request.url.path, e.status)
+        return _error(e)
+
+    @app.get("/v1/models")
+    async def models():
+        return {
+            "object": "list",
+            "data": [
+                {"id": server.model, "object": "model", "created": 0, "owned_by": "composer-jax"}
+            ],
+        }
+
+    @app.get("/health")
+    async def health():
+        ok = server.loop.alive
+        body = {"status": "ok" if ok else "engine stopped", "params_version": server.loop.version}
+        return JSONResponse(body, status_code=200 if ok else 503)
+
+    @app.get("/metrics")
+    async def metrics():
+        waiting, running = server.loop.depth
+        return PlainTextResponse(
+            server.metrics.text(waiting=waiting, running=running, version=server.loop.version)
+        )
+
+    @app.post("/v1/feedback")
+    async def feedback(request: Request):
+        fb = pr.feedback_request(await _body(request))
+        if fb["response_id"] not in server.log.ids:
+            raise pr.ApiError(
+                404, f"no response with id {fb['response_id']!r}", param="response_id"
+            )
+        record = {"kind": "feedback", "id": f"fb-{uuid.uuid4().hex}", "time": time.time(), **fb}
+        await asyncio.to_thread(server.log.append, record)
+        server.metrics.request("/v1/feedback", 200)
+        return {
+            "object": "feedback",
+            "id": record["id"],
+            "response_id": fb["response_id"],
+            "signal": fb["signal"],
+        }
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request):
+        body = await _body(request)
+        pr.check_common(body, model=server.model, temperature=server.temperature)
+        req = pr.chat_request(server.tok, body, max_new_default=server.max_new_default)
+        return await _generate(server, req, "chat")
+
+    @app.post("/v1/completions")
+    async def completions(request: Request):
+        body = await _body(request)
+        pr.check_common(body, model=server.model, temperature=server.temperature)
+        req = pr.completion_request(server.tok, body, max_new_default=server.max_new_default)
+        return await _generate(server, req, "completions")
+
+    return app
+
+
+async def _generate(server: Server, req: pr.Request, endpoint: str):
+    pr.check_fits(req, cache_len=server.cache_len, vocab=server.tok.vocab_size)
+    if not server.loop.alive:
+        raise pr.ApiError(503, "engine is not running", kind="server_error")
+    rid = f"{'chatcmpl' if endpoint == 'chat' else 'cmpl'}-{uuid.uuid4().hex}"
+    if req.stream:
+        gen = (
+            _stream_chat(server, req, rid) if endpoint == "chat" else _stream_text(server, req, rid)
+        )
+        return StreamingResponse(gen, media_type="text/event-stream")
+    res = None
+    async for ev in _events(server, rid, req):
+        if ev[0] == "error":
+            server.metrics.request(f"/v1/{endpoint}", 500)
+            raise pr.ApiError(500, ev[1], kind="server_error")
+        res = ev[1] if ev[0] == "done" else res
+    text, calls, reason = _output(server, req, res)
+    await asyncio.to_thread(server.log.append, _exchange(server, rid, endpoint, req, res, text))
+    server.metrics.request(f"/v1/{endpoint}", 200, res.seconds)
+    head = _head(server, rid, endpoint, res)
+    if endpoint == "completions":
+        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": reason}
+    else:
+        message = {"role": "assistant", "content": text if (text or not calls) else None}
+        if calls:
+            message["tool_calls"] = calls
+        choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": reason}
+    return dict(head, choices=[choice], usage=_usage(req, res))
+
+
+def _head(server: Server, rid: str, endpoint: str, res: Result | None, chunk: bool = False) -> dict:
+    kind = "chat.completion" if endpoint == "chat" else "text_completion"
+    head = {
+        "id": rid,
+        "object": kind + (".chunk" if chunk and endpoint == "chat" else ""),
+        "created": int(time.time()),
+        "model": server.model,
+    }
+    if res is not None:
+        head.update(
+            params_versions=_versions(res), system_fingerprint=f"v{max(_versions(res), default=-1)}"
+        )
+    return head
+
+
+async def _stream_chat(server: Server, req: pr.Request, rid: str):
+    text = _Text(server.tok, req.tools)
+    chunk = lambda delta, res=None, reason=None: _sse(
+        dict(
+            _head(server, rid, "chat", res, True),
+            choices=[{"index": 0, "delta": delta, "finish_reason": reason}],
+        )
+    )
+    yield chunk({"role": "assistant", "content": ""})
+    async for ev in _events(server, rid, req):
+        if ev[0] == "delta":
+            new = text.push(ev[1])
+            if new:
+                yield chunk({"content": new})
+        elif ev[0] == "error":
+            yield _sse({"error": {"message": ev[1], "type": "server_error"}})
+        else:
+            res = ev[1]
+            content, calls, reason = _output(server, req, res)
+            await asyncio.to_thread(
+                server.log.append, _exchange(server, rid, "chat", req, res, content)
+            )
+            server.metrics.request("/v1/chat/completions", 200, res.seconds)
+            rest = text.take(content)
+            if rest:
+                yield chunk({"content": rest})
+            if calls:
+                yield chunk({"tool_calls": [dict(c, index=i) for i, c in enumerate(calls)]})
+            yield chunk({}, res, reason)
+    yield "data: [DONE]\n\n"
+
+
+async def _stream_text(server: Server, req: pr.Request, rid: str):
+    text = _Text(server.tok, [])
+    chunk = lambda t, res=None, reason=None: _sse(
+        dict(
+            _head(server, rid, "completions", res, True),
+            choices=[{"index": 0, "text": t, "logprobs": None, "finish_reason": reason}],
+        )
+    )
+    async for ev in _events(server, rid, req):
+        if ev[0] == "delta":
+            new = text.push(ev[1])
+            if new:
+                yield chunk(new)
+        elif ev[0] == "error":
+            yield _sse({"error": {"message": ev[1], "type": "server_error"}})
+        else:
+            res = ev[1]
+            content, _, reason = _output(server, req, res)
+            await asyncio.to_thread(
+                server.log.append, _exchange(server, rid, "completions", req, res, content)
+            )
+            server.metrics.request("/v1/completions", 200, res.seconds)
+            yield chunk(text.take(content), res, reason)
+    yield "data: [DONE]\n\n"

@@ -1,0 +1,164 @@
+"""The one thread that owns the decode engine (model/engine.py is not thread-safe) and steps it.
+
+    loop = EngineLoop(engine, stream_every=8); loop.start()
+    loop.submit(Job(rid, prompt, max_new, stops, sink))     # from any thread (the HTTP handlers)
+    loop.offer_params(params, version)                      # from the weight-store follower
+
+Each round: take new jobs (engine.submit: they join the running decode at the next step, in
+free slots: continuous batching), swap in offered params if any (between decode steps, so an
+in-flight request keeps its cache and its later tokens record the new version), decode up to
+`stream_every` iterations, send each running request its new tokens, and finish the turns that
+ended: the sink gets ('delta', ids) events, then one ('done', Result) or ('error', message).
+Sinks are called on this thread and must not block (the app posts them to its event loop).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import queue
+import threading
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+
+@dataclasses.dataclass
+class Job:
+    rid: str
+    prompt: list[int]
+    max_new: int
+    stops: list[int]
+    sink: Callable[[tuple], None]
+    t_submit: float = dataclasses.field(default_factory=time.perf_counter)
+    sent: int = 0  # tokens already delivered as deltas
+
+
+@dataclasses.dataclass
+class Result:
+    """A finished request, token-exact: what the log stores and RL trains on."""
+
+    tokens: list[int]  # emitted ids (a final stop token included)
+    logprobs: list[float]  # [n] sampler log-probs
+    versions: list[int]  # [n] params version per emitted token
+    experts: np.ndarray  # [n_moe, prompt + n, k] routing per position (the last row repeated)
+    finish_reason: str  # 'stop' | 'length'
+    seconds: float  # submit -> done
+
+
+class EngineLoop:
+    def __init__(self, engine, *, stream_every: int = 8, on_tokens=None):
+        self.engine, self.stream_every = engine, stream_every
+        self.inbox: queue.Queue[Job] = queue.Queue()
+        self.jobs: dict[str, Job] = {}
+        self.offered = None  # (params, version) waiting for the next round
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.on_tokens = on_tokens or (lambda n: None)  # metrics: tokens emitted this round
+        self.thread = threading.Thread(target=self._run, name="engine-loop", daemon=True)
+        self.error: BaseException | None = None
+        self.version = int(engine.version)
+
+    # -- any thread
+
+    def start(self) -> EngineLoop:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.thread.join(timeout=30)
+
+    def submit(self, job: Job) -> None:
+        if not self.alive:
+            raise RuntimeError(f"engine loop is not running ({self.error!r})")
+        self.inbox.put(job)
+
+    def offer_params(self, params, version: int) -> None:
+        with self.lock:
+            self.offered = (params, version)
+
+    @property
+    def alive(self) -> bool:
+        return self.thread.is_alive() and not self.stopping.is_set()
+
+    @property
+    def depth(self) -> tuple[int, int]:
+        """(requests waiting for a slot, requests decoding)."""
+        waiting = self.inbox.qsize() + self.engine.queued
+        return waiting, len(self.jobs) - self.engine.queued
+
+    # -- the engine thread
+
+    def _run(self) -> None:
+        try:
+            while not self.stopping.is_set():
+                self._admit(block=not self.jobs)
+                self._swap()
+                if self.jobs:
+                    self._round()
+        except BaseException as e:  # the thread dies loudly: waiting requests get an error
+            self.error = e
+            for job in self.jobs.values():
+                job.sink(("error", f"engine failed: {type(e).__name__}: {e}"))
+            raise
+
+    def _admit(self, block: bool) -> None:
+        try:
+            first = self.inbox.get(timeout=0.05) if block else self.inbox.get_nowait()
+        except queue.Empty:
+            return
+        for job in [first] + _drain(self.inbox):
+            try:
+                self.engine.submit(job.rid, job.prompt, max_new=job.max_new, stop_tokens=job.stops)
+            except ValueError as e:  # checked by the app first; never take the loop down
+                job.sink(("error", str(e)))
+                continue
+            self.jobs[job.rid] = job
+
+    def _swap(self) -> None:
+        with self.lock:
+            offered, self.offered = self.offered, None
+        if offered is not None:
+            self.engine.set_params(*offered)
+            self.version = int(offered[1])
+
+    def _round(self) -> None:
+        turns = self.engine.step(self.stream_every)
+        emitted = 0
+        for rid, ids in self.engine.partial().items():
+            job = self.jobs[rid]
+            if len(ids) > job.sent:
+                job.sink(("delta", ids[job.sent :]))
+                emitted += len(ids) - job.sent
+                job.sent = len(ids)
+        for turn in turns:
+            job = self.jobs.pop(turn.request)
+            rows = self.engine.finish(turn.request)  # [prompt + n - 1, n_moe, k]
+            rows = np.concatenate([rows, rows[-1:]], 0) if len(rows) else rows
+            if len(turn.tokens) > job.sent:
+                job.sink(("delta", turn.tokens[job.sent :]))
+                emitted += len(turn.tokens) - job.sent
+            job.sink(
+                (
+                    "done",
+                    Result(
+                        tokens=list(turn.tokens),
+                        logprobs=[float(x) for x in turn.logprobs],
+                        versions=[int(x) for x in turn.versions],
+                        experts=np.moveaxis(rows, 1, 0),
+                        finish_reason=turn.finish_reason,
+                        seconds=time.perf_counter() - job.t_submit,
+                    ),
+                )
+            )
+        self.on_tokens(emitted)
+
+
+def _drain(q: queue.Queue) -> list:
+    out = []
+    while True:
+        try:
+            out.append(q.get_nowait())
+        except queue.Empty:
+            return out

@@ -1,0 +1,307 @@
+"""OpenAI request bodies -> prompt token ids (data/chat.py's template, rl/envs/tools.py's call
+syntax), and emitted ids -> OpenAI message content + tool_calls. Pure functions; every bad input
+raises ApiError with the OpenAI error shape and a 4xx status (never a deep crash).
+
+Tools. A request's `tools` ([{"type": "function", "function": {name, description?,
+parameters?}}]) are described to the model in a system message (merged into the first system
+message if there is one), one line per tool, with the project's call syntax
+    <|tool_call|>{"name": ..., "arguments": {...}}<|/tool_call|>
+An assistant message's `tool_calls` ({"id", "type": "function", "function": {"name",
+"arguments": JSON text}}) render through the chat template's tool calls; a `tool` message renders
+as a tool result. In a completion, a <|tool_call|> span whose JSON is an object with exactly
+"name" (one of the request's tools) and "arguments" (an object) becomes an OpenAI tool call; any
+other span stays in the content as text (a malformed call is shown, not dropped).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from typing import Any
+
+from data.chat import generation_prompt
+
+TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, *, param=None, code=None, kind=None):
+        super().__init__(message)
+        self.status, self.message, self.param, self.code = status, message, param, code
+        self.kind = kind or ("not_found_error" if status == 404 else "invalid_request_error")
+
+    def body(self) -> dict:
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.kind,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+
+
+@dataclasses.dataclass
+class Request:
+    """A validated generation request."""
+
+    prompt: list[int]
+    max_new: int
+    stream: bool
+    tools: list[str]  # names the model may call ([] = no tool parsing)
+    messages: list[dict] | None  # chat: the rendered conversation (for the log); None: completion
+
+
+def _bad(message: str, param: str | None = None) -> ApiError:
+    return ApiError(400, message, param=param)
+
+
+def check_common(body: Any, *, model: str, temperature: float) -> None:
+    """Fields every generation endpoint shares: the model name and sampling settings the server
+    runs (one sampling setting per server: the engine samples all slots alike)."""
+    if not isinstance(body, dict):
+        raise _bad("request body must be a JSON object")
+    if body.get("model") != model:
+        raise ApiError(
+            404,
+            f"model {body.get('model')!r} does not exist; this server serves {model!r}",
+            param="model",
+            code="model_not_found",
+        )
+    t = body.get("temperature")
+    if t is not None and (not isinstance(t, (int, float)) or float(t) != temperature):
+        raise _bad(
+            f"temperature={t!r}: this server samples at temperature {temperature}", "temperature"
+        )
+    n = body.get("n", 1)
+    if n != 1:
+        raise _bad(f"n={n!r}: only n=1 is supported", "n")
+    if body.get("stop") is not None:
+        raise _bad("stop sequences are not supported (generation stops at <|end|>)", "stop")
+
+
+def max_new_tokens(body: dict, default: int) -> int:
+    n = body.get("max_completion_tokens", body.get("max_tokens"))
+    if n is None:
+        return default
+    if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+        raise _bad(f"max_tokens={n!r}: must be a positive integer", "max_tokens")
+    return n
+
+
+def _text(content: Any, where: str) -> str:
+    """A message's content: a string, null, or a list of {"type": "text", "text": ...} parts."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if not isinstance(part, dict) or part.get("type") != "text":
+                raise _bad(f"{where}: only text content parts are supported", "messages")
+            if not isinstance(part.get("text"), str):
+                raise _bad(f"{where}: a text part needs a string 'text'", "messages")
+            parts.append(part["text"])
+        return "".join(parts)
+    raise _bad(f"{where}: content must be a string or a list of text parts", "messages")
+
+
+def _tool_calls(calls: Any, where: str) -> list[dict]:
+    """OpenAI assistant tool_calls -> the chat template's [{"name", "arguments": dict}]."""
+    if not isinstance(calls, list):
+        raise _bad(f"{where}: tool_calls must be a list", "messages")
+    out = []
+    for j, call in enumerate(calls):
+        fn = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+            raise _bad(f"{where}: tool_calls[{j}] needs function.name", "messages")
+        try:
+            args = json.loads(fn.get("arguments") or "{}")
+        except (TypeError, ValueError):
+            raise _bad(
+                f"{where}: tool_calls[{j}].function.arguments is not JSON", "messages"
+            ) from None
+        if not isinstance(args, dict):
+            raise _bad(f"{where}: tool_calls[{j}] arguments must be a JSON object", "messages")
+        out.append({"name": fn["name"], "arguments": args})
+    return out
+
+
+def parse_tools(tools: Any, tool_choice: Any) -> list[dict]:
+    """-> [{"name", "description", "parameters"}] the model is told about ([] with none)."""
+    if tool_choice not in (None, "auto", "none"):
+        raise _bad(
+            f"tool_choice={tool_choice!r}: only 'auto' and 'none' are supported", "tool_choice"
+        )
+    if tools is None or tool_choice == "none":
+        return []
+    if not isinstance(tools, list):
+        raise _bad("tools must be a list", "tools")
+    out = []
+    for i, tool in enumerate(tools):
+        fn = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(fn, dict):
+            raise _bad(f'tools[{i}]: expected {{"type": "function", "function": {{...}}}}', "tools")
+        name = fn.get("name")
+        if not isinstance(name, str) or not TOOL_NAME.match(name):
+            raise _bad(
+                f"tools[{i}]: function.name {name!r} must match {TOOL_NAME.pattern}", "tools"
+            )
+        params = fn.get("parameters", {})
+        if not isinstance(params, dict):
+            raise _bad(f"tools[{i}] ({name}): parameters must be a JSON Schema object", "tools")
+        out.append(
+            {"name": name, "description": str(fn.get("description", "")), "parameters": params}
+        )
+    return out
+
+
+def tools_text(tools: list[dict]) -> str:
+    lines = ['Tools (call as <|tool_call|>{"name": ..., "arguments": {...}}<|/tool_call|>):']
+    for t in tools:
+        props = sorted((t["parameters"].get("properties") or {}).keys())
+        lines.append(f"- {t['name']} {{{', '.join(props)}}}: {t['description']}".rstrip(": "))
+    return "\n".join(lines)
+
+
+def chat_messages(messages: Any, tools: list[dict]) -> list[dict]:
+    """OpenAI messages (+ the tools' description) -> the chat template's messages."""
+    if not isinstance(messages, list) or not messages:
+        raise _bad("messages must be a non-empty list", "messages")
+    out = []
+    for i, m in enumerate(messages):
+        where = f"messages[{i}]"
+        role = m.get("role") if isinstance(m, dict) else None
+        if role == "developer":  # OpenAI's newer name for system
+            role = "system"
+        if role not in ("system", "user", "assistant", "tool"):
+            raise _bad(f"{where}: unknown role {role!r}", "messages")
+        msg = {"role": role, "content": _text(m.get("content"), where)}
+        if role == "assistant" and m.get("tool_calls"):
+            msg["tool_calls"] = _tool_calls(m["tool_calls"], where)
+        out.append(msg)
+    if tools:
+        text = tools_text(tools)
+        if out[0]["role"] == "system":
+            out[0] = dict(out[0], content=(out[0]["content"] + "\n\n" + text).strip())
+        else:
+            out.insert(0, {"role": "system", "content": text})
+    return out
+
+
+def chat_request(tok, body: dict, *, max_new_default: int) -> Request:
+    tools = parse_tools(body.get("tools"), body.get("tool_choice"))
+    messages = chat_messages(body.get("messages"), tools)
+    prompt = generation_prompt(tok, messages)
+    names = [t["name"] for t in tools]
+    return Request(
+        prompt, max_new_tokens(body, max_new_default), bool(body.get("stream")), names, messages
+    )
+
+
+def completion_request(tok, body: dict, *, max_new_default: int) -> Request:
+    """/v1/completions: `prompt` is a string (encoded after <|bos|>, as training documents start)
+    or a list of token ids."""
+    p = body.get("prompt")
+    if isinstance(p, str) and p:
+        prompt = [tok.bos_id] + tok.encode(p)
+    elif (
+        isinstance(p, list) and p and all(isinstance(t, int) and not isinstance(t, bool) for t in p)
+    ):
+        prompt = list(p)
+    else:
+        raise _bad("prompt must be a non-empty string or a non-empty list of token ids", "prompt")
+    return Request(
+        prompt, max_new_tokens(body, max_new_default), bool(body.get("stream")), [], None
+    )
+
+
+def check_fits(req: Request, *, cache_len: int, vocab: int) -> None:
+    bad = [t for t in req.prompt if not 0 <= t < vocab]
+    if bad:
+        raise _bad(f"prompt token id {bad[0]} is outside [0, {vocab})", "prompt")
+    if len(req.prompt) + 1 > cache_len:
+        raise ApiError(
+            400,
+            f"prompt of {len(req.prompt)} tokens leaves no room in the context of {cache_len} tokens",
+            param="messages" if req.messages is not None else "prompt",
+            code="context_length_exceeded",
+        )
+
+
+# -- output
+
+
+def split_calls(tok, ids: list[int], tools: list[str]) -> tuple[list[int], list[dict]]:
+    """Emitted ids (without the final <|end|>/<|eos|>) -> (content ids, OpenAI tool calls)."""
+    if not tools:
+        return ids, []
+    open_id, close_id = tok.special_id("tool_call"), tok.special_id("/tool_call")
+    content, calls, i = [], [], 0
+    while i < len(ids):
+        if ids[i] != open_id or close_id not in ids[i + 1 :]:
+            content.append(ids[i])
+            i += 1
+            continue
+        j = ids.index(close_id, i + 1)
+        call = _call(tok.decode(ids[i + 1 : j]), tools, len(calls))
+        if call is None:
+            content += ids[i : j + 1]
+        else:
+            calls.append(call)
+        i = j + 1
+    return content, calls
+
+
+def _call(text: str, tools: list[str], index: int) -> dict | None:
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict) or set(obj) != {"name", "arguments"}:
+        return None
+    if obj["name"] not in tools or not isinstance(obj["arguments"], dict):
+        return None
+    return {
+        "id": f"call_{index}",
+        "type": "function",
+        "function": {"name": obj["name"], "arguments": json.dumps(obj["arguments"])},
+    }
+
+
+def strip_stop(tok, ids: list[int]) -> list[int]:
+    stops = (tok.special_id("end"), tok.eos_id)
+    return ids[:-1] if ids and ids[-1] in stops else ids
+
+
+def finish_reason(engine_reason: str, calls: list[dict]) -> str:
+    return "tool_calls" if calls else engine_reason
+
+
+# -- feedback
+
+SIGNALS = ("accepted", "rejected", "edited", "dissatisfied", "rating")
+
+
+def feedback_request(body: Any) -> dict:
+    """POST /v1/feedback body -> the log's feedback record fields.
+    {"response_id", "signal": one of SIGNALS, "final_text" (edited: the text the user kept),
+    "rating" (rating: a number in [1, 5])}."""
+    if not isinstance(body, dict):
+        raise _bad("request body must be a JSON object")
+    rid, signal = body.get("response_id"), body.get("signal")
+    if not isinstance(rid, str) or not rid:
+        raise _bad("response_id must be a non-empty string", "response_id")
+    if signal not in SIGNALS:
+        raise _bad(f"signal={signal!r}: expected one of {', '.join(SIGNALS)}", "signal")
+    out = {"response_id": rid, "signal": signal}
+    if signal == "edited":
+        if not isinstance(body.get("final_text"), str):
+            raise _bad("signal 'edited' needs final_text (the text the user kept)", "final_text")
+        out["final_text"] = body["final_text"]
+    if signal == "rating":
+        r = body.get("rating")
+        if isinstance(r, bool) or not isinstance(r, (int, float)) or not 1 <= r <= 5:
+            raise _bad(f"rating={r!r}: a number in [1, 5]", "rating")
+        out["rating"] = float(r)
+    return out

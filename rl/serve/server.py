@@ -1,0 +1,108 @@
+"""Wiring for `main.py --mode=serve` (configs/serve.py): params -> engine -> engine loop ->
+FastAPI app on uvicorn, the interaction log, and the promoted-version follower.
+
+    python main.py --mode=serve --params=DIR --port=8000 [--workdir=W]
+
+Interactions go to <workdir>/interactions (serve.log_dir), and the server follows the promoted
+versions of <workdir>/weights (serve.weight_store), where `--mode=rl --config=configs/realtime.py`
+with the same --workdir publishes them.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import jax
+import jax.numpy as jnp
+
+from rl.serve.app import Server, make_app
+from rl.serve.engine_loop import EngineLoop
+from rl.serve.follow import PromotedFollower
+from rl.serve.interaction_log import InteractionLog
+
+
+def serve_paths(s, workdir: str) -> tuple[str, str]:
+    """(interaction log dir, weight store) of a serve block ('' = under the workdir)."""
+    return (
+        s.get("log_dir", "") or os.path.join(workdir, "interactions"),
+        s.get("weight_store", "") or os.path.join(workdir, "weights"),
+    )
+
+
+def build(s, cfg, params, tok, *, log_dir: str, params_version: int = 0):
+    """-> the Server of the `serve` block `s`, its engine loop not started yet."""
+    from model.engine import RolloutEngine  # pylint: disable=import-outside-toplevel
+
+    engine = RolloutEngine(
+        cfg,
+        jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), params),
+        slots=s.slots,
+        cache_len=min(s.cache_len, cfg.max_position_embeddings),
+        temperature=s.temperature,
+        valid_vocab=tok.vocab_size,
+        seed=s.seed,
+        params_version=params_version,
+        stop_width=2,
+        min_bucket=s.min_bucket,
+        speculative_k=s.speculative_k,
+    )
+    server = Server(
+        tok=tok,
+        loop=None,
+        log=InteractionLog(log_dir, max_bytes=s.log_max_bytes),
+        model=s.model_name,
+        temperature=s.temperature,
+        cache_len=engine.spec.cache_len,
+        max_new_default=s.max_new_tokens,
+    )
+    server.loop = EngineLoop(engine, stream_every=s.stream_every, on_tokens=server.metrics.emitted)
+    return server
+
+
+def start_http(app, host: str, port: int):
+    """uvicorn on a thread (tests, benches); port 0 = a free one. -> (uvicorn.Server, thread,
+    port), serving when this returns."""
+    import uvicorn  # pylint: disable=import-outside-toplevel
+
+    http = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+    thread = threading.Thread(target=http.run, name="uvicorn", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not http.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError(f"serve: uvicorn did not start on {host}:{port}")
+        time.sleep(0.02)
+    return http, thread, http.servers[0].sockets[0].getsockname()[1]
+
+
+def serve(config, params_dir: str, workdir: str, port: int = 0) -> None:
+    """--mode=serve: blocks until interrupted."""
+    import uvicorn  # pylint: disable=import-outside-toplevel
+
+    from data.tokenizers import load_tokenizer  # pylint: disable=import-outside-toplevel
+    from model.export import load_params  # pylint: disable=import-outside-toplevel
+    from train.sharding import InputError  # pylint: disable=import-outside-toplevel
+
+    s = config.serve
+    if not params_dir:
+        raise InputError("--mode=serve needs --params=DIR (an exported params checkpoint)")
+    try:
+        cfg, params = load_params(params_dir)
+    except (FileNotFoundError, ValueError) as e:
+        raise InputError(f"--params={params_dir}: {' '.join(str(e).split())}") from None
+    log_dir, store = serve_paths(s, workdir)
+    server = build(s, cfg, params, load_tokenizer(s.tokenizer), log_dir=log_dir)
+    server.loop.start()
+    follower = PromotedFollower(store, server.loop, poll_s=s.poll_s).start() if s.follow else None
+    print(
+        f"serving {s.model_name} on http://{s.host}:{port or s.port} (log {log_dir}, weights {store})"
+    )
+    try:
+        uvicorn.run(make_app(server), host=s.host, port=port or s.port, log_level="warning")
+    finally:
+        if follower:
+            follower.stop()
+        server.loop.stop()
+        server.log.close()
