@@ -591,7 +591,7 @@ class Promotions:
     """
 
     def __init__(self, store: str, *, timeout: float = 60.0):
-        self.kv = _Kv(store, timeout)
+        self.kv = Kv(store, timeout, "weight store")
 
     def promote(self, version: int, note: dict | None = None) -> None:
         if self.kv.read(_manifest_key(version)) is None:
