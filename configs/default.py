@@ -74,6 +74,11 @@ def get_config() -> ml_collections.ConfigDict:
     # Logical axis -> mesh axis rules as (name, axis) pairs; empty = the model's DEFAULT_RULES.
     c.rules = ()
     c.checkpoint = ml_collections.ConfigDict(dict(every_steps=20, keep=3, async_save=True))
+    # keep > 0: every train.eval_every steps (and at the end) the params are offered to
+    # <workdir>/best, where Orbax keeps the `keep` best by `metric` ('eval/nll' and
+    # 'eval/bits_per_byte' with held-out data; RL: its progress scalars, e.g. 'reward/mean' with
+    # mode 'max'); an unreported metric is a config error at start.
+    c.eval_gate = ml_collections.ConfigDict(dict(keep=0, metric="eval/nll", mode="min"))
     # > 0: the trainer's mesh spans only the first N devices of this process (samplers hold the
     # others: configs/rl.py); 0 = every device.
     c.trainer_devices = 0

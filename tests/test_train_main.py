@@ -41,6 +41,14 @@ def _main(*args, timeout=120):
         ),
         (["--config.model=huge"], "unknown model preset 'huge'"),
         (["--config.train.optimizer=sgd"], "train.optimizer='sgd'"),
+        (
+            [
+                "--config.model=tiny",
+                "--config.eval_gate.keep=1",
+                "--config.eval_gate.metric=pass@1",
+            ],
+            "eval_gate.metric='pass@1' is not reported by this run",
+        ),
     ],
 )
 def test_config_errors_are_one_line_before_compiling(args, expected, tmp_path):

@@ -1,5 +1,6 @@
 """Orbax checkpoints: TrainState + data-iterator state + run config, async, keep-N, with
-fallback past a corrupted latest checkpoint, and a params-only export.
+fallback past a corrupted latest checkpoint, a params-only export, and the best-K params
+checkpoints by an evaluation metric (`BestCheckpoints`: the trainer's `config.eval_gate`).
 
 Layout under <workdir>/checkpoints/<step>/: state/ (Orbax PyTree), data/ (Grain's per-process
 JSON files: process_<i>-of-<n>.json), config/ (JSON).
@@ -145,3 +146,50 @@ class Checkpointer:
             state = abstract_state.replace(**tree)
             return state, restored["data"].state, dict(restored["config"])
         return None
+
+
+class BestCheckpoints:
+    """Params checkpoints under `directory`, of which Orbax keeps the `keep` best by `metric`
+    (Orbax's own retention: CheckpointManagerOptions.best_fn / best_mode, not a hand-rolled copy)."""
+
+    def __init__(self, directory: str, metric: str, mode: str = "min", keep: int = 1):
+        if mode not in ("min", "max"):
+            raise ValueError(f"best checkpoint mode={mode!r}: expected 'min' or 'max'")
+        self.metric = metric
+        options = ocp.CheckpointManagerOptions(
+            best_fn=lambda metrics: float(metrics[metric]),
+            best_mode=mode,
+            max_to_keep=keep,
+            keep_checkpoints_without_metrics=False,
+            create=True,
+            enable_async_checkpointing=False,
+        )
+        self.manager = ocp.CheckpointManager(os.path.abspath(directory), options=options)
+
+    def save(self, step: int, params, metrics: dict) -> bool:
+        if self.metric not in metrics:
+            raise KeyError(f"best checkpoint metric {self.metric!r} not in {sorted(metrics)}")
+        if step in self.manager.all_steps():  # judged before a restart; the same params again
+            return False
+        saved = self.manager.save(
+            step,
+            args=ocp.args.StandardSave(params),
+            metrics={k: float(v) for k, v in metrics.items()},
+        )
+        self.manager.wait_until_finished()
+        return saved
+
+    def best_step(self) -> int | None:
+        return self.manager.best_step()
+
+    def all_steps(self) -> list[int]:
+        return sorted(self.manager.all_steps())
+
+    def restore_best(self, abstract_params=None):
+        step = self.best_step()
+        if step is None:
+            raise FileNotFoundError(f"no best checkpoint under {self.manager.directory}")
+        return self.manager.restore(step, args=ocp.args.StandardRestore(abstract_params))
+
+    def close(self) -> None:
+        self.manager.close()

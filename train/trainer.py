@@ -537,6 +537,51 @@ def _log_eval(step, result, log, writer, prefix=""):
         )
 
 
+def _evaluate_and_gate(step, params, extra, eval_fn, mesh, ls, log, final: bool) -> None:
+    """Held-out evaluation (when the run has held-out batches), then the eval gate: the params are
+    offered to the best-K keeper with this step's metrics (eval/* and the source's scalars)."""
+    metrics = {k: float(v) for k, v in (extra or {}).items()}
+    if ls["heldout"]:
+        result = evaluate(eval_fn, params, ls["heldout"], mesh)
+        _log_eval(step, result, log, ls["writer"], "final " if final else "")
+        if result.get("targets", 1):
+            metrics.update({f"eval/{k}": v for k, v in result.items()})
+    keeper = ls["keeper"]
+    value = metrics.get(keeper.metric, float("nan")) if keeper else float("nan")
+    if keeper is None or value != value or abs(value) == float("inf"):  # nothing sound to judge
+        return
+    if keeper.save(step, params, metrics):
+        log(
+            f"step {step}: eval_gate {keeper.metric} {value:.4f}; best kept: step "
+            f"{keeper.best_step()} of {keeper.all_steps()}"
+        )
+
+
+def check_eval_gate(config, heldout, source) -> bool:
+    """Whether config.eval_gate is on (keep > 0), after checking that this run reports its metric:
+    eval/nll and eval/bits_per_byte with held-out batches, and the source's log_keys."""
+    gate = config.get("eval_gate")
+    if gate is None or not gate.keep:
+        return False
+    if gate.keep < 0 or gate.mode not in ("min", "max"):
+        raise shd.ConfigError(
+            f"eval_gate: keep={gate.keep} must be >= 0 and mode={gate.mode!r} 'min' or 'max'"
+        )
+    reported = ({"eval/nll", "eval/bits_per_byte"} if heldout else set()) | set(source.log_keys)
+    if gate.metric not in reported:
+        raise shd.ConfigError(
+            f"eval_gate.metric={gate.metric!r} is not reported by this run; it reports "
+            f"{sorted(reported)} every train.eval_every steps"
+        )
+    return True
+
+
+def best_keeper(config, workdir: str) -> checkpoint.BestCheckpoints:
+    """<workdir>/best: Orbax keeps config.eval_gate.keep params checkpoints, best by its metric."""
+    g = config.eval_gate
+    return checkpoint.BestCheckpoints(os.path.join(workdir, "best"), g.metric, g.mode, g.keep)
+
+
 def pretraining_source(config, run: Run):
     """(source, held-out batches, data counters or None) from config.data (data/'s pipeline or a
     stand-in)."""
@@ -574,11 +619,13 @@ def train(
     counters = None
     if source is None:
         source, heldout, counters = pretraining_source(config, run)
+    gate_on = check_eval_gate(config, heldout, source)  # before anything is written
     ckpt = checkpoint.Checkpointer(
         workdir, keep=config.checkpoint.keep, async_save=config.checkpoint.async_save
     )
-    writer = None
+    writer = keeper = None
     try:
+        keeper = best_keeper(config, workdir) if gate_on else None
         state, state_sh = restore_or_init(run, ckpt, source, log)
         mesh = run.mesh
         step_fn = jit_train_step(
@@ -605,6 +652,7 @@ def train(
         loop_state = dict(
             step=step, writer=writer, heldout=heldout, counters=counters, deadline=deadline
         )
+        loop_state["keeper"] = keeper
         state = _loop(run, ckpt, source, state, step_fn, eval_fn, peak, loop_state, log,
                       stop_after_steps)  # fmt: skip
     finally:
@@ -613,6 +661,8 @@ def train(
         ckpt.close()
         if writer:
             writer.close()
+        if keeper:
+            keeper.close()
     return state
 
 
@@ -653,9 +703,8 @@ def _loop(run, ckpt, source, state, step_fn, eval_fn, peak, ls, log, stop_after_
                         step, {f"data/{k}": v for k, v in ls["counters"].snapshot().items()}
                     )
             timer.reset(step)
-        if heldout and (step % t.eval_every == 0 or step == t.steps):
-            prefix = "final " if step == t.steps else ""
-            _log_eval(step, evaluate(eval_fn, state.params, heldout, mesh), log, writer, prefix)
+        if (heldout or ls["keeper"]) and (step % t.eval_every == 0 or step == t.steps):
+            _evaluate_and_gate(step, state.params, extra, eval_fn, mesh, ls, log, step == t.steps)
             peak.measure(1)  # a pause anyway: one more repetition, perhaps on a quieter machine
             timer.reset(step)
         stop = preempt.should_stop(step)
