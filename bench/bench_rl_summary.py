@@ -7,7 +7,8 @@ rl/loop.py on rl.task='summary_toy' (rl/summary_toy.py): each episode is two seg
 training row each; the fact (one of `--facts` ids) is in segment 0 only, the policy writes a
 2-token summary there, and segment 1 (summary only) answers with 2 tokens rewarded by how many
 name the fact. Both segments share the chain's reward and its group-relative advantage. Chance is
-1 / facts; the reward can rise above it only if summaries learn to keep the fact. Per step it
+1 / (facts + 5) (answers are sampled among the facts and the toy's 5 markers); the reward
+can rise above 1 / facts (one fixed guess) only if summaries learn to keep the fact. Per step it
 prints the mean reward and the fraction of summaries that kept the fact (from the rollout store's
 records), and writes the curve.
 
@@ -35,9 +36,18 @@ import numpy as np  # noqa: E402
 from configs import rl as rl_config  # noqa: E402
 from rl import loop  # noqa: E402
 from rl.store import RolloutStore  # noqa: E402
+from rl.summary_toy import vocab  # noqa: E402
 
 
-def toy_config(pool: int, facts: int, lr: float, seed: int):
+def toy_config(
+    pool: int,
+    facts: int,
+    lr: float,
+    seed: int,
+    temperature: float = 1.0,
+    kl_beta: float = 0.0,
+    group_size: int = 8,
+):
     c = rl_config.get_config()
     c.rl.update(
         task="summary_toy",
@@ -46,8 +56,10 @@ def toy_config(pool: int, facts: int, lr: float, seed: int):
         mode="threads",
         synchronous=True,  # each batch sampled with the params of its step: a clean curve
         segments_per_chain=2,
-        valid_vocab=facts,
         seed=seed,
+        temperature=temperature,  # sampling and the loss alike
+        kl_beta=kl_beta,  # > 0: k2 KL to the initial policy (keeps it exploring)
+        group_size=group_size,
     )
     c.rl.summary_toy.facts = facts
     c.train.lr = lr
@@ -68,7 +80,7 @@ def kept_per_step(workdir: str, history: list[dict]) -> list[float]:
     return out[: len(history)]
 
 
-def plot(history, kept, chance: float, path: str) -> None:
+def plot(history, kept, chance: float, blind: float, path: str) -> None:
     import matplotlib  # noqa: PLC0415
 
     matplotlib.use("Agg")
@@ -76,9 +88,16 @@ def plot(history, kept, chance: float, path: str) -> None:
 
     steps = [h["step"] for h in history]
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot(steps, [h["reward/mean"] for h in history], label="reward (answer names the fact)")
-    ax.plot(steps, kept, label="summaries that kept the fact")
-    ax.axhline(chance, color="gray", ls="--", label="chance")
+    for values, label, color in (
+        ([h["reward/mean"] for h in history], "reward (answer names the fact)", "C0"),
+        (kept, "summaries that kept the fact", "C1"),
+    ):
+        w = min(10, len(values))  # 10-step moving average over the faint per-step values
+        smooth = np.convolve(values, np.ones(w) / w, mode="valid")
+        ax.plot(steps, values, color=color, alpha=0.25, lw=0.8)
+        ax.plot(steps[w - 1 :], smooth, color=color, label=label)
+    ax.axhline(chance, color="gray", ls="--", label="chance (uniform answer)")
+    ax.axhline(blind, color="gray", ls=":", label="best answer without the fact")
     ax.set(xlabel="RL step", ylim=(0, 1.05), title="summary_toy: a fact carried across a summary")
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
@@ -133,26 +152,40 @@ def main() -> None:
     ap.add_argument("--facts", type=int, default=4)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--temperature", type=float, default=1.0)
+    ap.add_argument("--kl_beta", type=float, default=0.0)
+    ap.add_argument("--group_size", type=int, default=8)
     ap.add_argument("--workdir", default="/tmp/bench_rl_summary")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "rl_summary_curve.png"))
     args = ap.parse_args()
     shutil.rmtree(args.workdir, ignore_errors=True)
     t0 = time.time()
     out = loop.train(
-        toy_config(args.pool, args.facts, args.lr, args.seed), args.workdir, log=lambda s: None
+        toy_config(
+            args.pool,
+            args.facts,
+            args.lr,
+            args.seed,
+            args.temperature,
+            args.kl_beta,
+            args.group_size,
+        ),
+        args.workdir,
+        log=lambda s: None,
     )
     h = out["history"]
     kept = kept_per_step(args.workdir, h)
+    chance = 1 / vocab(args.facts)  # a uniformly sampled answer token names the fact
     for i in range(0, len(h), max(len(h) // 15, 1)):
         print(f"step {h[i]['step']:3d}  reward {h[i]['reward/mean']:.3f}  kept {kept[i]:.3f}")
     first = np.mean([x["reward/mean"] for x in h[:3]])
     last = np.mean([x["reward/mean"] for x in h[-3:]])
     print(
         f"{len(h)} steps in {time.time() - t0:.0f}s; reward {first:.3f} -> {last:.3f} "
-        f"(chance {1 / args.facts:.3f}); kept {np.mean(kept[:3]):.3f} -> {np.mean(kept[-3:]):.3f}; "
+        f"(chance {chance:.3f}, best without the fact {1 / args.facts:.3f}); kept {np.mean(kept[:3]):.3f} -> {np.mean(kept[-3:]):.3f}; "
         f"load {os.getloadavg()}"
     )
-    plot(h, kept, 1 / args.facts, args.out)
+    plot(h, kept, chance, 1 / args.facts, args.out)
     print(f"curve: {args.out}")
 
 
