@@ -15,7 +15,9 @@ credit only through the answer it makes possible, i.e. through the chain's share
 Each prompt ends with what the next tokens should copy (no closing markers): a first layout with
 the fact two tokens and four markers back (and the summary between markers in segment 1) did not
 learn in 240 steps at lr 3e-3 (bench/RESULTS.md): every segment collapsed onto one constant id,
-which scores 1 / facts and leaves GRPO no signal (all-fail and all-pass groups).
+which scores 1 / facts and leaves GRPO no signal (all-fail and all-pass groups). The policy is
+free to keep the fact in any code (the answer only has to decode it): bench/bench_rl_summary.py
+measures both the literal id and whether the fact is decodable from the summary.
 """
 
 from __future__ import annotations
