@@ -7,9 +7,11 @@ rl/loop.py on rl.task='summary_toy' (rl/summary_toy.py): each episode is two seg
 training row each; the fact (one of `--facts` ids) is in segment 0 only, the policy writes a
 2-token summary there, and segment 1 (summary only) answers with 2 tokens rewarded by how many
 name the fact. Both segments share the chain's reward and its group-relative advantage. Chance is
-1 / facts; the reward can rise above it only if summaries learn to keep the fact. Per step it
+1 / (facts + 5) (answers are sampled among the facts and the toy's 5 markers); the reward
+can rise above 1 / facts (one fixed guess) only if summaries learn to keep the fact. Per step it
 prints the mean reward and the fraction of summaries that kept the fact (from the rollout store's
-records), and writes the curve.
+records: the summary holds the fact's id, or the fact is decodable from it under whatever code
+the policy adopted), and writes the curve. `--report_only` redoes the report of a finished run.
 
     python bench/bench_rl_summary.py --reuse [--repeats 2]
 
@@ -22,6 +24,8 @@ segment prefilled whole (reuse_prefix=False), alternated; prefill seconds and to
 from __future__ import annotations
 
 import argparse
+import collections
+import json
 import os
 import shutil
 import sys
@@ -35,9 +39,18 @@ import numpy as np  # noqa: E402
 from configs import rl as rl_config  # noqa: E402
 from rl import loop  # noqa: E402
 from rl.store import RolloutStore  # noqa: E402
+from rl.summary_toy import vocab  # noqa: E402
 
 
-def toy_config(pool: int, facts: int, lr: float, seed: int):
+def toy_config(
+    pool: int,
+    facts: int,
+    lr: float,
+    seed: int,
+    temperature: float = 1.0,
+    kl_beta: float = 0.0,
+    group_size: int = 8,
+):
     c = rl_config.get_config()
     c.rl.update(
         task="summary_toy",
@@ -46,41 +59,69 @@ def toy_config(pool: int, facts: int, lr: float, seed: int):
         mode="threads",
         synchronous=True,  # each batch sampled with the params of its step: a clean curve
         segments_per_chain=2,
-        valid_vocab=facts,
         seed=seed,
+        temperature=temperature,  # sampling and the loss alike
+        kl_beta=kl_beta,  # > 0: k2 KL to the initial policy (keeps it exploring)
+        group_size=group_size,
     )
     c.rl.summary_toy.facts = facts
     c.train.lr = lr
     return c
 
 
-def kept_per_step(workdir: str, history: list[dict]) -> list[float]:
-    """Fraction of chains whose summary held the fact, per trained step (journal order)."""
-    import json  # noqa: PLC0415
-
+def curves(workdir: str) -> dict[str, list[float]]:
+    """Per trained step (journal order), from the rollout store: 'reward' (mean over the step's
+    chains), 'literal' (summaries holding the fact's own id) and 'decodable' (chains whose fact is
+    the most common fact among the chains of the 10 steps before that wrote the same summary; a
+    summary not seen there counts as a miss: the fact is recoverable from the summary, whatever
+    code the policy uses for it, by a decoder fitted on other episodes)."""
     store = RolloutStore(os.path.join(workdir, "rollouts"))
-    out = []
+    steps = []  # per step: [(fact, summary tuple, reward)] of its chains
     with open(os.path.join(workdir, "journal.jsonl")) as f:
         for line in f:
-            groups = json.loads(line)["groups"]
-            recs = [r for g in groups for r in store.get(g) if r["segment"] == 0]
-            out.append(float(np.mean([r["fact_kept"] for r in recs])))
-    return out[: len(history)]
+            recs = [r for g in json.loads(line)["groups"] for r in store.get(g)]
+            steps.append(
+                [
+                    (int(r["tokens"][1]), tuple(r["tokens"][r["mask"] > 0].tolist()), r["reward"])
+                    for r in recs
+                    if r["segment"] == 0  # segment 0's prompt is USER f f (rl/summary_toy.py)
+                ]
+            )
+    out = {"reward": [], "literal": [], "decodable": []}
+    for i, chains in enumerate(steps):
+        window = [c for cs in steps[max(i - 10, 0) : i] for c in cs]
+        by_summary = collections.defaultdict(collections.Counter)
+        for fact, summary, _ in window:
+            by_summary[summary][fact] += 1
+        best = {s: c.most_common(1)[0][0] for s, c in by_summary.items()}
+        out["reward"].append(float(np.mean([r for _, _, r in chains])))
+        out["literal"].append(float(np.mean([f in s for f, s, _ in chains])))
+        out["decodable"].append(float(np.mean([best.get(s) == f for f, s, _ in chains])))
+    return out
 
 
-def plot(history, kept, chance: float, path: str) -> None:
+def plot(c: dict, chance: float, blind: float, path: str) -> None:
     import matplotlib  # noqa: PLC0415
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
-    steps = [h["step"] for h in history]
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot(steps, [h["reward/mean"] for h in history], label="reward (answer names the fact)")
-    ax.plot(steps, kept, label="summaries that kept the fact")
-    ax.axhline(chance, color="gray", ls="--", label="chance")
+    steps = np.arange(1, len(c["reward"]) + 1)
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    for key, label, color in (
+        ("reward", "reward (answer names the fact)", "C0"),
+        ("decodable", "fact decodable from the summary", "C1"),
+        ("literal", "summary holds the fact's own id", "C2"),
+    ):
+        values = c[key]
+        w = min(10, len(values))  # 10-step moving average over the faint per-step values
+        smooth = np.convolve(values, np.ones(w) / w, mode="valid")
+        ax.plot(steps, values, color=color, alpha=0.2, lw=0.8)
+        ax.plot(steps[w - 1 :], smooth, color=color, label=label)
+    ax.axhline(chance, color="gray", ls="--", label="chance (uniform answer)")
+    ax.axhline(blind, color="gray", ls=":", label="best answer without the fact")
     ax.set(xlabel="RL step", ylim=(0, 1.05), title="summary_toy: a fact carried across a summary")
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="upper left", fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -114,12 +155,14 @@ def measure_reuse(repeats: int) -> None:
         for reuse in (True, False):
             out = play_episodes(eng, tok, tasks, reuse_prefix=reuse, **kw)
             st = out.stats
-            prefilled = sum(len(r.tokens) - r.policy_tokens for r in out.records)
+            # every context token the policy did not emit is prefilled, unless the rewind kept it
+            context = sum(len(r.tokens) - r.policy_tokens for r in out.records)
+            kept = st["prefix_reused_tokens"]
             print(
                 f"reuse={reuse!s:5}: {len(out.records)} segments, {st['segments_started']} "
                 f"boundaries, prefill {st['prefill_s']:.2f}s, decode {st['decode_s']:.2f}s, "
-                f"wall {st['wall_s']:.2f}s; prompt tokens {prefilled}, of them kept in cache "
-                f"{st['prefix_reused_tokens']}; load {os.getloadavg()[0]:.1f}"
+                f"wall {st['wall_s']:.2f}s; tokens prefilled {context - kept}, kept in cache "
+                f"{kept}; load {os.getloadavg()[0]:.1f}"
             )
 
 
@@ -133,27 +176,52 @@ def main() -> None:
     ap.add_argument("--facts", type=int, default=4)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--temperature", type=float, default=1.0)
+    ap.add_argument("--kl_beta", type=float, default=0.0)
+    ap.add_argument("--group_size", type=int, default=8)
     ap.add_argument("--workdir", default="/tmp/bench_rl_summary")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "rl_summary_curve.png"))
+    ap.add_argument("--report_only", action="store_true", help="curves of a finished --workdir")
     args = ap.parse_args()
+    if args.report_only:
+        report(args.workdir, args.facts, args.out, "(earlier run)")
+        return
     shutil.rmtree(args.workdir, ignore_errors=True)
     t0 = time.time()
-    out = loop.train(
-        toy_config(args.pool, args.facts, args.lr, args.seed), args.workdir, log=lambda s: None
+    loop.train(
+        toy_config(
+            args.pool,
+            args.facts,
+            args.lr,
+            args.seed,
+            args.temperature,
+            args.kl_beta,
+            args.group_size,
+        ),
+        args.workdir,
+        log=lambda s: None,
     )
-    h = out["history"]
-    kept = kept_per_step(args.workdir, h)
-    for i in range(0, len(h), max(len(h) // 15, 1)):
-        print(f"step {h[i]['step']:3d}  reward {h[i]['reward/mean']:.3f}  kept {kept[i]:.3f}")
-    first = np.mean([x["reward/mean"] for x in h[:3]])
-    last = np.mean([x["reward/mean"] for x in h[-3:]])
+    report(args.workdir, args.facts, args.out, f"{time.time() - t0:.0f}s")
+
+
+def report(workdir: str, facts: int, out_png: str, wall: str) -> None:
+    c = curves(workdir)
+    n = len(c["reward"])
+    for i in range(0, n, max(n // 12, 1)):
+        print(
+            f"step {i + 1:3d}  reward {c['reward'][i]:.3f}  decodable {c['decodable'][i]:.3f}  "
+            f"literal {c['literal'][i]:.3f}"
+        )
+    head = {k: np.mean(v[:10]) for k, v in c.items()}
+    tail = {k: np.mean(v[-10:]) for k, v in c.items()}
     print(
-        f"{len(h)} steps in {time.time() - t0:.0f}s; reward {first:.3f} -> {last:.3f} "
-        f"(chance {1 / args.facts:.3f}); kept {np.mean(kept[:3]):.3f} -> {np.mean(kept[-3:]):.3f}; "
-        f"load {os.getloadavg()}"
+        f"{n} steps in {wall}; first -> last 10 steps: reward {head['reward']:.3f} -> "
+        f"{tail['reward']:.3f}, decodable {head['decodable']:.3f} -> {tail['decodable']:.3f}, "
+        f"literal {head['literal']:.3f} -> {tail['literal']:.3f} (chance {1 / vocab(facts):.3f}, "
+        f"best without the fact {1 / facts:.3f}); load {os.getloadavg()}"
     )
-    plot(h, kept, 1 / args.facts, args.out)
-    print(f"curve: {args.out}")
+    plot(c, 1 / vocab(facts), 1 / facts, out_png)
+    print(f"curve: {out_png}")
 
 
 if __name__ == "__main__":

@@ -127,7 +127,7 @@ def get_config() -> ml_collections.ConfigDict:
     # `after` groups is skipped with probability `prob` (counted, never trained).
     # rl.task='summary_toy' (rl/summary_toy.py): a fact among `facts` ids is visible only before
     # a summary of summary_tokens; the answer (answer_tokens) after it is rewarded for naming it.
-    # Needs rl.valid_vocab = facts and rl.segments_per_chain = 2 (bench/bench_rl_summary.py).
+    # Needs rl.segments_per_chain = 2 (bench/bench_rl_summary.py); rl.valid_vocab is set to its ids.
     c.rl.summary_toy = ml_collections.ConfigDict(dict(facts=4, summary_tokens=2, answer_tokens=2))
     c.rl.curriculum = ml_collections.ConfigDict(dict(key="", after=0, prob=0.0))
     c.rl.reward = ml_collections.ConfigDict(dict(outcome="all_pass", malformed_penalty=0.5))

@@ -45,11 +45,15 @@ def resolve(config):
             f"rl.max_tokens = {rl.max_tokens} tokens (leave train.batch_size and train.seq_len "
             "to configs/rl.py)"
         )
-    if rl.task == "summary_toy" and (per_chain < 2 or rl.valid_vocab != rl.summary_toy.facts):
-        raise ConfigError(
-            f"rl.task=summary_toy: needs rl.segments_per_chain >= 2 (got {per_chain}) and "
-            f"rl.valid_vocab = rl.summary_toy.facts = {rl.summary_toy.facts} (got {rl.valid_vocab})"
-        )
+    if rl.task == "summary_toy":  # two segments a chain; samples and loss on the toy's ids
+        from rl.summary_toy import vocab  # noqa: PLC0415
+
+        if per_chain < 2 or rl.valid_vocab not in (0, vocab(rl.summary_toy.facts)):
+            raise ConfigError(
+                f"rl.task=summary_toy: needs rl.segments_per_chain >= 2 (got {per_chain}) and "
+                f"rl.valid_vocab 0 (set to {vocab(rl.summary_toy.facts)}), got {rl.valid_vocab}"
+            )
+        config.rl.valid_vocab = vocab(rl.summary_toy.facts)
     if rl.get("sampler_devices", 0) and rl.mode == "threads":
         # roles mapped to meshes in one process: samplers on the last N devices, the trainer on
         # the others (disjoint sets)

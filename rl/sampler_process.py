@@ -142,7 +142,7 @@ def make_sampler(rl, cfg, mesh=None, rules=None):
 
         t = rl.summary_toy
         return SummaryToySampler(
-            single, summary_tokens=t.summary_tokens, answer_tokens=t.answer_tokens
+            single, facts=t.facts, summary_tokens=t.summary_tokens, answer_tokens=t.answer_tokens
         )
     return single
 

@@ -2,13 +2,22 @@
 across a summary, and the fact is visible only before it. Each episode is a chain of two
 segments, each one training sequence, sharing one reward (rl/records.py, rl/batch.py):
 
-    segment 0:  <|user|> f f <|end|> <|assistant|> <|summary|>  s_1 .. s_K          (policy: s)
-    segment 1:  <|user|> <|summary|> s_1 .. s_K <|/summary|> <|end|> <|assistant|>  a_1 .. a_A
+    segment 0:  USER f f            s_1 .. s_K        (policy: the summary s)
+    segment 1:  SUMMARY s_1 .. s_K  a_1 .. a_A        (policy: the answer a)
 
-The fact f is one of `facts` ids, and so is every sampled token (rl.valid_vocab = facts). Reward
-= the fraction of answer tokens a_i equal to f. Segment 1 never sees f, only the summary: the
+The fact f is one of the ids 0 .. facts-1; the markers are the five ids after them, and every
+token is sampled from those facts + 5 ids (rl.valid_vocab, set by rl/loop.py: the training loss
+masks the same ids, and a target outside them would score -inf). Reward = the fraction of answer
+tokens a_i equal to f. Segment 1 never sees f, only the summary: the
 answer can beat chance (1 / facts) only by copying what the summary kept, and the summary earns
 credit only through the answer it makes possible, i.e. through the chain's shared advantage.
+
+Each prompt ends with what the next tokens should copy (no closing markers): a first layout with
+the fact two tokens and four markers back (and the summary between markers in segment 1) did not
+learn in 240 steps at lr 3e-3 (bench/RESULTS.md): every segment collapsed onto one constant id,
+which scores 1 / facts and leaves GRPO no signal (all-fail and all-pass groups). The policy is
+free to keep the fact in any code (the answer only has to decode it): bench/bench_rl_summary.py
+measures both the literal id and whether the fact is decodable from the summary.
 """
 
 from __future__ import annotations
@@ -17,11 +26,18 @@ import dataclasses
 
 import numpy as np
 
-from data.tokenizers import ByteTokenizer
+# ids facts .. facts + 4; the prompts use two: the others stay sampleable ids so that chance
+# (1 / (facts + 5)) is the first layout's, for comparison (bench/RESULTS.md)
+MARKERS = ("user", "end", "assistant", "summary", "/summary")
 
-_TOK = ByteTokenizer()  # its special ids as plain markers (the toy samples only ids < facts)
-USER, END, ASSISTANT = (_TOK.special_id(n) for n in ("user", "end", "assistant"))
-SUMMARY, END_SUMMARY = _TOK.special_id("summary"), _TOK.special_id("/summary")
+
+def vocab(facts: int) -> int:
+    """The ids the toy uses and samples from: the facts, then the markers."""
+    return facts + len(MARKERS)
+
+
+def _marker(facts: int, name: str) -> int:
+    return facts + MARKERS.index(name)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,12 +51,12 @@ def make_fact_task(seed: int, j: int, facts: int) -> FactTask:
     return FactTask(f"{j:06d}", int(rng.integers(facts)))
 
 
-def first_prompt(task: FactTask) -> list[int]:
-    return [USER, task.fact, task.fact, END, ASSISTANT, SUMMARY]
+def first_prompt(task: FactTask, facts: int) -> list[int]:
+    return [_marker(facts, "user"), task.fact, task.fact]
 
 
-def second_prompt(summary: list[int]) -> list[int]:
-    return [USER, SUMMARY, *summary, END_SUMMARY, END, ASSISTANT]
+def second_prompt(summary: list[int], facts: int) -> list[int]:
+    return [_marker(facts, "summary"), *summary]
 
 
 def chain_reward(answer, fact: int) -> float:
@@ -52,8 +68,8 @@ class SummaryToySampler:
     """`play(tasks, weights, seed)` (rl/samplers.py's contract): per task, `group_size` chains of
     two segments, generated on the single-turn sampler's engine path (`inner.generate`)."""
 
-    def __init__(self, inner, *, summary_tokens: int, answer_tokens: int):
-        self.inner, self.k, self.a = inner, summary_tokens, answer_tokens
+    def __init__(self, inner, *, facts: int, summary_tokens: int, answer_tokens: int):
+        self.inner, self.facts, self.k, self.a = inner, facts, summary_tokens, answer_tokens
 
     @property
     def swaps(self) -> int:
@@ -63,10 +79,10 @@ class SummaryToySampler:
         g = self.inner.group_size
         chains = [(t, i) for t in tasks for i in range(g)]
         gids = [t.task_id for t, _ in chains]
-        first_prompts = [first_prompt(t) for t, _ in chains]
+        first_prompts = [first_prompt(t, self.facts) for t, _ in chains]
         first = self.inner.generate(first_prompts, gids, weights, seed, max_new=self.k)
         summaries = [r["tokens"][r["mask"] > 0].tolist() for r in first]
-        prompts = [second_prompt(s) for s in summaries]
+        prompts = [second_prompt(s, self.facts) for s in summaries]
         second = self.inner.generate(prompts, gids, weights, seed + 1, max_new=self.a)
         groups: list[list[dict]] = [[] for _ in tasks]
         for n, ((task, i), r0, r1) in enumerate(zip(chains, first, second)):

@@ -249,3 +249,40 @@ def test_shipped_summary_traces_replay_segment_by_segment():
     assert [s["tokens"] for s in rec.all_segments()] == [
         render_messages(TOK, t["messages"])[0] for t in chain
     ]
+
+
+def test_summary_toy_chains_carry_only_the_summary_across():
+    """rl.task='summary_toy' (rl/summary_toy.py) on the tiny preset: two segments a chain, one
+    reward and one chain id on both, segment 1 holds segment 0's summary but never the fact."""
+    from configs import rl as rl_config
+    from rl import loop, sampler_process, summary_toy
+
+    c = rl_config.get_config()
+    c.rl.update(task="summary_toy", segments_per_chain=2, group_size=2)
+    c = loop.resolve(c)
+    facts = c.rl.summary_toy.facts
+    assert c.rl.valid_vocab == summary_toy.vocab(facts) and c.train.batch_size == 4 * 2 * 2
+    cfg = loop.model_config(c)
+    params = loop.initial_params(c, cfg)
+    weights = type("W", (), {"latest": lambda s: (params, 0), "poll": lambda s, v: None})()
+    sampler = sampler_process.make_sampler(c.rl, cfg)
+    tasks = [sampler_process.make_task(c.rl, j) for j in range(2)]
+    groups = sampler.play(tasks, weights, seed=0)
+    for task, group in zip(tasks, groups):
+        assert [(r["chain"], r["segment"]) for r in group] == [
+            (i, s) for i in range(2) for s in (0, 1)
+        ]
+        for r0, r1 in zip(group[::2], group[1::2]):
+            summary = r0["tokens"][r0["mask"] > 0].tolist()
+            answer = r1["tokens"][r1["mask"] > 0].tolist()
+            assert len(summary) == c.rl.summary_toy.summary_tokens
+            assert r1["tokens"][r1["mask"] == 0].tolist() == summary_toy.second_prompt(
+                summary, facts
+            )
+            assert task.fact in r0["tokens"][r0["mask"] == 0]
+            assert r0["reward"] == r1["reward"] == summary_toy.chain_reward(answer, task.fact)
+            assert max(summary + answer) < summary_toy.vocab(facts)
+    with pytest.raises(Exception, match="segments_per_chain >= 2"):
+        c2 = rl_config.get_config()
+        c2.rl.task = "summary_toy"
+        loop.resolve(c2)
