@@ -62,7 +62,7 @@ def _data_config(config):
 
 
 def nll_suite(ckpt, cfg, params, config, tok) -> dict:
-    from eval.nll import heldout_nll, resolve_shape  # pylint: disable=import-outside-toplevel
+    from eval.nll import heldout_nll, resolve_shape
 
     data_config = _data_config(config)
     e = config.eval.nll
@@ -190,7 +190,7 @@ def _suite_config(config, suite: str) -> dict:
     out = dict(e.get(suite).to_dict()) if suite in e else {}
     out.update(seed=e.seed, tokenizer=config.data.tokenizer)
     if suite == "nll":  # the shape actually evaluated (empty/0 fields are the stage's)
-        from eval.nll import resolve_shape  # pylint: disable=import-outside-toplevel
+        from eval.nll import resolve_shape
 
         data_config = _data_config(config)
         n = e.nll

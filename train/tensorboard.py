@@ -10,13 +10,33 @@ from __future__ import annotations
 
 import glob
 import os
+import sys
 import time
 
 import numpy as np
-from tensorboardX import summary
-from tensorboardX.event_file_writer import EventsWriter
-from tensorboardX.proto.event_pb2 import Event
-from tensorboardX.proto.summary_pb2 import Summary
+
+
+def _tensorboardx():
+    """(summary, EventsWriter, Event, Summary) from tensorboardX, imported on first use with torch
+    hidden: tensorboardX imports torch whenever it is installed (6-7 s and ~0.5 GB per process
+    measured here) only to accept torch tensors, which nothing here passes. A process that already
+    has torch keeps it; the hiding lasts only for this import."""
+    hide = "torch" not in sys.modules
+    if hide:
+        sys.modules["torch"] = None  # `import torch` raises ImportError, which tensorboardX handles
+    try:
+        from tensorboardX import summary
+        from tensorboardX.event_file_writer import (
+            EventsWriter,
+        )
+        from tensorboardX.proto.event_pb2 import Event
+        from tensorboardX.proto.summary_pb2 import (
+            Summary,
+        )
+    finally:
+        if hide:
+            del sys.modules["torch"]
+    return summary, EventsWriter, Event, Summary
 
 
 class SummaryWriter:
@@ -27,31 +47,34 @@ class SummaryWriter:
         os.makedirs(logdir, exist_ok=True)
         pattern = os.path.join(logdir, "events.out.tfevents.*")
         before = set(glob.glob(pattern))
-        self._events = EventsWriter(os.path.join(logdir, "events"), f".{os.getpid()}")
+        self._summary, events_writer, self._event, self._proto = _tensorboardx()
+        self._events = events_writer(os.path.join(logdir, "events"), f".{os.getpid()}")
         self._events.flush()  # the file and its version record exist before the first scalar
         (self.path,) = set(glob.glob(pattern)) - before
 
     def _write(self, step: int, summaries: list) -> None:
         values = [v for s in summaries for v in s.value]
-        event = Event(wall_time=time.time(), step=int(step), summary=Summary(value=values))
+        summary = self._proto(value=values)
+        event = self._event(wall_time=time.time(), step=int(step), summary=summary)
         self._events.write_event(event)
         self._events.flush()
 
     def scalars(self, step: int, values: dict) -> None:
         # Tags exactly as given ('pass@1', as in the reports): tensorboardX's summary.scalar
         # would rewrite characters outside [A-Za-z0-9_./-] ('pass_1'); TensorBoard takes any tag.
-        values = [Summary.Value(tag=tag, simple_value=float(v)) for tag, v in values.items()]
-        self._write(step, [Summary(value=values)])
+        values = [self._proto.Value(tag=tag, simple_value=float(v)) for tag, v in values.items()]
+        self._write(step, [self._proto(value=values)])
 
     def histogram(self, step: int, tag: str, values) -> None:
-        self._write(step, [summary.histogram(tag, np.asarray(values, np.float64), "auto")])
+        histogram = self._summary.histogram(tag, np.asarray(values, np.float64), "auto")
+        self._write(step, [histogram])
 
     def image(self, step: int, tag: str, png_path: str) -> None:
         """A PNG file (e.g. an eval plot) as an image summary."""
-        from matplotlib import image  # pylint: disable=import-outside-toplevel
+        from matplotlib import image
 
         pixels = image.imread(png_path)[..., :3]  # [H, W, 3] floats in [0, 1] (alpha dropped)
-        self._write(step, [summary.image(tag, pixels, dataformats="HWC")])
+        self._write(step, [self._summary.image(tag, pixels, dataformats="HWC")])
 
     def close(self) -> None:
         self._events.close()
@@ -61,10 +84,10 @@ def read_events(path: str) -> list[tuple[int, str, str, object]]:
     """(step, tag, kind, value) for every summary value in an event file, as TensorBoard's own
     loader presents them: kind 'scalars' (a float), 'images' ((height, width) of the encoded
     PNG) or 'histograms' (the number of samples)."""
-    from tensorboard.backend.event_processing.event_file_loader import (  # pylint: disable=import-outside-toplevel
+    from tensorboard.backend.event_processing.event_file_loader import (
         EventFileLoader,
     )
-    from tensorboard.util.tensor_util import make_ndarray  # pylint: disable=import-outside-toplevel
+    from tensorboard.util.tensor_util import make_ndarray
 
     out = []
     for event in EventFileLoader(path).Load():
