@@ -254,18 +254,11 @@ class CodingEnv:
         """A well-formed summary turn: close this segment and return the next one's context."""
         rec, tok = self._record, self.tok
         if not self._segments_left():  # a voluntary summary on the last segment: refused
-            obs = tools.truncate_to_budget(
-                tok, f"error: no segments left (max {self.summary.max_segments}); finish here", 64
-            )
-            ids = [tok.special_id("tool"), tok.special_id("tool_result"), *obs]
-            ids += [
-                tok.special_id("/tool_result"),
-                tok.special_id("end"),
-                tok.special_id("assistant"),
-            ]
             if rec.turns >= self.max_turns:
                 self._finish("turn_limit")
                 return [], True
+            why = f"error: no segments left (max {self.summary.max_segments}); finish here"
+            ids = self._observation_ids([why], terminated=True)
             rec.tokens += ids
             rec.mask += [0] * len(ids)
             return ids, False
