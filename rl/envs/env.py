@@ -57,9 +57,8 @@ class EpisodeRecord:
     tool_io_tokens: int  # tokens of emitted calls + tokens of tool observations
     malformed_calls: int
     malformed_turns: list[int]  # chain turn indices of turns with a malformed call or no <|end|>
-    turn_spans: list[
-        tuple[int, int]
-    ]  # [start, end) of each emitted turn of this segment in `tokens`
+    # [start, end) of each emitted turn of this segment in `tokens`
+    turn_spans: list[tuple[int, int]]
     # "submit" | "no_tool_call" | "malformed_streak" | "turn_limit" | "context_limit" | "no_summary"
     done_reason: str
     tests_passed: int = 0
