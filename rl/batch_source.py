@@ -127,7 +127,9 @@ def select(store, books: Books, rl, version: int):
 
 def episode_metrics(recs, stats, step_metrics, sync, dt):
     """Host scalars of one RL step: reward and its terms, pass and malformed rates, staleness,
-    throughput, weight-sync bytes."""
+    throughput, weight-sync bytes. Episode means count each chain once (its last segment's
+    record: rl/records.py); token counts take every record."""
+    rows, recs = recs, [r for r in recs if r.get("segment", 0) == r.get("segments", 1) - 1]
     rewards = np.array([r["reward"] for r in recs]) if recs else np.zeros(1)
     m = {k: float(v) for k, v in step_metrics.items()}
     m["reward/mean"] = float(rewards.mean())
@@ -140,16 +142,16 @@ def episode_metrics(recs, stats, step_metrics, sync, dt):
     m["pass_rate"] = float(np.mean([t == 1.0 for t in terms.get("outcome", [0.0])]))
     counts = [r.get("counts", {}).get("malformed_calls", 0) for r in recs]
     m["malformed_rate"] = float(np.mean([c > 0 for c in counts])) if counts else 0.0
-    m["episode_len"] = float(np.mean([len(r["tokens"]) for r in recs])) if recs else 0.0
     st = np.asarray(stats["staleness"] or [0])
     m.update({"staleness/max": float(st.max()), "staleness/mean": float(st.mean())})
     for b in range(4):
         m[f"staleness/hist_{b}"] = float(np.sum(st == b) if b < 3 else np.sum(st >= 3))
     m["zero_signal_groups"] = float(stats["zero_signal"])
-    pol = sum(int(np.sum(r["mask"])) for r in recs)
+    m["episode_len"] = float(np.mean([len(r["tokens"]) for r in rows])) if rows else 0.0
+    pol = sum(int(np.sum(r["mask"])) for r in rows)
     m["trained_tokens_per_s"] = pol / max(dt, 1e-9)
     # Each record carries its group's share of the play call's wall time: count it once per group.
-    shares = {r.get("group_id"): r.get("sample_seconds", 0.0) for r in recs}
+    shares = {r.get("group_id"): r.get("sample_seconds", 0.0) for r in rows}
     m["sampled_tokens_per_s"] = pol / max(sum(shares.values()), 1e-9)
     m["sync/bytes"], m["sync/seconds"] = float(sync["bytes"]), float(sync["seconds"])
     m["sync/fraction_of_full"] = sync["bytes"] / max(sync["full_bytes"], 1)  # 0: owns no shard

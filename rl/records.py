@@ -179,8 +179,5 @@ def _chain_fields(d: dict) -> dict:
     dict without 'sample' (no episode identity) is a chain of its own (rl/batch.py)."""
     if "sample" not in d:
         return {}
-    return {
-        "chain": int(d["sample"]),
-        "segment": int(d.get("segment", 0)),
-        "segments": int(d.get("segments", 1)),
-    }
+    values = (int(d["sample"]), int(d.get("segment", 0)), int(d.get("segments", 1)))
+    return dict(zip(CHAIN_FIELDS, values))

@@ -14,7 +14,8 @@ Modules: sandbox (bubblewrap confinement; rlimits only by opt-in), tools (strict
 env (token-level episodes, reward), tasks (Task, JSONL + files, grading: `Grade.score` is the
 reward, TAMPER_SCORE < 0 when `Grade.tampered`), harden + grader (tamper-resistant hidden-test
 runs), cgroups (per-episode memory/process/CPU/disk caps), taskgen (procedural
-tasks), verify (the gate), scripted (an oracle policy for smoke tests and benchmarks).
+tasks), verify (the gate), scripted (an oracle policy for smoke tests and benchmarks), summary
+(self-summarization: episodes longer than the context as chains of segments).
 """
 
 from rl.envs import cgroups
@@ -28,6 +29,7 @@ from rl.envs.sandbox import (
     require_isolation,
 )
 from rl.envs.scripted import OraclePolicy
+from rl.envs.summary import SummaryConfig
 from rl.envs.taskgen import TEMPLATES, generate_task, generate_tasks
 from rl.envs.tasks import (
     TAMPER_SCORE,
@@ -51,6 +53,7 @@ __all__ = [
     "RunResult",
     "Sandbox",
     "SandboxUnavailable",
+    "SummaryConfig",
     "TEMPLATES",
     "TOOL_SCHEMAS",
     "Task",

@@ -57,9 +57,8 @@ class EpisodeRecord:
     tool_io_tokens: int  # tokens of emitted calls + tokens of tool observations
     malformed_calls: int
     malformed_turns: list[int]  # chain turn indices of turns with a malformed call or no <|end|>
-    turn_spans: list[
-        tuple[int, int]
-    ]  # [start, end) of each emitted turn of this segment in `tokens`
+    # [start, end) of each emitted turn of this segment in `tokens`
+    turn_spans: list[tuple[int, int]]
     # "submit" | "no_tool_call" | "malformed_streak" | "turn_limit" | "context_limit" | "no_summary"
     done_reason: str
     tests_passed: int = 0
@@ -254,18 +253,11 @@ class CodingEnv:
         """A well-formed summary turn: close this segment and return the next one's context."""
         rec, tok = self._record, self.tok
         if not self._segments_left():  # a voluntary summary on the last segment: refused
-            obs = tools.truncate_to_budget(
-                tok, f"error: no segments left (max {self.summary.max_segments}); finish here", 64
-            )
-            ids = [tok.special_id("tool"), tok.special_id("tool_result"), *obs]
-            ids += [
-                tok.special_id("/tool_result"),
-                tok.special_id("end"),
-                tok.special_id("assistant"),
-            ]
             if rec.turns >= self.max_turns:
                 self._finish("turn_limit")
                 return [], True
+            why = f"error: no segments left (max {self.summary.max_segments}); finish here"
+            ids = self._observation_ids([why], terminated=True)
             rec.tokens += ids
             rec.mask += [0] * len(ids)
             return ids, False
