@@ -177,9 +177,17 @@ def run_cycle(config, workdir: str, log=print) -> dict:
 
         config = config.copy_and_resolve_references()
         config.rl.valid_vocab = load_tokenizer(config.data.tokenizer).vocab_size
+    from eval.promotion import no_regression, parse_gates  # pylint: disable=import-outside-toplevel
+    from train.sharding import ConfigError  # pylint: disable=import-outside-toplevel
+
     state = load_state(config, workdir)
     if not state["base_dir"]:
-        raise ValueError("realtime.params: the served base export is not set (first cycle)")
+        raise ConfigError("realtime.params: the served base export is not set (first cycle)")
+    try:  # checked before any training
+        gates = parse_gates(rt.gates)
+        fbk.advantages([], rt.baseline)
+    except ValueError as e:
+        raise ConfigError(f"realtime: {e}") from None
     log_dir, store = serve_paths(rt, workdir)
     n = state["cycle"]
     cycle_dir = os.path.join(workdir, "realtime", f"cycle_{n:04d}")
@@ -202,9 +210,6 @@ def run_cycle(config, workdir: str, log=print) -> dict:
     )
     candidate = os.path.join(cycle_dir, "candidate")
     save_params(candidate, cfg, params)
-    from eval.promotion import no_regression, parse_gates  # pylint: disable=import-outside-toplevel
-
-    gates = parse_gates(rt.gates)
     base_m = state.get("base_metrics") or evaluate(
         config, state["base_dir"], os.path.join(cycle_dir, "eval_base"), log
     )

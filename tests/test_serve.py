@@ -215,6 +215,7 @@ def test_models_health_metrics_and_malformed_json(served):
                  "serve_params_version", 'serve_request_latency_seconds{quantile="0.99"}'):  # fmt: skip
         assert name in metrics
     assert 'endpoint="/v1/chat/completions",status="200"' in metrics
+    assert 'endpoint="/v1/completions",status="200"' in metrics
 
 
 def replay(cfg, params0, params1, prompt, head, max_new):
