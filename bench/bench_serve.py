@@ -11,8 +11,10 @@ request when the previous one is answered. Ours: the `openai` client against uvi
 (server in this process, --slots slots). Baseline: the same clients hand their requests to one
 worker thread that runs `DeepseekV3ForCausalLM.generate` per request (weights: the JAX params
 written with model.save_hf_checkpoint and read by transformers); a request's latency includes its
-wait in that queue. Both sides warm up first (compilation, allocator). Prints requests/s, p50/p99
-latency and mean completion tokens per level, with the load average.
+wait in that queue. Both sides warm up at each level first (c requests: compilation of the
+buckets that level meets, allocator). Prints requests/s, completion tokens/s, p50/p99 latency and
+mean completion tokens per level (the server stops at <|end|>/<|eos|>, the baseline runs to
+--new_tokens), with the load average.
 
 Hot swap: at --levels' largest level, a new version is published and promoted to the weight store
 in the middle of the run; every request must complete, and the versions the responses report
@@ -73,6 +75,7 @@ def closed_loop(send, prompts, clients: int) -> dict:
     wall = time.perf_counter() - t0
     return dict(
         rps=len(lat) / wall,
+        tps=sum(toks) / wall,
         p50=float(np.percentile(lat, 50)) if lat else float("nan"),
         p99=float(np.percentile(lat, 99)) if lat else float("nan"),
         tokens=float(np.mean(toks)) if toks else 0.0,
@@ -171,19 +174,23 @@ def main():
     print(
         f"small preset, prompt {args.prompt_len} + {args.new_tokens} new tokens, greedy; {load()}"
     )
-    for send in sides.values():  # warm-up: compile the buckets every level meets
-        closed_loop(send, prompts(max(levels)), max(levels))
-        closed_loop(send, prompts(2), 1)
     for c, n in zip(levels, counts):
         for name, send in sides.items():
+            closed_loop(send, prompts(c), c)  # warm-up: compiles the buckets this level meets
             r = closed_loop(send, prompts(n), c)
             print(
-                f"  c={c:2d} {name:17s} {r['rps']:6.2f} req/s  p50 {r['p50']:6.2f} s  p99 "
+                f"  c={c:2d} {name:17s} {r['rps']:6.2f} req/s {r['tps']:7.1f} tok/s  p50 "
+                f"{r['p50']:6.2f} s  p99 "
                 f"{r['p99']:6.2f} s  {r['tokens']:.1f} tok/req  {r['done']}/{n} done  ({load()})",
                 flush=True,
             )
     hot_swap(
-        cfg, send, server, os.path.join(root, "weights"), prompts(2 * max(levels)), max(levels)
+        cfg,
+        sides["server"],
+        server,
+        os.path.join(root, "weights"),
+        prompts(2 * max(levels)),
+        max(levels),
     )
     server.loop.stop()
 

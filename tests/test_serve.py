@@ -40,7 +40,7 @@ STOPS = [TOK.special_id("end"), TOK.eos_id]
 def serve_block(**kw):
     base = dict(
         model_name=MODEL, tokenizer="byte", slots=4, cache_len=256, min_bucket=16,
-        temperature=0.0, seed=0, max_new_tokens=12, speculative_k=0, stream_every=4,
+        temperature=0.0, seed=0, max_new_tokens=12, speculative_k=2, stream_every=4,
         log_max_bytes=1 << 20,
     )  # fmt: skip
     return ml_collections.ConfigDict(dict(base, **kw))
@@ -220,7 +220,8 @@ def test_models_health_metrics_and_malformed_json(served):
 
 def replay(cfg, params0, params1, prompt, head, max_new):
     """A swap from params0 to params1 after the tokens `head` (teacher-forced under params0),
-    on a fresh engine: the request's expected tokens."""
+    on a fresh plain engine (greedy speculative decoding emits exactly the plain greedy tokens;
+    a plain step emits one token per iteration, so the swap lands after exactly len(head))."""
     engine = RolloutEngine(cfg, params0, slots=1, cache_len=256, temperature=0.0,
                            valid_vocab=TOK.vocab_size, stop_width=2)  # fmt: skip
     engine.submit(0, prompt, max_new=max_new, stop_tokens=STOPS, forced=head)
