@@ -21,7 +21,7 @@ import pytest
 
 from configs import realtime as realtime_config
 from data.tokenizers import ByteTokenizer
-from eval.promotion import no_regression, parse_gates
+from eval.promotion import gate_check, no_regression, parse_gates, suite_metrics
 from model import Transformer, init_params, presets
 from model.export import load_params, save_params
 from rl import feedback as fbk
@@ -45,6 +45,12 @@ def cycle_config(base_dir: str, lr: float):
     c.train.update(batch_size=8, lr=lr, log_every=100)
     c.eval.nll.update(context_lengths="32", batch_size=8, batches=2)
     return c
+
+
+def cycle(config, workdir: str) -> dict:
+    """One cycle, wired as main.py wires it (the eval suites and the gate come from eval/)."""
+    check = gate_check(config.realtime.gates)
+    return run_cycle(config, workdir, evaluate=suite_metrics, check=check, log=lambda _: None)
 
 
 def ascii_share(ids) -> float:
@@ -114,7 +120,7 @@ def test_cycle_promotes_what_users_favour_and_refuses_a_regression(tmp_path):
     client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="-", max_retries=0)
     try:
         ids = play(client, 32, 0)
-        report = run_cycle(cycle_config(base_dir, lr=6e-3), work, log=lambda _: None)
+        report = cycle(cycle_config(base_dir, lr=6e-3), work)
         assert report["decision"] == "promoted", report["why"]
         assert report["data"]["signals"] == 32 and report["rewards"]["n"] == 32
         assert report["version"] == 1 and Promotions(os.path.join(work, "weights")).latest() == 1
@@ -127,7 +133,7 @@ def test_cycle_promotes_what_users_favour_and_refuses_a_regression(tmp_path):
         assert after > before + 0.02, (before, after)
 
         play(client, 8, 100)  # new signals for the next cycle, served by version 1
-        bad = run_cycle(cycle_config(base_dir, lr=1.0), work, log=lambda _: None)
+        bad = cycle(cycle_config(base_dir, lr=1.0), work)
         assert bad["decision"] == "refused" and "nll/nll@32" in bad["why"]
         assert bad["base_version"] == 1 and bad["eval"]["deltas"]["nll/nll@32"] > 1.0
         assert Promotions(os.path.join(work, "weights")).latest() == 1
