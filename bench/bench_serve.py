@@ -11,7 +11,8 @@ request when the previous one is answered. Ours: the `openai` client against uvi
 (server in this process, --slots slots). Baseline: the same clients hand their requests to one
 worker thread that runs `DeepseekV3ForCausalLM.generate` per request (weights: the JAX params
 written with model.save_hf_checkpoint and read by transformers); a request's latency includes its
-wait in that queue. Both sides warm up at each level first (c requests: compilation of the
+wait in that queue. The server's engine compiles every prefill row bucket first (`warm`), and
+both sides warm up at each level (c requests: compilation of the
 buckets that level meets, allocator). Prints requests/s, completion tokens/s, p50/p99 latency and
 mean completion tokens per level (the server stops at <|end|>/<|eos|>, the baseline runs to
 --new_tokens), with the load average.
@@ -108,6 +109,7 @@ def start_server(cfg, params, args, root: str):
         )  # fmt: skip
     )
     server = build(block, cfg, params, ByteTokenizer(), log_dir=os.path.join(root, "log"))
+    warm(server.loop.engine, args)
     server.loop.start()
     store = os.path.join(root, "weights")
     PromotedFollower(store, server.loop, poll_s=0.1, log=lambda _: None).start()
@@ -119,6 +121,20 @@ def start_server(cfg, params, args, root: str):
         return r.usage.completion_tokens, r.model_extra["params_versions"]
 
     return send, server
+
+
+def warm(engine, args) -> None:
+    """Compiles the programs any arrival pattern meets before timing: a prefill for every row
+    bucket R (requests arriving together are prefilled together) and the decode loop. Under a
+    closed loop arrivals stagger, and a program first met mid-run costs seconds of compilation."""
+    for r in engine.r_buckets:
+        for i in range(r):
+            engine.submit(("warm", r, i), [1] * args.prompt_len, max_new=args.new_tokens)
+        done = 0
+        while done < r:
+            for turn in engine.step():
+                engine.finish(turn.request)
+                done += 1
 
 
 def hf_sender(folder: str, new_tokens: int):

@@ -195,6 +195,7 @@ def test_feedback_is_logged_and_unknown_id_is_404(served):
         (dict(tools=[{"type": "function", "function": {"name": "a b"}}]), openai.BadRequestError, "name"),
         (dict(temperature=0.7), openai.BadRequestError, "temperature"),
         (dict(max_tokens=0), openai.BadRequestError, "max_tokens"),
+        (dict(top_p=0.5), openai.BadRequestError, "top_p"),
     ],
 )  # fmt: skip
 def test_bad_requests_get_openai_errors(served, kwargs, error, text):
