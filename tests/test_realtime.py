@@ -28,7 +28,7 @@ from rl import feedback as fbk
 from rl.realtime import run_cycle
 from rl.serve.app import make_app
 from rl.serve.follow import PromotedFollower
-from rl.serve.interaction_log import read_log
+from rl.serve.interaction_log import InteractionLog, end_positions, read_log
 from rl.serve.server import build, start_http
 from rl.weight_store import Promotions
 
@@ -147,7 +147,7 @@ def test_cycle_promotes_what_users_favour_and_refuses_a_regression(tmp_path):
         server.loop.stop()
 
 
-def test_reward_mapping_and_staleness(tmp_path):
+def test_reward_mapping():
     m = realtime_config.get_config().realtime.reward
     assert fbk.signal_reward({"signal": "accepted"}, "", m) == 1.0
     assert fbk.signal_reward({"signal": "rating", "rating": 1}, "", m) == -1.0
@@ -157,6 +157,33 @@ def test_reward_mapping_and_staleness(tmp_path):
     np.testing.assert_allclose(fbk.advantages([1.0, -1.0, 0.0], "cycle"), [1.0, -1.0, 0.0])
     with pytest.raises(ValueError, match="baseline"):
         fbk.advantages([1.0], "group")
+
+
+def test_staleness_rule_orphans_and_cursor(tmp_path):
+    """Hand-written log records (the loop's mechanics): a response 5 versions behind the base is
+    dropped (max_staleness 4), one 4 behind is trained; feedback for an id the log lacks is
+    counted; the latest signal for a response wins; the cursor excludes older feedback."""
+    log = InteractionLog(str(tmp_path))
+
+    def exchange(rid, version):
+        n = 3  # 2 prompt + 1 completion token
+        log.append({"kind": "exchange", "id": rid, "prompt_len": 2, "tokens": [1, 2, 3],
+                    "logprobs": [0, 0, -1.0], "versions": [-1, -1, version],
+                    "experts": [[[0, 1]] * n], "completion_text": "x"})  # fmt: skip
+
+    exchange("old", 1)
+    exchange("ok", 2)
+    log.append({"kind": "feedback", "response_id": "ok", "signal": "rejected"})
+    cursor = end_positions(str(tmp_path))
+    for rid in ("old", "ok", "ghost"):
+        log.append({"kind": "feedback", "response_id": rid, "signal": "accepted"})
+    rt = realtime_config.get_config().realtime
+    records, stats = fbk.training_records(
+        str(tmp_path), cursor, end_positions(str(tmp_path)), base_version=6, rt=rt, max_tokens=8
+    )
+    assert [r["id"] for r in records] == ["ok"] and records[0]["reward"] == 1.0
+    assert (stats["stale"], stats["orphan"], stats["signals"]) == (1, 1, 3)
+    assert records[0]["staleness"] == 4 and records[0]["mask"].tolist() == [0, 0, 1]
 
 
 def test_gates_fail_closed():
