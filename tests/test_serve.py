@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import os
+import subprocess
+import sys
 import threading
 import urllib.error
 import urllib.request
@@ -271,3 +274,20 @@ def test_hot_swap_mid_stream_drops_and_corrupts_nothing(served, tiny):
         want = replay(cfg, params0, params1, rec["tokens"][:plen], got[:n0], len(got))
         assert got == want  # the exact tokens of a swap at that point: nothing corrupted
     assert json.loads(http(served["port"], "/health")[1])["params_version"] == 1
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--mode=serve", "--params=/nonexistent/params"], "error: --params=/nonexistent/params"),
+        (["--mode=rl", "--config=configs/realtime.py"], "config error: realtime.params"),
+    ],
+)
+def test_cli_bad_input_is_one_line(args, expected, tmp_path):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run(
+        [sys.executable, "main.py", *args, f"--workdir={tmp_path}"],
+        cwd=root, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    lines = [line for line in out.stderr.splitlines() if "error: " in line]
+    assert out.returncode == 2 and len(lines) == 1 and expected in lines[0], out.stderr[-2000:]
