@@ -121,9 +121,15 @@ def _run(config):
         )
     _init_distributed()
     if _MODE.value == "rl" and "realtime" in config:  # configs/realtime.py: one feedback cycle
+        from eval import promotion  # pylint: disable=import-outside-toplevel
         from rl import realtime  # pylint: disable=import-outside-toplevel
+        from train.sharding import ConfigError  # pylint: disable=import-outside-toplevel
 
-        realtime.main(config, _WORKDIR.value)
+        try:
+            check = promotion.gate_check(config.realtime.gates)
+        except ValueError as e:
+            raise ConfigError(f"realtime.gates: {e}") from None
+        realtime.main(config, _WORKDIR.value, evaluate=promotion.suite_metrics, check=check)
     elif _MODE.value == "rl":  # configs/rl.py: the same trainer with the RL loss and batch source
         from rl import loop as rl_loop  # pylint: disable=import-outside-toplevel
 

@@ -2,6 +2,7 @@
 
     gates = parse_gates("nll/nll@128:min:0.02,agentic/pass_rate:max:0")
     ok, deltas, reasons = no_regression(baseline_metrics, candidate_metrics, gates)
+    metrics = suite_metrics(config, export_dir, out_dir)   # the eval suites -> '<suite>/<metric>'
 
 A gate is `<metric>:<min|max>:<tolerance>`: for 'min' metrics (lower is better) the candidate
 regresses when candidate - baseline > tolerance, for 'max' metrics when baseline - candidate >
@@ -11,6 +12,7 @@ regression (fail closed: nothing is promoted on a metric nobody measured).
 
 from __future__ import annotations
 
+import functools
 import math
 
 
@@ -45,3 +47,23 @@ def no_regression(baseline: dict, candidate: dict, gates: dict[str, tuple[str, f
                 f"tolerance {tol:g}"
             )
     return not reasons, deltas, reasons
+
+
+def suite_metrics(config, ckpt: str, out_root: str, log=print) -> dict:
+    """config.eval.suites (eval/run.py) on one export -> {'<suite>/<metric>': value}; reports
+    are written under out_root."""
+    from data.tokenizers import load_tokenizer  # pylint: disable=import-outside-toplevel
+    from eval.run import evaluate_checkpoint, names  # pylint: disable=import-outside-toplevel
+
+    tok = load_tokenizer(config.data.tokenizer)
+    reports = evaluate_checkpoint(ckpt, config, names(config.eval.suites), tok, out_root, log)
+    return {f"{s}/{k}": float(v) for s, r in reports.items() for k, v in r["metrics"].items()}
+
+
+def gate_check(text: str):
+    """check(baseline, candidate) -> no_regression's result under the gates `text`."""
+    return functools.partial(_check, gates=parse_gates(text))
+
+
+def _check(baseline: dict, candidate: dict, *, gates):
+    return no_regression(baseline, candidate, gates)

@@ -129,16 +129,6 @@ def _train(config, records, adv, base_dir: str, train_dir: str, log) -> dict:
     return run.cfg, jax.device_get(state.params)
 
 
-def evaluate(config, ckpt: str, out_root: str, log) -> dict:
-    """The eval suites (eval/run.py) on one export -> {'<suite>/<metric>': value}."""
-    from data.tokenizers import load_tokenizer  # pylint: disable=import-outside-toplevel
-    from eval.run import evaluate_checkpoint, names  # pylint: disable=import-outside-toplevel
-
-    tok = load_tokenizer(config.data.tokenizer)
-    reports = evaluate_checkpoint(ckpt, config, names(config.eval.suites), tok, out_root, log)
-    return {f"{s}/{k}": float(v) for s, r in reports.items() for k, v in r["metrics"].items()}
-
-
 def _publish(store: str, cfg_params, version: int, note: dict) -> None:
     from rl.weight_store import Promotions, WeightWriter  # pylint: disable=import-outside-toplevel
 
@@ -166,8 +156,12 @@ def reward_stats(records) -> dict:
                 max=float(r.max()), staleness_max=int(st.max()), staleness_mean=float(st.mean()))  # fmt: skip
 
 
-def run_cycle(config, workdir: str, log=print) -> dict:
-    """One cycle (see the module docstring) -> its report (also written as JSON)."""
+def run_cycle(config, workdir: str, *, evaluate, check, log=print) -> dict:
+    """One cycle (see the module docstring) -> its report (also written as JSON).
+    evaluate(config, export dir, out dir, log) -> {metric: value} (eval/promotion.py
+    `suite_metrics`: the eval suites); check(base metrics, candidate metrics) -> (ok, deltas,
+    reasons) (eval/promotion.py `no_regression` with the parsed realtime.gates). Injected by
+    main.py: rl/ does not import eval/ (eval uses rl)."""
     from model.export import save_params  # pylint: disable=import-outside-toplevel
     from rl.serve.server import serve_paths  # pylint: disable=import-outside-toplevel
 
@@ -177,9 +171,15 @@ def run_cycle(config, workdir: str, log=print) -> dict:
 
         config = config.copy_and_resolve_references()
         config.rl.valid_vocab = load_tokenizer(config.data.tokenizer).vocab_size
+    from train.sharding import ConfigError  # pylint: disable=import-outside-toplevel
+
     state = load_state(config, workdir)
     if not state["base_dir"]:
-        raise ValueError("realtime.params: the served base export is not set (first cycle)")
+        raise ConfigError("realtime.params: the served base export is not set (first cycle)")
+    try:  # checked before any training
+        fbk.advantages([], rt.baseline)
+    except ValueError as e:
+        raise ConfigError(f"realtime: {e}") from None
     log_dir, store = serve_paths(rt, workdir)
     n = state["cycle"]
     cycle_dir = os.path.join(workdir, "realtime", f"cycle_{n:04d}")
@@ -202,25 +202,22 @@ def run_cycle(config, workdir: str, log=print) -> dict:
     )
     candidate = os.path.join(cycle_dir, "candidate")
     save_params(candidate, cfg, params)
-    from eval.promotion import no_regression, parse_gates  # pylint: disable=import-outside-toplevel
-
-    gates = parse_gates(rt.gates)
     base_m = state.get("base_metrics") or evaluate(
         config, state["base_dir"], os.path.join(cycle_dir, "eval_base"), log
     )
     cand_m = evaluate(config, candidate, os.path.join(cycle_dir, "eval_candidate"), log)
-    ok, deltas, reasons = no_regression(base_m, cand_m, gates)
+    ok, deltas, reasons = check(base_m, cand_m)
     report.update(
         eval=dict(
             base=base_m,
             candidate=cand_m,
             deltas=deltas,
-            gates={k: list(v) for k, v in gates.items()},
+            gates=rt.gates,
         )
     )
     if ok:
         version = _next_version(store, state["base_version"])
-        why = f"no gated metric regressed beyond its tolerance ({', '.join(gates)})"
+        why = f"no gated metric regressed beyond its tolerance ({rt.gates})"
         _publish(store, params, version, {"cycle": n, "why": why})
         state.update(base_dir=candidate, base_version=version, base_metrics=cand_m)
         report.update(decision="promoted", version=version, why=why)
@@ -240,6 +237,6 @@ def _finish(report, state, end, workdir, cycle_dir, t0, log, *, advance: bool) -
     return report
 
 
-def main(config, workdir: str) -> None:
+def main(config, workdir: str, *, evaluate, check) -> None:
     """--mode=rl with configs/realtime.py: one cycle (run it on a schedule, e.g. every 5 hours)."""
-    run_cycle(config, workdir)
+    run_cycle(config, workdir, evaluate=evaluate, check=check)

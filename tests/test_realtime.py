@@ -21,14 +21,14 @@ import pytest
 
 from configs import realtime as realtime_config
 from data.tokenizers import ByteTokenizer
-from eval.promotion import no_regression, parse_gates
+from eval.promotion import gate_check, no_regression, parse_gates, suite_metrics
 from model import Transformer, init_params, presets
 from model.export import load_params, save_params
 from rl import feedback as fbk
 from rl.realtime import run_cycle
 from rl.serve.app import make_app
 from rl.serve.follow import PromotedFollower
-from rl.serve.interaction_log import read_log
+from rl.serve.interaction_log import InteractionLog, end_positions, read_log
 from rl.serve.server import build, start_http
 from rl.weight_store import Promotions
 
@@ -45,6 +45,12 @@ def cycle_config(base_dir: str, lr: float):
     c.train.update(batch_size=8, lr=lr, log_every=100)
     c.eval.nll.update(context_lengths="32", batch_size=8, batches=2)
     return c
+
+
+def cycle(config, workdir: str) -> dict:
+    """One cycle, wired as main.py wires it (the eval suites and the gate come from eval/)."""
+    check = gate_check(config.realtime.gates)
+    return run_cycle(config, workdir, evaluate=suite_metrics, check=check, log=lambda _: None)
 
 
 def ascii_share(ids) -> float:
@@ -114,7 +120,7 @@ def test_cycle_promotes_what_users_favour_and_refuses_a_regression(tmp_path):
     client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="-", max_retries=0)
     try:
         ids = play(client, 32, 0)
-        report = run_cycle(cycle_config(base_dir, lr=6e-3), work, log=lambda _: None)
+        report = cycle(cycle_config(base_dir, lr=6e-3), work)
         assert report["decision"] == "promoted", report["why"]
         assert report["data"]["signals"] == 32 and report["rewards"]["n"] == 32
         assert report["version"] == 1 and Promotions(os.path.join(work, "weights")).latest() == 1
@@ -127,7 +133,7 @@ def test_cycle_promotes_what_users_favour_and_refuses_a_regression(tmp_path):
         assert after > before + 0.02, (before, after)
 
         play(client, 8, 100)  # new signals for the next cycle, served by version 1
-        bad = run_cycle(cycle_config(base_dir, lr=1.0), work, log=lambda _: None)
+        bad = cycle(cycle_config(base_dir, lr=1.0), work)
         assert bad["decision"] == "refused" and "nll/nll@32" in bad["why"]
         assert bad["base_version"] == 1 and bad["eval"]["deltas"]["nll/nll@32"] > 1.0
         assert Promotions(os.path.join(work, "weights")).latest() == 1
@@ -141,7 +147,7 @@ def test_cycle_promotes_what_users_favour_and_refuses_a_regression(tmp_path):
         server.loop.stop()
 
 
-def test_reward_mapping_and_staleness(tmp_path):
+def test_reward_mapping():
     m = realtime_config.get_config().realtime.reward
     assert fbk.signal_reward({"signal": "accepted"}, "", m) == 1.0
     assert fbk.signal_reward({"signal": "rating", "rating": 1}, "", m) == -1.0
@@ -151,6 +157,33 @@ def test_reward_mapping_and_staleness(tmp_path):
     np.testing.assert_allclose(fbk.advantages([1.0, -1.0, 0.0], "cycle"), [1.0, -1.0, 0.0])
     with pytest.raises(ValueError, match="baseline"):
         fbk.advantages([1.0], "group")
+
+
+def test_staleness_rule_orphans_and_cursor(tmp_path):
+    """Hand-written log records (the loop's mechanics): a response 5 versions behind the base is
+    dropped (max_staleness 4), one 4 behind is trained; feedback for an id the log lacks is
+    counted; the latest signal for a response wins; the cursor excludes older feedback."""
+    log = InteractionLog(str(tmp_path))
+
+    def exchange(rid, version):
+        n = 3  # 2 prompt + 1 completion token
+        log.append({"kind": "exchange", "id": rid, "prompt_len": 2, "tokens": [1, 2, 3],
+                    "logprobs": [0, 0, -1.0], "versions": [-1, -1, version],
+                    "experts": [[[0, 1]] * n], "completion_text": "x"})  # fmt: skip
+
+    exchange("old", 1)
+    exchange("ok", 2)
+    log.append({"kind": "feedback", "response_id": "ok", "signal": "rejected"})
+    cursor = end_positions(str(tmp_path))
+    for rid in ("old", "ok", "ghost"):
+        log.append({"kind": "feedback", "response_id": rid, "signal": "accepted"})
+    rt = realtime_config.get_config().realtime
+    records, stats = fbk.training_records(
+        str(tmp_path), cursor, end_positions(str(tmp_path)), base_version=6, rt=rt, max_tokens=8
+    )
+    assert [r["id"] for r in records] == ["ok"] and records[0]["reward"] == 1.0
+    assert (stats["stale"], stats["orphan"], stats["signals"]) == (1, 1, 3)
+    assert records[0]["staleness"] == 4 and records[0]["mask"].tolist() == [0, 0, 1]
 
 
 def test_gates_fail_closed():

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import os
+import subprocess
+import sys
 import threading
 import urllib.error
 import urllib.request
@@ -40,7 +43,7 @@ STOPS = [TOK.special_id("end"), TOK.eos_id]
 def serve_block(**kw):
     base = dict(
         model_name=MODEL, tokenizer="byte", slots=4, cache_len=256, min_bucket=16,
-        temperature=0.0, seed=0, max_new_tokens=12, speculative_k=0, stream_every=4,
+        temperature=0.0, seed=0, max_new_tokens=12, speculative_k=2, stream_every=4,
         log_max_bytes=1 << 20,
     )  # fmt: skip
     return ml_collections.ConfigDict(dict(base, **kw))
@@ -195,6 +198,7 @@ def test_feedback_is_logged_and_unknown_id_is_404(served):
         (dict(tools=[{"type": "function", "function": {"name": "a b"}}]), openai.BadRequestError, "name"),
         (dict(temperature=0.7), openai.BadRequestError, "temperature"),
         (dict(max_tokens=0), openai.BadRequestError, "max_tokens"),
+        (dict(top_p=0.5), openai.BadRequestError, "top_p"),
     ],
 )  # fmt: skip
 def test_bad_requests_get_openai_errors(served, kwargs, error, text):
@@ -215,11 +219,13 @@ def test_models_health_metrics_and_malformed_json(served):
                  "serve_params_version", 'serve_request_latency_seconds{quantile="0.99"}'):  # fmt: skip
         assert name in metrics
     assert 'endpoint="/v1/chat/completions",status="200"' in metrics
+    assert 'endpoint="/v1/completions",status="200"' in metrics
 
 
 def replay(cfg, params0, params1, prompt, head, max_new):
     """A swap from params0 to params1 after the tokens `head` (teacher-forced under params0),
-    on a fresh engine: the request's expected tokens."""
+    on a fresh plain engine (greedy speculative decoding emits exactly the plain greedy tokens;
+    a plain step emits one token per iteration, so the swap lands after exactly len(head))."""
     engine = RolloutEngine(cfg, params0, slots=1, cache_len=256, temperature=0.0,
                            valid_vocab=TOK.vocab_size, stop_width=2)  # fmt: skip
     engine.submit(0, prompt, max_new=max_new, stop_tokens=STOPS, forced=head)
@@ -268,3 +274,20 @@ def test_hot_swap_mid_stream_drops_and_corrupts_nothing(served, tiny):
         want = replay(cfg, params0, params1, rec["tokens"][:plen], got[:n0], len(got))
         assert got == want  # the exact tokens of a swap at that point: nothing corrupted
     assert json.loads(http(served["port"], "/health")[1])["params_version"] == 1
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--mode=serve", "--params=/nonexistent/params"], "error: --params=/nonexistent/params"),
+        (["--mode=rl", "--config=configs/realtime.py"], "config error: realtime.params"),
+    ],
+)
+def test_cli_bad_input_is_one_line(args, expected, tmp_path):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run(
+        [sys.executable, "main.py", *args, f"--workdir={tmp_path}"],
+        cwd=root, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    lines = [line for line in out.stderr.splitlines() if "error: " in line]
+    assert out.returncode == 2 and len(lines) == 1 and expected in lines[0], out.stderr[-2000:]

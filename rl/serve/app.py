@@ -134,6 +134,9 @@ def _versions(res: Result) -> list[int]:
     return sorted(set(res.versions))
 
 
+PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+
+
 def _sse(obj) -> str:
     return f"data: {json.dumps(obj)}\n\n"
 
@@ -215,12 +218,12 @@ async def _generate(server: Server, req: pr.Request, endpoint: str):
     res = None
     async for ev in _events(server, rid, req):
         if ev[0] == "error":
-            server.metrics.request(f"/v1/{endpoint}", 500)
+            server.metrics.request(PATHS[endpoint], 500)
             raise pr.ApiError(500, ev[1], kind="server_error")
         res = ev[1] if ev[0] == "done" else res
     text, calls, reason = _output(server, req, res)
     await asyncio.to_thread(server.log.append, _exchange(server, rid, endpoint, req, res, text))
-    server.metrics.request(f"/v1/{endpoint}", 200, res.seconds)
+    server.metrics.request(PATHS[endpoint], 200, res.seconds)
     head = _head(server, rid, endpoint, res)
     if endpoint == "completions":
         choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": reason}

@@ -58,6 +58,7 @@ class EngineLoop:
         self.thread = threading.Thread(target=self._run, name="engine-loop", daemon=True)
         self.error: BaseException | None = None
         self.version = int(engine.version)
+        self.swap_seconds: list[float] = []  # engine-thread time of each set_params
 
     # -- any thread
 
@@ -120,8 +121,10 @@ class EngineLoop:
         with self.lock:
             offered, self.offered = self.offered, None
         if offered is not None:
+            t0 = time.perf_counter()
             self.engine.set_params(*offered)
             self.version = int(offered[1])
+            self.swap_seconds.append(time.perf_counter() - t0)
 
     def _round(self) -> None:
         turns = self.engine.step(self.stream_every)

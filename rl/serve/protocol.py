@@ -74,6 +74,9 @@ def check_common(body: Any, *, model: str, temperature: float) -> None:
         raise _bad(
             f"temperature={t!r}: this server samples at temperature {temperature}", "temperature"
         )
+    top_p = body.get("top_p")
+    if top_p is not None and top_p != 1:
+        raise _bad(f"top_p={top_p!r}: this server samples the full distribution (top_p 1)", "top_p")
     n = body.get("n", 1)
     if n != 1:
         raise _bad(f"n={n!r}: only n=1 is supported", "n")
