@@ -36,7 +36,7 @@ def no_regression(baseline: dict, candidate: dict, gates: dict[str, tuple[str, f
     deltas, reasons = {}, []
     for metric, (mode, tol) in gates.items():
         b, c = baseline.get(metric), candidate.get(metric)
-        if b is None or c is None or not math.isfinite(float(c)):
+        if b is None or c is None or not (math.isfinite(float(c)) and math.isfinite(float(b))):
             reasons.append(f"{metric}: missing or non-finite (baseline {b}, candidate {c})")
             continue
         deltas[metric] = float(c) - float(b)

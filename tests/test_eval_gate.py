@@ -1,4 +1,4 @@
-"""The promotion gate (eval.gate.no_worse, pure) and the trainer's best-K keeper
+"""The promotion gate (eval.promotion.no_regression, pure) and the trainer's best-K keeper
 (train.checkpoint.BestCheckpoints; the keeper inside a tiny training run is tested in
 tests/test_train_loop.py). Here the keeper's retention with stand-in metrics; < 5 s."""
 
@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from eval.gate import no_worse
+from eval.promotion import no_regression, parse_gates
 from train.checkpoint import BestCheckpoints
 
 NLL = {10: 3.0, 20: 2.0, 30: 2.5, 40: 2.2}  # step -> a stand-in metric
@@ -34,20 +34,22 @@ def test_missing_metric_and_bad_mode(tmp_path):
     keeper.close()
 
 
-def test_no_worse_within_tolerance_on_every_gated_metric():
-    gated = {"eval/nll": "min", "pass@1": "max"}
+def test_no_regression_within_tolerance_on_every_gated_metric():
+    gates = parse_gates("eval/nll:min:0.05,pass@1:max:0.05")
     base = {"eval/nll": 3.00, "pass@1": 0.50, "other": 1.0}
-    assert no_worse({"eval/nll": 3.00, "pass@1": 0.50}, base, gated) == (True, [])
-    assert no_worse({"eval/nll": 2.50, "pass@1": 0.70}, base, gated)[0]  # better on both
-    assert no_worse({"eval/nll": 3.04, "pass@1": 0.47}, base, gated, tolerance=0.05)[0]
-    ok, reasons = no_worse({"eval/nll": 3.10, "pass@1": 0.55}, base, gated, tolerance=0.05)
-    assert not ok and len(reasons) == 1 and reasons[0].startswith("eval/nll: 3.1 vs baseline 3")
-    ok, reasons = no_worse({"eval/nll": 3.0, "pass@1": 0.40}, base, gated, tolerance=0.05)
-    assert not ok and reasons[0].startswith("pass@1:")  # higher is better: 0.10 worse
-    # Fail closed: a missing or non-finite metric is never "no worse".
-    assert no_worse({"eval/nll": 3.0}, base, gated)[1] == ["pass@1: missing from the candidate"]
-    assert not no_worse({"eval/nll": float("nan"), "pass@1": 0.5}, base, gated)[0]
+    assert no_regression(base, {"eval/nll": 3.00, "pass@1": 0.50}, gates)[::2] == (True, [])
+    assert no_regression(base, {"eval/nll": 2.50, "pass@1": 0.70}, gates)[0]  # better on both
+    assert no_regression(base, {"eval/nll": 3.04, "pass@1": 0.47}, gates)[0]  # within tolerance
+    ok, deltas, reasons = no_regression(base, {"eval/nll": 3.10, "pass@1": 0.55}, gates)
+    assert not ok and len(reasons) == 1 and reasons[0].startswith("eval/nll (min): 3 -> 3.1")
+    assert abs(deltas["eval/nll"] - 0.10) < 1e-9 and abs(deltas["pass@1"] - 0.05) < 1e-9
+    ok, _, reasons = no_regression(base, {"eval/nll": 3.0, "pass@1": 0.40}, gates)
+    assert not ok and reasons[0].startswith("pass@1 (max)")  # higher is better: 0.10 worse
+    # Fail closed: a missing or non-finite metric (either side) is never "no regression".
+    assert not no_regression(base, {"eval/nll": 3.0}, gates)[0]
+    assert not no_regression(base, {"eval/nll": float("nan"), "pass@1": 0.5}, gates)[0]
+    assert not no_regression({**base, "pass@1": float("inf")}, base, gates)[0]
     with pytest.raises(ValueError, match="tolerance"):
-        no_worse(base, base, gated, tolerance=-1)
-    with pytest.raises(ValueError, match="'lowest'"):
-        no_worse(base, base, {"eval/nll": "lowest"})
+        parse_gates("eval/nll:min:-1")
+    with pytest.raises(ValueError, match="min.max"):
+        parse_gates("eval/nll:lowest:0")
