@@ -75,6 +75,13 @@ def resolve(config):
             f"rl.coding.summary.max_segments={summary.max_segments}: set rl.segments_per_chain "
             f"to it (one training row per segment; got {per_chain})"
         )
+    if summary is not None and rl.get("speculative_k", 0):
+        # a summary rewinds the episode's slot to the shared prefix (RolloutEngine.rewind), which
+        # the speculative engine's MTP buffer (the old sequence's last positions) cannot follow
+        raise ConfigError(
+            f"rl.speculative_k={rl.speculative_k} with rl.coding.summary: summaries need a plain "
+            "engine (set rl.speculative_k=0)"
+        )
     from data.tokenizers import ByteTokenizer  # noqa: PLC0415
     from rl.envs import require_isolation  # noqa: PLC0415
 

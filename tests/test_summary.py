@@ -286,3 +286,17 @@ def test_summary_toy_chains_carry_only_the_summary_across():
         c2 = rl_config.get_config()
         c2.rl.task = "summary_toy"
         loop.resolve(c2)
+
+
+def test_summaries_with_a_speculative_engine_are_a_config_error():
+    """A summary rewinds the slot (RolloutEngine.rewind), which a speculative engine refuses: the
+    run must stop at resolve(), before any model loads, not in a sampler thread mid-run."""
+    from configs import rl as rl_config
+    from rl import loop
+
+    c = rl_config.get_config()
+    c.rl.task = "coding"
+    c.rl.coding.summary.update(trigger_tokens=512, max_segments=2)
+    c.rl.update(segments_per_chain=2, speculative_k=2)
+    with pytest.raises(Exception, match="summaries need a plain engine"):
+        loop.resolve(c)
