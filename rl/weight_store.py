@@ -56,6 +56,8 @@ bitwise), per shard:
     positions and each changed element's zigzag bit difference (a change of k ulps costs ~log2 k
     bits), both as byte planes + zlib. A shard where more than 1/16 of the elements changed is
     also 'diff'-encoded and the smaller blob is kept.
+  - 'same': an unchanged shard (parameters RL never updates: the MTP heads, frozen ones) is an
+    empty blob.
   - 'diff' (float32): almost every f32 element changes, but only in low mantissa bits: every
     element's zigzag bit difference, as byte planes (all high bytes, then ..., then low bytes, so
     the runs of zero high bytes are contiguous) + zlib.
@@ -199,7 +201,7 @@ def decode_diff(blob: bytes, old_bits: np.ndarray) -> np.ndarray:
 
 
 ENCODERS = {"sparse": encode_sparse, "diff": encode_diff}
-DECODERS = {"sparse": decode_sparse, "diff": decode_diff}
+DECODERS = {"sparse": decode_sparse, "diff": decode_diff, "same": lambda blob, old: old}
 
 
 def _manifest_key(version: int) -> str:
@@ -291,6 +293,8 @@ class WeightWriter:
             return bits.tobytes(), "raw", bits.size
         old = self.prev[key]
         changed = int(np.count_nonzero(bits != old))
+        if changed == 0:  # e.g. the MTP heads, which the RL loss never trains: no bytes at all
+            return b"", "same", 0
         enc = "sparse" if self.dtype_name == "bfloat16" else "diff"
         blob = ENCODERS[enc](bits, old)
         if enc == "sparse" and changed > bits.size // 16:

@@ -45,11 +45,12 @@ def _free_ports(n: int) -> list[int]:
 def _command(weed: str, data: str, ports: list[int]) -> list[str]:
     m, mg, v, vg, f, fg, s, sg = ports
     # Every listener on a free port (the gRPC ones default to port + 10000, which may be taken);
-    # the Iceberg/Lance catalogs off; 64 MB volumes so the data dir stays small.
+    # the Iceberg/Lance catalogs off; 64 MB volumes so the data dir stays small, as many as the
+    # disk holds (the default 8 volumes = 512 MB fill up with a 100M-param model's versions).
     return [
         weed, "server", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
         f"-master.port={m}", f"-master.port.grpc={mg}", "-master.telemetry=false",
-        "-master.volumeSizeLimitMB=64", f"-volume.port={v}", f"-volume.port.grpc={vg}",
+        "-master.volumeSizeLimitMB=64", "-volume.max=0", f"-volume.port={v}", f"-volume.port.grpc={vg}",
         "-filer", f"-filer.port={f}", f"-filer.port.grpc={fg}",
         "-s3", f"-s3.port={s}", f"-s3.port.grpc={sg}", "-s3.port.iceberg=0", "-s3.port.lance=0",
     ]  # fmt: skip

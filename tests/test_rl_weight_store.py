@@ -312,3 +312,22 @@ def test_delta_encodings_round_trip_every_bit_pattern_and_cost_little_per_ulp(bi
             assert back.dtype == old.dtype and np.array_equal(back, new), (name, enc)
     blob = weight_store.encode_sparse(cases["one ulp"], old)
     assert len(blob) < 1.2 * hit.sum(), len(blob) / hit.sum()
+
+
+def test_unchanged_leaves_cost_no_bytes(tmp_path):
+    """A leaf RL never updates (the MTP heads) is an empty 'same' blob after the first snapshot;
+    the reader still rebuilds it bitwise."""
+    store = str(tmp_path / "w")
+    rng = np.random.default_rng(5)
+    x, y = rng.normal(size=(64, 8)).astype(np.float32), rng.normal(size=(32,)).astype(np.float32)
+    w = WeightWriter(store, dtype="bfloat16")
+    w.publish({"a": x, "mtp": y}, 0)
+    st = w.publish({"a": x + 1, "mtp": y}, 1)
+    with open(os.path.join(store, "manifests", f"{1:012d}.json")) as f:
+        leaves = json.load(f)["leaves"]
+    link = leaves["mtp"]["shards"][0]["chain"][-1]
+    assert link["enc"] == "same" and link["bytes"] == 0
+    assert st["bytes"] == leaves["a"]["shards"][0]["chain"][-1]["bytes"] > 0  # only 'a' costs
+    got, v = WeightReader(store).fetch()
+    assert v == 1
+    _assert_bitwise(got, {"a": x + 1, "mtp": y}, "bfloat16")
