@@ -84,13 +84,13 @@ def _assert_bitwise(got: dict, want: dict, dtype: str) -> None:
         ), k
 
 
-def _stores(root: str, endpoint: str | None) -> dict:
+def _stores(root: str, endpoint: str | None, dtypes) -> dict:
     """(backend, dtype) -> store string."""
-    out = {("local", dt): os.path.join(root, dt) for dt in ("bfloat16", "float32")}
+    out = {("local", dt): os.path.join(root, dt) for dt in dtypes}
     if endpoint:
         from s3_fixture import kvstore_spec
 
-        for dt in ("bfloat16", "float32"):
+        for dt in dtypes:
             out[("s3", dt)] = json.dumps(kvstore_spec(endpoint, f"{os.path.basename(root)}/{dt}/"))
     return out
 
@@ -114,7 +114,7 @@ def deltas(args, c, cfg, params0, endpoint) -> None:
         rng = np.random.default_rng(0)
         root = tempfile.mkdtemp(prefix=f"ws-{lr:g}-")
         pairs = {}
-        for key, store in _stores(root, endpoint).items():
+        for key, store in _stores(root, endpoint, args.dtypes.split(",")).items():
             w = WeightWriter(store, dtype=key[1], full_every=1000)
             w.publish(params0, 0)
             r = WeightReader(store)
@@ -221,6 +221,7 @@ def main():
     ap.add_argument("--rows", type=int, default=8)
     ap.add_argument("--seq", type=int, default=64)
     ap.add_argument("--s3", action="store_true", help="also publish to a SeaweedFS S3 server")
+    ap.add_argument("--dtypes", default="bfloat16,float32", help="sampler dtypes")
     ap.add_argument("--pause_swaps", type=int, default=6, help="0 = skip the pause measurement")
     ap.add_argument("--pause_every", type=float, default=2.0)
     ap.add_argument("--pause_tokens", type=int, default=400)

@@ -185,8 +185,8 @@ def sampler_loop(
         shardings = logical_shardings(param_logical_specs(cfg), mesh, rules)
     cast = functools.partial(to_engine, sharded=mesh is not None)
     reader = WeightReader(weight_store_path(rl, workdir))
-    # prefetch: the engine keeps decoding while a new version downloads (in-flight update)
-    follower = Follower(reader, cast=cast, shardings=shardings, prefetch=True)
+    prefetch = rl.get("prefetch_weights", False)  # download while the engine decodes
+    follower = Follower(reader, cast=cast, shardings=shardings, prefetch=prefetch)
     sampler = make_sampler(rl, cfg, mesh, rules)
     have = set(store.list())
     todo = [
@@ -222,6 +222,7 @@ def sampler_loop(
             store.put(f"{j:06d}", g)
             cur.record(task, g)
             written += 1
+    follower.close()
     return written
 
 

@@ -653,6 +653,10 @@ class Follower:
         except Exception as e:  # noqa: BLE001 (handed to the sampler's thread by poll)
             self._ready = (None, e)
 
+    def close(self) -> None:
+        """Waits for a background fetch (a process must not exit while one runs)."""
+        self._join()
+
     def _join(self) -> None:
         if self._thread is not None:
             self._thread.join()
