@@ -216,7 +216,7 @@ def pause(args, cfg, params0) -> None:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--params", required=True, help="exported params (model.export layout)")
-    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=3, help="0 = skip the deltas")
     ap.add_argument("--lrs", default="1e-6,3e-6,1e-5")
     ap.add_argument("--rows", type=int, default=8)
     ap.add_argument("--seq", type=int, default=64)
@@ -243,7 +243,8 @@ def main():
             from s3_fixture import weed_server
 
             endpoint = stack.enter_context(weed_server())
-        deltas(args, c, cfg, params0, endpoint)
+        if args.steps:
+            deltas(args, c, cfg, params0, endpoint)
     if args.pause_swaps:
         pause(args, cfg, params0)
 
