@@ -134,7 +134,9 @@ def _launch_trainers(cmd, logs):
         os.environ,
         PYTHONPATH=os.getcwd(),
         JAX_PLATFORMS="cpu",
-        XLA_FLAGS="--xla_force_host_platform_device_count=2",
+        # gloo waits 30 s by default for a peer at a collective: a loaded host (one process still
+        # compiling) exceeds that; the XLA:CPU collective timeout raises it
+        XLA_FLAGS="--xla_force_host_platform_device_count=2 --xla_cpu_collective_timeout_seconds=600",
     )
     hosts = [f"--coordinator_address=localhost:{port}", "--num_processes=2"]
     return [
