@@ -67,6 +67,11 @@ def get_config() -> ml_collections.ConfigDict:
             temperature=1.0,
             swap_every=2,  # decode iterations between weight-store polls (in-flight update)
             speculative_k=0,  # MTP draft tokens per verify step (0 = plain; needs MTP heads)
+            # True: a newer version downloads in the background while the engine decodes, and the
+            # swap between decode steps costs only set_params (bench/RESULTS.md, issue 32); False:
+            # the poll downloads. The toy task's 8-token episodes end before a background
+            # download lands, so its in-flight swaps need False.
+            prefetch_weights=False,
             max_staleness=4,
             max_ahead=8,  # groups a sampler may produce ahead of the trainer
             # True: the groups of batch b are sampled with the params of step b (no in-flight

@@ -288,6 +288,8 @@ class RLBatchSource:
         reported = None
         while True:
             decision = None
+            if self.primary and self.samplers is not None:
+                self.samplers.revive(self.log)  # a killed sampler process comes back
             if self.primary:
                 sel = select(self.store, self.books, self.rl, step)
                 take = None

@@ -13,7 +13,8 @@ exists (a restarted sampler never repeats one). Backpressure: it stops producing
 only once the trainer has published version b, so no weight changes during sampling and a run is
 deterministic given its seed (one sampler): the mode that compares meshes step for step.
 
-A sampler process exits when its parent (the trainer process) is gone.
+A sampler process exits when its parent (the trainer process) is gone; the trainer restarts a
+sampler process that died before its share was done (Samplers.revive, at most MAX_RESTARTS times).
 """
 
 from __future__ import annotations
@@ -202,7 +203,8 @@ def sampler_loop(
         shardings = logical_shardings(param_logical_specs(cfg), mesh, rules)
     cast = functools.partial(to_engine, sharded=mesh is not None)
     reader = WeightReader(weight_store_path(rl, workdir))
-    follower = Follower(reader, cast=cast, shardings=shardings)
+    prefetch = rl.get("prefetch_weights", False)  # download while the engine decodes
+    follower = Follower(reader, cast=cast, shardings=shardings, prefetch=prefetch)
     sampler = make_sampler(rl, cfg, mesh, rules)
     have = set(store.list())
     todo = [
@@ -238,6 +240,7 @@ def sampler_loop(
             store.put(f"{j:06d}", g)
             cur.record(task, g)
             written += 1
+    follower.close()
     return written
 
 
@@ -245,6 +248,9 @@ def compile_cache(path: str) -> None:
     jax.config.update("jax_compilation_cache_dir", path)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+MAX_RESTARTS = 3  # per sampler process and run
 
 
 class Samplers:
@@ -264,14 +270,31 @@ class Samplers:
             for t in self.workers:
                 t.start()
         elif rl.mode == "processes":
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd()] + sys.path))
-            cmd = [sys.executable, "-m", "rl.sampler_process", workdir]
-            self.workers = [
-                subprocess.Popen(cmd + [str(i), str(os.getpid())], env=env)
-                for i in range(rl.samplers)
-            ]
+            self.env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd()] + sys.path))
+            self.cmd = [sys.executable, "-m", "rl.sampler_process", workdir]
+            self.workers = [self._spawn(i) for i in range(rl.samplers)]
+            self.restarts = [0] * rl.samplers
         else:
             raise ValueError(f"rl.mode={rl.mode!r}: expected 'threads' or 'processes'")
+
+    def _spawn(self, i: int) -> subprocess.Popen:
+        return subprocess.Popen(self.cmd + [str(i), str(os.getpid())], env=self.env)
+
+    def revive(self, log) -> None:
+        """Processes mode: restarts a sampler process that died before its share was done
+        (killed, crashed: exit status not 0); the new one skips the groups already in the store,
+        so none is lost or sampled twice. A sampler that keeps dying is an error, not a loop."""
+        for i, w in enumerate(self.workers):
+            if not isinstance(w, subprocess.Popen) or w.poll() in (None, 0):
+                continue
+            if self.restarts[i] >= MAX_RESTARTS:
+                raise RuntimeError(
+                    f"rl: sampler process {i} exited with {w.returncode} after "
+                    f"{MAX_RESTARTS} restarts (see its output above)"
+                )
+            self.restarts[i] += 1
+            log(f"rl: sampler process {i} exited with {w.returncode}; restarting it")
+            self.workers[i] = self._spawn(i)
 
     def stop(self) -> None:
         self.stop_event.set()

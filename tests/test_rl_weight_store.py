@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import jax
 import ml_dtypes
@@ -27,6 +28,7 @@ from rl.weight_store import (
     DamagedVersion,
     Follower,
     StaleManifest,
+    StoreError,
     WeightReader,
     WeightWriter,
     flatten,
@@ -244,3 +246,88 @@ def test_follower_fetches_onto_the_sampler_mesh(tmp_path):
     w.publish({"a": x + 2}, 2)
     open(os.path.join(store, "manifests/000000000002.json"), "w").write("{")
     assert f.poll(1) is None  # version 2 is damaged: the follower keeps version 1
+
+
+def test_prefetching_follower_keeps_polls_short_while_a_version_downloads(tmp_path):
+    """Follower(prefetch=True), the samplers' in-flight update: the poll that sees a newer version
+    only starts its fetch (a slow store: 0.5 s per fetch here) and returns at once, so decoding
+    goes on; a later poll hands over the version bitwise; a fetch error surfaces in the poll."""
+    store = str(tmp_path / "w")
+    x = np.random.default_rng(3).normal(size=(16, 8)).astype(np.float32)
+    w = WeightWriter(store, dtype="float32")
+    w.publish({"a": x}, 0)
+    reader = WeightReader(store, log=lambda _: None)
+    fetch = reader.fetch
+
+    def slow_fetch(*args, **kw):
+        time.sleep(0.5)
+        return fetch(*args, **kw)
+
+    reader.fetch = slow_fetch
+    f = Follower(reader, prefetch=True)
+    assert f.latest()[1] == 0 and f.poll(0) is None
+    w.publish({"a": x + 1}, 1)
+    polls, got, t0 = [], None, time.perf_counter()
+    while got is None and time.perf_counter() - t0 < 30:
+        t = time.perf_counter()
+        got = f.poll(0)
+        polls.append(time.perf_counter() - t)
+        time.sleep(0.01)  # a decode step
+    assert got is not None and got[1] == 1
+    np.testing.assert_array_equal(got[0]["a"], x + 1)
+    assert len(polls) > 10 and max(polls) < 0.25, polls  # no poll waited for the download
+    assert f.poll(1) is None
+    reader.fetch = lambda *a, **k: (_ for _ in ()).throw(StoreError("weight store x: read failed"))
+    w.publish({"a": x + 2}, 2)
+    with pytest.raises(StoreError, match="read failed"):
+        for _ in range(500):
+            f.poll(1)
+            time.sleep(0.01)
+
+
+@pytest.mark.parametrize("bits_dtype", [np.uint16, np.uint32])
+def test_delta_encodings_round_trip_every_bit_pattern_and_cost_little_per_ulp(bits_dtype):
+    """'sparse' and 'diff' rebuild the new bit patterns exactly, whatever they are (sign flips,
+    NaN/inf patterns, differences that wrap around), and a one-ulp step of 5% of the elements
+    costs about a byte per changed element (positions + zigzag difference in byte planes)."""
+    rng = np.random.default_rng(4)
+    n, top = 50_000, np.iinfo(bits_dtype).max
+    old = rng.integers(0, top, size=n, dtype=bits_dtype, endpoint=True)
+    cases = {
+        "random": rng.integers(0, top, size=n, dtype=bits_dtype, endpoint=True),
+        "none": old.copy(),
+        "wrap": old ^ bits_dtype(1 << (8 * np.dtype(bits_dtype).itemsize - 1)),  # sign flips
+        "extremes": np.where(rng.random(n) < 0.5, bits_dtype(0), bits_dtype(top)).astype(
+            bits_dtype
+        ),
+    }
+    step = old.copy()
+    hit = rng.random(n) < 0.05
+    step[hit] += np.where(rng.random(hit.sum()) < 0.5, 1, -1).astype(bits_dtype)  # +-1 ulp
+    cases["one ulp"] = step
+    for name, new in cases.items():
+        for enc in ("sparse", "diff"):
+            blob = weight_store.ENCODERS[enc](new, old)
+            back = weight_store.DECODERS[enc](blob, old)
+            assert back.dtype == old.dtype and np.array_equal(back, new), (name, enc)
+    blob = weight_store.encode_sparse(cases["one ulp"], old)
+    assert len(blob) < 1.2 * hit.sum(), len(blob) / hit.sum()
+
+
+def test_unchanged_leaves_cost_no_bytes(tmp_path):
+    """A leaf RL never updates (the MTP heads) is an empty 'same' blob after the first snapshot;
+    the reader still rebuilds it bitwise."""
+    store = str(tmp_path / "w")
+    rng = np.random.default_rng(5)
+    x, y = rng.normal(size=(64, 8)).astype(np.float32), rng.normal(size=(32,)).astype(np.float32)
+    w = WeightWriter(store, dtype="bfloat16")
+    w.publish({"a": x, "mtp": y}, 0)
+    st = w.publish({"a": x + 1, "mtp": y}, 1)
+    with open(os.path.join(store, "manifests", f"{1:012d}.json")) as f:
+        leaves = json.load(f)["leaves"]
+    link = leaves["mtp"]["shards"][0]["chain"][-1]
+    assert link["enc"] == "same" and link["bytes"] == 0
+    assert st["bytes"] == leaves["a"]["shards"][0]["chain"][-1]["bytes"] > 0  # only 'a' costs
+    got, v = WeightReader(store).fetch()
+    assert v == 1
+    _assert_bitwise(got, {"a": x + 1, "mtp": y}, "bfloat16")
