@@ -38,8 +38,9 @@ verifies every blob's hash, so it never assembles a mix of versions. A restarted
 deletes manifests newer than the version it restarts from (`rewind`).
 
 Hygiene (garbage collection), run by process 0 after each manifest it writes (version v):
-  1. keep the manifests of the newest `keep` versions (readers may still ask for them), delete
-     older manifests;
+  1. keep the manifests of the newest `keep` versions (readers may still ask for them) and of
+     the newest *promoted* version <= v (`Promotions`: the version servers run), delete the
+     other older manifests;
   2. delete every blob under a version <= v that no kept manifest references: a kept manifest
      references its shards' chains back to their full snapshots, so everything a reader of a
      kept version needs stays; what goes is old chains, killed writers' orphans and part files.
@@ -407,9 +408,11 @@ class WeightWriter:
         listed = [
             int(k[10:22]) for k in self.kv.list("manifests/", "manifests0") if k.endswith(".json")
         ]
-        kept = [v for v in listed if v <= version][-self.keep :]
+        recent = [v for v in listed if v <= version][-self.keep :]
+        promoted = [v for v in Promotions.marked(self.kv) if v <= version and v in listed]
+        kept = sorted(set(recent) | set(promoted[-1:]))  # servers keep reading a promoted one
         for v in listed:
-            if v < kept[0]:
+            if v < recent[0] and v not in kept:
                 self.kv.delete(_manifest_key(v))
                 self.referenced.pop(v, None)
         refs = set()
@@ -666,8 +669,10 @@ class Follower:
 class Promotions:
     """Which published versions are *promoted* (passed rl/realtime.py's eval gate): servers follow
     only those. A marker is one small key, `promoted/<version:012d>.json` (the gate's note), in a
-    key range the writer's collector never touches; a marker whose manifest was collected no
-    longer counts, so `latest()` is always a version a reader can fetch.
+    key range the writer's collector never touches; the collector keeps the newest promoted
+    version's manifest (and so its chain of blobs) however many versions follow it, and a marker
+    whose manifest was collected (an older promotion) no longer counts, so `latest()` is always
+    a version a reader can fetch.
 
         Promotions(store).promote(7, {"why": "no gated metric regressed"})
         Promotions(store).latest()    # -> 7 (None before any promotion)
@@ -682,13 +687,17 @@ class Promotions:
         key = f"promoted/{version:012d}.json"
         self.kv.wait([self.kv.write(key, json.dumps(note or {}).encode())], f"write {key}")
 
+    @staticmethod
+    def marked(kv: Kv) -> list[int]:
+        """Every version with a promotion marker, oldest first (listed or not)."""
+        return sorted(
+            int(k[9:21]) for k in kv.list("promoted/", "promoted0") if k.endswith(".json")
+        )
+
     def promoted(self) -> list[int]:
         """Promoted versions whose manifests are still listed, oldest first."""
-        marks = self.kv.list("promoted/", "promoted0")
         listed = {int(k[10:22]) for k in self.kv.list("manifests/", "manifests0")}
-        return sorted(
-            v for v in (int(k[9:21]) for k in marks if k.endswith(".json")) if v in listed
-        )
+        return [v for v in self.marked(self.kv) if v in listed]
 
     def latest(self) -> int | None:
         v = self.promoted()

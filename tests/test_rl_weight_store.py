@@ -27,6 +27,7 @@ from rl import weight_store
 from rl.weight_store import (
     DamagedVersion,
     Follower,
+    Promotions,
     StaleManifest,
     StoreError,
     WeightReader,
@@ -181,6 +182,26 @@ def test_collector_keeps_the_window_and_drops_orphans(tmp_path):
     np.testing.assert_array_equal(got["a"], x + 6)
     with pytest.raises(StaleManifest, match="version 2 collected"):
         WeightReader(store).fetch(2)
+
+
+def test_collector_keeps_the_newest_promoted_version(tmp_path):
+    """A server follows the newest *promoted* version (rl/realtime.py's gate): however many
+    unpromoted versions follow it, its manifest and chain stay readable, bitwise; an older
+    promotion is collected like any version."""
+    store = str(tmp_path / "w")
+    x = np.random.default_rng(1).normal(size=(16, 16)).astype(np.float32)
+    w = WeightWriter(store, dtype="float32", full_every=3, keep=2)
+    marks = Promotions(store)
+    for v in range(9):
+        w.publish({"a": x + v}, v)
+        if v in (1, 2):
+            marks.promote(v)
+    names = sorted(os.listdir(os.path.join(store, "manifests")))
+    assert names == ["000000000002.json", "000000000007.json", "000000000008.json"]
+    assert marks.promoted() == [2] and marks.latest() == 2  # 1's manifest was collected
+    got, v = WeightReader(store).fetch(2)
+    assert v == 2
+    np.testing.assert_array_equal(got["a"], x + 2)
 
 
 def test_damaged_newest_version_falls_back(tmp_path):
