@@ -86,7 +86,7 @@ _PROCESS_ID = flags.DEFINE_integer("process_id", None, "This process's index.")
 
 
 def _init_distributed():
-    import jax  # pylint: disable=import-outside-toplevel
+    import jax
 
     # Only affects the CPU backend (cross-process collectives for CPU runs); harmless elsewhere.
     # Asking jax.default_backend() here would start the backend before initialize(), which fails.
@@ -103,11 +103,11 @@ def _init_distributed():
 
 def _run(config):
     """The chosen mode; user-facing failures raise ConfigError / InputError (one line each)."""
-    from train import convert  # pylint: disable=import-outside-toplevel
-    from train.sharding import InputError  # pylint: disable=import-outside-toplevel
+    from train import convert
+    from train.sharding import InputError
 
     if _DRY_RUN.value:
-        from train import dry_run  # pylint: disable=import-outside-toplevel
+        from train import dry_run
 
         print(dry_run.report(config))
         print(dry_run.table(config))  # the run's own mesh first, then candidate layouts
@@ -121,9 +121,9 @@ def _run(config):
         )
     _init_distributed()
     if _MODE.value == "rl" and "realtime" in config:  # configs/realtime.py: one feedback cycle
-        from eval import promotion  # pylint: disable=import-outside-toplevel
-        from rl import realtime  # pylint: disable=import-outside-toplevel
-        from train.sharding import ConfigError  # pylint: disable=import-outside-toplevel
+        from eval import promotion
+        from rl import realtime
+        from train.sharding import ConfigError
 
         try:
             check = promotion.gate_check(config.realtime.gates)
@@ -131,32 +131,32 @@ def _run(config):
             raise ConfigError(f"realtime.gates: {e}") from None
         realtime.main(config, _WORKDIR.value, evaluate=promotion.suite_metrics, check=check)
     elif _MODE.value == "rl":  # configs/rl.py: the same trainer with the RL loss and batch source
-        from rl import loop as rl_loop  # pylint: disable=import-outside-toplevel
+        from rl import loop as rl_loop
 
         rl_loop.main(config, _WORKDIR.value)
     elif _MODE.value in ("pretrain", "sft"):
-        from train import trainer  # pylint: disable=import-outside-toplevel
+        from train import trainer
 
         # SFT is the same loop; its data has a loss mask and it starts from --config.init_params_from.
         trainer.train(config, _WORKDIR.value)
     elif _MODE.value == "convert":
         print(convert.export_latest(config, _WORKDIR.value))
     elif _MODE.value == "rollout":  # configs/rollout.py
-        from rl.rollout_main import run_rollouts  # pylint: disable=import-outside-toplevel
+        from rl.rollout_main import run_rollouts
 
         run_rollouts(config, _WORKDIR.value, _PARAMS.value)
     elif _MODE.value == "serve":  # configs/serve.py (its defaults when --config has no serve block)
-        from configs import serve as serve_config  # pylint: disable=import-outside-toplevel
-        from rl.serve.server import serve  # pylint: disable=import-outside-toplevel
+        from configs import serve as serve_config
+        from rl.serve.server import serve
 
         config = config if "serve" in config else serve_config.get_config()
         serve(config, _PARAMS.value, _WORKDIR.value, _PORT.value)
     elif _MODE.value == "eval":  # configs/eval.py
-        from eval.run import cli  # pylint: disable=import-outside-toplevel
+        from eval.run import cli
 
         cli(config, _WORKDIR.value, _PARAMS.value)
     elif _MODE.value == "sample":
-        from eval.sample import sample_cli, show  # pylint: disable=import-outside-toplevel
+        from eval.sample import sample_cli, show
 
         params_dir = _PARAMS.value or convert.export_latest(config, _WORKDIR.value)
         try:
@@ -174,10 +174,10 @@ def _run(config):
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-    from model.hf import CheckpointError  # pylint: disable=import-outside-toplevel
-    from rl.envs import SandboxUnavailable  # pylint: disable=import-outside-toplevel
-    from train.sharding import ConfigError, InputError  # pylint: disable=import-outside-toplevel
-    from train.trainer import NonFiniteLossError  # pylint: disable=import-outside-toplevel
+    from model.hf import CheckpointError
+    from rl.envs import SandboxUnavailable
+    from train.sharding import ConfigError, InputError
+    from train.trainer import NonFiniteLossError
 
     config = _CONFIG.value
     try:

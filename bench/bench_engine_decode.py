@@ -76,7 +76,7 @@ for ctx in {contexts!r}:  # one observation of {obs} tokens extended onto a cont
 
 def measure(root: str, slots: list[int], cache_len: int, contexts: list[int], obs: int) -> dict:
     sys.path[:0] = [ROOT]
-    from model import presets  # noqa: PLC0415
+    from model import presets
 
     code = MEASURE.format(
         root=root,

@@ -26,7 +26,7 @@ def main() -> None:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--timeout_s", type=float, default=10.0)
     a = p.parse_args()
-    from rl.envs import backend  # pylint: disable=import-outside-toplevel
+    from rl.envs import backend
 
     problems = humaneval.load_problems(limit=a.limit)
     load0 = os.getloadavg()

@@ -75,7 +75,7 @@ def main():
         return loss
 
     peak = matmul_peak_flops()
-    grad = lambda fn: jax.jit(jax.grad(fn, argnums=(0, 1, 2, 3)))  # noqa: E731
+    grad = lambda fn: jax.jit(jax.grad(fn, argnums=(0, 1, 2, 3)))
     fns = {"dense matmul FFN": grad(dense_loss)}
     args_of = {"dense matmul FFN": (x, *dense_w)}
     for impl in args.impls.split(","):

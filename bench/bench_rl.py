@@ -64,10 +64,10 @@ def main():
     wall = time.time() - t0
     after = heldout(cfg, jax.device_get(out["state"].params), c.rl)
     h = out["history"]
-    import matplotlib  # pylint: disable=import-outside-toplevel
+    import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+    import matplotlib.pyplot as plt
 
     plt.figure(figsize=(5, 3))
     plt.plot([x["step"] for x in h], [x["reward/mean"] for x in h])

@@ -62,9 +62,9 @@ TRACE_SEED_BASE, HELDOUT_SEED_BASE = 1_000_000, 2_000_000
 def synthetic_package(rng: random.Random) -> str:
     """A pronounceable lowercase name of 2-3 syllables that is not a keyword, a stdlib module
     (the task's tests import it: a shadowed module would break them) or one of PACKAGES."""
-    import keyword  # noqa: PLC0415
+    import keyword
 
-    from rl.envs.taskgen.common import PACKAGES  # noqa: PLC0415
+    from rl.envs.taskgen.common import PACKAGES
 
     while True:
         name = "".join(
@@ -83,11 +83,11 @@ def make_traces(
     names='random': each trace's package gets a synthetic name (the task is otherwise the same),
     so recalling one of the generator's 8 names never fits the data and copying it from the
     listing does."""
-    import make_traces as mt  # noqa: PLC0415  (tools/)
+    import make_traces as mt
 
-    from data.chat import render_messages  # noqa: PLC0415
-    from data.tokenizers import ByteTokenizer  # noqa: PLC0415
-    from rl.envs import generate_task  # noqa: PLC0415
+    from data.chat import render_messages
+    from data.tokenizers import ByteTokenizer
+    from rl.envs import generate_task
 
     if os.path.exists(path):
         return sum(1 for _ in open(path))
@@ -117,8 +117,8 @@ def make_traces(
 def _train_and_export(c, workdir: str) -> str:
     """Runs train/'s loop for c.train.steps (unless its export exists: re-runs reuse finished
     stages) and -> the exported params dir."""
-    from train import convert  # noqa: PLC0415
-    from train import trainer as train_loop  # noqa: PLC0415
+    from train import convert
+    from train import trainer as train_loop
 
     c.checkpoint.every_steps = c.train.steps
     export = os.path.join(workdir, "export", f"params_{c.train.steps}")
@@ -135,7 +135,7 @@ def pretrain(args, workdir: str) -> str:
     -> the exported params dir, or '' (SFT then starts from a random init)."""
     if not args.pretrain_steps:
         return ""
-    from configs import pretrain as pretrain_config  # noqa: PLC0415
+    from configs import pretrain as pretrain_config
 
     c = pretrain_config.get_config()
     c.model = args.preset
@@ -232,7 +232,7 @@ class _Fixed:
 
 def heldout(config, params, n_tasks: int, k: int = 4) -> tuple[float, float, dict]:
     """-> (pass@1 over n_tasks x k episodes at the RL temperature, best-of-k, counts)."""
-    from rl.envs import generate_task  # noqa: PLC0415
+    from rl.envs import generate_task
 
     rl = config.rl.copy_and_resolve_references()
     rl.group_size = k
@@ -257,8 +257,8 @@ def heldout(config, params, n_tasks: int, k: int = 4) -> tuple[float, float, dic
 
 def evaluate_only(config, params_dir: str, runs: list[str], n_tasks: int) -> None:
     """Held-out pass@1 / best-of-4 of the SFT export and of each RL run's newest published params."""
-    from model.export import load_params  # noqa: PLC0415
-    from rl.weight_store import WeightReader  # noqa: PLC0415
+    from model.export import load_params
+    from rl.weight_store import WeightReader
 
     for name in ["sft"] + runs:
         t0 = time.time()
@@ -276,10 +276,10 @@ def evaluate_only(config, params_dir: str, runs: list[str], n_tasks: int) -> Non
 
 
 def plot(history, path: str, title: str) -> None:
-    import matplotlib  # noqa: PLC0415
+    import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
+    import matplotlib.pyplot as plt
 
     plt.figure(figsize=(5, 3))
     steps = [x["step"] for x in history]
@@ -389,7 +389,7 @@ def main():
         set(range(TRACE_SEED_BASE, TRACE_SEED_BASE + 2 * args.traces))
         | set(range(HELDOUT_SEED_BASE, HELDOUT_SEED_BASE + args.heldout))
     ), "RL pool seeds overlap the SFT or held-out seeds"
-    from model.export import load_params  # noqa: PLC0415
+    from model.export import load_params
 
     if args.eval_only:
         evaluate_only(config, params_dir, args.eval_only.split(","), args.heldout)

@@ -68,7 +68,7 @@ print(f"ms per step: {{(time.perf_counter() - t0) / 10 * 1e3:.2f}}", flush=True)
 def _overrides(model: str) -> dict:
     """The preset as overrides of `tiny` (the measured revision may predate the preset)."""
     sys.path[:0] = [ROOT]
-    from model import presets  # noqa: PLC0415
+    from model import presets
 
     return presets.overrides(model)
 

@@ -101,10 +101,10 @@ def curves(workdir: str) -> dict[str, list[float]]:
 
 
 def plot(c: dict, chance: float, blind: float, path: str) -> None:
-    import matplotlib  # noqa: PLC0415
+    import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
+    import matplotlib.pyplot as plt
 
     steps = np.arange(1, len(c["reward"]) + 1)
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
@@ -127,17 +127,17 @@ def plot(c: dict, chance: float, blind: float, path: str) -> None:
 
 
 def measure_reuse(repeats: int) -> None:
-    import random  # noqa: PLC0415
+    import random
 
-    import jax  # noqa: PLC0415
+    import jax
 
-    from data.tokenizers import ByteTokenizer  # noqa: PLC0415
-    from model import init_params, presets  # noqa: PLC0415
-    from model.engine import RolloutEngine  # noqa: PLC0415
-    from rl.envs import generate_task  # noqa: PLC0415
-    from rl.envs.scripted import SummarizingPolicy, TracePolicy  # noqa: PLC0415
-    from rl.envs.summary import SummaryConfig  # noqa: PLC0415
-    from rl.rollout import play_episodes  # noqa: PLC0415
+    from data.tokenizers import ByteTokenizer
+    from model import init_params, presets
+    from model.engine import RolloutEngine
+    from rl.envs import generate_task
+    from rl.envs.scripted import SummarizingPolicy, TracePolicy
+    from rl.envs.summary import SummaryConfig
+    from rl.rollout import play_episodes
 
     tok, budget = ByteTokenizer(), 2560
     cfg = presets.get("tiny", max_position_embeddings=budget)

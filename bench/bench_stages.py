@@ -55,10 +55,10 @@ def before_after(stdout: str) -> dict:
 
 def heldout_metrics(config) -> tuple[float, float]:
     """(NLL, bits/byte) of config.init_params_from on the config's held-out batches, no training."""
-    import tempfile  # pylint: disable=import-outside-toplevel
+    import tempfile
 
-    from train import batches, checkpoint, trainer  # pylint: disable=import-outside-toplevel
-    from train.evaluate import evaluate  # pylint: disable=import-outside-toplevel
+    from train import batches, checkpoint, trainer
+    from train.evaluate import evaluate
 
     r = trainer.build(config)
     train_it, heldout = batches.data_iterators(config, r.cfg.vocab_size)
@@ -116,7 +116,7 @@ def main():
     out = run_main(
         ["--config=configs/long_context.py", f"--workdir={wd['long']}", *common, *long_args]
     )
-    from configs import long_context  # pylint: disable=import-outside-toplevel
+    from configs import long_context
 
     n, x = long_context.LONG_CONTEXT, long_context.LONG_CONTEXT // long_context.ORIGINAL_CONTEXT
     rows[f"(b) long context, 1 x {n}, stdlib, YaRN x{x}"] = before_after(out)

@@ -51,11 +51,11 @@ def train_setup(cfg, mesh_sizes: dict | None = None, *, allocate: bool = True):
     """(state, jitted step, mesh) for model cfg with train/'s pieces: AdamW, the LM loss with MTP,
     router-bias updates, train.trainer's sharded init and jitted, donating step. allocate=False
     gives the state as ShapeDtypeStructs with shardings (to compile without memory)."""
-    import model  # pylint: disable=import-outside-toplevel
-    from model import sharding as msh  # pylint: disable=import-outside-toplevel
-    from train import losses, optim, trainer  # pylint: disable=import-outside-toplevel
-    from train import sharding as shd  # pylint: disable=import-outside-toplevel
-    from train.step import router_bias_update  # pylint: disable=import-outside-toplevel
+    import model
+    from model import sharding as msh
+    from train import losses, optim, trainer
+    from train import sharding as shd
+    from train.step import router_bias_update
 
     mesh = shd.make_mesh(mesh_sizes or {"data": -1})
     rules = msh.DEFAULT_RULES
@@ -83,7 +83,7 @@ def train_setup(cfg, mesh_sizes: dict | None = None, *, allocate: bool = True):
 
 def synthetic_batch(batch: int, seq_len: int, vocab_size: int, seed: int = 0) -> dict:
     """One host batch in the data contract (train/synthetic_data's learnable stream)."""
-    from train import synthetic_data as sd  # pylint: disable=import-outside-toplevel
+    from train import synthetic_data as sd
 
     toks = sd.synthetic_tokens(batch * (seq_len + 1) * 2, vocab_size, seed)
     it = sd.lm_batches(toks, batch_size=batch, seq_len=seq_len, seed=seed)
@@ -92,7 +92,7 @@ def synthetic_batch(batch: int, seq_len: int, vocab_size: int, seed: int = 0) ->
 
 def train_step_seconds(cfg, batch: int, seq_len: int, steps: int, mesh_sizes=None) -> float:
     """Mean seconds per training step of train/'s jitted step (compile and warm-up excluded)."""
-    from train import sharding as shd  # pylint: disable=import-outside-toplevel
+    from train import sharding as shd
 
     state, step, mesh = train_setup(cfg, mesh_sizes)
     b = shd.global_batch(synthetic_batch(batch, seq_len, cfg.vocab_size), mesh)

@@ -42,7 +42,7 @@ SEED_BASE = 3_000_000  # apart from bench_rl_coding's trace (1e6) and held-out (
 
 def oracle_traces(family: str, n: int) -> list[dict]:
     """[{'kind': 'generator' | 'synthetic', 'package', 'ids', 'mask'}], two per task seed."""
-    import make_traces as mt  # noqa: PLC0415  (tools/)
+    import make_traces as mt
 
     tok, out = ByteTokenizer(), []
     for i in range(n):

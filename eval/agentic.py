@@ -98,7 +98,7 @@ def build_tasks(
 ) -> list:
     """Generated held-out tasks (+ the JSONL's tasks). With `verify`, only tasks that pass the
     rl.envs gate (reference solution passes, original repo fails) are kept."""
-    from rl.envs import generate_tasks, load_tasks, verify_tasks  # pylint: disable=C0415
+    from rl.envs import generate_tasks, load_tasks, verify_tasks
 
     tasks = []
     if n_tasks > 0:
@@ -144,7 +144,7 @@ class ScriptedPolicy:
         self.index = {t.id: i for i, t in enumerate(tasks)}
 
     def _turns(self, task, solve: bool) -> list[list[int]]:
-        from data.chat import tool_call_text  # pylint: disable=import-outside-toplevel
+        from data.chat import tool_call_text
 
         calls = []
         for path, content in (task.solution if solve else {}).items():
@@ -158,7 +158,7 @@ class ScriptedPolicy:
         return [self.tok.encode(tool_call_text(n, a), allow_special=True) + [end] for n, a in calls]
 
     def play(self, jobs: Sequence[tuple]) -> list[Episode]:
-        from rl.envs import CodingEnv, run_episode  # pylint: disable=import-outside-toplevel
+        from rl.envs import CodingEnv, run_episode
 
         out = []
         for task, sample in jobs:
@@ -175,9 +175,9 @@ class ScriptedPolicy:
 
 
 def _reading_oracle(tok, task, sample: int):
-    import random  # pylint: disable=import-outside-toplevel
+    import random
 
-    from rl.envs.scripted import SummarizingPolicy, TracePolicy  # pylint: disable=C0415
+    from rl.envs.scripted import SummarizingPolicy, TracePolicy
 
     return SummarizingPolicy(tok, TracePolicy(tok, task, random.Random(sample)), task)
 
@@ -221,7 +221,7 @@ class ModelPolicy:
         self.engine = None  # made on the first play; its key stream runs on across calls
 
     def _engine(self):
-        from model.engine import RolloutEngine  # pylint: disable=import-outside-toplevel
+        from model.engine import RolloutEngine
 
         if self.engine is None:
             self.engine = RolloutEngine(
@@ -237,7 +237,7 @@ class ModelPolicy:
         return self.engine
 
     def play(self, jobs: Sequence[tuple]) -> list[Episode]:
-        from rl.rollout import play_episodes  # pylint: disable=import-outside-toplevel
+        from rl.rollout import play_episodes
 
         tasks, k = _groups(jobs)
         out = play_episodes(

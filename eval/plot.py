@@ -12,10 +12,10 @@ def score_vs_tokens(
     curves: Mapping[str, Sequence[tuple[float, float, int]]], path: str, title: str = ""
 ) -> str:
     """curves: label -> [(completion tokens per task, score, K)]; writes a PNG; returns its path."""
-    import matplotlib  # pylint: disable=import-outside-toplevel
+    import matplotlib
 
     matplotlib.use("Agg")  # files only, no display
-    import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+    import matplotlib.pyplot as plt
 
     if not curves or not any(curves.values()):
         raise ValueError("score_vs_tokens: no points to plot")

@@ -52,8 +52,8 @@ def no_regression(baseline: dict, candidate: dict, gates: dict[str, tuple[str, f
 def suite_metrics(config, ckpt: str, out_root: str, log=print) -> dict:
     """config.eval.suites (eval/run.py) on one export -> {'<suite>/<metric>': value}; reports
     are written under out_root."""
-    from data.tokenizers import load_tokenizer  # pylint: disable=import-outside-toplevel
-    from eval.run import evaluate_checkpoint, names  # pylint: disable=import-outside-toplevel
+    from data.tokenizers import load_tokenizer
+    from eval.run import evaluate_checkpoint, names
 
     tok = load_tokenizer(config.data.tokenizer)
     reports = evaluate_checkpoint(ckpt, config, names(config.eval.suites), tok, out_root, log)

@@ -204,7 +204,7 @@ def _suite_config(config, suite: str) -> dict:
 def check_isolation() -> str:
     """HumanEval and the agentic suite run model-written code: only in an isolating sandbox
     (bubblewrap), unless the caller opted in (RL_ENVS_ALLOW_UNISOLATED=1); see rl.envs."""
-    from rl.envs import require_isolation  # pylint: disable=import-outside-toplevel
+    from rl.envs import require_isolation
 
     return require_isolation()
 
@@ -221,7 +221,7 @@ def _report_name(suite: str, name: str) -> str:
 
 def evaluate_checkpoint(ckpt: str, config, suites, tok, out_root: str, log=print) -> dict:
     """Runs `suites` on one exported params checkpoint; returns {suite: report}."""
-    from model.export import load_params  # pylint: disable=import-outside-toplevel
+    from model.export import load_params
 
     cfg, params = load_params(ckpt)
     reports = {}
@@ -282,7 +282,7 @@ def compare_report(results: dict[str, dict], config, wall_time_s: float) -> dict
 
 def run(config, workdir: str, params_dir: str = "", log=print) -> dict:
     """The eval entry: returns {checkpoint: {suite: report}}."""
-    from data.tokenizers import load_tokenizer  # pylint: disable=import-outside-toplevel
+    from data.tokenizers import load_tokenizer
 
     e = config.eval
     suites = names(e.suites)
@@ -338,7 +338,7 @@ def family_rows(metrics: dict) -> list[tuple[str, dict]]:
 
 def cli(config, workdir: str, params_dir: str) -> None:
     """main.py --mode=eval: bad input (suite names, paths, missing extra) -> one line, exit 2."""
-    import sys  # pylint: disable=import-outside-toplevel
+    import sys
 
     try:
         results = run(config, workdir, params_dir)

@@ -47,7 +47,7 @@ def split_layer_specs(cfg: ModelConfig, specs) -> dict:
     of split_layers(params): each stack a list of per-layer trees without the leading layer axis
     (e.g. wq_b P('layers', 'q_latent', 'heads', 'head_dim') -> P('q_latent', 'heads', 'head_dim'))."""
     counts = {"dense_layers": cfg.num_dense_layers, "moe_layers": cfg.num_moe_layers}
-    is_spec = lambda x: isinstance(x, P)  # noqa: E731
+    is_spec = lambda x: isinstance(x, P)
     out = dict(specs)
     for _, name, _ in STACKS:
         if name in specs:

@@ -232,7 +232,7 @@ def _prefill_mtp(cfg, kv_len: int, k: int, params, st: SlotState, rows, seq, sta
     decode iteration's catch-up computes it and so yields the first draft.
     hidden [R,T,D] of the fed tokens -> (mtp_cache, hbuf [R,K+1,D], tbuf [R,K+1], nbuf [R])."""
     r, t = seq.shape
-    take = lambda x: jnp.take(x, rows, axis=0, mode="clip")  # noqa: E731
+    take = lambda x: jnp.take(x, rows, axis=0, mode="clip")
     nb = jnp.where(start > 0, take(st.nbuf), 0)  # a fresh sequence has no earlier entries
     j1 = jnp.arange(k + 1)[None]  # [1,K+1]
     old_pos = jnp.where(j1 < nb[:, None], (start - nb)[:, None] + j1, -1)  # [R,K+1]
@@ -270,7 +270,7 @@ def prefill(
     fcol = jnp.where(feed_pos >= 0, feed_pos, s)
     row2 = rows[:, None]
     pend_pos = start + n_feed
-    arm = lambda x, v: x.at[rows].set(v, mode="drop")  # noqa: E731
+    arm = lambda x, v: x.at[rows].set(v, mode="drop")
     if spec.draft:
         mtp_cache, hbuf, tbuf, nbuf = _prefill_mtp(
             cfg, kv_len, spec.draft, params, st, rows, seq, start, n_feed, out.hidden
@@ -502,7 +502,7 @@ def state_logical_specs(st: SlotState) -> SlotState:
     and step, where tensor-parallel attention otherwise all-reduces only its [B,T,D] output after wo.
     Replicated over tensor and expert it costs (L + R) x 4 bytes x S per slot and layer on each
     device: kimi_k2, 576 values, S = 8192, f32: 18.9 MB per slot per layer."""
-    slots = lambda tree: jax.tree.map(lambda _: P(sh.BATCH), tree)  # noqa: E731
+    slots = lambda tree: jax.tree.map(lambda _: P(sh.BATCH), tree)
     per_slot = {
         f.name: slots(getattr(st, f.name))
         for f in dataclasses.fields(st)

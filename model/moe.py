@@ -190,7 +190,7 @@ def groups_of(aligned, offset, c: int) -> Groups:
     e = aligned.shape[0]
     has = aligned > 0  # [E]
     slot = jnp.where(has, jnp.cumsum(has) - 1, e)  # [E]; e = left out by the scatter
-    compact = lambda v: jnp.zeros((e,), jnp.int32).at[slot].set(v, mode="drop")  # noqa: E731
+    compact = lambda v: jnp.zeros((e,), jnp.int32).at[slot].set(v, mode="drop")
     return Groups(
         compact(jnp.arange(e)),
         compact(offset),
@@ -303,13 +303,13 @@ def _expert_blocks_bwd(sizes, res, gy):
         zeros += (jnp.zeros(w_out.shape, jnp.float32),)
         g_i = (groups.offset[i], groups.full[i], groups.rem[i])
         dx, dwg_e, dwu_e, dwo_e = for_each_block(sizes, r, *g_i, block, (dx, *zeros))
-        put = lambda acc, v: jax.lax.dynamic_update_index_in_dim(acc, v, e, 0)  # noqa: E731
+        put = lambda acc, v: jax.lax.dynamic_update_index_in_dim(acc, v, e, 0)
         return dx, put(dwg, dwg_e), put(dwu, dwu_e), put(dwo, dwo_e)
 
-    f32_zeros = lambda w: jnp.zeros(w.shape, jnp.float32)  # noqa: E731
+    f32_zeros = lambda w: jnp.zeros(w.shape, jnp.float32)
     init = (jnp.zeros_like(xs), f32_zeros(wi_gate), f32_zeros(wi_up), f32_zeros(wo))
     dx, dwg, dwu, dwo = jax.lax.fori_loop(0, groups.used, expert, init)
-    cast_to = lambda g, w: g.astype(w.dtype)  # noqa: E731
+    cast_to = lambda g, w: g.astype(w.dtype)
     no_grad = jax.tree.map(lambda _: None, groups)
     return dx, cast_to(dwg, wi_gate), cast_to(dwu, wi_up), cast_to(dwo, wo), no_grad
 
@@ -360,7 +360,7 @@ def sequence_balance_loss(scores, expert_ids, segment_ids, top_k: int):
     n_docs = b * (t + 1)
     chosen = jax.nn.one_hot(expert_ids, e, dtype=jnp.float32).sum(-2).reshape(-1, e)  # [B*T,E]
     p_tok = (scores / scores.sum(-1, keepdims=True)).reshape(-1, e)  # [B*T,E]
-    seg_sum = lambda v: jax.ops.segment_sum(v * valid[:, None], doc, n_docs)  # noqa: E731
+    seg_sum = lambda v: jax.ops.segment_sum(v * valid[:, None], doc, n_docs)
     n_tok = jax.ops.segment_sum(valid, doc, n_docs)  # [docs]
     denom = jnp.maximum(n_tok, 1.0)[:, None]
     f = seg_sum(chosen) * e / (top_k * denom)  # [docs,E]

@@ -179,7 +179,7 @@ def broadcast_json(obj):
     """Process 0's JSON-able `obj`, on every process (one process: `obj` itself)."""
     if jax.process_count() == 1:
         return obj
-    from jax.experimental import multihost_utils  # pylint: disable=import-outside-toplevel
+    from jax.experimental import multihost_utils
 
     data = np.frombuffer(json.dumps(obj).encode(), np.uint8) if jax.process_index() == 0 else None
     n = int(multihost_utils.broadcast_one_to_all(np.int32(0 if data is None else data.size)))
@@ -192,8 +192,8 @@ def broadcast_json(obj):
 def jit_ref_logprobs(cfg, rl, run, params_sh):
     """(ref_params, global batch) -> [B,T] logprobs of the targets under the frozen reference
     (replayed routing), jitted on the trainer's mesh; only built when kl_beta > 0."""
-    from train import trainer  # pylint: disable=import-outside-toplevel
-    from train.sharding import batch_sharding  # pylint: disable=import-outside-toplevel
+    from train import trainer
+    from train.sharding import batch_sharding
 
     apply = model_apply(cfg)
 
@@ -266,7 +266,7 @@ class RLBatchSource:
         self._publish(state.params)
         self._progress()
         if self.rl.kl_beta:
-            from train import trainer  # pylint: disable=import-outside-toplevel
+            from train import trainer
 
             params_sh = jax.tree.map(lambda x: x.sharding, state.params)
             fresh = trainer.fresh_params(run, params_sh)

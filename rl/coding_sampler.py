@@ -85,7 +85,7 @@ class CodingSampler:
         self.swaps = self.errors = 0
 
     def _engine(self, params, version: int, seed: int):
-        from model.engine import RolloutEngine  # noqa: PLC0415
+        from model.engine import RolloutEngine
 
         return RolloutEngine(
             self.cfg,

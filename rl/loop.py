@@ -32,7 +32,7 @@ def resolve(config):
     sandbox must isolate (fail closed: rl.envs.require_isolation raises unless bubblewrap works or
     the caller opted in), and the trainer's valid vocab is the tokenizer's (the engine samples
     from it; log-probs must match)."""
-    from train.sharding import ConfigError  # pylint: disable=import-outside-toplevel
+    from train.sharding import ConfigError
 
     config = config.copy_and_resolve_references()
     rl, t = config.rl, config.train
@@ -46,7 +46,7 @@ def resolve(config):
             "to configs/rl.py)"
         )
     if rl.task == "summary_toy":  # two segments a chain; samples and loss on the toy's ids
-        from rl.summary_toy import vocab  # noqa: PLC0415
+        from rl.summary_toy import vocab
 
         if per_chain < 2 or rl.valid_vocab not in (0, vocab(rl.summary_toy.facts)):
             raise ConfigError(
@@ -67,7 +67,7 @@ def resolve(config):
             )
     if rl.task != "coding":
         return config
-    from rl.envs.summary import summary_config  # noqa: PLC0415
+    from rl.envs.summary import summary_config
 
     summary = summary_config(rl.coding.get("summary"))
     if summary is not None and per_chain < summary.max_segments:
@@ -82,8 +82,8 @@ def resolve(config):
             f"rl.speculative_k={rl.speculative_k} with rl.coding.summary: summaries need a plain "
             "engine (set rl.speculative_k=0)"
         )
-    from data.tokenizers import ByteTokenizer  # noqa: PLC0415
-    from rl.envs import require_isolation  # noqa: PLC0415
+    from data.tokenizers import ByteTokenizer
+    from rl.envs import require_isolation
 
     require_isolation()
     vocab = ByteTokenizer().vocab_size
@@ -96,7 +96,7 @@ def resolve(config):
 def model_config(config):
     """The policy's model config (train.trainer.model_config: exported params, an HF folder or a
     preset); a random-init preset's positions are extended to cover an episode (rl.max_tokens)."""
-    from train import trainer  # pylint: disable=import-outside-toplevel
+    from train import trainer
 
     cfg, hf_dir = trainer.model_config(config)
     if hf_dir is None and not config.init_params_from:
@@ -108,9 +108,9 @@ def model_config(config):
 def initial_params(config, cfg):
     """The policy's version-0 params on the host, as the trainer starts them: an export's
     (init_params_from), an HF folder's, or the fresh init of train.seed."""
-    import model  # pylint: disable=import-outside-toplevel
-    from model import export  # pylint: disable=import-outside-toplevel
-    from train import trainer  # pylint: disable=import-outside-toplevel
+    import model
+    from model import export
+    from train import trainer
 
     if config.init_params_from:
         return export.load_params(config.init_params_from)[1]
@@ -136,7 +136,7 @@ def rl_loss(cfg, rl):
 
 def build_run(config, cfg=None):
     """The trainer's Run for RL: config's mesh, optimizer and schedule, the RL loss."""
-    from train import trainer  # pylint: disable=import-outside-toplevel
+    from train import trainer
 
     cfg = cfg or model_config(config)
     return trainer.build(config, loss_fn=rl_loss(cfg, config.rl), cfg=cfg)
@@ -145,7 +145,7 @@ def build_run(config, cfg=None):
 def state_and_step(config, params=None):
     """(fresh TrainState, jitted RL step) of the trainer for an RL config, on its mesh: the pieces
     `train` runs, for notebooks, benches and tests. `params` (host or device) replace the init."""
-    from train import trainer  # pylint: disable=import-outside-toplevel
+    from train import trainer
 
     config = resolve(config)
     run = build_run(config)
@@ -169,7 +169,7 @@ def state_and_step(config, params=None):
 def train(config, workdir: str, *, log=print) -> dict:
     """Runs RL until the pool is used up, train.steps or train.max_seconds (no step starts after
     it); resumes from <workdir>. -> {'state', 'history' (host scalars per step), 'books'}."""
-    from train import trainer  # pylint: disable=import-outside-toplevel
+    from train import trainer
 
     config = resolve(config)  # before any model loads
     if config.rl.compile_cache:

@@ -157,7 +157,7 @@ def make_rl_loss(
 
 def model_apply(cfg) -> Callable:
     """apply_fn for make_rl_loss on model/'s Transformer (main head only: MTP is not trained by RL)."""
-    from model.transformer import Transformer  # pylint: disable=import-outside-toplevel
+    from model.transformer import Transformer
 
     module = Transformer(cfg)
 

@@ -109,8 +109,8 @@ def _write_json(path: str, obj) -> None:
 
 def _train(config, records, adv, base_dir: str, train_dir: str, log) -> dict:
     """The one trainer from the base export on the cycle's records -> trained host params."""
-    from rl.loop import build_run  # pylint: disable=import-outside-toplevel
-    from train import trainer  # pylint: disable=import-outside-toplevel
+    from rl.loop import build_run
+    from train import trainer
 
     config = config.copy_and_resolve_references()
     config.init_params_from = base_dir
@@ -130,14 +130,14 @@ def _train(config, records, adv, base_dir: str, train_dir: str, log) -> dict:
 
 
 def _publish(store: str, cfg_params, version: int, note: dict) -> None:
-    from rl.weight_store import Promotions, WeightWriter  # pylint: disable=import-outside-toplevel
+    from rl.weight_store import Promotions, WeightWriter
 
     WeightWriter(store, dtype="float32").publish(cfg_params, version)
     Promotions(store).promote(version, note)
 
 
 def _next_version(store: str, base_version: int) -> int:
-    from rl.weight_store import WeightReader  # pylint: disable=import-outside-toplevel
+    from rl.weight_store import WeightReader
 
     latest = WeightReader(store).latest_version() if _store_exists(store) else None
     return max(base_version, -1 if latest is None else latest) + 1
@@ -162,16 +162,16 @@ def run_cycle(config, workdir: str, *, evaluate, check, log=print) -> dict:
     `suite_metrics`: the eval suites); check(base metrics, candidate metrics) -> (ok, deltas,
     reasons) (eval/promotion.py `no_regression` with the parsed realtime.gates). Injected by
     main.py: rl/ does not import eval/ (eval uses rl)."""
-    from model.export import save_params  # pylint: disable=import-outside-toplevel
-    from rl.serve.server import serve_paths  # pylint: disable=import-outside-toplevel
+    from model.export import save_params
+    from rl.serve.server import serve_paths
 
     rt, t0 = config.realtime, time.time()
     if not config.rl.valid_vocab:  # the server samples the tokenizer's ids only
-        from data.tokenizers import load_tokenizer  # pylint: disable=import-outside-toplevel
+        from data.tokenizers import load_tokenizer
 
         config = config.copy_and_resolve_references()
         config.rl.valid_vocab = load_tokenizer(config.data.tokenizer).vocab_size
-    from train.sharding import ConfigError  # pylint: disable=import-outside-toplevel
+    from train.sharding import ConfigError
 
     state = load_state(config, workdir)
     if not state["base_dir"]:

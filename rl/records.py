@@ -143,7 +143,7 @@ def training_record(d: dict, reward_cfg) -> dict:
     tokens/mask/logprobs/versions, experts [n][L][k], turn_spans, malformed_turns, counts, grade)
     -> the record `collate` takes, with the reward and its terms (rl/rewards.py) and a
     malformed_mask over the tokens of turns with a malformed call (negative examples)."""
-    from rl.rewards import LENGTH_QUANTITIES, episode_reward  # noqa: PLC0415
+    from rl.rewards import LENGTH_QUANTITIES, episode_reward
 
     counts = {q: d.get(q, 0) for q in LENGTH_QUANTITIES + ("malformed_calls",)}
     reward, terms = episode_reward(

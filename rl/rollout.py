@@ -103,7 +103,7 @@ def play_episodes(
 
         kw = dict(env_kwargs or {})
         kw["max_tokens"] = min(kw.get("max_tokens", cache), cache)  # the context must fit the cache
-        env_factory = lambda: CodingEnv(tok, **kw)  # noqa: E731
+        env_factory = lambda: CodingEnv(tok, **kw)
     stops = [tok.special_id("end"), tok.eos_id]
     todo = collections.deque((g, i, t) for g, t in enumerate(tasks) for i in range(group_size))
     total = len(todo)

@@ -44,7 +44,7 @@ def make_task(rl, j: int):
         templates = tuple(rl.coding.get("templates", ()) or ())
         return coding_pool(rl.seed, rl.pool_size, tuple(rl.coding.difficulties), templates)[j]
     if rl.task == "summary_toy":
-        from rl.summary_toy import make_fact_task  # noqa: PLC0415
+        from rl.summary_toy import make_fact_task
 
         return make_fact_task(rl.seed, j, rl.summary_toy.facts)
     if rl.task != "pattern":
@@ -60,8 +60,8 @@ def coding_pool(
     """The RL pool: n procedural tasks from `templates` (default: every training template; the
     held-out families are the agentic eval's, and naming one is an error), seeded; the eval draws
     from its own seed stream (EVAL_SEED_BASE)."""
-    from rl.envs import generate_tasks  # noqa: PLC0415
-    from rl.envs.taskgen import training_templates  # noqa: PLC0415
+    from rl.envs import generate_tasks
+    from rl.envs.taskgen import training_templates
 
     allowed = training_templates()
     bad = [t for t in templates if t not in allowed]
@@ -90,7 +90,7 @@ def sampler_devices(rl) -> list | None:
 
 def sampler_mesh(rl):
     """The samplers' own mesh (rl.sampler_mesh sizes over sampler_devices), or None."""
-    from model.sharding import role_mesh  # pylint: disable=import-outside-toplevel
+    from model.sharding import role_mesh
 
     devices = sampler_devices(rl)
     return None if devices is None else role_mesh(dict(rl.sampler_mesh), devices)
@@ -99,10 +99,10 @@ def sampler_mesh(rl):
 def make_sampler(rl, cfg, mesh=None, rules=None):
     """The task's sampler; `mesh` / `rules`: its engine's own mesh (None: one device)."""
     if rl.task == "coding":
-        from data.tokenizers import ByteTokenizer  # noqa: PLC0415
-        from rl.coding_sampler import CodingSampler  # noqa: PLC0415
-        from rl.envs.summary import summary_config  # noqa: PLC0415
-        from rl.rewards import reward_config_from_dict  # noqa: PLC0415
+        from data.tokenizers import ByteTokenizer
+        from rl.coding_sampler import CodingSampler
+        from rl.envs.summary import summary_config
+        from rl.rewards import reward_config_from_dict
 
         c = rl.coding
         return CodingSampler(
@@ -139,7 +139,7 @@ def make_sampler(rl, cfg, mesh=None, rules=None):
         rules=rules,
     )
     if rl.task == "summary_toy":
-        from rl.summary_toy import SummaryToySampler  # noqa: PLC0415
+        from rl.summary_toy import SummaryToySampler
 
         t = rl.summary_toy
         return SummaryToySampler(
@@ -182,8 +182,8 @@ def sampler_loop(
     parent_pid: int | None = None,
 ) -> int:
     """Produces this sampler's share (positions j % N == id) of the pool; -> groups written."""
-    from rl.loop import model_config  # pylint: disable=import-outside-toplevel
-    from train.trainer import model_rules  # pylint: disable=import-outside-toplevel
+    from rl.loop import model_config
+    from train.trainer import model_rules
 
     rl = config.rl
     cfg = model_config(config)
@@ -197,8 +197,8 @@ def sampler_loop(
     # per layer in place); an unsharded one fetches whole arrays.
     shardings = None
     if mesh is not None:
-        from model import param_logical_specs  # pylint: disable=import-outside-toplevel
-        from model.sharding import logical_shardings  # pylint: disable=import-outside-toplevel
+        from model import param_logical_specs
+        from model.sharding import logical_shardings
 
         shardings = logical_shardings(param_logical_specs(cfg), mesh, rules)
     cast = functools.partial(to_engine, sharded=mesh is not None)

@@ -96,7 +96,7 @@ class DamagedVersion(Exception):
 
 
 def _np_dtype(name: str):
-    import ml_dtypes  # pylint: disable=import-outside-toplevel
+    import ml_dtypes
 
     if name == "bfloat16":
         return ml_dtypes.bfloat16, np.uint16
@@ -348,7 +348,7 @@ class WeightWriter:
             stats = self._write_manifest(parts, version)
             self._collect(version)
         if jax.process_count() > 1:  # returns on every process once the version is readable
-            from jax.experimental import multihost_utils  # pylint: disable=import-outside-toplevel
+            from jax.experimental import multihost_utils
 
             multihost_utils.sync_global_devices(f"weight store published {version}")
         self.last_version = version
@@ -366,7 +366,7 @@ class WeightWriter:
         n = jax.process_count()
         if n == 1:
             return [part]
-        from jax.experimental import multihost_utils  # pylint: disable=import-outside-toplevel
+        from jax.experimental import multihost_utils
 
         key = f"{_blob_dir(version)}{self.nonce}/part-{{}}.json"
         me = jax.process_index()
@@ -448,7 +448,7 @@ def _shared_nonce() -> str:
     nonce = uuid.uuid4().hex[:12]
     if jax.process_count() == 1:
         return nonce
-    from jax.experimental import multihost_utils  # pylint: disable=import-outside-toplevel
+    from jax.experimental import multihost_utils
 
     b = np.frombuffer(nonce.encode(), np.uint8)
     return np.asarray(multihost_utils.broadcast_one_to_all(b)).tobytes().decode()
@@ -653,7 +653,7 @@ class Follower:
         try:
             newer = self._newer(current)
             self._ready = newer if newer is not None else ({}, None)
-        except Exception as e:  # noqa: BLE001 (handed to the sampler's thread by poll)
+        except Exception as e:
             self._ready = (None, e)
 
     def close(self) -> None:

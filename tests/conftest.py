@@ -36,9 +36,9 @@ def pytest_runtest_setup(item):
     # fallback, which by design contains nothing, so what only bubblewrap guarantees is skipped.
     if item.get_closest_marker("needs_bwrap") is None:
         return
-    from rl.envs import backend  # noqa: PLC0415 (after XLA_FLAGS above)
+    from rl.envs import backend
 
     if backend(allow_unisolated=True) != "bwrap":
-        import pytest  # noqa: PLC0415
+        import pytest
 
         pytest.skip("bubblewrap not usable here (apt-get install bubblewrap)")

@@ -176,7 +176,7 @@ def test_recovery_traces_hold_one_untrained_mistake_then_the_right_call():
     episode is the clean oracle's and passes the hidden tests (task_trace also asserts the trace
     renders to exactly the episode's ids)."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "tools"))
-    import make_traces  # noqa: PLC0415  (tools/, not a package)
+    import make_traces
 
     kinds = set()
     for seed in range(40):

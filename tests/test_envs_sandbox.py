@@ -428,7 +428,7 @@ def test_cgroup_v2_layout_on_a_stand_in_tree(monkeypatch, tmp_path):
     monkeypatch.setattr(cgroups, "_own_path", lambda controller: "/")
     group = cgroups.EpisodeCgroup("v2", memory_bytes=123 << 20, pids=17, cpus=1.5)
     [path] = group.dirs.values()
-    read = lambda name: (tmp_path / path / name).read_text()  # noqa: E731
+    read = lambda name: (tmp_path / path / name).read_text()
     assert (read("memory.max"), read("memory.swap.max")) == (str(123 << 20), "0")
     assert (read("pids.max"), read("cpu.max")) == ("17", "150000 100000")
     assert group.limit_hit() is None

@@ -45,7 +45,7 @@ def test_package_override_renames_the_package_and_keeps_the_task(tmp_path):
         generate_task("boundary", 7, 2, package="zorbu"),
     )
     old = base.meta["package"]
-    swap = lambda d: {k.replace(old, "zorbu"): v.replace(old, "zorbu") for k, v in d.items()}  # noqa: E731
+    swap = lambda d: {k.replace(old, "zorbu"): v.replace(old, "zorbu") for k, v in d.items()}
     assert (
         renamed.prompt == base.prompt.replace(old, "zorbu") and renamed.meta["package"] == "zorbu"
     )

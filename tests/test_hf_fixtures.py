@@ -151,7 +151,7 @@ def test_tensor_names_and_shapes(fixture):
     assert weights == expected_names(cfg), f"{name}: {sorted(weights ^ expected_names(cfg))[:6]}"
     d, heads = cfg["hidden_size"], cfg["num_attention_heads"]
     qk = cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"]
-    shape = lambda k: tensors[k][1].shape  # noqa: E731
+    shape = lambda k: tensors[k][1].shape
     kv_a_rows = cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"]  # latent + shared rope key
     assert shape("model.layers.0.self_attn.kv_a_proj_with_mqa.weight") == (kv_a_rows, d)
     assert shape("model.layers.0.self_attn.kv_b_proj.weight") == (
@@ -388,7 +388,7 @@ def rope_setup(cfg):
     attention_factor, scale = 1.0, (cfg["qk_nope_head_dim"] + r) ** -0.5
     if rp.get("rope_type", rp.get("type")) == "yarn":
         factor, orig = rp["factor"], rp["original_max_position_embeddings"]
-        corr = lambda rot: r * math.log(orig / (rot * 2 * math.pi)) / (2 * math.log(theta))  # noqa: E731
+        corr = lambda rot: r * math.log(orig / (rot * 2 * math.pi)) / (2 * math.log(theta))
         low = max(math.floor(corr(rp.get("beta_fast") or 32)), 0)
         high = min(math.ceil(corr(rp.get("beta_slow") or 1)), r - 1)
         ramp = np.clip((np.arange(r // 2) - low) / max(high - low, 0.001), 0, 1)

@@ -249,11 +249,11 @@ def test_malformed_turn_tokens_are_negative_examples():
 def test_negative_advantages_scaled_positive_ones_kept():
     """Group rewards 1, 0, 0, 0: mean 0.25, advantages 0.75, -0.25 x3; negative_scale 0.2 keeps
     0.75 and makes the rest -0.05; 0 reinforces only the success; the malformed rule still applies."""
-    rec = lambda r, **kw: dict(  # noqa: E731
+    rec = lambda r, **kw: dict(
         tokens=[1, 2, 3], mask=[0, 1, 1], logprobs=[0, -1, -1], reward=r, group_id="g", **kw
     )
     recs = [rec(1.0), rec(0.0), rec(0.0), rec(0.0, malformed_mask=[0, 0, 1])]
-    collate = lambda s, m=0.0: rb.collate(  # noqa: E731
+    collate = lambda s, m=0.0: rb.collate(
         recs, seq_len=2, rows=4, n_moe_layers=0, k=1, negative_scale=s, malformed_adv=m
     )["advantages"]
     np.testing.assert_allclose(collate(1.0)[:, 0], [0.75, -0.25, -0.25, -0.25])

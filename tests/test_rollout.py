@@ -164,7 +164,7 @@ def test_decoding_in_a_small_window_keeps_a_paused_longer_slot():
     cfg, params = tiny()
     eng = RolloutEngine(cfg, params, slots=2, cache_len=128, temperature=1.0, min_bucket=16)
     rng = np.random.default_rng(1)
-    ids = lambda n: [int(x) for x in rng.integers(3, cfg.vocab_size, n)]  # noqa: E731
+    ids = lambda n: [int(x) for x in rng.integers(3, cfg.vocab_size, n)]
     eng.submit("A", ids(60), max_new=4)
     turns = eng.step()
     assert [t.request for t in turns] == ["A"] and eng.programs >= {("decode", 64)}

@@ -36,7 +36,7 @@ class _KeyFilter:
 def data_config(config):
     """The run config's data.* and train.{seq_len, batch_size, seed} as data/'s DataConfig (so
     configs/sft.py is the one SFT data spec: benches and tests derive from it too)."""
-    from data import pipeline  # pylint: disable=import-outside-toplevel
+    from data import pipeline
 
     t, d = config.train, config.data
     return pipeline.DataConfig.from_dict(
@@ -54,9 +54,9 @@ def data_config(config):
 
 
 def _pipeline(config, vocab_size: int, counters):
-    from data import pipeline  # pylint: disable=import-outside-toplevel
-    from data.sources import DataError  # pylint: disable=import-outside-toplevel
-    from data.tokenizers import load_tokenizer  # pylint: disable=import-outside-toplevel
+    from data import pipeline
+    from data.sources import DataError
+    from data.tokenizers import load_tokenizer
 
     t = config.train
     try:

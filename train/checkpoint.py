@@ -134,7 +134,7 @@ class Checkpointer:
                 tree = restored["state"]
                 if int(tree["step"]) != step:
                     raise ValueError(f"checkpoint {step} holds step {int(tree['step'])}")
-            except Exception as e:  # pylint: disable=broad-except
+            except Exception as e:
                 logging.warning(
                     "checkpoint %s/%d is unreadable (%s: %s); trying the previous one",
                     self.directory,

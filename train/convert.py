@@ -30,7 +30,7 @@ def export_latest(config, workdir: str, *, run: Run | None = None) -> str:
     path = os.path.join(workdir, "export", f"params_{int(jax.device_get(state.step))}")
     export.save_params(path, run.cfg, state.params)
     if config.get("export_hf"):
-        from model import hf_stream  # pylint: disable=import-outside-toplevel
+        from model import hf_stream
 
         hf_path = path + "_hf"
         # Streamed: one tensor at a time gathered to process 0 (every process takes part), so

@@ -39,7 +39,7 @@ def evaluate(eval_fn, params, batches, mesh) -> dict[str, float]:
         if with_bytes:
             byte_sum += float(np.sum(np.asarray(b["target_bytes"], np.float64) * b["loss_mask"]))
     if with_bytes and jax.process_count() > 1:
-        from jax.experimental import multihost_utils  # pylint: disable=import-outside-toplevel
+        from jax.experimental import multihost_utils
 
         byte_sum = float(np.sum(multihost_utils.process_allgather(np.float64(byte_sum))))
     if weight == 0:  # no held-out targets (e.g. a tiny corpus): no number rather than a fake 0

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 
 def _batched_matmul(n: int, dtype, devices):
     """(run, flops per run): one n x n matmul per device as one sharded batched matmul, compiled."""
-    from jax.sharding import Mesh, NamedSharding  # pylint: disable=import-outside-toplevel
+    from jax.sharding import Mesh, NamedSharding
     from jax.sharding import PartitionSpec as P
 
     sharding = NamedSharding(Mesh(devices, ("d",)), P("d"))

@@ -113,7 +113,7 @@ def _base_model_config(config) -> tuple[model.ModelConfig, str | None]:
     (config.init_params_from) wins, else an HF folder or a preset name (config.model)."""
     name, init = config.model, config.init_params_from
     if init and os.path.isfile(os.path.join(init, "model_config.json")):
-        from model import export  # pylint: disable=import-outside-toplevel
+        from model import export
 
         with open(os.path.join(init, "model_config.json")) as f:
             try:
@@ -121,7 +121,7 @@ def _base_model_config(config) -> tuple[model.ModelConfig, str | None]:
             except ValueError as e:
                 raise shd.ConfigError(f"init_params_from={init!r}: {e}") from None
     if os.path.isdir(name):
-        from model import hf  # pylint: disable=import-outside-toplevel
+        from model import hf
 
         try:
             return hf.read_config(name)[0], name
@@ -442,7 +442,7 @@ class _Preemption:
 
     def should_stop(self, step: int) -> bool:
         if jax.process_count() > 1:
-            from jax.experimental import multihost_utils  # pylint: disable=import-outside-toplevel
+            from jax.experimental import multihost_utils
 
             try:
                 return bool(multihost_utils.reached_preemption_sync_point(step))
@@ -587,7 +587,7 @@ def pretraining_source(config, run: Run):
     stand-in)."""
     counters = None
     if config.data.source == "pipeline":
-        from data.sources import DataCounters  # pylint: disable=import-outside-toplevel
+        from data.sources import DataCounters
 
         counters = DataCounters()
     train_it, heldout = batches.data_iterators(config, run.cfg.vocab_size, counters)

@@ -56,6 +56,6 @@ class PromotedFollower:
 
 def _as_engine_params(params):
     """The store's numpy arrays (sampler dtype) -> float32 jax arrays, as the engine was built."""
-    import jax  # pylint: disable=import-outside-toplevel
+    import jax
 
     return jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), params)

@@ -33,7 +33,7 @@ def serve_paths(s, workdir: str) -> tuple[str, str]:
 
 def build(s, cfg, params, tok, *, log_dir: str, params_version: int = 0):
     """-> the Server of the `serve` block `s`, its engine loop not started yet."""
-    from model.engine import RolloutEngine  # pylint: disable=import-outside-toplevel
+    from model.engine import RolloutEngine
 
     engine = RolloutEngine(
         cfg,
@@ -64,7 +64,7 @@ def build(s, cfg, params, tok, *, log_dir: str, params_version: int = 0):
 def start_http(app, host: str, port: int):
     """uvicorn on a thread (tests, benches); port 0 = a free one. -> (uvicorn.Server, thread,
     port), serving when this returns."""
-    import uvicorn  # pylint: disable=import-outside-toplevel
+    import uvicorn
 
     http = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
     thread = threading.Thread(target=http.run, name="uvicorn", daemon=True)
@@ -79,11 +79,11 @@ def start_http(app, host: str, port: int):
 
 def serve(config, params_dir: str, workdir: str, port: int = 0) -> None:
     """--mode=serve: blocks until interrupted."""
-    import uvicorn  # pylint: disable=import-outside-toplevel
+    import uvicorn
 
-    from data.tokenizers import load_tokenizer  # pylint: disable=import-outside-toplevel
-    from model.export import load_params  # pylint: disable=import-outside-toplevel
-    from train.sharding import InputError  # pylint: disable=import-outside-toplevel
+    from data.tokenizers import load_tokenizer
+    from model.export import load_params
+    from train.sharding import InputError
 
     s = config.serve
     if not params_dir:
