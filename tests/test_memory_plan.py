@@ -157,7 +157,7 @@ def _compiled_step_temp_bytes(microbatches: int, rows_per_microbatch: int = 2) -
     return compiled.memory_analysis().temp_size_in_bytes
 
 
-@pytest.mark.slow  # two compilations of the tiny preset's train step (~50 s of CPU time)
+@pytest.mark.slow  # two compilations of the tiny train step: 8 s at load 4, 211 s at load 15
 def test_plan_counts_the_gradient_accumulation_buffer_as_compiled():
     """train/step.py's microbatch scan holds the accumulator beside one microbatch's full-size
     gradient: XLA's compiled temp bytes grow by ~one float32 gradient from 1 to 2 microbatches of
