@@ -293,7 +293,7 @@ def _t(x):
     return x.T
 
 
-def _layer_entries(cfg: ModelConfig, moe: bool) -> list[tuple]:
+def layer_entries(cfg: ModelConfig, moe: bool) -> list[tuple]:
     d, h, n, r, v = (
         cfg.hidden_size,
         cfg.num_attention_heads,
@@ -377,7 +377,7 @@ def _layer_entries(cfg: ModelConfig, moe: bool) -> list[tuple]:
     return e
 
 
-def _rope_rows_to_interleaved(cfg: ModelConfig, name: str, x: np.ndarray) -> np.ndarray:
+def rope_rows_to_interleaved(cfg: ModelConfig, name: str, x: np.ndarray) -> np.ndarray:
     """Checkpoints with rope_interleave=False store rope dims as halves; convert rows to pairs."""
     n, r, l = cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.kv_lora_rank
     to_pairs = np.stack([np.arange(r // 2), np.arange(r // 2) + r // 2], -1).reshape(
@@ -391,20 +391,20 @@ def _rope_rows_to_interleaved(cfg: ModelConfig, name: str, x: np.ndarray) -> np.
     return x
 
 
-def _layer_prefix(i: int) -> str:
+def layer_prefix(i: int) -> str:
     return f"model.layers.{i}."
 
 
 def _read_layer(cfg, src, i: int, moe: bool, interleaved: bool) -> dict:
     out: dict = {}
-    for path, hf_name, shape, to_ours, _ in _layer_entries(cfg, moe):
-        prefix = _layer_prefix(i)
+    for path, hf_name, shape, to_ours, _ in layer_entries(cfg, moe):
+        prefix = layer_prefix(i)
         if isinstance(hf_name, list):
             value = to_ours([src.get(prefix + name, shape) for name in hf_name])
         else:
             value = src.get(prefix + hf_name, shape)
             if not interleaved:
-                value = _rope_rows_to_interleaved(cfg, hf_name, value)
+                value = rope_rows_to_interleaved(cfg, hf_name, value)
             value = to_ours(value) if to_ours else value
         _set(out, path, value)
     return out
@@ -466,7 +466,7 @@ def load_hf_checkpoint(path: str, **config_overrides: Any) -> tuple[ModelConfig,
 
 def _read_mtp(cfg, src, m: int, interleaved: bool) -> dict:
     i, d = cfg.num_hidden_layers + m, cfg.hidden_size
-    p = _layer_prefix(i)
+    p = layer_prefix(i)
     for shared in ("embed_tokens.weight", "shared_head.head.weight"):  # copies of the main
         if p + shared in src:  # model's embedding and head, which the MTP modules share here
             src.claim(p + shared)
@@ -500,7 +500,7 @@ class HFTensor(NamedTuple):
         return self.to_hf(pieces[0] if len(pieces) == 1 else tuple(pieces))
 
 
-def _leaf_paths(path: tuple) -> list[tuple]:
+def leaf_paths(path: tuple) -> list[tuple]:
     """An entry's path -> the leaf paths it fills (('attn', ('wk_b', 'wv_b')) fills two)."""
     *parents, leaf = path
     leaves = leaf if isinstance(leaf, tuple) else (leaf,)
@@ -513,9 +513,9 @@ def _one_expert(to_hf):
 
 
 def _layer_plan(cfg, stack: tuple, index: tuple, i: int, moe: bool):
-    prefix = _layer_prefix(i)
-    for path, hf_name, shape, _, to_hf in _layer_entries(cfg, moe):
-        leaves = tuple(stack + p for p in _leaf_paths(path))
+    prefix = layer_prefix(i)
+    for path, hf_name, shape, _, to_hf in layer_entries(cfg, moe):
+        leaves = tuple(stack + p for p in leaf_paths(path))
         if isinstance(hf_name, list):  # routed experts: one tensor per expert
             for e, name in enumerate(hf_name):
                 yield HFTensor(prefix + name, shape, leaves, index + (e,), _one_expert(to_hf))
@@ -540,7 +540,7 @@ def hf_plan(cfg: ModelConfig):
         yield HFTensor("lm_head.weight", (vocab, d), (head[0],), (), head[1])
     for m in range(cfg.num_mtp_modules):
         i, mtp = cfg.num_hidden_layers + m, f"mtp_{m}"
-        p = _layer_prefix(i)
+        p = layer_prefix(i)
         yield from _layer_plan(cfg, (mtp, "block"), (), i, cfg.mtp_is_moe)
         yield HFTensor(p + "enorm.weight", (d,), ((mtp, "enorm", "scale"),), (), None)
         yield HFTensor(p + "hnorm.weight", (d,), ((mtp, "hnorm", "scale"),), (), None)

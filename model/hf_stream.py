@@ -142,18 +142,18 @@ def _entry_values(cfg, src, prefix, entry, interleaved) -> list[np.ndarray]:
     _, hf_name, shape, to_ours, _ = entry
     value = src.get(prefix + hf_name, shape)
     if not interleaved:
-        value = hf._rope_rows_to_interleaved(cfg, hf_name, value)
+        value = hf.rope_rows_to_interleaved(cfg, hf_name, value)
     value = to_ours(value) if to_ours else value
     return list(value) if isinstance(value, tuple) else [value]
 
 
 def _load_block(cfg, src, i, moe, interleaved, shardings, shapes, put) -> None:
     """One decoder block (layer index i in the checkpoint): put(leaf_path, array piece) per leaf."""
-    prefix = hf._layer_prefix(i)
-    for entry in hf._layer_entries(cfg, moe):
+    prefix = hf.layer_prefix(i)
+    for entry in hf.layer_entries(cfg, moe):
         path, hf_name, shape = entry[:3]
         if isinstance(hf_name, list):  # routed experts: one [F, D] / [D, F] tensor per expert
-            leaf = hf._leaf_paths(path)[0]
+            leaf = hf.leaf_paths(path)[0]
             stage = _Stage(shapes(leaf), shardings(leaf))
             needed = set(stage.rows_needed())
             for e, name in enumerate(hf_name):
@@ -164,7 +164,7 @@ def _load_block(cfg, src, i, moe, interleaved, shardings, shapes, put) -> None:
             put(leaf, stage.array())
             continue
         for leaf, value in zip(
-            hf._leaf_paths(path), _entry_values(cfg, src, prefix, entry, interleaved)
+            hf.leaf_paths(path), _entry_values(cfg, src, prefix, entry, interleaved)
         ):
             stage = _Stage(shapes(leaf), shardings(leaf))
             stage.write(value)
@@ -232,7 +232,7 @@ def _load_stack(cfg, src, stack, first, last, moe, interleaved, sh_tree, shapes)
 
 def _load_mtp(cfg, src, m, interleaved, sh_tree, place) -> dict:
     i, d = cfg.num_hidden_layers + m, cfg.hidden_size
-    p = hf._layer_prefix(i)
+    p = hf.layer_prefix(i)
     for shared in ("embed_tokens.weight", "shared_head.head.weight"):  # shared with the main model
         if p + shared in src:
             src.claim(p + shared)
