@@ -103,8 +103,8 @@ def _init_distributed():
 
 def _run(config):
     """The chosen mode; user-facing failures raise ConfigError / InputError (one line each)."""
+    from model.errors import InputError
     from train import convert
-    from train.sharding import InputError
 
     if _DRY_RUN.value:
         from train import dry_run
@@ -122,8 +122,8 @@ def _run(config):
     _init_distributed()
     if _MODE.value == "rl" and "realtime" in config:  # configs/realtime.py: one feedback cycle
         from eval import promotion
+        from model.errors import ConfigError
         from rl import realtime
-        from train.sharding import ConfigError
 
         try:
             check = promotion.gate_check(config.realtime.gates)
@@ -174,9 +174,9 @@ def _run(config):
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    from model.errors import ConfigError, InputError
     from model.hf import CheckpointError
     from rl.envs import SandboxUnavailable
-    from train.sharding import ConfigError, InputError
     from train.trainer import NonFiniteLossError
 
     config = _CONFIG.value

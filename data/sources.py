@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from model.errors import DataError
+
 SOURCE_KINDS = ("files", "stdlib", "jsonl", "parquet", "array_record")
 
 
@@ -66,15 +68,6 @@ class SourceSpec:
 class Document:
     value: str | list  # text, or a list of chat messages
     where: str  # 'path', 'path:line 7', 'path:row 3', for errors
-
-
-class DataError(ValueError):
-    """Bad input in one document. kind: empty | undecodable | bad_json | bad_field | bad_chat."""
-
-    def __init__(self, kind: str, where: str, message: str):
-        super().__init__(f"{where}: {message}")
-        self.kind = kind
-        self.where = where
 
 
 class DataCounters:

@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from model.config import ModelConfig, RopeScaling
+from model.errors import CheckpointError, CheckpointNotFound
 from model.safetensors_io import SafetensorsFile
 
 CONFIG_FIELDS = (
@@ -51,14 +52,6 @@ OPTIONAL_FIELDS = (
     "max_position_embeddings",
     "tie_word_embeddings",
 )
-
-
-class CheckpointError(ValueError):
-    """A bad HF folder (config.json, tensors), reported in one line that names what is wrong."""
-
-
-class CheckpointNotFound(CheckpointError, FileNotFoundError):
-    pass
 
 
 @contextlib.contextmanager

@@ -15,14 +15,12 @@ import json
 
 import tensorstore as ts
 
+from model.errors import StoreError
+
 # Bounded retries for object stores: tensorstore's default (32 tries, backoff to 32 s) makes an
 # unreachable endpoint look like a hang; 4 tries with 0.1 -> 1 s backoff give up in ~2 s.
 S3_RETRIES = {"max_retries": 4, "initial_delay": "0.1s", "max_delay": "1s"}
 CONTEXT = {"s3_request_retries": S3_RETRIES, "gcs_request_retries": S3_RETRIES}
-
-
-class StoreError(Exception):
-    """The store could not be read or written (unreachable, refused, timed out)."""
 
 
 def store_spec(store: str, label: str = "store"):

@@ -32,7 +32,7 @@ def resolve(config):
     sandbox must isolate (fail closed: rl.envs.require_isolation raises unless bubblewrap works or
     the caller opted in), and the trainer's valid vocab is the tokenizer's (the engine samples
     from it; log-probs must match)."""
-    from train.sharding import ConfigError
+    from model.errors import ConfigError
 
     config = config.copy_and_resolve_references()
     rl, t = config.rl, config.train

@@ -171,7 +171,7 @@ def run_cycle(config, workdir: str, *, evaluate, check, log=print) -> dict:
 
         config = config.copy_and_resolve_references()
         config.rl.valid_vocab = load_tokenizer(config.data.tokenizer).vocab_size
-    from train.sharding import ConfigError
+    from model.errors import ConfigError
 
     state = load_state(config, workdir)
     if not state["base_dir"]:

@@ -11,8 +11,8 @@ import jax
 
 def _model(config, params_dir: str, cache_len: int):
     from model import init_params, presets
+    from model.errors import InputError
     from model.export import load_params
-    from train.sharding import InputError
 
     if params_dir:
         try:
@@ -33,7 +33,7 @@ def run_rollouts(config, workdir: str, params_dir: str = "") -> dict:
     # the caller opted in (RL_ENVS_ALLOW_UNISOLATED=1; see rl/envs/sandbox.py).
     require_isolation()
     if "rl" not in config:
-        from train.sharding import ConfigError
+        from model.errors import ConfigError
 
         raise ConfigError(
             "--mode=rollout needs --config=configs/rollout.py (this config has no rl section)"

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import jax
 
+from model.errors import ConfigError
 from train import synthetic_data
 from train.evaluate import BATCH_KEYS, EVAL_KEYS
-from train.sharding import ConfigError
 
 
 class _KeyFilter:

@@ -9,8 +9,8 @@ import os
 import jax
 
 from model import export
+from model.errors import InputError
 from train import checkpoint
-from train.sharding import InputError
 from train.trainer import Run
 from train.trainer import build as build_run
 

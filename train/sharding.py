@@ -17,18 +17,10 @@ from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from model import sharding as model_sharding
+from model.errors import ConfigError
 from model.sharding import MESH_AXES
 
 BATCH_AXES = ("data", "fsdp")
-
-
-class ConfigError(ValueError):
-    """A config problem, reported in one line before anything is compiled."""
-
-
-class InputError(ValueError):
-    """A missing or unreadable input named on the command line (a workdir without checkpoints,
-    a params dir that is not an export), reported in one line."""
 
 
 def resolve_mesh_shape(sizes: dict, num_devices: int) -> tuple[int, ...]:

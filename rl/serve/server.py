@@ -82,8 +82,8 @@ def serve(config, params_dir: str, workdir: str, port: int = 0) -> None:
     import uvicorn
 
     from data.tokenizers import load_tokenizer
+    from model.errors import InputError
     from model.export import load_params
-    from train.sharding import InputError
 
     s = config.serve
     if not params_dir:
