@@ -1,4 +1,4 @@
-"""Decode benchmarks for the engine (model/engine.py, through model/generate.py), side by side in one process (the machine is shared):
+"""Decode benchmarks for the engine (model/engine.py, through model/prompt_batch.py), side by side in one process (the machine is shared):
 
     python bench/bench_decode.py                       # small preset: trains its MTP head once (the run
                                                        # is kept in runs/bench_decode), then benchmarks
@@ -35,7 +35,7 @@ from configs import default  # noqa: E402
 from model import init_params, presets  # noqa: E402
 from model.decode import cache_bytes_per_token, init_layer_caches  # noqa: E402
 from model.export import load_params  # noqa: E402
-from model.generate import PromptBatch  # noqa: E402
+from model.prompt_batch import PromptBatch  # noqa: E402
 from train import batches, convert, trainer  # noqa: E402
 
 

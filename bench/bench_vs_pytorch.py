@@ -228,8 +228,8 @@ def part_train(args, folder, hf_model):
 def part_decode(args, folder, hf_model):
     import torch
 
-    from model.generate import PromptBatch
     from model.hf import load_hf_checkpoint
+    from model.prompt_batch import PromptBatch
 
     cfg, params = load_hf_checkpoint(folder, moe_impl=args.moe_impl)
     params = jax.tree.map(jnp.asarray, params)

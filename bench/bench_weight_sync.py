@@ -148,7 +148,7 @@ def deltas(args, c, cfg, params0, endpoint) -> None:
 
 def pause(args, cfg, params0) -> None:
     """Decode while versions arrive; per swap: poll + set_params, and the next step's extra."""
-    from model.generate import PromptBatch
+    from model.prompt_batch import PromptBatch
     from rl.sampler_process import to_engine
     from rl.weight_store import Follower, WeightReader, WeightWriter
 

@@ -207,7 +207,7 @@ def sample_completions(
     prompts do not pay for the longest one's context), seeded by (seed, group).
     `progress_factory(total)` gives an object whose update(k) is called as completions finish. Reproducible: the same
     problems, n, seed and chunks give the same completions."""
-    from model.generate import PromptBatch
+    from model.prompt_batch import PromptBatch
 
     if not 1 <= chunks <= 1000:
         raise ValueError(f"chunks={chunks}: expected 1..1000")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from data.tokenizers import ByteTokenizer
 from eval.humaneval import decode_valid
 from model.export import load_params
-from model.generate import generate
+from model.prompt_batch import generate
 
 
 def sample_cli(

@@ -3,14 +3,11 @@ HF checkpoint interop.
 
 Public API:
     from model import ModelConfig, Transformer, load_hf_checkpoint, save_hf_checkpoint, count_params, presets
-    from model import generate   # the function (model/generate.py): a prompt list through model/engine.py
+    from model import generate   # the function (model/prompt_batch.py): a prompt list through model/engine.py
 """
 
 from model import presets
 from model.config import ModelConfig, RopeScaling, config_from_dict
-
-# Eager, and after the submodule import: binds `model.generate` to the function, not the module.
-from model.generate import generate  # noqa: E402
 from model.params import (
     count_params,
     flops_per_token,
@@ -20,6 +17,7 @@ from model.params import (
     trainable_mask,
     update_router_bias,
 )
+from model.prompt_batch import generate  # the function; its module is model.prompt_batch
 from model.transformer import ModelOutput, Transformer
 
 __all__ = [

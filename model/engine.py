@@ -1,7 +1,7 @@
 """The decode engine: a request queue over B slots, continuable sequences (multi-turn episodes),
 MTP speculative decoding, in-flight weight swaps, per-token RL records (sampler log-prob, routed
 experts, params version), a bounded number of compiled programs. It is the only one: a fixed prompt
-list (`model.generate`, eval, the single-turn RL sampler) goes through model/generate.py's
+list (`model.generate`, eval, the single-turn RL sampler) goes through model/prompt_batch.py's
 PromptBatch, multi-turn episodes through rl/rollout.py.
 
 Letters: B slots, R rows prefilled in one call, T tokens per prefilled row, S cache length, V vocab,

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from model.generate import PromptBatch
+from model.prompt_batch import PromptBatch
 
 
 def records_from_generate(out, prompts, group_ids, rewards=None) -> list[dict]:

@@ -1,4 +1,4 @@
-"""Generation on the one engine (model/engine.py, through model/generate.py's prompt-list
+"""Generation on the one engine (model/engine.py, through model/prompt_batch.py's prompt-list
 wrapper): greedy == repeated argmax of the full forward, speculative == plain, sampler log-probs ==
 filtered log-softmax of the forward, router replay, continuous batching, in-flight weight updates
 (plain and speculative), multi-turn extend and teacher forcing under speculation, the speculative
@@ -16,7 +16,7 @@ import pytest
 import model.engine as engine_module
 from model import Transformer, init_params, presets
 from model.engine import RolloutEngine
-from model.generate import PromptBatch, generate
+from model.prompt_batch import PromptBatch, generate
 from model.sampling import SamplingParams, filtered_logprobs, speculative_accept
 
 PROMPTS = [[1, 2, 3, 4, 5], [7], [9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 11]]
