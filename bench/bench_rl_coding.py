@@ -10,7 +10,7 @@ The defaults are run 16's setting in bench/RESULTS.md: run 6's (lr 1e-5 raised h
 ~10 points in runs 6 and 8; lr 1e-4 lowered it, runs 3-4) with episodes ended after 2 consecutive
 broken turns (~1.5x the RL steps per minute) and RL stopped by the issue's 30-minute budget.
 
-1. Traces: the scripted oracle (rl.envs.scripted.TracePolicy, via tools/make_traces.py) plays
+1. Traces: the scripted oracle (rl.envs.scripted.TracePolicy, via rl/envs/traces.py) plays
    `--traces` tasks of the family in the sandbox (seeds 1_000_000 + i); only clean all-pass
    submits are kept. These are the SFT data (the same chat rendering as RL). With
    `--mistake_rate` some traces hold one typo, its error and the recovery (runs 10-11 in
@@ -43,7 +43,7 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [ROOT, os.path.join(ROOT, "tools")]
+sys.path[:0] = [ROOT]
 
 from train.malloc_env import reexec_with_hugepages  # noqa: E402
 
@@ -83,11 +83,10 @@ def make_traces(
     names='random': each trace's package gets a synthetic name (the task is otherwise the same),
     so recalling one of the generator's 8 names never fits the data and copying it from the
     listing does."""
-    import make_traces as mt
-
     from data.chat import render_messages
     from data.tokenizers import ByteTokenizer
     from rl.envs import generate_task
+    from rl.envs import traces as mt
 
     if os.path.exists(path):
         return sum(1 for _ in open(path))

@@ -23,7 +23,7 @@ import random
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [ROOT, os.path.join(ROOT, "tools")]
+sys.path[:0] = [ROOT]
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -42,7 +42,7 @@ SEED_BASE = 3_000_000  # apart from bench_rl_coding's trace (1e6) and held-out (
 
 def oracle_traces(family: str, n: int) -> list[dict]:
     """[{'kind': 'generator' | 'synthetic', 'package', 'ids', 'mask'}], two per task seed."""
-    import make_traces as mt
+    from rl.envs import traces as mt
 
     tok, out = ByteTokenizer(), []
     for i in range(n):

@@ -4,7 +4,6 @@ import dataclasses
 import json
 import os
 import random
-import sys
 
 import numpy as np
 import pytest
@@ -134,7 +133,7 @@ def test_shipped_traces_are_valid_and_small():
 
 def test_shipped_traces_replay_token_exactly_in_the_environment():
     """Two traces played again through CodingEnv on their regenerated tasks: the episode's ids are
-    the rendered trace (tools/make_traces.py asserts exact equality when it writes them), and the hidden
+    the rendered trace (rl/envs/traces.py asserts exact equality when it writes them), and the hidden
     tests pass (real sandbox)."""
     traces = load_traces()
     for t in (traces[0], traces[len(traces) // 2 + 1]):
@@ -175,8 +174,7 @@ def test_recovery_traces_hold_one_untrained_mistake_then_the_right_call():
     call (weight 0) is one byte off the right one and draws the environment's error; the rest of the
     episode is the clean oracle's and passes the hidden tests (task_trace also asserts the trace
     renders to exactly the episode's ids)."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "tools"))
-    import make_traces
+    from rl.envs import traces as make_traces
 
     kinds = set()
     for seed in range(40):

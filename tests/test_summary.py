@@ -213,7 +213,7 @@ def test_agentic_suite_reports_pass_rate_with_and_without_summaries():
 
 
 def test_shipped_summary_traces_replay_segment_by_segment():
-    """data/traces/summary_traces.jsonl (tools/make_traces.py --summary): every segment renders;
+    """data/traces/summary_traces.jsonl (python -m rl.envs.traces --summary): every segment renders;
     a non-final segment ends with its trained summary, which the next one holds untrained; one
     chain played again through CodingEnv gives exactly the shipped segments (real sandbox)."""
     import json

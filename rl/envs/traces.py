@@ -1,7 +1,10 @@
 """Generates data/traces/coding_traces.jsonl: SFT traces played through the RL environment itself.
 
-    python tools/make_traces.py                  # rewrites the file (~10 min on a busy 2-core box)
-    python tools/make_traces.py --summary        # rewrites data/traces/summary_traces.jsonl
+    python -m rl.envs.traces                 # rewrites the file (~10 min on a busy 2-core box)
+    python -m rl.envs.traces --summary       # rewrites data/traces/summary_traces.jsonl
+
+In rl/envs/ (not data/): it plays the RL environment, and data/ never imports rl/. Benchmarks and
+tests import its functions (task_trace, make_trace, chain_traces).
 
 Each trace is one episode of rl.envs.CodingEnv on a procedurally generated task (rl/envs/taskgen,
 the same tasks RL trains on), played by the scripted oracle rl.envs.scripted.TracePolicy: the same
@@ -35,17 +38,14 @@ import random
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)  # the repo root, when run as a script
-# A tool, not part of data/: it plays the RL environment (rl/), and data/ never imports rl/.
+from data.chat import render_messages, summary_ids
+from data.tokenizers import ByteTokenizer, Tokenizer
+from rl.envs import TEMPLATES, CodingEnv, generate_task, run_episode
+from rl.envs.env import DEFAULT_SYSTEM
+from rl.envs.scripted import SummarizingPolicy, TracePolicy
+from rl.envs.summary import SummaryConfig
 
-from data.chat import render_messages, summary_ids  # noqa: E402
-from data.tokenizers import ByteTokenizer, Tokenizer  # noqa: E402
-from rl.envs import TEMPLATES, CodingEnv, generate_task, run_episode  # noqa: E402
-from rl.envs.env import DEFAULT_SYSTEM  # noqa: E402
-from rl.envs.scripted import SummarizingPolicy, TracePolicy  # noqa: E402
-from rl.envs.summary import SummaryConfig  # noqa: E402
-
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo
 OUT_PATH = os.path.join(ROOT, "data", "traces", "coding_traces.jsonl")
 SUMMARY_PATH = os.path.join(ROOT, "data", "traces", "summary_traces.jsonl")
 NUM_SUMMARY_CHAINS = 24  # long_lookup, difficulty cycling 1-3
