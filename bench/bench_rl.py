@@ -22,6 +22,7 @@ import numpy as np
 from configs import rl as rl_config
 from model import generate
 from rl import loop, sampler_process
+from train import trainer
 
 
 def heldout(cfg, params, rl, n_tasks=32):
@@ -57,7 +58,7 @@ def main():
     c.rl.update(pool_size=args.pool, samplers=args.samplers)
     c.train.lr = args.lr
     cfg = loop.model_config(c)
-    p0 = loop.initial_params(c, cfg)
+    p0 = trainer.host_params(c, cfg)
     before = heldout(cfg, p0, c.rl)
     t0 = time.time()
     out = loop.train(c, tempfile.mkdtemp(), log=lambda s: None)

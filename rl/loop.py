@@ -17,7 +17,6 @@ exports it and --mode=eval evaluates the export. Samplers: rl/sampler_process.py
 from __future__ import annotations
 
 import dataclasses
-import os
 
 import jax
 
@@ -103,20 +102,6 @@ def model_config(config):
         positions = max(cfg.max_position_embeddings, config.rl.max_tokens)
         cfg = dataclasses.replace(cfg, max_position_embeddings=positions)
     return cfg
-
-
-def initial_params(config, cfg):
-    """The policy's version-0 params on the host, as the trainer starts them: an export's
-    (init_params_from), an HF folder's, or the fresh init of train.seed."""
-    import model
-    from model import export
-    from train import trainer
-
-    if config.init_params_from:
-        return export.load_params(config.init_params_from)[1]
-    if os.path.isdir(config.model):
-        return model.load_hf_checkpoint(config.model)[1]
-    return jax.device_get(model.init_params(cfg, trainer.init_rngs(config.train.seed)[0]))
 
 
 def rl_loss(cfg, rl):

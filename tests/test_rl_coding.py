@@ -20,6 +20,7 @@ from rl.envs import Sandbox, SandboxUnavailable, backend
 from rl.envs.taskgen import HELD_OUT_TEMPLATES, training_templates
 from rl.envs.tasks import grade_in
 from rl.store import RolloutStore
+from train import trainer
 
 
 def _sandbox_or_skip():
@@ -113,7 +114,7 @@ def test_coding_sampler_swaps_weights_in_flight():
     cfg = loop.model_config(c)
     sampler = sampler_process.make_sampler(c.rl, cfg)
     task = sampler_process.make_task(c.rl, 0)
-    weights = _SwapsOnSecondPoll(loop.initial_params(c, cfg))
+    weights = _SwapsOnSecondPoll(trainer.host_params(c, cfg))
     (group,) = sampler.play([task], weights, seed=1)
     assert sampler.swaps == 1 and len(group) == 2
     versions = [r["versions"][r["mask"] > 0] for r in group]

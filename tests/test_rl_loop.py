@@ -22,6 +22,7 @@ from s3_fixture import s3_server  # noqa: F401 (the session fixture)
 from configs import rl as rl_config
 from rl import batch_source, loop
 from rl.store import RolloutStore
+from train import trainer
 
 
 def _policy_versions(store):
@@ -297,7 +298,7 @@ def test_rl_starts_from_exported_params(tmp_path):
     c.init_params_from = str(tmp_path / "p")
     got_cfg = loop.model_config(c)
     assert got_cfg.hidden_size == cfg.hidden_size and got_cfg.num_moe_layers == cfg.num_moe_layers
-    got = loop.initial_params(c, got_cfg)
+    got = trainer.host_params(c, got_cfg)
     for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(params)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 

@@ -256,6 +256,7 @@ def test_summary_toy_chains_carry_only_the_summary_across():
     reward and one chain id on both, segment 1 holds segment 0's summary but never the fact."""
     from configs import rl as rl_config
     from rl import loop, sampler_process, summary_toy
+    from train import trainer
 
     c = rl_config.get_config()
     c.rl.update(task="summary_toy", segments_per_chain=2, group_size=2)
@@ -263,7 +264,7 @@ def test_summary_toy_chains_carry_only_the_summary_across():
     facts = c.rl.summary_toy.facts
     assert c.rl.valid_vocab == summary_toy.vocab(facts) and c.train.batch_size == 4 * 2 * 2
     cfg = loop.model_config(c)
-    params = loop.initial_params(c, cfg)
+    params = trainer.host_params(c, cfg)
     weights = type("W", (), {"latest": lambda s: (params, 0), "poll": lambda s, v: None})()
     sampler = sampler_process.make_sampler(c.rl, cfg)
     tasks = [sampler_process.make_task(c.rl, j) for j in range(2)]

@@ -330,6 +330,18 @@ def _load_init_params(path: str, abstract_params, model_name: str):
 _READ_FAILURES = ("DATA_LOSS", "OUT_OF_RANGE", "Error reading", "Error opening", "corrupt")
 
 
+def host_params(config, cfg) -> Any:
+    """The stage's starting params on the host (what `initial_params` places on the mesh): an
+    export's (config.init_params_from), an HF folder's (config.model), else the fresh init of
+    train.seed. For samplers and tools that need the version-0 weights without a Run."""
+    if config.init_params_from:
+        _check_init_params_from(config.init_params_from)
+        return export.load_params(config.init_params_from)[1]
+    if os.path.isdir(config.model):
+        return model.load_hf_checkpoint(config.model)[1]
+    return jax.device_get(model.init_params(cfg, init_rngs(config.train.seed)[0]))
+
+
 def initial_params(run: Run, params: Any, params_sh: Any, log: Callable[[str], None] = print):
     """The stage's starting params on `params_sh`: an HF folder's (config.model), an export's
     (config.init_params_from), else `params` (the fresh sharded init) as they are."""
