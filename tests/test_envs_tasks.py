@@ -125,7 +125,7 @@ def test_uncollectable_hidden_file_still_counts_its_tests(tmp_path):
     assert (grade.passed, grade.total, grade.fraction, grade.all_pass) == (0, 2, 0.0, False)
 
 
-@pytest.mark.slow
+@pytest.mark.long  # ~32 s: every template x difficulty through the sandboxed gate
 def test_every_template_and_difficulty_passes_the_gate():
     tasks = [generate_task(name, seed=0, difficulty=d) for name in TEMPLATES for d in (1, 2, 3)]
     accepted, rejected = verify_tasks(tasks)

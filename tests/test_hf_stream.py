@@ -255,7 +255,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
-@pytest.mark.slow  # ~40 s of CPU per process; minutes of wall time on a loaded machine
+@pytest.mark.long  # ~40 s of CPU per process; minutes of wall time on a loaded machine
 def test_two_process_streamed_load_bounds_host_memory(tmp_path):
     import jax
 

@@ -189,7 +189,7 @@ def _wait_for_steps(workdir, n, trainers, log, seconds=900):
     raise AssertionError(f"fewer than {n} steps in {seconds} s: {open(log).read()[-3000:]}")
 
 
-@pytest.mark.slow
+@pytest.mark.long  # ~2 min: 4 processes, two kills and restarts, a SeaweedFS server
 def test_two_trainer_processes_with_sampler_processes_on_s3_survive_sigkill(
     tmp_path,
     s3_server,  # noqa: F811

@@ -16,6 +16,7 @@ import sys
 import time
 
 import numpy as np
+import pytest
 
 _TESTS = os.path.dirname(os.path.abspath(__file__))
 _ROOT = os.path.dirname(_TESTS)
@@ -119,6 +120,7 @@ def _wait_for_checkpoint(workdir, procs, timeout=600):
         time.sleep(0.05)
 
 
+@pytest.mark.long  # ~80 s: two processes train, save on SIGTERM, restore, vs one process
 def test_sigterm_save_restore_on_two_processes_matches_one_process(tmp_path):
     """Preempted (SIGTERM to both processes after the first checkpoint), restarted, run to the end:
     the result equals one process with 4 devices run straight through."""
