@@ -244,7 +244,9 @@ def test_two_trainer_processes_with_sampler_processes_on_s3_survive_sigkill(
     before = _journal(workdir)
     assert len(before) >= 6
     first = [_step_losses(p) for p in logs]
-    assert len(first[0]) >= 5 and first[0] == {s: first[1][s] for s in first[0] if s in first[1]}
+    # lockstep: equal losses on every step both logged (the killed process may miss the last one)
+    common = sorted(first[0].keys() & first[1].keys())
+    assert len(common) >= 5 and [first[0][s] for s in common] == [first[1][s] for s in common]
     # Restart: resumes from the last checkpoint (steps after it are lost and retrained once).
     logs = [str(tmp_path / f"second_{i}.log") for i in range(2)]
     trainers = _launch_trainers(cmd, logs)
