@@ -100,6 +100,21 @@ def kvstore_spec(endpoint: str, path: str) -> dict:
     }
 
 
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then closed again)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def nobody_home_spec(port: int) -> dict:
+    """An S3 spec for a bucket at 127.0.0.1:port where no SeaweedFS runs (refused or silent):
+    the stores' bounded-time tests."""
+    spec = kvstore_spec(f"http://127.0.0.1:{port}", "")
+    del spec["path"]
+    return dict(spec, bucket="nobody-home")
+
+
 @contextlib.contextmanager
 def weed_server():
     """Runs `weed server -s3` for the block -> its S3 endpoint; raises RuntimeError with the

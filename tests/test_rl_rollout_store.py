@@ -4,13 +4,12 @@ writer only ever lists whole groups, pickled objects are refused on both sides, 
 store fails in bounded time with one line."""
 
 import json
-import socket
 import threading
 import time
 
 import numpy as np
 import pytest
-from s3_fixture import s3_server  # noqa: F401 (the session fixture)
+from s3_fixture import closed_port, nobody_home_spec, s3_server  # noqa: F401 (the session fixture)
 
 from rl.kvstore import StoreError
 from rl.store import DamagedGroup, RolloutStore, rollout_store_path
@@ -121,16 +120,8 @@ def test_rollout_store_path_and_unreachable_store():
     assert rollout_store_path(rl, "/w") == "/w/rollouts"
     rl.rollout_store = "s3://b/x"
     assert rollout_store_path(rl, "/w") == "s3://b/x"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # closed when the block ends: nothing listens there
-    spec = {
-        "driver": "s3",
-        "bucket": "nobody-home",
-        "endpoint": f"http://127.0.0.1:{port}",
-        "aws_region": "us-east-1",
-        "aws_credentials": {"type": "anonymous"},
-    }
+    port = closed_port()
+    spec = nobody_home_spec(port)
     t0 = time.perf_counter()
     with pytest.raises(StoreError) as e:
         RolloutStore(json.dumps(spec)).list()

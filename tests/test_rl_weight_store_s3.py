@@ -14,7 +14,7 @@ import pytest
 import tensorstore as ts
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
-from s3_fixture import s3_server  # noqa: F401 (the session fixture)
+from s3_fixture import closed_port, nobody_home_spec, s3_server  # noqa: F401 (the session fixture)
 from test_rl_weight_store import _assert_bitwise, _step
 
 from model.sharding import role_mesh
@@ -84,16 +84,8 @@ def test_sharded_publish_and_resharded_fetch_on_s3(s3_server):  # noqa: F811
 
 def test_unreachable_store_fails_fast_in_one_line():
     """A closed port: connection refused, retried 4 times with 0.1 -> 1 s backoff (~2 s)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # closed again when the block ends: nothing listens there
-    spec = {
-        "driver": "s3",
-        "bucket": "nobody-home",
-        "endpoint": f"http://127.0.0.1:{port}",
-        "aws_region": "us-east-1",
-        "aws_credentials": {"type": "anonymous"},
-    }
+    port = closed_port()
+    spec = nobody_home_spec(port)
     t0 = time.perf_counter()
     with pytest.raises(StoreError) as e:
         WeightReader(json.dumps(spec)).fetch()
@@ -107,13 +99,7 @@ def test_silent_store_times_out_in_one_line():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen(8)
-        spec = {
-            "driver": "s3",
-            "bucket": "nobody-home",
-            "endpoint": f"http://127.0.0.1:{s.getsockname()[1]}",
-            "aws_region": "us-east-1",
-            "aws_credentials": {"type": "anonymous"},
-        }
+        spec = nobody_home_spec(s.getsockname()[1])
         t0 = time.perf_counter()
         with pytest.raises(StoreError, match="timed out after 2 s") as e:
             WeightReader(json.dumps(spec), timeout=2).latest_version()
