@@ -250,8 +250,33 @@ def _head(server: Server, rid: str, endpoint: str, res: Result | None, chunk: bo
     return head
 
 
+async def _stream_pieces(server: Server, req: pr.Request, rid: str, endpoint: str):
+    """A streamed request's engine events as ('text', new text) | ('error', message) | ('done',
+    result, the text not yet sent, tool calls, finish reason); the exchange is logged and counted
+    once it ends, as for a whole response."""
+    text = _Text(server.tok, req.tools if endpoint == "chat" else [])
+    async for ev in _events(server, rid, req):
+        if ev[0] == "delta":
+            new = text.push(ev[1])
+            if new:
+                yield ("text", new)
+        elif ev[0] == "error":
+            yield ev
+        else:
+            res = ev[1]
+            content, calls, reason = _output(server, req, res)
+            await asyncio.to_thread(
+                server.log.append, _exchange(server, rid, endpoint, req, res, content)
+            )
+            server.metrics.request(PATHS[endpoint], 200, res.seconds)
+            yield ("done", res, text.take(content), calls, reason)
+
+
+def _stream_error(message: str) -> str:
+    return _sse({"error": {"message": message, "type": "server_error"}})
+
+
 async def _stream_chat(server: Server, req: pr.Request, rid: str):
-    text = _Text(server.tok, req.tools)
     chunk = lambda delta, res=None, reason=None: _sse(
         dict(
             _head(server, rid, "chat", res, True),
@@ -259,21 +284,13 @@ async def _stream_chat(server: Server, req: pr.Request, rid: str):
         )
     )
     yield chunk({"role": "assistant", "content": ""})
-    async for ev in _events(server, rid, req):
-        if ev[0] == "delta":
-            new = text.push(ev[1])
-            if new:
-                yield chunk({"content": new})
+    async for ev in _stream_pieces(server, req, rid, "chat"):
+        if ev[0] == "text":
+            yield chunk({"content": ev[1]})
         elif ev[0] == "error":
-            yield _sse({"error": {"message": ev[1], "type": "server_error"}})
+            yield _stream_error(ev[1])
         else:
-            res = ev[1]
-            content, calls, reason = _output(server, req, res)
-            await asyncio.to_thread(
-                server.log.append, _exchange(server, rid, "chat", req, res, content)
-            )
-            server.metrics.request("/v1/chat/completions", 200, res.seconds)
-            rest = text.take(content)
+            _, res, rest, calls, reason = ev
             if rest:
                 yield chunk({"content": rest})
             if calls:
@@ -283,26 +300,18 @@ async def _stream_chat(server: Server, req: pr.Request, rid: str):
 
 
 async def _stream_text(server: Server, req: pr.Request, rid: str):
-    text = _Text(server.tok, [])
     chunk = lambda t, res=None, reason=None: _sse(
         dict(
             _head(server, rid, "completions", res, True),
             choices=[{"index": 0, "text": t, "logprobs": None, "finish_reason": reason}],
         )
     )
-    async for ev in _events(server, rid, req):
-        if ev[0] == "delta":
-            new = text.push(ev[1])
-            if new:
-                yield chunk(new)
+    async for ev in _stream_pieces(server, req, rid, "completions"):
+        if ev[0] == "text":
+            yield chunk(ev[1])
         elif ev[0] == "error":
-            yield _sse({"error": {"message": ev[1], "type": "server_error"}})
+            yield _stream_error(ev[1])
         else:
-            res = ev[1]
-            content, _, reason = _output(server, req, res)
-            await asyncio.to_thread(
-                server.log.append, _exchange(server, rid, "completions", req, res, content)
-            )
-            server.metrics.request("/v1/completions", 200, res.seconds)
-            yield chunk(text.take(content), res, reason)
+            _, res, rest, _, reason = ev
+            yield chunk(rest, res, reason)
     yield "data: [DONE]\n\n"
