@@ -55,6 +55,7 @@ import numpy as np  # noqa: E402
 from configs import rl as rl_config  # noqa: E402
 from configs import sft as sft_config  # noqa: E402
 from rl import loop, sampler_process  # noqa: E402
+from rl.weight_store import FixedWeights  # noqa: E402
 
 TRACE_SEED_BASE, HELDOUT_SEED_BASE = 1_000_000, 2_000_000
 
@@ -216,19 +217,6 @@ def rl_config_for(args, params_dir: str):
     return c
 
 
-class _Fixed:
-    """A weight source that never changes (the held-out evaluation)."""
-
-    def __init__(self, params):
-        self.params = params
-
-    def latest(self):
-        return self.params, 0
-
-    def poll(self, current):
-        return None
-
-
 def heldout(config, params, n_tasks: int, k: int = 4) -> tuple[float, float, dict]:
     """-> (pass@1 over n_tasks x k episodes at the RL temperature, best-of-k, counts)."""
     from rl.envs import generate_task
@@ -242,7 +230,9 @@ def heldout(config, params, n_tasks: int, k: int = 4) -> tuple[float, float, dic
         generate_task(family, seed=HELDOUT_SEED_BASE + i, difficulty=1 + i % 3)
         for i in range(n_tasks)
     ]
-    groups = sampler.play(tasks, _Fixed(sampler_process.to_engine(params)), seed=HELDOUT_SEED_BASE)
+    groups = sampler.play(
+        tasks, FixedWeights(sampler_process.to_engine(params)), seed=HELDOUT_SEED_BASE
+    )
     ok = np.array(
         [[r["reward_terms"].get("outcome", 0.0) == 1.0 for r in g] + [False] * (k - len(g))
          for g in groups]  # an episode dropped by the driver counts as failed

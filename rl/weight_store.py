@@ -595,6 +595,20 @@ class WeightReader:
         raise TimeoutError("weight store: could not read a consistent version")
 
 
+class FixedWeights:
+    """A sampler's weight source (Follower's latest/poll) that never changes: held-out
+    evaluation and tests play episodes with one params version."""
+
+    def __init__(self, params, version: int = 0):
+        self.params, self.version = params, version
+
+    def latest(self) -> tuple[dict, int]:
+        return self.params, self.version
+
+    def poll(self, current: int):
+        return None
+
+
 class Follower:
     """What a sampler holds: the newest params and version, polled between decode iterations.
     `cast` converts fetched arrays (e.g. to float32 jnp arrays for the engine); `shardings` (a

@@ -6,18 +6,8 @@ import numpy as np
 
 from configs import rl as rl_config
 from rl import loop, sampler_process
+from rl.weight_store import FixedWeights
 from train import trainer
-
-
-class _FixedWeights:
-    def __init__(self, params):
-        self.params = params
-
-    def latest(self):
-        return self.params, 0
-
-    def poll(self, version):
-        return None
 
 
 def _records(speculative_k: int):
@@ -26,7 +16,7 @@ def _records(speculative_k: int):
     cfg = loop.model_config(c)
     sampler = sampler_process.make_sampler(c.rl, cfg)
     tasks = [sampler_process.make_task(c.rl, j) for j in range(2)]
-    weights = _FixedWeights(trainer.host_params(c, cfg))
+    weights = FixedWeights(trainer.host_params(c, cfg))
     groups = sampler.play(tasks, weights, seed=3)
     return [r for group in groups for r in group], sampler.decode_stats
 

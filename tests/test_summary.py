@@ -256,6 +256,7 @@ def test_summary_toy_chains_carry_only_the_summary_across():
     reward and one chain id on both, segment 1 holds segment 0's summary but never the fact."""
     from configs import rl as rl_config
     from rl import loop, sampler_process, summary_toy
+    from rl.weight_store import FixedWeights
     from train import trainer
 
     c = rl_config.get_config()
@@ -265,7 +266,7 @@ def test_summary_toy_chains_carry_only_the_summary_across():
     assert c.rl.valid_vocab == summary_toy.vocab(facts) and c.train.batch_size == 4 * 2 * 2
     cfg = loop.model_config(c)
     params = trainer.host_params(c, cfg)
-    weights = type("W", (), {"latest": lambda s: (params, 0), "poll": lambda s, v: None})()
+    weights = FixedWeights(params)
     sampler = sampler_process.make_sampler(c.rl, cfg)
     tasks = [sampler_process.make_task(c.rl, j) for j in range(2)]
     groups = sampler.play(tasks, weights, seed=0)
