@@ -5,7 +5,8 @@ The interaction log (rl/serve/interaction_log.py) holds each served exchange tok
 and the signals users attach to it. A cycle (rl/realtime.py) reads the signals that arrived since
 its cursor, joins each to its exchange (wherever in the log it is) and maps it to a reward.
 
-Reward mapping (configs/realtime.py `realtime.reward`; each value configurable):
+Reward mapping (rl/rewards.py `feedback_reward`, the one rewards module; configs/realtime.py
+`realtime.reward`, each value configurable):
     accepted       +1.0   the user kept the response as is
     rejected       -1.0   the user discarded it
     dissatisfied   -0.5   a follow-up said it was not what they wanted
@@ -25,24 +26,11 @@ hold is counted in `orphan`.
 
 from __future__ import annotations
 
-import difflib
-
 import numpy as np
 
+from rl.batch import group_advantages
+from rl.rewards import feedback_reward
 from rl.serve.interaction_log import read_log
-
-
-def signal_reward(fb: dict, completion_text: str, m) -> float:
-    """One signal -> its reward under mapping `m` (realtime.reward)."""
-    s = fb["signal"]
-    if s == "edited":
-        sim = difflib.SequenceMatcher(None, completion_text, fb["final_text"]).ratio()
-        return m.edited_min + (m.edited_max - m.edited_min) * sim
-    if s == "rating":
-        return (float(fb["rating"]) - 3.0) / 2.0
-    return float(
-        {"accepted": m.accepted, "rejected": m.rejected, "dissatisfied": m.dissatisfied}[s]
-    )
 
 
 def read_signals(log_dir: str, cursor: dict, end: dict):
@@ -76,7 +64,7 @@ def training_records(log_dir, cursor, end, *, base_version, rt, max_tokens):
         if len(tokens) > max_tokens + 1 or len(tokens) - plen < 1:
             stats["too_long"] += 1
             continue
-        reward = signal_reward(fb, ex.get("completion_text", ""), rt.reward)
+        reward = feedback_reward(fb, ex.get("completion_text", ""), rt.reward)
         stats["by_signal"][fb["signal"]] = stats["by_signal"].get(fb["signal"], 0) + 1
         records.append(
             {
@@ -100,8 +88,8 @@ def advantages(rewards, baseline: str) -> np.ndarray:
     """'cycle': r - mean(r) over the cycle's responses (GRPO's baseline with the cycle as the
     group; no std division); 'none': r itself (the mapping is already centred on 0)."""
     r = np.asarray(rewards, np.float32)
-    if baseline == "cycle":
-        return r - r.mean() if r.size else r
+    if baseline == "cycle":  # the cycle is one group
+        return group_advantages(r, np.zeros(len(r), np.int32))
     if baseline == "none":
         return r
     raise ValueError(f"realtime.baseline={baseline!r}: expected 'cycle' or 'none'")

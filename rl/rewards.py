@@ -15,11 +15,15 @@ derivative lam p (p-1) (1 + x/s)^(p-2) / s^2 < 0): the first tokens cost the mos
 but necessary episode is not crushed, while needless verbosity still loses reward.
 
 Every term is returned separately (for TensorBoard) together with the total.
+
+Served responses (rl/realtime.py) are rewarded here too: `feedback_reward` maps a user's signal
+(accepted, rejected, edited, dissatisfied, rating) to a reward; rl/feedback.py documents the mapping.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from collections.abc import Mapping
 
 from rl.envs.tasks import TAMPER_SCORE
@@ -95,4 +99,18 @@ def reward_config_from_dict(d: Mapping) -> RewardConfig:
         outcome=d.get("outcome", "all_pass"),
         malformed_penalty=float(d.get("malformed_penalty", 0.5)),
         length=length,
+    )
+
+
+def feedback_reward(fb: dict, completion_text: str, m) -> float:
+    """A served response's reward from a user's signal (rl/feedback.py documents the mapping),
+    under mapping `m` (configs/realtime.py realtime.reward). Pure: the signal and the text only."""
+    s = fb["signal"]
+    if s == "edited":
+        sim = difflib.SequenceMatcher(None, completion_text, fb["final_text"]).ratio()
+        return m.edited_min + (m.edited_max - m.edited_min) * sim
+    if s == "rating":
+        return (float(fb["rating"]) - 3.0) / 2.0
+    return float(
+        {"accepted": m.accepted, "rejected": m.rejected, "dissatisfied": m.dissatisfied}[s]
     )

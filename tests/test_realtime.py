@@ -25,6 +25,7 @@ from model import Transformer, init_params, presets
 from model.export import load_params, save_params
 from rl import feedback as fbk
 from rl.realtime import run_cycle
+from rl.rewards import feedback_reward
 from rl.serve.app import make_app
 from rl.serve.follow import PromotedFollower
 from rl.serve.interaction_log import InteractionLog, end_positions, read_log
@@ -159,10 +160,10 @@ def test_cycle_promotes_what_users_favour_and_refuses_a_regression(tmp_path):
 
 def test_reward_mapping():
     m = realtime_config.get_config().realtime.reward
-    assert fbk.signal_reward({"signal": "accepted"}, "", m) == 1.0
-    assert fbk.signal_reward({"signal": "rating", "rating": 1}, "", m) == -1.0
-    kept = fbk.signal_reward({"signal": "edited", "final_text": "abcd"}, "abcd", m)
-    rewritten = fbk.signal_reward({"signal": "edited", "final_text": "wxyz"}, "abcd", m)
+    assert feedback_reward({"signal": "accepted"}, "", m) == 1.0
+    assert feedback_reward({"signal": "rating", "rating": 1}, "", m) == -1.0
+    kept = feedback_reward({"signal": "edited", "final_text": "abcd"}, "abcd", m)
+    rewritten = feedback_reward({"signal": "edited", "final_text": "wxyz"}, "abcd", m)
     assert (kept, rewritten) == (0.5, -0.5)
     np.testing.assert_allclose(fbk.advantages([1.0, -1.0, 0.0], "cycle"), [1.0, -1.0, 0.0])
     with pytest.raises(ValueError, match="baseline"):
