@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from rl.batch import group_advantages
+from rl.records import completion_record
 from rl.rewards import feedback_reward
 from rl.serve.interaction_log import read_log
 
@@ -66,20 +67,19 @@ def training_records(log_dir, cursor, end, *, base_version, rt, max_tokens):
             continue
         reward = feedback_reward(fb, ex.get("completion_text", ""), rt.reward)
         stats["by_signal"][fb["signal"]] = stats["by_signal"].get(fb["signal"], 0) + 1
+        experts = np.asarray(ex["experts"], np.int32).reshape(len(ex["experts"]), len(tokens), -1)
         records.append(
-            {
-                "id": rid,
-                "tokens": np.asarray(tokens, np.int32),
-                "mask": np.asarray([0] * plen + [1] * (len(tokens) - plen), np.int32),
-                "logprobs": np.asarray(ex["logprobs"], np.float32),
-                "versions": np.asarray(ex["versions"], np.int32),
-                "experts": np.asarray(ex["experts"], np.int32).reshape(
-                    len(ex["experts"]), len(tokens), -1
-                ),
-                "reward": reward,
-                "group_id": "cycle",
-                "staleness": base_version - oldest,
-            }
+            completion_record(
+                tokens[:plen],
+                tokens[plen:],
+                ex["logprobs"][plen:],  # the log holds the prompt's as 0.0 / -1
+                ex["versions"][plen:],
+                experts,
+                id=rid,
+                reward=reward,
+                group_id="cycle",
+                staleness=base_version - oldest,
+            )
         )
     return records, stats
 

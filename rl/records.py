@@ -138,6 +138,22 @@ class RolloutRecord:
         return rec
 
 
+def completion_record(prompt, completion, logprobs, versions, experts, **fields) -> dict:
+    """A single-turn episode (a prompt, then one sampled completion) as a training record: the
+    per-token arrays above with the prompt untrained (mask 0, logprob 0, version -1).
+    logprobs / versions: one per completion token; experts: [n_moe_layers, L, k] over the whole
+    transcript; `fields`: reward, group_id and the like."""
+    plen, m = len(prompt), len(completion)
+    return {
+        "tokens": np.asarray(list(prompt) + list(completion), np.int32),
+        "mask": np.r_[np.zeros(plen), np.ones(m)].astype(np.int32),
+        "logprobs": np.r_[np.zeros(plen), np.asarray(logprobs, np.float64)].astype(np.float32),
+        "versions": np.r_[np.full(plen, -1), np.asarray(versions, np.int64)].astype(np.int32),
+        EXPERTS: np.asarray(experts, np.int32),
+        **fields,
+    }
+
+
 def training_record(d: dict, reward_cfg) -> dict:
     """A multi-turn rollout record (RolloutRecord.to_dict(): per-token
     tokens/mask/logprobs/versions, experts [n][L][k], turn_spans, malformed_turns, counts, grade)

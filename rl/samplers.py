@@ -15,25 +15,23 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from model.prompt_batch import PromptBatch
+from rl.records import completion_record
 
 
 def records_from_generate(out, prompts, group_ids, rewards=None) -> list[dict]:
     """model.generate output -> episode records (see rl/batch.py for the fields)."""
-    recs = []
-    for n, (seq, prompt) in enumerate(zip(out.sequences, prompts)):
-        plen, m = len(prompt), len(seq.tokens)
-        recs.append(
-            {
-                "tokens": np.asarray(list(prompt) + seq.tokens, np.int32),
-                "mask": np.r_[np.zeros(plen), np.ones(m)].astype(np.int32),
-                "logprobs": np.r_[np.zeros(plen), seq.logprobs].astype(np.float32),
-                "experts": seq.replay_experts().astype(np.int32),  # [n, plen + m, k]
-                "versions": np.r_[np.full(plen, -1), seq.versions].astype(np.int32),
-                "group_id": group_ids[n],
-                "reward": None if rewards is None else float(rewards[n]),
-            }
+    return [
+        completion_record(
+            prompt,
+            seq.tokens,
+            seq.logprobs,
+            seq.versions,
+            seq.replay_experts(),  # [n, plen + m, k]
+            group_id=group_ids[n],
+            reward=None if rewards is None else float(rewards[n]),
         )
-    return recs
+        for n, (seq, prompt) in enumerate(zip(out.sequences, prompts))
+    ]
 
 
 @dataclasses.dataclass
