@@ -4,7 +4,8 @@ Two forms of one record: `RolloutRecord` (the multi-turn rollout driver's output
 with counts and the grade) and the training record, a dict the samplers write to the rollout
 store and rl/batch.py collates: the per-token arrays below (`PER_TOKEN`, `EXPERTS`) plus 'reward'
 and 'reward_terms' (rl/rewards.py), 'group_id', 'counts', and the sampler's bookkeeping
-('task', 'sample_seconds', and a coding episode's grade fields). `training_record` converts.
+('task', 'sample_seconds', and a coding episode's grade fields). `training_record` converts;
+`completion_record` builds one for a single-turn episode (a prompt and one completion).
 
 Per-token fields, all of length L = len(tokens), aligned with `tokens`:
 
