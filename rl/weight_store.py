@@ -62,6 +62,8 @@ bitwise), per shard:
   - 'diff' (float32): almost every f32 element changes, but only in low mantissa bits: every
     element's zigzag bit difference, as byte planes (all high bytes, then ..., then low bytes, so
     the runs of zero high bytes are contiguous) + zlib.
+Both delta codings visit the elements in the exponent order of their old values (`exponent_order`:
+the reader recomputes it from the bits it holds), where changes cluster (35-40% fewer bytes).
 Full snapshots store the raw bytes.
 """
 
@@ -81,7 +83,7 @@ import numpy as np
 
 from rl.kvstore import Kv, StoreError
 
-FORMAT = 3  # 3: zigzag differences in byte planes (2: raw values / XOR)
+FORMAT = 4  # 4: deltas in exponent order (3: storage order; 2: raw values / XOR)
 # Encoded blobs waiting for their writes: bounded, so a full snapshot of a host's share of a big
 # model (e.g. 1.04T params x 2 bytes / 64 hosts = 32 GB) is not held twice in host memory.
 INFLIGHT_BYTES = 1 << 30
@@ -171,8 +173,23 @@ def _unplanes(blob: bytes, dtype) -> np.ndarray:
     return np.ascontiguousarray(planes.T).view(dtype).reshape(-1)
 
 
-def encode_sparse(new_bits: np.ndarray, old_bits: np.ndarray) -> bytes:
-    """Changed positions (gaps between them, byte planes + zlib) and their zigzag differences."""
+# Both delta codings visit the elements grouped by the exponent of their OLD value (a stable
+# order the reader recomputes from the bits it already holds, so it costs no bytes). Whether an
+# element changes, and by how many ulps, depends mostly on its ulp, i.e. its exponent: an update of
+# ~lr moves every weight below ~512 lr by >= half an ulp and almost none above. In that order the
+# changed positions form long runs (gaps of 0, then one long gap) and the differences are
+# homogeneous, which zlib codes far better than the same changes scattered in storage order.
+EXPONENT_SHIFT = {2: 7, 4: 23}  # bfloat16: 8 exponent bits above 7 mantissa bits; float32: above 23
+
+
+def exponent_order(old_bits: np.ndarray) -> np.ndarray:
+    """[N] bit patterns -> the permutation sorting them by exponent (stable: ties keep storage
+    order). uint8 keys make numpy's stable sort a radix sort: O(N)."""
+    exponent = (old_bits >> EXPONENT_SHIFT[old_bits.itemsize]) & 0xFF
+    return np.argsort(exponent.astype(np.uint8), kind="stable")
+
+
+def _encode_sparse(new_bits: np.ndarray, old_bits: np.ndarray) -> bytes:
     idx = np.flatnonzero(new_bits != old_bits)
     gaps = np.diff(idx, prepend=-1).astype(np.uint32) - 1  # 0 = the next element
     gz = _planes(gaps)
@@ -180,7 +197,7 @@ def encode_sparse(new_bits: np.ndarray, old_bits: np.ndarray) -> bytes:
     return head + gz + _planes(_zigzag(new_bits[idx], old_bits[idx]))
 
 
-def decode_sparse(blob: bytes, old_bits: np.ndarray) -> np.ndarray:
+def _decode_sparse(blob: bytes, old_bits: np.ndarray) -> np.ndarray:
     n, nz = np.frombuffer(blob[:16], np.uint64).astype(np.int64)
     gaps = _unplanes(blob[16 : 16 + nz], np.uint32).astype(np.int64)
     idx = np.cumsum(gaps + 1) - 1
@@ -192,13 +209,32 @@ def decode_sparse(blob: bytes, old_bits: np.ndarray) -> np.ndarray:
     return out
 
 
+def encode_sparse(new_bits: np.ndarray, old_bits: np.ndarray) -> bytes:
+    """Changed positions (gaps between them, byte planes + zlib) and their zigzag differences,
+    in exponent order."""
+    order = exponent_order(old_bits)
+    return _encode_sparse(new_bits[order], old_bits[order])
+
+
+def decode_sparse(blob: bytes, old_bits: np.ndarray) -> np.ndarray:
+    order = exponent_order(old_bits)
+    out = np.empty_like(old_bits)
+    out[order] = _decode_sparse(blob, old_bits[order])
+    return out
+
+
 def encode_diff(new_bits: np.ndarray, old_bits: np.ndarray) -> bytes:
-    """Every element's zigzag difference (dense changes: float32 samplers, early bf16 steps)."""
-    return _planes(_zigzag(new_bits, old_bits))
+    """Every element's zigzag difference in exponent order (dense changes: float32 samplers,
+    early bf16 steps)."""
+    order = exponent_order(old_bits)
+    return _planes(_zigzag(new_bits[order], old_bits[order]))
 
 
 def decode_diff(blob: bytes, old_bits: np.ndarray) -> np.ndarray:
-    return _unzigzag(_unplanes(blob, old_bits.dtype), old_bits)
+    order = exponent_order(old_bits)
+    out = np.empty_like(old_bits)
+    out[order] = _unzigzag(_unplanes(blob, old_bits.dtype), old_bits[order])
+    return out
 
 
 ENCODERS = {"sparse": encode_sparse, "diff": encode_diff}
@@ -493,7 +529,11 @@ class WeightReader:
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise DamagedVersion(f"{_manifest_key(v)}: not JSON ({len(raw)} bytes; {e})") from None
         if not isinstance(m, dict) or m.get("format") != FORMAT:
-            raise DamagedVersion(f"{_manifest_key(v)}: not a format-{FORMAT} manifest")
+            got = m.get("format") if isinstance(m, dict) else None
+            raise DamagedVersion(
+                f"{_manifest_key(v)}: format {got}, this reader reads format {FORMAT} "
+                "(a store written by another version of rl/weight_store.py: publish afresh)"
+            )
         return m
 
     def _shard_bits(self, path: str, shard: dict, bits_dtype) -> np.ndarray:

@@ -9,6 +9,8 @@ import os
 import shutil
 import sys
 
+import pytest
+
 flags = os.environ.get("XLA_FLAGS", "")
 if "xla_force_host_platform_device_count" not in flags:
     os.environ["XLA_FLAGS"] = (flags + " --xla_force_host_platform_device_count=8").strip()
@@ -39,6 +41,35 @@ def pytest_runtest_setup(item):
     from rl.envs import backend
 
     if backend(allow_unisolated=True) != "bwrap":
-        import pytest
-
         pytest.skip("bubblewrap not usable here (apt-get install bubblewrap)")
+
+
+# Shared builders, session-scoped: built once per pytest process and never mutated (jax arrays are
+# immutable). A test that needs other knobs or another seed builds its own and says why.
+
+
+@pytest.fixture(scope="session")
+def byte_tok():
+    from data.tokenizers import ByteTokenizer
+
+    return ByteTokenizer()
+
+
+@pytest.fixture(scope="session")
+def tiny_model():
+    """(cfg, params): the `tiny` preset as production runs it (blocked MoE dispatch), seed 0."""
+    import jax
+
+    from model import init_params, presets
+
+    cfg = presets.get("tiny")
+    return cfg, init_params(cfg, jax.random.PRNGKey(0))
+
+
+@pytest.fixture(scope="session")
+def tiny_dense_model(tiny_model):
+    """(cfg, params): `tiny` on the dense MoE reference path, with tiny_model's weights (the
+    dispatch implementation does not change the parameters)."""
+    from model import presets
+
+    return presets.get("tiny", moe_impl="dense"), tiny_model[1]

@@ -11,7 +11,6 @@ from configs import eval as eval_config
 from eval.nll import held_out_batches, heldout_nll
 from eval.run import _data_config
 from model import Transformer, presets
-from model.params import init_params
 
 
 def _reference(cfg, params, batches):
@@ -34,10 +33,9 @@ def _reference(cfg, params, batches):
     return ce / weight, ce / math.log(2) / nbytes
 
 
-def test_nll_matches_direct_forward_on_heldout_code():
+def test_nll_matches_direct_forward_on_heldout_code(tiny_model):
     run_config = eval_config.get_config()  # the default run's held-out split (stdlib code)
-    cfg = presets.get("tiny")
-    params = init_params(cfg, jax.random.PRNGKey(1))
+    cfg, params = tiny_model
     lengths = [16, 32]
     metrics, items, tokens = heldout_nll(
         cfg, params, run_config, lengths, batch_size=8, num_batches=1
@@ -61,11 +59,10 @@ def test_context_longer_than_model_is_an_error():
         )
 
 
-def test_heldout_split_without_targets_is_an_error():
+def test_heldout_split_without_targets_is_an_error(tiny_model):
     """SFT traces (1.5-4.5 KB) never fit 32 tokens whole: an empty split must not read as NLL 0."""
     config = eval_config.get_config()
     config.eval.data_config = "configs/sft.py"
-    cfg = presets.get("tiny")
-    params = init_params(cfg, jax.random.PRNGKey(1))
+    cfg, params = tiny_model
     with pytest.raises(ValueError, match="no held-out targets at context length 32"):
         heldout_nll(cfg, params, _data_config(config), [32], batch_size=8, num_batches=1)

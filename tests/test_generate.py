@@ -25,9 +25,8 @@ REF_LEN = 32  # reference forwards run on right-padded [P, 32] (causal: padding 
 
 
 @pytest.fixture(scope="module")
-def tiny():
-    cfg = presets.get("tiny", moe_impl="dense")
-    return cfg, init_params(cfg, jax.random.PRNGKey(0))
+def tiny(tiny_dense_model):
+    return tiny_dense_model
 
 
 @pytest.fixture(scope="module")

@@ -25,10 +25,8 @@ from model.moe import (
 
 
 @pytest.fixture(scope="module")
-def tiny():
-    cfg = presets.get("tiny")
-    params = init_params(cfg, jax.random.PRNGKey(0))
-    return cfg, params
+def tiny(tiny_model):
+    return tiny_model
 
 
 def _apply(cfg, params, tokens, **kw):

@@ -2,6 +2,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from model import Transformer
 from train import losses
 
 
@@ -79,22 +80,18 @@ def _tiny_batch(cfg, b=2, t=12, seed=0):
     )
 
 
-def test_lm_loss_on_the_real_model_replays_forced_experts_and_skips_mtp_when_off():
+def test_lm_loss_on_the_real_model_replays_forced_experts_and_skips_mtp_when_off(tiny_model):
     """Router replay: forcing the experts the model itself chose reproduces its loss exactly;
     forcing others changes it. MTP off (mode 'none' or weight 0): no MTP forward, no MTP counts,
     zero gradient for the MTP module; on: an 'mtp' term and MTP expert counts."""
-    import model
-    from model import presets
-
-    cfg = presets.get("tiny")
-    params = model.init_params(cfg, jax.random.PRNGKey(0))
+    cfg, params = tiny_model
     batch = _tiny_batch(cfg)
     rng = jax.random.PRNGKey(0)
     # Jitted, as the train step runs them: eager op-by-op dispatch compiles every op of the model.
     off = jax.jit(losses.make_lm_loss(cfg, mtp_mode="none"))
     loss, aux = off(params, batch, rng)
     assert "mtp" not in aux["metrics"] and set(aux["expert_counts"]) == {"main"}
-    out = jax.jit(model.Transformer(cfg).apply)({"params": params}, batch["tokens"])
+    out = jax.jit(Transformer(cfg).apply)({"params": params}, batch["tokens"])
     own = np.transpose(np.asarray(out.expert_ids), (1, 2, 0, 3))  # [L,B,T,k] -> [B,T,L,k]
     replay, _ = off(params, {**batch, "forced_experts": own}, rng)
     np.testing.assert_allclose(replay, loss, rtol=1e-6)

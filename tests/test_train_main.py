@@ -143,18 +143,15 @@ def test_rl_dry_run_prints_the_trainer_and_the_sampler_meshes():
     assert any(ln.startswith("weight push per version per trainer host (64 hosts)") for ln in lines)
 
 
-def test_sample_cli_completes_a_prompt_from_an_export(tmp_path):
+def test_sample_cli_completes_a_prompt_from_an_export(tmp_path, tiny_model):
     """--mode=sample's body (eval/sample.py): byte-tokenized prompt after <|bos|>, greedy, stops
     at eos, never samples the model's padded ids (tiny's vocab 320 > the tokenizer's 272)."""
-    import jax
-
     from data.tokenizers import ByteTokenizer
     from eval.sample import sample_cli
-    from model import generate, init_params, presets
+    from model import generate
     from model.export import save_params
 
-    cfg = presets.get("tiny")
-    params = init_params(cfg, jax.random.PRNGKey(0))
+    cfg, params = tiny_model
     save_params(str(tmp_path), cfg, params)
     text = sample_cli(str(tmp_path), "def f(", max_new_tokens=6)
     tok = ByteTokenizer()
