@@ -189,44 +189,42 @@ def exponent_order(old_bits: np.ndarray) -> np.ndarray:
     return np.argsort(exponent.astype(np.uint8), kind="stable")
 
 
-def _encode_sparse(new_bits: np.ndarray, old_bits: np.ndarray) -> bytes:
-    idx = np.flatnonzero(new_bits != old_bits)
-    gaps = np.diff(idx, prepend=-1).astype(np.uint32) - 1  # 0 = the next element
-    gz = _planes(gaps)
-    head = np.array([idx.size, len(gz)], np.uint64).tobytes()
-    return head + gz + _planes(_zigzag(new_bits[idx], old_bits[idx]))
+def _gaps(positions: np.ndarray) -> bytes:
+    """Increasing positions -> zlib'd byte planes of the gaps between them (0 = the next one)."""
+    return _planes(np.diff(positions, prepend=-1).astype(np.uint32) - 1)
 
 
-def _decode_sparse(blob: bytes, old_bits: np.ndarray) -> np.ndarray:
-    n, nz = np.frombuffer(blob[:16], np.uint64).astype(np.int64)
-    gaps = _unplanes(blob[16 : 16 + nz], np.uint32).astype(np.int64)
-    idx = np.cumsum(gaps + 1) - 1
-    z = _unplanes(blob[16 + nz :], old_bits.dtype)
-    if idx.size != n or z.size != n:
-        raise ValueError("weight store: corrupt sparse delta")
-    out = old_bits.copy()
-    out[idx] = _unzigzag(z, old_bits[idx])
-    return out
+def _positions(blob: bytes) -> np.ndarray:
+    return np.cumsum(_unplanes(blob, np.uint32).astype(np.int64) + 1) - 1
 
 
-def encode_sparse(new_bits: np.ndarray, old_bits: np.ndarray) -> bytes:
-    """Changed positions (gaps between them, byte planes + zlib) and their zigzag differences,
-    in exponent order."""
-    order = exponent_order(old_bits)
-    return _encode_sparse(new_bits[order], old_bits[order])
+def encode_sparse(new_bits: np.ndarray, old_bits: np.ndarray, order=None) -> bytes:
+    """Changed elements' ranks in exponent order (as gaps) and their zigzag differences, each as
+    byte planes + zlib. `order`: exponent_order(old_bits) if the caller has it."""
+    order = exponent_order(old_bits) if order is None else order
+    ranks = np.flatnonzero((new_bits != old_bits)[order])  # gathers one bool per element
+    where = order[ranks]  # the changed elements, in exponent order
+    gz = _gaps(ranks)
+    head = np.array([ranks.size, len(gz)], np.uint64).tobytes()
+    return head + gz + _planes(_zigzag(new_bits[where], old_bits[where]))
 
 
 def decode_sparse(blob: bytes, old_bits: np.ndarray) -> np.ndarray:
-    order = exponent_order(old_bits)
-    out = np.empty_like(old_bits)
-    out[order] = _decode_sparse(blob, old_bits[order])
+    n, nz = np.frombuffer(blob[:16], np.uint64).astype(np.int64)
+    ranks = _positions(blob[16 : 16 + nz])
+    z = _unplanes(blob[16 + nz :], old_bits.dtype)
+    if ranks.size != n or z.size != n or (n and ranks[-1] >= old_bits.size):
+        raise ValueError("weight store: corrupt sparse delta")
+    where = exponent_order(old_bits)[ranks]
+    out = old_bits.copy()
+    out[where] = _unzigzag(z, old_bits[where])
     return out
 
 
-def encode_diff(new_bits: np.ndarray, old_bits: np.ndarray) -> bytes:
+def encode_diff(new_bits: np.ndarray, old_bits: np.ndarray, order=None) -> bytes:
     """Every element's zigzag difference in exponent order (dense changes: float32 samplers,
     early bf16 steps)."""
-    order = exponent_order(old_bits)
+    order = exponent_order(old_bits) if order is None else order
     return _planes(_zigzag(new_bits[order], old_bits[order]))
 
 
@@ -333,10 +331,11 @@ class WeightWriter:
         if changed == 0:  # e.g. the MTP heads, which the RL loss never trains: no bytes at all
             return b"", "same", 0
         enc = "sparse" if self.dtype_name == "bfloat16" else "diff"
-        blob = ENCODERS[enc](bits, old)
+        order = exponent_order(old)  # once for both codings
+        blob = ENCODERS[enc](bits, old, order)
         if enc == "sparse" and changed > bits.size // 16:
             # Dense changes (early steps, high lr): every element's difference may be smaller.
-            alt = encode_diff(bits, old)
+            alt = encode_diff(bits, old, order)
             if len(alt) < len(blob):
                 blob, enc = alt, "diff"
         return blob, enc, changed
