@@ -11,7 +11,7 @@ import random
 import pytest
 
 from eval import agentic
-from eval.metrics import dropped_episode, episode_metrics
+from eval.metrics import credit, dropped_episode, episode_metrics, passes
 from rl import batch_source
 from rl.records import RolloutRecord
 from rl.rollout import summarize
@@ -76,6 +76,19 @@ def test_hand_computed_metrics_on_mixed_records():
     assert (m["done/submit"], m["done/no_tool_call"]) == (7 / 8, 1 / 8)
     # reward once per episode (the chain's RolloutRecord reward, 1.0, not twice)
     assert m["reward"] == pytest.approx((1 + 0 - 1 + 1 + 0 - 0.5 + 1 + 0) / 8)
+
+
+def test_pass_and_credit_follow_the_graders_rule():
+    """eval.metrics restates Grade.all_pass / episode_score's rule on stored counts (it imports no
+    rl/ module): the two agree on every grade."""
+    from rl.envs.tasks import episode_all_pass, episode_score
+
+    for total in range(4):
+        for passed in range(total + 1):
+            for tampered in (False, True):
+                r = rec("a", 0, passed, total, tampered=tampered)
+                assert passes(r) == episode_all_pass(passed, total, tampered)
+                assert credit(r) == max(episode_score(passed, total, tampered), 0.0)
 
 
 def test_chains_count_once_and_must_be_whole():
