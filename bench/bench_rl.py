@@ -26,13 +26,15 @@ from train import trainer
 
 
 def heldout(cfg, params, rl, n_tasks=32):
-    """-> (pass@1 greedy, best-of-4 at temperature 1) on tasks numbered past the pool."""
+    """-> (pass@1 greedy, best-of-4 at temperature 1) on tasks numbered past the pool, both by
+    eval.metrics.episode_metrics (best-of-4: the unbiased pass@4 over each task's 4 samples)."""
+    from eval.metrics import episode_metrics
+
     reward = sampler_process.make_sampler(rl, cfg).reward_fn
-    prompts = [
-        sampler_process.make_task(rl, rl.pool_size + 1000 + j).prompt for j in range(n_tasks)
-    ]
+    ids = [rl.pool_size + 1000 + j for j in range(n_tasks)]
+    prompts = [sampler_process.make_task(rl, j).prompt for j in ids]
     greedy = generate(cfg, params, prompts, rl.max_new_tokens, temperature=0.0)
-    p1 = np.mean([reward(s.tokens, "")[0] == 1.0 for s in greedy.sequences])
+    p1 = episode_metrics(toy_records(greedy.sequences, ids, reward))["pass_rate"]
     many = generate(
         cfg,
         params,
@@ -41,8 +43,29 @@ def heldout(cfg, params, rl, n_tasks=32):
         temperature=1.0,
         seed=1,
     )
-    ok = np.array([reward(s.tokens, "")[0] == 1.0 for s in many.sequences]).reshape(n_tasks, 4)
-    return float(p1), float(ok.any(1).mean())
+    b4 = episode_metrics(
+        toy_records(many.sequences, [j for j in ids for _ in range(4)], reward), ks=(4,)
+    )
+    return p1, b4["best_of_4"]
+
+
+def toy_records(sequences, task_ids, reward) -> list[dict]:
+    """Completions as eval.metrics records. The toy task has one check, every completion token in
+    the target set (reward 1.0), so it is graded as one test; no tools, one turn."""
+    return [
+        dict(
+            task_id=str(t),
+            tests_passed=int(reward(s.tokens, "")[0] == 1.0),
+            tests_total=1,
+            tampered=False,
+            done_reason="completion",
+            turns=1,
+            tool_calls=0,
+            malformed_calls=0,
+            completion_tokens=len(s.tokens),
+        )  # fmt: skip
+        for t, s in zip(task_ids, sequences, strict=True)
+    ]
 
 
 def main():

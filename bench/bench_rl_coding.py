@@ -20,9 +20,12 @@ broken turns (~1.5x the RL steps per minute) and RL stopped by the issue's 30-mi
    largest that trains in minutes here; `--preset tiny` itself was not benchmarked), exported as
    the RL start.
 3. Held-out "before": `--heldout` tasks of the family with seeds 2_000_000 + i, 4 episodes each at
-   `--temperature` (default 0.5; RL samples at it too) in the same CodingSampler the loop uses:
-   pass@1 = mean over episodes of the hidden tests' all-pass, best-of-4 = fraction of tasks with
-   at least one all-pass episode.
+   `--temperature` (default 0.5; RL samples at it too) in the same CodingSampler the loop uses,
+   counted by eval.metrics.episode_metrics (the agentic suite's and the RL logs' definition):
+   pass@1 = mean over episodes of the hidden tests' all-pass (no tampering), best-of-4 = mean over
+   tasks of the unbiased pass@4 estimator (with exactly 4 episodes a task, as here, that is the
+   fraction of tasks with an all-pass episode), partial credit, endings; an episode the driver
+   drops counts as failed.
 4. RL: rl/loop.py (task 'coding', rl.coding.templates = the family, pool seeded by rl.seed: seeds
    drawn from [0, 2^30), disjoint from 1. and 3. with overwhelming probability; checked) for
    `--rl_steps` trainer steps or until `--rl_minutes` have passed (no trainer step starts after).
@@ -217,8 +220,8 @@ def rl_config_for(args, params_dir: str):
     return c
 
 
-def heldout(config, params, n_tasks: int, k: int = 4) -> tuple[float, float, dict]:
-    """-> (pass@1 over n_tasks x k episodes at the RL temperature, best-of-k, counts)."""
+def heldout(config, params, n_tasks: int, k: int = 4) -> dict:
+    """-> heldout_metrics of n_tasks x k episodes at the RL temperature."""
     from rl.envs import generate_task
 
     rl = config.rl.copy_and_resolve_references()
@@ -233,15 +236,29 @@ def heldout(config, params, n_tasks: int, k: int = 4) -> tuple[float, float, dic
     groups = sampler.play(
         tasks, FixedWeights(sampler_process.to_engine(params)), seed=HELDOUT_SEED_BASE
     )
-    ok = np.array(
-        [[r["reward_terms"].get("outcome", 0.0) == 1.0 for r in g] + [False] * (k - len(g))
-         for g in groups]  # an episode dropped by the driver counts as failed
-    )  # fmt: skip
-    reasons: dict = {}
-    for g in groups:
-        for r in g:
-            reasons[r["done_reason"]] = reasons.get(r["done_reason"], 0) + 1
-    return float(ok.mean()), float(ok.any(1).mean()), reasons
+    return heldout_metrics([t.id for t in tasks], groups, k)
+
+
+def heldout_metrics(task_ids: list[str], groups: list[list[dict]], k: int) -> dict:
+    """eval.metrics.episode_metrics (ks 1 and k) over the sampler's groups, one per task, each
+    topped up to k episodes with failures for the episodes the driver dropped."""
+    from eval.metrics import dropped_episode, episode_metrics
+
+    records = []
+    for task_id, group in zip(task_ids, groups, strict=True):
+        ends = sum(r.get("segment", 0) == r.get("segments", 1) - 1 for r in group)  # episodes
+        records += group + [dropped_episode(task_id) for _ in range(k - ends)]
+    return episode_metrics(records, ks=(1, k))
+
+
+def describe(m: dict, k: int = 4) -> str:
+    """'pass@1 x best-of-k y partial z endings {reason: episodes}' of heldout_metrics."""
+    n = m["episodes"]
+    endings = {key[5:]: round(v * n) for key, v in m.items() if key.startswith("done/")}
+    return (
+        f"pass@1 {m['pass_rate']:.3f} best-of-{k} {m[f'best_of_{k}']:.3f} "
+        f"partial credit {m['partial_credit']:.3f} ({m['tasks']} tasks x {k}) endings {endings}"
+    )
 
 
 def evaluate_only(config, params_dir: str, runs: list[str], n_tasks: int) -> None:
@@ -256,12 +273,8 @@ def evaluate_only(config, params_dir: str, runs: list[str], n_tasks: int) -> Non
         else:
             params, version = WeightReader(os.path.join(name, "weights")).fetch()
             label = f"{name} v{version}"
-        p1, b4, reasons = heldout(config, params, n_tasks)
-        print(
-            f"{label}: pass@1 {p1:.3f} best-of-4 {b4:.3f} ({n_tasks} tasks x 4) {reasons} "
-            f"{time.time() - t0:.0f}s",
-            flush=True,
-        )
+        m = heldout(config, params, n_tasks)
+        print(f"{label}: {describe(m)} {time.time() - t0:.0f}s", flush=True)
 
 
 def plot(history, path: str, title: str) -> None:
@@ -386,14 +399,14 @@ def main():
     t0 = time.time()
     before = heldout(config, load_params(params_dir)[1], args.heldout)
     wall["heldout_before"] = time.time() - t0
-    print(f"held-out before RL: pass@1 {before[0]:.3f} best-of-4 {before[1]:.3f} {before[2]}")
+    print(f"held-out before RL: {describe(before)}")
     t0 = time.time()
     out = loop.train(config, os.path.join(args.workdir, "rl"))
     wall["rl"] = time.time() - t0
     t0 = time.time()
     after = heldout(config, jax.device_get(out["state"].params), args.heldout)
     wall["heldout_after"] = time.time() - t0
-    print(f"held-out after RL: pass@1 {after[0]:.3f} best-of-4 {after[1]:.3f} {after[2]}")
+    print(f"held-out after RL: {describe(after)}")
     h = out["history"]
     plot(h, args.out, f"coding RL, family {args.family}, {args.preset}")
     r0 = np.mean([x["reward/mean"] for x in h[:3]]) if h else float("nan")
@@ -406,7 +419,8 @@ def main():
     secs = "/".join(f"{wall[k]:.0f}" for k in wall)
     print(
         f"| {args.family} | {n} | {args.sft_steps} | {len(h)} | {r0:.3f} | {r1:.3f} | "
-        f"{before[0]:.3f} | {after[0]:.3f} | {before[1]:.3f} | {after[1]:.3f} | {secs} | "
+        f"{before['pass_rate']:.3f} | {after['pass_rate']:.3f} | {before['best_of_4']:.3f} | "
+        f"{after['best_of_4']:.3f} | {secs} | "
         f"{os.getloadavg()[0]:.1f} |"
     )
     print(f"curve: {args.out}")

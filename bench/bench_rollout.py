@@ -125,7 +125,7 @@ def main() -> None:
             print(
                 f"round {r} slots={slots:3d}: {s['episodes_per_s']:.3f} episodes/s, "
                 f"{s['policy_tokens_per_s']:.1f} policy tok/s end-to-end, "
-                f"{s['mean_policy_tokens'] * s['episodes'] / max(s['decode_share'] * s['wall_s'], 1e-9):.1f}"
+                f"{s['policy_tokens'] / max(s['decode_share'] * s['wall_s'], 1e-9):.1f}"
                 f" tok/s while decoding, wall {s['wall_s']:.1f}s; share "
                 f"decode {s['decode_share']:.2f} prefill {s['prefill_share']:.2f} "
                 f"sandbox-wait {s['sandbox_wait_share']:.2f}; "

@@ -1,6 +1,7 @@
 """Agentic suite in the style of CursorBench: multi-turn episodes in `rl.envs.CodingEnv` on terse
 tasks, K samples per task; pass rate, partial credit, completion tokens, tool calls, turns and the
-malformed-call rate per family; best-of-K; score against completion tokens. With
+malformed-call rate per family and best-of-K (all by eval.metrics.episode_metrics, the one
+definition the RL loop and the benchmarks use too); score against completion tokens. With
 self-summarization (env_kwargs summary=SummaryConfig, rl/envs/summary.py) an episode's summaries
 and segments are reported too, and `compare_summaries` plays the suite with and without
 summaries at the same context budget (per family pass rates side by side).
@@ -23,7 +24,7 @@ import hashlib
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 
-from eval.passk import pass_at_k
+from eval.metrics import credit, episode_metrics, passes
 
 # HELD_OUT_TEMPLATES (never in an RL pool) live beside the templates, so rl/ need not import eval/
 from rl.envs.taskgen import HELD_OUT_TEMPLATES, training_templates  # noqa: F401
@@ -36,8 +37,8 @@ class Episode:
     task_id: str
     family: str
     sample: int
-    passed: int  # hidden tests passed
-    total: int
+    tests_passed: int  # hidden tests passed (the field names eval.metrics reads)
+    tests_total: int
     completion_tokens: int  # tokens the policy emitted (all turns)
     tool_calls: int  # well-formed calls executed
     malformed_calls: int
@@ -49,11 +50,11 @@ class Episode:
 
     @property
     def solved(self) -> bool:
-        return self.total > 0 and self.passed == self.total and not self.tampered
+        return passes(self)
 
     @property
     def partial(self) -> float:
-        return self.passed / self.total if self.total and not self.tampered else 0.0
+        return credit(self)
 
 
 def family(task) -> str:
@@ -72,8 +73,8 @@ def episode_from_record(task, sample: int, rec, completion_tokens: int, tokens=N
         task_id=task.id,
         family=family(task),
         sample=sample,
-        passed=rec.tests_passed,
-        total=rec.tests_total,
+        tests_passed=rec.tests_passed,
+        tests_total=rec.tests_total,
         completion_tokens=completion_tokens,
         tool_calls=rec.tool_calls,
         malformed_calls=rec.malformed_calls,
@@ -300,50 +301,19 @@ def run_suite(policy, tasks: Sequence, n_samples: int, progress=None, chunk: int
     return episodes
 
 
-def _means(eps: Sequence[Episode]) -> dict:
-    calls = sum(e.tool_calls + e.malformed_calls for e in eps)
-    n = len(eps)
-    return dict(
-        pass_rate=sum(e.solved for e in eps) / n,
-        partial_credit=sum(e.partial for e in eps) / n,
-        completion_tokens=sum(e.completion_tokens for e in eps) / n,
-        tool_calls=sum(e.tool_calls for e in eps) / n,
-        turns=sum(e.turns for e in eps) / n,
-        malformed_rate=sum(e.malformed_calls for e in eps) / calls if calls else 0.0,
-        summaries=sum(e.summaries for e in eps) / n,  # per episode
-        segments=sum(e.summaries + 1 for e in eps) / n,  # per episode (summaries + 1)
-    )
-
-
-def best_of_k(episodes: Sequence[Episode], ks: Sequence[int]) -> dict[int, float]:
-    """Mean over tasks of P(at least one of K samples solves it), estimated without bias from all
-    n samples of the task (the pass@k estimator: the average over every K-subset). Monotone in K."""
-    per_task: dict[str, list[Episode]] = defaultdict(list)
-    for e in episodes:
-        per_task[e.task_id].append(e)
-    n = min(len(v) for v in per_task.values())
-    return {
-        k: sum(pass_at_k(len(v), sum(e.solved for e in v), k) for v in per_task.values())
-        / len(per_task)
-        for k in ks
-        if k <= n
-    }
-
-
 def summarize(episodes: Sequence[Episode], ks: Sequence[int]) -> tuple[dict, list[dict]]:
-    """(metrics, items): overall and '<family>/<metric>' means, 'best_of_<K>', and one item per
-    task with its samples."""
+    """(metrics, items): eval.metrics.episode_metrics overall (pass rate, best_of_<K>, partial
+    credit, tokens, calls, turns, malformed rate, summaries) and per family as '<family>/<metric>',
+    and one item per task with its samples."""
     if not episodes:
         raise ValueError("agentic: no episodes to summarize")
-    metrics = _means(episodes)
+    metrics = episode_metrics(episodes, ks)
     by_family: dict[str, list[Episode]] = defaultdict(list)
     for e in episodes:
         by_family[e.family].append(e)
     for fam in sorted(by_family):
-        for k, v in _means(by_family[fam]).items():
+        for k, v in episode_metrics(by_family[fam], ks).items():
             metrics[f"{fam}/{k}"] = v
-    for k, v in best_of_k(episodes, ks).items():
-        metrics[f"best_of_{k}"] = v
     per_task: dict[str, list[Episode]] = defaultdict(list)
     for e in episodes:
         per_task[e.task_id].append(e)

@@ -136,6 +136,7 @@ class CodingSampler:
                 task_id=rec.task_id,
                 tests_passed=rec.tests_passed,
                 tests_total=rec.tests_total,
+                tampered=rec.tampered,  # eval.metrics counts a tampered all-pass as a failure
                 done_reason=rec.done_reason,
             )
             groups[rec.group].append(fit_record(d, self.max_tokens))

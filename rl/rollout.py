@@ -38,6 +38,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from data.tokenizers import Tokenizer
+from eval.metrics import episode_metrics
 from rl.records import RolloutRecord
 
 
@@ -316,22 +317,19 @@ def _emitted_classes(tok: Tokenizer, tokens: list[int], spans) -> tuple[int, int
 
 
 def summarize(records: Sequence[RolloutRecord], stats: dict) -> dict:
-    """Pass rate, mean tokens, malformed-call rate, tokens/s and where the wall time went."""
-    n = max(len(records), 1)
+    """The episode metrics (eval.metrics.episode_metrics: pass rate, partial credit, tokens,
+    turns, calls, malformed rate; a chain counts once) plus tokens/s and where the wall time went."""
     wall = max(stats.get("wall_s", 0.0), 1e-9)
-    calls = sum(r.tool_calls + r.malformed_calls for r in records)
     policy = sum(r.policy_tokens for r in records)
+    out = {"episodes": 0, **(episode_metrics(records) if records else {})}
     return {
-        "episodes": len(records),
+        **out,
+        "records": len(records),
         "errors": stats.get("errors", 0),
-        "pass_rate": sum(r.all_pass for r in records) / n,
-        "mean_reward": sum(r.reward for r in records) / n,
-        "mean_tokens": sum(len(r.tokens) for r in records) / n,
-        "mean_policy_tokens": policy / n,
-        "mean_turns": sum(r.turns for r in records) / n,
-        "malformed_call_rate": sum(r.malformed_calls for r in records) / max(calls, 1),
+        "mean_tokens": sum(len(r.tokens) for r in records) / max(len(records), 1),  # per record
+        "policy_tokens": policy,
         "policy_tokens_per_s": policy / wall,
-        "episodes_per_s": len(records) / wall,
+        "episodes_per_s": out["episodes"] / wall,
         "wall_s": wall,
         "decode_share": stats.get("decode_s", 0.0) / wall,
         "prefill_share": stats.get("prefill_s", 0.0) / wall,

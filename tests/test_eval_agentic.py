@@ -9,6 +9,7 @@ import pytest
 
 from data.tokenizers import ByteTokenizer
 from eval import agentic, plot
+from eval.metrics import episode_metrics
 from eval.report import make_report
 from model import presets
 from model.params import init_params
@@ -61,8 +62,9 @@ def test_best_of_k_monotone_on_random_outcomes():
         for t in range(7)
         for s in range(8)
     ]
-    eps = [dataclasses.replace(e, passed=int(e.passed)) for e in eps]
-    values = list(agentic.best_of_k(eps, [1, 2, 3, 4, 5, 6, 7, 8]).values())
+    eps = [dataclasses.replace(e, tests_passed=int(e.tests_passed)) for e in eps]
+    m = episode_metrics(eps, range(1, 9))
+    values = [m[f"best_of_{k}"] for k in range(1, 9)]
     assert all(a <= b + 1e-12 for a, b in zip(values, values[1:]))
     assert values[0] == pytest.approx(sum(e.solved for e in eps) / len(eps))
 
@@ -87,7 +89,7 @@ def test_tiny_model_policy_is_reproducible(tasks):
     assert [(e.task_id, e.sample) for e in first] == [(t.id, s) for t in tasks[:2] for s in (0, 1)]
     for e in first:
         assert 1 <= e.turns <= 2 and 1 <= e.completion_tokens <= 8 * e.turns  # within its budget
-        assert e.total > 0 and not e.solved  # random weights do not fix the bug
+        assert e.tests_total > 0 and not e.solved  # random weights do not fix the bug
     with pytest.raises(ValueError, match="consecutive"):
         agentic.ModelPolicy(cfg, params, tok, **kw).play([(tasks[0], 1)])
 

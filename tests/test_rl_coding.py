@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from configs import rl as rl_config
+from eval.metrics import episode_metrics
 from rl import loop, sampler_process
 from rl.envs import Sandbox, SandboxUnavailable, backend
 from rl.envs.taskgen import HELD_OUT_TEMPLATES, training_templates
@@ -74,6 +75,11 @@ def test_coding_tasks_in_the_async_loop(tmp_path):
     for step, entry in zip(h, journal):
         recs = store.get(entry["groups"][0])
         assert len(recs) == 2
+        # the step's log is eval.metrics' count over the trained records (the one definition)
+        want = episode_metrics(recs)
+        assert {k: step[k] for k in ("pass_rate", "partial_credit", "turns", "malformed_rate")} == {
+            k: want[k] for k in ("pass_rate", "partial_credit", "turns", "malformed_rate")
+        }
         # the trainer's loss mask covers exactly the records' policy tokens
         assert step["policy_tokens"] == sum(int(r["mask"].sum()) for r in recs)
         for r in recs:

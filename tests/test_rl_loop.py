@@ -375,6 +375,6 @@ def test_sampled_tokens_per_second_counts_each_play_call_once():
     ]
     stats = {"staleness": [0, 0], "zero_signal": 0}
     sync = {"bytes": 1, "seconds": 0.0, "full_bytes": 2}
-    m = batch_source.episode_metrics(recs, stats, {}, sync, dt=2.0)
+    m = batch_source.step_metrics(recs, stats, {}, sync, dt=2.0)
     assert m["sampled_tokens_per_s"] == pytest.approx(20.0)
     assert m["trained_tokens_per_s"] == pytest.approx(30.0)

@@ -1,0 +1,217 @@
+"""Episode metrics, defined once. The agentic suite (eval/agentic.py), the RL loop's logs
+(rl/batch_source.py), the rollout driver's summary (rl/rollout.py) and the benchmarks
+(bench/bench_rl_coding.py, bench/bench_rl.py) all call `episode_metrics`:
+
+    episode_metrics(records, ks=(1, 4)) -> {"pass_rate": ..., "best_of_4": ..., ...}
+
+A record is an object or a dict; each field is read either way, and the counts also from a
+training record's 'counts' dict (rl/records.py):
+
+    task_id                          the task: best-of-K groups a task's episodes
+    tests_passed, tests_total        the hidden tests' grade
+    tampered                         the grader caught the repo bending its results: a failure
+    done_reason                      how the episode ended
+    turns, tool_calls, malformed_calls   the episode's counts
+    completion_tokens, or mask       tokens the policy emitted (from masks: summed over segments)
+    summaries / segments             a chain's summary turns / segments (either gives the other)
+    reward                           optional: its mean is reported when every episode has one
+                                     (dropped_episode has none)
+
+Chains (rl/records.py, rl/envs/summary.py): a record with a `segment` field is one segment of the
+episode named by (task_id, group / group_id, sample / chain). Every segment must be present; the
+episode counts once, with the grade, counts and reward of its last segment (they are the chain's,
+identical on every segment) and the tokens of all. A record without `segment` is a whole episode
+(eval/agentic.py's Episode).
+
+Metrics, means over episodes unless said:
+
+    episodes, tasks                  counts
+    pass_rate                        every hidden test passed and no tampering (`passes`)
+    best_of_<k>                      mean over tasks of the unbiased pass@k (eval/passk.py) from
+                                     all n episodes of the task: P(some of k samples passes). Not
+                                     the fraction of tasks with any pass among n (that is pass@n,
+                                     and is biased for k < n). Needs n >= k for every task.
+    partial_credit                   tests_passed / tests_total (`credit`: 0 if tampered)
+    completion_tokens, tool_calls, turns, summaries, segments     per episode
+    malformed_rate                   malformed calls / all calls (well-formed + malformed)
+    malformed_episodes               episodes with a malformed call (rl/rewards.py's penalty)
+    done/<reason>                    fraction of episodes that ended that way
+    reward                           mean reward, when every episode's record carries one
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from eval.passk import pass_at_k
+
+_MISSING = object()
+
+
+def field(rec, name: str, default=_MISSING):
+    """rec.name or rec[name], else the same name in the record's 'counts' dict (training records
+    keep their counts there); `default` if absent, else a one-line error naming the field."""
+    if isinstance(rec, Mapping):
+        if name in rec:
+            return rec[name]
+        counts = rec.get("counts")
+    else:
+        if hasattr(rec, name):
+            return getattr(rec, name)
+        counts = getattr(rec, "counts", None)
+    if isinstance(counts, Mapping) and name in counts:
+        return counts[name]
+    if default is _MISSING:
+        task = rec.get("task_id") if isinstance(rec, Mapping) else getattr(rec, "task_id", None)
+        raise ValueError(f"episode_metrics: a record of task {task!r} has no field {name!r}")
+    return default
+
+
+def passes(rec) -> bool:
+    """Every hidden test ran and passed, and the grader caught no tampering."""
+    total = int(field(rec, "tests_total"))
+    ok = total > 0 and int(field(rec, "tests_passed")) == total
+    return ok and not bool(field(rec, "tampered"))
+
+
+def credit(rec) -> float:
+    """Partial credit: the fraction of hidden tests passed; 0 when tampered or none ran."""
+    total = int(field(rec, "tests_total"))
+    if total <= 0 or bool(field(rec, "tampered")):
+        return 0.0
+    return int(field(rec, "tests_passed")) / total
+
+
+def dropped_episode(task_id: str) -> dict:
+    """An episode the rollout driver dropped (e.g. a prompt longer than the context): scored as a
+    failure, never left out, so a task's n stays the number of samples asked for."""
+    return dict(
+        task_id=task_id, tests_passed=0, tests_total=0, tampered=False, done_reason="error",
+        turns=0, tool_calls=0, malformed_calls=0, completion_tokens=0,
+    )  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class _Episode:
+    task_id: str
+    solved: bool
+    credit: float
+    done_reason: str
+    turns: int
+    tool_calls: int
+    malformed_calls: int
+    tokens: int
+    summaries: int
+    segments: int
+    reward: float | None
+
+
+def _chains(records: Sequence) -> list[list]:
+    """Records -> episodes, each the list of its records (one, or a chain's segments in order)."""
+    chains: dict[tuple, list] = {}
+    for i, rec in enumerate(records):
+        if field(rec, "segment", None) is None:
+            chains[("record", i)] = [rec]
+            continue
+        index = field(rec, "sample", field(rec, "chain", None))
+        if index is None:
+            raise ValueError(
+                f"episode_metrics: record {i} (task {field(rec, 'task_id')!r}) is a segment but "
+                "names no sample or chain"
+            )
+        key = (field(rec, "task_id"), field(rec, "group", None), field(rec, "group_id", None))
+        chains.setdefault((*key, index), []).append(rec)
+    out = []
+    for key, recs in chains.items():
+        recs = sorted(recs, key=lambda r: int(field(r, "segment", 0)))
+        want = int(field(recs[-1], "segments", 1))
+        got = [int(field(r, "segment", 0)) for r in recs]
+        if got != list(range(want)):
+            raise ValueError(f"episode_metrics: chain {key} has segments {got} of {want}")
+        out.append(recs)
+    return out
+
+
+def _chain_counts(last) -> tuple[int, int]:
+    """(summaries, segments) of a chain: segments = summaries + 1 (each summary joins two)."""
+    summaries = field(last, "summaries", None)
+    segments = field(last, "segments", None)
+    if summaries is None:
+        summaries = int(segments or 1) - 1
+    return int(summaries), int(segments if segments is not None else summaries + 1)
+
+
+def _episode(recs: list) -> _Episode:
+    last = recs[-1]
+    tokens = field(last, "completion_tokens", None)
+    if tokens is None:
+        tokens = sum(int(np.sum(field(r, "mask"))) for r in recs)
+    reward = field(last, "reward", None)
+    summaries, segments = _chain_counts(last)
+    return _Episode(
+        task_id=str(field(last, "task_id")),
+        solved=passes(last),
+        credit=credit(last),
+        done_reason=str(field(last, "done_reason")),
+        turns=int(field(last, "turns")),
+        tool_calls=int(field(last, "tool_calls")),
+        malformed_calls=int(field(last, "malformed_calls")),
+        tokens=int(tokens),
+        summaries=summaries,
+        segments=segments,
+        reward=None if reward is None else float(reward),
+    )
+
+
+def _best_of(eps: list[_Episode], ks: Sequence[int]) -> dict[str, float]:
+    per_task: dict[str, list[bool]] = defaultdict(list)
+    for e in eps:
+        per_task[e.task_id].append(e.solved)
+    out = {}
+    for k in ks:
+        short = {t: len(v) for t, v in per_task.items() if len(v) < k}
+        if short:
+            task, n = next(iter(short.items()))
+            raise ValueError(
+                f"episode_metrics: best_of_{k} needs >= {k} episodes of every task; "
+                f"task {task!r} has {n} ({len(short)} such tasks)"
+            )
+        out[f"best_of_{k}"] = sum(pass_at_k(len(v), sum(v), k) for v in per_task.values()) / len(
+            per_task
+        )
+    return out
+
+
+def episode_metrics(records: Sequence, ks: Sequence[int] = (1,)) -> dict:
+    """The metrics in this module's docstring over `records` (segments or whole episodes)."""
+    if any(int(k) < 1 for k in ks):
+        raise ValueError(f"episode_metrics: ks must be >= 1, got {list(ks)}")
+    eps = [_episode(recs) for recs in _chains(records)]
+    if not eps:
+        raise ValueError("episode_metrics: no episodes")
+    n = len(eps)
+    calls = sum(e.tool_calls + e.malformed_calls for e in eps)
+    m = {
+        "episodes": n,
+        "tasks": len({e.task_id for e in eps}),
+        "pass_rate": sum(e.solved for e in eps) / n,
+        "partial_credit": sum(e.credit for e in eps) / n,
+        "completion_tokens": sum(e.tokens for e in eps) / n,
+        "tool_calls": sum(e.tool_calls for e in eps) / n,
+        "turns": sum(e.turns for e in eps) / n,
+        "malformed_rate": sum(e.malformed_calls for e in eps) / calls if calls else 0.0,
+        "malformed_episodes": sum(e.malformed_calls > 0 for e in eps) / n,
+        "summaries": sum(e.summaries for e in eps) / n,
+        "segments": sum(e.segments for e in eps) / n,
+    }
+    m.update(_best_of(eps, [int(k) for k in ks]))
+    for reason, count in sorted(Counter(e.done_reason for e in eps).items()):
+        m[f"done/{reason}"] = count / n
+    rewards = [e.reward for e in eps if e.reward is not None]
+    if len(rewards) == n:  # a mean over some episodes would not be comparable: omitted
+        m["reward"] = sum(rewards) / n
+    return m
