@@ -46,3 +46,10 @@ def test_progress_line_names_the_peak_and_how_it_was_measured(peak):
     bf16 = mx.MatmulPeak(512, "bfloat16", jax.devices()[:2])
     bf16.measure(1)
     assert "(bfloat16 512^3 matmul x 2 devices, best of 1)" in bf16.describe()
+
+
+def test_progress_line_without_a_timed_step_says_so_instead_of_nan():
+    nan = float("nan")
+    row = dict(loss=2.0, lr=1e-3, grad_norm=1.0, tokens_per_s=nan, mfu=nan, step_time_s=nan)
+    line = mx.log_line(1, 1, row, peak="p")
+    assert "nan" not in line and "the first step compiles" in line

@@ -91,6 +91,17 @@ def mfu(tokens_per_s: float, flops_per_token: float, peak_flops_all_devices: flo
     return tokens_per_s * flops_per_token / peak_flops_all_devices
 
 
+def _speed(m, peak_note: str) -> str:
+    """tok/s, MFU and step time; a line with no timed step yet (the first step of a run is its
+    compilation, excluded from the window) says so instead of printing nan."""
+    if m["step_time_s"] != m["step_time_s"]:  # nan
+        return "(speed from the next line: the first step compiles)"
+    return (
+        f"tok/s {m['tokens_per_s']:.0f} mfu {100 * m['mfu']:.2f}%{peak_note} "
+        f"step_time {1000 * m['step_time_s']:.0f}ms"
+    )
+
+
 def log_line(step: int, total: int, m: dict, extra_keys=(), peak: str = "") -> str:
     """One progress line; total 0 = no known end (a run that ends with its batch source);
     `extra_keys`: further scalars of `m` to show (a batch source's, e.g. RL's mean reward);
@@ -104,8 +115,8 @@ def log_line(step: int, total: int, m: dict, extra_keys=(), peak: str = "") -> s
     return (
         f"{progress} loss {m['loss']:.4f} "
         + (f"(ce {m['ce']:.4f}) " if "ce" in m else "")
-        + f"lr {m['lr']:.2e} gnorm {m['grad_norm']:.3f} tok/s {m['tokens_per_s']:.0f} "
-        f"mfu {100 * m['mfu']:.2f}%{peak_note} step_time {1000 * m['step_time_s']:.0f}ms"
+        + f"lr {m['lr']:.2e} gnorm {m['grad_norm']:.3f} "
+        + _speed(m, peak_note)
         + (f" skipped {int(m['skipped_total'])}" if m.get("skipped_total") else "")
         + "".join(f" {k} {m[k]:.4g}" for k in extra_keys if k in m)
     )
