@@ -37,6 +37,7 @@ import numpy as np
 
 from rl import batch as rb
 from rl.losses import model_apply, token_logprobs
+from rl.records import episode_ends, reward_metrics
 from rl.store import RolloutStore, rollout_store_path
 from rl.weight_store import WeightWriter, weight_store_path
 
@@ -126,20 +127,13 @@ def select(store, books: Books, rl, version: int):
 
 
 def episode_metrics(recs, stats, step_metrics, sync, dt):
-    """Host scalars of one RL step: reward and its terms, pass and malformed rates, staleness,
-    throughput, weight-sync bytes. Episode means count each chain once (its last segment's
-    record: rl/records.py); token counts take every record."""
-    rows, recs = recs, [r for r in recs if r.get("segment", 0) == r.get("segments", 1) - 1]
-    rewards = np.array([r["reward"] for r in recs]) if recs else np.zeros(1)
+    """Host scalars of one RL step: the reward scalars (rl.records.reward_metrics: reward/mean,
+    reward/<term> per part, pass_rate, as rollout summaries report them), the malformed rate,
+    staleness, throughput, weight-sync bytes. Episode means count each chain once (its last
+    segment's record: rl/records.py); token counts take every record."""
+    rows, recs = recs, episode_ends(recs)
     m = {k: float(v) for k, v in step_metrics.items()}
-    m["reward/mean"] = float(rewards.mean())
-    terms = {}
-    for r in recs:
-        for k, v in (r.get("reward_terms") or {}).items():
-            terms.setdefault(k, []).append(v)
-    for k, v in terms.items():
-        m[f"reward/{k}"] = float(np.mean(v))
-    m["pass_rate"] = float(np.mean([t == 1.0 for t in terms.get("outcome", [0.0])]))
+    m.update(reward_metrics(rows))
     counts = [r.get("counts", {}).get("malformed_calls", 0) for r in recs]
     m["malformed_rate"] = float(np.mean([c > 0 for c in counts])) if counts else 0.0
     st = np.asarray(stats["staleness"] or [0])
