@@ -137,6 +137,7 @@ def measure_reuse(repeats: int) -> None:
     from rl.envs import generate_task
     from rl.envs.scripted import SummarizingPolicy, TracePolicy
     from rl.envs.summary import SummaryConfig
+    from rl.records import policy_tokens
     from rl.rollout import play_episodes
 
     tok, budget = ByteTokenizer(), 2560
@@ -156,7 +157,7 @@ def measure_reuse(repeats: int) -> None:
             out = play_episodes(eng, tok, tasks, reuse_prefix=reuse, **kw)
             st = out.stats
             # every context token the policy did not emit is prefilled, unless the rewind kept it
-            context = sum(len(r.tokens) - r.policy_tokens for r in out.records)
+            context = sum(len(r["tokens"]) - policy_tokens(r) for r in out.records)
             kept = st["prefix_reused_tokens"]
             print(
                 f"reuse={reuse!s:5}: {len(out.records)} segments, {st['segments_started']} "

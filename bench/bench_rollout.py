@@ -81,17 +81,17 @@ def bf16_gap(n_tasks: int) -> dict:
     routing_diff = []
     pad = 2 * CACHE  # a context_limit record ends with an observation past the cache
     for rec in recs:
-        n = len(rec.tokens)
+        n = len(rec["tokens"])
         toks = np.zeros((1, pad), np.int32)
-        toks[0, :n] = rec.tokens
+        toks[0, :n] = rec["tokens"]
         ex = np.zeros((cfg.num_moe_layers, 1, pad, cfg.num_experts_per_tok), np.int32)
-        ex[:, 0, :n] = rec.experts_array()
-        m = np.asarray(rec.mask[1:], bool)
-        sampler = np.asarray(rec.logprobs[1:])[m]
+        ex[:, 0, :n] = rec["experts"]
+        m = np.asarray(rec["mask"][1:], bool)
+        sampler = np.asarray(rec["logprobs"][1:])[m]
         for name, forced in (("replay", jnp.asarray(ex)), ("free", None)):
             out = fwd(jnp.asarray(toks), forced)
             lp = jax.nn.log_softmax(mask_invalid(out.logits[0, : n - 1], TOK.vocab_size), -1)
-            lp = np.asarray(jnp.take_along_axis(lp, jnp.asarray(rec.tokens[1:])[:, None], -1))
+            lp = np.asarray(jnp.take_along_axis(lp, jnp.asarray(rec["tokens"][1:])[:, None], -1))
             gaps[name].append(np.abs(lp[:, 0][m] - sampler))
             if forced is None:
                 free = np.sort(np.asarray(out.expert_ids)[:, 0, : n - 1], -1)

@@ -89,11 +89,15 @@ def command_overhead(n: int) -> dict[str, tuple[float, float, float]]:
 
 
 def episodes(n: int, workers: int) -> tuple[float, list[float]]:
+    from rl.records import episode_facts
+    from rl.rewards import RewardConfig
+
     tok = ByteTokenizer()
     tasks = generate_tasks(n, seed=123, difficulties=(1,))
 
     def one(task):
-        return run_episode(CodingEnv(tok), task, OraclePolicy(tok, task)).reward
+        rec = run_episode(CodingEnv(tok), task, OraclePolicy(tok, task))
+        return episode_facts(rec, tok, RewardConfig())["reward"]  # the RL reward, rl/rewards.py
 
     t = time.perf_counter()
     with ThreadPoolExecutor(workers) as pool:
@@ -196,7 +200,7 @@ def verify_references(n: int, workers: int) -> int:
         grades = list(pool.map(one, tasks))
     by_family: dict[str, list[int]] = {}
     for task, grade in zip(tasks, grades):
-        by_family.setdefault(task.kind, [0, 0])[0] += grade.all_pass and grade.score == 1.0
+        by_family.setdefault(task.kind, [0, 0])[0] += grade.all_pass
         by_family[task.kind][1] += 1
     bad = [(t.id, g.output[-300:]) for t, g in zip(tasks, grades) if not g.all_pass]
     tampered = sum(g.tampered for g in grades)

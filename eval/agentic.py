@@ -9,7 +9,9 @@ summaries at the same context budget (per family pass rates side by side).
 A *policy* here is anything with `play(jobs) -> list[Episode]`, where a job is (task, sample
 index): `ScriptedPolicy` (known behaviour, for tests), `ModelPolicy` (the model on the rollout
 driver, rl.rollout.play_episodes). Episodes are graded by the environment's hidden tests only; an
-episode whose grader caught tampering counts as failed (no pass, no partial credit).
+episode whose grader caught tampering counts as failed (no pass, no partial credit). Each episode
+also carries the reward RL would train on (rl/rewards.py under the policy's RewardConfig, default
+RewardConfig(): the record's own reward, rl/records.py), reported as the mean `reward`.
 
 Task sets: procedural families from rl.envs.taskgen drawn from a seed stream that training never
 uses (EVAL_SEED_BASE + seed), families in HELD_OUT_TEMPLATES that an RL task pool should leave out
@@ -28,6 +30,7 @@ from eval.metrics import credit, episode_metrics, passes
 
 # HELD_OUT_TEMPLATES (never in an RL pool) live beside the templates, so rl/ need not import eval/
 from rl.envs.taskgen import HELD_OUT_TEMPLATES, training_templates  # noqa: F401
+from rl.rewards import RewardConfig
 
 EVAL_SEED_BASE = 1_000_003  # eval task seeds: generate_tasks(n, seed=EVAL_SEED_BASE + seed)
 
@@ -47,6 +50,7 @@ class Episode:
     tampered: bool = False  # the grader caught the repo bending its results: a failure
     transcript: str = ""  # digest of the episode's token ids (prompt, turns, observations)
     summaries: int = 0  # summary turns (segment boundaries) of the episode's chain
+    reward: float = 0.0  # the RL reward of its record (rl/rewards.py, rl/records.py)
 
     @property
     def solved(self) -> bool:
@@ -66,23 +70,25 @@ def transcript_digest(tokens) -> str:
     return hashlib.sha256(",".join(map(str, tokens)).encode()).hexdigest()[:16]
 
 
-def episode_from_record(task, sample: int, rec, completion_tokens: int, tokens=None) -> Episode:
-    """From an rl.envs EpisodeRecord or an rl.rollout RolloutRecord (same grade/count fields; a
-    chain's last segment). `tokens`: the whole chain's ids (default: the record's)."""
+def episode_from_record(task, sample: int, rec: dict, completion_tokens: int, tokens) -> Episode:
+    """From a record (rl/records.py; a chain's last segment) or an episode's facts
+    (rl.records.episode_facts): the grade, counts and reward. `tokens`: the whole chain's ids."""
+    c = rec["counts"]
     return Episode(
         task_id=task.id,
         family=family(task),
         sample=sample,
-        tests_passed=rec.tests_passed,
-        tests_total=rec.tests_total,
+        tests_passed=rec["tests_passed"],
+        tests_total=rec["tests_total"],
         completion_tokens=completion_tokens,
-        tool_calls=rec.tool_calls,
-        malformed_calls=rec.malformed_calls,
-        turns=rec.turns,
-        done_reason=rec.done_reason,
-        tampered=rec.tampered,
-        transcript=transcript_digest(rec.tokens if tokens is None else tokens),
-        summaries=rec.summaries,
+        tool_calls=c["tool_calls"],
+        malformed_calls=c["malformed_calls"],
+        turns=c["turns"],
+        done_reason=rec["done_reason"],
+        tampered=rec["tampered"],
+        transcript=transcript_digest(tokens),
+        summaries=c["summaries"],
+        reward=rec["reward"],
     )
 
 
@@ -139,9 +145,11 @@ class ScriptedPolicy:
         tasks: Sequence,
         solves: Callable[[int, int], bool],
         reads: bool = False,
+        reward: RewardConfig = RewardConfig(),
         **env_kwargs,
     ):
         self.tok, self.solves, self.reads, self.env_kwargs = tok, solves, reads, env_kwargs
+        self.reward = reward
         self.index = {t.id: i for i, t in enumerate(tasks)}
 
     def _turns(self, task, solve: bool) -> list[list[int]]:
@@ -160,6 +168,7 @@ class ScriptedPolicy:
 
     def play(self, jobs: Sequence[tuple]) -> list[Episode]:
         from rl.envs import CodingEnv, run_episode
+        from rl.records import episode_facts
 
         out = []
         for task, sample in jobs:
@@ -171,7 +180,8 @@ class ScriptedPolicy:
             env = CodingEnv(self.tok, **self.env_kwargs)
             rec = run_episode(env, task, policy)
             chain = [t for s in rec.all_segments() for t in s["tokens"]]
-            out.append(episode_from_record(task, sample, rec, rec.generated_tokens, chain))
+            facts = episode_facts(rec, self.tok, self.reward)
+            out.append(episode_from_record(task, sample, facts, rec.generated_tokens, chain))
         return out
 
 
@@ -208,9 +218,10 @@ class ModelPolicy:
         top_p: float = 1.0,
         seed: int = 0,
         scripted: Callable | None = None,
+        reward: RewardConfig = RewardConfig(),
         **env_kwargs,
     ):
-        self.cfg, self.params, self.tok = cfg, params, tok
+        self.cfg, self.params, self.tok, self.reward = cfg, params, tok, reward
         self.max_turn_tokens, self.temperature, self.top_p = max_turn_tokens, temperature, top_p
         self.seed, self.scripted = seed, scripted
         # The episode's context must fit the engine's cache: the env ends it at max_tokens.
@@ -238,6 +249,7 @@ class ModelPolicy:
         return self.engine
 
     def play(self, jobs: Sequence[tuple]) -> list[Episode]:
+        from rl.records import policy_tokens as policy_tokens_of
         from rl.rollout import play_episodes
 
         tasks, k = _groups(jobs)
@@ -251,6 +263,7 @@ class ModelPolicy:
             env_kwargs=self.env_kwargs,
             scripted=self.scripted,
             log_every_s=0,
+            reward=self.reward,
         )
         for msg in out.stats["error_messages"]:  # e.g. a prompt longer than the context
             print(f"agentic: episode dropped (scored as failed): {msg}")
@@ -258,12 +271,12 @@ class ModelPolicy:
         episodes: list[Episode | None] = [None] * len(jobs)
         chains = defaultdict(list)  # a summarizing episode is several records, one per segment
         for rec in out.records:
-            chains[rec.group * k + rec.sample].append(rec)
+            chains[rec["group"] * k + rec["sample"]].append(rec)
         for i, recs in chains.items():
-            recs.sort(key=lambda r: r.segment)
+            recs.sort(key=lambda r: r["segment"])
             task, sample = jobs[i]
-            tokens = [t for r in recs for t in r.tokens]
-            policy_tokens = sum(r.policy_tokens for r in recs)
+            tokens = [int(t) for r in recs for t in r["tokens"]]
+            policy_tokens = sum(policy_tokens_of(r) for r in recs)
             episodes[i] = episode_from_record(task, sample, recs[-1], policy_tokens, tokens)
         for i, (task, sample) in enumerate(jobs):  # dropped by the driver: a failure, not a gap
             if episodes[i] is None:

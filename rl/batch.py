@@ -1,7 +1,7 @@
 """Training records -> the padded training batch the RL loss consumes (host-side numpy).
 
-A training record (rl/records.py: per-token tokens, mask, logprobs, versions, experts, optional
-malformed_mask, plus 'reward' and 'group_id') is token-exact over the whole transcript.
+A record (rl/records.py: per-token tokens, mask, logprobs, versions, experts, malformed_mask, plus
+'reward' and 'group_id') is token-exact over the whole transcript.
 
 The training forward runs on tokens[:-1] and predicts tokens[1:] (targets): position t's loss is
 on token t+1, so loss_mask/sampler_logprobs/advantages are the record's fields shifted by one.

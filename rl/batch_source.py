@@ -38,6 +38,7 @@ import numpy as np
 from eval.metrics import episode_metrics
 from rl import batch as rb
 from rl.losses import model_apply, token_logprobs
+from rl.records import reward_metrics
 from rl.store import RolloutStore, rollout_store_path
 from rl.weight_store import WeightWriter, weight_store_path
 
@@ -136,23 +137,15 @@ def graded(recs) -> bool:
 
 
 def step_metrics(recs, stats, train_metrics, sync, dt):
-    """Host scalars of one RL step: reward and its terms, staleness, throughput, weight-sync
-    bytes, and for graded records the episode metrics of eval.metrics.episode_metrics (pass rate,
-    partial credit, tokens, calls, turns, malformed rates; the same definition as the agentic
-    suite's and the benchmarks'). Episode means count each chain once (its last segment's record:
-    rl/records.py); token counts take every record."""
-    rows, recs = recs, [r for r in recs if r.get("segment", 0) == r.get("segments", 1) - 1]
-    rewards = np.array([r["reward"] for r in recs]) if recs else np.zeros(1)
+    """Host scalars of one RL step: the reward and its parts (rl.records.reward_metrics, as
+    rollout summaries report them), staleness, throughput, weight-sync bytes, and for graded
+    records the episode metrics of eval.metrics.episode_metrics (pass rate, partial credit,
+    tokens, calls, turns, malformed rates: the agentic suite's and the benchmarks' definition).
+    Episode means count each chain once (rl/records.py); token counts take every record."""
     m = {k: float(v) for k, v in train_metrics.items()}
-    m["reward/mean"] = float(rewards.mean())
-    terms = {}
-    for r in recs:
-        for k, v in (r.get("reward_terms") or {}).items():
-            terms.setdefault(k, []).append(v)
-    for k, v in terms.items():
-        m[f"reward/{k}"] = float(np.mean(v))
-    if graded(rows):
-        episode = episode_metrics(rows)
+    m.update(reward_metrics(recs))
+    if graded(recs):
+        episode = episode_metrics(recs)
         episode.pop("reward", None)  # reward/mean above, from the same records
         m.update({k: float(v) for k, v in episode.items()})
     st = np.asarray(stats["staleness"] or [0])
@@ -160,11 +153,11 @@ def step_metrics(recs, stats, train_metrics, sync, dt):
     for b in range(4):
         m[f"staleness/hist_{b}"] = float(np.sum(st == b) if b < 3 else np.sum(st >= 3))
     m["zero_signal_groups"] = float(stats["zero_signal"])
-    m["episode_len"] = float(np.mean([len(r["tokens"]) for r in rows])) if rows else 0.0
-    pol = sum(int(np.sum(r["mask"])) for r in rows)
+    m["episode_len"] = float(np.mean([len(r["tokens"]) for r in recs])) if recs else 0.0
+    pol = sum(int(np.sum(r["mask"])) for r in recs)
     m["trained_tokens_per_s"] = pol / max(dt, 1e-9)
     # Each record carries its group's share of the play call's wall time: count it once per group.
-    shares = {r.get("group_id"): r.get("sample_seconds", 0.0) for r in rows}
+    shares = {r.get("group_id"): r.get("sample_seconds", 0.0) for r in recs}
     m["sampled_tokens_per_s"] = pol / max(sum(shares.values()), 1e-9)
     m["sync/bytes"], m["sync/seconds"] = float(sync["bytes"]), float(sync["seconds"])
     m["sync/fraction_of_full"] = sync["bytes"] / max(sync["full_bytes"], 1)  # 0: owns no shard

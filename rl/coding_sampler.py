@@ -1,14 +1,15 @@
 """Multi-turn coding sampler for the RL loop: CodingEnv episodes (rl/rollout.py's driver on one
-RolloutEngine) -> groups of training records, with the same `play` contract as
+RolloutEngine) -> groups of records (rl/records.py), with the same `play` contract as
 rl.samplers.SingleTurnSampler.
 
     sampler = CodingSampler(cfg, reward_cfg, group_size=2, max_tokens=768, ...)
-    groups = sampler.play(tasks, follower, seed)    # one group (list of record dicts) per task
+    groups = sampler.play(tasks, follower, seed)    # one group (records, rl/records.py) per task
 
 Weights are swapped in flight: before every engine step (`swap_every` decode iterations) the
 driver calls back here, and a newer version from the weight store replaces the engine's params
-(slot caches kept, later tokens record the new version). The reward is rl/rewards.py on the
-grader's counts (tests_passed / tests_total of the hidden tests, run after the episode ends).
+(slot caches kept, later tokens record the new version). The driver rewards each record with
+rl/rewards.py under `reward_cfg` (the run's rl.reward) on the grader's counts (tests_passed /
+tests_total of the hidden tests, run after the episode ends) and the episode's counts.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rl.records import EXPERTS, PER_TOKEN, training_record
+from rl.records import EXPERTS, PER_TOKEN
 from rl.rollout import play_episodes
 
 
@@ -125,19 +126,12 @@ class CodingSampler:
             max_iterations=self.swap_every,
             before_step=fetch_newer,
             log_every_s=0,
+            reward=self.reward_cfg,
         )
         self.errors += out.stats["errors"]
         for msg in out.stats["error_messages"]:  # a broken episode is dropped from its group
             print(f"coding sampler: episode dropped: {msg}")
         groups: list[list[dict]] = [[] for _ in tasks]
-        for rec in sorted(out.records, key=lambda r: (r.group, r.sample)):
-            d = training_record(rec.to_dict(), self.reward_cfg)
-            d.update(
-                task_id=rec.task_id,
-                tests_passed=rec.tests_passed,
-                tests_total=rec.tests_total,
-                tampered=rec.tampered,  # eval.metrics counts a tampered all-pass as a failure
-                done_reason=rec.done_reason,
-            )
-            groups[rec.group].append(fit_record(d, self.max_tokens))
+        for rec in sorted(out.records, key=lambda r: (r["group"], r["sample"], r["segment"])):
+            groups[rec["group"]].append(fit_record(rec, self.max_tokens))
         return groups

@@ -1,4 +1,4 @@
-"""User feedback on served responses -> RL training records (rl/records.py's layout).
+"""User feedback on served responses -> RL records (rl/records.py).
 
 The interaction log (rl/serve/interaction_log.py) holds each served exchange token-exact
 (prompt + completion ids, the sampler's log-probs, params version per token, routed experts)
@@ -47,7 +47,7 @@ def read_signals(log_dir: str, cursor: dict, end: dict):
 
 
 def training_records(log_dir, cursor, end, *, base_version, rt, max_tokens):
-    """-> (training records for rl/batch.py's collate, stats). rt: the realtime block."""
+    """-> (records for rl/batch.py's collate, stats). rt: the realtime block."""
     exchanges, latest = read_signals(log_dir, cursor, end)
     stats = dict(signals=len(latest), orphan=0, stale=0, too_long=0, by_signal={})
     records = []
@@ -77,6 +77,7 @@ def training_records(log_dir, cursor, end, *, base_version, rt, max_tokens):
                 experts,
                 id=rid,
                 reward=reward,
+                reward_terms={"outcome": reward},  # the user's signal is the whole reward
                 group_id="cycle",
                 staleness=base_version - oldest,
             )

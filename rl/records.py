@@ -1,11 +1,15 @@
-"""Episode records: one episode, token-exact, with everything RL needs per token.
+"""Episode records: one episode (or one segment of a chain), token-exact, with everything RL
+needs per token and the reward RL trains on.
 
-Two forms of one record: `RolloutRecord` (the multi-turn rollout driver's output, JSON-ready,
-with counts and the grade) and the training record, a dict the samplers write to the rollout
-store and rl/batch.py collates: the per-token arrays below (`PER_TOKEN`, `EXPERTS`) plus 'reward'
-and 'reward_terms' (rl/rewards.py), 'group_id', 'counts', and the sampler's bookkeeping
-('task', 'sample_seconds', and a coding episode's grade fields). `training_record` converts;
-`completion_record` builds one for a single-turn episode (a prompt and one completion).
+One form: a record is a plain dict with the fields below, whoever made it (the multi-turn driver
+rl/rollout.py, the single-turn samplers, served feedback) and whoever reads it (the rollout store
+rl/store.py, the collator rl/batch.py, summaries, the trainer's logs, eval). A dict, not a class,
+because the record crosses every boundary as data: the rollout store holds it as arrays plus JSON
+(no pickle), `--mode=rollout` as JSON lines, and producers add their own bookkeeping fields
+(a sampler's 'task' and 'sample_seconds', served feedback's 'id' and 'staleness'); a class would
+need a to/from-dict pair at each of those boundaries, which is the second form this replaces.
+The field lists are written once, here; `check_record` checks one; the builders
+(`episode_records`, `completion_record`) are the only places a record is assembled.
 
 Per-token fields, all of length L = len(tokens), aligned with `tokens`:
 
@@ -16,185 +20,274 @@ Per-token fields, all of length L = len(tokens), aligned with `tokens`:
                  from (model/sampling.py: log_softmax(mask_invalid(logits) / temperature) with the
                  RL settings top_k = 0, top_p = 1); 0.0 elsewhere
     versions[t]  policy tokens: the params version of the forward that produced it; -1 elsewhere
-    experts      [n_moe_layers][L][k]: experts[:, t] routed the forward that *consumed* tokens[t]
+    experts      [n_moe_layers, L, k]: experts[:, t] routed the forward that *consumed* tokens[t]
                  (the forward whose logits scored tokens[t+1]). It is `forced_experts` for ONE
                  training forward over `tokens`: Transformer.apply(params, tokens[None],
-                 forced_experts=experts_array()[:, None]) reproduces the sampler's routing, so its
+                 forced_experts=rec['experts'][:, None]) reproduces the sampler's routing, so its
                  logits at t-1 give logprobs[t] for every policy token t. Rows the sampler never
                  computed (the final token, and an observation cut off by the context limit after
                  the last turn) copy the last computed row; they only affect logits past the last
                  policy token (causal attention, per-token dropless routing), which no loss uses.
 
-    malformed_mask[t]  (training record) 1 on tokens of turns whose tool call was malformed or cut
-                 off (negative examples, rl/batch.py)
+    malformed_mask[t]  1 on tokens of turns whose tool call was malformed or cut off (negative
+                 examples, rl/batch.py); all 0 for a single-turn record
 
-Counts: turns, tool_calls (well-formed, executed), tool_io_tokens (call tokens + observation
-tokens), thinking_tokens (emitted tokens inside <|think|>..<|/think|>, tags included),
-output_tokens (the other emitted tokens outside tool calls: free text and <|end|>),
-malformed_calls, malformed_turns (indices of turns with a malformed call or cut off before <|end|>).
-Grade: tests_passed / tests_total of the hidden tests; done_reason: submit | no_tool_call |
-malformed_streak | turn_limit | context_limit | no_summary.
+Every record (REQUIRED):
+    group_id       records of one group share it (group-relative advantages, rl/batch.py)
+    reward         the reward RL trains on: rl/rewards.py, the only reward (no second score)
+    reward_terms   its parts, each signed as it enters the total: 'outcome', and for episodes
+                 'malformed' and 'len_<quantity>' (rl.rewards.episode_reward); summed they give
+                 `reward`
+A multi-turn episode record (`episode_records`) also has:
+    task_id, group, sample (index within the group), policy ('model' | 'forced': scripted turns
+    teacher-forced), prompt_len, turn_spans ([start, end) of each emitted turn),
+    malformed_turns (indices of this segment's turns with a malformed call or cut off before
+    <|end|>), done_reason (submit | no_tool_call | malformed_streak | turn_limit | context_limit
+    | no_summary), the grader's facts tests_passed / tests_total / tampered of the hidden tests,
+    and counts = {COUNTS}: turns, tool_calls (well-formed, executed), tool_io_tokens (call tokens +
+    observation tokens), thinking_tokens (emitted tokens inside <|think|>..<|/think|>, tags
+    included), output_tokens (the other emitted tokens outside tool calls: free text and <|end|>),
+    malformed_calls, summaries and summary_tokens (summary turns of the chain and their tokens,
+    also in output_tokens).
 
 Chains (self-summarization, rl/envs/summary.py): an episode longer than the context is a chain of
 segments; each segment is one record (one training sequence) with its own per-token arrays,
-prompt_len, turn_spans and malformed_turns (segment-local), and `segment` (0-based) of `segments`.
-Counts, grade and so the reward are the chain's, identical on every segment (summary turns are
-emitted output tokens, so they count in the length penalty); the training record's `chain` names
-the chain within its group (the sample index), and rl/batch.py computes group-relative advantages
-over chains, not segments. CHAIN_FIELDS are stored with the record (scalars: the store's metadata).
+prompt_len, turn_spans and malformed_turns (segment-local), and CHAIN_FIELDS: `chain` names the
+chain within its group (the sample index), `segment` (0-based) of `segments`. Counts, grade and so
+the reward are the chain's, identical on every segment (summary turns are emitted output tokens,
+so they count in the length penalty); rl/batch.py computes group-relative advantages over chains,
+not segments, and episode means (`episode_ends`) count a chain once. A record without `chain` is a
+chain of its own.
 """
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
-from rl.envs.tasks import episode_all_pass, episode_score
+from rl.rewards import RewardConfig, episode_reward
 
-# Written once: the rollout store, record fitting and the collator read the field lists here.
+# Written once: the builders, the rollout store, record fitting and the collator read these.
 PER_TOKEN = ("tokens", "mask", "logprobs", "versions", "malformed_mask")  # [L] each
 EXPERTS = "experts"  # [n_moe_layers, L, k]
 ARRAY_FIELDS = PER_TOKEN + (EXPERTS,)
-CHAIN_FIELDS = ("chain", "segment", "segments")  # training record: which chain, which segment
+DTYPES = dict(
+    tokens=np.int32, mask=np.int32, logprobs=np.float32, versions=np.int32, malformed_mask=np.int32
+)
+CHAIN_FIELDS = ("chain", "segment", "segments")  # which chain of the group, which segment
+REQUIRED = ARRAY_FIELDS + ("group_id", "reward", "reward_terms")
+COUNTS = (
+    "turns",
+    "tool_calls",
+    "tool_io_tokens",
+    "thinking_tokens",
+    "output_tokens",
+    "malformed_calls",
+    "summaries",
+    "summary_tokens",
+)
 
 
-@dataclasses.dataclass
-class RolloutRecord:
-    task_id: str
-    group: int  # group id: the G episodes of one task in a run share it (group-relative advantages)
-    sample: int  # index within the group, 0..G-1
-    tokens: list[int]
-    mask: list[int]
-    logprobs: list[float]
-    versions: list[int]
-    experts: list  # [n_moe_layers][len(tokens)][k] int
-    prompt_len: int
-    turn_spans: list[list[int]]  # [start, end) of each emitted turn in tokens
-    turns: int
-    tool_calls: int
-    tool_io_tokens: int
-    thinking_tokens: int
-    output_tokens: int
-    malformed_calls: int
-    malformed_turns: list[int]
-    tests_passed: int
-    tests_total: int
-    done_reason: str
-    policy: str = "model"  # "model" (sampled) | "forced" (scripted turns teacher-forced)
-    tampered: bool = False  # the grader caught tampering: scored below an honest failure
-    segment: int = 0  # this record's segment of the episode's chain (0-based)
-    segments: int = 1  # segments in the chain
-    summaries: int = 0  # summary turns of the chain
-    summary_tokens: int = 0  # their tokens (in output_tokens too)
-
-    @property
-    def reward(self) -> float:
-        return episode_score(self.tests_passed, self.tests_total, self.tampered)
-
-    @property
-    def all_pass(self) -> bool:
-        return episode_all_pass(self.tests_passed, self.tests_total, self.tampered)
-
-    @property
-    def policy_tokens(self) -> int:
-        return sum(self.mask)
-
-    @property
-    def version_span(self) -> tuple[int, int]:
-        """(oldest, newest) params version over the policy tokens ((-1, -1) if none)."""
-        v = [x for x, m in zip(self.versions, self.mask) if m]
-        return (min(v), max(v)) if v else (-1, -1)
-
-    def experts_array(self) -> np.ndarray:
-        """[n_moe_layers, L, k] int32 (add the batch axis at 1 for forced_experts)."""
-        return np.asarray(self.experts, np.int32).reshape(len(self.experts), len(self.tokens), -1)
-
-    def replay_experts(self) -> np.ndarray:
-        """[n_moe_layers, 1, L, k] int32: `forced_experts` for one training forward over tokens[None]."""
-        return self.experts_array()[:, None]
-
-    def to_dict(self) -> dict:
-        return dict(dataclasses.asdict(self), reward=self.reward, all_pass=self.all_pass)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> RolloutRecord:
-        """Inverse of to_dict (derived keys ignored); a missing key or a length mismatch is an error
-        naming the field."""
-        names = [f.name for f in dataclasses.fields(cls)]
-        optional = ("policy", "tampered", "segment", "segments", "summaries", "summary_tokens")
-        missing = [n for n in names if n not in d and n not in optional]
-        if missing:
-            raise ValueError(f"RolloutRecord.from_dict: missing field(s) {missing}")
-        rec = cls(**{n: d[n] for n in names if n in d})
-        n = len(rec.tokens)
-        for name in (f for f in PER_TOKEN if hasattr(rec, f)):
-            if len(getattr(rec, name)) != n:
-                raise ValueError(
-                    f"RolloutRecord {rec.task_id}: {name} has {len(getattr(rec, name))} entries "
-                    f"for {n} tokens"
-                )
-        if any(len(layer) != n for layer in rec.experts):
-            raise ValueError(f"RolloutRecord {rec.task_id}: experts rows != {n} tokens")
-        return rec
+def _arrays(tokens, mask, logprobs, versions, experts, malformed_mask) -> dict:
+    """The per-token arrays in their one dtype each ([n, L, k] experts; n may be 0)."""
+    values = dict(
+        tokens=tokens,
+        mask=mask,
+        logprobs=logprobs,
+        versions=versions,
+        malformed_mask=malformed_mask,
+    )
+    out = {k: np.asarray(v, DTYPES[k]) for k, v in values.items()}
+    out[EXPERTS] = _experts(experts, len(out["tokens"]))
+    return out
 
 
-def completion_record(prompt, completion, logprobs, versions, experts, **fields) -> dict:
-    """A single-turn episode (a prompt, then one sampled completion) as a training record: the
-    per-token arrays above with the prompt untrained (mask 0, logprob 0, version -1).
-    logprobs / versions: one per completion token; experts: [n_moe_layers, L, k] over the whole
-    transcript; `fields`: reward, group_id and the like."""
+def _experts(experts, n_tokens: int) -> np.ndarray:
+    """[n_moe_layers, L, k] int32 (a model without MoE layers: [0, L, 0])."""
+    a = np.asarray(experts, np.int32)
+    return a.reshape(len(a), n_tokens, -1) if len(a) else np.zeros((0, n_tokens, 0), np.int32)
+
+
+def _malformed_mask(n_tokens: int, turn_spans, malformed_turns) -> np.ndarray:
+    """[L] 1 on the tokens of the turns listed in malformed_turns (segment-local indices)."""
+    bad = np.zeros(n_tokens, np.int32)
+    for t in malformed_turns:
+        start, end = turn_spans[t]
+        bad[start:end] = 1
+    return bad
+
+
+def _emitted_classes(tok, tokens, spans) -> tuple[int, int]:
+    """(thinking tokens, output tokens) over the emitted turns `spans` of `tokens` (COUNTS)."""
+    think, end_think = tok.special_id("think"), tok.special_id("/think")
+    call, end_call = tok.special_id("tool_call"), tok.special_id("/tool_call")
+    thinking = output = 0
+    for a, b in spans:
+        mode = None
+        for t in tokens[a:b]:
+            if mode is None and t in (think, call):
+                mode = t
+            if mode == think:
+                thinking += 1
+            elif mode is None:
+                output += 1
+            if (mode == think and t == end_think) or (mode == call and t == end_call):
+                mode = None
+    return thinking, output
+
+
+def episode_facts(env_rec, tok, reward_cfg: RewardConfig) -> dict:
+    """The chain-level fields of an episode's records, from the environment's record (rl.envs
+    EpisodeRecord, the episode done): task_id, done_reason, the grader's tests_passed /
+    tests_total / tampered, `counts` (COUNTS) and the reward with its terms:
+    rl.rewards.episode_reward of those under `reward_cfg`. Eval reads the same (eval/agentic.py)."""
+    segments = env_rec.all_segments()
+    classes = [_emitted_classes(tok, s["tokens"], s["turn_spans"]) for s in segments]
+    facts = {
+        "task_id": env_rec.task_id,
+        "segments": len(segments),
+        "done_reason": env_rec.done_reason,
+        "tests_passed": env_rec.tests_passed,
+        "tests_total": env_rec.tests_total,
+        "tampered": env_rec.tampered,
+        "counts": {
+            "turns": env_rec.turns,
+            "tool_calls": env_rec.tool_calls,
+            "tool_io_tokens": env_rec.tool_io_tokens,
+            "thinking_tokens": sum(c[0] for c in classes),
+            "output_tokens": sum(c[1] for c in classes),
+            "malformed_calls": env_rec.malformed_calls,
+            "summaries": env_rec.summaries,
+            "summary_tokens": env_rec.summary_tokens,
+        },
+    }
+    facts["reward"], facts["reward_terms"] = episode_reward(facts, reward_cfg)
+    return facts
+
+
+def episode_records(
+    env_rec, arrays: list[dict], tok, reward_cfg: RewardConfig, *, group, sample, policy
+) -> list[dict]:
+    """A finished multi-turn episode (rl/rollout.py's driver) as records, one per segment of its
+    chain. env_rec: the environment's record (rl.envs EpisodeRecord); arrays: per segment, the
+    engine's {tokens, logprobs, versions, experts [n, L, k]}; group / sample: the episode's place
+    in its group; policy: 'model' | 'forced'. Every segment carries the chain's facts
+    (`episode_facts`: grade, counts, the reward under `reward_cfg`)."""
+    facts = episode_facts(env_rec, tok, reward_cfg)
+    facts.update(group=group, sample=sample, policy=policy)
+    segments = env_rec.all_segments()
+    if len(arrays) != len(segments):
+        raise ValueError(f"{env_rec.task_id}: {len(arrays)} segment arrays for {len(segments)}")
+    return [
+        _segment_record(seg, arr, dict(facts, segment=i))
+        for i, (seg, arr) in enumerate(zip(segments, arrays))
+    ]
+
+
+def _segment_record(segment: dict, arrays: dict, facts: dict) -> dict:
+    """segment: the env's {mask, prompt_len, turn_spans, malformed_turns} of one segment; arrays:
+    the engine's of it; facts: the chain's, with this segment's index."""
+    spans = [list(s) for s in segment["turn_spans"]]
+    bad = _malformed_mask(len(arrays["tokens"]), spans, segment["malformed_turns"])
+    return {
+        **_arrays(
+            arrays["tokens"],
+            segment["mask"],
+            arrays["logprobs"],
+            arrays["versions"],
+            arrays[EXPERTS],
+            bad,
+        ),
+        "group_id": f"{facts['task_id']}/{facts['group']}",
+        **facts,
+        "chain": int(facts["sample"]),
+        "prompt_len": int(segment["prompt_len"]),
+        "turn_spans": spans,
+        "malformed_turns": list(segment["malformed_turns"]),
+    }
+
+
+def completion_record(
+    prompt, completion, logprobs, versions, experts, *, group_id, reward, reward_terms, **fields
+) -> dict:
+    """A single-turn episode (a prompt, then one sampled completion) as a record: the prompt
+    untrained (mask 0, logprob 0, version -1), no malformed turns. logprobs / versions: one per
+    completion token; experts: [n_moe_layers, L, k] over the whole transcript; reward /
+    reward_terms: rl/rewards.py's (None until the caller rewards it); `fields`: producer
+    bookkeeping (e.g. served feedback's id and staleness)."""
     plen, m = len(prompt), len(completion)
     return {
-        "tokens": np.asarray(list(prompt) + list(completion), np.int32),
-        "mask": np.r_[np.zeros(plen), np.ones(m)].astype(np.int32),
-        "logprobs": np.r_[np.zeros(plen), np.asarray(logprobs, np.float64)].astype(np.float32),
-        "versions": np.r_[np.full(plen, -1), np.asarray(versions, np.int64)].astype(np.int32),
-        EXPERTS: np.asarray(experts, np.int32),
+        **_arrays(
+            list(prompt) + list(completion),
+            np.r_[np.zeros(plen), np.ones(m)],
+            np.r_[np.zeros(plen), np.asarray(logprobs, np.float64)],
+            np.r_[np.full(plen, -1), np.asarray(versions, np.int64)],
+            experts,
+            np.zeros(plen + m),
+        ),
+        "group_id": group_id,
+        "reward": reward,
+        "reward_terms": reward_terms,
         **fields,
     }
 
 
-def training_record(d: dict, reward_cfg) -> dict:
-    """A multi-turn rollout record (RolloutRecord.to_dict(): per-token
-    tokens/mask/logprobs/versions, experts [n][L][k], turn_spans, malformed_turns, counts, grade)
-    -> the record `collate` takes, with the reward and its terms (rl/rewards.py) and a
-    malformed_mask over the tokens of turns with a malformed call (negative examples)."""
-    from rl.rewards import LENGTH_QUANTITIES, episode_reward
-
-    counts = {q: d.get(q, 0) for q in LENGTH_QUANTITIES + ("malformed_calls",)}
-    reward, terms = episode_reward(
-        {
-            "tests_passed": d["tests_passed"],
-            "tests_total": d["tests_total"],
-            "tampered": d.get("tampered", False),
-            "counts": counts,
-        },
-        reward_cfg,
-    )
-    bad = np.zeros(len(d["tokens"]), np.int32)
-    for t in d.get("malformed_turns", []):
-        start, end = d["turn_spans"][t]
-        bad[start:end] = 1
-    return {
-        "tokens": np.asarray(d["tokens"], np.int32),
-        "mask": np.asarray(d["mask"], np.int32),
-        "logprobs": np.asarray(d["logprobs"], np.float32),
-        "versions": np.asarray(d["versions"], np.int32),
-        "experts": np.asarray(d["experts"], np.int32),  # [n, L, k] (n may be 0)
-        "malformed_mask": bad,
-        "group_id": f"{d['task_id']}/{d['group']}",
-        **_chain_fields(d),
-        "reward": reward,
-        "reward_terms": terms,
-        "counts": counts,
-    }
+def check_record(rec: dict) -> dict:
+    """`rec` itself if it has every REQUIRED field and per-token arrays of one length; else a
+    ValueError naming the record and the field."""
+    name = f"record {rec.get('group_id', '?')}"
+    missing = [f for f in REQUIRED if f not in rec]
+    if missing:
+        raise ValueError(f"{name}: missing field(s) {missing}")
+    n = len(rec["tokens"])
+    for f in PER_TOKEN:
+        if len(rec[f]) != n:
+            raise ValueError(f"{name}: {f} has {len(rec[f])} entries for {n} tokens")
+    shape = np.shape(rec[EXPERTS])
+    if len(shape) != 3 or shape[1] != n:
+        raise ValueError(f"{name}: experts shape {shape} is not [n_moe_layers, {n}, k]")
+    return rec
 
 
-def _chain_fields(d: dict) -> dict:
-    """CHAIN_FIELDS of a rollout record: the chain is the episode's sample index in its group. A
-    dict without 'sample' (no episode identity) is a chain of its own (rl/batch.py)."""
-    if "sample" not in d:
-        return {}
-    values = (int(d["sample"]), int(d.get("segment", 0)), int(d.get("segments", 1)))
-    return dict(zip(CHAIN_FIELDS, values))
+def to_json(rec: dict) -> dict:
+    """A record as JSON values (arrays as lists): one line of `--mode=rollout`'s rollouts.jsonl."""
+    return {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in rec.items()}
+
+
+def from_json(d: dict) -> dict:
+    """Inverse of to_json (arrays back in their dtypes), checked by check_record."""
+    rec = dict(d)
+    for f in (f for f in PER_TOKEN if f in rec):
+        rec[f] = np.asarray(rec[f], DTYPES[f])
+    if EXPERTS in rec:
+        rec[EXPERTS] = _experts(rec[EXPERTS], len(rec["tokens"]))
+    return check_record(rec)
+
+
+def policy_tokens(rec: dict) -> int:
+    return int(np.sum(rec["mask"]))
+
+
+def passed(rec: dict) -> bool:
+    """The episode succeeded: its outcome term is 1 (every hidden test passed and no tampering,
+    under either outcome mode; a single-turn task's full score)."""
+    return rec["reward_terms"].get("outcome", 0.0) == 1.0
+
+
+def episode_ends(records) -> list[dict]:
+    """Each episode once: a chain's last segment (its counts, grade and reward are the chain's)."""
+    return [r for r in records if r.get("segment", 0) == r.get("segments", 1) - 1]
+
+
+def reward_metrics(records) -> dict:
+    """The reward scalars every report shows (rollout summaries, the RL trainer's logs and
+    TensorBoard): 'reward/mean' and 'reward/<term>' per part (the mean over episodes that have
+    it), over episodes (`episode_ends`: each chain once). Pass rate and the other episode metrics:
+    eval.metrics.episode_metrics."""
+    eps = episode_ends(records)
+    out = {"reward/mean": float(np.mean([r["reward"] for r in eps])) if eps else 0.0}
+    terms: dict[str, list[float]] = {}
+    for r in eps:
+        for k, v in r["reward_terms"].items():
+            terms.setdefault(k, []).append(float(v))
+    out.update({f"reward/{k}": float(np.mean(v)) for k, v in terms.items()})
+    return out

@@ -5,7 +5,9 @@
 outcome: 'all_pass' (1 if every hidden test passed else 0) or 'fraction' (passed / total), from the
 grader's counts in the record (`tests_passed`, `tests_total`), which come from the environment's
 hidden tests run outside the policy's reach; a record the grader flagged as tampered gets
-TAMPER_SCORE (-1), below every honest outcome.
+TAMPER_SCORE (-1), below every honest outcome. This module is the only reward: the environment
+reports the grade (rl/envs: passed, total, tampered, all_pass), never a score of its own, and every
+record (rl/records.py) carries the reward computed here and its terms.
 
 Concave length penalty, per quantity q in LENGTH_QUANTITIES (thinking tokens, tool-I/O tokens,
 output tokens, tool calls, turns):
@@ -17,7 +19,8 @@ but necessary episode is not crushed, while needless verbosity still loses rewar
 Every term is returned separately (for TensorBoard) together with the total.
 
 Served responses (rl/realtime.py) are rewarded here too: `feedback_reward` maps a user's signal
-(accepted, rejected, edited, dissatisfied, rating) to a reward; rl/feedback.py documents the mapping.
+(accepted, rejected, edited, dissatisfied, rating) to a reward, its one term the outcome;
+rl/feedback.py documents the mapping.
 """
 
 from __future__ import annotations
@@ -26,8 +29,7 @@ import dataclasses
 import difflib
 from collections.abc import Mapping
 
-from rl.envs.tasks import TAMPER_SCORE
-
+TAMPER_SCORE = -1.0  # below every honest outcome (an honest failure scores 0)
 LENGTH_QUANTITIES = ("thinking_tokens", "tool_io_tokens", "output_tokens", "tool_calls", "turns")
 
 

@@ -4,9 +4,9 @@
     from rl.rollout import play_episodes
     eng = RolloutEngine(cfg, params, slots=8, cache_len=2048, temperature=1.0,
                         valid_vocab=tok.vocab_size)
-    out = play_episodes(eng, tok, tasks, group_size=4)       # G = 4 episodes per task
-    out.records[0].tokens, .mask, .logprobs, .experts, .versions, .reward  # RolloutRecord
-    out.summary()                                             # pass rate, tokens/s, wait shares
+    out = play_episodes(eng, tok, tasks, group_size=4, reward=RewardConfig())  # G = 4 per task
+    out.records[0]["tokens"], ["reward"], ["reward_terms"]   # records: rl/records.py
+    out.summary()                                 # reward/*, pass rate, tokens/s, wait shares
 
 One thread drives the engine; sandbox work (env.reset, env.step: tool calls, grading) runs in worker
 threads, so while some episodes wait on their sandbox the engine decodes the others. At most
@@ -17,13 +17,18 @@ Self-summarization (env_kwargs summary=SummaryConfig, rl/envs/summary.py): after
 the env returns the next segment's rebuilt context; the driver keeps the finished segment's
 arrays, rewinds the episode's slot to the prefix the two contexts share (system + task prompt:
 its latent cache is kept, not prefilled again) and prefills only the rest. An episode then yields
-one RolloutRecord per segment, all with the chain's counts and grade (`segment`, `segments`).
+one record per segment, all with the chain's counts, grade and reward (`segment`, `segments`).
 Stats: `segments_started` and `prefix_reused_tokens` (prefill tokens the rewind saved);
 `reuse_prefix=False` prefills each segment's context whole instead (to measure the saving).
 
 `scripted=lambda task: OraclePolicy(tok, task)` plays scripted turns through the same engine by
 teacher forcing (records get the model's log-probs and routing for those tokens): used by tests and
 benchmarks. `env_factory` replaces CodingEnv (a stand-in env for loop-mechanics tests).
+
+Rewards: each record carries rl/rewards.py's episode_reward of its grade and counts under the
+`reward` RewardConfig (default RewardConfig(): all-pass outcome, malformed penalty 0.5, no length
+terms; the RL sampler passes the run's `rl.reward`), and summary() reports it with the same
+`reward/*` and `pass_rate` scalars as the RL trainer's logs (rl.records.reward_metrics).
 Records: rl/records.py.
 """
 
@@ -39,12 +44,13 @@ import numpy as np
 
 from data.tokenizers import Tokenizer
 from eval.metrics import episode_metrics
-from rl.records import RolloutRecord
+from rl import records as rr
+from rl.rewards import RewardConfig
 
 
 @dataclasses.dataclass
 class Rollouts:
-    records: list[RolloutRecord]
+    records: list[dict]  # rl/records.py
     stats: dict  # wall_s, decode_s, prefill_s, wait_s, sandbox_s, errors, programs, ...
 
     def summary(self) -> dict:
@@ -83,13 +89,15 @@ def play_episodes(
     env_factory: Callable | None = None,
     scripted: Callable | None = None,
     max_iterations: int = 64,
-    on_record: Callable[[RolloutRecord], None] | None = None,
+    on_record: Callable[[dict], None] | None = None,
     before_step: Callable[[], None] | None = None,
     log_every_s: float = 30.0,
     log: Callable[[str], None] = print,
     reuse_prefix: bool = True,
+    reward: RewardConfig = RewardConfig(),
 ) -> Rollouts:
-    """Plays group_size episodes of every task; returns their records (in completion order).
+    """Plays group_size episodes of every task; returns their records (in completion order),
+    each rewarded by rl.rewards.episode_reward under `reward`.
 
     `before_step()` runs on the driver thread before each engine.step (every `max_iterations`
     decode iterations): the RL sampler swaps newer weights in there (engine.set_params)."""
@@ -116,7 +124,7 @@ def play_episodes(
         "prefix_reused_tokens": 0,
     }
     errors: list[str] = []
-    records: list[RolloutRecord] = []
+    records: list[dict] = []
     live: dict[tuple, _Episode] = {}
     inflight: dict[cf.Future, tuple[_Episode, str]] = {}
     t_start = last_log = time.perf_counter()
@@ -167,7 +175,7 @@ def play_episodes(
                     obs, finished = result
                     if finished:
                         ep.pieces.append(list(obs))  # context_limit ends with an observation
-                        recs = _make_records(ep, engine, tok, scripted is not None)
+                        recs = _make_records(ep, engine, tok, scripted is not None, reward)
                         live.pop(ep.rid)
                         records.extend(recs)
                         if on_record:
@@ -215,8 +223,8 @@ def play_episodes(
 
 def _progress(records, total: int, live: int, wall: float) -> str:
     n = len(records)
-    toks = sum(r.policy_tokens for r in records)
-    passed = sum(r.all_pass for r in records)
+    toks = sum(rr.policy_tokens(r) for r in records)
+    passed = sum(rr.passed(r) for r in rr.episode_ends(records))
     return (
         f"[rollout] {n}/{total} episodes ({live} live), pass {passed}/{max(n, 1)}, "
         f"{toks / max(wall, 1e-9):.1f} policy tok/s, {wall:.0f}s"
@@ -241,9 +249,9 @@ def _segment_arrays(ep: _Episode, engine, segment: dict, finish: bool) -> dict:
     filled = np.concatenate([experts, np.repeat(experts[-1:], n_tok - len(experts), 0)], 0)
     return {
         "tokens": tokens,
-        "logprobs": logprobs.tolist(),
-        "versions": versions.tolist(),
-        "experts": np.moveaxis(filled, 1, 0).tolist(),  # [L,n,k] -> [n,L,k]
+        "logprobs": logprobs,
+        "versions": versions,
+        "experts": np.moveaxis(filled, 1, 0),  # [L,n,k] -> [n,L,k]
     }
 
 
@@ -259,74 +267,37 @@ def _next_segment(ep: _Episode, engine, context: list[int], keep: int) -> None:
     ep.context, ep.pieces, ep.turns = list(context), [list(context)], []
 
 
-def _make_records(ep: _Episode, engine, tok: Tokenizer, forced: bool) -> list[RolloutRecord]:
-    """One RolloutRecord per segment of the episode's chain, all with the chain's counts and grade
-    (so its reward), each with its own tokens, mask, log-probs, versions and experts."""
-    env_rec = ep.env.record()
-    segments = env_rec.all_segments()
+def _make_records(ep: _Episode, engine, tok: Tokenizer, forced: bool, reward) -> list[dict]:
+    """One record per segment of the episode's chain (rl.records.episode_records), each with its
+    own tokens, mask, log-probs, versions and experts and the chain's grade, counts and reward."""
+    segments = ep.env.record().all_segments()
     arrays = ep.done_segments + [_segment_arrays(ep, engine, segments[-1], finish=True)]
-    classes = [_emitted_classes(tok, s["tokens"], s["turn_spans"]) for s in segments]
-    thinking, output = sum(c[0] for c in classes), sum(c[1] for c in classes)
-    return [
-        RolloutRecord(
-            task_id=env_rec.task_id,
-            group=ep.rid[0],
-            sample=ep.rid[1],
-            mask=list(seg["mask"]),
-            prompt_len=seg["prompt_len"],
-            turn_spans=[list(s) for s in seg["turn_spans"]],
-            turns=env_rec.turns,
-            tool_calls=env_rec.tool_calls,
-            tool_io_tokens=env_rec.tool_io_tokens,
-            thinking_tokens=thinking,
-            output_tokens=output,
-            malformed_calls=env_rec.malformed_calls,
-            malformed_turns=list(seg["malformed_turns"]),
-            tests_passed=env_rec.tests_passed,
-            tests_total=env_rec.tests_total,
-            done_reason=env_rec.done_reason,
-            policy="forced" if forced else "model",
-            tampered=env_rec.tampered,
-            segment=i,
-            segments=len(segments),
-            summaries=env_rec.summaries,
-            summary_tokens=env_rec.summary_tokens,
-            **arr,
-        )
-        for i, (seg, arr) in enumerate(zip(segments, arrays))
-    ]
+    return rr.episode_records(
+        ep.env.record(),
+        arrays,
+        tok,
+        reward,
+        group=ep.rid[0],
+        sample=ep.rid[1],
+        policy="forced" if forced else "model",
+    )
 
 
-def _emitted_classes(tok: Tokenizer, tokens: list[int], spans) -> tuple[int, int]:
-    """(thinking tokens, output tokens) over the emitted turns; see rl/records.py."""
-    think, end_think = tok.special_id("think"), tok.special_id("/think")
-    call, end_call = tok.special_id("tool_call"), tok.special_id("/tool_call")
-    thinking = output = 0
-    for a, b in spans:
-        mode = None
-        for t in tokens[a:b]:
-            if mode is None and t in (think, call):
-                mode = t
-            if mode == think:
-                thinking += 1
-            elif mode is None:
-                output += 1
-            if (mode == think and t == end_think) or (mode == call and t == end_call):
-                mode = None
-    return thinking, output
-
-
-def summarize(records: Sequence[RolloutRecord], stats: dict) -> dict:
+def summarize(records: Sequence[dict], stats: dict) -> dict:
     """The episode metrics (eval.metrics.episode_metrics: pass rate, partial credit, tokens,
-    turns, calls, malformed rate; a chain counts once) plus tokens/s and where the wall time went."""
+    turns, calls, malformed rate; a chain counts once), the reward scalars (rl.records.
+    reward_metrics: reward/mean, reward/<term>, as the RL trainer logs them), tokens/s and where
+    the wall time went."""
     wall = max(stats.get("wall_s", 0.0), 1e-9)
-    policy = sum(r.policy_tokens for r in records)
+    policy = sum(rr.policy_tokens(r) for r in records)
     out = {"episodes": 0, **(episode_metrics(records) if records else {})}
+    out.pop("reward", None)  # reward/mean below, from the same records
     return {
         **out,
+        **rr.reward_metrics(records),
         "records": len(records),
         "errors": stats.get("errors", 0),
-        "mean_tokens": sum(len(r.tokens) for r in records) / max(len(records), 1),  # per record
+        "mean_tokens": sum(len(r["tokens"]) for r in records) / max(len(records), 1),  # per record
         "policy_tokens": policy,
         "policy_tokens_per_s": policy / wall,
         "episodes_per_s": out["episodes"] / wall,

@@ -27,6 +27,8 @@ def run_rollouts(config, workdir: str, params_dir: str = "") -> dict:
     from data.tokenizers import ByteTokenizer
     from model.engine import RolloutEngine
     from rl.envs import OraclePolicy, generate_tasks, load_tasks, require_isolation
+    from rl.records import to_json
+    from rl.rewards import reward_config_from_dict
     from rl.rollout import play_episodes
 
     # Episodes run model-written code: refuse before loading anything unless bubblewrap works or
@@ -66,8 +68,9 @@ def run_rollouts(config, workdir: str, params_dir: str = "") -> dict:
             workers=r.workers,
             env_kwargs=dict(max_turns=r.max_turns, obs_token_budget=r.obs_token_budget),
             scripted=(lambda task: OraclePolicy(tok, task)) if r.scripted else None,
-            on_record=lambda rec: f.write(json.dumps(rec.to_dict()) + "\n"),
+            on_record=lambda rec: f.write(json.dumps(to_json(rec)) + "\n"),
             log_every_s=r.log_every_s,
+            reward=reward_config_from_dict(r.reward.to_dict()),
         )
     summary = out.summary()
     summary.update(records=records_path, error_messages=out.stats["error_messages"])

@@ -19,7 +19,9 @@ from rl.records import completion_record
 
 
 def records_from_generate(out, prompts, group_ids, rewards=None) -> list[dict]:
-    """model.generate output -> episode records (see rl/batch.py for the fields)."""
+    """model.generate output -> records (rl/records.py). rewards: one per sequence, a task score
+    that is the whole reward (its one term the outcome); None = not rewarded yet (reward and
+    reward_terms None until the caller sets them)."""
     return [
         completion_record(
             prompt,
@@ -29,6 +31,7 @@ def records_from_generate(out, prompts, group_ids, rewards=None) -> list[dict]:
             seq.replay_experts(),  # [n, plen + m, k]
             group_id=group_ids[n],
             reward=None if rewards is None else float(rewards[n]),
+            reward_terms=None if rewards is None else {"outcome": float(rewards[n])},
         )
         for n, (seq, prompt) in enumerate(zip(out.sequences, prompts))
     ]

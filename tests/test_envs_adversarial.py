@@ -16,7 +16,8 @@ import pytest
 
 from rl.envs import Sandbox, Task, generate_task, verify_task
 from rl.envs.harden import harden_module
-from rl.envs.tasks import TAMPER_SCORE, apply_solution, grade_in
+from rl.envs.tasks import apply_solution, grade_in
+from rl.rewards import TAMPER_SCORE, outcome_reward
 
 pytestmark = pytest.mark.needs_bwrap  # tamper-resistant grading relies on read-only binds
 
@@ -413,7 +414,12 @@ def unfixed():
     return grade
 
 
-# Always caught (scored TAMPER_SCORE, below an honest failure), with a word of the reason:
+def reward(grade) -> float:
+    """The outcome term RL trains on for this grade (rl/rewards.py, 'fraction' mode)."""
+    return outcome_reward(grade.passed, grade.total, "fraction", grade.tampered)
+
+
+# Always caught (rewarded TAMPER_SCORE, below an honest failure), with a word of the reason:
 # wholesale forgers (every test reported passed, canaries included), padded or bloated reports,
 # suppressed or forged sealed-assert records, a killed runner.
 ALWAYS_CAUGHT = {
@@ -431,10 +437,10 @@ ALWAYS_CAUGHT = {
 @pytest.mark.parametrize("name", sorted(CHEATS))
 def test_cheat_earns_no_more_than_the_unfixed_repo(name, unfixed):
     grade = grade_files(CHEATS[name]())
-    assert grade.score <= unfixed.score, (name, grade.output)
+    assert reward(grade) <= reward(unfixed), (name, grade.output)
     assert grade.passed <= unfixed.passed and not grade.all_pass
     if name in ALWAYS_CAUGHT:
-        assert grade.tampered and grade.score == TAMPER_SCORE < 0 <= unfixed.score, grade.output
+        assert grade.tampered and reward(grade) == TAMPER_SCORE < 0 <= reward(unfixed), grade.output
         assert any(ALWAYS_CAUGHT[name] in r for r in grade.tamper_reasons), grade.tamper_reasons
 
 
@@ -443,7 +449,7 @@ def test_fix_plus_cheat_is_still_caught(unfixed):
     fixed = dict(TASK.solution)
     fixed[SERIES] += "\nimport _pytest.reports as r\n" + _PATCH_REPORTS
     grade = grade_files(fixed)
-    assert grade.tampered and grade.score == TAMPER_SCORE
+    assert grade.tampered and reward(grade) == TAMPER_SCORE
 
 
 @pytest.mark.parametrize(
@@ -457,7 +463,7 @@ def test_honest_reference_solution_grades_full_marks(template):
     with Sandbox.from_files(task.files) as box:
         apply_solution(box, task.solution)
         grade = grade_in(box, task, timeout_s=60)
-    assert grade.all_pass and not grade.tampered and grade.score == 1.0, grade.output
+    assert grade.all_pass and not grade.tampered and reward(grade) == 1.0, grade.output
 
 
 def test_runner_is_sealed_from_the_code_under_test():
@@ -511,9 +517,9 @@ def test_class_only_hidden_tests_get_canaries():
     cheat = grade_files({"calc.py": forged}, CLASS_TASK)
     fixed = grade_files(CLASS_TASK.solution, CLASS_TASK)
     assert unfixed.passed == 0 and not unfixed.tampered, unfixed.output
-    assert cheat.tampered and cheat.score == TAMPER_SCORE
+    assert cheat.tampered and reward(cheat) == TAMPER_SCORE
     assert any("canary" in r for r in cheat.tamper_reasons), cheat.tamper_reasons
-    assert fixed.all_pass and fixed.score == 1.0, fixed.output
+    assert fixed.all_pass and reward(fixed) == 1.0, fixed.output
 
 
 def test_gate_rejects_hidden_tests_it_cannot_harden():
@@ -555,4 +561,4 @@ def test_suite_that_tests_no_behaviour_earns_nothing(template, how):
     target = f"{pkg}/version.py" if template == "write_tests" else f"{pkg}/series.py"
     test_file = next(iter(task.solution))
     grade = grade_files({test_file: _pinning_suite(target, task.files[target], how)}, task)
-    assert grade.passed == 0 and grade.score == 0.0 and not grade.tampered, grade.output
+    assert grade.passed == 0 and reward(grade) == 0.0 and not grade.tampered, grade.output

@@ -71,7 +71,7 @@ def test_scripted_agents_solve_every_template_through_the_tools():
     with ThreadPoolExecutor(2) as pool:  # concurrent episodes, as rollout workers run them
         results = list(pool.map(lambda t: _episode(t, t.solution), TASKS))
     for task, (agent, rec) in zip(TASKS, results):
-        assert rec.done_reason == "submit" and rec.all_pass and rec.reward == 1.0, (task.id, rec)
+        assert rec.done_reason == "submit" and rec.all_pass, (task.id, rec)
         assert (
             rec.malformed_calls == 0
             and rec.tool_calls == agent.calls
@@ -115,9 +115,9 @@ def test_wrong_solutions_score_zero_and_doing_nothing_fails():
         wrong = list(pool.map(lambda t: _episode(t, broken(t))[1], picked))
         idle = list(pool.map(lambda t: _episode(t, {})[1], picked))
     for task, rec in zip(picked, wrong):
-        assert rec.reward == 0.0 and not rec.all_pass and rec.tests_total > 0, (task.id, rec)
+        assert rec.tests_passed == 0 and not rec.all_pass and rec.tests_total > 0, (task.id, rec)
     for task, rec in zip(picked, idle):
-        assert not rec.all_pass and rec.reward < 1.0, (task.id, rec)
+        assert not rec.all_pass and rec.tests_passed < rec.tests_total, (task.id, rec)
 
 
 SIMPLE = Task(
@@ -160,7 +160,7 @@ def test_malformed_calls_are_flagged_and_the_episode_continues():
     ) + [END]
     obs, done = env.step(fix)
     rec = env.record()
-    assert done and obs == [] and rec.reward == 1.0 and rec.done_reason == "submit"
+    assert done and obs == [] and rec.all_pass and rec.done_reason == "submit"
     assert (
         rec.malformed_calls == 1
         and rec.malformed_turns == [0, 1]
@@ -173,7 +173,9 @@ def test_malformed_calls_are_flagged_and_the_episode_continues():
     with pytest.raises(RuntimeError, match="after the episode ended"):
         env.step(fix)
     row = json.loads(json.dumps(rec.to_dict()))
-    assert row["tokens"] == rec.tokens and row["reward"] == 1.0 and row["all_pass"] is True
+    # the grade, not a score of the env's own: the reward is rl/rewards.py's (rl/records.py)
+    assert row["tokens"] == rec.tokens and row["all_pass"] is True and "reward" not in row
+    assert (row["tests_passed"], row["tests_total"], row["tampered"]) == (1, 1, False)
 
 
 def test_setup_runs_at_reset_and_oracle_policy_solves():
@@ -189,7 +191,7 @@ def test_setup_runs_at_reset_and_oracle_policy_solves():
         setup=["printf ok > gen.txt"],
     )
     rec = run_episode(CodingEnv(TOK), task, OraclePolicy(TOK, task))
-    assert rec.reward == 1.0 and rec.tool_calls == 4
+    assert rec.all_pass and rec.tool_calls == 4
     failing = Task(
         id="bad-setup", prompt="x", files={}, hidden_tests={}, solution={}, setup=["exit 7"]
     )
@@ -207,7 +209,7 @@ def test_turn_limit_and_no_tool_call_end_the_episode():
     look = TOK.encode(tool_call_text("list_files", {}), allow_special=True) + [END]
     assert env.step(look)[1] is False
     assert env.step(look) == ([], True)
-    assert env.record().done_reason == "turn_limit" and env.record().reward == 0.0
+    assert env.record().done_reason == "turn_limit" and env.record().tests_passed == 0
     env.reset(SIMPLE)
     assert env.step(TOK.encode("I think it's fine.") + [END]) == ([], True)
     assert env.record().done_reason == "no_tool_call" and env.record().turns == 1
@@ -269,7 +271,7 @@ def test_hidden_tests_are_invisible_and_planted_cheats_do_not_pay():
     cheat_pytest = tool_call_text("write_file", {"path": "pytest.py", "content": CHEAT_PYTEST})
     env.step(TOK.encode(cheat_pytest + tool_call_text("submit", {}), allow_special=True) + [END])
     # ... but grading resets conftest.py and runs pytest isolated from the repo's own modules.
-    assert env.record().reward == 0.0 and env.record().tests_total == 1
+    assert env.record().tests_passed == 0 and env.record().tests_total == 1
 
 
 def test_call_limit_per_turn_and_undecodable_file_names():

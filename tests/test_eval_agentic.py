@@ -145,20 +145,42 @@ def test_agentic_report_is_byte_identical_when_episodes_run_tests(tasks):
 
 
 def test_tampered_record_counts_as_failed(tasks):
-    """A record whose grader caught tampering is a failure even with every test passing."""
-    from rl.records import RolloutRecord
+    """A record whose grader caught tampering is a failure even with every test passing, and
+    the episode carries the record's RL reward (rl/rewards.py: TAMPER_SCORE), not a score of its
+    own."""
+    from rl.envs.env import EpisodeRecord
+    from rl.records import episode_records
+    from rl.rewards import TAMPER_SCORE, RewardConfig
 
-    rec = RolloutRecord(
-        task_id=tasks[0].id, group=0, sample=0, tokens=[1, 2, 3], mask=[0, 1, 1],
-        logprobs=[0.0] * 3, versions=[-1, 0, 0], experts=[], prompt_len=1,
-        turn_spans=[[1, 3]], turns=1, tool_calls=1, tool_io_tokens=2, thinking_tokens=0,
-        output_tokens=0, malformed_calls=0, malformed_turns=[], tests_passed=3, tests_total=3,
-        done_reason="submit", tampered=True,
-    )  # fmt: skip
-    honest = agentic.episode_from_record(tasks[0], 0, dataclasses.replace(rec, tampered=False), 2)
-    cheat = agentic.episode_from_record(tasks[0], 1, rec, rec.policy_tokens)
+    def record(tampered):
+        env_rec = EpisodeRecord(
+            task_id=tasks[0].id,
+            tokens=[1, 2, 3],
+            mask=[0, 1, 1],
+            prompt_len=1,
+            turns=1,
+            tool_calls=1,
+            tool_io_tokens=2,
+            malformed_calls=0,
+            malformed_turns=[],
+            turn_spans=[(1, 3)],
+            done_reason="submit",
+            tests_passed=3,
+            tests_total=3,
+            tampered=tampered,
+        )
+        arrays = dict(tokens=[1, 2, 3], logprobs=[0.0] * 3, versions=[-1, 0, 0], experts=[])
+        (rec,) = episode_records(
+            env_rec, [arrays], ByteTokenizer(), RewardConfig(), group=0, sample=0, policy="model"
+        )
+        return rec
+
+    honest = agentic.episode_from_record(tasks[0], 0, record(False), 2, [1, 2, 3])
+    cheat = agentic.episode_from_record(tasks[0], 1, record(True), 2, [1, 2, 3])
+    assert honest.reward == 1.0 and cheat.reward == TAMPER_SCORE
     assert honest.solved and honest.partial == 1.0
     assert not cheat.solved and cheat.partial == 0.0 and cheat.completion_tokens == 2
     metrics, items = agentic.summarize([honest, cheat], ks=[1, 2])
     assert metrics["pass_rate"] == 0.5 and metrics["partial_credit"] == 0.5
+    assert metrics["reward"] == (1.0 + TAMPER_SCORE) / 2
     assert items[0]["solved"] == 1

@@ -25,6 +25,7 @@ from model import Transformer, init_params, presets
 from model.export import load_params, save_params
 from rl import feedback as fbk
 from rl.realtime import run_cycle
+from rl.records import check_record
 from rl.rewards import feedback_reward
 from rl.serve.app import make_app
 from rl.serve.follow import PromotedFollower
@@ -195,6 +196,8 @@ def test_staleness_rule_orphans_and_cursor(tmp_path):
     assert [r["id"] for r in records] == ["ok"] and records[0]["reward"] == 1.0
     assert (stats["stale"], stats["orphan"], stats["signals"]) == (1, 1, 3)
     assert records[0]["staleness"] == 4 and records[0]["mask"].tolist() == [0, 0, 1]
+    # the one record form (rl/records.py): the reward RL trains on with its one part
+    assert check_record(records[0])["reward_terms"] == {"outcome": 1.0}
 
 
 def test_gates_fail_closed():

@@ -2,15 +2,19 @@
 
 Two tasks x G=2 episodes, one group per trainer step: records are token-exact (the trainer's
 forward with replayed experts reproduces the sampler's log-probs at step 1, and its policy-token
-count equals the records' mask sums), rewards are the hidden tests' grade, every group is trained
-exactly once. The sampler swaps weights inside an episode (a store whose version 1 appears
-mid-episode); the pool holds training templates only, seeded; and the loop refuses to start
-(before loading a model) without isolation.
+count equals the records' mask sums), every group is trained exactly once, and there is one
+reward from the sandbox's grade to TensorBoard: each record's reward is rl.rewards.episode_reward
+of its hidden-test counts and episode counts (each part checked by hand), and the trainer's event
+file holds those records' means as reward/mean and reward/<part>. The sampler swaps weights
+inside an episode (a store whose version 1 appears mid-episode); the pool holds training templates
+only, seeded; and the loop refuses to start (before loading a model) without isolation.
 """
 
+import glob
 import json
 import os
 
+import ml_collections
 import numpy as np
 import pytest
 
@@ -20,8 +24,12 @@ from rl import loop, sampler_process
 from rl.envs import Sandbox, SandboxUnavailable, backend
 from rl.envs.taskgen import HELD_OUT_TEMPLATES, training_templates
 from rl.envs.tasks import grade_in
+from rl.rewards import LengthTerm, RewardConfig, episode_reward
 from rl.store import RolloutStore
 from train import trainer
+from train.tensorboard import read_scalars
+
+REWARD_CFG = RewardConfig("fraction", 0.25, {"output_tokens": LengthTerm(0.1, 10.0, 0.5)})
 
 
 def _sandbox_or_skip():
@@ -45,8 +53,25 @@ def _config():
     c.train.log_every = 100
     c.checkpoint.every_steps = 100
     c.rl.coding.update(max_turns=2, max_turn_tokens=24, slots=4, min_bucket=128)
-    c.rl.reward.update(outcome="fraction", malformed_penalty=0.0)  # reward == passed / total
+    # outcome passed / total, a malformed-call penalty and a length term: three parts to follow
+    c.rl.reward.update(outcome="fraction", malformed_penalty=0.25)
+    c.rl.reward.length = ml_collections.ConfigDict(
+        {"output_tokens": {"lam": 0.1, "scale": 10.0, "power": 0.5}}
+    )
     return c
+
+
+REWARD_PARTS = ("outcome", "malformed", "len_output_tokens")
+
+
+def _reward_by_hand(r) -> dict:
+    """The parts of configs above for one record, from its grade and counts."""
+    c = r["counts"]
+    return {
+        "outcome": r["tests_passed"] / r["tests_total"],
+        "malformed": -0.25 if c["malformed_calls"] > 0 else 0.0,
+        "len_output_tokens": -0.1 * ((1 + c["output_tokens"] / 10.0) ** 0.5 - 1),
+    }
 
 
 def _untouched_grade(task):
@@ -88,16 +113,35 @@ def test_coding_tasks_in_the_async_loop(tmp_path):
             assert np.all(r["versions"][m] >= 0) and np.all(r["versions"][~m] == -1)
             assert np.all(r["logprobs"][~m] == 0) and np.all(r["logprobs"][m] < 0)
             assert len(r["tokens"]) <= 705 and r["experts"].shape[1] == len(r["tokens"])
-            assert r["tests_total"] > 0
-            assert r["reward"] == pytest.approx(r["tests_passed"] / r["tests_total"], abs=1e-12)
+            assert r["tests_total"] > 0 and not r["tampered"]
+            parts = _reward_by_hand(r)
+            assert r["reward_terms"] == pytest.approx(parts, abs=1e-12)
+            assert r["reward"] == pytest.approx(sum(parts.values()), abs=1e-12)
+            assert (r["reward"], r["reward_terms"]) == episode_reward(r, REWARD_CFG)
             if r["counts"]["tool_calls"] == 0:  # repo untouched: the grader's count for it
                 n_untouched += 1
                 assert (r["tests_passed"], r["tests_total"]) == untouched[r["task_id"]]
     assert n_untouched >= 1
+    assert any(
+        r["reward_terms"]["len_output_tokens"] < 0 for g in books.consumed for r in store.get(g)
+    )
     # step 1 trains version-0 tokens with version-0 params: replayed routing + exact tokens give
     # the sampler's log-probs back (ratio 1)
     assert journal[0]["staleness"] == [0]
     assert abs(h[0]["ratio_mean"] - 1.0) < 1e-3, h[0]["ratio_mean"]
+    # TensorBoard: per step, the trained records' reward and parts (each episode once)
+    (events,) = glob.glob(str(tmp_path / "tb" / "events.out.tfevents.*"))
+    tb = {(step, tag): v for step, tag, v in read_scalars(events)}
+    for step, entry in zip(h, journal):
+        recs = [r for g in entry["groups"] for r in store.get(g)]
+        want = {"reward/mean": np.mean([r["reward"] for r in recs])}
+        want.update(
+            {f"reward/{k}": np.mean([r["reward_terms"][k] for r in recs]) for k in REWARD_PARTS}
+        )
+        want["pass_rate"] = np.mean([r["tests_passed"] == r["tests_total"] for r in recs])
+        for tag, value in want.items():
+            assert tb[(step["step"], tag)] == pytest.approx(value, rel=1e-6, abs=1e-7), tag
+            assert step[tag] == pytest.approx(value, abs=1e-12), tag  # the logged history
 
 
 class _SwapsOnSecondPoll:

@@ -369,7 +369,14 @@ def test_sampled_tokens_per_second_counts_each_play_call_once():
     """Two groups of 3 episodes from one 3-second play call: each record carries its group's
     1.5 s share; 6 x 10 policy tokens in 3 s of sampling is 20 tokens/s (not 6 x 1.5 s)."""
     recs = [
-        {"group_id": g, "reward": 0.0, "tokens": [1] * 12, "mask": [1] * 10, "sample_seconds": 1.5}
+        {
+            "group_id": g,
+            "reward": 0.0,
+            "reward_terms": {"outcome": 0.0},
+            "tokens": [1] * 12,
+            "mask": [1] * 10,
+            "sample_seconds": 1.5,
+        }
         for g in ("000000", "000001")
         for _ in range(3)
     ]

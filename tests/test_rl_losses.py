@@ -6,10 +6,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from data.tokenizers import ByteTokenizer
 from rl import batch as rb
 from rl import rewards as rw
+from rl.envs.env import EpisodeRecord
 from rl.losses import make_rl_loss, model_apply, token_logprobs
-from rl.records import training_record
+from rl.records import episode_records
+
+TOK = ByteTokenizer()
 
 jax.config.update("jax_enable_x64", False)
 
@@ -264,33 +268,45 @@ def test_negative_advantages_scaled_positive_ones_kept():
         collate(1.5)
 
 
-def test_multi_turn_rollout_record_converts_with_malformed_turn_negative():
-    """A RolloutRecord-shaped dict (rl/records.py's to_dict layout) of 2 turns, the first
-    with a malformed call: its reward carries the penalty and the malformed turn's tokens get a
-    negative advantage even in the better episode of the group."""
-    base = dict(
-        task_id="t",
-        group=0,
+def test_multi_turn_record_carries_the_malformed_penalty_and_negative_turn():
+    """A 2-turn episode (the env's record, as rl/rollout.py's driver turns it into a record) whose
+    first turn had a malformed call: its reward carries the penalty and the malformed turn's
+    tokens get a negative advantage even in the better episode of the group."""
+    arrays = dict(
         tokens=[1, 2, 3, 4, 5, 6, 7, 8],
-        mask=[0, 0, 1, 1, 0, 1, 1, 0],
         logprobs=[0, 0, -1, -1, 0, -1, -1, 0],
         versions=[-1, -1, 3, 3, -1, 4, 4, -1],
-        experts=np.zeros((1, 8, 2), int).tolist(),
-        turn_spans=[[2, 4], [5, 7]],
-        tool_calls=1,
-        tool_io_tokens=3,
-        thinking_tokens=0,
-        output_tokens=2,
-        turns=2,
+        experts=np.zeros((1, 8, 2), int),
     )
     cfg = rw.RewardConfig(outcome="all_pass", malformed_penalty=0.25)
-    good = training_record(
-        dict(base, malformed_calls=1, malformed_turns=[0], tests_passed=2, tests_total=2), cfg
-    )
-    bad = training_record(
-        dict(base, malformed_calls=0, malformed_turns=[], tests_passed=0, tests_total=2), cfg
-    )
+
+    def record(sample, malformed_turns, passed):
+        env_rec = EpisodeRecord(
+            task_id="t",
+            tokens=arrays["tokens"],
+            mask=[0, 0, 1, 1, 0, 1, 1, 0],
+            prompt_len=2,
+            turns=2,
+            tool_calls=1,
+            tool_io_tokens=3,
+            malformed_calls=len(malformed_turns),
+            malformed_turns=malformed_turns,
+            turn_spans=[(2, 4), (5, 7)],
+            done_reason="submit",
+            tests_passed=passed,
+            tests_total=2,
+        )
+        (rec,) = episode_records(
+            env_rec, [arrays], TOK, cfg, group=0, sample=sample, policy="model"
+        )
+        return rec
+
+    good, bad = record(0, [0], passed=2), record(1, [], passed=0)
+    # byte ids outside tool calls: the 4 emitted tokens are output tokens
+    assert good["counts"]["output_tokens"] == 4 and good["counts"]["malformed_calls"] == 1
     assert good["reward"] == pytest.approx(0.75) and good["reward_terms"]["malformed"] == -0.25
+    assert bad["reward"] == 0.0 and bad["reward_terms"] == {"outcome": 0.0, "malformed": 0.0}
+    assert good["group_id"] == bad["group_id"] == "t/0" and (good["chain"], bad["chain"]) == (0, 1)
     np.testing.assert_array_equal(good["malformed_mask"], [0, 0, 1, 1, 0, 0, 0, 0])
     b = rb.collate([good, bad], seq_len=8, rows=2, n_moe_layers=1, k=2, malformed_adv=0.1)
     # A = +-0.375; targets t+1: malformed tokens 2,3 sit at positions 1,2.

@@ -1,8 +1,9 @@
 """Rollouts on the open engine (model/engine.py + rl/rollout.py), on the real tiny preset:
 continuing a slot == one fresh prefill; no sampled id outside the valid set; the number of compiled
 programs stays within the documented bound over a 50-episode run; real CodingEnv episodes (real
-sandbox) are token-exact and a training forward with the replayed experts reproduces the sampler's
-log-probs on every policy token (blocked dispatch, float32).
+sandbox) are token-exact, carry rl/rewards.py's reward of their grade and counts (the summary
+reports the same numbers), and a training forward with the replayed experts reproduces the
+sampler's log-probs on every policy token (blocked dispatch, float32).
 """
 
 import json
@@ -18,9 +19,11 @@ from model import Transformer, init_params, presets
 from model.decode import init_layer_caches, split_layers
 from model.engine import RolloutEngine, _decode_jit, _prefill_jit, forward_rows
 from model.sampling import SamplingParams, filtered_logprobs, mask_invalid, sample
+from rl import records as rr
+from rl import rewards as rw
 from rl.envs import OraclePolicy, generate_tasks
 from rl.envs.env import DEFAULT_SYSTEM, EpisodeRecord
-from rl.records import RolloutRecord
+from rl.rewards import LengthTerm, RewardConfig
 from rl.rollout import play_episodes
 
 TOK = ByteTokenizer()
@@ -142,7 +145,7 @@ def test_compiled_programs_stay_within_the_bound_over_50_episodes():
         env_factory=lambda: StandInEnv(rng, prompt_max=16, obs_max=14),
     )
     assert len(out.records) == 50 and out.stats["errors"] == 0
-    assert {r.turns for r in out.records} == {3}
+    assert {r["counts"]["turns"] for r in out.records} == {3}
     compiled = _prefill_jit._cache_size() + _decode_jit._cache_size() - before
     # init, 2 fetches, decode per window W {16,24,32,48,64}, prefill per R {1,2,4} x
     # T {16,32,64} x W
@@ -151,8 +154,8 @@ def test_compiled_programs_stay_within_the_bound_over_50_episodes():
     assert len({k[3] for k in eng.programs if k[0] == "prefill"}) > 1  # windows grew with context
     assert len({k[1] for k in eng.programs if k[0] == "decode"}) > 1  # decode windows too
     for r in out.records:
-        assert [t for a, b in r.turn_spans for t in r.tokens[a:b]] == [
-            t for t, m in zip(r.tokens, r.mask) if m
+        assert [t for a, b in r["turn_spans"] for t in r["tokens"][a:b]] == [
+            t for t, m in zip(r["tokens"], r["mask"]) if m
         ]
 
 
@@ -205,7 +208,7 @@ def test_a_prompt_that_leaves_no_room_is_skipped_with_a_clear_error():
 
     tasks = [type("T", (), {"id": f"t{i}"})() for i in range(3)]
     out = play_episodes(eng, TOK, tasks, group_size=1, max_turn_tokens=4, env_factory=env)
-    assert out.stats["errors"] == 2 and [r.task_id for r in out.records] == ["t1"]
+    assert out.stats["errors"] == 2 and [r["task_id"] for r in out.records] == ["t1"]
     assert all(
         "leaves no room for a turn (episode budget 1" in m for m in out.stats["error_messages"]
     )
@@ -225,55 +228,98 @@ def real_episodes():
         params_version=7,
         min_bucket=128,
     )
-    kw = dict(env_kwargs=dict(obs_token_budget=200), log_every_s=0)
+    kw = dict(env_kwargs=dict(obs_token_budget=200), log_every_s=0, reward=LENGTH_REWARD)
     forced = play_episodes(eng, TOK, [task], scripted=lambda t: OraclePolicy(TOK, t), **kw)
     sampled = play_episodes(eng, TOK, [task], group_size=2, max_turn_tokens=40, **kw)
     assert forced.stats["errors"] == sampled.stats["errors"] == 0
-    return cfg, params, task, forced.records + sampled.records
+    return cfg, params, task, forced, sampled
+
+
+# A length term on top of the defaults, so each record's reward has three nonzero-able parts.
+LENGTH_REWARD = RewardConfig(length={"tool_io_tokens": LengthTerm(lam=0.1, scale=100.0, power=0.5)})
 
 
 def test_real_episodes_are_token_exact(real_episodes):
-    _, _, task, records = real_episodes
+    _, _, task, forced, sampled = real_episodes
+    records = forced.records + sampled.records
     prompt = generation_prompt(
         TOK,
         [{"role": "system", "content": DEFAULT_SYSTEM}, {"role": "user", "content": task.prompt}],
     )
     oracle = OraclePolicy(TOK, task)
     for rec in records:
-        rec = RolloutRecord.from_dict(json.loads(json.dumps(rec.to_dict())))  # JSON round trip
-        assert rec.tokens[: rec.prompt_len] == prompt
-        spans = [range(a, b) for a, b in rec.turn_spans]
-        assert rec.mask == [int(any(t in s for s in spans)) for t in range(len(rec.tokens))]
-        assert [v for v, m in zip(rec.versions, rec.mask) if m] == [7] * sum(rec.mask)
-        assert set(v for v, m in zip(rec.versions, rec.mask) if not m) == {-1}
-        assert max(rec.tokens) < TOK.vocab_size
-        if rec.policy == "forced":
-            assert [rec.tokens[a:b] for a, b in rec.turn_spans] == oracle._turns
-            assert rec.done_reason == "submit" and rec.all_pass and rec.turns == 4
+        back = rr.from_json(json.loads(json.dumps(rr.to_json(rec))))  # JSON round trip
+        for k in rr.ARRAY_FIELDS:
+            assert back[k].dtype == rec[k].dtype and np.array_equal(back[k], rec[k]), k
+        assert {k: v for k, v in back.items() if k not in rr.ARRAY_FIELDS} == {
+            k: v for k, v in rec.items() if k not in rr.ARRAY_FIELDS
+        }
+        tokens, mask, versions = rec["tokens"].tolist(), rec["mask"].tolist(), rec["versions"]
+        assert tokens[: rec["prompt_len"]] == prompt
+        spans = [range(a, b) for a, b in rec["turn_spans"]]
+        assert mask == [int(any(t in s for s in spans)) for t in range(len(tokens))]
+        assert np.all(versions[rec["mask"] > 0] == 7) and np.all(versions[rec["mask"] == 0] == -1)
+        assert max(tokens) < TOK.vocab_size
+        if rec["policy"] == "forced":
+            assert [tokens[a:b] for a, b in rec["turn_spans"]] == oracle._turns
+            assert rec["done_reason"] == "submit" and rr.passed(rec)
+            assert rec["counts"]["turns"] == 4
         # the observation between two turns is exactly what the env appended: tool results +
         # "<|assistant|>"
-        for (_, b), (a2, _) in zip(rec.turn_spans, rec.turn_spans[1:]):
-            assert rec.tokens[a2 - 1] == TOK.special_id("assistant") and a2 > b
-    assert sum(r.turns for r in records) >= 6  # multi-turn episodes were played
+        for (_, b), (a2, _) in zip(rec["turn_spans"], rec["turn_spans"][1:]):
+            assert tokens[a2 - 1] == TOK.special_id("assistant") and a2 > b
+    assert sum(r["counts"]["turns"] for r in records) >= 6  # multi-turn episodes were played
+
+
+def test_records_carry_the_rl_reward_and_the_summary_reports_it(real_episodes):
+    """The oracle's episode, graded by the hidden tests in the sandbox: outcome 1, no malformed
+    call, and the length term by hand; every record's reward is rl.rewards.episode_reward of its
+    own grade and counts (no second score), and summary() shows the trainer's reward scalars."""
+    _, _, task, forced, sampled = real_episodes
+    (oracle,) = forced.records
+    c = oracle["counts"]
+    assert oracle["tests_passed"] == oracle["tests_total"] > 0 and not oracle["tampered"]
+    assert c["malformed_calls"] == 0 and c["tool_io_tokens"] > 0
+    length = -0.1 * ((1 + c["tool_io_tokens"] / 100.0) ** 0.5 - 1)  # LENGTH_REWARD by hand
+    assert oracle["reward_terms"] == {
+        "outcome": 1.0,
+        "malformed": 0.0,
+        "len_tool_io_tokens": pytest.approx(length, abs=1e-12),
+    }
+    assert oracle["reward"] == pytest.approx(1.0 + length, abs=1e-12)
+    for rec in forced.records + sampled.records:
+        want, terms = rw.episode_reward(rec, LENGTH_REWARD)
+        assert rec["reward"] == want and rec["reward_terms"] == terms
+        assert sum(terms.values()) == pytest.approx(rec["reward"], abs=1e-12)
+        assert rr.passed(rec) == (rec["tests_passed"] == rec["tests_total"] > 0)
+    recs = sampled.records
+    s = sampled.summary()
+    assert s["episodes"] == len(recs) == 2
+    assert s["reward/mean"] == pytest.approx(np.mean([r["reward"] for r in recs]), abs=1e-12)
+    for k in ("outcome", "malformed", "len_tool_io_tokens"):
+        want = np.mean([r["reward_terms"][k] for r in recs])
+        assert s[f"reward/{k}"] == pytest.approx(want, abs=1e-12), k
+    assert s["pass_rate"] == np.mean([rr.passed(r) for r in recs])
 
 
 def test_replayed_experts_reproduce_sampler_logprobs(real_episodes):
-    cfg, params, _, records = real_episodes
+    cfg, params, _, forced, sampled = real_episodes
+    records = forced.records + sampled.records
     fwd = jax.jit(
         lambda t, e: Transformer(cfg).apply({"params": params}, t, forced_experts=e).logits
     )
     for rec in records:
         # padded to 2560 (one compile; causal: padding changes nothing before). A context_limit
         # episode ends with its last observation, past the 2048-token cache (not past 2560).
-        n = len(rec.tokens)
+        n = len(rec["tokens"])
         assert n <= 2560
         toks = np.zeros((1, 2560), np.int32)
-        toks[0, :n] = rec.tokens
+        toks[0, :n] = rec["tokens"]
         experts = np.zeros((cfg.num_moe_layers, 1, 2560, cfg.num_experts_per_tok), np.int32)
-        experts[:, 0, :n] = rec.experts_array()
+        experts[:, 0, :n] = rec["experts"]
         logits = fwd(jnp.asarray(toks), jnp.asarray(experts))[0, : n - 1]
         lp = jax.nn.log_softmax(mask_invalid(logits, TOK.vocab_size) / 0.8, -1)  # the sampler's T
-        lp = np.asarray(jnp.take_along_axis(lp, jnp.asarray(rec.tokens[1:])[:, None], -1)[:, 0])
-        m = np.asarray(rec.mask[1:], bool)
-        np.testing.assert_allclose(np.asarray(rec.logprobs[1:])[m], lp[m], rtol=0, atol=1e-4)
-        assert np.all(np.asarray(rec.logprobs)[~np.asarray(rec.mask, bool)] == 0)
+        lp = np.asarray(jnp.take_along_axis(lp, jnp.asarray(rec["tokens"][1:])[:, None], -1)[:, 0])
+        m = rec["mask"][1:] > 0
+        np.testing.assert_allclose(rec["logprobs"][1:][m], lp[m], rtol=0, atol=1e-4)
+        assert np.all(rec["logprobs"][rec["mask"] == 0] == 0)

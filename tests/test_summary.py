@@ -24,8 +24,8 @@ from rl import batch as rb
 from rl.envs import CodingEnv, Task, generate_task, run_episode
 from rl.envs.scripted import SummarizingPolicy, TracePolicy
 from rl.envs.summary import SummaryConfig, instruction_ids, summary_turn_ids
-from rl.records import training_record
-from rl.rewards import LengthTerm, RewardConfig
+from rl.records import passed
+from rl.rewards import LengthTerm, RewardConfig, episode_reward
 from rl.rollout import play_episodes
 from rl.store import RolloutStore
 
@@ -130,54 +130,62 @@ def chain():
         scripted=_oracle,
         env_kwargs=dict(max_tokens=BUDGET, summary=SUMMARY),
         log_every_s=0,
+        reward=CHAIN_REWARD,
     )
     assert out.stats["errors"] == 0, out.stats["error_messages"]
     return cfg, params, task, out
 
 
+CHAIN_REWARD = RewardConfig(length={"output_tokens": LengthTerm(lam=0.1, scale=100.0)})
+
+
 def test_segment_records_are_token_exact_and_replay_the_engine_logprobs(chain):
     cfg, params, _, out = chain
     recs = out.records
-    assert len(recs) >= 3 and [r.segment for r in recs] == list(range(len(recs)))
-    assert all(r.segments == len(recs) and r.summaries == len(recs) - 1 for r in recs)
-    assert recs[-1].done_reason == "submit" and recs[-1].all_pass
+    assert len(recs) >= 3 and [r["segment"] for r in recs] == list(range(len(recs)))
+    assert all(r["segments"] == len(recs) for r in recs)
+    assert all(r["counts"]["summaries"] == len(recs) - 1 for r in recs)
+    assert recs[-1]["done_reason"] == "submit" and passed(recs[-1])
     # the engine kept the system + task prefix's cache at each boundary (rewind, no re-prefill)
-    keep = recs[0].prompt_len - 1
+    keep = recs[0]["prompt_len"] - 1
     assert out.stats["segments_started"] == len(recs) - 1
     assert out.stats["prefix_reused_tokens"] == keep * (len(recs) - 1)
     fwd = jax.jit(
         lambda t, e: Transformer(cfg).apply({"params": params}, t, forced_experts=e).logits
     )
     for rec in recs:
-        n = len(rec.tokens)
-        assert rec.tokens[:keep] == recs[0].tokens[:keep] and n <= BUDGET
+        n = len(rec["tokens"])
+        assert np.array_equal(rec["tokens"][:keep], recs[0]["tokens"][:keep]) and n <= BUDGET
         toks = np.zeros((1, BUDGET), np.int32)
-        toks[0, :n] = rec.tokens
+        toks[0, :n] = rec["tokens"]
         experts = np.zeros((cfg.num_moe_layers, 1, BUDGET, cfg.num_experts_per_tok), np.int32)
-        experts[:, 0, :n] = rec.experts_array()
+        experts[:, 0, :n] = rec["experts"]
         logits = fwd(jnp.asarray(toks), jnp.asarray(experts))[0, : n - 1]
         lp = jax.nn.log_softmax(mask_invalid(logits, TOK.vocab_size), -1)  # temperature 1
-        lp = np.asarray(jnp.take_along_axis(lp, jnp.asarray(rec.tokens[1:])[:, None], -1)[:, 0])
-        m = np.asarray(rec.mask[1:], bool)
+        lp = np.asarray(jnp.take_along_axis(lp, jnp.asarray(rec["tokens"][1:])[:, None], -1)[:, 0])
+        m = rec["mask"][1:] > 0
         assert m.sum() > 0
-        np.testing.assert_allclose(np.asarray(rec.logprobs[1:])[m], lp[m], rtol=0, atol=1e-4)
-        spans = [range(a, b) for a, b in rec.turn_spans]
-        assert rec.mask == [int(any(t in s for s in spans)) for t in range(n)]
+        np.testing.assert_allclose(rec["logprobs"][1:][m], lp[m], rtol=0, atol=1e-4)
+        spans = [range(a, b) for a, b in rec["turn_spans"]]
+        assert rec["mask"].tolist() == [int(any(t in s for s in spans)) for t in range(n)]
 
 
 def test_chain_reward_is_shared_and_advantages_are_per_chain(chain, tmp_path):
     _, _, _, out = chain
-    cfg = RewardConfig(length={"output_tokens": LengthTerm(lam=0.1, scale=100.0)})
-    train = [training_record(r.to_dict(), cfg) for r in out.records]
+    train = list(out.records)
     assert len({t["reward"] for t in train}) == 1 and len({t["chain"] for t in train}) == 1
     # summary tokens are emitted output tokens: they count in the length penalty
-    summary_only = sum(r.summary_tokens for r in out.records[:1])
-    assert train[0]["counts"]["output_tokens"] >= summary_only > 0
+    counts = train[0]["counts"]
+    assert counts["output_tokens"] >= counts["summary_tokens"] > 0
     assert train[0]["reward_terms"]["len_output_tokens"] < 0
+    # the summary counts each chain once: its reward scalars are the chain's
+    s = out.summary()
+    assert s["episodes"] == 1 and s["reward/mean"] == train[0]["reward"]
     # a second chain of the group, one segment, failed (its grade changed): chain advantages
     # are +-(r1 - r0)/2 on every segment, not the segment-weighted baseline
-    failed = dict(out.records[0].to_dict(), sample=1, tests_passed=0, segments=1)
-    train.append(training_record(failed, cfg))
+    failed = dict(train[0], chain=1, sample=1, segments=1, tests_passed=0)
+    failed["reward"], failed["reward_terms"] = episode_reward(failed, CHAIN_REWARD)
+    train.append(failed)
     store = RolloutStore(str(tmp_path))
     store.put("000000", train)  # the chain fields survive the rollout store
     back = store.get("000000")

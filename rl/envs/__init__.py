@@ -5,17 +5,17 @@
     tasks, rejected = verify_tasks(generate_tasks(100, seed=0))   # the gate: only well-posed tasks
     env = CodingEnv(tokenizer)                                     # one per rollout worker thread
     record = run_episode(env, tasks[0], policy)                    # policy(context_ids) -> emitted_ids
-    record.tokens, record.mask, record.reward, record.all_pass     # train on exactly these ids
+    record.tokens, record.mask, record.all_pass, record.tests_passed   # exactly these ids; the grade
 
 Entry points that run model-written code call `require_isolation()` first: it raises
 `SandboxUnavailable` (install bubblewrap, or opt in to unisolated runs) before any model loads.
 
-Modules: sandbox (bubblewrap confinement; rlimits only by opt-in), tools (strict tool-call parsing + the tools),
-env (token-level episodes, reward), tasks (Task, JSONL + files, grading: `Grade.score` is the
-reward, TAMPER_SCORE < 0 when `Grade.tampered`), harden + grader (tamper-resistant hidden-test
-runs), cgroups (per-episode memory/process/CPU/disk caps), taskgen (procedural
-tasks), verify (the gate), scripted (an oracle policy for smoke tests and benchmarks), summary
-(self-summarization: episodes longer than the context as chains of segments).
+Modules: sandbox (bubblewrap confinement; rlimits only by opt-in), tools (strict tool-call parsing +
+the tools), env (token-level episodes; they report the grade, the reward is rl/rewards.py's), tasks
+(Task, JSONL + files, grading: `Grade` holds the hidden tests' passed / total and `tampered`),
+harden + grader (tamper-resistant hidden-test runs), cgroups (per-episode memory/process/CPU/disk
+caps), taskgen (procedural tasks), verify (the gate), scripted (an oracle policy for smoke tests and
+benchmarks), summary (self-summarization: episodes longer than the context as chains of segments).
 """
 
 from rl.envs import cgroups
@@ -32,7 +32,6 @@ from rl.envs.scripted import OraclePolicy
 from rl.envs.summary import SummaryConfig
 from rl.envs.taskgen import TEMPLATES, generate_task, generate_tasks
 from rl.envs.tasks import (
-    TAMPER_SCORE,
     Grade,
     Task,
     apply_solution,
@@ -44,7 +43,6 @@ from rl.envs.tools import TOOL_SCHEMAS, parse_turn
 from rl.envs.verify import Verdict, verify_task, verify_tasks
 
 __all__ = [
-    "TAMPER_SCORE",
     "CodingEnv",
     "EpisodeRecord",
     "Grade",

@@ -7,7 +7,7 @@
         obs, done = env.step(emitted)      # tool results + next "<|assistant|>"            (mask 0)
         if done: break
         ids = ids + emitted + obs
-    rec = env.record()                     # rec.tokens == ids + emitted; rec.mask; reward; counts
+    rec = env.record()                     # rec.tokens == ids + emitted; rec.mask; grade; counts
 
 The record is exactly the concatenation of those ids: RL trains on it without re-tokenizing.
 Every tool call's result is one tool message; a turn without tool calls, a `submit`, or the turn
@@ -38,7 +38,7 @@ from rl.envs.summary import (
     instruction_ids,
     is_summary_turn,
 )
-from rl.envs.tasks import Grade, Task, episode_all_pass, episode_score, grade_repo
+from rl.envs.tasks import Grade, Task, episode_all_pass, grade_repo
 
 DEFAULT_SYSTEM = (
     "You are a coding agent working in a repository. Use tools to inspect and change it, "
@@ -88,10 +88,6 @@ class EpisodeRecord:
         return self.segments + [self.current_segment()]
 
     @property
-    def reward(self) -> float:
-        return episode_score(self.tests_passed, self.tests_total, self.tampered)
-
-    @property
     def all_pass(self) -> bool:
         return episode_all_pass(self.tests_passed, self.tests_total, self.tampered)
 
@@ -101,8 +97,9 @@ class EpisodeRecord:
         return sum(sum(s["mask"]) for s in self.all_segments())
 
     def to_dict(self) -> dict:
-        """JSON-ready, with the derived reward fields included."""
-        return dict(dataclasses.asdict(self), reward=self.reward, all_pass=self.all_pass)
+        """JSON-ready, with the grader's all_pass included (the reward is rl/rewards.py's, carried
+        by the episode's records: rl/records.py)."""
+        return dict(dataclasses.asdict(self), all_pass=self.all_pass)
 
 
 class CodingEnv:

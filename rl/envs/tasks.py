@@ -76,19 +76,6 @@ class Grade:
     def all_pass(self) -> bool:
         return episode_all_pass(self.passed, self.total, self.tampered)
 
-    @property
-    def score(self) -> float:
-        """The reward: fraction of hidden tests passed, TAMPER_SCORE when tampering was caught."""
-        return TAMPER_SCORE if self.tampered else self.fraction
-
-
-TAMPER_SCORE = -1.0  # below every honest outcome (an honest failure scores 0)
-
-
-def episode_score(passed: int, total: int, tampered: bool) -> float:
-    """An episode record's reward from its grade: Grade.score's rule on stored counts."""
-    return TAMPER_SCORE if tampered else (passed / total if total else 0.0)
-
 
 def episode_all_pass(passed: int, total: int, tampered: bool) -> bool:
     """Every hidden test passed and the grader caught no tampering (Grade.all_pass's rule)."""
@@ -116,8 +103,8 @@ def grade_in(sandbox: Sandbox, task: Task, timeout_s: float = 60.0) -> Grade:
     never imports the repo) runs each test file in a fresh interpreter and prints one summary
     framed by a nonce given on stdin; no file in the repo is read back. The repo's code can still
     lie about the tests run in its own process: a canary reported passed or missing, garbage on a
-    report channel, or a runner that ends without its summary marks the grade tampered (score
-    below failure); a sealed value that differs from the expected one fails its test.
+    report channel, or a runner that ends without its summary marks the grade tampered
+    (rl/rewards.py rewards it below failure); a sealed value that differs from the expected one fails its test.
     """
     host, inside = sandbox.readonly_dir(f"grader_{secrets.token_hex(4)}")
     repo = SANDBOX_REPO if sandbox.backend == "bwrap" else sandbox.root
