@@ -267,12 +267,6 @@ def policy_tokens(rec: dict) -> int:
     return int(np.sum(rec["mask"]))
 
 
-def passed(rec: dict) -> bool:
-    """The episode succeeded: its outcome term is 1 (every hidden test passed and no tampering,
-    under either outcome mode; a single-turn task's full score)."""
-    return rec["reward_terms"].get("outcome", 0.0) == 1.0
-
-
 def episode_ends(records) -> list[dict]:
     """Each episode once: a chain's last segment (its counts, grade and reward are the chain's)."""
     return [r for r in records if r.get("segment", 0) == r.get("segments", 1) - 1]

@@ -43,7 +43,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from data.tokenizers import Tokenizer
-from eval.metrics import episode_metrics
+from eval.metrics import episode_metrics, passes
 from rl import records as rr
 from rl.rewards import RewardConfig
 
@@ -224,7 +224,7 @@ def play_episodes(
 def _progress(records, total: int, live: int, wall: float) -> str:
     n = len(records)
     toks = sum(rr.policy_tokens(r) for r in records)
-    passed = sum(rr.passed(r) for r in rr.episode_ends(records))
+    passed = sum(passes(r) for r in rr.episode_ends(records))
     return (
         f"[rollout] {n}/{total} episodes ({live} live), pass {passed}/{max(n, 1)}, "
         f"{toks / max(wall, 1e-9):.1f} policy tok/s, {wall:.0f}s"

@@ -1,5 +1,5 @@
 """eval.metrics.episode_metrics, the one definition of episode metrics: hand-computed values on a
-small mixed record set (dicts and RolloutRecords, a chain of two segments, a tampered all-pass, a
+small record set (a chain of two segments, a tampered all-pass, a
 malformed call), the unbiased best-of-K against the combinatorial formula, and its users (the
 agentic suite, the RL step logs, the rollout summary, bench_rl_coding) reporting its numbers."""
 
@@ -13,7 +13,6 @@ import pytest
 from eval import agentic
 from eval.metrics import credit, dropped_episode, episode_metrics, passes
 from rl import batch_source
-from rl.records import RolloutRecord
 from rl.rollout import summarize
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -27,19 +26,19 @@ def rec(task, sample, passed, total, *, tampered=False, turns=2, calls=2, malfor
         tests_passed=passed, tests_total=total, tampered=tampered, done_reason=reason,
         counts=dict(turns=turns, tool_calls=calls, malformed_calls=malformed),
         mask=[0] * 3 + [1] * tokens, tokens=[0] * (3 + tokens),
-        reward=float(0 < total == passed) if reward is None else reward,
+        reward=float(0 < total == passed) if reward is None else reward, reward_terms={},
     )  # fmt: skip
 
 
-def segment(i: int, policy_tokens: int) -> RolloutRecord:
-    """Segment i of task a's sample 3: a chain of 2 (one summary) that passes 3/3."""
+def segment(i: int, policy_tokens: int) -> dict:
+    """Segment i of task a's sample 3: a chain of 2 (one summary) that passes 3/3, in the form
+    the rollout driver writes (rl.records.episode_records: group and sample, not chain)."""
     n = policy_tokens + 2
-    return RolloutRecord(
-        task_id="a", group=0, sample=3, tokens=[1] * n, mask=[0, 0] + [1] * policy_tokens,
-        logprobs=[0.0] * n, versions=[0] * n, experts=[], prompt_len=2, turn_spans=[],
-        turns=2, tool_calls=2, tool_io_tokens=0, thinking_tokens=0, output_tokens=0,
-        malformed_calls=0, malformed_turns=[], tests_passed=3, tests_total=3, done_reason="submit",
-        segment=i, segments=2, summaries=1,
+    return dict(
+        task_id="a", group=0, sample=3, group_id="a/0", tokens=[1] * n,
+        mask=[0, 0] + [1] * policy_tokens, tests_passed=3, tests_total=3, tampered=False,
+        done_reason="submit", segment=i, segments=2, reward=1.0, reward_terms={"outcome": 1.0},
+        counts=dict(turns=2, tool_calls=2, malformed_calls=0, summaries=1),
     )  # fmt: skip
 
 
@@ -74,28 +73,29 @@ def test_hand_computed_metrics_on_mixed_records():
     assert m["malformed_episodes"] == 1 / 8
     assert (m["summaries"], m["segments"]) == (1 / 8, 9 / 8)
     assert (m["done/submit"], m["done/no_tool_call"]) == (7 / 8, 1 / 8)
-    # reward once per episode (the chain's RolloutRecord reward, 1.0, not twice)
+    # reward once per episode (the chain's reward, 1.0, not twice)
     assert m["reward"] == pytest.approx((1 + 0 - 1 + 1 + 0 - 0.5 + 1 + 0) / 8)
 
 
 def test_pass_and_credit_follow_the_graders_rule():
-    """eval.metrics restates Grade.all_pass / episode_score's rule on stored counts (it imports no
-    rl/ module): the two agree on every grade."""
-    from rl.envs.tasks import episode_all_pass, episode_score
+    """eval.metrics restates the grader's rule (Grade.all_pass) and the reward's 'fraction'
+    outcome on stored counts (it imports no rl/ module): they agree on every grade."""
+    from rl.envs.tasks import episode_all_pass
+    from rl.rewards import outcome_reward
 
     for total in range(4):
         for passed in range(total + 1):
             for tampered in (False, True):
                 r = rec("a", 0, passed, total, tampered=tampered)
                 assert passes(r) == episode_all_pass(passed, total, tampered)
-                assert credit(r) == max(episode_score(passed, total, tampered), 0.0)
+                assert credit(r) == max(outcome_reward(passed, total, "fraction", tampered), 0.0)
 
 
 def test_chains_count_once_and_must_be_whole():
     chain = [segment(0, 4), segment(1, 7)]
     m = episode_metrics(chain)
     assert (m["episodes"], m["pass_rate"], m["completion_tokens"], m["segments"]) == (1, 1, 11, 2)
-    with pytest.raises(ValueError, match=r"chain \('a', 0, None, 3\) has segments \[1\] of 2"):
+    with pytest.raises(ValueError, match=r"chain \('a', 0, 'a/0', 3\) has segments \[1\] of 2"):
         episode_metrics(chain[1:])
 
 
@@ -165,7 +165,10 @@ def test_rl_step_logs_and_rollout_summary_report_the_function():
     assert "pass_rate" not in batch_source.step_metrics(toy, stats, {}, sync, dt=1.0)  # ungraded
     chain = [segment(0, 4), segment(1, 7)]
     s = summarize(chain, {"wall_s": 2.0})
-    assert {k: s[k] for k in episode_metrics(chain)} == episode_metrics(chain)
+    want = episode_metrics(chain)
+    assert s["reward/mean"] == want.pop("reward")  # the reward under its trainer-log name
+    assert {k: s[k] for k in want} == want
+    assert m["reward/mean"] == pytest.approx((1 + 0 - 1 + 0 - 0.5 + 1 + 0) / 7)
     assert (s["records"], s["policy_tokens"], s["episodes_per_s"]) == (2, 11, 0.5)
 
 

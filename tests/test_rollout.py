@@ -15,6 +15,7 @@ import pytest
 
 from data.chat import generation_prompt
 from data.tokenizers import ByteTokenizer
+from eval.metrics import passes
 from model import Transformer, init_params, presets
 from model.decode import init_layer_caches, split_layers
 from model.engine import RolloutEngine, _decode_jit, _prefill_jit, forward_rows
@@ -262,7 +263,7 @@ def test_real_episodes_are_token_exact(real_episodes):
         assert max(tokens) < TOK.vocab_size
         if rec["policy"] == "forced":
             assert [tokens[a:b] for a, b in rec["turn_spans"]] == oracle._turns
-            assert rec["done_reason"] == "submit" and rr.passed(rec)
+            assert rec["done_reason"] == "submit" and passes(rec)
             assert rec["counts"]["turns"] == 4
         # the observation between two turns is exactly what the env appended: tool results +
         # "<|assistant|>"
@@ -291,7 +292,7 @@ def test_records_carry_the_rl_reward_and_the_summary_reports_it(real_episodes):
         want, terms = rw.episode_reward(rec, LENGTH_REWARD)
         assert rec["reward"] == want and rec["reward_terms"] == terms
         assert sum(terms.values()) == pytest.approx(rec["reward"], abs=1e-12)
-        assert rr.passed(rec) == (rec["tests_passed"] == rec["tests_total"] > 0)
+        assert passes(rec) == (rec["tests_passed"] == rec["tests_total"] > 0)
     recs = sampled.records
     s = sampled.summary()
     assert s["episodes"] == len(recs) == 2
@@ -299,7 +300,7 @@ def test_records_carry_the_rl_reward_and_the_summary_reports_it(real_episodes):
     for k in ("outcome", "malformed", "len_tool_io_tokens"):
         want = np.mean([r["reward_terms"][k] for r in recs])
         assert s[f"reward/{k}"] == pytest.approx(want, abs=1e-12), k
-    assert s["pass_rate"] == np.mean([rr.passed(r) for r in recs])
+    assert s["pass_rate"] == np.mean([passes(r) for r in recs])
 
 
 def test_replayed_experts_reproduce_sampler_logprobs(real_episodes):

@@ -17,6 +17,7 @@ import pytest
 from data.chat import render_messages, tool_call_text
 from data.tokenizers import ByteTokenizer
 from eval import agentic
+from eval.metrics import passes
 from model import Transformer, init_params, presets
 from model.engine import RolloutEngine
 from model.sampling import mask_invalid
@@ -24,7 +25,6 @@ from rl import batch as rb
 from rl.envs import CodingEnv, Task, generate_task, run_episode
 from rl.envs.scripted import SummarizingPolicy, TracePolicy
 from rl.envs.summary import SummaryConfig, instruction_ids, summary_turn_ids
-from rl.records import passed
 from rl.rewards import LengthTerm, RewardConfig, episode_reward
 from rl.rollout import play_episodes
 from rl.store import RolloutStore
@@ -145,7 +145,7 @@ def test_segment_records_are_token_exact_and_replay_the_engine_logprobs(chain):
     assert len(recs) >= 3 and [r["segment"] for r in recs] == list(range(len(recs)))
     assert all(r["segments"] == len(recs) for r in recs)
     assert all(r["counts"]["summaries"] == len(recs) - 1 for r in recs)
-    assert recs[-1]["done_reason"] == "submit" and passed(recs[-1])
+    assert recs[-1]["done_reason"] == "submit" and passes(recs[-1])
     # the engine kept the system + task prefix's cache at each boundary (rewind, no re-prefill)
     keep = recs[0]["prompt_len"] - 1
     assert out.stats["segments_started"] == len(recs) - 1
