@@ -25,6 +25,7 @@ import os
 import subprocess
 import sys
 import threading
+import traceback
 import time
 
 import jax
@@ -261,10 +262,9 @@ class Samplers:
         rl = config.rl
         self.stop_event = threading.Event()
         if rl.mode == "threads":
+            self.errors: list[str | None] = [None] * rl.samplers
             self.workers = [
-                threading.Thread(
-                    target=sampler_loop, args=(config, workdir, i, self.stop_event), daemon=True
-                )
+                threading.Thread(target=self._thread_main, args=(config, workdir, i), daemon=True)
                 for i in range(rl.samplers)
             ]
             for t in self.workers:
@@ -277,15 +277,29 @@ class Samplers:
         else:
             raise ValueError(f"rl.mode={rl.mode!r}: expected 'threads' or 'processes'")
 
+    def _thread_main(self, config, workdir: str, i: int) -> None:
+        """A sampler thread; what kills it is kept for `revive` to raise (a dead thread must not
+        leave the trainer polling the store for groups that never come)."""
+        try:
+            sampler_loop(config, workdir, i, self.stop_event)
+        except Exception as e:
+            traceback.print_exc()  # the whole story on stderr; revive raises the one line
+            self.errors[i] = f"{type(e).__name__}: {e}"
+
     def _spawn(self, i: int) -> subprocess.Popen:
         return subprocess.Popen(self.cmd + [str(i), str(os.getpid())], env=self.env)
 
     def revive(self, log) -> None:
         """Processes mode: restarts a sampler process that died before its share was done
         (killed, crashed: exit status not 0); the new one skips the groups already in the store,
-        so none is lost or sampled twice. A sampler that keeps dying is an error, not a loop."""
+        so none is lost or sampled twice. A sampler that keeps dying is an error, not a loop.
+        Threads mode: a sampler thread that raised is an error naming the exception."""
         for i, w in enumerate(self.workers):
-            if not isinstance(w, subprocess.Popen) or w.poll() in (None, 0):
+            if isinstance(w, threading.Thread):
+                if self.errors[i] is not None:  # threads mode: no restart, the error is the bug
+                    raise RuntimeError(f"rl: sampler thread {i} died: {self.errors[i]}")
+                continue
+            if w.poll() in (None, 0):
                 continue
             if self.restarts[i] >= MAX_RESTARTS:
                 raise RuntimeError(

@@ -385,3 +385,22 @@ def test_sampled_tokens_per_second_counts_each_play_call_once():
     m = batch_source.step_metrics(recs, stats, {}, sync, dt=2.0)
     assert m["sampled_tokens_per_s"] == pytest.approx(20.0)
     assert m["trained_tokens_per_s"] == pytest.approx(30.0)
+
+
+def test_a_sampler_thread_that_dies_is_an_error_not_a_hang(monkeypatch):
+    """Threads mode (tests, notebooks): an exception in a sampler thread surfaces at the
+    trainer's next poll (Samplers.revive) as one line naming it, instead of the trainer polling
+    the store forever for groups that never come."""
+    from rl import sampler_process
+
+    def broken(config, workdir, i, stop):
+        raise KeyError("reward_terms")
+
+    monkeypatch.setattr(sampler_process, "sampler_loop", broken)
+    config = rl_config.get_config()
+    config.rl.mode, config.rl.samplers = "threads", 2
+    samplers = sampler_process.Samplers(config, "unused")
+    for t in samplers.workers:
+        t.join(timeout=10)
+    with pytest.raises(RuntimeError, match=r"sampler thread 0 died: KeyError: 'reward_terms'"):
+        samplers.revive(print)
