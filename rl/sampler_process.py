@@ -25,8 +25,8 @@ import os
 import subprocess
 import sys
 import threading
-import traceback
 import time
+import traceback
 
 import jax
 import jax.numpy as jnp
