@@ -111,7 +111,9 @@ def get_config() -> ml_collections.ConfigDict:
     c.rl.coding = ml_collections.ConfigDict(
         dict(
             difficulties=(1, 2, 3),  # generated task difficulties in the pool
-            templates=(),  # task families in the pool; () = every training template
+            # task families in the pool; () = every training template; a long-context family
+            # (rl.envs.taskgen.LONG_CONTEXT_TEMPLATES: long_lookup, for summaries) only if named
+            templates=(),
             max_turns=4,  # turns per episode
             max_turn_tokens=64,  # tokens the policy may emit per turn
             obs_token_budget=128,  # tool-result tokens per call (truncated beyond)

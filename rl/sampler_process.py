@@ -58,12 +58,13 @@ def coding_pool(
     seed: int, n: int, difficulties: tuple[int, ...], templates: tuple[str, ...] = ()
 ) -> list:
     """The RL pool: n procedural tasks from `templates` (default: every training template; the
-    held-out families are the agentic eval's, and naming one is an error), seeded; the eval draws
+    held-out families are the agentic eval's, and naming one is an error; the long-context
+    families, e.g. long_lookup for self-summarization, only when named), seeded; the eval draws
     from its own seed stream (EVAL_SEED_BASE)."""
     from rl.envs import generate_tasks
-    from rl.envs.taskgen import training_templates
+    from rl.envs.taskgen import LONG_CONTEXT_TEMPLATES, training_templates
 
-    allowed = training_templates()
+    allowed = training_templates() + tuple(LONG_CONTEXT_TEMPLATES)
     bad = [t for t in templates if t not in allowed]
     if bad:
         raise ValueError(
@@ -71,7 +72,7 @@ def coding_pool(
             f"(choose from {', '.join(allowed)})"
         )
     return generate_tasks(
-        n, seed=seed, difficulties=difficulties, templates=tuple(templates) or allowed
+        n, seed=seed, difficulties=difficulties, templates=tuple(templates) or training_templates()
     )
 
 

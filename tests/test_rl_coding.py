@@ -17,7 +17,7 @@ import pytest
 from configs import rl as rl_config
 from rl import loop, sampler_process
 from rl.envs import Sandbox, SandboxUnavailable, backend
-from rl.envs.taskgen import HELD_OUT_TEMPLATES, training_templates
+from rl.envs.taskgen import HELD_OUT_TEMPLATES, LONG_CONTEXT_TEMPLATES, training_templates
 from rl.envs.tasks import grade_in
 from rl.store import RolloutStore
 from train import trainer
@@ -140,6 +140,12 @@ def test_coding_pool_uses_training_templates_only():
     assert [t.meta["template"] for t in one] == ["boundary", "rename"] * 3
     with pytest.raises(ValueError, match="regression_test not a training template"):
         sampler_process.coding_pool(0, 2, (1,), ("regression_test",))  # held out for eval: refused
+    # the long-context family (self-summarization) is never in a default pool, only when named
+    assert not families & set(LONG_CONTEXT_TEMPLATES)
+    c = _config()
+    c.rl.coding.update(templates=("long_lookup",), difficulties=(2,))
+    long = [sampler_process.make_task(c.rl, j) for j in range(c.rl.pool_size)]
+    assert [(t.meta["template"], t.difficulty) for t in long] == [("long_lookup", 2)] * 2
 
 
 def test_coding_loop_refuses_to_start_without_isolation(tmp_path, monkeypatch):
