@@ -135,7 +135,12 @@ def get_config() -> ml_collections.ConfigDict:
     # rl.task='summary_toy' (rl/summary_toy.py): a fact among `facts` ids is visible only before
     # a summary of summary_tokens; the answer (answer_tokens) after it is rewarded for naming it.
     # Needs rl.segments_per_chain = 2 (bench/bench_rl_summary.py); rl.valid_vocab is set to its ids.
-    c.rl.summary_toy = ml_collections.ConfigDict(dict(facts=4, summary_tokens=2, answer_tokens=2))
+    # balanced: every `facts` consecutive tasks of the training order hold each fact once (so
+    # each batch of groups_per_batch = facts groups does: rl/summary_toy.py's balanced_fact);
+    # False draws each task's fact independently (the first recipe, which stalled in 3 of 4 runs)
+    c.rl.summary_toy = ml_collections.ConfigDict(
+        dict(facts=4, summary_tokens=2, answer_tokens=2, balanced=True)
+    )
     c.rl.curriculum = ml_collections.ConfigDict(dict(key="", after=0, prob=0.0))
     c.rl.reward = ml_collections.ConfigDict(dict(outcome="all_pass", malformed_penalty=0.5))
     # The trainer: AdamW without weight decay (b2 0.99), constant LR, clipping at 1; rows and

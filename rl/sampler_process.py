@@ -46,11 +46,22 @@ def make_task(rl, j: int):
     if rl.task == "summary_toy":
         from rl.summary_toy import make_fact_task
 
-        return make_fact_task(rl.seed, j, rl.summary_toy.facts)
+        t = rl.summary_toy
+        position = _pool_positions(rl.seed, rl.pool_size)[j] if t.get("balanced", True) else None
+        return make_fact_task(rl.seed, j, t.facts, position)
     if rl.task != "pattern":
         raise ValueError(f"rl.task={rl.task!r}: expected 'pattern', 'summary_toy' or 'coding'")
     rng = np.random.default_rng(rl.seed * 7919 + j)
     return PromptTask(f"{j:06d}", [int(x) for x in rng.integers(rl.pattern_size, 320, size=4)])
+
+
+@functools.cache
+def _pool_positions(seed: int, pool_size: int) -> dict[int, int]:
+    """Task index -> its place in the training order (rl/batch_source.py's pool_order)."""
+    from rl.batch_source import pool_order
+
+    rl = ml_collections.ConfigDict(dict(seed=seed, pool_size=pool_size))
+    return {j: p for p, j in enumerate(pool_order(rl))}
 
 
 @functools.cache

@@ -291,6 +291,28 @@ def test_summary_toy_chains_carry_only_the_summary_across():
         loop.resolve(c2)
 
 
+def test_summary_toy_batches_hold_every_fact_once():
+    """rl.summary_toy.balanced (the default): in the training order every batch of
+    groups_per_batch = facts groups holds each fact once, so an answer that ignores the summary
+    gains nothing from a batch's mix; balanced=False draws facts per task (the first recipe)."""
+    from configs import rl as rl_config
+    from rl import sampler_process
+    from rl.batch_source import pool_order
+
+    c = rl_config.get_config()
+    c.rl.update(task="summary_toy", pool_size=64, seed=3)
+    facts, per_batch = c.rl.summary_toy.facts, c.rl.groups_per_batch
+    assert per_batch == facts
+    order = [sampler_process.make_task(c.rl, j).fact for j in pool_order(c.rl)]
+    batches = [sorted(order[i : i + per_batch]) for i in range(0, len(order), per_batch)]
+    assert batches == [list(range(facts))] * (len(order) // per_batch)
+    assert len({tuple(order[i : i + per_batch]) for i in range(0, 64, per_batch)}) > 1  # shuffled
+    c.rl.summary_toy.balanced = False
+    drawn = [sampler_process.make_task(c.rl, j).fact for j in pool_order(c.rl)]
+    unbalanced = [sorted(drawn[i : i + per_batch]) != list(range(facts)) for i in range(0, 64, 4)]
+    assert sum(unbalanced) > len(unbalanced) / 2  # independent draws: most batches are skewed
+
+
 def test_summaries_with_a_speculative_engine_are_a_config_error():
     """A summary rewinds the slot (RolloutEngine.rewind), which a speculative engine refuses: the
     run must stop at resolve(), before any model loads, not in a sampler thread mid-run."""
