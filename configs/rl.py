@@ -29,6 +29,20 @@ budget (engine cache, CodingEnv max_tokens and training row length; a generated 
         --config.rl.task=coding --config.rl.pool_size=4 --config.rl.group_size=2 \
         --config.rl.groups_per_batch=2 --config.rl.groups_per_call=2 --config.rl.max_tokens=768
 
+With self-summarization (rl/envs/summary.py) on the long-context family, each episode a chain of
+up to max_segments segments, one training row each (rl.segments_per_chain = max_segments):
+
+    python main.py --mode=rl --config=configs/rl.py --workdir=/tmp/rl_summary \\
+        --config.rl.task=coding --config.rl.coding.templates="('long_lookup',)" \\
+        --config.rl.coding.summary.trigger_tokens=1000 --config.rl.coding.summary.max_segments=2 \\
+        --config.rl.segments_per_chain=2 --config.rl.max_tokens=1792 --config.rl.pool_size=2 \\
+        --config.rl.group_size=2 --config.rl.groups_per_batch=1 --config.rl.groups_per_call=2 \\
+        --config.rl.coding.difficulties="(1,)" --config.rl.coding.max_turn_tokens=48
+
+(2 steps, 2026-11-27; a random-init policy answers the summarize instruction with anything but a
+summary, so its chains end `no_summary` after one segment: tests/test_rl_coding.py forces the
+oracle's summaries to train two-segment chains.)
+
 Expect (tiny preset, threads, 1 sampler, pool 256 = 64 steps of 4 groups x 8; measured
 2026-11-27 with the 4-device command above, 2 CPU cores at load ~5): mean reward 0.109 at step 1,
 0.969 at 50, 0.984 at 64, step times 174-260 ms after compilation (bench/RESULTS.md, "RL on the
