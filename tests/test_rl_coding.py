@@ -6,7 +6,7 @@ count equals the records' mask sums), rewards are the hidden tests' grade, every
 exactly once. The sampler swaps weights inside an episode (a store whose version 1 appears
 mid-episode); the pool holds training templates only, seeded (long_lookup only by name); the loop
 refuses to start (before loading a model) without isolation; and with rl.coding.summary a chain's
-segments are trained with one per-chain advantage (long).
+segments are trained with one per-chain advantage.
 """
 
 import itertools
@@ -112,7 +112,6 @@ def _oracle_then_model(tok):
     return scripted
 
 
-@pytest.mark.long  # 143 s at load 10-18 on 2 cores: 1,792-token rows, ~500 forced decode steps
 def test_coding_rl_with_summaries_trains_chains_of_segments(tmp_path, monkeypatch):
     """rl.coding.summary on: the loop main.py --mode=rl runs (loop.train) with each group's first
     episode teacher-forced by the summarizing oracle. Its chain's two segments go through the
