@@ -57,7 +57,6 @@ def toy_config(
     kl_beta: float = 0.0,
     group_size: int = 8,
     balanced: bool = True,
-    dynamic_sampling: bool = False,
 ):
     c = rl_config.get_config()
     c.rl.update(
@@ -71,7 +70,6 @@ def toy_config(
         temperature=temperature,  # sampling and the loss alike
         kl_beta=kl_beta,  # > 0: k2 KL to the initial policy (keeps it exploring)
         group_size=group_size,
-        dynamic_sampling=dynamic_sampling,  # never train a group whose chains all tied
     )
     c.rl.summary_toy.update(facts=facts, balanced=balanced)
     c.train.lr = lr
@@ -216,7 +214,6 @@ def main() -> None:
     ap.add_argument("--kl_beta", type=float, default=0.02)
     ap.add_argument("--group_size", type=int, default=16)
     ap.add_argument("--unbalanced", action="store_true", help="facts drawn per task (old recipe)")
-    ap.add_argument("--dynamic_sampling", action="store_true", help="skip tied groups")
     ap.add_argument("--workdir", default="/tmp/bench_rl_summary")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "rl_summary_curve.png"))
     ap.add_argument("--report_only", action="store_true", help="curves of a finished --workdir")
@@ -240,7 +237,6 @@ def main() -> None:
             args.kl_beta,
             args.group_size,
             not args.unbalanced,
-            args.dynamic_sampling,
         ),
         args.workdir,
         log=lambda s: None,
