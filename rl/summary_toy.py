@@ -27,6 +27,8 @@ chains tie; hence balanced pools (`balanced_fact`: each batch of 4 groups holds 
 (2) Balanced alone, sender and receiver still turned deterministic within ~50 steps with 2 of
 the 4 facts carried (reward 0.5, every group tied: zero advantage, no gradient, for good); a small
 k2 KL to the initial policy (rl.kl_beta=0.02; 0.1 stops learning) keeps enough exploration.
+With 16 chains a group and the lr decayed (cosine to 0.1x: at a constant lr, runs lost facts they
+had learned) the bench's recipe learns in every seed tried (bench/bench_rl_summary.py).
 """
 
 from __future__ import annotations
