@@ -1,7 +1,9 @@
 """Self-summarization toy RL (issue 33): success needs one fact carried across a summary.
 
     python bench/bench_rl_summary.py [--pool 480] [--facts 4] [--lr 3e-3] [--seed 0]
+        [--kl_beta 0.02] [--group_size 16] [--schedule cosine] [--unbalanced]
         [--workdir /tmp/bench_rl_summary] [--out bench/rl_summary_curve.png]
+    python bench/bench_rl_summary.py --seeds_plot DIR [DIR ...] --out bench/rl_summary_seeds.png
 
 rl/loop.py on rl.task='summary_toy' (rl/summary_toy.py): each episode is two segments, one
 training row each; the fact (one of `--facts` ids) is in segment 0 only, the policy writes a
@@ -11,7 +13,11 @@ name the fact. Both segments share the chain's reward and its group-relative adv
 can rise above 1 / facts (one fixed guess) only if summaries learn to keep the fact. Per step it
 prints the mean reward and the fraction of summaries that kept the fact (from the rollout store's
 records: the summary holds the fact's id, or the fact is decodable from it under whatever code
-the policy adopted), and writes the curve. `--report_only` redoes the report of a finished run.
+the policy adopted) and of groups whose chains all tied (zero advantage), and writes the curve.
+The recipe: balanced pools (rl.summary_toy.balanced; `--unbalanced` draws each task's fact
+independently, as the first recipe did), a k2 KL of 0.02 to the initial policy (rl/summary_toy.py
+says why), 16 chains a group and a cosine lr decay to 0.1x over the pool (bench/RESULTS.md). `--report_only` redoes the report of a finished run; `--seeds_plot` draws finished
+runs' reward curves together and prints their 10-step means.
 
     python bench/bench_rl_summary.py --reuse [--repeats 2]
 
@@ -50,6 +56,8 @@ def toy_config(
     temperature: float = 1.0,
     kl_beta: float = 0.0,
     group_size: int = 8,
+    balanced: bool = True,
+    schedule: str = "cosine",
 ):
     c = rl_config.get_config()
     c.rl.update(
@@ -64,7 +72,10 @@ def toy_config(
         kl_beta=kl_beta,  # > 0: k2 KL to the initial policy (keeps it exploring)
         group_size=group_size,
     )
-    c.rl.summary_toy.facts = facts
+    c.rl.summary_toy.update(facts=facts, balanced=balanced)
+    # 'cosine': lr to 0.1x over the pool's steps (at a constant 3e-3, 5 of 10 runs lost facts
+    # they had learned: bench/RESULTS.md); 'constant' as configs/rl.py
+    c.train.update(schedule=schedule, steps=pool // c.rl.groups_per_batch)
     c.train.lr = lr
     return c
 
@@ -76,18 +87,20 @@ def curves(workdir: str) -> dict[str, list[float]]:
     summary not seen there counts as a miss: the fact is recoverable from the summary, whatever
     code the policy uses for it, by a decoder fitted on other episodes)."""
     store = RolloutStore(os.path.join(workdir, "rollouts"))
-    steps = []  # per step: [(fact, summary tuple, reward)] of its chains
+    steps, zero = [], []  # per step: [(fact, summary tuple, reward)] of its chains; no-signal
     with open(os.path.join(workdir, "journal.jsonl")) as f:
         for line in f:
-            recs = [r for g in json.loads(line)["groups"] for r in store.get(g)]
+            groups = [store.get(g) for g in json.loads(line)["groups"]]
+            # a group whose chains all got one reward has zero advantage: no gradient at all
+            zero.append(float(np.mean([len({r["reward"] for r in g}) == 1 for g in groups])))
             steps.append(
                 [
                     (int(r["tokens"][1]), tuple(r["tokens"][r["mask"] > 0].tolist()), r["reward"])
-                    for r in recs
+                    for r in (r for g in groups for r in g)
                     if r["segment"] == 0  # segment 0's prompt is USER f f (rl/summary_toy.py)
                 ]
             )
-    out = {"reward": [], "literal": [], "decodable": []}
+    out = {"reward": [], "literal": [], "decodable": [], "zero_signal": zero}
     for i, chains in enumerate(steps):
         window = [c for cs in steps[max(i - 10, 0) : i] for c in cs]
         by_summary = collections.defaultdict(collections.Counter)
@@ -124,6 +137,31 @@ def plot(c: dict, chance: float, blind: float, path: str) -> None:
     ax.legend(loc="upper left", fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+
+
+def plot_seeds(workdirs: list[str], facts: int, path: str) -> None:
+    """Every finished run's reward (10-step moving average) in one figure, one line per run, and
+    an ASCII table of its 10-step means (every 10th step) for bench/RESULTS.md."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    for i, w in enumerate(workdirs):
+        values = curves(w)["reward"]
+        smooth = np.convolve(values, np.ones(10) / 10, mode="valid")
+        label = os.path.basename(os.path.normpath(w))
+        ax.plot(np.arange(10, len(values) + 1), smooth, color=f"C{i}", label=label)
+        print(f"{label:>12}: " + " ".join(f"{v:.2f}" for v in smooth[::10]))
+    ax.axhline(1 / vocab(facts), color="gray", ls="--", label="chance (uniform answer)")
+    ax.axhline(1 / facts, color="gray", ls=":", label="best answer without the fact")
+    ax.set(xlabel="RL step", ylabel="reward, 10-step mean", ylim=(0, 1.05))
+    ax.set_title("summary_toy: one run per seed", fontsize=10)
+    ax.legend(loc="lower right", fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"curves: {path}")
 
 
 def measure_reuse(repeats: int) -> None:
@@ -178,12 +216,18 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--temperature", type=float, default=1.0)
-    ap.add_argument("--kl_beta", type=float, default=0.0)
-    ap.add_argument("--group_size", type=int, default=8)
+    ap.add_argument("--kl_beta", type=float, default=0.02)
+    ap.add_argument("--group_size", type=int, default=16)
+    ap.add_argument("--unbalanced", action="store_true", help="facts drawn per task (old recipe)")
+    ap.add_argument("--schedule", default="cosine", choices=("cosine", "constant"))
     ap.add_argument("--workdir", default="/tmp/bench_rl_summary")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "rl_summary_curve.png"))
     ap.add_argument("--report_only", action="store_true", help="curves of a finished --workdir")
+    ap.add_argument("--seeds_plot", nargs="+", help="finished workdirs: one reward curve each")
     args = ap.parse_args()
+    if args.seeds_plot:
+        plot_seeds(args.seeds_plot, args.facts, args.out)
+        return
     if args.report_only:
         report(args.workdir, args.facts, args.out, "(earlier run)")
         return
@@ -198,6 +242,8 @@ def main() -> None:
             args.temperature,
             args.kl_beta,
             args.group_size,
+            not args.unbalanced,
+            args.schedule,
         ),
         args.workdir,
         log=lambda s: None,
@@ -211,16 +257,19 @@ def report(workdir: str, facts: int, out_png: str, wall: str) -> None:
     for i in range(0, n, max(n // 12, 1)):
         print(
             f"step {i + 1:3d}  reward {c['reward'][i]:.3f}  decodable {c['decodable'][i]:.3f}  "
-            f"literal {c['literal'][i]:.3f}"
+            f"literal {c['literal'][i]:.3f}  zero-signal groups {c['zero_signal'][i]:.2f}"
         )
     head = {k: np.mean(v[:10]) for k, v in c.items()}
     tail = {k: np.mean(v[-10:]) for k, v in c.items()}
     print(
         f"{n} steps in {wall}; first -> last 10 steps: reward {head['reward']:.3f} -> "
         f"{tail['reward']:.3f}, decodable {head['decodable']:.3f} -> {tail['decodable']:.3f}, "
-        f"literal {head['literal']:.3f} -> {tail['literal']:.3f} (chance {1 / vocab(facts):.3f}, "
+        f"literal {head['literal']:.3f} -> {tail['literal']:.3f}, zero-signal groups "
+        f"{head['zero_signal']:.2f} -> {tail['zero_signal']:.2f} (chance {1 / vocab(facts):.3f}, "
         f"best without the fact {1 / facts:.3f}); load {os.getloadavg()}"
     )
+    with open(os.path.join(workdir, "curves.json"), "w") as f:
+        json.dump(c, f)
     plot(c, 1 / vocab(facts), 1 / facts, out_png)
     print(f"curve: {out_png}")
 

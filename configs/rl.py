@@ -31,6 +31,20 @@ budget (engine cache, CodingEnv max_tokens and training row length; a generated 
         --config.rl.task=coding --config.rl.pool_size=4 --config.rl.group_size=2 \
         --config.rl.groups_per_batch=2 --config.rl.groups_per_call=2 --config.rl.max_tokens=768
 
+With self-summarization (rl/envs/summary.py) on the long-context family, each episode a chain of
+up to max_segments segments, one training row each (rl.segments_per_chain = max_segments):
+
+    python main.py --mode=rl --config=configs/rl.py --workdir=/tmp/rl_summary \\
+        --config.rl.task=coding --config.rl.coding.templates="('long_lookup',)" \\
+        --config.rl.coding.summary.trigger_tokens=1000 --config.rl.coding.summary.max_segments=2 \\
+        --config.rl.segments_per_chain=2 --config.rl.max_tokens=1792 --config.rl.pool_size=2 \\
+        --config.rl.group_size=2 --config.rl.groups_per_batch=1 --config.rl.groups_per_call=2 \\
+        --config.rl.coding.difficulties="(1,)" --config.rl.coding.max_turn_tokens=48
+
+(2 steps, 2026-11-27; a random-init policy answers the summarize instruction with anything but a
+summary, so its chains end `no_summary` after one segment: tests/test_rl_coding.py forces the
+oracle's summaries to train two-segment chains.)
+
 Expect (tiny preset, threads, 1 sampler, pool 256 = 64 steps of 4 groups x 8; measured
 2026-11-27 with the 4-device command above, 2 CPU cores at load ~5): mean reward 0.109 at step 1,
 0.969 at 50, 0.984 at 64, step times 174-260 ms after compilation (bench/RESULTS.md, "RL on the
@@ -113,7 +127,9 @@ def get_config() -> ml_collections.ConfigDict:
     c.rl.coding = ml_collections.ConfigDict(
         dict(
             difficulties=(1, 2, 3),  # generated task difficulties in the pool
-            templates=(),  # task families in the pool; () = every training template
+            # task families in the pool; () = every training template; a long-context family
+            # (rl.envs.taskgen.LONG_CONTEXT_TEMPLATES: long_lookup, for summaries) only if named
+            templates=(),
             max_turns=4,  # turns per episode
             max_turn_tokens=64,  # tokens the policy may emit per turn
             obs_token_budget=128,  # tool-result tokens per call (truncated beyond)
@@ -135,7 +151,12 @@ def get_config() -> ml_collections.ConfigDict:
     # rl.task='summary_toy' (rl/summary_toy.py): a fact among `facts` ids is visible only before
     # a summary of summary_tokens; the answer (answer_tokens) after it is rewarded for naming it.
     # Needs rl.segments_per_chain = 2 (bench/bench_rl_summary.py); rl.valid_vocab is set to its ids.
-    c.rl.summary_toy = ml_collections.ConfigDict(dict(facts=4, summary_tokens=2, answer_tokens=2))
+    # balanced: every `facts` consecutive tasks of the training order hold each fact once (so
+    # each batch of groups_per_batch = facts groups does: rl/summary_toy.py's balanced_fact);
+    # False draws each task's fact independently (the first recipe, which stalled in 3 of 4 runs)
+    c.rl.summary_toy = ml_collections.ConfigDict(
+        dict(facts=4, summary_tokens=2, answer_tokens=2, balanced=True)
+    )
     c.rl.curriculum = ml_collections.ConfigDict(dict(key="", after=0, prob=0.0))
     c.rl.reward = ml_collections.ConfigDict(dict(outcome="all_pass", malformed_penalty=0.5))
     # The trainer: AdamW without weight decay (b2 0.99), constant LR, clipping at 1; rows and

@@ -44,6 +44,13 @@ def resolve(config):
             f"rl.max_tokens = {rl.max_tokens} tokens (leave train.batch_size and train.seq_len "
             "to configs/rl.py)"
         )
+    if rl.get("synchronous", False) and rl.get("dynamic_sampling", False):
+        # a synchronous sampler starts batch b's groups only after step b; a skipped (tied) group
+        # of batch b is then never replaced and the trainer waits for it forever
+        raise ConfigError(
+            "rl.synchronous with rl.dynamic_sampling: a skipped group is never replaced before "
+            "the next step, so the run would wait forever (turn one off)"
+        )
     if rl.task == "summary_toy":  # two segments a chain; samples and loss on the toy's ids
         from rl.summary_toy import vocab
 

@@ -47,7 +47,9 @@ def make_task(rl, j: int):
     if rl.task == "summary_toy":
         from rl.summary_toy import make_fact_task
 
-        return make_fact_task(rl.seed, j, rl.summary_toy.facts)
+        t = rl.summary_toy
+        position = _pool_positions(rl.seed, rl.pool_size)[j] if t.get("balanced", True) else None
+        return make_fact_task(rl.seed, j, t.facts, position)
     if rl.task != "pattern":
         raise ValueError(f"rl.task={rl.task!r}: expected 'pattern', 'summary_toy' or 'coding'")
     rng = np.random.default_rng(rl.seed * 7919 + j)
@@ -55,16 +57,26 @@ def make_task(rl, j: int):
 
 
 @functools.cache
+def _pool_positions(seed: int, pool_size: int) -> dict[int, int]:
+    """Task index -> its place in the training order (rl/batch_source.py's pool_order)."""
+    from rl.batch_source import pool_order
+
+    rl = ml_collections.ConfigDict(dict(seed=seed, pool_size=pool_size))
+    return {j: p for p, j in enumerate(pool_order(rl))}
+
+
+@functools.cache
 def coding_pool(
     seed: int, n: int, difficulties: tuple[int, ...], templates: tuple[str, ...] = ()
 ) -> list:
     """The RL pool: n procedural tasks from `templates` (default: every training template; the
-    held-out families are the agentic eval's, and naming one is an error), seeded; the eval draws
+    held-out families are the agentic eval's, and naming one is an error; the long-context
+    families, e.g. long_lookup for self-summarization, only when named), seeded; the eval draws
     from its own seed stream (EVAL_SEED_BASE)."""
     from rl.envs import generate_tasks
-    from rl.envs.taskgen import training_templates
+    from rl.envs.taskgen import LONG_CONTEXT_TEMPLATES, training_templates
 
-    allowed = training_templates()
+    allowed = training_templates() + tuple(LONG_CONTEXT_TEMPLATES)
     bad = [t for t in templates if t not in allowed]
     if bad:
         raise ValueError(
@@ -72,7 +84,7 @@ def coding_pool(
             f"(choose from {', '.join(allowed)})"
         )
     return generate_tasks(
-        n, seed=seed, difficulties=difficulties, templates=tuple(templates) or allowed
+        n, seed=seed, difficulties=difficulties, templates=tuple(templates) or training_templates()
     )
 
 

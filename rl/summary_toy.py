@@ -18,6 +18,17 @@ learn in 240 steps at lr 3e-3 (bench/RESULTS.md): every segment collapsed onto o
 which scores 1 / facts and leaves GRPO no signal (all-fail and all-pass groups). The policy is
 free to keep the fact in any code (the answer only has to decode it): bench/bench_rl_summary.py
 measures both the literal id and whether the fact is decodable from the summary.
+
+That layout learned in 1 run of 4. Two causes, measured (bench/RESULTS.md): (1) a group is one
+fact's chains, so an answer that ignores the summary is pushed toward the facts of its batch, and
+4 groups with independently drawn facts are rarely balanced: the answer chased each batch's
+majority fact onto one constant (per-step reward swinging 0.03-0.67), where all of a group's
+chains tie; hence balanced pools (`balanced_fact`: each batch of 4 groups holds every fact once).
+(2) Balanced alone, sender and receiver still turned deterministic within ~50 steps with 2 of
+the 4 facts carried (reward 0.5, every group tied: zero advantage, no gradient, for good); a small
+k2 KL to the initial policy (rl.kl_beta=0.02; 0.1 stops learning) keeps enough exploration.
+With 16 chains a group and the lr decayed (cosine to 0.1x: at a constant lr, runs lost facts they
+had learned) the bench's recipe learns in every seed tried (bench/bench_rl_summary.py).
 """
 
 from __future__ import annotations
@@ -46,9 +57,23 @@ class FactTask:
     fact: int
 
 
-def make_fact_task(seed: int, j: int, facts: int) -> FactTask:
+def make_fact_task(seed: int, j: int, facts: int, position: int | None = None) -> FactTask:
+    """Task j of the pool. `position` (its place in the pool's training order): the fact is
+    balanced_fact's; None: drawn independently per task (the first recipe's, bench/RESULTS.md)."""
+    if position is not None:
+        return FactTask(f"{j:06d}", balanced_fact(seed, position, facts))
     rng = np.random.default_rng(seed * 7919 + j)
     return FactTask(f"{j:06d}", int(rng.integers(facts)))
+
+
+def balanced_fact(seed: int, position: int, facts: int) -> int:
+    """Each block of `facts` consecutive pool positions holds every fact once (seeded order in the
+    block), so a batch of k x facts groups is balanced. Why: a group is one fact's chains, so an
+    answer that ignores the summary is pushed toward the facts its batch holds; with facts drawn
+    independently, 4 groups a batch are often 2-3 of one fact, and that noise drove the answer
+    onto one constant, where every group's chains tie (zero advantage) and learning stops."""
+    block = np.random.default_rng([seed, position // facts]).permutation(facts)
+    return int(block[position % facts])
 
 
 def first_prompt(task: FactTask, facts: int) -> list[int]:

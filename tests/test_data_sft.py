@@ -21,35 +21,40 @@ from train.batches import data_config
 
 TOK = ByteTokenizer()
 TRACES = os.path.join(data.TRACES_DIR, "coding_traces.jsonl")
+SUMMARY_TRACES = os.path.join(data.TRACES_DIR, "summary_traces.jsonl")
 
 
-def load_traces():
-    with open(TRACES) as f:
+def load_traces(path=TRACES):
+    with open(path) as f:
         return [json.loads(line) for line in f]
 
 
-def expected_by_ids():
+def expected_by_ids(path=TRACES):
     """ids of each rendered trace -> its target weights (assistant mask shifted by one)."""
     out = {}
-    for trace in load_traces():
+    for trace in load_traces(path):
         ids, mask = render_messages(TOK, trace["messages"])
         out[tuple(ids)] = np.asarray(mask[1:], np.float32)
     return out
 
 
-def test_packed_loss_mask_is_exactly_the_assistant_tokens():
-    # configs/sft.py's data spec; rows of 4096 byte tokens hold every trace (1.1k-3.8k) whole.
-    cfg = dataclasses.replace(
+def _sft_data(seq_len: int, batch_size: int):
+    """configs/sft.py's data spec (both trace files at their weights), one process, no hold-out."""
+    return dataclasses.replace(
         data_config(sft.get_config()),
-        seq_len=4096,
-        global_batch_size=2,
+        seq_len=seq_len,
+        global_batch_size=batch_size,
         held_out_fraction=0.0,
         strict=True,
         process_index=0,
         process_count=1,
     )
-    expected = expected_by_ids()
-    it = train_iterator(cfg)
+
+
+def test_packed_loss_mask_is_exactly_the_assistant_tokens():
+    # rows of 4096 byte tokens hold every trace (coding 1.1k-3.8k, summary segments 1.4k-2.7k) whole
+    expected = {**expected_by_ids(TRACES), **expected_by_ids(SUMMARY_TRACES)}
+    it = train_iterator(_sft_data(4096, 2))
     checked = 0
     for _ in range(10):
         for piece in iter_pieces(next(it)):
@@ -57,6 +62,50 @@ def test_packed_loss_mask_is_exactly_the_assistant_tokens():
             np.testing.assert_array_equal(piece["weights"], expected[tuple(piece["ids"])])
             checked += 1
     assert checked >= 10
+
+
+def _row_source(row_ids: np.ndarray, haystacks: dict) -> list[str]:
+    """The trace files whose rendered documents contain the row's first piece (as int32 bytes)."""
+    key = row_ids.astype(np.int32).tobytes()
+    return [name for name, hay in haystacks.items() if key in hay]
+
+
+def test_sft_mix_holds_summary_traces_at_their_weight_with_summaries_trained():
+    """configs/sft.py's default mix at its own row length: summary_traces.jsonl at
+    sft.SUMMARY_WEIGHT of the rows (grain's interleave is deterministic), and a row of a chain's
+    non-final segment trains its summary turn while the next segment's copy of it stays untrained."""
+    weights = {s["name"]: s["weight"] for s in sft.get_config().data.sources}
+    assert weights == {"traces": 1 - sft.SUMMARY_WEIGHT, "summary_traces": sft.SUMMARY_WEIGHT}
+    haystacks = {}
+    for name, path in (("traces", TRACES), ("summary_traces", SUMMARY_TRACES)):
+        docs = [render_messages(TOK, t["messages"])[0] for t in load_traces(path)]
+        haystacks[name] = b"".join(np.asarray([-1, *d], np.int32).tobytes() for d in docs)
+    cfg = _sft_data(sft.get_config().train.seq_len, 8)
+    it = train_iterator(cfg)
+    sources = []
+    for _ in range(5):
+        b = next(it)
+        for r in range(len(b["tokens"])):
+            first = b["tokens"][r][b["segment_ids"][r] == 1]
+            (source,) = _row_source(first, haystacks)
+            sources.append(source)
+    assert sources.count("summary_traces") == sft.SUMMARY_WEIGHT * len(sources)  # 10 of 40 rows
+    # whole rows (4096): a summary turn <|summary|> .. <|/summary|><|end|> is trained where a
+    # segment ends with it, and untrained where the next segment's rebuilt context holds it
+    open_, close, header = (TOK.special_id(n) for n in ("summary", "/summary", "assistant"))
+    trained = untrained = 0
+    it = train_iterator(dataclasses.replace(cfg, seq_len=4096, global_batch_size=2))
+    for _ in range(16):
+        for piece in iter_pieces(next(it)):
+            targets, w = np.asarray(piece["ids"][1:]), piece["weights"]
+            for a in np.flatnonzero(targets == open_):
+                assert targets[a - 1] == header  # an assistant turn, never text in a prompt
+                b = a + int(np.flatnonzero(targets[a:] == close)[0])
+                span = w[a : b + 2]  # through <|/summary|><|end|>
+                assert span.min() == span.max()  # a summary turn is trained whole or not at all
+                trained += int(span[0] == 1)
+                untrained += int(span[0] == 0)
+    assert trained >= 2 and untrained >= 2
 
 
 def test_loss_mask_survives_splitting_a_chat_across_rows(tmp_path):

@@ -7,12 +7,16 @@ reward from the sandbox's grade to TensorBoard: each record's reward is rl.rewar
 of its hidden-test counts and episode counts (each part checked by hand), and the trainer's event
 file holds those records' means as reward/mean and reward/<part>. The sampler swaps weights
 inside an episode (a store whose version 1 appears mid-episode); the pool holds training templates
-only, seeded; and the loop refuses to start (before loading a model) without isolation.
+only, seeded (long_lookup only by name); the loop refuses to start (before loading a model)
+without isolation; and with rl.coding.summary a chain's segments are trained with one per-chain
+advantage.
 """
 
 import glob
+import itertools
 import json
 import os
+import random
 
 import ml_collections
 import numpy as np
@@ -20,9 +24,10 @@ import pytest
 
 from configs import rl as rl_config
 from eval.metrics import episode_metrics
-from rl import loop, sampler_process
+from rl import coding_sampler, loop, sampler_process
 from rl.envs import Sandbox, SandboxUnavailable, backend
-from rl.envs.taskgen import HELD_OUT_TEMPLATES, training_templates
+from rl.envs.scripted import SummarizingPolicy, TracePolicy
+from rl.envs.taskgen import HELD_OUT_TEMPLATES, LONG_CONTEXT_TEMPLATES, training_templates
 from rl.envs.tasks import grade_in
 from rl.rewards import LengthTerm, RewardConfig, episode_reward
 from rl.store import RolloutStore
@@ -144,6 +149,63 @@ def test_coding_tasks_in_the_async_loop(tmp_path):
             assert step[tag] == pytest.approx(value, abs=1e-12), tag  # the logged history
 
 
+def _oracle_then_model(tok):
+    """play_episodes' `scripted`: the first episode of each pair is the summarizing oracle
+    (teacher-forced: it solves the task through a summary), the second is the model sampling
+    (an untrained model never writes a well-formed summary, so only forcing makes a chain)."""
+    calls = itertools.count()
+
+    def scripted(task):
+        if next(calls) % 2 == 0:
+            return SummarizingPolicy(tok, TracePolicy(tok, task, random.Random(0)), task)
+        return lambda context: []  # [] = the model samples this turn
+
+    return scripted
+
+
+def test_coding_rl_with_summaries_trains_chains_of_segments(tmp_path, monkeypatch):
+    """rl.coding.summary on: the loop main.py --mode=rl runs (loop.train) with each group's first
+    episode teacher-forced by the summarizing oracle. Its chain's two segments go through the
+    rollout store, collate and the loss: step 1 reproduces the sampler's log-probs on every
+    segment (ratio 1, the second decoded after the engine's rewind), the loss masks all
+    segments' policy tokens, and the advantages it trains are per chain, not per segment."""
+    _sandbox_or_skip()
+    from data.tokenizers import ByteTokenizer
+
+    c = _config()
+    # boundary d1: the prompt (~860 tokens with the summary line) + one read pass 1,000 tokens;
+    # the oracle's forced turns fit 1,792 in both segments
+    c.rl.update(max_tokens=1792, segments_per_chain=2, pool_size=1)
+    c.rl.coding.update(templates=("boundary",), difficulties=(1,), max_turns=8)
+    c.rl.coding.summary.update(trigger_tokens=1000, max_segments=2)
+    play = coding_sampler.play_episodes
+    scripted = _oracle_then_model(ByteTokenizer())
+    monkeypatch.setattr(
+        coding_sampler, "play_episodes", lambda *a, **k: play(*a, scripted=scripted, **k)
+    )
+    out = loop.train(c, str(tmp_path))
+    (step,) = out["history"]
+    (entry,) = [json.loads(line) for line in open(tmp_path / "journal.jsonl")]
+    recs = RolloutStore(str(tmp_path / "rollouts")).get(entry["groups"][0])
+    oracle = [r for r in recs if r["chain"] == 0]
+    assert [(r["segment"], r["segments"]) for r in oracle] == [(0, 2), (1, 2)]
+    assert all(r["done_reason"] == "submit" and r["reward"] == 1.0 for r in oracle)
+    model = [r for r in recs if r["chain"] == 1]
+    assert model and model[0]["reward"] < 1.0  # the untouched boundary repo passes 2 of 3
+    assert step["policy_tokens"] == sum(int(r["mask"].sum()) for r in recs)
+    assert abs(step["ratio_mean"] - 1.0) < 1e-3, step["ratio_mean"]
+    # per chain: the group mean is over the 2 chains, so +-(1 - r)/2; per segment it would be
+    # (1 - r)/3 and -2(1 - r)/3
+    gap = (1.0 - model[0]["reward"]) / 2
+    tokens = [int(r["mask"][1:].sum()) for r in recs]
+    expected = sum(n * gap for n in tokens) / sum(tokens)
+    assert step["adv_abs_mean"] == pytest.approx(expected, rel=1e-5)
+    assert step["adv_mean"] == pytest.approx(
+        sum(n * gap * (1 if r["chain"] == 0 else -1) for n, r in zip(tokens, recs)) / sum(tokens),
+        rel=1e-5,
+    )
+
+
 class _SwapsOnSecondPoll:
     """A weight store whose version 1 appears after the sampler's first poll (mid-episode)."""
 
@@ -190,6 +252,12 @@ def test_coding_pool_uses_training_templates_only():
     assert [t.meta["template"] for t in one] == ["boundary", "rename"] * 3
     with pytest.raises(ValueError, match="regression_test not a training template"):
         sampler_process.coding_pool(0, 2, (1,), ("regression_test",))  # held out for eval: refused
+    # the long-context family (self-summarization) is never in a default pool, only when named
+    assert not families & set(LONG_CONTEXT_TEMPLATES)
+    c = _config()
+    c.rl.coding.update(templates=("long_lookup",), difficulties=(2,))
+    long = [sampler_process.make_task(c.rl, j) for j in range(c.rl.pool_size)]
+    assert [(t.meta["template"], t.difficulty) for t in long] == [("long_lookup", 2)] * 2
 
 
 def test_coding_loop_refuses_to_start_without_isolation(tmp_path, monkeypatch):

@@ -14,9 +14,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from configs import eval as eval_config
 from data.chat import render_messages, tool_call_text
 from data.tokenizers import ByteTokenizer
-from eval import agentic
+from eval import run
 from eval.metrics import passes
 from model import Transformer, init_params, presets
 from model.engine import RolloutEngine
@@ -201,17 +202,17 @@ def test_chain_reward_is_shared_and_advantages_are_per_chain(chain, tmp_path):
         rb.chain_advantages([dict(back[0]), dict(back[1], reward=back[0]["reward"] + 1)])
 
 
-def test_agentic_suite_reports_pass_rate_with_and_without_summaries():
-    """The reading oracle on long_lookup at one context budget: every task solved with
-    summaries, none without; per family summaries and segments per episode."""
-    tasks = agentic.build_tasks(2, seed=0, templates=("long_lookup",), difficulties=(2,))
-
-    def make_policy(summary):
-        kw = dict(max_tokens=BUDGET, max_turns=20)
-        kw = dict(kw, summary=summary) if summary is not None else kw
-        return agentic.ScriptedPolicy(TOK, tasks, lambda i, s: True, reads=True, **kw)
-
-    metrics, items = agentic.compare_summaries(make_policy, SUMMARY, tasks, 1, ks=(1,))
+def test_agentic_eval_selects_long_lookup_and_reports_with_and_without_summaries():
+    """--mode=eval's agentic suite (eval.run.agentic_suite) configured with eval.agentic.templates
+    = long_lookup and a summary trigger: the reading oracle at one context budget solves every task
+    with summaries and none without; per family summaries and segments per episode."""
+    c = eval_config.get_config()
+    c.eval.agentic.update(policy="reader", templates="long_lookup", difficulties="2", n_tasks=2)
+    c.eval.agentic.update(ks="1", max_tokens=BUDGET, max_turns=20, verify=False)
+    c.eval.agentic.summary.update(trigger_tokens=TRIGGER, max_segments=SUMMARY.max_segments)
+    report = run.agentic_suite("oracle", None, None, c, TOK)
+    metrics, items = report["metrics"], report["items"]
+    assert [i["family"] for i in items] == ["long_lookup"] * 2
     assert metrics["long_lookup/pass_rate_with_summary"] == 1.0
     assert metrics["long_lookup/pass_rate_without_summary"] == 0.0
     assert metrics["pass_rate_with_summary"] == metrics["pass_rate"] == 1.0
@@ -296,6 +297,33 @@ def test_summary_toy_chains_carry_only_the_summary_across():
         c2 = rl_config.get_config()
         c2.rl.task = "summary_toy"
         loop.resolve(c2)
+    # the bench's synchronous loop cannot skip tied groups: nothing would replace them
+    with pytest.raises(Exception, match="rl.synchronous with rl.dynamic_sampling"):
+        c3 = rl_config.get_config()
+        c3.rl.update(synchronous=True, dynamic_sampling=True)
+        loop.resolve(c3)
+
+
+def test_summary_toy_batches_hold_every_fact_once():
+    """rl.summary_toy.balanced (the default): in the training order every batch of
+    groups_per_batch = facts groups holds each fact once, so an answer that ignores the summary
+    gains nothing from a batch's mix; balanced=False draws facts per task (the first recipe)."""
+    from configs import rl as rl_config
+    from rl import sampler_process
+    from rl.batch_source import pool_order
+
+    c = rl_config.get_config()
+    c.rl.update(task="summary_toy", pool_size=64, seed=3)
+    facts, per_batch = c.rl.summary_toy.facts, c.rl.groups_per_batch
+    assert per_batch == facts
+    order = [sampler_process.make_task(c.rl, j).fact for j in pool_order(c.rl)]
+    batches = [sorted(order[i : i + per_batch]) for i in range(0, len(order), per_batch)]
+    assert batches == [list(range(facts))] * (len(order) // per_batch)
+    assert len({tuple(order[i : i + per_batch]) for i in range(0, 64, per_batch)}) > 1  # shuffled
+    c.rl.summary_toy.balanced = False
+    drawn = [sampler_process.make_task(c.rl, j).fact for j in pool_order(c.rl)]
+    unbalanced = [sorted(drawn[i : i + per_batch]) != list(range(facts)) for i in range(0, 64, 4)]
+    assert sum(unbalanced) > len(unbalanced) / 2  # independent draws: most batches are skewed
 
 
 def test_summaries_with_a_speculative_engine_are_a_config_error():
