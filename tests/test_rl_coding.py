@@ -189,14 +189,16 @@ def test_coding_rl_with_summaries_trains_chains_of_segments(tmp_path, monkeypatc
     recs = RolloutStore(str(tmp_path / "rollouts")).get(entry["groups"][0])
     oracle = [r for r in recs if r["chain"] == 0]
     assert [(r["segment"], r["segments"]) for r in oracle] == [(0, 2), (1, 2)]
-    assert all(r["done_reason"] == "submit" and r["reward"] == 1.0 for r in oracle)
+    assert all(r["done_reason"] == "submit" and r["reward_terms"]["outcome"] == 1.0 for r in oracle)
+    assert oracle[0]["reward"] == oracle[1]["reward"]  # the chain's reward on every segment
     model = [r for r in recs if r["chain"] == 1]
-    assert model and model[0]["reward"] < 1.0  # the untouched boundary repo passes 2 of 3
+    # the untouched boundary repo passes 2 of 3
+    assert model and model[0]["reward_terms"]["outcome"] < 1.0
     assert step["policy_tokens"] == sum(int(r["mask"].sum()) for r in recs)
     assert abs(step["ratio_mean"] - 1.0) < 1e-3, step["ratio_mean"]
-    # per chain: the group mean is over the 2 chains, so +-(1 - r)/2; per segment it would be
-    # (1 - r)/3 and -2(1 - r)/3
-    gap = (1.0 - model[0]["reward"]) / 2
+    # per chain: the group mean is over the 2 chains, so +-(r0 - r1)/2; per segment it would be
+    # (r0 - r1)/3 and -2(r0 - r1)/3
+    gap = (oracle[0]["reward"] - model[0]["reward"]) / 2
     tokens = [int(r["mask"][1:].sum()) for r in recs]
     expected = sum(n * gap for n in tokens) / sum(tokens)
     assert step["adv_abs_mean"] == pytest.approx(expected, rel=1e-5)
