@@ -4,15 +4,12 @@
 
 import dataclasses
 
-import jax
 import pytest
 
 from data.tokenizers import ByteTokenizer
 from eval import agentic, plot
 from eval.metrics import episode_metrics
 from eval.report import make_report
-from model import presets
-from model.params import init_params
 
 TEMPLATES = ("off_by_one", "boundary", "add_function")
 
@@ -69,12 +66,10 @@ def test_best_of_k_monotone_on_random_outcomes():
     assert values[0] == pytest.approx(sum(e.solved for e in eps) / len(eps))
 
 
-def test_tiny_model_policy_is_reproducible(tasks):
+def test_tiny_model_policy_is_reproducible(tasks, tiny_model, byte_tok):
     """The model on the rollout driver: the same seed gives the same report; counts stay within
     the per-turn budget."""
-    tok = ByteTokenizer()
-    cfg = presets.get("tiny")
-    params = init_params(cfg, jax.random.PRNGKey(0))
+    tok, (cfg, params) = byte_tok, tiny_model
     kw = dict(max_turn_tokens=8, temperature=1.0, seed=3, max_turns=2, system_prompt=None)
 
     def report(seed):
@@ -94,7 +89,7 @@ def test_tiny_model_policy_is_reproducible(tasks):
         agentic.ModelPolicy(cfg, params, tok, **kw).play([(tasks[0], 1)])
 
 
-def test_agentic_report_is_byte_identical_when_episodes_run_tests(tasks):
+def test_agentic_report_is_byte_identical_when_episodes_run_tests(tasks, tiny_model, byte_tok):
     """Every episode opens with a scripted run_tests call (pytest prints its wall time), then the
     tiny model samples the next turns conditioned on that observation: two runs with the same seed
     see the same observations (durations masked by rl.envs.tools) and write the same report."""
@@ -102,9 +97,7 @@ def test_agentic_report_is_byte_identical_when_episodes_run_tests(tasks):
 
     from data.chat import tool_call_text
 
-    tok = ByteTokenizer()
-    cfg = presets.get("tiny")
-    params = init_params(cfg, jax.random.PRNGKey(0))
+    tok, (cfg, params) = byte_tok, tiny_model
     opening = tok.encode(tool_call_text("run_tests", {}), allow_special=True)
     opening.append(tok.special_id("end"))
 

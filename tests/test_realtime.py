@@ -21,7 +21,7 @@ import pytest
 from configs import realtime as realtime_config
 from data.tokenizers import ByteTokenizer
 from eval.promotion import gate_check, no_regression, parse_gates, suite_metrics
-from model import Transformer, init_params, presets
+from model import Transformer
 from model.export import load_params, save_params
 from rl import feedback as fbk
 from rl.realtime import run_cycle
@@ -97,10 +97,10 @@ def served_version(server, want: int, timeout_s: float = 60) -> int:
     return server.loop.version
 
 
-def test_cycle_promotes_what_users_favour_and_refuses_a_regression(tmp_path):
-    cfg = presets.get("tiny")
+def test_cycle_promotes_what_users_favour_and_refuses_a_regression(tmp_path, tiny_model):
+    cfg, params = tiny_model
     base_dir, work = str(tmp_path / "base"), str(tmp_path / "work")
-    save_params(base_dir, cfg, jax.device_get(init_params(cfg, jax.random.PRNGKey(0))))
+    save_params(base_dir, cfg, jax.device_get(params))
     cfg, params0 = load_params(base_dir)
     block = ml_collections.ConfigDict(
         dict(

@@ -157,14 +157,13 @@ def test_kl_gradient_matches_analytic_and_plain_k1_has_zero_expected_gradient():
     np.testing.assert_allclose(np.asarray(jax.grad(k1_expected)(theta)), 0.0, atol=1e-6)
 
 
-def test_router_replay_reproduces_sampler_logprobs_on_tiny():
+def test_router_replay_reproduces_sampler_logprobs_on_tiny(tiny_model):
     """Real tiny model: generate at temperature 0.7, collate the records, and the loss's forward
     with replayed experts gives the sampler's logprobs (float32, 1e-4) -> ratio 1."""
-    from model import generate, init_params, presets
+    from model import generate
     from rl.samplers import records_from_generate
 
-    cfg = presets.get("tiny")
-    params = init_params(cfg, jax.random.PRNGKey(0))
+    cfg, params = tiny_model
     out = generate(cfg, params, [[1, 2, 3], [4, 5]], 6, temperature=0.7, seed=1)
     recs = records_from_generate(out, [[1, 2, 3], [4, 5]], ["g0", "g0"], rewards=[1.0, 0.0])
     k = cfg.num_experts_per_tok

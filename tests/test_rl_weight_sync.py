@@ -130,12 +130,9 @@ def test_killed_writer_never_yields_a_mixed_version(tmp_path):
     assert seen == 9
 
 
-def test_microbatched_rl_step_equals_the_whole_batch():
+def test_microbatched_rl_step_equals_the_whole_batch(tiny_model):
     """train.microbatches=2 (memory for big coding batches) makes the same update as one batch."""
-    from model import init_params, presets
-
-    cfg = presets.get("tiny")
-    params = init_params(cfg, jax.random.PRNGKey(0))
+    cfg, params = tiny_model
     rng = np.random.default_rng(1)
     recs = _records(rng, cfg)
     for i, r in enumerate(recs):  # unequal lengths: a wrong per-microbatch weighting would show
