@@ -100,6 +100,7 @@ from model.decode import forward_cached_layers, init_layer_caches, split_layer_s
 from model.params import param_logical_specs
 from model.sampling import (
     SamplingParams,
+    check,
     filtered_logprobs,
     sample,
     speculative_accept,
@@ -129,6 +130,9 @@ class SlotState:
     nforced: jnp.ndarray  # [B] int32 this turn's first nforced tokens are read from `tokens`
     stops: jnp.ndarray  # [B,St] int32 (-1 padded)
     stopped: jnp.ndarray  # [B] bool: last turn ended on a stop token
+    temp: jnp.ndarray  # [B] float32 this turn's sampling temperature (0 = greedy)
+    top_k: jnp.ndarray  # [B] int32 this turn's top-k (<= 0 = off)
+    top_p: jnp.ndarray  # [B] float32 this turn's top-p (>= 1 = off)
     tokens: jnp.ndarray  # [B,S] int32 every token at its absolute position
     logprobs: jnp.ndarray  # [B,S] float32 sampler log-prob of emitted tokens (0 elsewhere)
     versions: jnp.ndarray  # [B,S] int32 params version of emitted tokens (-1 elsewhere)
@@ -164,6 +168,9 @@ def init_state(cfg: ModelConfig, spec: Spec, key) -> SlotState:
         nforced=zi,
         stops=jnp.full((b, spec.stop_width), -1, jnp.int32),
         stopped=jnp.zeros((b,), bool),
+        temp=jnp.zeros((b,), jnp.float32),
+        top_k=zi,
+        top_p=jnp.ones((b,), jnp.float32),
         tokens=jnp.zeros((b, s), jnp.int32),
         logprobs=jnp.zeros((b, s), jnp.float32),
         versions=jnp.full((b, s), -1, jnp.int32),
@@ -257,9 +264,10 @@ def prefill(
 ):
     """Writes seq [R,T] (n_seq [R] valid) at positions start.. into the rows' buffers, feeds the first
     n_feed [R] of them to the model, and arms the rows for decoding: pending = seq[n_feed].
-    turn = (max_new [R], nforced [R], stops [R,St]); kv_len (static) >= max(start + n_seq): the
-    cache window the forward reads and writes (forward_rows)."""
-    max_new, nforced, stops = turn
+    turn = (max_new [R], nforced [R], stops [R,St], temperature [R], top_k [R], top_p [R]): the
+    turn's budget, forcing, stops and sampling settings; kv_len (static) >= max(start + n_seq):
+    the cache window the forward reads and writes (forward_rows)."""
+    max_new, nforced, stops, temp, top_k, top_p = turn
     r, t = seq.shape
     j = jnp.arange(t)[None]  # [1,T]
     pos = start[:, None] + j  # [R,T]
@@ -295,13 +303,23 @@ def prefill(
         nforced=arm(st.nforced, nforced),
         stops=arm(st.stops, stops),
         stopped=arm(st.stopped, False),
+        temp=arm(st.temp, temp),
+        top_k=arm(st.top_k, top_k),
+        top_p=arm(st.top_p, top_p),
     )
 
 
-def _decode_step(cfg, spec: Spec, params, version, sp: SamplingParams, st: SlotState):
-    """Feeds every active slot's pending token, samples (or reads the forced) next token, records."""
+def slot_sampling(st: SlotState, valid) -> SamplingParams:
+    """Each slot's own sampling settings ([B]; valid, the tokenizer's vocab, is the engine's)."""
+    return SamplingParams(st.temp, st.top_k, st.top_p, valid)
+
+
+def _decode_step(cfg, spec: Spec, params, version, valid, st: SlotState):
+    """Feeds every active slot's pending token, samples (or reads the forced) next token with the
+    slot's own settings, records."""
     b, s = spec.slots, spec.cache_len
     rows = jnp.arange(b)
+    sp = slot_sampling(st, valid)
     res = forward_cached_layers(
         cfg, params, st.tok[:, None], jnp.where(st.active, st.pos, -1)[:, None], st.cache
     )
@@ -369,14 +387,17 @@ def _draft(cfg, spec: Spec, params, sp: SamplingParams, st: SlotState, key, forc
     return jnp.stack(drafts, 1), jnp.stack(lps, 1), mtp_cache
 
 
-def _verify_step(cfg, spec: Spec, params, version, sp: SamplingParams, st: SlotState):
+def _verify_step(cfg, spec: Spec, params, version, valid, st: SlotState):
     """Speculative decode step for every active slot: K MTP drafts, one main-model forward over
     [pending, drafts] at positions pos..pos+K, the speculative rule (model/sampling.py) accepts a
     prefix of the drafts and emits one more token. Each emitted token is recorded as _decode_step
     records it: its main-model (filtered) log-prob, the experts of the forward that consumed it,
     the version. Stops and the turn budget cut the emitted run; the main cache rows past the new
-    pending position hold rejected or cut tokens and are overwritten before being attended to."""
+    pending position hold rejected or cut tokens and are overwritten before being attended to.
+    Per-slot settings: each slot's drafts, target and rule use its own (filtered) distributions,
+    greedy or sampled, so the output is exact slot by slot."""
     b, s, kk = spec.slots, spec.cache_len, spec.draft
+    sp = slot_sampling(st, valid)
     rows = jnp.arange(b)
     i = jnp.arange(kk + 1)[None]  # [1,K+1]
     key, k_draft, k_accept = jax.random.split(st.key, 3)
@@ -437,19 +458,52 @@ def _verify_step(cfg, spec: Spec, params, version, sp: SamplingParams, st: SlotS
 
 
 def decode(
-    cfg, spec: Spec, kv_len: int, params, version, sp: SamplingParams, st: SlotState, max_iterations
+    cfg, spec: Spec, kv_len: int, params, version, valid, st: SlotState, rows, max_iterations
 ):
-    """Decode steps (verify steps when Spec.draft > 0) until some slot ends its turn, none is
-    active, or max_iterations.
+    """Decode steps (verify steps when Spec.draft > 0) over the slots `rows` until one of them ends
+    its turn, none is active, or max_iterations. Every slot samples with its own settings
+    (SlotState.temp/top_k/top_p, set by prefill); valid: the engine's valid vocab.
+
+    rows [R] int32 (static R): R = B decodes every slot in place; R < B gathers those slots (the
+    running ones, padded with B = an inactive row whose writes are dropped) into an R-slot state,
+    decodes it and scatters it back, so a step costs R rows of the forward and of the cache, not
+    B: one live request of 32 slots no longer pays for 32 (bench/RESULTS.md, "Serving").
 
     kv_len (static) > every position fed in this call that is kept: the loop carries only the cache
-    window [0, kv_len) and writes it back once at the end (kv_len = S: the cache itself, no copy;
-    draft positions past the window are dropped writes, never emitted). A decode step reads the
-    whole cache it is given (memory-bound: for bench_rl_coding's model ~2 ms per 1000 positions of
-    8 slots), so a window sized to short contexts keeps their turns cheap."""
+    window [0, kv_len) and writes it back once at the end (kv_len = S with R = B: the cache itself,
+    no copy; draft positions past the window are dropped writes, never emitted). A decode step
+    reads the whole cache it is given (memory-bound: for bench_rl_coding's model ~2 ms per 1000
+    positions of 8 slots), so a window sized to short contexts keeps their turns cheap."""
+    r = rows.shape[0]
+    if r < spec.slots:
+        sub = _gather_slots(st, rows, kv_len)
+        sub = sub.replace(active=sub.active & (rows < spec.slots))
+        sub_spec = dataclasses.replace(spec, slots=r)
+        done = _decode_loop(cfg, sub_spec, params, version, valid, sub, max_iterations)
+        return _scatter_slots(st, rows, done)
     caches = {"main": st.cache, "mtp": st.mtp_cache}
-    whole = kv_len >= spec.cache_len  # no window: the loop carries the cache itself, no copies
-    window = caches if whole else jax.tree_util.tree_map(lambda x: x[:, :kv_len], caches)
+    if kv_len >= spec.cache_len:  # no window: the loop carries the cache itself, no copies
+        return _decode_loop(cfg, spec, params, version, valid, st, max_iterations)
+    window = jax.tree_util.tree_map(lambda x: x[:, :kv_len], caches)
+    st = _decode_loop(
+        cfg,
+        spec,
+        params,
+        version,
+        valid,
+        st.replace(cache=window["main"], mtp_cache=window["mtp"]),
+        max_iterations,
+    )
+    back = jax.tree_util.tree_map(
+        lambda f, w: jax.lax.dynamic_update_slice_in_dim(f, w, 0, axis=1),
+        caches,
+        {"main": st.cache, "mtp": st.mtp_cache},
+    )
+    return st.replace(cache=back["main"], mtp_cache=back["mtp"])
+
+
+def _decode_loop(cfg, spec: Spec, params, version, valid, st: SlotState, max_iterations):
+    """The while loop of decode over all of st's spec.slots slots."""
     step = _verify_step if spec.draft else _decode_step
 
     def cond(carry):
@@ -458,23 +512,52 @@ def decode(
 
     def body(carry):
         st, n, _ = carry
-        new = step(cfg, spec, params, version, sp, st)
+        new = step(cfg, spec, params, version, valid, st)
         return new, n + 1, jnp.any(st.active & ~new.active)
 
-    init = (
-        st.replace(cache=window["main"], mtp_cache=window["mtp"]),
-        jnp.int32(0),
-        jnp.bool_(False),
+    return jax.lax.while_loop(cond, body, (st, jnp.int32(0), jnp.bool_(False)))[0]
+
+
+# Slot-indexed leaves other than the caches (which are windowed): [B, ...] each.
+_CACHES, _GLOBAL = ("cache", "mtp_cache"), ("key", "stats")
+
+
+def _gather_slots(st: SlotState, rows, kv_len: int) -> SlotState:
+    """The R-slot state of slots `rows` [R] (a row >= B: padding, a clipped copy of the last slot),
+    caches windowed to [0, kv_len)."""
+    take = lambda x: jnp.take(x, rows, axis=0, mode="clip")
+    fields = {
+        f.name: take(getattr(st, f.name))
+        for f in dataclasses.fields(st)
+        if f.name not in _CACHES + _GLOBAL
+    }
+    return st.replace(
+        **fields,
+        cache=_take_rows(st.cache, rows, kv_len),
+        mtp_cache=_take_rows(st.mtp_cache, rows, kv_len),
     )
-    st = jax.lax.while_loop(cond, body, init)[0]
-    if whole:
-        return st
-    back = jax.tree_util.tree_map(
-        lambda f, w: jax.lax.dynamic_update_slice_in_dim(f, w, 0, axis=1),
-        caches,
-        {"main": st.cache, "mtp": st.mtp_cache},
+
+
+def _scatter_slots(st: SlotState, rows, sub: SlotState) -> SlotState:
+    """Writes _gather_slots' state back into st (padding rows dropped); key and stats are sub's."""
+    put = lambda full, part: full.at[rows].set(part, mode="drop")
+    fields = {
+        f.name: put(getattr(st, f.name), getattr(sub, f.name))
+        for f in dataclasses.fields(st)
+        if f.name not in _CACHES + _GLOBAL
+    }
+    return st.replace(
+        **fields,
+        cache=_put_rows(st.cache, rows, sub.cache),
+        mtp_cache=_put_rows(st.mtp_cache, rows, sub.mtp_cache),
+        key=sub.key,
+        stats=sub.stats,
     )
-    return st.replace(cache=back["main"], mtp_cache=back["mtp"])
+
+
+def _end_turns(st: SlotState, slots) -> SlotState:
+    """Stops slots [N] (>= B: none) now, as if their budget ran out (a server's stop string)."""
+    return st.replace(active=st.active.at[slots].set(False, mode="drop"))
 
 
 def _fetch_turn(st: SlotState, slot):
@@ -484,6 +567,7 @@ def _fetch_turn(st: SlotState, slot):
 _init_jit = jax.jit(init_state, static_argnums=(0, 1))
 _prefill_jit = jax.jit(prefill, static_argnums=(0, 1, 2), donate_argnums=(4,))
 _decode_jit = jax.jit(decode, static_argnums=(0, 1, 2), donate_argnums=(6,))
+_end_turns_jit = jax.jit(_end_turns, donate_argnums=(0,))
 _fetch_turn_jit = jax.jit(_fetch_turn)
 _fetch_experts_jit = jax.jit(lambda st, slot: st.experts[slot])
 
@@ -513,7 +597,7 @@ def state_logical_specs(st: SlotState) -> SlotState:
 
 @functools.lru_cache(maxsize=16)
 def _sharded_programs(cfg: ModelConfig, spec: Spec, mesh, rules):
-    """(init, prefill, decode) jitted with the slot state's shardings as out_shardings: the state
+    """(init, prefill, decode, end_turns) jitted with the slot state's shardings as out_shardings: the state
     is created sharded (never whole on one device), and a donated state comes back in the layout it
     went in (so its buffers are reused and the next call is not a new program). Params keep the
     shardings they are placed with (set_params). Cached per (cfg, spec, mesh, rules): engines alike
@@ -524,6 +608,7 @@ def _sharded_programs(cfg: ModelConfig, spec: Spec, mesh, rules):
         jax.jit(init_state, static_argnums=(0, 1), out_shardings=st_sh),
         jax.jit(prefill, static_argnums=(0, 1, 2), donate_argnums=(4,), out_shardings=st_sh),
         jax.jit(decode, static_argnums=(0, 1, 2), donate_argnums=(6,), out_shardings=st_sh),
+        jax.jit(_end_turns, donate_argnums=(0,), out_shardings=st_sh),
     )
 
 
@@ -563,6 +648,16 @@ class Turn:
     start: int  # absolute position of tokens[0] in the request's sequence
 
 
+@dataclasses.dataclass(frozen=True)
+class Sampling:
+    """One turn's sampling settings (model/sampling.py): temperature 0 = greedy, top_k <= 0 and
+    top_p = 1 = no filter. The recorded log-probs are those of the distribution these define."""
+
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+
+
 @dataclasses.dataclass
 class _Request:
     rid: object
@@ -570,6 +665,7 @@ class _Request:
     max_new: int
     stops: list[int]
     forced: list[int]
+    sampling: Sampling
     slot: int = -1
     length: int = 0  # tokens of the sequence known to the engine (incl. emitted)
     pending: int | None = None  # after rewind(): the pending token (else the device's)
@@ -578,7 +674,10 @@ class _Request:
 
 class RolloutEngine:
     """Slots + an open request queue. Not thread-safe: drive it from one thread (rl/rollout.py).
-    speculative_k: MTP draft tokens per verify step (0 = plain decoding; > 0 needs MTP modules)."""
+    speculative_k: MTP draft tokens per verify step (0 = plain decoding; > 0 needs MTP modules).
+    temperature / top_k / top_p: the default sampling settings; a turn may bring its own
+    (`submit(..., sampling=Sampling(...))`), and every slot samples with its own in the same
+    compiled programs (the settings are per-slot arrays, not static)."""
 
     def __init__(
         self,
@@ -619,7 +718,8 @@ class RolloutEngine:
         if valid_vocab > cfg.vocab_size:
             raise ValueError(f"valid_vocab={valid_vocab} exceeds the model vocab {cfg.vocab_size}")
         self.cfg, self.spec = cfg, Spec(slots, cache_len, stop_width, speculative_k)
-        self.sampling = SamplingParams.make(temperature, top_k, top_p, valid_vocab)
+        SamplingParams.make(temperature, top_k, top_p, valid_vocab)  # checks them
+        self.sampling = Sampling(float(temperature), int(top_k), float(top_p))
         self.valid = valid_vocab or cfg.vocab_size
         self._shard(mesh, rules)
         self.set_params(params, params_version)
@@ -627,7 +727,7 @@ class RolloutEngine:
         self.r_buckets = _buckets(1, slots)
         self.kv_buckets = _kv_buckets(self.t_buckets)
         n_r, n_t, n_kv = len(self.r_buckets), len(self.t_buckets), len(self.kv_buckets)
-        self.max_programs = 3 + n_kv + n_r * n_t * n_kv
+        self.max_programs = 4 + n_r * n_kv + n_r * n_t * n_kv
         self.programs: set[tuple] = {("init",)}
         with self._context():
             self.state = self._init(cfg, self.spec, jax.random.PRNGKey(seed))
@@ -651,6 +751,7 @@ class RolloutEngine:
         """Shardings and programs for `mesh` (None: the unsharded module-level programs)."""
         self.mesh, self.rules = mesh, sh.normalize_rules(rules or sh.DEFAULT_RULES)
         self._init, self._prefill, self._decode = _init_jit, _prefill_jit, _decode_jit
+        self._end = _end_turns_jit
         if mesh is None:
             return
         sh.check_model_mesh(self.cfg, mesh)
@@ -664,7 +765,7 @@ class RolloutEngine:
         specs = split_layer_specs(self.cfg, param_logical_specs(self.cfg))
         self._param_shardings = sh.logical_shardings(specs, mesh, self.rules)
         programs = _sharded_programs(self.cfg, self.spec, mesh, self.rules)
-        self._init, self._prefill, self._decode = programs
+        self._init, self._prefill, self._decode, self._end = programs
 
     def _context(self):
         """The mesh and logical rules every program of a sharded engine is traced under."""
@@ -674,26 +775,32 @@ class RolloutEngine:
 
     # -- requests
 
-    def submit(self, rid, prompt, *, max_new: int, stop_tokens=(), forced=None) -> None:
-        """Queues a new request; it starts when a slot is free (call step())."""
+    def submit(
+        self, rid, prompt, *, max_new: int, stop_tokens=(), forced=None, sampling=None
+    ) -> None:
+        """Queues a new request; it starts when a slot is free (call step()). sampling: this
+        turn's Sampling (None: the engine's defaults)."""
         if rid in self._requests:
             raise ValueError(f"request {rid!r} already exists")
         if len(prompt) == 0:
             raise ValueError(f"request {rid!r}: empty prompt")
-        req = _Request(rid, *self._turn_args(rid, prompt, max_new, stop_tokens, forced))
+        req = _Request(rid, *self._turn_args(rid, prompt, max_new, stop_tokens, forced, sampling))
         self._requests[rid] = req
         self._queue.append(req)
 
-    def extend(self, rid, tokens, *, max_new: int, stop_tokens=(), forced=None) -> None:
-        """Continues a paused request: appends `tokens` (an observation) and starts its next turn."""
+    def extend(
+        self, rid, tokens, *, max_new: int, stop_tokens=(), forced=None, sampling=None
+    ) -> None:
+        """Continues a paused request: appends `tokens` (an observation) and starts its next turn
+        (sampling: as in submit)."""
         req = self._requests.get(rid)
         if req is None or req.state != "paused":
             state = "unknown" if req is None else req.state
             raise ValueError(f"extend({rid!r}): request is {state}, not paused after a turn")
         if len(tokens) == 0:
             raise ValueError(f"extend({rid!r}): no tokens to append")
-        req.new, req.max_new, req.stops, req.forced = self._turn_args(
-            rid, tokens, max_new, stop_tokens, forced
+        req.new, req.max_new, req.stops, req.forced, req.sampling = self._turn_args(
+            rid, tokens, max_new, stop_tokens, forced, sampling
         )
         req.state = "prefill"
 
@@ -770,7 +877,7 @@ class RolloutEngine:
     def busy(self) -> bool:
         return any(r.state in ("queued", "prefill", "running") for r in self._requests.values())
 
-    def _turn_args(self, rid, new, max_new, stop_tokens, forced):
+    def _turn_args(self, rid, new, max_new, stop_tokens, forced, sampling):
         new, stops, forced = list(new), list(stop_tokens), list(forced or [])
         for what, ids in (("tokens", new), ("stop_tokens", stops), ("forced", forced)):
             bad = [t for t in ids if not 0 <= int(t) < self.cfg.vocab_size]
@@ -784,7 +891,12 @@ class RolloutEngine:
             )
         if max_new <= 0 or len(forced) > max_new:
             raise ValueError(f"request {rid!r}: max_new={max_new} must be > 0 and >= len(forced)")
-        return new, int(max_new), stops, forced
+        sampling = self.sampling if sampling is None else sampling
+        try:
+            check(sampling.temperature, sampling.top_k, sampling.top_p)
+        except ValueError as e:
+            raise ValueError(f"request {rid!r}: {e}") from None
+        return new, int(max_new), stops, forced, sampling
 
     # -- running
 
@@ -799,12 +911,8 @@ class RolloutEngine:
         if not running:
             return []
         t0 = time.perf_counter()
-        # Positions fed this call are < length - 1 + max_new (the turn's budget) for every slot.
-        # Copying a window in and out of the loop costs more than reading the whole cache unless
-        # the window is at most half of it (bench/RESULTS.md: 1.28x the time at 1536 of 2048).
-        kv = _bucket(max(r.length - 1 + r.max_new for r in running), self.kv_buckets)
-        kv = kv if 2 * kv <= self.spec.cache_len else self.spec.cache_len
-        self.programs.add(("decode", kv))
+        rows, kv = self._decode_shape(running)
+        self.programs.add(("decode", len(rows), kv))
         assert len(self.programs) <= self.max_programs, (self.programs, self.max_programs)
         with self._context():
             self.state = self._decode(
@@ -813,36 +921,69 @@ class RolloutEngine:
                 kv,
                 self.params,
                 self.version,
-                self.sampling,
+                jnp.int32(self.valid),
                 self.state,
+                jnp.asarray(rows),
                 jnp.int32(max_iterations),
             )
         active, ngen, stopped = jax.device_get(
             (self.state.active, self.state.ngen, self.state.stopped)
         )
         self.timing["decode_s"] += time.perf_counter() - t0
-        turns = []
-        for req in running:
-            if active[req.slot]:
-                continue
-            self.programs.add(("fetch_turn",))
-            with self._context():
-                turn = _fetch_turn_jit(self.state, jnp.int32(req.slot))
-            toks, lps, vers = jax.device_get(turn)
-            n, a = int(ngen[req.slot]), req.length
-            turns.append(
-                Turn(
-                    req.rid,
-                    [int(t) for t in toks[a : a + n]],
-                    lps[a : a + n],
-                    vers[a : a + n],
-                    "stop" if stopped[req.slot] else "length",
-                    a,
-                )
-            )
-            req.length += n
-            req.state = "paused"
-        return turns
+        return [
+            self._pause(req, int(ngen[req.slot]), bool(stopped[req.slot]))
+            for req in running
+            if not active[req.slot]
+        ]
+
+    def _decode_shape(self, running: list[_Request]) -> tuple[np.ndarray, int]:
+        """-> (rows [R], kv window) of a decode call over the running requests. R: the running
+        count rounded up to a row bucket (a power of two, or B); R < B decodes only those slots
+        (gathered, padded with B), so a step's cost follows the live requests, not the slots.
+        Positions fed this call are < length - 1 + max_new (the turn's budget) for every slot.
+        In place (R = B), copying a window in and out of the loop costs more than reading the
+        whole cache unless the window is at most half of it (bench/RESULTS.md: 1.28x the time at
+        1536 of 2048); gathered rows are copied anyway, so they always take the smallest window."""
+        b = self.spec.slots
+        kv = _bucket(max(r.length - 1 + r.max_new for r in running), self.kv_buckets)
+        r = _bucket(len(running), self.r_buckets)
+        if r == b:
+            kv = kv if 2 * kv <= self.spec.cache_len else self.spec.cache_len
+            return np.arange(b, dtype=np.int32), kv
+        rows = np.full((r,), b, np.int32)
+        rows[: len(running)] = sorted(q.slot for q in running)
+        return rows, kv
+
+    def _pause(self, req: _Request, n: int, stopped: bool) -> Turn:
+        """The ended turn of req (n tokens emitted), which is paused."""
+        self.programs.add(("fetch_turn",))
+        with self._context():
+            turn = _fetch_turn_jit(self.state, jnp.int32(req.slot))
+        toks, lps, vers = jax.device_get(turn)
+        a = req.length
+        req.length += n
+        req.state = "paused"
+        return Turn(
+            req.rid,
+            [int(t) for t in toks[a : a + n]],
+            lps[a : a + n],
+            vers[a : a + n],
+            "stop" if stopped else "length",
+            a,
+        )
+
+    def end_turn(self, rid) -> Turn:
+        """Ends a running request's turn now, with the tokens emitted so far (finish_reason
+        'stop'): a server's stop string was seen in them. The request is paused, as after a turn
+        that ended by itself (extend / finish as usual)."""
+        req = self._requests.get(rid)
+        if req is None or req.state != "running":
+            state = "unknown" if req is None else req.state
+            raise ValueError(f"end_turn({rid!r}): request is {state}, not running")
+        self.programs.add(("end_turns",))
+        with self._context():
+            self.state = self._end(self.state, jnp.asarray([req.slot], jnp.int32))
+        return self._pause(req, int(np.asarray(self.state.ngen[req.slot])), True)
 
     def _prefill_pending(self) -> None:
         todo = [r for r in self._requests.values() if r.state == "prefill"]
@@ -879,6 +1020,8 @@ class RolloutEngine:
         start, n_seq, n_feed = (np.zeros((r,), np.int32) for _ in range(3))
         max_new, nforced = np.ones((r,), np.int32), np.zeros((r,), np.int32)
         stops = np.full((r, st_w), -1, np.int32)
+        temp, top_p = np.zeros((r,), np.float32), np.ones((r,), np.float32)
+        top_k = np.zeros((r,), np.int32)
         pending = np.asarray(self.state.tok) if any(q.length for q in reqs) else None
         for i, req in enumerate(reqs):
             fresh = req.length == 0
@@ -890,6 +1033,8 @@ class RolloutEngine:
             n_feed[i] = len(head) + len(req.new) - 1
             max_new[i], nforced[i] = req.max_new, len(req.forced)
             stops[i, : len(req.stops)] = req.stops
+            sp = req.sampling
+            temp[i], top_k[i], top_p[i] = sp.temperature, sp.top_k, sp.top_p
             req.length += len(req.new)
             req.state, req.new = "running", []
         kv = _bucket(int((start + n_seq).max()), self.kv_buckets)  # the positions written
@@ -907,5 +1052,5 @@ class RolloutEngine:
                 jnp.asarray(start),
                 jnp.asarray(n_seq),
                 jnp.asarray(n_feed),
-                (jnp.asarray(max_new), jnp.asarray(nforced), jnp.asarray(stops)),
+                tuple(jnp.asarray(x) for x in (max_new, nforced, stops, temp, top_k, top_p)),
             )
