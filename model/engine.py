@@ -4,11 +4,12 @@ experts, params version), a bounded number of compiled programs. It is the only 
 list (`model.generate`, eval, the single-turn RL sampler) goes through model/prompt_batch.py's
 PromptBatch, multi-turn episodes through rl/rollout.py.
 
-Letters: B slots, R rows prefilled in one call, T tokens per prefilled row, S cache length, V vocab,
-D model, K draft tokens, n MoE layers, k experts per token.
+Letters: B slots, R rows prefilled (or decoded) in one call, T tokens per prefilled row, S cache
+length, V vocab, D model, K draft tokens, n MoE layers, k experts per token.
 
     eng = RolloutEngine(cfg, params, slots=8, cache_len=2048, temperature=1.0, valid_vocab=272)
     eng.submit("ep0", prompt_ids, max_new=256, stop_tokens=[END, EOS])    # queued until a slot frees
+    eng.submit("r1", ids, max_new=64, sampling=Sampling(temperature=0.7, top_p=0.9))  # its own
     for turn in eng.step():                         # decodes until some request's turn ends
         ...                                         # turn.tokens / .logprobs / .versions / .finish_reason
     eng.extend("ep0", observation_ids, max_new=256, stop_tokens=[END, EOS])   # continue that sequence
@@ -64,15 +65,24 @@ steps of a turn, with their log-probs, experts and version recorded exactly as f
 (scripted policies through the real engine; scoring). Speculating, a forced position drafts its
 forced token and accepts it unconditionally.
 
+Per-slot sampling: each turn's temperature / top-k / top-p live in the slot state ([B] arrays set
+by its prefill), so requests with different settings (greedy among them) decode in one batch and
+one compiled program; every recorded log-prob is under its own slot's distribution, and the
+speculative rule judges each slot against its own target and draft distributions.
+
+Live rows only: a decode call gathers the running slots (R of them, rounded up to a row bucket)
+into an R-slot state, decodes that and scatters it back (R = B: in place, no copy), so a step costs
+the live requests' rows, not B; the gather and scatter copy the R rows' cache window once per call.
+
 Compiled programs (static shapes, so a long run never recompiles): one init, one turn fetch, one
-experts fetch, one decode loop per cache window W and one prefill per (R, T, W) bucket triple, R in
-{1, 2, 4, ..} ∪ {B} (<= B), T in {min_bucket, 2 min_bucket, ..} ∪ {S} (<= S) and W, the cache
+experts fetch, one end_turns, one decode loop per (R, W) and one prefill per (R, T, W) bucket
+triple, R in {1, 2, 4, ..} ∪ {B} (<= B), T in {min_bucket, 2 min_bucket, ..} ∪ {S} (<= S) and W, the cache
 window a call reads and writes (positions [0, W)), in the T buckets and their 1.5x midpoints: a
 prefill's attention costs T x W and a decode step reads W positions of every slot, so both grow
 with the episodes' contexts instead of paying for the whole cache from the first turn (decode
-uses a window only when W <= S/2: copying it in and out of the loop costs more above). Bound:
-3 + n_W + n_R * n_T * n_W, e.g. B = 8, S = 1024, min_bucket = 16: 3 + 13 + 4 * 7 * 13 = 380; a
-run compiles only the ones it meets (14-24 per engine in a one-off probe of the coding sampler,
+in place uses a window only when W <= S/2: copying it in and out of the loop costs more above).
+Bound: 4 + n_R * n_W + n_R * n_T * n_W, e.g. B = 8, S = 1024, min_bucket = 16: 4 + 4 * 13 +
+4 * 7 * 13 = 420; a run compiles only the ones it meets (14-24 per engine in a one-off probe of the coding sampler,
 2 groups x 8 episodes, before decode was windowed). `engine.programs` holds
 the keys used; it is asserted to stay within `engine.max_programs`.
 """
@@ -697,6 +707,7 @@ class RolloutEngine:
         speculative_k: int = 0,
         mesh=None,
         rules=None,
+        compact: bool = True,
     ):
         """mesh (model.sharding.role_mesh; None: one device): params and the latent cache are
         sharded over it by the logical `rules` (default model.sharding.DEFAULT_RULES): heads, FFN
@@ -704,7 +715,9 @@ class RolloutEngine:
         (data, fsdp), and every program runs under it. With an expert axis > 1, set
         cfg.moe_comm='alltoall' (model/moe_a2a.py): the default 'gspmd' dispatch slices experts by a
         traced index, which GSPMD serves by all-gathering each MoE layer's experts over the expert
-        axis at every decode step (tests/test_engine_sharding.py probes the compiled program)."""
+        axis at every decode step (tests/test_engine_sharding.py probes the compiled program).
+        compact: decode only the running slots (module docstring, "Live rows only"); False runs
+        every slot at every step, as the engine did before (bench/bench_serve.py's baseline)."""
         if speculative_k < 0 or (speculative_k and cfg.num_mtp_modules == 0):
             raise ValueError(
                 f"speculative_k={speculative_k}: speculative decoding needs speculative_k >= 0 and "
@@ -721,6 +734,7 @@ class RolloutEngine:
         SamplingParams.make(temperature, top_k, top_p, valid_vocab)  # checks them
         self.sampling = Sampling(float(temperature), int(top_k), float(top_p))
         self.valid = valid_vocab or cfg.vocab_size
+        self.compact = compact
         self._shard(mesh, rules)
         self.set_params(params, params_version)
         self.t_buckets = _buckets(min(min_bucket, cache_len), cache_len)
@@ -946,7 +960,7 @@ class RolloutEngine:
         1536 of 2048); gathered rows are copied anyway, so they always take the smallest window."""
         b = self.spec.slots
         kv = _bucket(max(r.length - 1 + r.max_new for r in running), self.kv_buckets)
-        r = _bucket(len(running), self.r_buckets)
+        r = _bucket(len(running), self.r_buckets) if self.compact else b
         if r == b:
             kv = kv if 2 * kv <= self.spec.cache_len else self.spec.cache_len
             return np.arange(b, dtype=np.int32), kv
