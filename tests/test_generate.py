@@ -316,9 +316,11 @@ def test_speculative_samples_follow_the_model_distribution_and_a_wrong_rule_fail
         return float(jax.scipy.special.gammaincc(63 / 2, chi2 / 2))
 
     def sample_pairs(temperatures):
-        """First two tokens of one request per temperature, one engine, one slot each."""
+        """First two tokens of one request per temperature, one engine, one slot each (every
+        slot decoded at every step: one decode program for thousands of slots, not one per row
+        bucket as the requests finish)."""
         eng = RolloutEngine(cfg, params, slots=len(temperatures), cache_len=16, speculative_k=2,
-                            seed=1)  # fmt: skip
+                            seed=1, compact=False)  # fmt: skip
         for i, t in enumerate(temperatures):
             eng.submit(i, prompt, max_new=2, sampling=Sampling(t))
         out = {}
