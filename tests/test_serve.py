@@ -13,6 +13,7 @@ streams drops no request and every token is the argmax of the version it records
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import json
 import os
 import subprocess
@@ -135,16 +136,27 @@ def test_completions_equal_generate(served, tiny):
     assert "".join(c.choices[0].text for c in streamed) == r.choices[0].text
 
 
+REF_LEN = 64  # one shape for the reference forwards (prompt + completion of these tests fit)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _ref_logits(cfg, params, ids, forced):
+    return Transformer(cfg).apply({"params": params}, ids, forced_experts=forced).logits
+
+
 def filtered_reference(cfg, params, rec, temperature, top_k, top_p):
     """Log-probs of a logged completion's tokens under the distribution its settings define,
     from a float64 numpy filter over the full forward's logits (the logged routing replayed):
     valid ids, / temperature, top-k, then the top-p nucleus (the crossing token kept)."""
     plen, tokens = rec["prompt_len"], rec["tokens"]
-    forced = jnp.asarray(np.asarray(rec["experts"])[:, None, :-1])  # [n,1,L-1,k]
-    out = Transformer(cfg).apply({"params": params}, jnp.asarray([tokens[:-1]]),
-                                 forced_experts=forced)  # fmt: skip
+    n = len(tokens) - 1
+    ids = np.zeros((1, REF_LEN), np.int32)  # right-padded: causal, earlier logits unchanged
+    ids[0, :n] = tokens[:-1]
+    forced = np.zeros((cfg.num_moe_layers, 1, REF_LEN, cfg.num_experts_per_tok), np.int32)
+    forced[:, 0, :n] = np.asarray(rec["experts"])[:, :-1]  # the logged routing, replayed
+    logits = _ref_logits(cfg, params, jnp.asarray(ids), jnp.asarray(forced))[0, plen - 1 : n]
     want = []
-    for z, t in zip(np.asarray(out.logits[0, plen - 1 :], np.float64), tokens[plen:]):
+    for z, t in zip(np.asarray(logits, np.float64), tokens[plen:]):
         z = np.where(np.arange(z.size) < TOK.vocab_size, z, -np.inf) / temperature
         order = np.argsort(-z)[: top_k or None]
         p = np.exp(z[order] - z[order[0]])
