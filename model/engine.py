@@ -68,7 +68,11 @@ forced token and accepts it unconditionally.
 Per-slot sampling: each turn's temperature / top-k / top-p live in the slot state ([B] arrays set
 by its prefill), so requests with different settings (greedy among them) decode in one batch and
 one compiled program; every recorded log-prob is under its own slot's distribution, and the
-speculative rule judges each slot against its own target and draft distributions.
+speculative rule judges each slot against its own target and draft distributions. Randomness is
+per slot too: a turn's key comes from its request's seed (Sampling.seed, or one drawn from the
+engine's seed at submit) and the turn number, and a step at position p draws from (key, p), so a
+seeded request samples the same tokens whatever its slot and batch companions (up to the float
+differences of batch shapes) and no position's noise is used twice.
 
 Live rows only: a decode call gathers the running slots (R of them, rounded up to a row bucket)
 into an R-slot state, decodes that and scatters it back (R = B: in place, no copy), so a step costs
@@ -116,6 +120,7 @@ from model.sampling import (
     speculative_accept,
     token_logprob,
 )
+from model.sampling import split as sample_split
 from model.transformer import Transformer
 
 
@@ -147,7 +152,7 @@ class SlotState:
     logprobs: jnp.ndarray  # [B,S] float32 sampler log-prob of emitted tokens (0 elsewhere)
     versions: jnp.ndarray  # [B,S] int32 params version of emitted tokens (-1 elsewhere)
     experts: jnp.ndarray  # [B,S,n,k] int32 routing of the forward that consumed each token
-    key: jnp.ndarray
+    keys: jnp.ndarray  # [B,2] uint32 this turn's rng key; a step at position p draws from (key, p)
     stats: jnp.ndarray  # [4] int32: decode iterations, slot-steps, drafted, accepted
     # Speculative decoding only (Spec.draft = K > 0; else {} and zero-width buffers):
     mtp_cache: dict  # MTP module 0's latent cache, [B,S,..] like one layer's
@@ -163,7 +168,7 @@ def _expert_rows(cfg: ModelConfig, out, r: int, t: int):
     return jnp.moveaxis(out.expert_ids, 0, 2)  # [n,R,T,k] -> [R,T,n,k]
 
 
-def init_state(cfg: ModelConfig, spec: Spec, key) -> SlotState:
+def init_state(cfg: ModelConfig, spec: Spec) -> SlotState:
     b, s = spec.slots, spec.cache_len
     n, k = cfg.num_moe_layers, max(cfg.num_experts_per_tok, 1)
     zi = jnp.zeros((b,), jnp.int32)
@@ -185,13 +190,25 @@ def init_state(cfg: ModelConfig, spec: Spec, key) -> SlotState:
         logprobs=jnp.zeros((b, s), jnp.float32),
         versions=jnp.full((b, s), -1, jnp.int32),
         experts=jnp.zeros((b, s, n, k), jnp.int32),
-        key=key,
+        keys=_turn_keys(zi, zi),
         stats=jnp.zeros((4,), jnp.int32),
         mtp_cache=empty_cache(b, s, cfg) if spec.draft else {},
         hbuf=jnp.zeros((b, k1, cfg.hidden_size), jnp.float32),
         tbuf=jnp.zeros((b, k1), jnp.int32),
         nbuf=zi,
     )
+
+
+def _turn_keys(seeds, turns):
+    """[R] int32 seeds and turn numbers -> [R,2] keys: a request's stream per turn, so a rewound
+    and regenerated position never reuses the noise it was first sampled with."""
+    return jax.vmap(lambda s, t: jax.random.fold_in(jax.random.PRNGKey(s), t))(seeds, turns)
+
+
+def _step_keys(st: SlotState, n: int):
+    """[B,n,2] keys of this step: each slot's turn key at its pending position (a position is
+    decoded once per turn, so no draw is ever reused), split n ways."""
+    return sample_split(jax.vmap(jax.random.fold_in)(st.keys, st.pos), n)
 
 
 def _take_rows(cache, rows, kv: int):
@@ -274,10 +291,11 @@ def prefill(
 ):
     """Writes seq [R,T] (n_seq [R] valid) at positions start.. into the rows' buffers, feeds the first
     n_feed [R] of them to the model, and arms the rows for decoding: pending = seq[n_feed].
-    turn = (max_new [R], nforced [R], stops [R,St], temperature [R], top_k [R], top_p [R]): the
-    turn's budget, forcing, stops and sampling settings; kv_len (static) >= max(start + n_seq):
-    the cache window the forward reads and writes (forward_rows)."""
-    max_new, nforced, stops, temp, top_k, top_p = turn
+    turn = (max_new [R], nforced [R], stops [R,St], temperature [R], top_k [R], top_p [R],
+    seed [R], turn number [R]): the turn's budget, forcing, stops, sampling settings and rng
+    stream; kv_len (static) >= max(start + n_seq): the cache window the forward reads and writes
+    (forward_rows)."""
+    max_new, nforced, stops, temp, top_k, top_p, seeds, turns = turn
     r, t = seq.shape
     j = jnp.arange(t)[None]  # [1,T]
     pos = start[:, None] + j  # [R,T]
@@ -316,6 +334,7 @@ def prefill(
         temp=arm(st.temp, temp),
         top_k=arm(st.top_k, top_k),
         top_p=arm(st.top_p, top_p),
+        keys=arm(st.keys, _turn_keys(seeds, turns)),
     )
 
 
@@ -334,8 +353,7 @@ def _decode_step(cfg, spec: Spec, params, version, valid, st: SlotState):
         cfg, params, st.tok[:, None], jnp.where(st.active, st.pos, -1)[:, None], st.cache
     )
     lp = filtered_logprobs(res.logits[:, 0], sp)  # [B,V], invalid ids already -inf
-    key, k_sample = jax.random.split(st.key)
-    sampled = sample(k_sample, lp, sp.temperature <= 0)
+    sampled = sample(_step_keys(st, 1)[:, 0], lp, sp.temperature <= 0)
     nxt_pos = st.pos + 1
     forced = st.tokens[rows, jnp.minimum(nxt_pos, s - 1)]
     nxt = jnp.where(st.ngen < st.nforced, forced, sampled)
@@ -356,7 +374,6 @@ def _decode_step(cfg, spec: Spec, params, version, valid, st: SlotState):
         tok=jnp.where(st.active, nxt, st.tok),
         ngen=ngen,
         stopped=jnp.where(finished, is_stop, st.stopped),
-        key=key,
         stats=st.stats + jnp.stack([1, n_active, 0, 0]),
     )
 
@@ -385,9 +402,10 @@ def _draft(cfg, spec: Spec, params, sp: SamplingParams, st: SlotState, key, forc
     last = jnp.maximum(st.nbuf - 1, 0)
     x_last, lg = x[rows, last], logits[rows, last]  # [B,D], [B,V]
     drafts, lps = [], []
-    for i, k in enumerate(jax.random.split(key, spec.draft)):
+    keys = sample_split(key, spec.draft)  # [B,K,2]: one per draft and slot
+    for i in range(spec.draft):
         lp = filtered_logprobs(lg, sp)  # [B,V]: q_i, masked like the main model's
-        d = jnp.where(forced[:, i], forced_tok[:, i], sample(k, lp, sp.temperature <= 0))
+        d = jnp.where(forced[:, i], forced_tok[:, i], sample(keys[:, i], lp, sp.temperature <= 0))
         drafts.append(d)
         lps.append(lp)
         if i + 1 < spec.draft:  # module 0 at position pos+i on (its own hidden, draft i)
@@ -410,7 +428,8 @@ def _verify_step(cfg, spec: Spec, params, version, valid, st: SlotState):
     sp = slot_sampling(st, valid)
     rows = jnp.arange(b)
     i = jnp.arange(kk + 1)[None]  # [1,K+1]
-    key, k_draft, k_accept = jax.random.split(st.key, 3)
+    keys = _step_keys(st, 2)  # [B,2,2]
+    k_draft, k_accept = keys[:, 0], keys[:, 1]
     forced_tok, forced = _forced_ahead(spec, st, kk + 1)  # [B,K+1]
     drafts, draft_lp, mtp_cache = _draft(cfg, spec, params, sp, st, k_draft, forced_tok, forced)
     vtok = jnp.concatenate([st.tok[:, None], drafts], 1)  # [B,K+1]
@@ -462,7 +481,6 @@ def _verify_step(cfg, spec: Spec, params, version, valid, st: SlotState):
         hbuf=jnp.where(act3, res.hidden.astype(jnp.float32), st.hbuf),
         tbuf=jnp.where(act[:, None], emitted, st.tbuf),
         nbuf=jnp.where(act, n_emit, st.nbuf),
-        key=key,
         stats=st.stats + stats.astype(jnp.int32),
     )
 
@@ -529,7 +547,7 @@ def _decode_loop(cfg, spec: Spec, params, version, valid, st: SlotState, max_ite
 
 
 # Slot-indexed leaves other than the caches (which are windowed): [B, ...] each.
-_CACHES, _GLOBAL = ("cache", "mtp_cache"), ("key", "stats")
+_CACHES, _GLOBAL = ("cache", "mtp_cache"), ("stats",)
 
 
 def _gather_slots(st: SlotState, rows, kv_len: int) -> SlotState:
@@ -549,7 +567,7 @@ def _gather_slots(st: SlotState, rows, kv_len: int) -> SlotState:
 
 
 def _scatter_slots(st: SlotState, rows, sub: SlotState) -> SlotState:
-    """Writes _gather_slots' state back into st (padding rows dropped); key and stats are sub's."""
+    """Writes _gather_slots' state back into st (padding rows dropped); stats are sub's."""
     put = lambda full, part: full.at[rows].set(part, mode="drop")
     fields = {
         f.name: put(getattr(st, f.name), getattr(sub, f.name))
@@ -560,7 +578,6 @@ def _scatter_slots(st: SlotState, rows, sub: SlotState) -> SlotState:
         **fields,
         cache=_put_rows(st.cache, rows, sub.cache),
         mtp_cache=_put_rows(st.mtp_cache, rows, sub.mtp_cache),
-        key=sub.key,
         stats=sub.stats,
     )
 
@@ -588,7 +605,7 @@ _fetch_experts_jit = jax.jit(lambda st, slot: st.experts[slot])
 def state_logical_specs(st: SlotState) -> SlotState:
     """Logical axes of the slot state: every slot-indexed leaf ([B, ...]: the per-layer latent
     caches, the [B,S] record buffers, the [B] counters) over BATCH, i.e. slots split over the
-    data-like axes (data, fsdp) by the default rules; the rng key and stats replicated.
+    data-like axes (data, fsdp) by the default rules (the per-slot rng keys too); stats replicated.
 
     The cache's S and latent dims stay whole on each device. Every head reads all L + R values of
     a position (MLA's latent is shared by the heads, like MQA's one K/V head), so a cache split over
@@ -598,11 +615,9 @@ def state_logical_specs(st: SlotState) -> SlotState:
     device: kimi_k2, 576 values, S = 8192, f32: 18.9 MB per slot per layer."""
     slots = lambda tree: jax.tree.map(lambda _: P(sh.BATCH), tree)
     per_slot = {
-        f.name: slots(getattr(st, f.name))
-        for f in dataclasses.fields(st)
-        if f.name not in ("key", "stats")
+        f.name: slots(getattr(st, f.name)) for f in dataclasses.fields(st) if f.name != "stats"
     }
-    return st.replace(**per_slot, key=P(), stats=P())
+    return st.replace(**per_slot, stats=P())
 
 
 @functools.lru_cache(maxsize=16)
@@ -612,7 +627,7 @@ def _sharded_programs(cfg: ModelConfig, spec: Spec, mesh, rules):
     went in (so its buffers are reused and the next call is not a new program). Params keep the
     shardings they are placed with (set_params). Cached per (cfg, spec, mesh, rules): engines alike
     share compiled programs, and rules, which jit does not see, are part of the key."""
-    abstract = jax.eval_shape(functools.partial(init_state, cfg, spec), jax.random.PRNGKey(0))
+    abstract = jax.eval_shape(functools.partial(init_state, cfg, spec))
     st_sh = sh.logical_shardings(state_logical_specs(abstract), mesh, rules)
     return (
         jax.jit(init_state, static_argnums=(0, 1), out_shardings=st_sh),
@@ -666,6 +681,7 @@ class Sampling:
     temperature: float = 1.0
     top_k: int = 0
     top_p: float = 1.0
+    seed: int | None = None  # in [0, 2**31): the request's own rng stream (None: the engine's)
 
 
 @dataclasses.dataclass
@@ -676,6 +692,8 @@ class _Request:
     stops: list[int]
     forced: list[int]
     sampling: Sampling
+    seed: int = 0  # the request's stream: Sampling.seed, or drawn from the engine's seed
+    turns: int = 0  # turns prefilled so far (each turn folds its number into the stream)
     slot: int = -1
     length: int = 0  # tokens of the sequence known to the engine (incl. emitted)
     pending: int | None = None  # after rewind(): the pending token (else the device's)
@@ -744,7 +762,8 @@ class RolloutEngine:
         self.max_programs = 4 + n_r * n_kv + n_r * n_t * n_kv
         self.programs: set[tuple] = {("init",)}
         with self._context():
-            self.state = self._init(cfg, self.spec, jax.random.PRNGKey(seed))
+            self.state = self._init(cfg, self.spec)
+        self._rng = np.random.default_rng(seed)  # the streams of requests without a seed
         self._free = list(range(slots))
         self._queue: collections.deque[_Request] = collections.deque()
         self._requests: dict[object, _Request] = {}
@@ -799,6 +818,8 @@ class RolloutEngine:
         if len(prompt) == 0:
             raise ValueError(f"request {rid!r}: empty prompt")
         req = _Request(rid, *self._turn_args(rid, prompt, max_new, stop_tokens, forced, sampling))
+        seed = req.sampling.seed
+        req.seed = int(self._rng.integers(2**31)) if seed is None else seed
         self._requests[rid] = req
         self._queue.append(req)
 
@@ -910,6 +931,9 @@ class RolloutEngine:
             check(sampling.temperature, sampling.top_k, sampling.top_p)
         except ValueError as e:
             raise ValueError(f"request {rid!r}: {e}") from None
+        seed = sampling.seed
+        if seed is not None and (not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**31):
+            raise ValueError(f"request {rid!r}: seed must be an int in [0, 2**31), got {seed!r}")
         return new, int(max_new), stops, forced, sampling
 
     # -- running
@@ -1035,7 +1059,7 @@ class RolloutEngine:
         max_new, nforced = np.ones((r,), np.int32), np.zeros((r,), np.int32)
         stops = np.full((r, st_w), -1, np.int32)
         temp, top_p = np.zeros((r,), np.float32), np.ones((r,), np.float32)
-        top_k = np.zeros((r,), np.int32)
+        top_k, seeds, turns = (np.zeros((r,), np.int32) for _ in range(3))
         pending = np.asarray(self.state.tok) if any(q.length for q in reqs) else None
         for i, req in enumerate(reqs):
             fresh = req.length == 0
@@ -1049,6 +1073,8 @@ class RolloutEngine:
             stops[i, : len(req.stops)] = req.stops
             sp = req.sampling
             temp[i], top_k[i], top_p[i] = sp.temperature, sp.top_k, sp.top_p
+            seeds[i], turns[i] = req.seed, req.turns
+            req.turns += 1
             req.length += len(req.new)
             req.state, req.new = "running", []
         kv = _bucket(int((start + n_seq).max()), self.kv_buckets)  # the positions written
@@ -1066,5 +1092,8 @@ class RolloutEngine:
                 jnp.asarray(start),
                 jnp.asarray(n_seq),
                 jnp.asarray(n_feed),
-                tuple(jnp.asarray(x) for x in (max_new, nforced, stops, temp, top_k, top_p)),
+                tuple(
+                    jnp.asarray(x)
+                    for x in (max_new, nforced, stops, temp, top_k, top_p, seeds, turns)
+                ),
             )

@@ -114,13 +114,35 @@ def _top_k_top_p_keep(scaled, sp: SamplingParams):
     return keep & ((sp.top_p >= 1.0) | (scaled >= pth))
 
 
+def split(key, n: int):
+    """jax.random.split for one key [2] -> [n,2], or per row for row keys [B,2] -> [B,n,2]."""
+    if key.ndim == 2:
+        return jax.vmap(lambda k: jax.random.split(k, n))(key)
+    return jax.random.split(key, n)
+
+
+def categorical(key, logits):
+    """Samples logits [B,V] (or [...,V] with one key): one key for all, or one per row [B,2]
+    (each slot's own stream: its draws do not depend on its batch companions)."""
+    if key.ndim == 2:
+        return jax.vmap(lambda k, lg: jax.random.categorical(k, lg))(key, logits)
+    return jax.random.categorical(key, logits, axis=-1)
+
+
+def uniform(key, shape):
+    """Uniforms [B, *shape[1:]]: one key for all, or one per row [B,2]."""
+    if key.ndim == 2:
+        return jax.vmap(lambda k: jax.random.uniform(k, shape[1:]))(key)
+    return jax.random.uniform(key, shape)
+
+
 def sample(key, logprobs, greedy):
     """logprobs [..., V] from filtered_logprobs -> token ids [...] (argmax where greedy: a scalar
-    or per row)."""
+    or per row). key: one key, or one per row ([B,2], logprobs [B,V])."""
     return jnp.where(
         per_row(greedy, logprobs.ndim - 1),
         jnp.argmax(logprobs, -1),
-        jax.random.categorical(key, logprobs, axis=-1),
+        categorical(key, logprobs),
     ).astype(jnp.int32)
 
 
@@ -143,13 +165,16 @@ def speculative_accept(key, target_lp, draft_lp, drafts, greedy, forced=None):
     forced [B,K] bool (optional): drafts accepted whatever the rule says (teacher-forced tokens, a
     prefix of each row); the rule then judges the drafts after them as usual.
 
+    key: one key, or one per row ([B,2]).
+
     -> (n_accepted [B] in [0, K], next token [B] emitted after the accepted drafts).
     """
     b, k = drafts.shape
-    k_accept, k_resample = jax.random.split(key)
+    keys = split(key, 2)
+    k_accept, k_resample = (keys[:, 0], keys[:, 1]) if key.ndim == 2 else keys
     p_d = jnp.exp(token_logprob(target_lp[:, :k], drafts))  # [B,K]
     q_d = jnp.exp(token_logprob(draft_lp, drafts))  # [B,K]
-    u = jax.random.uniform(k_accept, (b, k))
+    u = uniform(k_accept, (b, k))
     sampled_ok = u * q_d < p_d
     greedy_ok = drafts == jnp.argmax(target_lp[:, :k], -1)
     ok = jnp.where(per_row(greedy, 2), greedy_ok, sampled_ok)
@@ -165,6 +190,6 @@ def speculative_accept(key, target_lp, draft_lp, drafts, greedy, forced=None):
     residual = jnp.where(
         residual.sum(-1, keepdims=True) > 0, residual, p
     )  # p == q: any p-sample is fine
-    nxt_sampled = jax.random.categorical(k_resample, jnp.log(residual), axis=-1)
+    nxt_sampled = categorical(k_resample, jnp.log(residual))
     nxt = jnp.where(greedy, jnp.argmax(p, -1), nxt_sampled).astype(jnp.int32)
     return n_acc, nxt

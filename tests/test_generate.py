@@ -17,7 +17,7 @@ import model.engine as engine_module
 from model import Transformer, init_params, presets
 from model.engine import RolloutEngine, Sampling
 from model.prompt_batch import PromptBatch, generate
-from model.sampling import SamplingParams, filtered_logprobs, speculative_accept
+from model.sampling import SamplingParams, categorical, filtered_logprobs, speculative_accept
 
 PROMPTS = [[1, 2, 3, 4, 5], [7], [9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 11]]
 MAX_NEW = 10
@@ -289,7 +289,8 @@ def _resample_from_target(key, target_lp, draft_lp, drafts, greedy, forced=None)
     (the all-accepted bonus from p_K is the same in both)."""
     n_acc, nxt = speculative_accept(key, target_lp, draft_lp, drafts, greedy, forced)
     p_lp = jnp.take_along_axis(target_lp, n_acc[:, None, None], axis=1)[:, 0]  # [B,V]
-    wrong = jax.random.categorical(jax.random.fold_in(key, 1), p_lp, axis=-1).astype(jnp.int32)
+    other = jax.vmap(jax.random.fold_in, (0, None))(key, 1)  # the engine's keys are per slot
+    wrong = categorical(other, p_lp).astype(jnp.int32)
     return n_acc, jnp.where(greedy, nxt, wrong)
 
 

@@ -192,11 +192,31 @@ def test_concurrent_requests_sample_with_their_own_settings(served, tiny):
     recs = [log[r.id] for r in (greedy, hot, nucleus)]
     spans = [(r["time"] - r["latency_s"], r["time"]) for r in recs]
     assert max(a for a, _ in spans) < min(b for _, b in spans)  # all three in flight at once
-    assert recs[2]["sampling"] == {"temperature": 0.7, "top_k": 40, "top_p": 0.9}
+    assert recs[2]["sampling"] == {"temperature": 0.7, "top_k": 40, "top_p": 0.9, "seed": None}
     for rec, (t, k, p) in zip(recs[1:], [(1.0, 0, 1.0), (0.7, 40, 0.9)]):
         got = np.asarray(rec["logprobs"][rec["prompt_len"] :])
         np.testing.assert_allclose(got, filtered_reference(cfg, params, rec, t, k, p), atol=1e-4)
     assert recs[1]["tokens"] != recs[2]["tokens"]
+
+
+def test_a_seeded_request_samples_the_same_tokens_alone_or_in_company(served):
+    """temperature 1, seed 7: the same completion sent alone and beside two other requests (other
+    slots, another row bucket) -> the same tokens; seed 8 -> other tokens."""
+    client = served["client"]
+    kw = dict(model=MODEL, prompt="def f(", max_tokens=10, temperature=1.0)
+    alone = client.completions.create(seed=7, **kw)
+    go = threading.Barrier(3)
+
+    def send(seed):
+        go.wait()
+        return client.completions.create(seed=seed, **kw)
+
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        together, other, _ = pool.map(send, [7, 8, None])
+    log = logged(served["log"])
+    ids = lambda r: log[r.id]["tokens"][log[r.id]["prompt_len"] :]
+    assert ids(together) == ids(alone) and ids(other) != ids(alone)
+    assert log[alone.id]["sampling"]["seed"] == 7
 
 
 def test_stop_strings_end_the_completion_before_them(served, tiny):
@@ -361,7 +381,7 @@ def test_feedback_is_logged_and_unknown_id_is_404(served):
         (dict(top_p=0), openai.BadRequestError, "top_p"),
         (dict(extra_body={"top_k": 1.5}), openai.BadRequestError, "top_k"),
         (dict(stop=["a", "b", "c", "d", "e"]), openai.BadRequestError, "stop"),
-        (dict(seed=1), openai.BadRequestError, "seed"),
+        (dict(seed=-1), openai.BadRequestError, "seed"),
     ],
 )  # fmt: skip
 def test_bad_requests_get_openai_errors(served, kwargs, error, text):

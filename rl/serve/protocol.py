@@ -13,8 +13,9 @@ as a tool result. In a completion, a <|tool_call|> span whose JSON is an object 
 other span stays in the content as text (a malformed call is shown, not dropped).
 
 Sampling. Each request samples with its own `temperature` (0 = greedy; default: the server's),
-`top_p`, `top_k` (a vLLM-style extra; <= 0 = off) and `max_tokens`; the engine decodes them in one
-batch, each slot with its own settings. `stop` (a string or up to 4) ends the completion where a
+`top_p`, `top_k` (a vLLM-style extra; <= 0 = off), `seed` (the same seed and request give the same
+tokens, whatever else is being decoded) and `max_tokens`; the engine decodes them in one batch,
+each slot with its own settings. `stop` (a string or up to 4) ends the completion where a
 stop string first appears in its text; the returned text stops before it, the logged tokens
 end with the token that completed it (what was sampled), finish_reason 'stop'.
 """
@@ -80,8 +81,6 @@ def check_common(body: Any, *, model: str) -> None:
     n = body.get("n", 1)
     if n != 1:
         raise _bad(f"n={n!r}: only n=1 is supported", "n")
-    if body.get("seed") is not None:  # refused, not ignored: the engine has no per-request rng
-        raise _bad("seed is not supported: sampling is not reproducible per request", "seed")
 
 
 def _number(body: dict, name: str, default, lo: float, hi: float, lo_open: bool = False):
@@ -102,7 +101,12 @@ def sampling(body: dict, *, temperature: float) -> Sampling:
     top_k = body.get("top_k", 0)
     if isinstance(top_k, bool) or not isinstance(top_k, int):
         raise _bad(f"top_k={top_k!r}: must be an integer (<= 0: off)", "top_k")
-    return Sampling(float(t), max(top_k, 0), float(top_p))
+    seed = body.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise _bad(f"seed={seed!r}: must be an integer in [0, 2**31)", "seed")
+    if seed is not None and not 0 <= seed < 2**31:
+        raise _bad(f"seed={seed!r}: must be an integer in [0, 2**31)", "seed")
+    return Sampling(float(t), max(top_k, 0), float(top_p), seed)
 
 
 def stop_strings(body: dict) -> list[str]:
