@@ -4,6 +4,7 @@ baseline a user would write: one request at a time), on the `small` preset with 
 weights, on CPU; then a hot swap under load.
 
     python bench/bench_serve.py [--levels 1,8,32] [--requests 8,16,32] [--new_tokens 32]
+    python bench/bench_serve.py --levels 1 --requests 8 --all_slots --swap_clients 0   # before/after
 
 Workload: closed loop, c concurrent clients (c in --levels) share a list of requests (prompts of
 --prompt_len random byte ids, greedy, --new_tokens new tokens); each client sends its next
@@ -17,7 +18,11 @@ buckets that level meets, allocator). Prints requests/s, completion tokens/s, p5
 mean completion tokens per level (the server stops at <|end|>/<|eos|>, the baseline runs to
 --new_tokens), with the load average.
 
-Hot swap: at --levels' largest level, a new version is published and promoted to the weight store
+--all_slots adds a second server whose engine decodes every slot at every step
+(RolloutEngine(compact=False), the engine before it decoded only the live slots), measured in the
+same run beside the default one: the before/after of decoding live rows only.
+
+Hot swap (skipped with --swap_clients 0): at --levels' largest level, a new version is published and promoted to the weight store
 in the middle of the run; every request must complete, and the versions the responses report
 are counted.
 """
@@ -86,7 +91,7 @@ def closed_loop(send, prompts, clients: int) -> dict:
     )
 
 
-def start_server(cfg, params, args, root: str):
+def start_server(cfg, params, args, root: str, compact: bool = True):
     import openai
 
     from rl.serve.app import make_app
@@ -109,6 +114,7 @@ def start_server(cfg, params, args, root: str):
         )  # fmt: skip
     )
     server = build(block, cfg, params, ByteTokenizer(), log_dir=os.path.join(root, "log"))
+    server.loop.engine.compact = compact
     warm(server.loop.engine, args)
     server.loop.start()
     store = os.path.join(root, "weights")
@@ -174,7 +180,8 @@ def main():
     ap.add_argument("--slots", type=int, default=32)
     ap.add_argument("--cache_len", type=int, default=128)
     ap.add_argument("--skip_hf", action="store_true")
-    ap.add_argument("--swap_clients", type=int, default=32)
+    ap.add_argument("--swap_clients", type=int, default=32, help="0: no hot-swap run")
+    ap.add_argument("--all_slots", action="store_true", help="also the every-slot engine")
     args = ap.parse_args()
     levels = [int(x) for x in args.levels.split(",") if x]  # --levels= : only the hot swap
     counts = [int(x) for x in args.requests.split(",") if x]
@@ -185,6 +192,10 @@ def main():
     root = tempfile.mkdtemp(prefix="bench_serve_")
     send, server = start_server(cfg, params, args, root)
     sides = {"server": send}
+    if args.all_slots:
+        sides["server_all_slots"] = start_server(
+            cfg, params, args, os.path.join(root, "all"), compact=False
+        )[0]
     if not args.skip_hf:
         save_hf_checkpoint(cfg, params, os.path.join(root, "hf"))
         sides["hf_generate_loop"] = hf_sender(os.path.join(root, "hf"), args.new_tokens)
@@ -201,14 +212,15 @@ def main():
                 f"{r['p99']:6.2f} s  {r['tokens']:.1f} tok/req  {r['done']}/{n} done  ({load()})",
                 flush=True,
             )
-    hot_swap(
-        cfg,
-        sides["server"],
-        server,
-        os.path.join(root, "weights"),
-        prompts(4 * args.swap_clients),
-        args.swap_clients,
-    )
+    if args.swap_clients:
+        hot_swap(
+            cfg,
+            sides["server"],
+            server,
+            os.path.join(root, "weights"),
+            prompts(4 * args.swap_clients),
+            args.swap_clients,
+        )
     server.loop.stop()
 
 

@@ -26,8 +26,8 @@ def get_config() -> ml_collections.ConfigDict:
             slots=8,  # requests decoded at once (continuous batching over them)
             cache_len=512,  # context per request (prompt + completion), <= the model's positions
             min_bucket=16,  # smallest prefill length bucket
-            # One sampling setting per server (the engine samples every slot alike); a request
-            # asking for another temperature is refused with a 400. 1.0 = the policy's own
+            # The temperature of a request that names none (each request may bring its own
+            # temperature / top_p / top_k, sampled per slot in one batch). 1.0 = the policy's own
             # distribution (what RL on the log expects); 0 = greedy.
             temperature=1.0,
             seed=0,

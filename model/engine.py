@@ -4,11 +4,12 @@ experts, params version), a bounded number of compiled programs. It is the only 
 list (`model.generate`, eval, the single-turn RL sampler) goes through model/prompt_batch.py's
 PromptBatch, multi-turn episodes through rl/rollout.py.
 
-Letters: B slots, R rows prefilled in one call, T tokens per prefilled row, S cache length, V vocab,
-D model, K draft tokens, n MoE layers, k experts per token.
+Letters: B slots, R rows prefilled (or decoded) in one call, T tokens per prefilled row, S cache
+length, V vocab, D model, K draft tokens, n MoE layers, k experts per token.
 
     eng = RolloutEngine(cfg, params, slots=8, cache_len=2048, temperature=1.0, valid_vocab=272)
     eng.submit("ep0", prompt_ids, max_new=256, stop_tokens=[END, EOS])    # queued until a slot frees
+    eng.submit("r1", ids, max_new=64, sampling=Sampling(temperature=0.7, top_p=0.9))  # its own
     for turn in eng.step():                         # decodes until some request's turn ends
         ...                                         # turn.tokens / .logprobs / .versions / .finish_reason
     eng.extend("ep0", observation_ids, max_new=256, stop_tokens=[END, EOS])   # continue that sequence
@@ -64,15 +65,28 @@ steps of a turn, with their log-probs, experts and version recorded exactly as f
 (scripted policies through the real engine; scoring). Speculating, a forced position drafts its
 forced token and accepts it unconditionally.
 
+Per-slot sampling: each turn's temperature / top-k / top-p live in the slot state ([B] arrays set
+by its prefill), so requests with different settings (greedy among them) decode in one batch and
+one compiled program; every recorded log-prob is under its own slot's distribution, and the
+speculative rule judges each slot against its own target and draft distributions. Randomness is
+per slot too: a turn's key comes from its request's seed (Sampling.seed, or one drawn from the
+engine's seed at submit) and the turn number, and a step at position p draws from (key, p), so a
+seeded request samples the same tokens whatever its slot and batch companions (up to the float
+differences of batch shapes) and no position's noise is used twice.
+
+Live rows only: a decode call gathers the running slots (R of them, rounded up to a row bucket)
+into an R-slot state, decodes that and scatters it back (R = B: in place, no copy), so a step costs
+the live requests' rows, not B; the gather and scatter copy the R rows' cache window once per call.
+
 Compiled programs (static shapes, so a long run never recompiles): one init, one turn fetch, one
-experts fetch, one decode loop per cache window W and one prefill per (R, T, W) bucket triple, R in
-{1, 2, 4, ..} ∪ {B} (<= B), T in {min_bucket, 2 min_bucket, ..} ∪ {S} (<= S) and W, the cache
+experts fetch, one end_turns, one decode loop per (R, W) and one prefill per (R, T, W) bucket
+triple, R in {1, 2, 4, ..} ∪ {B} (<= B), T in {min_bucket, 2 min_bucket, ..} ∪ {S} (<= S) and W, the cache
 window a call reads and writes (positions [0, W)), in the T buckets and their 1.5x midpoints: a
 prefill's attention costs T x W and a decode step reads W positions of every slot, so both grow
 with the episodes' contexts instead of paying for the whole cache from the first turn (decode
-uses a window only when W <= S/2: copying it in and out of the loop costs more above). Bound:
-3 + n_W + n_R * n_T * n_W, e.g. B = 8, S = 1024, min_bucket = 16: 3 + 13 + 4 * 7 * 13 = 380; a
-run compiles only the ones it meets (14-24 per engine in a one-off probe of the coding sampler,
+in place uses a window only when W <= S/2: copying it in and out of the loop costs more above).
+Bound: 4 + n_R * n_W + n_R * n_T * n_W, e.g. B = 8, S = 1024, min_bucket = 16: 4 + 4 * 13 +
+4 * 7 * 13 = 420; a run compiles only the ones it meets (14-24 per engine in a one-off probe of the coding sampler,
 2 groups x 8 episodes, before decode was windowed). `engine.programs` holds
 the keys used; it is asserted to stay within `engine.max_programs`.
 """
@@ -100,11 +114,13 @@ from model.decode import forward_cached_layers, init_layer_caches, split_layer_s
 from model.params import param_logical_specs
 from model.sampling import (
     SamplingParams,
+    check,
     filtered_logprobs,
     sample,
     speculative_accept,
     token_logprob,
 )
+from model.sampling import split as sample_split
 from model.transformer import Transformer
 
 
@@ -129,11 +145,14 @@ class SlotState:
     nforced: jnp.ndarray  # [B] int32 this turn's first nforced tokens are read from `tokens`
     stops: jnp.ndarray  # [B,St] int32 (-1 padded)
     stopped: jnp.ndarray  # [B] bool: last turn ended on a stop token
+    temp: jnp.ndarray  # [B] float32 this turn's sampling temperature (0 = greedy)
+    top_k: jnp.ndarray  # [B] int32 this turn's top-k (<= 0 = off)
+    top_p: jnp.ndarray  # [B] float32 this turn's top-p (>= 1 = off)
     tokens: jnp.ndarray  # [B,S] int32 every token at its absolute position
     logprobs: jnp.ndarray  # [B,S] float32 sampler log-prob of emitted tokens (0 elsewhere)
     versions: jnp.ndarray  # [B,S] int32 params version of emitted tokens (-1 elsewhere)
     experts: jnp.ndarray  # [B,S,n,k] int32 routing of the forward that consumed each token
-    key: jnp.ndarray
+    keys: jnp.ndarray  # [B,2] uint32 this turn's rng key; a step at position p draws from (key, p)
     stats: jnp.ndarray  # [4] int32: decode iterations, slot-steps, drafted, accepted
     # Speculative decoding only (Spec.draft = K > 0; else {} and zero-width buffers):
     mtp_cache: dict  # MTP module 0's latent cache, [B,S,..] like one layer's
@@ -149,7 +168,7 @@ def _expert_rows(cfg: ModelConfig, out, r: int, t: int):
     return jnp.moveaxis(out.expert_ids, 0, 2)  # [n,R,T,k] -> [R,T,n,k]
 
 
-def init_state(cfg: ModelConfig, spec: Spec, key) -> SlotState:
+def init_state(cfg: ModelConfig, spec: Spec) -> SlotState:
     b, s = spec.slots, spec.cache_len
     n, k = cfg.num_moe_layers, max(cfg.num_experts_per_tok, 1)
     zi = jnp.zeros((b,), jnp.int32)
@@ -164,17 +183,32 @@ def init_state(cfg: ModelConfig, spec: Spec, key) -> SlotState:
         nforced=zi,
         stops=jnp.full((b, spec.stop_width), -1, jnp.int32),
         stopped=jnp.zeros((b,), bool),
+        temp=jnp.zeros((b,), jnp.float32),
+        top_k=zi,
+        top_p=jnp.ones((b,), jnp.float32),
         tokens=jnp.zeros((b, s), jnp.int32),
         logprobs=jnp.zeros((b, s), jnp.float32),
         versions=jnp.full((b, s), -1, jnp.int32),
         experts=jnp.zeros((b, s, n, k), jnp.int32),
-        key=key,
+        keys=_turn_keys(zi, zi),
         stats=jnp.zeros((4,), jnp.int32),
         mtp_cache=empty_cache(b, s, cfg) if spec.draft else {},
         hbuf=jnp.zeros((b, k1, cfg.hidden_size), jnp.float32),
         tbuf=jnp.zeros((b, k1), jnp.int32),
         nbuf=zi,
     )
+
+
+def _turn_keys(seeds, turns):
+    """[R] int32 seeds and turn numbers -> [R,2] keys: a request's stream per turn, so a rewound
+    and regenerated position never reuses the noise it was first sampled with."""
+    return jax.vmap(lambda s, t: jax.random.fold_in(jax.random.PRNGKey(s), t))(seeds, turns)
+
+
+def _step_keys(st: SlotState, n: int):
+    """[B,n,2] keys of this step: each slot's turn key at its pending position (a position is
+    decoded once per turn, so no draw is ever reused), split n ways."""
+    return sample_split(jax.vmap(jax.random.fold_in)(st.keys, st.pos), n)
 
 
 def _take_rows(cache, rows, kv: int):
@@ -257,9 +291,11 @@ def prefill(
 ):
     """Writes seq [R,T] (n_seq [R] valid) at positions start.. into the rows' buffers, feeds the first
     n_feed [R] of them to the model, and arms the rows for decoding: pending = seq[n_feed].
-    turn = (max_new [R], nforced [R], stops [R,St]); kv_len (static) >= max(start + n_seq): the
-    cache window the forward reads and writes (forward_rows)."""
-    max_new, nforced, stops = turn
+    turn = (max_new [R], nforced [R], stops [R,St], temperature [R], top_k [R], top_p [R],
+    seed [R], turn number [R]): the turn's budget, forcing, stops, sampling settings and rng
+    stream; kv_len (static) >= max(start + n_seq): the cache window the forward reads and writes
+    (forward_rows)."""
+    max_new, nforced, stops, temp, top_k, top_p, seeds, turns = turn
     r, t = seq.shape
     j = jnp.arange(t)[None]  # [1,T]
     pos = start[:, None] + j  # [R,T]
@@ -295,19 +331,29 @@ def prefill(
         nforced=arm(st.nforced, nforced),
         stops=arm(st.stops, stops),
         stopped=arm(st.stopped, False),
+        temp=arm(st.temp, temp),
+        top_k=arm(st.top_k, top_k),
+        top_p=arm(st.top_p, top_p),
+        keys=arm(st.keys, _turn_keys(seeds, turns)),
     )
 
 
-def _decode_step(cfg, spec: Spec, params, version, sp: SamplingParams, st: SlotState):
-    """Feeds every active slot's pending token, samples (or reads the forced) next token, records."""
+def slot_sampling(st: SlotState, valid) -> SamplingParams:
+    """Each slot's own sampling settings ([B]; valid, the tokenizer's vocab, is the engine's)."""
+    return SamplingParams(st.temp, st.top_k, st.top_p, valid)
+
+
+def _decode_step(cfg, spec: Spec, params, version, valid, st: SlotState):
+    """Feeds every active slot's pending token, samples (or reads the forced) next token with the
+    slot's own settings, records."""
     b, s = spec.slots, spec.cache_len
     rows = jnp.arange(b)
+    sp = slot_sampling(st, valid)
     res = forward_cached_layers(
         cfg, params, st.tok[:, None], jnp.where(st.active, st.pos, -1)[:, None], st.cache
     )
     lp = filtered_logprobs(res.logits[:, 0], sp)  # [B,V], invalid ids already -inf
-    key, k_sample = jax.random.split(st.key)
-    sampled = sample(k_sample, lp, sp.temperature <= 0)
+    sampled = sample(_step_keys(st, 1)[:, 0], lp, sp.temperature <= 0)
     nxt_pos = st.pos + 1
     forced = st.tokens[rows, jnp.minimum(nxt_pos, s - 1)]
     nxt = jnp.where(st.ngen < st.nforced, forced, sampled)
@@ -328,7 +374,6 @@ def _decode_step(cfg, spec: Spec, params, version, sp: SamplingParams, st: SlotS
         tok=jnp.where(st.active, nxt, st.tok),
         ngen=ngen,
         stopped=jnp.where(finished, is_stop, st.stopped),
-        key=key,
         stats=st.stats + jnp.stack([1, n_active, 0, 0]),
     )
 
@@ -357,9 +402,10 @@ def _draft(cfg, spec: Spec, params, sp: SamplingParams, st: SlotState, key, forc
     last = jnp.maximum(st.nbuf - 1, 0)
     x_last, lg = x[rows, last], logits[rows, last]  # [B,D], [B,V]
     drafts, lps = [], []
-    for i, k in enumerate(jax.random.split(key, spec.draft)):
+    keys = sample_split(key, spec.draft)  # [B,K,2]: one per draft and slot
+    for i in range(spec.draft):
         lp = filtered_logprobs(lg, sp)  # [B,V]: q_i, masked like the main model's
-        d = jnp.where(forced[:, i], forced_tok[:, i], sample(k, lp, sp.temperature <= 0))
+        d = jnp.where(forced[:, i], forced_tok[:, i], sample(keys[:, i], lp, sp.temperature <= 0))
         drafts.append(d)
         lps.append(lp)
         if i + 1 < spec.draft:  # module 0 at position pos+i on (its own hidden, draft i)
@@ -369,17 +415,21 @@ def _draft(cfg, spec: Spec, params, sp: SamplingParams, st: SlotState, key, forc
     return jnp.stack(drafts, 1), jnp.stack(lps, 1), mtp_cache
 
 
-def _verify_step(cfg, spec: Spec, params, version, sp: SamplingParams, st: SlotState):
+def _verify_step(cfg, spec: Spec, params, version, valid, st: SlotState):
     """Speculative decode step for every active slot: K MTP drafts, one main-model forward over
     [pending, drafts] at positions pos..pos+K, the speculative rule (model/sampling.py) accepts a
     prefix of the drafts and emits one more token. Each emitted token is recorded as _decode_step
     records it: its main-model (filtered) log-prob, the experts of the forward that consumed it,
     the version. Stops and the turn budget cut the emitted run; the main cache rows past the new
-    pending position hold rejected or cut tokens and are overwritten before being attended to."""
+    pending position hold rejected or cut tokens and are overwritten before being attended to.
+    Per-slot settings: each slot's drafts, target and rule use its own (filtered) distributions,
+    greedy or sampled, so the output is exact slot by slot."""
     b, s, kk = spec.slots, spec.cache_len, spec.draft
+    sp = slot_sampling(st, valid)
     rows = jnp.arange(b)
     i = jnp.arange(kk + 1)[None]  # [1,K+1]
-    key, k_draft, k_accept = jax.random.split(st.key, 3)
+    keys = _step_keys(st, 2)  # [B,2,2]
+    k_draft, k_accept = keys[:, 0], keys[:, 1]
     forced_tok, forced = _forced_ahead(spec, st, kk + 1)  # [B,K+1]
     drafts, draft_lp, mtp_cache = _draft(cfg, spec, params, sp, st, k_draft, forced_tok, forced)
     vtok = jnp.concatenate([st.tok[:, None], drafts], 1)  # [B,K+1]
@@ -431,25 +481,57 @@ def _verify_step(cfg, spec: Spec, params, version, sp: SamplingParams, st: SlotS
         hbuf=jnp.where(act3, res.hidden.astype(jnp.float32), st.hbuf),
         tbuf=jnp.where(act[:, None], emitted, st.tbuf),
         nbuf=jnp.where(act, n_emit, st.nbuf),
-        key=key,
         stats=st.stats + stats.astype(jnp.int32),
     )
 
 
 def decode(
-    cfg, spec: Spec, kv_len: int, params, version, sp: SamplingParams, st: SlotState, max_iterations
+    cfg, spec: Spec, kv_len: int, params, version, valid, st: SlotState, rows, max_iterations
 ):
-    """Decode steps (verify steps when Spec.draft > 0) until some slot ends its turn, none is
-    active, or max_iterations.
+    """Decode steps (verify steps when Spec.draft > 0) over the slots `rows` until one of them ends
+    its turn, none is active, or max_iterations. Every slot samples with its own settings
+    (SlotState.temp/top_k/top_p, set by prefill); valid: the engine's valid vocab.
+
+    rows [R] int32 (static R): R = B decodes every slot in place; R < B gathers those slots (the
+    running ones, padded with B = an inactive row whose writes are dropped) into an R-slot state,
+    decodes it and scatters it back, so a step costs R rows of the forward and of the cache, not
+    B: one live request of 32 slots no longer pays for 32 (bench/RESULTS.md, "Serving").
 
     kv_len (static) > every position fed in this call that is kept: the loop carries only the cache
-    window [0, kv_len) and writes it back once at the end (kv_len = S: the cache itself, no copy;
-    draft positions past the window are dropped writes, never emitted). A decode step reads the
-    whole cache it is given (memory-bound: for bench_rl_coding's model ~2 ms per 1000 positions of
-    8 slots), so a window sized to short contexts keeps their turns cheap."""
+    window [0, kv_len) and writes it back once at the end (kv_len = S with R = B: the cache itself,
+    no copy; draft positions past the window are dropped writes, never emitted). A decode step
+    reads the whole cache it is given (memory-bound: for bench_rl_coding's model ~2 ms per 1000
+    positions of 8 slots), so a window sized to short contexts keeps their turns cheap."""
+    r = rows.shape[0]
+    if r < spec.slots:
+        sub = _gather_slots(st, rows, kv_len)
+        sub = sub.replace(active=sub.active & (rows < spec.slots))
+        sub_spec = dataclasses.replace(spec, slots=r)
+        done = _decode_loop(cfg, sub_spec, params, version, valid, sub, max_iterations)
+        return _scatter_slots(st, rows, done)
     caches = {"main": st.cache, "mtp": st.mtp_cache}
-    whole = kv_len >= spec.cache_len  # no window: the loop carries the cache itself, no copies
-    window = caches if whole else jax.tree_util.tree_map(lambda x: x[:, :kv_len], caches)
+    if kv_len >= spec.cache_len:  # no window: the loop carries the cache itself, no copies
+        return _decode_loop(cfg, spec, params, version, valid, st, max_iterations)
+    window = jax.tree_util.tree_map(lambda x: x[:, :kv_len], caches)
+    st = _decode_loop(
+        cfg,
+        spec,
+        params,
+        version,
+        valid,
+        st.replace(cache=window["main"], mtp_cache=window["mtp"]),
+        max_iterations,
+    )
+    back = jax.tree_util.tree_map(
+        lambda f, w: jax.lax.dynamic_update_slice_in_dim(f, w, 0, axis=1),
+        caches,
+        {"main": st.cache, "mtp": st.mtp_cache},
+    )
+    return st.replace(cache=back["main"], mtp_cache=back["mtp"])
+
+
+def _decode_loop(cfg, spec: Spec, params, version, valid, st: SlotState, max_iterations):
+    """The while loop of decode over all of st's spec.slots slots."""
     step = _verify_step if spec.draft else _decode_step
 
     def cond(carry):
@@ -458,23 +540,51 @@ def decode(
 
     def body(carry):
         st, n, _ = carry
-        new = step(cfg, spec, params, version, sp, st)
+        new = step(cfg, spec, params, version, valid, st)
         return new, n + 1, jnp.any(st.active & ~new.active)
 
-    init = (
-        st.replace(cache=window["main"], mtp_cache=window["mtp"]),
-        jnp.int32(0),
-        jnp.bool_(False),
+    return jax.lax.while_loop(cond, body, (st, jnp.int32(0), jnp.bool_(False)))[0]
+
+
+# Slot-indexed leaves other than the caches (which are windowed): [B, ...] each.
+_CACHES, _GLOBAL = ("cache", "mtp_cache"), ("stats",)
+
+
+def _gather_slots(st: SlotState, rows, kv_len: int) -> SlotState:
+    """The R-slot state of slots `rows` [R] (a row >= B: padding, a clipped copy of the last slot),
+    caches windowed to [0, kv_len)."""
+    take = lambda x: jnp.take(x, rows, axis=0, mode="clip")
+    fields = {
+        f.name: take(getattr(st, f.name))
+        for f in dataclasses.fields(st)
+        if f.name not in _CACHES + _GLOBAL
+    }
+    return st.replace(
+        **fields,
+        cache=_take_rows(st.cache, rows, kv_len),
+        mtp_cache=_take_rows(st.mtp_cache, rows, kv_len),
     )
-    st = jax.lax.while_loop(cond, body, init)[0]
-    if whole:
-        return st
-    back = jax.tree_util.tree_map(
-        lambda f, w: jax.lax.dynamic_update_slice_in_dim(f, w, 0, axis=1),
-        caches,
-        {"main": st.cache, "mtp": st.mtp_cache},
+
+
+def _scatter_slots(st: SlotState, rows, sub: SlotState) -> SlotState:
+    """Writes _gather_slots' state back into st (padding rows dropped); stats are sub's."""
+    put = lambda full, part: full.at[rows].set(part, mode="drop")
+    fields = {
+        f.name: put(getattr(st, f.name), getattr(sub, f.name))
+        for f in dataclasses.fields(st)
+        if f.name not in _CACHES + _GLOBAL
+    }
+    return st.replace(
+        **fields,
+        cache=_put_rows(st.cache, rows, sub.cache),
+        mtp_cache=_put_rows(st.mtp_cache, rows, sub.mtp_cache),
+        stats=sub.stats,
     )
-    return st.replace(cache=back["main"], mtp_cache=back["mtp"])
+
+
+def _end_turns(st: SlotState, slots) -> SlotState:
+    """Stops slots [N] (>= B: none) now, as if their budget ran out (a server's stop string)."""
+    return st.replace(active=st.active.at[slots].set(False, mode="drop"))
 
 
 def _fetch_turn(st: SlotState, slot):
@@ -484,6 +594,7 @@ def _fetch_turn(st: SlotState, slot):
 _init_jit = jax.jit(init_state, static_argnums=(0, 1))
 _prefill_jit = jax.jit(prefill, static_argnums=(0, 1, 2), donate_argnums=(4,))
 _decode_jit = jax.jit(decode, static_argnums=(0, 1, 2), donate_argnums=(6,))
+_end_turns_jit = jax.jit(_end_turns, donate_argnums=(0,))
 _fetch_turn_jit = jax.jit(_fetch_turn)
 _fetch_experts_jit = jax.jit(lambda st, slot: st.experts[slot])
 
@@ -494,7 +605,7 @@ _fetch_experts_jit = jax.jit(lambda st, slot: st.experts[slot])
 def state_logical_specs(st: SlotState) -> SlotState:
     """Logical axes of the slot state: every slot-indexed leaf ([B, ...]: the per-layer latent
     caches, the [B,S] record buffers, the [B] counters) over BATCH, i.e. slots split over the
-    data-like axes (data, fsdp) by the default rules; the rng key and stats replicated.
+    data-like axes (data, fsdp) by the default rules (the per-slot rng keys too); stats replicated.
 
     The cache's S and latent dims stay whole on each device. Every head reads all L + R values of
     a position (MLA's latent is shared by the heads, like MQA's one K/V head), so a cache split over
@@ -504,26 +615,25 @@ def state_logical_specs(st: SlotState) -> SlotState:
     device: kimi_k2, 576 values, S = 8192, f32: 18.9 MB per slot per layer."""
     slots = lambda tree: jax.tree.map(lambda _: P(sh.BATCH), tree)
     per_slot = {
-        f.name: slots(getattr(st, f.name))
-        for f in dataclasses.fields(st)
-        if f.name not in ("key", "stats")
+        f.name: slots(getattr(st, f.name)) for f in dataclasses.fields(st) if f.name != "stats"
     }
-    return st.replace(**per_slot, key=P(), stats=P())
+    return st.replace(**per_slot, stats=P())
 
 
 @functools.lru_cache(maxsize=16)
 def _sharded_programs(cfg: ModelConfig, spec: Spec, mesh, rules):
-    """(init, prefill, decode) jitted with the slot state's shardings as out_shardings: the state
+    """(init, prefill, decode, end_turns) jitted with the slot state's shardings as out_shardings: the state
     is created sharded (never whole on one device), and a donated state comes back in the layout it
     went in (so its buffers are reused and the next call is not a new program). Params keep the
     shardings they are placed with (set_params). Cached per (cfg, spec, mesh, rules): engines alike
     share compiled programs, and rules, which jit does not see, are part of the key."""
-    abstract = jax.eval_shape(functools.partial(init_state, cfg, spec), jax.random.PRNGKey(0))
+    abstract = jax.eval_shape(functools.partial(init_state, cfg, spec))
     st_sh = sh.logical_shardings(state_logical_specs(abstract), mesh, rules)
     return (
         jax.jit(init_state, static_argnums=(0, 1), out_shardings=st_sh),
         jax.jit(prefill, static_argnums=(0, 1, 2), donate_argnums=(4,), out_shardings=st_sh),
         jax.jit(decode, static_argnums=(0, 1, 2), donate_argnums=(6,), out_shardings=st_sh),
+        jax.jit(_end_turns, donate_argnums=(0,), out_shardings=st_sh),
     )
 
 
@@ -563,6 +673,17 @@ class Turn:
     start: int  # absolute position of tokens[0] in the request's sequence
 
 
+@dataclasses.dataclass(frozen=True)
+class Sampling:
+    """One turn's sampling settings (model/sampling.py): temperature 0 = greedy, top_k <= 0 and
+    top_p = 1 = no filter. The recorded log-probs are those of the distribution these define."""
+
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int | None = None  # in [0, 2**31): the request's own rng stream (None: the engine's)
+
+
 @dataclasses.dataclass
 class _Request:
     rid: object
@@ -570,6 +691,9 @@ class _Request:
     max_new: int
     stops: list[int]
     forced: list[int]
+    sampling: Sampling
+    seed: int = 0  # the request's stream: Sampling.seed, or drawn from the engine's seed
+    turns: int = 0  # turns prefilled so far (each turn folds its number into the stream)
     slot: int = -1
     length: int = 0  # tokens of the sequence known to the engine (incl. emitted)
     pending: int | None = None  # after rewind(): the pending token (else the device's)
@@ -578,7 +702,10 @@ class _Request:
 
 class RolloutEngine:
     """Slots + an open request queue. Not thread-safe: drive it from one thread (rl/rollout.py).
-    speculative_k: MTP draft tokens per verify step (0 = plain decoding; > 0 needs MTP modules)."""
+    speculative_k: MTP draft tokens per verify step (0 = plain decoding; > 0 needs MTP modules).
+    temperature / top_k / top_p: the default sampling settings; a turn may bring its own
+    (`submit(..., sampling=Sampling(...))`), and every slot samples with its own in the same
+    compiled programs (the settings are per-slot arrays, not static)."""
 
     def __init__(
         self,
@@ -598,6 +725,7 @@ class RolloutEngine:
         speculative_k: int = 0,
         mesh=None,
         rules=None,
+        compact: bool = True,
     ):
         """mesh (model.sharding.role_mesh; None: one device): params and the latent cache are
         sharded over it by the logical `rules` (default model.sharding.DEFAULT_RULES): heads, FFN
@@ -605,7 +733,9 @@ class RolloutEngine:
         (data, fsdp), and every program runs under it. With an expert axis > 1, set
         cfg.moe_comm='alltoall' (model/moe_a2a.py): the default 'gspmd' dispatch slices experts by a
         traced index, which GSPMD serves by all-gathering each MoE layer's experts over the expert
-        axis at every decode step (tests/test_engine_sharding.py probes the compiled program)."""
+        axis at every decode step (tests/test_engine_sharding.py probes the compiled program).
+        compact: decode only the running slots (module docstring, "Live rows only"); False runs
+        every slot at every step, as the engine did before (bench/bench_serve.py's baseline)."""
         if speculative_k < 0 or (speculative_k and cfg.num_mtp_modules == 0):
             raise ValueError(
                 f"speculative_k={speculative_k}: speculative decoding needs speculative_k >= 0 and "
@@ -619,18 +749,21 @@ class RolloutEngine:
         if valid_vocab > cfg.vocab_size:
             raise ValueError(f"valid_vocab={valid_vocab} exceeds the model vocab {cfg.vocab_size}")
         self.cfg, self.spec = cfg, Spec(slots, cache_len, stop_width, speculative_k)
-        self.sampling = SamplingParams.make(temperature, top_k, top_p, valid_vocab)
+        SamplingParams.make(temperature, top_k, top_p, valid_vocab)  # checks them
+        self.sampling = Sampling(float(temperature), int(top_k), float(top_p))
         self.valid = valid_vocab or cfg.vocab_size
+        self.compact = compact
         self._shard(mesh, rules)
         self.set_params(params, params_version)
         self.t_buckets = _buckets(min(min_bucket, cache_len), cache_len)
         self.r_buckets = _buckets(1, slots)
         self.kv_buckets = _kv_buckets(self.t_buckets)
         n_r, n_t, n_kv = len(self.r_buckets), len(self.t_buckets), len(self.kv_buckets)
-        self.max_programs = 3 + n_kv + n_r * n_t * n_kv
+        self.max_programs = 4 + n_r * n_kv + n_r * n_t * n_kv
         self.programs: set[tuple] = {("init",)}
         with self._context():
-            self.state = self._init(cfg, self.spec, jax.random.PRNGKey(seed))
+            self.state = self._init(cfg, self.spec)
+        self._rng = np.random.default_rng(seed)  # the streams of requests without a seed
         self._free = list(range(slots))
         self._queue: collections.deque[_Request] = collections.deque()
         self._requests: dict[object, _Request] = {}
@@ -651,6 +784,7 @@ class RolloutEngine:
         """Shardings and programs for `mesh` (None: the unsharded module-level programs)."""
         self.mesh, self.rules = mesh, sh.normalize_rules(rules or sh.DEFAULT_RULES)
         self._init, self._prefill, self._decode = _init_jit, _prefill_jit, _decode_jit
+        self._end = _end_turns_jit
         if mesh is None:
             return
         sh.check_model_mesh(self.cfg, mesh)
@@ -664,7 +798,7 @@ class RolloutEngine:
         specs = split_layer_specs(self.cfg, param_logical_specs(self.cfg))
         self._param_shardings = sh.logical_shardings(specs, mesh, self.rules)
         programs = _sharded_programs(self.cfg, self.spec, mesh, self.rules)
-        self._init, self._prefill, self._decode = programs
+        self._init, self._prefill, self._decode, self._end = programs
 
     def _context(self):
         """The mesh and logical rules every program of a sharded engine is traced under."""
@@ -674,26 +808,34 @@ class RolloutEngine:
 
     # -- requests
 
-    def submit(self, rid, prompt, *, max_new: int, stop_tokens=(), forced=None) -> None:
-        """Queues a new request; it starts when a slot is free (call step())."""
+    def submit(
+        self, rid, prompt, *, max_new: int, stop_tokens=(), forced=None, sampling=None
+    ) -> None:
+        """Queues a new request; it starts when a slot is free (call step()). sampling: this
+        turn's Sampling (None: the engine's defaults)."""
         if rid in self._requests:
             raise ValueError(f"request {rid!r} already exists")
         if len(prompt) == 0:
             raise ValueError(f"request {rid!r}: empty prompt")
-        req = _Request(rid, *self._turn_args(rid, prompt, max_new, stop_tokens, forced))
+        req = _Request(rid, *self._turn_args(rid, prompt, max_new, stop_tokens, forced, sampling))
+        seed = req.sampling.seed
+        req.seed = int(self._rng.integers(2**31)) if seed is None else seed
         self._requests[rid] = req
         self._queue.append(req)
 
-    def extend(self, rid, tokens, *, max_new: int, stop_tokens=(), forced=None) -> None:
-        """Continues a paused request: appends `tokens` (an observation) and starts its next turn."""
+    def extend(
+        self, rid, tokens, *, max_new: int, stop_tokens=(), forced=None, sampling=None
+    ) -> None:
+        """Continues a paused request: appends `tokens` (an observation) and starts its next turn
+        (sampling: as in submit)."""
         req = self._requests.get(rid)
         if req is None or req.state != "paused":
             state = "unknown" if req is None else req.state
             raise ValueError(f"extend({rid!r}): request is {state}, not paused after a turn")
         if len(tokens) == 0:
             raise ValueError(f"extend({rid!r}): no tokens to append")
-        req.new, req.max_new, req.stops, req.forced = self._turn_args(
-            rid, tokens, max_new, stop_tokens, forced
+        req.new, req.max_new, req.stops, req.forced, req.sampling = self._turn_args(
+            rid, tokens, max_new, stop_tokens, forced, sampling
         )
         req.state = "prefill"
 
@@ -770,7 +912,7 @@ class RolloutEngine:
     def busy(self) -> bool:
         return any(r.state in ("queued", "prefill", "running") for r in self._requests.values())
 
-    def _turn_args(self, rid, new, max_new, stop_tokens, forced):
+    def _turn_args(self, rid, new, max_new, stop_tokens, forced, sampling):
         new, stops, forced = list(new), list(stop_tokens), list(forced or [])
         for what, ids in (("tokens", new), ("stop_tokens", stops), ("forced", forced)):
             bad = [t for t in ids if not 0 <= int(t) < self.cfg.vocab_size]
@@ -784,7 +926,15 @@ class RolloutEngine:
             )
         if max_new <= 0 or len(forced) > max_new:
             raise ValueError(f"request {rid!r}: max_new={max_new} must be > 0 and >= len(forced)")
-        return new, int(max_new), stops, forced
+        sampling = self.sampling if sampling is None else sampling
+        try:
+            check(sampling.temperature, sampling.top_k, sampling.top_p)
+        except ValueError as e:
+            raise ValueError(f"request {rid!r}: {e}") from None
+        seed = sampling.seed
+        if seed is not None and (not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**31):
+            raise ValueError(f"request {rid!r}: seed must be an int in [0, 2**31), got {seed!r}")
+        return new, int(max_new), stops, forced, sampling
 
     # -- running
 
@@ -799,12 +949,8 @@ class RolloutEngine:
         if not running:
             return []
         t0 = time.perf_counter()
-        # Positions fed this call are < length - 1 + max_new (the turn's budget) for every slot.
-        # Copying a window in and out of the loop costs more than reading the whole cache unless
-        # the window is at most half of it (bench/RESULTS.md: 1.28x the time at 1536 of 2048).
-        kv = _bucket(max(r.length - 1 + r.max_new for r in running), self.kv_buckets)
-        kv = kv if 2 * kv <= self.spec.cache_len else self.spec.cache_len
-        self.programs.add(("decode", kv))
+        rows, kv = self._decode_shape(running)
+        self.programs.add(("decode", len(rows), kv))
         assert len(self.programs) <= self.max_programs, (self.programs, self.max_programs)
         with self._context():
             self.state = self._decode(
@@ -813,36 +959,69 @@ class RolloutEngine:
                 kv,
                 self.params,
                 self.version,
-                self.sampling,
+                jnp.int32(self.valid),
                 self.state,
+                jnp.asarray(rows),
                 jnp.int32(max_iterations),
             )
         active, ngen, stopped = jax.device_get(
             (self.state.active, self.state.ngen, self.state.stopped)
         )
         self.timing["decode_s"] += time.perf_counter() - t0
-        turns = []
-        for req in running:
-            if active[req.slot]:
-                continue
-            self.programs.add(("fetch_turn",))
-            with self._context():
-                turn = _fetch_turn_jit(self.state, jnp.int32(req.slot))
-            toks, lps, vers = jax.device_get(turn)
-            n, a = int(ngen[req.slot]), req.length
-            turns.append(
-                Turn(
-                    req.rid,
-                    [int(t) for t in toks[a : a + n]],
-                    lps[a : a + n],
-                    vers[a : a + n],
-                    "stop" if stopped[req.slot] else "length",
-                    a,
-                )
-            )
-            req.length += n
-            req.state = "paused"
-        return turns
+        return [
+            self._pause(req, int(ngen[req.slot]), bool(stopped[req.slot]))
+            for req in running
+            if not active[req.slot]
+        ]
+
+    def _decode_shape(self, running: list[_Request]) -> tuple[np.ndarray, int]:
+        """-> (rows [R], kv window) of a decode call over the running requests. R: the running
+        count rounded up to a row bucket (a power of two, or B); R < B decodes only those slots
+        (gathered, padded with B), so a step's cost follows the live requests, not the slots.
+        Positions fed this call are < length - 1 + max_new (the turn's budget) for every slot.
+        In place (R = B), copying a window in and out of the loop costs more than reading the
+        whole cache unless the window is at most half of it (bench/RESULTS.md: 1.28x the time at
+        1536 of 2048); gathered rows are copied anyway, so they always take the smallest window."""
+        b = self.spec.slots
+        kv = _bucket(max(r.length - 1 + r.max_new for r in running), self.kv_buckets)
+        r = _bucket(len(running), self.r_buckets) if self.compact else b
+        if r == b:
+            kv = kv if 2 * kv <= self.spec.cache_len else self.spec.cache_len
+            return np.arange(b, dtype=np.int32), kv
+        rows = np.full((r,), b, np.int32)
+        rows[: len(running)] = sorted(q.slot for q in running)
+        return rows, kv
+
+    def _pause(self, req: _Request, n: int, stopped: bool) -> Turn:
+        """The ended turn of req (n tokens emitted), which is paused."""
+        self.programs.add(("fetch_turn",))
+        with self._context():
+            turn = _fetch_turn_jit(self.state, jnp.int32(req.slot))
+        toks, lps, vers = jax.device_get(turn)
+        a = req.length
+        req.length += n
+        req.state = "paused"
+        return Turn(
+            req.rid,
+            [int(t) for t in toks[a : a + n]],
+            lps[a : a + n],
+            vers[a : a + n],
+            "stop" if stopped else "length",
+            a,
+        )
+
+    def end_turn(self, rid) -> Turn:
+        """Ends a running request's turn now, with the tokens emitted so far (finish_reason
+        'stop'): a server's stop string was seen in them. The request is paused, as after a turn
+        that ended by itself (extend / finish as usual)."""
+        req = self._requests.get(rid)
+        if req is None or req.state != "running":
+            state = "unknown" if req is None else req.state
+            raise ValueError(f"end_turn({rid!r}): request is {state}, not running")
+        self.programs.add(("end_turns",))
+        with self._context():
+            self.state = self._end(self.state, jnp.asarray([req.slot], jnp.int32))
+        return self._pause(req, int(np.asarray(self.state.ngen[req.slot])), True)
 
     def _prefill_pending(self) -> None:
         todo = [r for r in self._requests.values() if r.state == "prefill"]
@@ -879,6 +1058,8 @@ class RolloutEngine:
         start, n_seq, n_feed = (np.zeros((r,), np.int32) for _ in range(3))
         max_new, nforced = np.ones((r,), np.int32), np.zeros((r,), np.int32)
         stops = np.full((r, st_w), -1, np.int32)
+        temp, top_p = np.zeros((r,), np.float32), np.ones((r,), np.float32)
+        top_k, seeds, turns = (np.zeros((r,), np.int32) for _ in range(3))
         pending = np.asarray(self.state.tok) if any(q.length for q in reqs) else None
         for i, req in enumerate(reqs):
             fresh = req.length == 0
@@ -890,6 +1071,10 @@ class RolloutEngine:
             n_feed[i] = len(head) + len(req.new) - 1
             max_new[i], nforced[i] = req.max_new, len(req.forced)
             stops[i, : len(req.stops)] = req.stops
+            sp = req.sampling
+            temp[i], top_k[i], top_p[i] = sp.temperature, sp.top_k, sp.top_p
+            seeds[i], turns[i] = req.seed, req.turns
+            req.turns += 1
             req.length += len(req.new)
             req.state, req.new = "running", []
         kv = _bucket(int((start + n_seq).max()), self.kv_buckets)  # the positions written
@@ -907,5 +1092,8 @@ class RolloutEngine:
                 jnp.asarray(start),
                 jnp.asarray(n_seq),
                 jnp.asarray(n_feed),
-                (jnp.asarray(max_new), jnp.asarray(nforced), jnp.asarray(stops)),
+                tuple(
+                    jnp.asarray(x)
+                    for x in (max_new, nforced, stops, temp, top_k, top_p, seeds, turns)
+                ),
             )

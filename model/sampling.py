@@ -16,8 +16,10 @@ recorded log-prob is log_softmax(mask_invalid(logits) / temperature)[token], the
 temperature-scaled softmax over valid ids; top-k/top-p truncation is an eval option whose log-probs a
 trainer cannot recompute from logits alone. Greedy records the temperature-1 log-softmax.
 
-Sampling settings are traced scalars (changing them does not recompile); top_k <= 0 and top_p >= 1
-switch the filters off.
+Sampling settings are traced arrays (changing them does not recompile): scalars, or one value per
+row ([B], a prefix of the logits' leading shape) so that each slot of a continuous batch samples
+with its own request's settings in one program; top_k <= 0 and top_p >= 1 switch the filters off
+(per row), temperature 0 is greedy (per row).
 """
 
 from __future__ import annotations
@@ -32,9 +34,9 @@ NEG_INF = -jnp.inf
 
 
 class SamplingParams(NamedTuple):
-    temperature: jnp.ndarray  # float32 scalar; 0 = greedy
-    top_k: jnp.ndarray  # int32 scalar; <= 0 = off
-    top_p: jnp.ndarray  # float32 scalar; >= 1 = off
+    temperature: jnp.ndarray  # float32 scalar or [B]; 0 = greedy
+    top_k: jnp.ndarray  # int32 scalar or [B]; <= 0 = off
+    top_p: jnp.ndarray  # float32 scalar or [B]; >= 1 = off
     valid: jnp.ndarray | int = 0  # int32 scalar; ids >= valid are never sampled; <= 0 = all
 
     @staticmethod
@@ -45,13 +47,26 @@ class SamplingParams(NamedTuple):
             raise ValueError(
                 f"valid (number of valid token ids) must be an int >= 0, got {valid!r}"
             )
-        if temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {temperature}")
-        if not 0.0 < top_p <= 1.0:
-            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+        check(temperature, top_k, top_p)
         return SamplingParams(
             jnp.float32(temperature), jnp.int32(top_k), jnp.float32(top_p), jnp.int32(valid)
         )
+
+
+def check(temperature: float, top_k: int, top_p: float) -> None:
+    """One-line ValueErrors for settings no request may use."""
+    if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)):
+        raise ValueError(f"top_k must be an int, got {top_k!r}")
+    if not temperature >= 0:  # also catches NaN
+        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    if not 0.0 < top_p <= 1.0:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+
+
+def per_row(x, ndim: int):
+    """A setting of shape [] or [B] -> broadcastable against an array [B, ...] of rank ndim."""
+    x = jnp.asarray(x)
+    return x.reshape(x.shape + (1,) * (ndim - x.ndim))
 
 
 def mask_invalid(logits, valid):
@@ -62,25 +77,32 @@ def mask_invalid(logits, valid):
 
 def filtered_logprobs(logits, sp: SamplingParams):
     """logits [..., V] -> normalized log-probs [..., V] of the distribution tokens are sampled from
-    (-inf outside the top-k / top-p set). Greedy: the plain log-softmax (see module docstring)."""
-    greedy = sp.temperature <= 0
+    (-inf outside the top-k / top-p set). Greedy: the plain log-softmax (see module docstring).
+    The settings are scalars or per row (module docstring)."""
+    nd = logits.ndim
+    temperature = per_row(sp.temperature, nd)
+    greedy = temperature <= 0
     masked = mask_invalid(logits.astype(jnp.float32), sp.valid)  # before sampling and log-probs
-    scaled = masked / jnp.where(greedy, 1.0, sp.temperature)
-    # The sort is skipped (lax.cond, not a select) when neither filter is on, as in RL sampling:
-    # it was ~5% of a small model's decode iteration on CPU.
-    filtering = (sp.top_k > 0) | (sp.top_p < 1.0)
+    scaled = masked / jnp.where(greedy, 1.0, temperature)
+    row = SamplingParams(temperature, per_row(sp.top_k, nd), per_row(sp.top_p, nd), sp.valid)
+    # The sort is skipped (lax.cond, not a select) when no row filters, as in RL sampling: it was
+    # ~5% of a small model's decode iteration on CPU. One filtering row sorts them all; the others
+    # keep every id (top_k <= 0, top_p >= 1 keep all).
+    filtering = jnp.any((row.top_k > 0) | (row.top_p < 1.0))
     keep = jax.lax.cond(
-        filtering, _top_k_top_p_keep, lambda x, _: jnp.ones(x.shape, bool), scaled, sp
+        filtering, _top_k_top_p_keep, lambda x, _: jnp.ones(x.shape, bool), scaled, row
     )
     filtered = jax.nn.log_softmax(jnp.where(keep & ~greedy, scaled, NEG_INF), axis=-1)
     return jnp.where(greedy, jax.nn.log_softmax(scaled, axis=-1), filtered)
 
 
 def _top_k_top_p_keep(scaled, sp: SamplingParams):
-    """scaled logits [..., V] -> [..., V] bool: inside the top-k and the top-p nucleus."""
+    """scaled logits [..., V] -> [..., V] bool: inside the top-k and the top-p nucleus.
+    sp's settings are broadcastable against [..., 1] (per_row)."""
     v = scaled.shape[-1]
     desc = -jnp.sort(-scaled, axis=-1)  # [..., V] largest first
-    kth = jnp.take(desc, jnp.clip(sp.top_k - 1, 0, v - 1), axis=-1)[..., None]
+    kidx = jnp.broadcast_to(jnp.clip(sp.top_k - 1, 0, v - 1), scaled.shape[:-1] + (1,))
+    kth = jnp.take_along_axis(desc, kidx, axis=-1)  # [..., 1]
     keep = (sp.top_k <= 0) | (scaled >= kth)
     # Nucleus: the smallest prefix of the sorted (top-k filtered) distribution whose mass reaches top_p;
     # a token is kept if the mass strictly before it is < top_p (so the crossing token is kept).
@@ -92,10 +114,35 @@ def _top_k_top_p_keep(scaled, sp: SamplingParams):
     return keep & ((sp.top_p >= 1.0) | (scaled >= pth))
 
 
+def split(key, n: int):
+    """jax.random.split for one key [2] -> [n,2], or per row for row keys [B,2] -> [B,n,2]."""
+    if key.ndim == 2:
+        return jax.vmap(lambda k: jax.random.split(k, n))(key)
+    return jax.random.split(key, n)
+
+
+def categorical(key, logits):
+    """Samples logits [B,V] (or [...,V] with one key): one key for all, or one per row [B,2]
+    (each slot's own stream: its draws do not depend on its batch companions)."""
+    if key.ndim == 2:
+        return jax.vmap(lambda k, lg: jax.random.categorical(k, lg))(key, logits)
+    return jax.random.categorical(key, logits, axis=-1)
+
+
+def uniform(key, shape):
+    """Uniforms [B, *shape[1:]]: one key for all, or one per row [B,2]."""
+    if key.ndim == 2:
+        return jax.vmap(lambda k: jax.random.uniform(k, shape[1:]))(key)
+    return jax.random.uniform(key, shape)
+
+
 def sample(key, logprobs, greedy):
-    """logprobs [..., V] from filtered_logprobs -> token ids [...] (argmax when greedy)."""
+    """logprobs [..., V] from filtered_logprobs -> token ids [...] (argmax where greedy: a scalar
+    or per row). key: one key, or one per row ([B,2], logprobs [B,V])."""
     return jnp.where(
-        greedy, jnp.argmax(logprobs, -1), jax.random.categorical(key, logprobs, axis=-1)
+        per_row(greedy, logprobs.ndim - 1),
+        jnp.argmax(logprobs, -1),
+        categorical(key, logprobs),
     ).astype(jnp.int32)
 
 
@@ -112,20 +159,25 @@ def speculative_accept(key, target_lp, draft_lp, drafts, greedy, forced=None):
     Draft i is accepted with probability min(1, p_i(d)/q_i(d)); at the first rejection the token is
     resampled from normalize(max(0, p - q)); if all K are accepted a bonus token comes from p_K.
     The emitted sequence is then distributed exactly as sampling from p one token at a time.
-    Greedy: accept while the draft equals the target argmax, then emit the target argmax.
+    Greedy (a scalar or [B], per row): accept while the draft equals the target argmax, then emit
+    the target argmax. Per-row settings: each row's p and q are that row's own filtered
+    distributions, so the rule (and its exactness) holds row by row.
     forced [B,K] bool (optional): drafts accepted whatever the rule says (teacher-forced tokens, a
     prefix of each row); the rule then judges the drafts after them as usual.
+
+    key: one key, or one per row ([B,2]).
 
     -> (n_accepted [B] in [0, K], next token [B] emitted after the accepted drafts).
     """
     b, k = drafts.shape
-    k_accept, k_resample = jax.random.split(key)
+    keys = split(key, 2)
+    k_accept, k_resample = (keys[:, 0], keys[:, 1]) if key.ndim == 2 else keys
     p_d = jnp.exp(token_logprob(target_lp[:, :k], drafts))  # [B,K]
     q_d = jnp.exp(token_logprob(draft_lp, drafts))  # [B,K]
-    u = jax.random.uniform(k_accept, (b, k))
+    u = uniform(k_accept, (b, k))
     sampled_ok = u * q_d < p_d
     greedy_ok = drafts == jnp.argmax(target_lp[:, :k], -1)
-    ok = jnp.where(greedy, greedy_ok, sampled_ok)
+    ok = jnp.where(per_row(greedy, 2), greedy_ok, sampled_ok)
     if forced is not None:
         ok = ok | forced
     n_acc = jnp.sum(jnp.cumprod(ok.astype(jnp.int32), axis=1), axis=1)  # leading accepts
@@ -138,6 +190,6 @@ def speculative_accept(key, target_lp, draft_lp, drafts, greedy, forced=None):
     residual = jnp.where(
         residual.sum(-1, keepdims=True) > 0, residual, p
     )  # p == q: any p-sample is fine
-    nxt_sampled = jax.random.categorical(k_resample, jnp.log(residual), axis=-1)
+    nxt_sampled = categorical(k_resample, jnp.log(residual))
     nxt = jnp.where(greedy, jnp.argmax(p, -1), nxt_sampled).astype(jnp.int32)
     return n_acc, nxt

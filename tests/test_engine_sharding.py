@@ -220,7 +220,9 @@ def test_expert_parallel_decode_gathers_no_weights(moe_comm, devices):
     cfg, params = tiny(moe_comm=moe_comm)
     mesh = role_mesh({"tensor": 2, "expert": 2}, DEV[devices])  # the programs of MESHES' cases
     eng = RolloutEngine(cfg, params, temperature=0.0, mesh=mesh, **ENGINE)
-    args = (cfg, eng.spec, 32, eng.params, eng.version, eng.sampling, eng.state, jnp.int32(8))
+    rows = jnp.arange(eng.spec.slots)  # every slot: the in-place decode program
+    valid = jnp.int32(eng.valid)
+    args = (cfg, eng.spec, 32, eng.params, eng.version, valid, eng.state, rows, jnp.int32(8))
     with eng._context():
         hlo = eng._decode.lower(*args).compile().as_text()
     gathers = re.findall(r"= [a-z0-9]+\[([0-9,]*)\][^ ]* all-gather\(", hlo)

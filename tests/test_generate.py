@@ -15,9 +15,9 @@ import pytest
 
 import model.engine as engine_module
 from model import Transformer, init_params, presets
-from model.engine import RolloutEngine
+from model.engine import RolloutEngine, Sampling
 from model.prompt_batch import PromptBatch, generate
-from model.sampling import SamplingParams, filtered_logprobs, speculative_accept
+from model.sampling import SamplingParams, categorical, filtered_logprobs, speculative_accept
 
 PROMPTS = [[1, 2, 3, 4, 5], [7], [9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 11]]
 MAX_NEW = 10
@@ -288,30 +288,46 @@ def _resample_from_target(key, target_lp, draft_lp, drafts, greedy, forced=None)
     (the all-accepted bonus from p_K is the same in both)."""
     n_acc, nxt = speculative_accept(key, target_lp, draft_lp, drafts, greedy, forced)
     p_lp = jnp.take_along_axis(target_lp, n_acc[:, None, None], axis=1)[:, 0]  # [B,V]
-    wrong = jax.random.categorical(jax.random.fold_in(key, 1), p_lp, axis=-1).astype(jnp.int32)
+    other = jax.vmap(jax.random.fold_in, (0, None))(key, 1)  # the engine's keys are per slot
+    wrong = categorical(other, p_lp).astype(jnp.int32)
     return n_acc, jnp.where(greedy, nxt, wrong)
 
 
 def test_speculative_samples_follow_the_model_distribution_and_a_wrong_rule_fails(monkeypatch):
     """Joint law of the first two sampled tokens (one verify step: draft accept/reject + bonus) vs
     the exact p(t1) p(t2 | t1) from the forward pass, vocab 8 -> 64 cells, 3000 samples, at
-    temperatures 1 and 0.7. The same check must reject a wrong rule swapped into the engine (so it
-    has the power to catch one)."""
+    temperatures 1 and 0.7 sampled side by side in one batch (each slot with its own setting, a
+    few greedy slots among them). The same check must reject a wrong rule swapped into the engine
+    (so it has the power to catch one)."""
     cfg = presets.get("tiny", vocab_size=8, moe_impl="dense")
     params = init_params(cfg, jax.random.PRNGKey(0))
     prompt, n = [1, 2, 3], 3000
     fwd = jax.jit(lambda t: Transformer(cfg).apply({"params": params}, t).logits)
+    logits1 = fwd(jnp.array([prompt]))[0, -1]
+    logits2 = fwd(jnp.array([prompt + [a] for a in range(8)]))[:, -1]
 
-    def p_value(temperature):
-        p1 = jax.nn.softmax(fwd(jnp.array([prompt]))[0, -1] / temperature)
-        p2 = jax.nn.softmax(fwd(jnp.array([prompt + [a] for a in range(8)]))[:, -1] / temperature)
+    def p_value(toks, temperature):
+        p1 = jax.nn.softmax(logits1 / temperature)
+        p2 = jax.nn.softmax(logits2 / temperature)
         expected = np.asarray(p1[:, None] * p2, np.float64).reshape(-1)
-        expected *= n / expected.sum()
-        out = generate(cfg, params, [prompt] * n, 2, temperature=temperature, num_draft=2, seed=1)
-        toks = np.array(out.tokens)
+        expected *= len(toks) / expected.sum()
         counts = np.bincount(toks[:, 0] * 8 + toks[:, 1], minlength=64)
         chi2 = np.sum((counts - expected) ** 2 / expected)
-        return float(jax.scipy.special.gammaincc(63 / 2, chi2 / 2)), out.stats["acceptance_rate"]
+        return float(jax.scipy.special.gammaincc(63 / 2, chi2 / 2))
+
+    def sample_pairs(temperatures):
+        """First two tokens of one request per temperature, one engine, one slot each (every
+        slot decoded at every step: one decode program for thousands of slots, not one per row
+        bucket as the requests finish)."""
+        eng = RolloutEngine(cfg, params, slots=len(temperatures), cache_len=16, speculative_k=2,
+                            seed=1, compact=False)  # fmt: skip
+        for i, t in enumerate(temperatures):
+            eng.submit(i, prompt, max_new=2, sampling=Sampling(t))
+        out = {}
+        while eng.busy:
+            out.update({turn.request: turn.tokens for turn in eng.step()})
+        c = eng.counters()
+        return np.array([out[i] for i in range(len(temperatures))]), c["accepted"] / c["drafted"]
 
     # The decode loop is jitted with these static args either way, so its cache is cleared around
     # the swap (a stale trace would run the wrong rule as the real one, or the reverse). The wrong
@@ -319,13 +335,17 @@ def test_speculative_samples_follow_the_model_distribution_and_a_wrong_rule_fail
     with monkeypatch.context() as m:
         m.setattr(engine_module, "speculative_accept", _resample_from_target)
         engine_module._decode_jit.clear_cache()
-        p_wrong, _ = p_value(0.7)
+        p_wrong = p_value(sample_pairs([0.7] * n)[0], 0.7)
     engine_module._decode_jit.clear_cache()
     assert p_wrong < 1e-6, p_wrong
-    for temperature in (1.0, 0.7):
-        p_exact, acc = p_value(temperature)
-        assert p_exact > 1e-3, (temperature, p_exact)
-        assert 0.1 < acc < 0.9  # both accept and reject paths are exercised
+    temperatures = np.array([1.0, 0.7] * n + [0.0] * 16)
+    toks, acc = sample_pairs(temperatures)
+    for t in (1.0, 0.7):
+        p_exact = p_value(toks[temperatures == t], t)
+        assert p_exact > 1e-3, (t, p_exact)
+    greedy1 = int(jnp.argmax(logits1))
+    assert (toks[temperatures == 0] == [greedy1, int(jnp.argmax(logits2[greedy1]))]).all()
+    assert 0.1 < acc < 0.9  # both accept and reject paths are exercised
 
 
 @pytest.mark.parametrize(

@@ -148,12 +148,13 @@ def test_compiled_programs_stay_within_the_bound_over_50_episodes():
     assert len(out.records) == 50 and out.stats["errors"] == 0
     assert {r["counts"]["turns"] for r in out.records} == {3}
     compiled = _prefill_jit._cache_size() + _decode_jit._cache_size() - before
-    # init, 2 fetches, decode per window W {16,24,32,48,64}, prefill per R {1,2,4} x
-    # T {16,32,64} x W
-    assert compiled <= len(eng.programs) <= eng.max_programs == 3 + 5 + 3 * 3 * 5
+    # init, 2 fetches, end_turns, decode per R {1,2,4} x window W {16,24,32,48,64}, prefill per
+    # R x T {16,32,64} x W
+    assert compiled <= len(eng.programs) <= eng.max_programs == 4 + 3 * 5 + 3 * 3 * 5
     assert any(k[0] == "prefill" and k[1] > 1 for k in eng.programs)  # batched prefills happened
     assert len({k[3] for k in eng.programs if k[0] == "prefill"}) > 1  # windows grew with context
-    assert len({k[1] for k in eng.programs if k[0] == "decode"}) > 1  # decode windows too
+    assert len({k[2] for k in eng.programs if k[0] == "decode"}) > 1  # decode windows too
+    assert len({k[1] for k in eng.programs if k[0] == "decode"}) > 1  # live rows only, compacted
     for r in out.records:
         assert [t for a, b in r["turn_spans"] for t in r["tokens"][a:b]] == [
             t for t, m in zip(r["tokens"], r["mask"]) if m
@@ -161,8 +162,9 @@ def test_compiled_programs_stay_within_the_bound_over_50_episodes():
 
 
 def test_decoding_in_a_small_window_keeps_a_paused_longer_slot():
-    """Slot A (60-token prompt) pauses after a turn; slot B's short turns then decode in cache
-    windows below A's context (16 of 128 positions), writing back only that window. A's next turn
+    """Slot A (60-token prompt) pauses after a turn; slot B's short turns then decode alone (its
+    row gathered out of the 2 slots) in cache windows below A's context (16 of 128 positions),
+    writing back only that row and window. A's next turn
     must still see its whole cache: every log-prob A's turns recorded equals a full forward's over
     its final sequence, with the routing the engine recorded (float32)."""
     cfg, params = tiny()
@@ -171,14 +173,14 @@ def test_decoding_in_a_small_window_keeps_a_paused_longer_slot():
     ids = lambda n: [int(x) for x in rng.integers(3, cfg.vocab_size, n)]
     eng.submit("A", ids(60), max_new=4)
     turns = eng.step()
-    assert [t.request for t in turns] == ["A"] and eng.programs >= {("decode", 64)}
+    assert [t.request for t in turns] == ["A"] and eng.programs >= {("decode", 1, 64)}
     eng.submit("B", ids(5), max_new=3)
     for _ in range(2):  # B alone: window 16 (length - 1 + max_new <= 16)
         (turn,) = eng.step()
         assert turn.request == "B"
         eng.extend("B", ids(2), max_new=3)
     eng.step()
-    assert {k[1] for k in eng.programs if k[0] == "decode"} >= {16}
+    assert {k[2] for k in eng.programs if k[0] == "decode"} >= {16}
     eng.extend("A", ids(3), max_new=4)
     turns += [t for t in eng.step() if t.request == "A"]
     seq, experts = eng.sequence("A"), eng.finish("A")

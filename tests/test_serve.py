@@ -1,15 +1,19 @@
 """The OpenAI-compatible server (rl/serve) on loopback, driven by the `openai` client package: the
 real tiny model on the one decode engine, real uvicorn on a free port in a thread.
 
-Greedy responses equal model.generate; streaming equals non-streaming; tools in the OpenAI shape
-render exactly as the chat template renders the same conversation; feedback is logged (404 for an
-unknown id); bad requests get OpenAI-shaped 4xx errors; a hot swap to a newly promoted version in
-the middle of streams drops no request and every token is the argmax of the version it records.
+Greedy responses equal model.generate; streaming equals non-streaming; concurrent requests sample
+with their own settings in one batch (a greedy one still equals model.generate, the others' logged
+log-probs equal the filtered forward's under their own settings); stop strings; tools in the
+OpenAI shape render exactly as the chat template renders the same conversation, and a tool call
+the model emits comes back as OpenAI tool_calls; feedback is logged (404 for an unknown id); bad
+requests get OpenAI-shaped 4xx errors; a hot swap to a newly promoted version in the middle of
+streams drops no request and every token is the argmax of the version it records.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import json
 import os
 import subprocess
@@ -19,14 +23,16 @@ import urllib.error
 import urllib.request
 
 import jax
+import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import openai
+import optax
 import pytest
 
-from data.chat import generation_prompt, tool_call_text
+from data.chat import generation_prompt, render_messages, tool_call_text
 from data.tokenizers import ByteTokenizer
-from model import generate, init_params, presets
+from model import Transformer, generate, init_params, presets
 from model.engine import RolloutEngine
 from rl.serve import protocol as pr
 from rl.serve.app import make_app
@@ -130,6 +136,107 @@ def test_completions_equal_generate(served, tiny):
     assert "".join(c.choices[0].text for c in streamed) == r.choices[0].text
 
 
+REF_LEN = 64  # one shape for the reference forwards (prompt + completion of these tests fit)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _ref_logits(cfg, params, ids, forced):
+    return Transformer(cfg).apply({"params": params}, ids, forced_experts=forced).logits
+
+
+def filtered_reference(cfg, params, rec, temperature, top_k, top_p):
+    """Log-probs of a logged completion's tokens under the distribution its settings define,
+    from a float64 numpy filter over the full forward's logits (the logged routing replayed):
+    valid ids, / temperature, top-k, then the top-p nucleus (the crossing token kept)."""
+    plen, tokens = rec["prompt_len"], rec["tokens"]
+    n = len(tokens) - 1
+    ids = np.zeros((1, REF_LEN), np.int32)  # right-padded: causal, earlier logits unchanged
+    ids[0, :n] = tokens[:-1]
+    forced = np.zeros((cfg.num_moe_layers, 1, REF_LEN, cfg.num_experts_per_tok), np.int32)
+    forced[:, 0, :n] = np.asarray(rec["experts"])[:, :-1]  # the logged routing, replayed
+    logits = _ref_logits(cfg, params, jnp.asarray(ids), jnp.asarray(forced))[0, plen - 1 : n]
+    want = []
+    for z, t in zip(np.asarray(logits, np.float64), tokens[plen:]):
+        z = np.where(np.arange(z.size) < TOK.vocab_size, z, -np.inf) / temperature
+        order = np.argsort(-z)[: top_k or None]
+        p = np.exp(z[order] - z[order[0]])
+        p /= p.sum()
+        kept = order if top_p >= 1 else order[(np.cumsum(p) - p) < top_p]
+        zk = z[kept] - z[kept].max()
+        lse = np.log(np.exp(zk).sum()) + z[kept].max()
+        want.append(z[t] - lse if t in kept else -np.inf)
+    return np.array(want)
+
+
+def test_concurrent_requests_sample_with_their_own_settings(served, tiny):
+    """A greedy request and two sampled ones (temperature 1; temperature 0.7 with top_p 0.9 and
+    top_k 40) sent at once, decoded together (their lifetimes overlap; speculative, K=2): the
+    greedy one equals model.generate, and each sampled one's logged log-probs equal the forward's
+    under its own settings (float32 engine vs float64 reference, atol 1e-4)."""
+    cfg, params = tiny
+    client = served["client"]
+    messages = [{"role": "user", "content": "def mul(a, b):"}]
+    settings = [dict(temperature=0.0), dict(temperature=1.0),
+                dict(temperature=0.7, top_p=0.9, extra_body={"top_k": 40})]  # fmt: skip
+    go = threading.Barrier(len(settings))
+
+    def send(kw):
+        go.wait()
+        return client.chat.completions.create(model=MODEL, messages=messages, max_tokens=12, **kw)
+
+    with concurrent.futures.ThreadPoolExecutor(len(settings)) as pool:
+        greedy, hot, nucleus = pool.map(send, settings)
+    want = reference(cfg, params, generation_prompt(TOK, messages), 12)
+    assert greedy.choices[0].message.content == TOK.decode(pr.strip_stop(TOK, want))
+    log = logged(served["log"])
+    recs = [log[r.id] for r in (greedy, hot, nucleus)]
+    spans = [(r["time"] - r["latency_s"], r["time"]) for r in recs]
+    assert max(a for a, _ in spans) < min(b for _, b in spans)  # all three in flight at once
+    assert recs[2]["sampling"] == {"temperature": 0.7, "top_k": 40, "top_p": 0.9, "seed": None}
+    for rec, (t, k, p) in zip(recs[1:], [(1.0, 0, 1.0), (0.7, 40, 0.9)]):
+        got = np.asarray(rec["logprobs"][rec["prompt_len"] :])
+        np.testing.assert_allclose(got, filtered_reference(cfg, params, rec, t, k, p), atol=1e-4)
+    assert recs[1]["tokens"] != recs[2]["tokens"]
+
+
+def test_a_seeded_request_samples_the_same_tokens_alone_or_in_company(served):
+    """temperature 1, seed 7: the same completion sent alone and beside two other requests (other
+    slots, another row bucket) -> the same tokens; seed 8 -> other tokens."""
+    client = served["client"]
+    kw = dict(model=MODEL, prompt="def f(", max_tokens=10, temperature=1.0)
+    alone = client.completions.create(seed=7, **kw)
+    go = threading.Barrier(3)
+
+    def send(seed):
+        go.wait()
+        return client.completions.create(seed=seed, **kw)
+
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        together, other, _ = pool.map(send, [7, 8, None])
+    log = logged(served["log"])
+    ids = lambda r: log[r.id]["tokens"][log[r.id]["prompt_len"] :]
+    assert ids(together) == ids(alone) and ids(other) != ids(alone)
+    assert log[alone.id]["sampling"]["seed"] == 7
+
+
+def test_stop_strings_end_the_completion_before_them(served, tiny):
+    """A stop string taken from the greedy continuation: the text ends just before it (streamed
+    the same), finish_reason 'stop', and the log keeps the tokens up to the one completing it."""
+    cfg, params = tiny
+    prompt = [TOK.bos_id] + TOK.encode("x = ")
+    want = TOK.decode(pr.strip_stop(TOK, reference(cfg, params, prompt, 12)))
+    k = next(i for i in range(2, len(want)) if want[i] not in want[:i] + "\ufffd")
+    stop = want[k]
+    r = served["client"].completions.create(model=MODEL, prompt="x = ", max_tokens=12, stop=[stop])
+    assert r.choices[0].text == want[:k] and r.choices[0].finish_reason == "stop"
+    rec = logged(served["log"])[r.id]
+    assert TOK.decode(rec["tokens"][len(prompt) :]).endswith(stop)
+    streamed = served["client"].completions.create(
+        model=MODEL, prompt="x = ", max_tokens=12, stop=stop, stream=True
+    )
+    assert "".join(c.choices[0].text for c in streamed) == want[:k]
+
+
 def test_tools_render_as_the_chat_template(served):
     tools = [{"type": "function", "function": {"name": "get_weather", "description": "weather",
               "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]  # fmt: skip
@@ -158,8 +265,8 @@ def test_tools_render_as_the_chat_template(served):
 
 
 def test_emitted_tool_calls_become_openai_tool_calls():
-    """The output side of the mapping on ids (a random tiny model emits no calls): a well-formed
-    call of a declared tool becomes a tool call, anything else stays text."""
+    """The output side of the mapping on ids: a well-formed call of a declared tool becomes a tool
+    call, anything else stays text (the HTTP test below has a model emit one)."""
     good = TOK.encode(tool_call_text("get_weather", {"city": "Paris"}), allow_special=True)
     bad = TOK.encode(tool_call_text("rm_rf", {}), allow_special=True)
     ids = TOK.encode("ok ") + good + bad
@@ -168,6 +275,79 @@ def test_emitted_tool_calls_become_openai_tool_calls():
     assert calls == [{"id": "call_0", "type": "function", "function": {
         "name": "get_weather", "arguments": json.dumps({"city": "Paris"})}}]  # fmt: skip
     assert pr.finish_reason("stop", calls) == "tool_calls"
+
+
+WEATHER = [{"type": "function", "function": {"name": "get_weather", "description": "weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]  # fmt: skip
+ASK = [{"role": "user", "content": "weather in Paris?"}]
+CALL = {"name": "get_weather", "arguments": {"city": "Paris"}}
+
+
+@pytest.fixture(scope="module")
+def tool_caller(tiny):
+    """Tiny params trained (Adam, full batch of one conversation) until the teacher-forced argmax
+    of every assistant token is right: the conversation is ASK with WEATHER declared, rendered as
+    the server renders it, answered by one call of get_weather and <|end|>. -> (params, the
+    assistant's ids). Tens of steps on a 2-core CPU: a model that really emits a tool call, not a
+    hand-written token list."""
+    cfg, params = tiny
+    messages = pr.chat_messages(ASK, pr.parse_tools(WEATHER, None))
+    ids, mask = render_messages(TOK, messages + [{"role": "assistant", "tool_calls": [CALL]}])
+    tokens, targets = jnp.asarray([ids[:-1]]), jnp.asarray([ids[1:]])
+    weight = jnp.asarray([mask[1:]], jnp.float32)
+    opt = optax.adam(3e-3)
+
+    def loss(p):
+        logits = Transformer(cfg).apply({"params": p}, tokens).logits
+        nll = -jnp.take_along_axis(jax.nn.log_softmax(logits), targets[..., None], -1)[..., 0]
+        return jnp.sum(nll * weight) / jnp.sum(weight), logits
+
+    @jax.jit
+    def step(p, s):
+        (_, logits), g = jax.value_and_grad(loss, has_aux=True)(p)
+        right = jnp.all((jnp.argmax(logits, -1) == targets) | (weight == 0))
+        updates, s = opt.update(g, s)
+        return optax.apply_updates(p, updates), s, right
+
+    state = opt.init(params)
+    for _ in range(300):
+        new, state, right = step(params, state)
+        if right:  # params (before this update) already emit the call greedily
+            break
+        params = new
+    assert right, "300 steps did not teach the tiny model the tool call"
+    first = mask.index(1)
+    return jax.device_get(params), ids[first:]
+
+
+def test_a_tool_call_the_model_emits_comes_back_as_openai_tool_calls(tiny, tool_caller, tmp_path):
+    """The model (tool_caller: trained to call get_weather) is served; greedy, it emits the call
+    itself, and the openai client receives message.tool_calls in the OpenAI shape with
+    finish_reason 'tool_calls', whole and streamed; the log holds the emitted ids."""
+    cfg, _ = tiny
+    params, emitted = tool_caller
+    server = build(serve_block(), cfg, params, TOK, log_dir=str(tmp_path / "log"))
+    server.loop.start()
+    http, _, port = start_http(make_app(server), "127.0.0.1", 0)
+    try:
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="-", max_retries=0)
+        kw = dict(model=MODEL, messages=ASK, tools=WEATHER, max_tokens=len(emitted) + 4)
+        r = client.chat.completions.create(**kw)
+        (call,) = r.choices[0].message.tool_calls
+        assert call.type == "function" and call.function.name == "get_weather"
+        assert json.loads(call.function.arguments) == {"city": "Paris"}
+        assert r.choices[0].finish_reason == "tool_calls" and r.choices[0].message.content is None
+        rec = logged(str(tmp_path / "log"))[r.id]
+        assert rec["tokens"][rec["prompt_len"] :] == emitted  # the model's own tokens
+        chunks = list(client.chat.completions.create(stream=True, **kw))
+        calls = [t for c in chunks if c.choices for t in c.choices[0].delta.tool_calls or []]
+        assert [(t.function.name, json.loads(t.function.arguments)) for t in calls] == [
+            ("get_weather", {"city": "Paris"})
+        ]
+        assert chunks[-1].choices[0].finish_reason == "tool_calls"
+    finally:
+        http.should_exit = True
+        server.loop.stop()
 
 
 def test_feedback_is_logged_and_unknown_id_is_404(served):
@@ -196,9 +376,12 @@ def test_feedback_is_logged_and_unknown_id_is_404(served):
         (dict(messages=[{"role": "robot", "content": "hi"}]), openai.BadRequestError, "role"),
         (dict(messages=[]), openai.BadRequestError, "non-empty"),
         (dict(tools=[{"type": "function", "function": {"name": "a b"}}]), openai.BadRequestError, "name"),
-        (dict(temperature=0.7), openai.BadRequestError, "temperature"),
+        (dict(temperature=2.5), openai.BadRequestError, "temperature"),
         (dict(max_tokens=0), openai.BadRequestError, "max_tokens"),
-        (dict(top_p=0.5), openai.BadRequestError, "top_p"),
+        (dict(top_p=0), openai.BadRequestError, "top_p"),
+        (dict(extra_body={"top_k": 1.5}), openai.BadRequestError, "top_k"),
+        (dict(stop=["a", "b", "c", "d", "e"]), openai.BadRequestError, "stop"),
+        (dict(seed=-1), openai.BadRequestError, "seed"),
     ],
 )  # fmt: skip
 def test_bad_requests_get_openai_errors(served, kwargs, error, text):

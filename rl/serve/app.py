@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import json
 import time
 import uuid
@@ -35,7 +36,7 @@ class Server:
     loop: object  # EngineLoop
     log: InteractionLog
     model: str
-    temperature: float
+    temperature: float  # a request's when it names none
     cache_len: int
     max_new_default: int
     metrics: Metrics = dataclasses.field(default_factory=Metrics)
@@ -61,7 +62,10 @@ async def _events(server: Server, rid: str, req: pr.Request):
     q: asyncio.Queue = asyncio.Queue()
     aloop = asyncio.get_running_loop()
     sink = lambda ev: aloop.call_soon_threadsafe(q.put_nowait, ev)
-    server.loop.submit(Job(rid, req.prompt, req.max_new, server.stops, sink))
+    stop_at = functools.partial(pr.stop_cut, server.tok, stops=req.stop) if req.stop else None
+    server.loop.submit(
+        Job(rid, req.prompt, req.max_new, server.stops, sink, req.sampling, stop_at=stop_at)
+    )
     while True:
         ev = await q.get()
         yield ev
@@ -85,17 +89,21 @@ def _exchange(server: Server, rid: str, endpoint: str, req: pr.Request, res: Res
         "versions": [-1] * plen + res.versions,
         "experts": res.experts.tolist(),  # [n_moe, plen + n, k]
         "completion_text": text,
+        # What the log-probs are of (model/sampling.py): the request's own settings.
+        "sampling": dataclasses.asdict(req.sampling),
+        "stop": req.stop,
         "finish_reason": res.finish_reason,
         "latency_s": res.seconds,
     }
 
 
 class _Text:
-    """Incremental text of streamed ids: holds back an unfinished UTF-8 character and, with
-    tools, everything from a <|tool_call|> on (it may become a tool call)."""
+    """Incremental text of streamed ids: holds back an unfinished UTF-8 character, with tools
+    everything from a <|tool_call|> on (it may become a tool call), and with stop strings any
+    ending that may be the start of one (nothing from a stop string on is ever sent)."""
 
-    def __init__(self, tok, tools: list[str]):
-        self.tok, self.ids, self.sent = tok, [], ""
+    def __init__(self, tok, tools: list[str], stops: list[str]):
+        self.tok, self.ids, self.sent, self.stop = tok, [], "", stops
         self.hold = tok.special_id("tool_call") if tools else None
         self.stops = {tok.special_id("end"), tok.eos_id}
 
@@ -107,7 +115,7 @@ class _Text:
         text = self.tok.decode(visible)
         if text.endswith("\ufffd"):
             text = text.rstrip("\ufffd")
-        return self.take(text)
+        return self.take(_hold_stop_prefix(pr.before_stop(text, self.stop), self.stop))
 
     def take(self, text: str) -> str:
         new = text[len(self.sent) :] if text.startswith(self.sent) else ""
@@ -115,10 +123,19 @@ class _Text:
         return new
 
 
+def _hold_stop_prefix(text: str, stops: list[str]) -> str:
+    """text without its longest ending that is a proper prefix of a stop string."""
+    for k in range(min(len(text), max((len(x) for x in stops), default=1) - 1), 0, -1):
+        if any(x.startswith(text[-k:]) for x in stops):
+            return text[:-k]
+    return text
+
+
 def _output(server: Server, req: pr.Request, res: Result):
     """-> (content text, tool calls, finish reason) of a finished request."""
     content, calls = pr.split_calls(server.tok, pr.strip_stop(server.tok, res.tokens), req.tools)
-    return server.tok.decode(content), calls, pr.finish_reason(res.finish_reason, calls)
+    text = pr.before_stop(server.tok.decode(content), req.stop)
+    return text, calls, pr.finish_reason(res.finish_reason, calls)
 
 
 def _usage(req: pr.Request, res: Result) -> dict:
@@ -191,15 +208,19 @@ def make_app(server: Server) -> FastAPI:
     @app.post("/v1/chat/completions")
     async def chat(request: Request):
         body = await _body(request)
-        pr.check_common(body, model=server.model, temperature=server.temperature)
-        req = pr.chat_request(server.tok, body, max_new_default=server.max_new_default)
+        pr.check_common(body, model=server.model)
+        req = pr.chat_request(
+            server.tok, body, max_new_default=server.max_new_default, temperature=server.temperature
+        )
         return await _generate(server, req, "chat")
 
     @app.post("/v1/completions")
     async def completions(request: Request):
         body = await _body(request)
-        pr.check_common(body, model=server.model, temperature=server.temperature)
-        req = pr.completion_request(server.tok, body, max_new_default=server.max_new_default)
+        pr.check_common(body, model=server.model)
+        req = pr.completion_request(
+            server.tok, body, max_new_default=server.max_new_default, temperature=server.temperature
+        )
         return await _generate(server, req, "completions")
 
     return app
@@ -254,7 +275,7 @@ async def _stream_pieces(server: Server, req: pr.Request, rid: str, endpoint: st
     """A streamed request's engine events as ('text', new text) | ('error', message) | ('done',
     result, the text not yet sent, tool calls, finish reason); the exchange is logged and counted
     once it ends, as for a whole response."""
-    text = _Text(server.tok, req.tools if endpoint == "chat" else [])
+    text = _Text(server.tok, req.tools if endpoint == "chat" else [], req.stop)
     async for ev in _events(server, rid, req):
         if ev[0] == "delta":
             new = text.push(ev[1])

@@ -1,7 +1,7 @@
 """The one thread that owns the decode engine (model/engine.py is not thread-safe) and steps it.
 
     loop = EngineLoop(engine, stream_every=8); loop.start()
-    loop.submit(Job(rid, prompt, max_new, stops, sink))     # from any thread (the HTTP handlers)
+    loop.submit(Job(rid, prompt, max_new, stops, sink, sampling))   # from any thread (HTTP handlers)
     loop.offer_params(params, version)                      # from the weight-store follower
 
 Each round: take new jobs (engine.submit: they join the running decode at the next step, in
@@ -10,6 +10,11 @@ in-flight request keeps its cache and its later tokens record the new version), 
 `stream_every` iterations, send each running request its new tokens, and finish the turns that
 ended: the sink gets ('delta', ids) events, then one ('done', Result) or ('error', message).
 Sinks are called on this thread and must not block (the app posts them to its event loop).
+
+Each job samples with its own settings (engine Sampling). A job with `stop_at` (stop strings)
+is checked after every round: once its tokens complete a stop string the engine ends its turn
+(RolloutEngine.end_turn) and the result keeps the tokens up to the one that completed it, so no
+delta ever goes past it; the slot is free for the next request at once.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from model.engine import Sampling
+
 
 @dataclasses.dataclass
 class Job:
@@ -30,6 +37,8 @@ class Job:
     max_new: int
     stops: list[int]
     sink: Callable[[tuple], None]
+    sampling: Sampling | None = None  # None: the engine's defaults
+    stop_at: Callable[[list[int]], int | None] | None = None  # emitted ids -> tokens to keep
     t_submit: float = dataclasses.field(default_factory=time.perf_counter)
     sent: int = 0  # tokens already delivered as deltas
 
@@ -111,7 +120,13 @@ class EngineLoop:
             return
         for job in [first] + _drain(self.inbox):
             try:
-                self.engine.submit(job.rid, job.prompt, max_new=job.max_new, stop_tokens=job.stops)
+                self.engine.submit(
+                    job.rid,
+                    job.prompt,
+                    max_new=job.max_new,
+                    stop_tokens=job.stops,
+                    sampling=job.sampling,
+                )
             except ValueError as e:  # checked by the app first; never take the loop down
                 job.sink(("error", str(e)))
                 continue
@@ -127,35 +142,57 @@ class EngineLoop:
             self.swap_seconds.append(time.perf_counter() - t0)
 
     def _round(self) -> None:
-        turns = self.engine.step(self.stream_every)
+        ended = [
+            (turn, self._cut(turn.request, turn.tokens))
+            for turn in self.engine.step(self.stream_every)
+        ]
         emitted = 0
         for rid, ids in self.engine.partial().items():
-            job = self.jobs[rid]
-            if len(ids) > job.sent:
-                job.sink(("delta", ids[job.sent :]))
-                emitted += len(ids) - job.sent
-                job.sent = len(ids)
-        for turn in turns:
-            job = self.jobs.pop(turn.request)
-            rows = self.engine.finish(turn.request)  # [prompt + n - 1, n_moe, k]
-            rows = np.concatenate([rows, rows[-1:]], 0) if len(rows) else rows
-            if len(turn.tokens) > job.sent:
-                job.sink(("delta", turn.tokens[job.sent :]))
-                emitted += len(turn.tokens) - job.sent
-            job.sink(
-                (
-                    "done",
-                    Result(
-                        tokens=list(turn.tokens),
-                        logprobs=[float(x) for x in turn.logprobs],
-                        versions=[int(x) for x in turn.versions],
-                        experts=np.moveaxis(rows, 1, 0),
-                        finish_reason=turn.finish_reason,
-                        seconds=time.perf_counter() - job.t_submit,
-                    ),
-                )
-            )
+            cut = self._cut(rid, ids)
+            if cut is not None:  # a stop string: end the turn now, keep what led to it
+                ended.append((self.engine.end_turn(rid), cut))
+                continue
+            emitted += self._send(self.jobs[rid], ids)
+        for turn, cut in ended:
+            emitted += self._finish(turn, cut)
         self.on_tokens(emitted)
+
+    def _cut(self, rid: str, ids: list[int]) -> int | None:
+        job = self.jobs[rid]
+        return job.stop_at(ids) if job.stop_at is not None else None
+
+    @staticmethod
+    def _send(job: Job, ids: list[int]) -> int:
+        """Delivers ids past those already sent; -> how many."""
+        if len(ids) <= job.sent:
+            return 0
+        job.sink(("delta", ids[job.sent :]))
+        n, job.sent = len(ids) - job.sent, len(ids)
+        return n
+
+    def _finish(self, turn, cut: int | None) -> int:
+        """Completes a job with its ended turn, or its first `cut` tokens (a stop string ended
+        it); -> tokens newly sent."""
+        job = self.jobs.pop(turn.request)
+        n = len(turn.tokens) if cut is None else cut
+        rows = self.engine.finish(turn.request)  # [prompt + emitted - 1, n_moe, k]
+        rows = rows[: len(job.prompt) + n - 1]
+        rows = np.concatenate([rows, rows[-1:]], 0) if len(rows) else rows
+        sent = self._send(job, turn.tokens[:n])
+        job.sink(
+            (
+                "done",
+                Result(
+                    tokens=list(turn.tokens[:n]),
+                    logprobs=[float(x) for x in turn.logprobs[:n]],
+                    versions=[int(x) for x in turn.versions[:n]],
+                    experts=np.moveaxis(rows, 1, 0),
+                    finish_reason=turn.finish_reason if cut is None else "stop",
+                    seconds=time.perf_counter() - job.t_submit,
+                ),
+            )
+        )
+        return sent
 
 
 def _drain(q: queue.Queue) -> list:

@@ -11,6 +11,13 @@ An assistant message's `tool_calls` ({"id", "type": "function", "function": {"na
 as a tool result. In a completion, a <|tool_call|> span whose JSON is an object with exactly
 "name" (one of the request's tools) and "arguments" (an object) becomes an OpenAI tool call; any
 other span stays in the content as text (a malformed call is shown, not dropped).
+
+Sampling. Each request samples with its own `temperature` (0 = greedy; default: the server's),
+`top_p`, `top_k` (a vLLM-style extra; <= 0 = off), `seed` (the same seed and request give the same
+tokens, whatever else is being decoded) and `max_tokens`; the engine decodes them in one batch,
+each slot with its own settings. `stop` (a string or up to 4) ends the completion where a
+stop string first appears in its text; the returned text stops before it, the logged tokens
+end with the token that completed it (what was sampled), finish_reason 'stop'.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import re
 from typing import Any
 
 from data.chat import generation_prompt
+from model.engine import Sampling
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -51,15 +59,16 @@ class Request:
     stream: bool
     tools: list[str]  # names the model may call ([] = no tool parsing)
     messages: list[dict] | None  # chat: the rendered conversation (for the log); None: completion
+    sampling: Sampling = Sampling()
+    stop: list[str] = dataclasses.field(default_factory=list)  # stop strings
 
 
 def _bad(message: str, param: str | None = None) -> ApiError:
     return ApiError(400, message, param=param)
 
 
-def check_common(body: Any, *, model: str, temperature: float) -> None:
-    """Fields every generation endpoint shares: the model name and sampling settings the server
-    runs (one sampling setting per server: the engine samples all slots alike)."""
+def check_common(body: Any, *, model: str) -> None:
+    """Fields every generation endpoint shares that are not sampling settings."""
     if not isinstance(body, dict):
         raise _bad("request body must be a JSON object")
     if body.get("model") != model:
@@ -69,19 +78,49 @@ def check_common(body: Any, *, model: str, temperature: float) -> None:
             param="model",
             code="model_not_found",
         )
-    t = body.get("temperature")
-    if t is not None and (not isinstance(t, (int, float)) or float(t) != temperature):
-        raise _bad(
-            f"temperature={t!r}: this server samples at temperature {temperature}", "temperature"
-        )
-    top_p = body.get("top_p")
-    if top_p is not None and top_p != 1:
-        raise _bad(f"top_p={top_p!r}: this server samples the full distribution (top_p 1)", "top_p")
     n = body.get("n", 1)
     if n != 1:
         raise _bad(f"n={n!r}: only n=1 is supported", "n")
-    if body.get("stop") is not None:
-        raise _bad("stop sequences are not supported (generation stops at <|end|>)", "stop")
+
+
+def _number(body: dict, name: str, default, lo: float, hi: float, lo_open: bool = False):
+    x = body.get(name)
+    if x is None:
+        return default
+    ok = isinstance(x, (int, float)) and not isinstance(x, bool)
+    if not ok or not (lo < x if lo_open else lo <= x) or not x <= hi:
+        bound = f"({lo}, {hi}]" if lo_open else f"[{lo}, {hi}]"
+        raise _bad(f"{name}={x!r}: must be a number in {bound}", name)
+    return x
+
+
+def sampling(body: dict, *, temperature: float) -> Sampling:
+    """The request's sampling settings; temperature: the server's default."""
+    t = _number(body, "temperature", temperature, 0.0, 2.0)
+    top_p = _number(body, "top_p", 1.0, 0.0, 1.0, lo_open=True)
+    top_k = body.get("top_k", 0)
+    if isinstance(top_k, bool) or not isinstance(top_k, int):
+        raise _bad(f"top_k={top_k!r}: must be an integer (<= 0: off)", "top_k")
+    seed = body.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise _bad(f"seed={seed!r}: must be an integer in [0, 2**31)", "seed")
+    if seed is not None and not 0 <= seed < 2**31:
+        raise _bad(f"seed={seed!r}: must be an integer in [0, 2**31)", "seed")
+    return Sampling(float(t), max(top_k, 0), float(top_p), seed)
+
+
+def stop_strings(body: dict) -> list[str]:
+    stop = body.get("stop")
+    if stop is None:
+        return []
+    stops = [stop] if isinstance(stop, str) else stop
+    if (
+        not isinstance(stops, list)
+        or not 1 <= len(stops) <= 4
+        or not all(isinstance(x, str) and x for x in stops)
+    ):
+        raise _bad(f"stop={stop!r}: a non-empty string or a list of 1 to 4 of them", "stop")
+    return stops
 
 
 def max_new_tokens(body: dict, default: int) -> int:
@@ -192,17 +231,23 @@ def chat_messages(messages: Any, tools: list[dict]) -> list[dict]:
     return out
 
 
-def chat_request(tok, body: dict, *, max_new_default: int) -> Request:
+def chat_request(tok, body: dict, *, max_new_default: int, temperature: float) -> Request:
     tools = parse_tools(body.get("tools"), body.get("tool_choice"))
     messages = chat_messages(body.get("messages"), tools)
     prompt = generation_prompt(tok, messages)
     names = [t["name"] for t in tools]
     return Request(
-        prompt, max_new_tokens(body, max_new_default), bool(body.get("stream")), names, messages
+        prompt,
+        max_new_tokens(body, max_new_default),
+        bool(body.get("stream")),
+        names,
+        messages,
+        sampling(body, temperature=temperature),
+        stop_strings(body),
     )
 
 
-def completion_request(tok, body: dict, *, max_new_default: int) -> Request:
+def completion_request(tok, body: dict, *, max_new_default: int, temperature: float) -> Request:
     """/v1/completions: `prompt` is a string (encoded after <|bos|>, as training documents start)
     or a list of token ids."""
     p = body.get("prompt")
@@ -215,7 +260,13 @@ def completion_request(tok, body: dict, *, max_new_default: int) -> Request:
     else:
         raise _bad("prompt must be a non-empty string or a non-empty list of token ids", "prompt")
     return Request(
-        prompt, max_new_tokens(body, max_new_default), bool(body.get("stream")), [], None
+        prompt,
+        max_new_tokens(body, max_new_default),
+        bool(body.get("stream")),
+        [],
+        None,
+        sampling(body, temperature=temperature),
+        stop_strings(body),
     )
 
 
@@ -270,6 +321,20 @@ def _call(text: str, tools: list[str], index: int) -> dict | None:
         "type": "function",
         "function": {"name": obj["name"], "arguments": json.dumps(obj["arguments"])},
     }
+
+
+def stop_cut(tok, ids: list[int], stops: list[str]) -> int | None:
+    """-> n: the first n emitted ids are the shortest prefix whose text holds a stop string (None:
+    no stop string in them)."""
+    if not any(x in tok.decode(ids) for x in stops):
+        return None
+    return next(n for n in range(1, len(ids) + 1) if any(x in tok.decode(ids[:n]) for x in stops))
+
+
+def before_stop(text: str, stops: list[str]) -> str:
+    """text up to the first stop string in it (all of it without one)."""
+    at = [text.find(x) for x in stops if x in text]
+    return text[: min(at)] if at else text
 
 
 def strip_stop(tok, ids: list[int]) -> list[int]:
