@@ -44,6 +44,19 @@ def pytest_runtest_setup(item):
         pytest.skip("bubblewrap not usable here (apt-get install bubblewrap)")
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_programs():
+    """Drops every compiled program after each test module. Each XLA:CPU executable holds
+    memory mappings of its own; the whole suite in one process compiled enough of them (the
+    engine's per-bucket decode programs among them) to pass the kernel's vm.max_map_count (65530)
+    and abort inside XLA. Programs a later module needs come back from the on-disk compilation
+    cache above."""
+    yield
+    import jax
+
+    jax.clear_caches()
+
+
 # Shared builders, session-scoped: built once per pytest process and never mutated (jax arrays are
 # immutable). A test that needs other knobs or another seed builds its own and says why.
 
