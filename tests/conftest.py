@@ -44,7 +44,7 @@ def pytest_runtest_setup(item):
         pytest.skip("bubblewrap not usable here (apt-get install bubblewrap)")
 
 
-MAPPINGS_BEFORE_RELEASE = 40_000  # one module adds up to ~20k; the kernel's limit is 65,530
+MAPPINGS_BEFORE_RELEASE = 30_000  # one module adds up to ~20k; the kernel's limit is 65,530
 
 
 @pytest.fixture(autouse=True, scope="module")
