@@ -63,7 +63,8 @@ bitwise), per shard:
     element's zigzag bit difference, as byte planes (all high bytes, then ..., then low bytes, so
     the runs of zero high bytes are contiguous) + zlib.
 Both delta codings visit the elements in the exponent order of their old values (`exponent_order`:
-the reader recomputes it from the bits it holds), where changes cluster (30-34% fewer bytes on a trained small model: bench/RESULTS.md).
+the reader recomputes it from the bits it holds), where changes cluster (30-34% fewer bytes on
+a trained small model: bench/RESULTS.md).
 Full snapshots store the raw bytes.
 """
 
