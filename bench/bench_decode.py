@@ -62,16 +62,34 @@ def run_config(
     return c
 
 
-def train_or_load(config, workdir: str):
+def train_or_load(config, workdir: str, mtp_stage_steps: int = 0, mtp_stage_lr: float = 1e-3):
     """Params of the preset after config.train.steps steps of train/'s loop (cached in workdir:
-    re-running resumes the finished run and exports it again)."""
+    re-running resumes the finished run and exports it again), then, with mtp_stage_steps > 0,
+    that many steps of the MTP stage (train.trainable='mtp': the MTP module alone learns to match
+    the frozen model, mtp_mode distill) in <workdir>/mtp_stage."""
     if os.path.exists(os.path.join(workdir, "model_config.json")):  # an export, e.g. main.py's
         print(f"using exported params {workdir}")
         return load_params(workdir)[1]
     if config.train.steps <= 1:
         return init_params(presets.get(config.model), jax.random.PRNGKey(0))
     trainer.train(config, workdir)
-    return load_params(convert.export_latest(config, workdir))[1]
+    export = convert.export_latest(config, workdir)
+    if mtp_stage_steps > 0:
+        stage = config.copy_and_resolve_references()
+        stage.init_params_from = export
+        stage.train.update(
+            steps=mtp_stage_steps,
+            lr=mtp_stage_lr,
+            warmup_steps=min(20, mtp_stage_steps // 5 + 1),
+            trainable="mtp",
+            mtp_mode="distill",
+            eval_every=mtp_stage_steps,
+        )
+        stage.checkpoint.every_steps = mtp_stage_steps
+        stage_dir = os.path.join(workdir, "mtp_stage")
+        trainer.train(stage, stage_dir)
+        export = convert.export_latest(stage, stage_dir)
+    return load_params(export)[1]
 
 
 def held_out_prompts(config, n: int, length: int) -> list[list[int]]:
@@ -155,6 +173,13 @@ def main():
     ap.add_argument("--variants", default="1:1,2,3:0,1;32:2:0")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--train_only", action="store_true")
+    ap.add_argument(
+        "--mtp_stage_steps",
+        type=int,
+        default=0,
+        help="> 0: then train the MTP module alone on the frozen model (train.trainable='mtp')",
+    )
+    ap.add_argument("--mtp_stage_lr", type=float, default=1e-3)
     args = ap.parse_args()
     cfg = presets.get(args.preset)
     print(f"devices: {jax.devices()}  preset={args.preset}")
@@ -167,7 +192,7 @@ def main():
         args.mtp_weight,
         args.mtp_mode,
     )
-    params = train_or_load(config, args.workdir)
+    params = train_or_load(config, args.workdir, args.mtp_stage_steps, args.mtp_stage_lr)
     if args.train_only:
         return
     print(

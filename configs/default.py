@@ -48,6 +48,9 @@ def get_config() -> ml_collections.ConfigDict:
             z_loss=0.0,
             mtp_mode="ce",
             mtp_weight=0.3,  # mtp_mode: 'none' | 'ce' | 'distill'
+            # 'all' | 'mtp': only the MTP modules learn (the trunk, embeddings and head frozen),
+            # the stage that trains draft heads for speculative decoding on a finished model
+            trainable="all",
             balance_loss=True,
             bias_update_rate=1e-3,
             max_nonfinite_in_a_row=5,

@@ -242,10 +242,18 @@ def cache_len_of(cache) -> int:
     return jax.tree_util.tree_leaves(cache)[0].shape[1]
 
 
-def _mtp(cfg: ModelConfig, params, h_prev, tokens, positions, cache):
+def _mtp(cfg: ModelConfig, params, h_prev, tokens, positions, cache, read=None):
     """MTP module 0 on hiddens h_prev [B,T,D] and the tokens after them [B,T] at `positions` [B,T]
-    (negative = skip) -> (block output [B,T,D], logits [B,T,V], updated cache)."""
-    seg = (positions >= 0).astype(jnp.int32)
+    (negative = skip) -> (block output [B,T,D], logits [B,T,V], updated cache).
+
+    read [B,T] bool (None = every fed row): the rows whose block output the caller reads. Every
+    fed row writes its cache entry, but a row not read gets segment 0, so its MoE skips it
+    (model/moe.py dispatch_blocked: an expert only such rows chose is never loaded) and its output
+    is wrong; the cached attention masks by cache positions, not segments, so nothing else changes.
+    The catch-up reads one row of K+1 and the prefill none: a verify step then loads the MTP
+    block's experts of one token, not of K+1."""
+    fed = positions >= 0
+    seg = (fed if read is None else fed & read).astype(jnp.int32)
     return Transformer(cfg).apply(
         {"params": params},
         0,
@@ -276,7 +284,9 @@ def _prefill_mtp(cfg, kv_len: int, k: int, params, st: SlotState, rows, seq, sta
     h_in = jnp.concatenate([take(st.hbuf), hidden.astype(jnp.float32)], 1)  # [R,K+1+T,D]
     t_in = jnp.concatenate([take(st.tbuf), nxt], 1)  # [R,K+1+T]
     p_in = jnp.concatenate([old_pos, new_pos], 1)
-    _, _, part = _mtp(cfg, params, h_in, t_in, p_in, _take_rows(st.mtp_cache, rows, kv_len))
+    # Only the cache entries are kept: no row's block output is read (read = none).
+    cache = _take_rows(st.mtp_cache, rows, kv_len)
+    _, _, part = _mtp(cfg, params, h_in, t_in, p_in, cache, jnp.zeros(p_in.shape, bool))
     rr = jnp.arange(r)
     last = jnp.maximum(n_feed - 1, 0)
     hbuf = jnp.zeros((r, k + 1, hidden.shape[-1]), jnp.float32).at[:, 0].set(hidden[rr, last])
@@ -398,8 +408,10 @@ def _draft(cfg, spec: Spec, params, sp: SamplingParams, st: SlotState, key, forc
     j = jnp.arange(k1)[None]  # [1,K+1]
     first = (st.pos - st.nbuf)[:, None]
     cpos = jnp.where(st.active[:, None] & (j < st.nbuf[:, None]), first + j, -1)  # [B,K+1]
-    x, logits, mtp_cache = _mtp(cfg, params, st.hbuf, st.tbuf, cpos, st.mtp_cache)
     last = jnp.maximum(st.nbuf - 1, 0)
+    x, logits, mtp_cache = _mtp(
+        cfg, params, st.hbuf, st.tbuf, cpos, st.mtp_cache, j == last[:, None]
+    )
     x_last, lg = x[rows, last], logits[rows, last]  # [B,D], [B,V]
     drafts, lps = [], []
     keys = sample_split(key, spec.draft)  # [B,K,2]: one per draft and slot

@@ -81,6 +81,11 @@ def route(x, kernel, bias, cfg: ModelConfig, forced_ids: jnp.ndarray | None = No
     return Routing(ids, weights * cfg.routed_scaling_factor, scores)
 
 
+def zero_invalid(r: Routing, valid) -> Routing:
+    """Routing whose weights are 0 on tokens where valid [N] is False."""
+    return r._replace(weights=jnp.where(valid[:, None], r.weights, 0.0))
+
+
 def _swiglu(h_gate, h_up):
     return nn.silu(h_gate) * h_up
 
@@ -159,19 +164,20 @@ def _assignment_rows(expert_ids, n_experts: int, align: int):
 
     The rank of an assignment within its expert is a cumulative count over a one-hot [A, E] (no
     sort) while that is small; large A·E (many experts and tokens) falls back to a stable argsort."""
-    flat = expert_ids.reshape(-1)  # [A]
+    flat = expert_ids.reshape(-1)  # [A]; id E = no expert (a skipped row)
     a = flat.shape[0]
-    group_sizes = jnp.zeros((n_experts,), jnp.int32).at[flat].add(1)  # [E]
+    group_sizes = jnp.zeros((n_experts,), jnp.int32).at[flat].add(1, mode="drop")  # [E]
     if a * n_experts <= 1 << 22:
         onehot = (flat[:, None] == jnp.arange(n_experts)).astype(jnp.int32)  # [A,E]
         rank = jnp.sum((jnp.cumsum(onehot, axis=0) - 1) * onehot, axis=1)  # [A]
     else:
         order = jnp.argsort(flat, stable=True)  # [A]
         group_start = jnp.cumsum(group_sizes) - group_sizes
-        rank = jnp.zeros((a,), jnp.int32).at[order].set(jnp.arange(a) - group_start[flat[order]])
+        start = jnp.take(group_start, flat[order], mode="clip")
+        rank = jnp.zeros((a,), jnp.int32).at[order].set(jnp.arange(a) - start)
     aligned = -(-group_sizes // align) * align  # [E]
     offset = jnp.cumsum(aligned) - aligned  # [E]
-    return offset[flat] + rank, aligned, offset
+    return jnp.take(offset, flat, mode="clip") + rank, aligned, offset
 
 
 class Groups(NamedTuple):
@@ -317,20 +323,28 @@ def _expert_blocks_bwd(sizes, res, gy):
 expert_blocks.defvjp(_expert_blocks_fwd, _expert_blocks_bwd)
 
 
-def dispatch_blocked(x, r: Routing, wi_gate, wi_up, wo, block: int = 0):
+def dispatch_blocked(x, r: Routing, wi_gate, wi_up, wo, block: int = 0, valid=None):
+    """valid [N] bool (None = all): a token that is False gets no expert at all, its assignments
+    are left out of the groups (an expert no valid token chose is not visited, its weights not
+    read) and its routed output is 0. Decoding uses this for rows whose output nobody reads:
+    padding rows, and the MTP catch-up's rows that only write the cache (model/engine.py)."""
     n, k = r.expert_ids.shape
     n_experts, d = wi_gate.shape[0], x.shape[1]
     a = n * k
     sizes = block_sizes(block_rows(a, n_experts, block))
     align = sizes[-1]
     n_rows = a + n_experts * (align - 1)  # static bound: each group wastes < align rows
-    row, aligned, offset = _assignment_rows(r.expert_ids, n_experts, align)  # [A], [E], [E]
+    ids = r.expert_ids if valid is None else jnp.where(valid[:, None], r.expert_ids, n_experts)
+    row, aligned, offset = _assignment_rows(ids, n_experts, align)  # [A], [E], [E]
+    if valid is not None:  # a skipped assignment's row lies past the layout: distinct, dropped
+        row = jnp.where(ids.reshape(-1) < n_experts, row, n_rows + jnp.arange(a))
     # [A,D]: assignment a is token a // k
     x_rep = jnp.broadcast_to(x[:, None], (n, k, d)).reshape(a, d)
     # Scatter into the grouped layout (unique rows; its backward is a gather).
-    xs = jnp.zeros((n_rows, d), x.dtype).at[row].set(x_rep, unique_indices=True)  # [R,D]
+    xs = jnp.zeros((n_rows, d), x.dtype).at[row].set(x_rep, unique_indices=True, mode="drop")
     y = expert_blocks(sizes, xs, wi_gate, wi_up, wo, groups_of(aligned, offset, sizes[0]))
-    y = y[row].reshape(n, k, d)  # [N,k,D], assignments back in token order (no un-sort)
+    # [N,k,D], assignments back in token order (no un-sort); a skipped one reads 0
+    y = y.at[row].get(mode="fill", fill_value=0).reshape(n, k, d)
     return jnp.einsum("NKD,NK->ND", y.astype(jnp.float32), r.weights).astype(x.dtype)
 
 
@@ -341,8 +355,8 @@ def select_dispatch(cfg: ModelConfig):
     """The one place a moe_impl name becomes a dispatch function
     (x [N,D], routing, wi_gate, wi_up [E,D,F], wo [E,F,D]) -> [N,D]; add new implementations here."""
     if cfg.moe_impl == "blocked":
-        return lambda *a: dispatch_blocked(*a, block=cfg.moe_block_size)
-    return DISPATCH[cfg.moe_impl]
+        return lambda *a, valid=None: dispatch_blocked(*a, block=cfg.moe_block_size, valid=valid)
+    return lambda *a, valid=None: DISPATCH[cfg.moe_impl](*a)
 
 
 def sequence_balance_loss(scores, expert_ids, segment_ids, top_k: int):
@@ -403,13 +417,16 @@ class MoE(nn.Module):
         valid = (segment_ids > 0).reshape(-1)  # [N]
         lay = moe_a2a.current_layout() if c.moe_comm == "alltoall" else None
         dropped = jnp.int32(0)
+        # Padding rows (segment 0) get no expert: their routed output is 0 on every path, and
+        # the blocked dispatch skips them (an expert only padding chose is never read).
+        gated = zero_invalid(routing, valid)
         if lay is not None:  # expert-parallel shard_map path; the GSPMD one below is the reference
             routed, dropped = moe_a2a.dispatch_alltoall(
-                x_c, routing.expert_ids, routing.weights, *w_c, lay,
+                x_c, gated.expert_ids, gated.weights, *w_c, lay,
                 capacity_factor=c.moe_capacity_factor, impl=c.moe_impl, valid=valid,
             )  # fmt: skip
         else:
-            routed = select_dispatch(c)(x_c, routing, *w_c)
+            routed = select_dispatch(c)(x_c, gated, *w_c, valid=valid)
         y = routed.reshape(b, t, d)
         if c.n_shared_experts:
             y = y + MLP(d, f * c.n_shared_experts, c.initializer_range, c.dtype, name="shared")(x)

@@ -74,9 +74,20 @@ def _path_names(path) -> list[str]:
     return [str(getattr(k, "key", getattr(k, "name", k))) for k in path]
 
 
-def trainable_mask(params):
-    """Pytree of bools: False for the router correction bias (updated by the loop, not the optimizer)."""
-    return jax.tree_util.tree_map_with_path(lambda p, _: _path_names(p)[-1] != ROUTER_BIAS, params)
+def trainable_mask(params, only: str = "all"):
+    """Pytree of bools: False for the router correction bias (updated by the loop, not the
+    optimizer); with only='mtp', False for everything outside the MTP modules too (the stage that
+    trains draft heads on a frozen model: the head and embeddings they share stay frozen)."""
+
+    def trainable(path, _) -> bool:
+        names = _path_names(path)
+        if names[-1] == ROUTER_BIAS:
+            return False
+        return only == "all" or names[0].startswith("mtp_")
+
+    if only not in ("all", "mtp"):
+        raise ValueError(f"trainable={only!r}: expected 'all' or 'mtp'")
+    return jax.tree_util.tree_map_with_path(trainable, params)
 
 
 def _size(x) -> int:
@@ -156,7 +167,8 @@ def update_router_bias(params, expert_counts, mtp_expert_counts=None, rate: floa
     """Aux-loss-free balancing (DeepSeek-V3): bias += rate · sign(mean load − load), per layer.
 
     expert_counts [n_moe_layers, E] must be GLOBAL (summed over every data shard) so all replicas agree;
-    under jit with sharded batches the model's counts already are. Returns new params.
+    under jit with sharded batches the model's counts already are; None leaves the main stack's
+    biases alone (a frozen trunk). Returns new params.
     """
 
     def nudge(bias, counts):
@@ -164,7 +176,7 @@ def update_router_bias(params, expert_counts, mtp_expert_counts=None, rate: floa
         return bias + rate * jnp.sign(load.mean(-1, keepdims=True) - load)
 
     params = dict(params)  # new top level; the touched subtrees are rebuilt below, the rest shared
-    if "moe_layers" in params:
+    if "moe_layers" in params and expert_counts is not None:
         moe = dict(params["moe_layers"]["moe"])
         moe[ROUTER_BIAS] = nudge(moe[ROUTER_BIAS], expert_counts)
         params["moe_layers"] = {**params["moe_layers"], "moe": moe}

@@ -15,6 +15,7 @@ from model.decode import (
 )
 from model.moe import (
     DISPATCH,
+    _assignment_rows,
     block_sizes,
     choose_experts,
     dispatch_blocked,
@@ -213,6 +214,41 @@ def test_blocked_dispatch_is_dropless_for_any_block_size(block):
         DISPATCH["dense"](x, r, *w),
         atol=1e-5,
     )
+
+
+@pytest.mark.parametrize("block", [0, 1, 8])
+def test_blocked_dispatch_skips_invalid_tokens(block):
+    """valid=False rows get no expert: 0 routed output, no gradient, and an expert that only they
+    chose is left out of the groups (its weights are never loaded), in value and gradient equal to
+    the dense reference with their routing weights zeroed."""
+    cfg = presets.get("tiny")
+    e, d, f = cfg.n_routed_experts, cfg.hidden_size, cfg.moe_intermediate_size
+    keys = jax.random.split(jax.random.PRNGKey(3), 5)
+    x = jax.random.normal(keys[0], (6, d))
+    r = route(x, jax.random.normal(keys[1], (d, e)), jnp.zeros(e), cfg)
+    valid = jnp.array([False, True, False, False, True, False])
+    w = [jax.random.normal(k, s) * 0.1 for k, s in zip(keys[2:], [(e, d, f), (e, d, f), (e, f, d)])]
+    gated = r._replace(weights=jnp.where(valid[:, None], r.weights, 0.0))
+
+    def blocked(x, *w):
+        return dispatch_blocked(x, r, *w, block=block, valid=valid)
+
+    def dense(x, *w):
+        return DISPATCH["dense"](x, gated, *w)
+
+    got, want = blocked(x, *w), dense(x, *w)
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    np.testing.assert_array_equal(got[~np.asarray(valid)], 0.0)
+    g_got = jax.grad(lambda *a: jnp.sum(blocked(*a) ** 2), argnums=(0, 1, 2, 3))(x, *w)
+    g_want = jax.grad(lambda *a: jnp.sum(dense(*a) ** 2), argnums=(0, 1, 2, 3))(x, *w)
+    for a, b in zip(g_got, g_want):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+    # The groups hold only the valid tokens' experts.
+    ids = jnp.where(valid[:, None], r.expert_ids, e)
+    _, aligned, offset = _assignment_rows(ids, e, 8)
+    used = int(groups_of(aligned, offset, 8).used)
+    assert used == len(np.unique(np.asarray(r.expert_ids)[np.asarray(valid)]))
+    assert used < len(np.unique(np.asarray(r.expert_ids)))  # else the test shows nothing
 
 
 def test_model_dispatch_impls_agree_in_forward_and_grad(tiny):

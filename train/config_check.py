@@ -9,6 +9,7 @@ _CHOICES = {
     "schedule": ("cosine", "wsd", "constant"),
     "mtp_mode": ("none", "ce", "distill"),
     "compute_dtype": ("float32", "bfloat16"),
+    "trainable": ("all", "mtp"),
 }
 
 
@@ -25,6 +26,12 @@ def check_config(config, model_cfg, num_devices: int, num_processes: int = 1) ->
         raise ConfigError(
             f"train.steps={t.steps}: must be > 0 (0 = until the batch source ends, with "
             "train.schedule='constant')"
+        )
+    if t.trainable == "mtp" and (t.mtp_mode == "none" or not model_cfg.num_mtp_modules):
+        raise ConfigError(
+            "train.trainable='mtp' trains only the MTP modules: it needs train.mtp_mode 'ce' or "
+            f"'distill' (got {t.mtp_mode!r}) and a model with MTP modules "
+            f"(num_mtp_modules={model_cfg.num_mtp_modules})"
         )
     if config.checkpoint.every_steps <= 0:
         raise ConfigError(f"checkpoint.every_steps={config.checkpoint.every_steps}: must be > 0")

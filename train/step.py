@@ -80,15 +80,15 @@ def _grads_and_aux(params, batch, rng, loss_fn, num_microbatches):
     )
 
 
-def router_bias_update(rate: float) -> BiasUpdate:
+def router_bias_update(rate: float, main: bool = True) -> BiasUpdate:
     """DeepSeek-V3 aux-loss-free balancing of model/'s routers (bias += rate * sign(mean - load)),
-    main stack and MoE MTP blocks.
+    main stack (unless main=False: a frozen trunk, train.trainable='mtp') and MoE MTP blocks.
 
     `counts` are global: inside jit the batch is one global array, so the model's sum over tokens
     already covers every shard (XLA inserts the cross-device reduction).
     """
     return lambda params, counts: model.update_router_bias(
-        params, counts["main"], counts.get("mtp"), rate=rate
+        params, counts["main"] if main else None, counts.get("mtp"), rate=rate
     )
 
 

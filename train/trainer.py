@@ -165,8 +165,9 @@ def build_optimizer(config, cfg) -> tuple[optax.GradientTransformation, optax.Sc
         min_lr_ratio=t.min_lr_ratio,
         decay_fraction=t.wsd_decay_fraction,
     )
+    shapes = model.param_shapes(cfg)
     tx = optim.make_optimizer(
-        params=model.param_shapes(cfg),
+        params=shapes,
         logical_specs=model.param_logical_specs(cfg),
         schedule=schedule,
         optimizer=t.optimizer,
@@ -176,6 +177,7 @@ def build_optimizer(config, cfg) -> tuple[optax.GradientTransformation, optax.Sc
         eps=t.eps,
         clip_norm=t.clip_norm,
         moment_dtype=t.get("moment_dtype", "float32"),
+        trainable=model.trainable_mask(shapes, t.get("trainable", "all")),
     )
     return tx, schedule
 
@@ -218,7 +220,11 @@ def build(config, *, loss_fn: Callable | None = None, cfg: model.ModelConfig | N
         schedule=schedule,
         loss_fn=loss_fn,
         eval_loss_fn=make_lm_loss(cfg, mtp_mode="none", **loss_kw),
-        bias_update=router_bias_update(t.bias_update_rate) if bias_on else None,
+        bias_update=(
+            router_bias_update(t.bias_update_rate, main=t.get("trainable", "all") == "all")
+            if bias_on
+            else None
+        ),
     )
 
 
