@@ -137,30 +137,30 @@ def _active_matmul_params_per_layer(cfg: ModelConfig, moe: bool) -> int:
     return attn + experts + d * cfg.n_routed_experts  # + router
 
 
-def flops_per_token(cfg: ModelConfig, seq_len: int, training: bool = True) -> float:
+def flops_per_token(
+    cfg: ModelConfig, seq_len: int, training: bool = True, trainable: str = "all"
+) -> float:
     """Analytic matmul FLOPs per token: 2 per active weight (MLA, active + shared experts, router,
     head, MTP modules) plus causal attention (queries see (T+1)/2 keys on average:
-    2·H·(qk_head_dim + v_head_dim) per key). Training = 3x forward (backward is twice forward)."""
-    per_token = cfg.num_dense_layers * _active_matmul_params_per_layer(cfg, False)
-    per_token += cfg.num_moe_layers * _active_matmul_params_per_layer(cfg, True)
-    per_token += cfg.hidden_size * cfg.vocab_size  # output head
+    2·H·(qk_head_dim + v_head_dim) per key). Training = 3x forward (backward is twice forward);
+    trainable='mtp' (the MTP stage) runs the trunk forward only and 3x the MTP modules."""
+    trunk = cfg.num_dense_layers * _active_matmul_params_per_layer(cfg, False)
+    trunk += cfg.num_moe_layers * _active_matmul_params_per_layer(cfg, True)
+    trunk += cfg.hidden_size * cfg.vocab_size  # output head
     per_mtp = (
         _active_matmul_params_per_layer(cfg, cfg.mtp_is_moe)
         + 2 * cfg.hidden_size**2
         + cfg.hidden_size * cfg.vocab_size
     )
-    per_token += cfg.num_mtp_modules * per_mtp
-    attn_layers = cfg.num_hidden_layers + cfg.num_mtp_modules
-    attn = (
-        attn_layers
-        * 2
-        * cfg.num_attention_heads
-        * (cfg.qk_head_dim + cfg.v_head_dim)
-        * (seq_len + 1)
-        / 2
-    )
-    forward = 2 * per_token + attn
-    return 3 * forward if training else forward
+    # one layer's attention matmuls over the average causal context
+    attn = 2 * cfg.num_attention_heads * (cfg.qk_head_dim + cfg.v_head_dim) * (seq_len + 1) / 2
+    trunk_fwd = 2 * trunk + cfg.num_hidden_layers * attn
+    mtp_fwd = cfg.num_mtp_modules * (2 * per_mtp + attn)
+    if not training:
+        return trunk_fwd + mtp_fwd
+    if trainable == "mtp":
+        return trunk_fwd + 3 * mtp_fwd
+    return 3 * (trunk_fwd + mtp_fwd)
 
 
 def update_router_bias(params, expert_counts, mtp_expert_counts=None, rate: float = 1e-3):

@@ -30,7 +30,7 @@ def test_mtp_stage_moves_only_the_mtp_module(tmp_path, tiny_model):
 
     cfg, params = tiny_model
     save_params(str(tmp_path / "base"), cfg, params)
-    config = tiny_run_config(steps=3, every=3)
+    config = tiny_run_config(steps=2, every=2)
     config.init_params_from = str(tmp_path / "base")
     config.train.update(trainable="mtp", mtp_mode="distill", mtp_weight=1.0)
     state = trainer.train(config, str(tmp_path / "run"), log=lambda _: None)
@@ -41,6 +41,31 @@ def test_mtp_stage_moves_only_the_mtp_module(tmp_path, tiny_model):
     # Every trunk leaf (router biases included) is bitwise the base's; the MTP block learned.
     assert moved <= mtp, sorted(moved - mtp)
     assert len(moved) >= len(mtp) // 2, (len(moved), len(mtp))
+
+
+def test_mtp_stage_loss_has_no_gradient_outside_the_mtp_module(tiny_model):
+    """The trunk's backward is dropped, not computed and discarded: its gradient is exactly 0."""
+    from train.losses import make_lm_loss
+
+    cfg, params = tiny_model
+    tokens = jax.random.randint(jax.random.PRNGKey(1), (2, 16), 0, cfg.vocab_size)
+    batch = {
+        "tokens": tokens,
+        "targets": np.roll(np.asarray(tokens), -1, 1),
+        "loss_mask": np.ones(tokens.shape, np.float32),
+        "positions": np.broadcast_to(np.arange(16), tokens.shape),
+        "segment_ids": np.ones(tokens.shape, np.int32),
+    }
+    grads = {}
+    for trainable in ("all", "mtp"):
+        loss_fn = make_lm_loss(cfg, mtp_mode="distill", mtp_weight=1.0, trainable=trainable)
+        grads[trainable] = _leaves(jax.grad(lambda p, f=loss_fn: f(p, batch, None)[0])(params))
+    for k, g in grads["mtp"].items():
+        if k.startswith("['mtp_"):
+            np.testing.assert_array_equal(g, grads["all"][k])  # the MTP loss's own gradient
+        else:
+            assert not np.any(g), k
+    assert any(np.any(g) for k, g in grads["mtp"].items() if k.startswith("['mtp_"))
 
 
 def test_mtp_stage_needs_an_mtp_loss(tmp_path):

@@ -122,6 +122,12 @@ def model_forward(cfg, *, with_mtp: bool) -> Callable:
     return forward
 
 
+def only_mtp_differentiable(params: dict) -> dict:
+    """params with every top-level entry but the MTP modules (mtp_<m>) behind stop_gradient."""
+    keep = lambda k, v: v if k.startswith("mtp_") else jax.lax.stop_gradient(v)
+    return {k: keep(k, v) for k, v in params.items()}
+
+
 def check_mtp_mode(mtp_mode: str) -> None:
     if mtp_mode not in ("none", "ce", "distill"):
         raise ValueError(f"train.mtp_mode={mtp_mode!r}: expected 'none', 'ce' or 'distill'")
@@ -174,11 +180,16 @@ def make_lm_loss(
     mtp_weight: float = 0.3,
     z_loss_coef: float = 0.0,
     use_balance_loss: bool = True,
+    trainable: str = "all",
 ) -> Callable:
     """loss_fn(params, batch, rng) for `train_step` on model.Transformer(cfg).
 
     The MTP modules run only when their loss is on (mode not 'none', weight > 0): otherwise they
     cost nothing, and their routers see no tokens (their correction biases stay put).
+
+    trainable='mtp' (the MTP stage; the optimizer freezes the rest): every param outside the MTP
+    modules enters the forward through stop_gradient, so no gradient flows into the trunk and XLA
+    drops its backward: a step costs the forward plus the MTP blocks' backward.
     """
     check_mtp_mode(mtp_mode)
     with_mtp = mtp_mode != "none" and mtp_weight > 0 and cfg.num_mtp_modules > 0
@@ -192,6 +203,8 @@ def make_lm_loss(
 
     def loss_fn(params, batch, rng):
         del rng  # the model is deterministic (no dropout); kept for the signature
+        if trainable == "mtp":
+            params = only_mtp_differentiable(params)
         return lm_loss(forward(params, batch), batch, **kw)
 
     return loss_fn

@@ -207,7 +207,13 @@ def build(config, *, loss_fn: Callable | None = None, cfg: model.ModelConfig | N
     tx, schedule = build_optimizer(config, cfg)
     loss_kw = dict(z_loss_coef=t.z_loss, use_balance_loss=t.balance_loss)
     if loss_fn is None:
-        loss_fn = make_lm_loss(cfg, mtp_mode=t.mtp_mode, mtp_weight=t.mtp_weight, **loss_kw)
+        loss_fn = make_lm_loss(
+            cfg,
+            mtp_mode=t.mtp_mode,
+            mtp_weight=t.mtp_weight,
+            trainable=t.get("trainable", "all"),
+            **loss_kw,
+        )
     bias_on = cfg.num_moe_layers and t.bias_update_rate
     return Run(
         config=config,
@@ -532,7 +538,7 @@ def _metrics_row(m, state, step: int, run: Run, timer: _Throughput, peak: mx.Mat
     t = run.config.train
     row = {k: float(v) for k, v in jax.device_get(m).items()}
     row.update(timer.row(step, t.steps))
-    flops = model.flops_per_token(run.cfg, t.seq_len)
+    flops = model.flops_per_token(run.cfg, t.seq_len, trainable=t.get("trainable", "all"))
     row.update(
         lr=float(run.schedule(step - 1)),
         mfu=peak.mfu(row["tokens_per_s"] * flops),
