@@ -75,3 +75,16 @@ def test_mtp_stage_needs_an_mtp_loss(tmp_path):
     config.train.update(trainable="mtp", mtp_mode="none")
     with pytest.raises(ConfigError, match="train.trainable='mtp'"):
         trainer.train(config, str(tmp_path), log=lambda _: None)
+
+
+def test_mtp_stage_flops_count_the_trunk_forward_only():
+    """MFU lines of the MTP stage: trunk forward once, MTP modules forward + backward (3x)."""
+    from model import flops_per_token, presets
+
+    for name in ("tiny", "small"):
+        cfg = presets.get(name)
+        trunk = flops_per_token(cfg.replace(num_mtp_modules=0), 128, training=False)
+        mtp = flops_per_token(cfg, 128, training=False) - trunk
+        assert mtp > 0
+        assert flops_per_token(cfg, 128) == 3 * (trunk + mtp)
+        assert flops_per_token(cfg, 128, trainable="mtp") == trunk + 3 * mtp
