@@ -10,8 +10,10 @@
    head's own (stop-gradient) distribution one position ahead, which is what a temperature-1
    speculative verifier accepts; --mtp_mode ce: the head is trained on the data's tokens
    for --train_steps steps on the embedded stdlib code corpus (data/'s pipeline, byte tokenizer);
-   prompts come from the run's held-out documents. The run lives in --workdir (re-running resumes
-   and re-exports it).
+   prompts come from the run's held-out documents. Then --mtp_stage_steps (default 300) steps of
+   the MTP stage (configs/mtp.py's settings: train.trainable='mtp', the MTP module alone learns
+   the frozen model's distribution by self-distillation, lr --mtp_stage_lr) in <workdir>/mtp_stage.
+   The runs live in --workdir (re-running resumes and re-exports them).
 2. Plain greedy decode tokens/s at batch 1 and 32 (the prefill is excluded: PromptBatch.prefill()
    runs first, the timed part is the decode loop), median of --repeats.
 3. Speculative decode (greedy and temperature 1) at batch 1 (and 32) with K = 1..3 MTP drafts: tokens/s, speedup over
@@ -176,8 +178,8 @@ def main():
     ap.add_argument(
         "--mtp_stage_steps",
         type=int,
-        default=0,
-        help="> 0: then train the MTP module alone on the frozen model (train.trainable='mtp')",
+        default=300,
+        help="then train the MTP module alone on the frozen model (train.trainable='mtp'); 0: no",
     )
     ap.add_argument("--mtp_stage_lr", type=float, default=1e-3)
     args = ap.parse_args()
