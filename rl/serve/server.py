@@ -17,6 +17,7 @@ import time
 import jax
 import jax.numpy as jnp
 
+from rl.serve import protocol as pr
 from rl.serve.app import Server, make_app
 from rl.serve.engine_loop import EngineLoop
 from rl.serve.follow import PromotedFollower
@@ -47,6 +48,7 @@ def build(s, cfg, params, tok, *, log_dir: str, params_version: int = 0):
         stop_width=2,
         min_bucket=s.min_bucket,
         speculative_k=s.speculative_k,
+        top_logprobs=pr.MAX_TOP_LOGPROBS,  # computed only while a request asks (engine docstring)
     )
     server = Server(
         tok=tok,
@@ -56,6 +58,7 @@ def build(s, cfg, params, tok, *, log_dir: str, params_version: int = 0):
         temperature=s.temperature,
         cache_len=engine.spec.cache_len,
         max_new_default=s.max_new_tokens,
+        max_n=s.slots,
     )
     server.loop = EngineLoop(engine, stream_every=s.stream_every, on_tokens=server.metrics.emitted)
     return server
