@@ -617,6 +617,44 @@ def test_hot_swap_mid_stream_drops_and_corrupts_nothing(served, tiny):
     assert json.loads(http(served["port"], "/health")[1])["params_version"] == 1
 
 
+def test_serve_exits_cleanly_on_sigterm(tiny, tmp_path):
+    """`main.py --mode=serve` (tiny params, exported), one request answered (the engine thread has
+    run the model), then SIGTERM: exit 0 with no C++ abort at interpreter exit (every thread that
+    enters JAX or tensorstore is stopped and joined first, server.py `serve`)."""
+    import signal
+    import socket
+    import time
+
+    from model.export import save_params
+
+    cfg, params = tiny
+    save_params(str(tmp_path / "params"), cfg, params)
+    with socket.socket() as sock:  # a free port for the child (it prints none for port 0)
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    args = [sys.executable, "main.py", "--mode=serve", f"--params={tmp_path / 'params'}",
+            f"--port={port}", f"--workdir={tmp_path}", "--config=configs/serve.py",
+            "--config.serve.slots=1", "--config.serve.cache_len=64", "--config.serve.poll_s=0.05",
+            f"--config.serve.model_name={MODEL}"]  # fmt: skip
+    child = subprocess.Popen(args, cwd=root, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and child.poll() is None:
+            try:
+                if http(port, "/health")[0] == 200:
+                    break
+            except OSError:  # not listening yet
+                time.sleep(0.5)
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="-", max_retries=0)
+        client.completions.create(model=MODEL, prompt="hi", max_tokens=2, temperature=0)
+        child.send_signal(signal.SIGTERM)
+        _, err = child.communicate(timeout=120)
+    finally:
+        child.kill()
+    assert child.returncode == 0 and "terminate called" not in err, err[-3000:]
+
+
 @pytest.mark.parametrize(
     "args, expected",
     [
