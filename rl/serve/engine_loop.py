@@ -24,6 +24,7 @@ delta ever goes past it; the slot is free for the next request at once.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import queue
 import threading
@@ -80,9 +81,13 @@ class EngineLoop:
 
     def start(self) -> EngineLoop:
         self.thread.start()
+        # Joined at exit if nobody stopped it: a daemon thread inside JAX when CPython finalizes
+        # aborts the process (rl/serve/follow.py's docstring).
+        atexit.register(self.stop)
         return self
 
     def stop(self) -> None:
+        atexit.unregister(self.stop)
         self.stopping.set()
         self.thread.join(timeout=30)
 
