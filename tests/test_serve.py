@@ -7,7 +7,10 @@ log-probs equal the filtered forward's under their own settings); stop strings; 
 OpenAI shape render exactly as the chat template renders the same conversation, and a tool call
 the model emits comes back as OpenAI tool_calls; feedback is logged (404 for an unknown id); bad
 requests get OpenAI-shaped 4xx errors; a hot swap to a newly promoted version in the middle of
-streams drops no request and every token is the argmax of the version it records.
+streams drops no request and every token is the argmax of the version it records. Log-probs
+(chat and legacy shapes, streamed and not) equal a float64 reference of the model's raw
+distribution; n choices are independent, seeded-reproducible and logged per choice; the server
+and any process that never stopped its threads exit cleanly.
 """
 
 from __future__ import annotations
