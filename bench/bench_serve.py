@@ -48,6 +48,7 @@ from data.tokenizers import ByteTokenizer  # noqa: E402
 from model import init_params, presets, save_hf_checkpoint  # noqa: E402
 
 MODEL = "composer-small"
+STOPS = []  # each started server's shutdown (rl/serve/server.py stop_threads)
 
 
 def load() -> str:
@@ -96,7 +97,7 @@ def start_server(cfg, params, args, root: str, compact: bool = True):
 
     from rl.serve.app import make_app
     from rl.serve.follow import PromotedFollower
-    from rl.serve.server import build, start_http
+    from rl.serve.server import build, start_http, stop_threads
 
     block = ml_collections.ConfigDict(
         dict(
@@ -118,8 +119,10 @@ def start_server(cfg, params, args, root: str, compact: bool = True):
     warm(server.loop.engine, args)
     server.loop.start()
     store = os.path.join(root, "weights")
-    PromotedFollower(store, server.loop, poll_s=0.1, log=lambda _: None).start()
-    _, _, port = start_http(make_app(server), "127.0.0.1", 0)
+    follower = PromotedFollower(store, server.loop, poll_s=0.1, log=lambda _: None).start()
+    http, thread, port = start_http(make_app(server), "127.0.0.1", 0)
+    # Joined before exit: a daemon thread left in JAX / tensorstore aborts the interpreter's exit
+    STOPS.append(lambda: stop_threads(server, (http, thread), follower))
     client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="-", max_retries=0)
 
     def send(prompt):
@@ -221,7 +224,8 @@ def main():
             prompts(4 * args.swap_clients),
             args.swap_clients,
         )
-    server.loop.stop()
+    for stop in STOPS:
+        stop()
 
 
 def hot_swap(cfg, send, server, store: str, prompts, clients: int) -> None:

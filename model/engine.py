@@ -74,6 +74,14 @@ engine's seed at submit) and the turn number, and a step at position p draws fro
 seeded request samples the same tokens whatever its slot and batch companions (up to the float
 differences of batch shapes) and no position's noise is used twice.
 
+Raw log-probs (what a server reports; `top_logprobs=W >= 0`, requests submitted with
+logprobs=True): each emitted token's log-prob under the model's own distribution (log_softmax of
+the valid logits: before temperature and top-k/top-p, vLLM's default `raw_logprobs`) and the
+top-W (ids, log-probs) of it, recorded at the token's position by the plain and the verify step
+alike (an accepted draft's from the main model's logits at its position). A decode call with no
+such request running is the program without them (a static flag in its Spec), so nobody pays
+for them unless asked; an engine built without them has zero-width buffers.
+
 Live rows only: a decode call gathers the running slots (R of them, rounded up to a row bucket)
 into an R-slot state, decodes that and scatters it back (R = B: in place, no copy), so a step costs
 the live requests' rows, not B; the gather and scatter copy the R rows' cache window once per call.
@@ -116,6 +124,7 @@ from model.sampling import (
     SamplingParams,
     check,
     filtered_logprobs,
+    mask_invalid,
     sample,
     speculative_accept,
     token_logprob,
@@ -132,6 +141,9 @@ class Spec:
     cache_len: int  # S
     stop_width: int = 4  # St stop ids per request
     draft: int = 0  # K MTP draft tokens per verify step (0 = plain decoding, no MTP state)
+    # W: each emitted token's raw log-prob and its top-W alternatives are recorded (-1: none, no
+    # buffers). A decode call with -1 on an engine that has them records nothing (no turn asked).
+    top_logprobs: int = -1
 
 
 @flax.struct.dataclass
@@ -159,6 +171,12 @@ class SlotState:
     hbuf: jnp.ndarray  # [B,K+1,D] float32 main hiddens h_j awaiting the MTP catch-up
     tbuf: jnp.ndarray  # [B,K+1] int32 the tokens x_{j+1} paired with them
     nbuf: jnp.ndarray  # [B] int32 valid entries: positions pos-nbuf .. pos-1
+    # Raw log-probs (Spec.top_logprobs = W >= 0; else zero-width): of each emitted token under
+    # the model's own distribution (log_softmax of the valid logits: no temperature or filter),
+    # and the top W (ids, log-probs) of that distribution, largest first. What a server reports.
+    raw_lp: jnp.ndarray  # [B,S] float32
+    top_ids: jnp.ndarray  # [B,S,W] int32
+    top_lp: jnp.ndarray  # [B,S,W] float32
 
 
 def _expert_rows(cfg: ModelConfig, out, r: int, t: int):
@@ -196,6 +214,33 @@ def init_state(cfg: ModelConfig, spec: Spec) -> SlotState:
         hbuf=jnp.zeros((b, k1, cfg.hidden_size), jnp.float32),
         tbuf=jnp.zeros((b, k1), jnp.int32),
         nbuf=zi,
+        **_raw_buffers(b, s, spec.top_logprobs),
+    )
+
+
+def _raw_buffers(b: int, s: int, w: int) -> dict:
+    """The raw log-prob buffers of init_state: zero-width unless w >= 0."""
+    sr, wr = (s, w) if w >= 0 else (0, 0)
+    return dict(
+        raw_lp=jnp.zeros((b, sr), jnp.float32),
+        top_ids=jnp.zeros((b, sr, wr), jnp.int32),
+        top_lp=jnp.zeros((b, sr, wr), jnp.float32),
+    )
+
+
+def _record_raw(spec: Spec, st: SlotState, logits, valid, emitted, rows, col) -> dict:
+    """SlotState fields recording emitted [B,...]'s raw log-probs and top alternatives from
+    logits [B,...,V] at columns col (rows / col index like the steps' other records); {} when
+    this call records none (Spec.top_logprobs < 0: not traced at all, so no cost)."""
+    if spec.top_logprobs < 0:
+        return {}
+    raw = jax.nn.log_softmax(mask_invalid(logits.astype(jnp.float32), valid), axis=-1)
+    top_lp, top_ids = jax.lax.top_k(raw, spec.top_logprobs)  # [B,...,W], largest first
+    at = lambda buf, x: buf.at[rows, col].set(x, mode="drop")
+    return dict(
+        raw_lp=at(st.raw_lp, token_logprob(raw, emitted)),
+        top_ids=at(st.top_ids, top_ids.astype(jnp.int32)),
+        top_lp=at(st.top_lp, top_lp),
     )
 
 
@@ -385,6 +430,7 @@ def _decode_step(cfg, spec: Spec, params, version, valid, st: SlotState):
         ngen=ngen,
         stopped=jnp.where(finished, is_stop, st.stopped),
         stats=st.stats + jnp.stack([1, n_active, 0, 0]),
+        **_record_raw(spec, st, res.logits[:, 0], valid, nxt, rows, col),
     )
 
 
@@ -494,6 +540,7 @@ def _verify_step(cfg, spec: Spec, params, version, valid, st: SlotState):
         tbuf=jnp.where(act[:, None], emitted, st.tbuf),
         nbuf=jnp.where(act, n_emit, st.nbuf),
         stats=st.stats + stats.astype(jnp.int32),
+        **_record_raw(spec, st, res.logits, valid, emitted, rows[:, None], col),
     )
 
 
@@ -609,6 +656,7 @@ _decode_jit = jax.jit(decode, static_argnums=(0, 1, 2), donate_argnums=(6,))
 _end_turns_jit = jax.jit(_end_turns, donate_argnums=(0,))
 _fetch_turn_jit = jax.jit(_fetch_turn)
 _fetch_experts_jit = jax.jit(lambda st, slot: st.experts[slot])
+_fetch_raw_jit = jax.jit(lambda st, slot: (st.raw_lp[slot], st.top_ids[slot], st.top_lp[slot]))
 
 
 # --- sharded engines (tensor- and expert-parallel decode over the engine's own mesh) ---------------
@@ -710,6 +758,7 @@ class _Request:
     length: int = 0  # tokens of the sequence known to the engine (incl. emitted)
     pending: int | None = None  # after rewind(): the pending token (else the device's)
     state: str = "queued"  # queued -> prefill -> running -> paused (-> prefill ...)
+    logprobs: bool = False  # record raw log-probs + top alternatives (engine top_logprobs >= 0)
 
 
 class RolloutEngine:
@@ -738,6 +787,7 @@ class RolloutEngine:
         mesh=None,
         rules=None,
         compact: bool = True,
+        top_logprobs: int = -1,
     ):
         """mesh (model.sharding.role_mesh; None: one device): params and the latent cache are
         sharded over it by the logical `rules` (default model.sharding.DEFAULT_RULES): heads, FFN
@@ -747,7 +797,10 @@ class RolloutEngine:
         traced index, which GSPMD serves by all-gathering each MoE layer's experts over the expert
         axis at every decode step (tests/test_engine_sharding.py probes the compiled program).
         compact: decode only the running slots (module docstring, "Live rows only"); False runs
-        every slot at every step, as the engine did before (bench/bench_serve.py's baseline)."""
+        every slot at every step, as the engine did before (bench/bench_serve.py's baseline).
+        top_logprobs: W >= 0 keeps, for requests submitted with logprobs=True, each emitted
+        token's raw log-prob and its top-W alternatives (`raw_logprobs`); -1 (default) keeps no
+        buffers. Decode calls with no such request running do not compute them (a static flag)."""
         if speculative_k < 0 or (speculative_k and cfg.num_mtp_modules == 0):
             raise ValueError(
                 f"speculative_k={speculative_k}: speculative decoding needs speculative_k >= 0 and "
@@ -760,7 +813,10 @@ class RolloutEngine:
             )
         if valid_vocab > cfg.vocab_size:
             raise ValueError(f"valid_vocab={valid_vocab} exceeds the model vocab {cfg.vocab_size}")
-        self.cfg, self.spec = cfg, Spec(slots, cache_len, stop_width, speculative_k)
+        if top_logprobs > cfg.vocab_size:
+            raise ValueError(f"top_logprobs={top_logprobs} exceeds the vocab {cfg.vocab_size}")
+        self.cfg = cfg
+        self.spec = Spec(slots, cache_len, stop_width, speculative_k, max(top_logprobs, -1))
         SamplingParams.make(temperature, top_k, top_p, valid_vocab)  # checks them
         self.sampling = Sampling(float(temperature), int(top_k), float(top_p))
         self.valid = valid_vocab or cfg.vocab_size
@@ -772,6 +828,8 @@ class RolloutEngine:
         self.kv_buckets = _kv_buckets(self.t_buckets)
         n_r, n_t, n_kv = len(self.r_buckets), len(self.t_buckets), len(self.kv_buckets)
         self.max_programs = 4 + n_r * n_kv + n_r * n_t * n_kv
+        if self.spec.top_logprobs >= 0:  # decode recording raw log-probs, and their fetch
+            self.max_programs += n_r * n_kv + 1
         self.programs: set[tuple] = {("init",)}
         with self._context():
             self.state = self._init(cfg, self.spec)
@@ -821,15 +879,27 @@ class RolloutEngine:
     # -- requests
 
     def submit(
-        self, rid, prompt, *, max_new: int, stop_tokens=(), forced=None, sampling=None
+        self,
+        rid,
+        prompt,
+        *,
+        max_new: int,
+        stop_tokens=(),
+        forced=None,
+        sampling=None,
+        logprobs: bool = False,
     ) -> None:
         """Queues a new request; it starts when a slot is free (call step()). sampling: this
-        turn's Sampling (None: the engine's defaults)."""
+        turn's Sampling (None: the engine's defaults). logprobs: record its tokens' raw log-probs
+        and top alternatives (`raw_logprobs`; needs an engine built with top_logprobs >= 0)."""
         if rid in self._requests:
             raise ValueError(f"request {rid!r} already exists")
         if len(prompt) == 0:
             raise ValueError(f"request {rid!r}: empty prompt")
+        if logprobs and self.spec.top_logprobs < 0:
+            raise ValueError(f"request {rid!r}: logprobs need an engine with top_logprobs >= 0")
         req = _Request(rid, *self._turn_args(rid, prompt, max_new, stop_tokens, forced, sampling))
+        req.logprobs = bool(logprobs)
         seed = req.sampling.seed
         req.seed = int(self._rng.integers(2**31)) if seed is None else seed
         self._requests[rid] = req
@@ -962,12 +1032,14 @@ class RolloutEngine:
             return []
         t0 = time.perf_counter()
         rows, kv = self._decode_shape(running)
-        self.programs.add(("decode", len(rows), kv))
+        spec = self._decode_spec(running)
+        recording = ("raw_logprobs",) if spec.top_logprobs >= 0 else ()
+        self.programs.add(("decode", len(rows), kv) + recording)
         assert len(self.programs) <= self.max_programs, (self.programs, self.max_programs)
         with self._context():
             self.state = self._decode(
                 self.cfg,
-                self.spec,
+                spec,
                 kv,
                 self.params,
                 self.version,
@@ -985,6 +1057,27 @@ class RolloutEngine:
             for req in running
             if not active[req.slot]
         ]
+
+    def _decode_spec(self, running: list[_Request]) -> Spec:
+        """The engine's spec, with raw log-prob recording switched off (top_logprobs = -1: a
+        program that never computes them) unless a running request asked for them."""
+        if self.spec.top_logprobs < 0 or any(r.logprobs for r in running):
+            return self.spec
+        return dataclasses.replace(self.spec, top_logprobs=-1)
+
+    def raw_logprobs(self, rid, start: int, stop: int):
+        """Raw log-probs of the tokens at absolute positions [start, stop) of a running or paused
+        request submitted with logprobs=True (emitted tokens only: a request's j-th emitted token
+        of its first turn is at len(prompt) + j). The model's own distribution, before temperature
+        and top-k/top-p (vLLM's default, logprobs_mode='raw_logprobs'), over the valid ids.
+        -> (the tokens' log-probs [n], top ids [n,W], their log-probs [n,W], largest first)."""
+        req = self._requests.get(rid)
+        if req is None or req.state not in ("running", "paused") or not req.logprobs:
+            raise ValueError(f"raw_logprobs({rid!r}): not a live request submitted with logprobs")
+        self.programs.add(("fetch_raw",))
+        with self._context():
+            raw, ids, lps = jax.device_get(_fetch_raw_jit(self.state, jnp.int32(req.slot)))
+        return raw[start:stop], ids[start:stop], lps[start:stop]
 
     def _decode_shape(self, running: list[_Request]) -> tuple[np.ndarray, int]:
         """-> (rows [R], kv window) of a decode call over the running requests. R: the running

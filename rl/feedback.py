@@ -31,18 +31,19 @@ import numpy as np
 from rl.batch import group_advantages
 from rl.records import completion_record
 from rl.rewards import feedback_reward
-from rl.serve.interaction_log import read_log
+from rl.serve.interaction_log import exchange_key, feedback_key, read_log
 
 
 def read_signals(log_dir: str, cursor: dict, end: dict):
-    """-> ({id: exchange}, {response id: latest feedback}) with feedback positions in
-    [cursor, end): what arrived since the last cycle and before this one began."""
+    """-> ({(id, choice): exchange}, {(response id, choice): latest feedback}) with feedback
+    positions in [cursor, end): what arrived since the last cycle and before this one began.
+    A response of n choices is n exchanges under one id, each addressed by its choice index."""
     exchanges, latest = {}, {}
     for (name, offset), rec in read_log(log_dir):
         if rec.get("kind") == "exchange":
-            exchanges[rec["id"]] = rec
+            exchanges[exchange_key(rec)] = rec
         elif cursor.get(name, 0) <= offset < end.get(name, -1):
-            latest[rec["response_id"]] = rec
+            latest[feedback_key(rec)] = rec
     return exchanges, latest
 
 
@@ -51,8 +52,9 @@ def training_records(log_dir, cursor, end, *, base_version, rt, max_tokens):
     exchanges, latest = read_signals(log_dir, cursor, end)
     stats = dict(signals=len(latest), orphan=0, stale=0, too_long=0, by_signal={})
     records = []
-    for rid, fb in latest.items():
-        ex = exchanges.get(rid)
+    for key, fb in latest.items():
+        ex = exchanges.get(key)
+        rid = key[0] if key[1] == 0 else f"{key[0]}/{key[1]}"  # unique per choice
         if ex is None:
             stats["orphan"] += 1
             continue

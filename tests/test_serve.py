@@ -7,7 +7,10 @@ log-probs equal the filtered forward's under their own settings); stop strings; 
 OpenAI shape render exactly as the chat template renders the same conversation, and a tool call
 the model emits comes back as OpenAI tool_calls; feedback is logged (404 for an unknown id); bad
 requests get OpenAI-shaped 4xx errors; a hot swap to a newly promoted version in the middle of
-streams drops no request and every token is the argmax of the version it records.
+streams drops no request and every token is the argmax of the version it records. Log-probs
+(chat and legacy shapes, streamed and not) equal a float64 reference of the model's raw
+distribution; n choices are independent, seeded-reproducible and logged per choice; the server
+and any process that never stopped its threads exit cleanly.
 """
 
 from __future__ import annotations
@@ -382,6 +385,11 @@ def test_feedback_is_logged_and_unknown_id_is_404(served):
         (dict(extra_body={"top_k": 1.5}), openai.BadRequestError, "top_k"),
         (dict(stop=["a", "b", "c", "d", "e"]), openai.BadRequestError, "stop"),
         (dict(seed=-1), openai.BadRequestError, "seed"),
+        (dict(n=0), openai.BadRequestError, "n=0"),
+        (dict(n=5), openai.BadRequestError, r"n=5: must be an integer in \[1, 4\]"),
+        (dict(logprobs=True, top_logprobs=21), openai.BadRequestError, "top_logprobs=21"),
+        (dict(top_logprobs=2), openai.BadRequestError, "top_logprobs needs logprobs"),
+        (dict(extra_body={"logprobs": 3}), openai.BadRequestError, "logprobs=3: must be true"),
     ],
 )  # fmt: skip
 def test_bad_requests_get_openai_errors(served, kwargs, error, text):
@@ -403,6 +411,159 @@ def test_models_health_metrics_and_malformed_json(served):
         assert name in metrics
     assert 'endpoint="/v1/chat/completions",status="200"' in metrics
     assert 'endpoint="/v1/completions",status="200"' in metrics
+
+
+NAMES = {pr.token_text(TOK, t)[0]: t for t in range(TOK.vocab_size)}  # OpenAI name -> id
+
+
+def raw_reference(cfg, params, rec):
+    """[n,V] float64 log-probs of the model's own distribution (valid ids, no temperature or
+    filter) at each of a logged completion's positions, and the completion's own."""
+    plen, tokens = rec["prompt_len"], rec["tokens"]
+    n = len(tokens) - 1
+    ids = np.zeros((1, REF_LEN), np.int32)
+    ids[0, :n] = tokens[:-1]
+    forced = np.zeros((cfg.num_moe_layers, 1, REF_LEN, cfg.num_experts_per_tok), np.int32)
+    forced[:, 0, :n] = np.asarray(rec["experts"])[:, :-1]
+    z = np.asarray(_ref_logits(cfg, params, jnp.asarray(ids), jnp.asarray(forced))[0], np.float64)
+    z = np.where(np.arange(z.shape[-1]) < TOK.vocab_size, z[plen - 1 : n], -np.inf)
+    z = z - z.max(-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(-1, keepdims=True))
+
+
+def check_top(ref_row, top: list[tuple[int, float]], k: int, sampled: int, atol=1e-4):
+    """top (ids, log-probs) are k, sorted, the reference's k largest (ties within atol), at the
+    reference's values; the sampled token is among them when the reference ranks it in the k."""
+    ids, lps = [t for t, _ in top], np.array([lp for _, lp in top])
+    assert len(top) == k and np.all(np.diff(lps) <= 0)
+    np.testing.assert_allclose(lps, ref_row[ids], atol=atol)
+    kth = np.sort(ref_row)[::-1][k - 1] if k else np.inf
+    assert np.all(ref_row[ids] >= kth - atol)
+    if ref_row[sampled] > kth + atol:
+        assert sampled in ids
+
+
+def test_chat_logprobs_are_the_raw_model_distribution(served, tiny):
+    """logprobs + top_logprobs=5 at temperature 0.7 (speculative, K=2: accepted drafts report the
+    main model's): each token's log-prob and its top 5 equal the float64 forward's log_softmax at
+    temperature 1 without filters (vLLM's raw_logprobs), not the sampler's (logged) ones; the
+    stream's chunks reassemble to the whole response, log-probs included."""
+    cfg, params = tiny
+    kw = dict(model=MODEL, messages=[{"role": "user", "content": "def f(x):"}], max_tokens=10,
+              temperature=0.7, seed=3, logprobs=True, top_logprobs=5)  # fmt: skip
+    r = served["client"].chat.completions.create(**kw)
+    rec = logged(served["log"])[r.id]
+    ref, got = raw_reference(cfg, params, rec), r.choices[0].logprobs.content
+    emitted = pr.strip_stop(TOK, rec["tokens"][rec["prompt_len"] :])
+    assert [NAMES[e.token] for e in got] == emitted
+    lps = np.array([e.logprob for e in got])
+    np.testing.assert_allclose(lps, ref[np.arange(len(emitted)), emitted], atol=1e-4)
+    sampler = np.array(rec["logprobs"][rec["prompt_len"] :][: len(emitted)])
+    assert np.abs(lps - sampler).max() > 1e-2  # temperature 0.7's are another distribution
+    for row, e, t in zip(ref, got, emitted):
+        assert e.bytes == pr.token_text(TOK, t)[1]
+        check_top(row, [(NAMES[a.token], a.logprob) for a in e.top_logprobs], 5, t)
+    chunks = list(served["client"].chat.completions.create(stream=True, **kw))
+    streamed = [e for c in chunks if c.choices and c.choices[0].logprobs
+                for e in c.choices[0].logprobs.content]  # fmt: skip
+    assert [e.token for e in streamed] == [e.token for e in got]
+    np.testing.assert_allclose([e.logprob for e in streamed], lps, atol=1e-5)
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == r.choices[0].message.content
+
+
+def test_completion_logprobs_in_the_legacy_shape(served, tiny):
+    """logprobs=3: tokens, token_logprobs (= the raw reference), top_logprobs (the top 3 and the
+    sampled token), text_offset (where each token's text starts); streamed the same."""
+    cfg, params = tiny
+    kw = dict(model=MODEL, prompt="x = [", max_tokens=8, temperature=1.0, seed=1, logprobs=3)
+    r = served["client"].completions.create(**kw)
+    lp, rec = r.choices[0].logprobs, logged(served["log"])[r.id]
+    ref = raw_reference(cfg, params, rec)
+    emitted = pr.strip_stop(TOK, rec["tokens"][rec["prompt_len"] :])
+    assert [NAMES[t] for t in lp.tokens] == emitted
+    np.testing.assert_allclose(lp.token_logprobs, ref[np.arange(len(emitted)), emitted], atol=1e-4)
+    for row, top, t in zip(ref, lp.top_logprobs, emitted):
+        # the top 3 and the sampled token: a 4th entry ranks below the 3
+        assert len(top) in (3, 4) and pr.token_text(TOK, t)[0] in top
+        check_top(
+            row, sorted(((NAMES[a], b) for a, b in top.items()), key=lambda x: -x[1])[:3], 3, t
+        )
+    text = TOK.decode(emitted)
+    assert r.choices[0].text == text and lp.text_offset[0] == 0
+    for i, off in enumerate(lp.text_offset):  # the text before token i is final up to its offset
+        assert TOK.decode(emitted[:i])[:off] == text[:off] and off <= len(text)
+    assert lp.text_offset == sorted(lp.text_offset)
+    chunks = [c.choices[0] for c in served["client"].completions.create(stream=True, **kw)]
+    assert "".join(c.text for c in chunks) == text
+    for name in ("tokens", "token_logprobs", "top_logprobs", "text_offset"):
+        joined = [x for c in chunks if c.logprobs for x in getattr(c.logprobs, name)]
+        if name == "token_logprobs":
+            np.testing.assert_allclose(joined, getattr(lp, name), atol=1e-5)
+        elif name != "top_logprobs":
+            assert joined == getattr(lp, name)
+
+
+def test_text_offsets_count_whole_characters():
+    """A 2-byte character's bytes both start where it does; the final <|end|> is not reported."""
+    ids = TOK.encode("é a") + [TOK.special_id("end")]
+    raw = (np.zeros(5), np.zeros((5, 1), np.int32), np.zeros((5, 1)))
+    lp = pr.TokenLogprobs(TOK, 1, chat=False).push(ids, raw)
+    assert lp["tokens"] == ["bytes:\\xc3", "bytes:\\xa9", " ", "a"]
+    assert lp["text_offset"] == [0, 0, 1, 2]
+
+
+def test_n_choices(served, tiny):
+    """n=3: temperature 1 with a seed gives 3 different choices, the same 3 again (streamed too:
+    chunks reassemble per index); temperature 0 gives 3 copies of model.generate's output. Each
+    choice is logged under the response id with its index, which feedback addresses."""
+    cfg, params = tiny
+    client = served["client"]
+    kw = dict(model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=8, n=3)
+    a = client.chat.completions.create(temperature=1.0, seed=11, **kw)
+    b = client.chat.completions.create(temperature=1.0, seed=11, **kw)
+    texts = [c.message.content for c in a.choices]
+    assert [c.index for c in a.choices] == [0, 1, 2] and len(set(texts)) == 3
+    assert [c.message.content for c in b.choices] == texts
+    chunks = list(client.chat.completions.create(temperature=1.0, seed=11, stream=True, **kw))
+    streamed = ["".join(c.choices[0].delta.content or "" for c in chunks
+                        if c.choices and c.choices[0].index == i) for i in range(3)]  # fmt: skip
+    assert streamed == texts
+    log = [rec for _, rec in read_log(served["log"]) if rec.get("id") == a.id]
+    assert sorted(rec["choice"] for rec in log) == [0, 1, 2]
+    assert a.usage.completion_tokens == sum(len(r["tokens"]) - r["prompt_len"] for r in log)
+    assert a.usage.prompt_tokens == log[0]["prompt_len"]
+    greedy = client.chat.completions.create(temperature=0.0, **kw)
+    want = reference(cfg, params, generation_prompt(TOK, kw["messages"]), 8)
+    assert [c.message.content for c in greedy.choices] == [TOK.decode(pr.strip_stop(TOK, want))] * 3
+    out = client.post("/feedback", body={"response_id": a.id, "choice": 2, "signal": "accepted"},
+                      cast_to=object)  # fmt: skip
+    assert out["choice"] == 2
+    with pytest.raises(openai.NotFoundError, match="choice 3"):
+        client.post("/feedback", body={"response_id": a.id, "choice": 3, "signal": "accepted"},
+                    cast_to=object)  # fmt: skip
+
+
+def test_plain_decoding_records_raw_logprobs_only_when_asked(tiny):
+    """The engine without speculation (the served engine speculates): raw log-probs equal the
+    reference; a decode call with no request asking is the program without them."""
+    cfg, params = tiny
+    engine = RolloutEngine(cfg, params, slots=2, cache_len=64, temperature=1.0,
+                           valid_vocab=TOK.vocab_size, stop_width=2, top_logprobs=4)  # fmt: skip
+    prompt = [TOK.bos_id] + TOK.encode("def g(")
+    engine.submit("quiet", prompt, max_new=3, stop_tokens=STOPS)
+    assert engine.step() and all(len(k) == 3 for k in engine.programs if k[0] == "decode")
+    engine.submit("asks", prompt, max_new=6, stop_tokens=STOPS, logprobs=True)
+    (turn,) = engine.step()
+    raw, ids, lps = engine.raw_logprobs("asks", turn.start, turn.start + len(turn.tokens))
+    experts = engine.finish("asks")
+    tokens = prompt + turn.tokens
+    rec = dict(prompt_len=len(prompt), tokens=tokens,
+               experts=np.moveaxis(np.concatenate([experts, experts[-1:]]), 1, 0))  # fmt: skip
+    ref = raw_reference(cfg, params, rec)
+    np.testing.assert_allclose(raw, ref[np.arange(len(turn.tokens)), turn.tokens], atol=1e-4)
+    for row, i, lp, t in zip(ref, ids, lps, turn.tokens):
+        check_top(row, list(zip(i.tolist(), lp.tolist())), 4, t)
+    assert any(k[0] == "decode" and k[-1] == "raw_logprobs" for k in engine.programs)
 
 
 def replay(cfg, params0, params1, prompt, head, max_new):
@@ -457,6 +618,71 @@ def test_hot_swap_mid_stream_drops_and_corrupts_nothing(served, tiny):
         want = replay(cfg, params0, params1, rec["tokens"][:plen], got[:n0], len(got))
         assert got == want  # the exact tokens of a swap at that point: nothing corrupted
     assert json.loads(http(served["port"], "/health")[1])["params_version"] == 1
+
+
+def test_serve_exits_cleanly_on_sigterm(tiny, tmp_path):
+    """`main.py --mode=serve` (tiny params, exported), one request answered (the engine thread has
+    run the model), then SIGTERM: exit 0 with no C++ abort at interpreter exit (every thread that
+    enters JAX or tensorstore is stopped and joined first, server.py `serve`)."""
+    import signal
+    import socket
+    import time
+
+    from model.export import save_params
+
+    cfg, params = tiny
+    save_params(str(tmp_path / "params"), cfg, params)
+    with socket.socket() as sock:  # a free port for the child (it prints none for port 0)
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    args = [sys.executable, "main.py", "--mode=serve", f"--params={tmp_path / 'params'}",
+            f"--port={port}", f"--workdir={tmp_path}", "--config=configs/serve.py",
+            "--config.serve.slots=1", "--config.serve.cache_len=64", "--config.serve.poll_s=0.05",
+            f"--config.serve.model_name={MODEL}"]  # fmt: skip
+    child = subprocess.Popen(args, cwd=root, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and child.poll() is None:
+            try:
+                if http(port, "/health")[0] == 200:
+                    break
+            except OSError:  # not listening yet
+                time.sleep(0.5)
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="-", max_retries=0)
+        client.completions.create(model=MODEL, prompt="hi", max_tokens=2, temperature=0)
+        child.send_signal(signal.SIGTERM)
+        _, err = child.communicate(timeout=120)
+    finally:
+        child.kill()
+    assert child.returncode == 0 and "terminate called" not in err, err[-3000:]
+
+
+UNSTOPPED = """
+import atexit, tempfile
+from rl.serve.engine_loop import EngineLoop
+from rl.serve.follow import PromotedFollower
+
+class Engine:  # a stand-in: an idle loop reads only .version
+    version = 0
+
+loop = EngineLoop(Engine()).start()
+follower = PromotedFollower(tempfile.mkdtemp(), loop, poll_s=1e-4, log=lambda _: None).start()
+atexit._run_exitfuncs()  # what interpreter exit runs before finalizing
+print(loop.thread.is_alive(), follower.thread.is_alive())
+"""
+
+
+def test_unstopped_threads_are_joined_at_exit():
+    """The engine loop and the follower, never stopped, are stopped and joined by the exit
+    handlers, before CPython finalizes: a daemon thread still inside tensorstore or JAX then is
+    killed there and aborts the process ('terminate called without an active exception', exit
+    134: the bench's abort, whose follower polled tensorstore every 0.1 s and was never
+    stopped; an exit with such a follower aborted 3 times in 6)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, "-c", UNSTOPPED], cwd=root, capture_output=True,
+                         text=True, timeout=120)  # fmt: skip
+    assert out.returncode == 0 and out.stdout.split() == ["False", "False"], out.stderr[-2000:]
 
 
 @pytest.mark.parametrize(

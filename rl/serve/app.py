@@ -3,13 +3,18 @@
     POST /v1/chat/completions   (stream: SSE chunks, then `data: [DONE]`)
     POST /v1/completions
     GET  /v1/models
-    POST /v1/feedback           {"response_id", "signal", ...}: 404 for an unknown id
+    POST /v1/feedback           {"response_id", "choice"?, "signal", ...}: 404 for an unknown one
     GET  /health, /metrics      (Prometheus text)
 
 Handlers run on the event loop; generation runs on the engine thread (rl/serve/engine_loop.py),
 whose events come back through an asyncio queue. A response is logged (fsync'd) before it is
 returned, or before the stream's last chunk, so feedback may follow at once. Responses carry
 `params_versions` (the versions that produced their tokens) and `system_fingerprint` 'v<newest>'.
+
+A request with `n` > 1 runs n engine jobs (one slot each, rl/serve/protocol.py "Choices"); each
+choice is logged as its own exchange record under the response id with its `choice` index, which
+feedback names (default 0). Usage counts the prompt once (OpenAI's and vLLM's convention: it is
+one input) and sums the choices' completion tokens. Log-probs: protocol.py "Log-probs".
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ class Server:
     temperature: float  # a request's when it names none
     cache_len: int
     max_new_default: int
+    max_n: int = 1  # choices a request may ask for (the engine's slots)
     metrics: Metrics = dataclasses.field(default_factory=Metrics)
 
     @property
@@ -57,28 +63,38 @@ async def _body(request: Request):
         raise pr.ApiError(400, "request body is not valid JSON") from None
 
 
+def _sampling(req: pr.Request, i: int):
+    """Choice i's sampling settings (its own seed, protocol.choice_seed)."""
+    return dataclasses.replace(req.sampling, seed=pr.choice_seed(req.sampling.seed, i))
+
+
 async def _events(server: Server, rid: str, req: pr.Request):
-    """Engine events of one request: ('delta', ids)..., then ('done', Result) | ('error', msg)."""
+    """Engine events of a request's choices as (choice, event): ('delta', ids, raw log-probs |
+    None)..., then ('done', Result) | ('error', msg) for each; ends when every choice has."""
     q: asyncio.Queue = asyncio.Queue()
     aloop = asyncio.get_running_loop()
-    sink = lambda ev: aloop.call_soon_threadsafe(q.put_nowait, ev)
     stop_at = functools.partial(pr.stop_cut, server.tok, stops=req.stop) if req.stop else None
-    server.loop.submit(
-        Job(rid, req.prompt, req.max_new, server.stops, sink, req.sampling, stop_at=stop_at)
-    )
-    while True:
-        ev = await q.get()
-        yield ev
-        if ev[0] != "delta":
-            return
+    for i in range(req.n):
+        sink = functools.partial(lambda i, ev: aloop.call_soon_threadsafe(q.put_nowait, (i, ev)), i)
+        job = Job(f"{rid}/{i}", req.prompt, req.max_new, server.stops, sink, _sampling(req, i),
+                  stop_at=stop_at, logprobs=req.logprobs is not None)  # fmt: skip
+        server.loop.submit(job)
+    running = req.n
+    while running:
+        i, ev = await q.get()
+        yield i, ev
+        running -= ev[0] != "delta"
 
 
-def _exchange(server: Server, rid: str, endpoint: str, req: pr.Request, res: Result, text: str):
-    """The log record (rl/records.py's per-token layout over prompt + completion)."""
+def _exchange(
+    server: Server, rid: str, i: int, endpoint: str, req: pr.Request, res: Result, text: str
+):
+    """Choice i's log record (rl/records.py's per-token layout over prompt + completion)."""
     plen = len(req.prompt)
     return {
         "kind": "exchange",
         "id": rid,
+        "choice": i,
         "time": time.time(),
         "endpoint": endpoint,
         "model": server.model,
@@ -90,7 +106,7 @@ def _exchange(server: Server, rid: str, endpoint: str, req: pr.Request, res: Res
         "experts": res.experts.tolist(),  # [n_moe, plen + n, k]
         "completion_text": text,
         # What the log-probs are of (model/sampling.py): the request's own settings.
-        "sampling": dataclasses.asdict(req.sampling),
+        "sampling": dataclasses.asdict(_sampling(req, i)),
         "stop": req.stop,
         "finish_reason": res.finish_reason,
         "latency_s": res.seconds,
@@ -138,8 +154,8 @@ def _output(server: Server, req: pr.Request, res: Result):
     return text, calls, pr.finish_reason(res.finish_reason, calls)
 
 
-def _usage(req: pr.Request, res: Result) -> dict:
-    n = len(res.tokens)
+def _usage(req: pr.Request, results: list[Result]) -> dict:
+    n = sum(len(res.tokens) for res in results)
     return {
         "prompt_tokens": len(req.prompt),
         "completion_tokens": n,
@@ -147,8 +163,14 @@ def _usage(req: pr.Request, res: Result) -> dict:
     }
 
 
-def _versions(res: Result) -> list[int]:
-    return sorted(set(res.versions))
+def _versions(results: list[Result]) -> list[int]:
+    return sorted({v for res in results for v in res.versions})
+
+
+def _logprobs(server: Server, req: pr.Request, endpoint: str) -> pr.TokenLogprobs | None:
+    if req.logprobs is None:
+        return None
+    return pr.TokenLogprobs(server.tok, req.logprobs, chat=endpoint == "chat")
 
 
 PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
@@ -195,6 +217,10 @@ def make_app(server: Server) -> FastAPI:
             raise pr.ApiError(
                 404, f"no response with id {fb['response_id']!r}", param="response_id"
             )
+        if (fb["response_id"], fb["choice"]) not in server.log.keys:
+            raise pr.ApiError(
+                404, f"response {fb['response_id']!r} has no choice {fb['choice']}", param="choice"
+            )
         record = {"kind": "feedback", "id": f"fb-{uuid.uuid4().hex}", "time": time.time(), **fb}
         await asyncio.to_thread(server.log.append, record)
         server.metrics.request("/v1/feedback", 200)
@@ -202,6 +228,7 @@ def make_app(server: Server) -> FastAPI:
             "object": "feedback",
             "id": record["id"],
             "response_id": fb["response_id"],
+            "choice": fb["choice"],
             "signal": fb["signal"],
         }
 
@@ -210,7 +237,11 @@ def make_app(server: Server) -> FastAPI:
         body = await _body(request)
         pr.check_common(body, model=server.model)
         req = pr.chat_request(
-            server.tok, body, max_new_default=server.max_new_default, temperature=server.temperature
+            server.tok,
+            body,
+            max_new_default=server.max_new_default,
+            temperature=server.temperature,
+            max_n=server.max_n,
         )
         return await _generate(server, req, "chat")
 
@@ -219,7 +250,11 @@ def make_app(server: Server) -> FastAPI:
         body = await _body(request)
         pr.check_common(body, model=server.model)
         req = pr.completion_request(
-            server.tok, body, max_new_default=server.max_new_default, temperature=server.temperature
+            server.tok,
+            body,
+            max_new_default=server.max_new_default,
+            temperature=server.temperature,
+            max_n=server.max_n,
         )
         return await _generate(server, req, "completions")
 
@@ -236,27 +271,41 @@ async def _generate(server: Server, req: pr.Request, endpoint: str):
             _stream_chat(server, req, rid) if endpoint == "chat" else _stream_text(server, req, rid)
         )
         return StreamingResponse(gen, media_type="text/event-stream")
-    res = None
-    async for ev in _events(server, rid, req):
+    results: dict[int, Result] = {}
+    async for i, ev in _events(server, rid, req):
         if ev[0] == "error":
             server.metrics.request(PATHS[endpoint], 500)
             raise pr.ApiError(500, ev[1], kind="server_error")
-        res = ev[1] if ev[0] == "done" else res
+        if ev[0] == "done":
+            results[i] = ev[1]
+    done = [results[i] for i in range(req.n)]
+    choices = [await _choice(server, req, rid, endpoint, i, res) for i, res in enumerate(done)]
+    server.metrics.request(PATHS[endpoint], 200, max(res.seconds for res in done))
+    return dict(_head(server, rid, endpoint, done), choices=choices, usage=_usage(req, done))
+
+
+async def _choice(server: Server, req: pr.Request, rid: str, endpoint: str, i: int, res: Result):
+    """Choice i of a whole response, logged first."""
     text, calls, reason = _output(server, req, res)
-    await asyncio.to_thread(server.log.append, _exchange(server, rid, endpoint, req, res, text))
-    server.metrics.request(PATHS[endpoint], 200, res.seconds)
-    head = _head(server, rid, endpoint, res)
+    await asyncio.to_thread(server.log.append, _exchange(server, rid, i, endpoint, req, res, text))
+    tl = _logprobs(server, req, endpoint)
+    lp = None if tl is None else tl.push(res.tokens, res.raw) or _empty(endpoint)
     if endpoint == "completions":
-        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": reason}
-    else:
-        message = {"role": "assistant", "content": text if (text or not calls) else None}
-        if calls:
-            message["tool_calls"] = calls
-        choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": reason}
-    return dict(head, choices=[choice], usage=_usage(req, res))
+        return {"index": i, "text": text, "logprobs": lp, "finish_reason": reason}
+    message = {"role": "assistant", "content": text if (text or not calls) else None}
+    if calls:
+        message["tool_calls"] = calls
+    return {"index": i, "message": message, "logprobs": lp, "finish_reason": reason}
 
 
-def _head(server: Server, rid: str, endpoint: str, res: Result | None, chunk: bool = False) -> dict:
+def _empty(endpoint: str) -> dict:
+    """The logprobs object of a completion with no token to report."""
+    if endpoint == "chat":
+        return {"content": []}
+    return {"tokens": [], "token_logprobs": [], "top_logprobs": [], "text_offset": []}
+
+
+def _head(server: Server, rid: str, endpoint: str, results: list[Result] | None, chunk=False):
     kind = "chat.completion" if endpoint == "chat" else "text_completion"
     head = {
         "id": rid,
@@ -264,33 +313,39 @@ def _head(server: Server, rid: str, endpoint: str, res: Result | None, chunk: bo
         "created": int(time.time()),
         "model": server.model,
     }
-    if res is not None:
-        head.update(
-            params_versions=_versions(res), system_fingerprint=f"v{max(_versions(res), default=-1)}"
-        )
+    if results:
+        versions = _versions(results)
+        head.update(params_versions=versions, system_fingerprint=f"v{max(versions, default=-1)}")
     return head
 
 
 async def _stream_pieces(server: Server, req: pr.Request, rid: str, endpoint: str):
-    """A streamed request's engine events as ('text', new text) | ('error', message) | ('done',
-    result, the text not yet sent, tool calls, finish reason); the exchange is logged and counted
-    once it ends, as for a whole response."""
-    text = _Text(server.tok, req.tools if endpoint == "chat" else [], req.stop)
-    async for ev in _events(server, rid, req):
+    """A streamed request's engine events as (choice, 'text', new text, logprobs | None) |
+    (choice, 'error', message) | (choice, 'done', result, the text not yet sent, tool calls,
+    finish reason); each choice is logged once it ends, and the request counted once all have,
+    as for a whole response."""
+    tools = req.tools if endpoint == "chat" else []
+    texts = [_Text(server.tok, tools, req.stop) for _ in range(req.n)]
+    lps = [_logprobs(server, req, endpoint) for _ in range(req.n)]
+    seconds = []
+    async for i, ev in _events(server, rid, req):
         if ev[0] == "delta":
-            new = text.push(ev[1])
-            if new:
-                yield ("text", new)
+            new = texts[i].push(ev[1])
+            lp = lps[i].push(ev[1], ev[2]) if lps[i] else None
+            if new or lp:
+                yield (i, "text", new, lp)
         elif ev[0] == "error":
-            yield ev
+            yield (i, *ev)
         else:
             res = ev[1]
             content, calls, reason = _output(server, req, res)
             await asyncio.to_thread(
-                server.log.append, _exchange(server, rid, endpoint, req, res, content)
+                server.log.append, _exchange(server, rid, i, endpoint, req, res, content)
             )
-            server.metrics.request(PATHS[endpoint], 200, res.seconds)
-            yield ("done", res, text.take(content), calls, reason)
+            seconds.append(res.seconds)
+            if len(seconds) == req.n:
+                server.metrics.request(PATHS[endpoint], 200, max(seconds))
+            yield (i, "done", res, texts[i].take(content), calls, reason)
 
 
 def _stream_error(message: str) -> str:
@@ -298,41 +353,40 @@ def _stream_error(message: str) -> str:
 
 
 async def _stream_chat(server: Server, req: pr.Request, rid: str):
-    chunk = lambda delta, res=None, reason=None: _sse(
-        dict(
-            _head(server, rid, "chat", res, True),
-            choices=[{"index": 0, "delta": delta, "finish_reason": reason}],
-        )
-    )
-    yield chunk({"role": "assistant", "content": ""})
+    def chunk(i, delta, res=None, reason=None, lp=None):
+        choice = {"index": i, "delta": delta, "logprobs": lp, "finish_reason": reason}
+        return _sse(dict(_head(server, rid, "chat", res and [res], True), choices=[choice]))
+
+    for i in range(req.n):
+        yield chunk(i, {"role": "assistant", "content": ""})
     async for ev in _stream_pieces(server, req, rid, "chat"):
-        if ev[0] == "text":
-            yield chunk({"content": ev[1]})
-        elif ev[0] == "error":
-            yield _stream_error(ev[1])
+        i = ev[0]
+        if ev[1] == "text":
+            yield chunk(i, {"content": ev[2]} if ev[2] else {}, lp=ev[3])
+        elif ev[1] == "error":
+            yield _stream_error(ev[2])
         else:
-            _, res, rest, calls, reason = ev
+            _, _, res, rest, calls, reason = ev
             if rest:
-                yield chunk({"content": rest})
+                yield chunk(i, {"content": rest})
             if calls:
-                yield chunk({"tool_calls": [dict(c, index=i) for i, c in enumerate(calls)]})
-            yield chunk({}, res, reason)
+                yield chunk(i, {"tool_calls": [dict(c, index=j) for j, c in enumerate(calls)]})
+            yield chunk(i, {}, res, reason)
     yield "data: [DONE]\n\n"
 
 
 async def _stream_text(server: Server, req: pr.Request, rid: str):
-    chunk = lambda t, res=None, reason=None: _sse(
-        dict(
-            _head(server, rid, "completions", res, True),
-            choices=[{"index": 0, "text": t, "logprobs": None, "finish_reason": reason}],
-        )
-    )
+    def chunk(i, text, res=None, reason=None, lp=None):
+        choice = {"index": i, "text": text, "logprobs": lp, "finish_reason": reason}
+        return _sse(dict(_head(server, rid, "completions", res and [res], True), choices=[choice]))
+
     async for ev in _stream_pieces(server, req, rid, "completions"):
-        if ev[0] == "text":
-            yield chunk(ev[1])
-        elif ev[0] == "error":
-            yield _stream_error(ev[1])
+        i = ev[0]
+        if ev[1] == "text":
+            yield chunk(i, ev[2], lp=ev[3])
+        elif ev[1] == "error":
+            yield _stream_error(ev[2])
         else:
-            _, res, rest, _, reason = ev
-            yield chunk(rest, res, reason)
+            _, _, res, rest, _, reason = ev
+            yield chunk(i, rest, res, reason)
     yield "data: [DONE]\n\n"

@@ -8,8 +8,13 @@ Each round: take new jobs (engine.submit: they join the running decode at the ne
 free slots: continuous batching), swap in offered params if any (between decode steps, so an
 in-flight request keeps its cache and its later tokens record the new version), decode up to
 `stream_every` iterations, send each running request its new tokens, and finish the turns that
-ended: the sink gets ('delta', ids) events, then one ('done', Result) or ('error', message).
+ended: the sink gets ('delta', ids, raw) events, then one ('done', Result) or ('error', message).
 Sinks are called on this thread and must not block (the app posts them to its event loop).
+
+A job with `logprobs` (the engine built with top_logprobs >= 0) gets its tokens' raw log-probs
+(RolloutEngine.raw_logprobs: the model's distribution, before temperature and filters) beside
+them: ('delta', ids, raw) with raw = (log-probs [n], top ids [n,W], top log-probs [n,W]) of
+those ids, and Result.raw for the whole completion; other jobs get ('delta', ids, None).
 
 Each job samples with its own settings (engine Sampling). A job with `stop_at` (stop strings)
 is checked after every round: once its tokens complete a stop string the engine ends its turn
@@ -19,6 +24,7 @@ delta ever goes past it; the slot is free for the next request at once.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import queue
 import threading
@@ -39,6 +45,7 @@ class Job:
     sink: Callable[[tuple], None]
     sampling: Sampling | None = None  # None: the engine's defaults
     stop_at: Callable[[list[int]], int | None] | None = None  # emitted ids -> tokens to keep
+    logprobs: bool = False  # deltas and the result carry raw log-probs
     t_submit: float = dataclasses.field(default_factory=time.perf_counter)
     sent: int = 0  # tokens already delivered as deltas
 
@@ -53,6 +60,7 @@ class Result:
     experts: np.ndarray  # [n_moe, prompt + n, k] routing per position (the last row repeated)
     finish_reason: str  # 'stop' | 'length'
     seconds: float  # submit -> done
+    raw: tuple | None = None  # Job.logprobs: ([n] log-probs, [n,W] top ids, [n,W] top log-probs)
 
 
 class EngineLoop:
@@ -73,9 +81,13 @@ class EngineLoop:
 
     def start(self) -> EngineLoop:
         self.thread.start()
+        # Joined at exit if nobody stopped it: a daemon thread inside JAX when CPython finalizes
+        # aborts the process (rl/serve/follow.py's docstring).
+        atexit.register(self.stop)
         return self
 
     def stop(self) -> None:
+        atexit.unregister(self.stop)
         self.stopping.set()
         self.thread.join(timeout=30)
 
@@ -126,6 +138,7 @@ class EngineLoop:
                     max_new=job.max_new,
                     stop_tokens=job.stops,
                     sampling=job.sampling,
+                    logprobs=job.logprobs,
                 )
             except ValueError as e:  # checked by the app first; never take the loop down
                 job.sink(("error", str(e)))
@@ -161,24 +174,34 @@ class EngineLoop:
         job = self.jobs[rid]
         return job.stop_at(ids) if job.stop_at is not None else None
 
-    @staticmethod
-    def _send(job: Job, ids: list[int]) -> int:
-        """Delivers ids past those already sent; -> how many."""
+    def _send(self, job: Job, ids: list[int], raw: tuple | None = None) -> int:
+        """Delivers ids past those already sent (with their raw log-probs if the job asked: from
+        `raw`, the whole completion's, else fetched); -> how many."""
         if len(ids) <= job.sent:
             return 0
-        job.sink(("delta", ids[job.sent :]))
+        new = None
+        if job.logprobs:
+            raw = raw or self._raw(job, len(ids))
+            new = tuple(x[job.sent : len(ids)] for x in raw)
+        job.sink(("delta", ids[job.sent :], new))
         n, job.sent = len(ids) - job.sent, len(ids)
         return n
+
+    def _raw(self, job: Job, n: int) -> tuple:
+        """Raw log-probs of a job's first n emitted tokens (a live request's)."""
+        p = len(job.prompt)  # emitted token j sits at position len(prompt) + j
+        return self.engine.raw_logprobs(job.rid, p, p + n)
 
     def _finish(self, turn, cut: int | None) -> int:
         """Completes a job with its ended turn, or its first `cut` tokens (a stop string ended
         it); -> tokens newly sent."""
         job = self.jobs.pop(turn.request)
         n = len(turn.tokens) if cut is None else cut
+        raw = self._raw(job, n) if job.logprobs else None  # before finish frees the slot
         rows = self.engine.finish(turn.request)  # [prompt + emitted - 1, n_moe, k]
         rows = rows[: len(job.prompt) + n - 1]
         rows = np.concatenate([rows, rows[-1:]], 0) if len(rows) else rows
-        sent = self._send(job, turn.tokens[:n])
+        sent = self._send(job, turn.tokens[:n], raw)
         job.sink(
             (
                 "done",
@@ -189,6 +212,7 @@ class EngineLoop:
                     experts=np.moveaxis(rows, 1, 0),
                     finish_reason=turn.finish_reason if cut is None else "stop",
                     seconds=time.perf_counter() - job.t_submit,
+                    raw=raw,
                 ),
             )
         )

@@ -4,10 +4,16 @@ offers it to the engine loop, which swaps it in between decode steps.
 Fetching runs on this thread (reading and decoding a version takes a while for a big model), so
 the engine thread only pays set_params; a store that fails to answer is logged and retried at the
 next poll, never crashing the server.
+
+The thread is stopped and joined at interpreter exit if nobody stopped it (atexit): a daemon
+thread still inside tensorstore when CPython finalizes is killed there (pthread_exit unwinding
+C++ frames) and the process aborts, 'terminate called without an active exception' (it polls
+every poll_s, so it is in tensorstore often: a bench that never stopped it exited with 134).
 """
 
 from __future__ import annotations
 
+import atexit
 import sys
 import threading
 
@@ -26,9 +32,11 @@ class PromotedFollower:
 
     def start(self) -> PromotedFollower:
         self.thread.start()
+        atexit.register(self.stop)  # module docstring: never left running into finalization
         return self
 
     def stop(self) -> None:
+        atexit.unregister(self.stop)
         self.stopping.set()
         self.thread.join(timeout=30)
 

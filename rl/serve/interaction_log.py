@@ -76,9 +76,20 @@ def end_positions(directory: str) -> dict:
     return {os.path.basename(p): os.path.getsize(p) for p in _files(directory)}
 
 
+def exchange_key(record: dict) -> tuple[str, int]:
+    """(response id, choice index) of an exchange record (records before `n` had no choice: 0)."""
+    return record["id"], record.get("choice", 0)
+
+
+def feedback_key(record: dict) -> tuple[str, int]:
+    """The exchange a feedback record addresses, as exchange_key names it."""
+    return record["response_id"], record.get("choice", 0)
+
+
 class InteractionLog:
-    """The writer (one per directory; thread-safe). `ids` holds every exchange id in the log, so
-    feedback for an unknown id is refused (the server answers 404)."""
+    """The writer (one per directory; thread-safe). `ids` holds every exchange id in the log and
+    `keys` every (id, choice index) (a response of n choices logs n exchanges under one id), so
+    feedback for an unknown one is refused (the server answers 404)."""
 
     def __init__(self, directory: str, *, max_bytes: int = 64 << 20):
         if max_bytes <= 0:
@@ -86,9 +97,12 @@ class InteractionLog:
         os.makedirs(directory, exist_ok=True)
         self.directory, self.max_bytes = directory, max_bytes
         self.stats: dict = {}
-        self.ids = {
-            r["id"] for _, r in read_log(directory, stats=self.stats) if r.get("kind") == "exchange"
+        self.keys = {
+            exchange_key(r)
+            for _, r in read_log(directory, stats=self.stats)
+            if r.get("kind") == "exchange"
         }
+        self.ids = {rid for rid, _ in self.keys}
         files = _files(directory)
         self.seq = int(os.path.basename(files[-1])[4:10]) + 1 if files else 0
         self.lock = threading.Lock()
@@ -121,6 +135,7 @@ class InteractionLog:
             self.size += len(data)
             if record.get("kind") == "exchange":
                 self.ids.add(record["id"])
+                self.keys.add(exchange_key(record))
 
     def close(self) -> None:
         with self.lock:

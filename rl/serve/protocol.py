@@ -18,16 +18,36 @@ tokens, whatever else is being decoded) and `max_tokens`; the engine decodes the
 each slot with its own settings. `stop` (a string or up to 4) ends the completion where a
 stop string first appears in its text; the returned text stops before it, the logged tokens
 end with the token that completed it (what was sampled), finish_reason 'stop'.
+
+Choices. `n` (1 to the server's slots: each choice decodes in a slot of its own, so n choices of
+a prompt that fits one slot always fit the engine) asks for n independent completions; with a
+`seed`, choice 0 uses it and choice i > 0 the seed `choice_seed(seed, i)` derives, so every choice
+is reproducible and no two share a stream.
+
+Log-probs. Chat: `logprobs: true` (+ `top_logprobs`: 0..20) -> choice.logprobs.content = [{token,
+logprob, bytes, top_logprobs: [{token, logprob, bytes}] (k, largest first)}]; completions:
+`logprobs: k` (0..20) -> choice.logprobs = {tokens, token_logprobs, top_logprobs: [{token:
+logprob} of the top k and the sampled token], text_offset}. One entry per emitted token but a
+final <|end|>/<|eos|> (no text in the response; a stop string's completing token is kept, as in
+the log). The log-probs are the model's own distribution (log_softmax of the logits over the
+tokenizer's ids, before temperature and top-k/top-p), vLLM's default (`logprobs_mode=
+'raw_logprobs'`: "Use the original logits (before any penalties or temperature scaling) for the
+top-k logprobs", vllm/v1/sample/sampler.py), not the sampler's filtered ones the log keeps for
+RL. A token that is not whole UTF-8 (a byte of a multi-byte character) is named 'bytes:\\xNN'
+(vLLM's convention); `bytes` are exact for the byte tokenizer, the token text's UTF-8 otherwise.
 """
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
+import hashlib
 import json
 import re
 from typing import Any
 
 from data.chat import generation_prompt
+from data.tokenizers import ByteTokenizer
 from model.engine import Sampling
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -61,6 +81,8 @@ class Request:
     messages: list[dict] | None  # chat: the rendered conversation (for the log); None: completion
     sampling: Sampling = Sampling()
     stop: list[str] = dataclasses.field(default_factory=list)  # stop strings
+    n: int = 1  # choices
+    logprobs: int | None = None  # top alternatives per token to report (None: no log-probs)
 
 
 def _bad(message: str, param: str | None = None) -> ApiError:
@@ -78,9 +100,49 @@ def check_common(body: Any, *, model: str) -> None:
             param="model",
             code="model_not_found",
         )
-    n = body.get("n", 1)
-    if n != 1:
-        raise _bad(f"n={n!r}: only n=1 is supported", "n")
+
+
+def choices(body: dict, max_n: int) -> int:
+    n = body.get("n")
+    if n is None:
+        return 1
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= max_n:
+        raise _bad(f"n={n!r}: must be an integer in [1, {max_n}] (one slot per choice)", "n")
+    return n
+
+
+def choice_seed(seed: int | None, i: int) -> int | None:
+    """Choice i's seed: the request's for choice 0, else one derived from (seed, i) by a hash
+    (not seed + i, which would give choice 1 of seed s the stream of choice 0 of seed s + 1)."""
+    if seed is None or i == 0:
+        return seed
+    digest = hashlib.sha256(f"{seed}/{i}".encode()).digest()
+    return int.from_bytes(digest[:4], "little") % 2**31
+
+
+MAX_TOP_LOGPROBS = 20  # OpenAI's bound for top_logprobs and for legacy logprobs
+
+
+def _top(x: Any, name: str) -> int:
+    if isinstance(x, bool) or not isinstance(x, int) or not 0 <= x <= MAX_TOP_LOGPROBS:
+        raise _bad(f"{name}={x!r}: must be an integer in [0, {MAX_TOP_LOGPROBS}]", name)
+    return x
+
+
+def chat_logprobs(body: dict) -> int | None:
+    """Chat `logprobs` (bool) and `top_logprobs` -> alternatives per token (None: off)."""
+    on, top = body.get("logprobs"), body.get("top_logprobs")
+    if on is not None and not isinstance(on, bool):
+        raise _bad(f"logprobs={on!r}: must be true or false", "logprobs")
+    if top is not None and not on:
+        raise _bad("top_logprobs needs logprobs: true", "top_logprobs")
+    return (_top(top, "top_logprobs") if top is not None else 0) if on else None
+
+
+def completion_logprobs(body: dict) -> int | None:
+    """Legacy completions `logprobs` (an integer k, or null) -> k (None: off)."""
+    k = body.get("logprobs")
+    return None if k is None else _top(k, "logprobs")
 
 
 def _number(body: dict, name: str, default, lo: float, hi: float, lo_open: bool = False):
@@ -231,7 +293,9 @@ def chat_messages(messages: Any, tools: list[dict]) -> list[dict]:
     return out
 
 
-def chat_request(tok, body: dict, *, max_new_default: int, temperature: float) -> Request:
+def chat_request(
+    tok, body: dict, *, max_new_default: int, temperature: float, max_n: int = 1
+) -> Request:
     tools = parse_tools(body.get("tools"), body.get("tool_choice"))
     messages = chat_messages(body.get("messages"), tools)
     prompt = generation_prompt(tok, messages)
@@ -244,10 +308,14 @@ def chat_request(tok, body: dict, *, max_new_default: int, temperature: float) -
         messages,
         sampling(body, temperature=temperature),
         stop_strings(body),
+        choices(body, max_n),
+        chat_logprobs(body),
     )
 
 
-def completion_request(tok, body: dict, *, max_new_default: int, temperature: float) -> Request:
+def completion_request(
+    tok, body: dict, *, max_new_default: int, temperature: float, max_n: int = 1
+) -> Request:
     """/v1/completions: `prompt` is a string (encoded after <|bos|>, as training documents start)
     or a list of token ids."""
     p = body.get("prompt")
@@ -267,6 +335,8 @@ def completion_request(tok, body: dict, *, max_new_default: int, temperature: fl
         None,
         sampling(body, temperature=temperature),
         stop_strings(body),
+        choices(body, max_n),
+        completion_logprobs(body),
     )
 
 
@@ -346,6 +416,63 @@ def finish_reason(engine_reason: str, calls: list[dict]) -> str:
     return "tool_calls" if calls else engine_reason
 
 
+def token_text(tok, t: int) -> tuple[str, list[int]]:
+    """-> (the token's OpenAI name, its UTF-8 bytes); see the module docstring, "Log-probs"."""
+    if isinstance(tok, ByteTokenizer) and t < 256:
+        raw = [t]
+        try:
+            return bytes(raw).decode("utf-8"), raw
+        except UnicodeDecodeError:
+            return f"bytes:\\x{t:02x}", raw
+    text = tok.decode([t])
+    return text, list(text.encode("utf-8"))
+
+
+class TokenLogprobs:
+    """One choice's log-probs in the endpoint's OpenAI shape, token by token: `push(ids, raw)`
+    (the engine's raw log-probs of those ids) -> the logprobs object of those tokens (None: none
+    to report). Pushing a completion in pieces gives the pieces of what pushing it whole gives
+    (text offsets run on across pushes), so streamed chunks reassemble to the whole response."""
+
+    def __init__(self, tok, k: int, chat: bool):
+        self.tok, self.k, self.chat = tok, k, chat
+        self.skip = {tok.special_id("end"), tok.eos_id}  # a final stop token: no text
+        self.chars = codecs.getincrementaldecoder("utf-8")("replace")
+        self.offset = 0  # characters of whole text before the next token
+
+    def push(self, ids: list[int], raw: tuple) -> dict | None:
+        lps, top_ids, top_lps = raw
+        rows = [(t, float(lp), ti[: self.k], tl[: self.k])
+                for t, lp, ti, tl in zip(ids, lps, top_ids, top_lps) if t not in self.skip]  # fmt: skip
+        if not rows:
+            return None
+        return self._chat(rows) if self.chat else self._legacy(rows)
+
+    def _named(self, t: int, lp: float) -> dict:
+        name, raw = token_text(self.tok, int(t))
+        return {"token": name, "logprob": float(lp), "bytes": raw}
+
+    def _chat(self, rows) -> dict:
+        content = [
+            dict(self._named(t, lp), top_logprobs=[self._named(a, b) for a, b in zip(ti, tl)])
+            for t, lp, ti, tl in rows
+        ]
+        return {"content": content}
+
+    def _legacy(self, rows) -> dict:
+        out = {"tokens": [], "token_logprobs": [], "top_logprobs": [], "text_offset": []}
+        for t, lp, ti, tl in rows:
+            name, raw = token_text(self.tok, int(t))
+            top = {token_text(self.tok, int(a))[0]: float(b) for a, b in zip(ti, tl)}
+            top.setdefault(name, lp)  # "the logprob of the sampled token" is always there
+            out["tokens"].append(name)
+            out["token_logprobs"].append(lp)
+            out["top_logprobs"].append(top)
+            out["text_offset"].append(self.offset)
+            self.offset += len(self.chars.decode(bytes(raw)))
+        return out
+
+
 # -- feedback
 
 SIGNALS = ("accepted", "rejected", "edited", "dissatisfied", "rating")
@@ -353,8 +480,8 @@ SIGNALS = ("accepted", "rejected", "edited", "dissatisfied", "rating")
 
 def feedback_request(body: Any) -> dict:
     """POST /v1/feedback body -> the log's feedback record fields.
-    {"response_id", "signal": one of SIGNALS, "final_text" (edited: the text the user kept),
-    "rating" (rating: a number in [1, 5])}."""
+    {"response_id", "choice" (which of its n choices; default 0), "signal": one of SIGNALS,
+    "final_text" (edited: the text the user kept), "rating" (rating: a number in [1, 5])}."""
     if not isinstance(body, dict):
         raise _bad("request body must be a JSON object")
     rid, signal = body.get("response_id"), body.get("signal")
@@ -362,7 +489,10 @@ def feedback_request(body: Any) -> dict:
         raise _bad("response_id must be a non-empty string", "response_id")
     if signal not in SIGNALS:
         raise _bad(f"signal={signal!r}: expected one of {', '.join(SIGNALS)}", "signal")
-    out = {"response_id": rid, "signal": signal}
+    choice = body.get("choice", 0)
+    if isinstance(choice, bool) or not isinstance(choice, int) or choice < 0:
+        raise _bad(f"choice={choice!r}: must be a choice index (an integer >= 0)", "choice")
+    out = {"response_id": rid, "choice": choice, "signal": signal}
     if signal == "edited":
         if not isinstance(body.get("final_text"), str):
             raise _bad("signal 'edited' needs final_text (the text the user kept)", "final_text")

@@ -11,12 +11,14 @@ with the same --workdir publishes them.
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 
 import jax
 import jax.numpy as jnp
 
+from rl.serve import protocol as pr
 from rl.serve.app import Server, make_app
 from rl.serve.engine_loop import EngineLoop
 from rl.serve.follow import PromotedFollower
@@ -47,6 +49,7 @@ def build(s, cfg, params, tok, *, log_dir: str, params_version: int = 0):
         stop_width=2,
         min_bucket=s.min_bucket,
         speculative_k=s.speculative_k,
+        top_logprobs=pr.MAX_TOP_LOGPROBS,  # computed only while a request asks (engine docstring)
     )
     server = Server(
         tok=tok,
@@ -56,6 +59,7 @@ def build(s, cfg, params, tok, *, log_dir: str, params_version: int = 0):
         temperature=s.temperature,
         cache_len=engine.spec.cache_len,
         max_new_default=s.max_new_tokens,
+        max_n=s.slots,
     )
     server.loop = EngineLoop(engine, stream_every=s.stream_every, on_tokens=server.metrics.emitted)
     return server
@@ -77,8 +81,36 @@ def start_http(app, host: str, port: int):
     return http, thread, http.servers[0].sockets[0].getsockname()[1]
 
 
+def _exit_on_signals() -> None:
+    """SIGTERM / SIGINT raise SystemExit(0). uvicorn swaps in its own handlers while it serves
+    (a signal then shuts it down gracefully), and afterwards restores these and re-raises the
+    signal it got: with the default SIGTERM action that killed the process (exit -15) before
+    `serve`'s cleanup, so the engine, follower and log were never stopped; this way the cleanup
+    runs and the exit is 0. Before uvicorn starts (loading params) a signal exits the same way."""
+
+    def stop(signum, frame):
+        raise SystemExit(0)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, stop)
+
+
+def stop_threads(server: Server, http=None, follower=None) -> None:
+    """Stops and joins every thread that runs JAX or tensorstore (uvicorn on a thread, the
+    follower, the engine loop), then closes the log. A daemon thread still inside one of them at
+    interpreter exit is killed there by CPython's finalization (pthread_exit unwinding C++
+    frames), which aborts the process: 'terminate called without an active exception'."""
+    if http is not None:
+        http[0].should_exit = True
+        http[1].join(timeout=30)
+    if follower is not None:
+        follower.stop()
+    server.loop.stop()
+    server.log.close()
+
+
 def serve(config, params_dir: str, workdir: str, port: int = 0) -> None:
-    """--mode=serve: blocks until interrupted."""
+    """--mode=serve: blocks until SIGTERM / ctrl-C, then shuts down cleanly (exit 0)."""
     import uvicorn
 
     from data.tokenizers import load_tokenizer
@@ -86,6 +118,7 @@ def serve(config, params_dir: str, workdir: str, port: int = 0) -> None:
     from model.export import load_params
 
     s = config.serve
+    _exit_on_signals()
     if not params_dir:
         raise InputError("--mode=serve needs --params=DIR (an exported params checkpoint)")
     try:
@@ -102,7 +135,4 @@ def serve(config, params_dir: str, workdir: str, port: int = 0) -> None:
     try:
         uvicorn.run(make_app(server), host=s.host, port=port or s.port, log_level="warning")
     finally:
-        if follower:
-            follower.stop()
-        server.loop.stop()
-        server.log.close()
+        stop_threads(server, follower=follower)
