@@ -195,10 +195,11 @@ ENCODERS = {"rans": encode_rans}
 DECODERS = {"rans": decode_rans, "same": lambda blob, old: old}
 
 
-# --- format 4's codings (zlib), no longer written: the baseline the tests hold 'rans' to. Changed positions as gaps and differences
-# as byte planes (most significant first, so runs of zero high bytes are contiguous), each zlib'd;
-# zlib's Huffman stage cannot code a byte in under a bit, and its LZ stage finds little in
-# near-random low planes: ~20% above the entropy on trained weights.
+# --- format 4's codings (zlib), no longer written: the baseline the tests hold 'rans' to.
+# Changed positions as gaps and differences as byte planes (most significant first, so runs of
+# zero high bytes are contiguous), each zlib'd: zlib's Huffman stage cannot code a byte in under a
+# bit, and its LZ stage finds little in near-random low planes: ~20% above the entropy on trained
+# weights.
 ZLIB_LEVEL = 6
 
 
