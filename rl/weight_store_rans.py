@@ -4,19 +4,22 @@ A shard's delta is one symbol per element: the zigzag bit difference z = zigzag(
 its sampler-dtype bit pattern (0 = unchanged, 1 = -1 ulp, 2 = +1 ulp, ...), visited in the
 exponent order of the old values. Each z is split into a token and raw bits, as JPEG XL's
 "hybrid uint" does: z < 16 is its own token; a larger z is coded by the position of its leading
-one bit and the two bits below it (the token) plus the remaining low bits sent verbatim (they are
-close to uniform). Tokens are entropy-coded with static frequencies per *context*, the old value's
-exponent: whether an element moves, and by how many ulps, depends mostly on its ulp, i.e. its
-exponent (an update of ~lr moves a bf16 weight when lr exceeds half an ulp, |w|/512), so each
-exponent gets its own distribution and the coder pays close to the conditional entropy
-H(token | exponent), where zlib's LZ + Huffman paid ~20% more on trained weights
-(bench/RESULTS.md, "Weight deltas with an entropy coder").
+one bit and the three bits below it (the token) plus the remaining low bits sent verbatim (close
+to uniform for bf16 deltas; for f32 ones on Adam's first step they are not, see RESULTS). Tokens
+are entropy-coded with static frequencies per *context*, the old value's exponent: whether an
+element moves, and by how many ulps, depends mostly on its ulp, i.e. its exponent (an update of
+~lr moves a bf16 weight when lr exceeds half an ulp, |w|/512), so each exponent gets its own
+distribution and the coder pays close to the conditional entropy H(z | exponent): +1% on the
+trained small model's biggest leaf, where format 4's zlib paid +20% (bench/RESULTS.md, "Weight
+deltas with an entropy coder"). Where the per-exponent tables cost more than they save (few
+elements per exponent) one shared distribution is used; a context with a single token (nothing
+of that exponent changed) is not coded at all.
 
-The entropy coder is rANS (Duda's range asymmetric numeral systems) with 32-bit states and
-16-bit renormalisation, vectorised over `lanes` interleaved states: symbol i belongs to lane
-i % lanes, and each numpy step codes one symbol of every lane. With about STEPS symbols per lane
-the lanes' final states (4 bytes each) cost ~32 / STEPS bits per element, while the Python loop
-runs only STEPS times whatever the shard's size.
+The entropy coder is rANS (Duda's asymmetric numeral systems) with 32-bit states and 16-bit
+renormalisation, vectorised over `lanes` interleaved states: symbol i belongs to lane i % lanes,
+and each numpy step codes one symbol of every lane. A big shard gets ~STEPS symbols per lane, so
+the lanes' final states (4 bytes each) cost ~32 / STEPS bits per element and the Python loop runs
+at most STEPS times whatever the shard's size.
 
 Blob: header (uint32: elements, lanes, contexts, tokens, table bytes, words), the zlib'd
 frequency table [contexts, tokens] (uint16, each row sums to 2**SCALE_BITS), the lanes' final
