@@ -57,7 +57,7 @@ arrays bitwise), per shard: every element's zigzag bit difference z (new - old a
 distribution per exponent (rl/weight_store_rans.py: a hybrid-uint token per z, numpy rANS over
 interleaved lanes). Whether an element moves, and by how many ulps, depends mostly on its exponent
 (its ulp): an update of ~lr moves every bf16 weight below ~512 lr in magnitude and few above. So
-the coder pays about the conditional entropy H(z | exponent): on a trained small model 12-17%
+the coder pays about the conditional entropy H(z | exponent): on a trained small model 11-17%
 fewer bytes than format 4's zlib'd gaps and byte planes (bf16, lr 1e-5: 4.54% of a snapshot on
 the first step after a fresh optimizer state, where format 4 paid 5.45%; bench/RESULTS.md).
   - 'same': an unchanged shard (parameters RL never updates: the MTP heads, frozen ones) is an
