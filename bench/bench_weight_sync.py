@@ -6,6 +6,9 @@ in-flight swap.
     python main.py --mode=convert --config=configs/default.py --config.train.steps=20 --workdir=/tmp/pre
     python bench/bench_weight_sync.py --params /tmp/pre/export/params_20 [--lrs 1e-6,3e-6,1e-5]
         [--steps 3] [--s3] [--pause_swaps 6]
+    # the pause alone (no deltas), e.g. for the small preset's export on a quiet host:
+    python bench/bench_weight_sync.py --params /tmp/pre/export/params_20 --steps 0 \
+        --pause_swaps 3 --pause_every 2 --pause_tokens 200
 
 Deltas: from the trained params, one RL train_step per version with configs/rl.py's trainer
 (AdamW b2 0.99, no decay, clipping at 1, the RL loss) at each lr, on synthetic episodes (random

@@ -306,11 +306,25 @@ def test_prefetching_follower_keeps_polls_short_while_a_version_downloads(tmp_pa
             time.sleep(0.01)
 
 
+def _adam_like_step(n: int, lr: float, seed: int = 0):
+    """Trained-weight-like f32 magnitudes, every master weight moved by +-lr (Adam's first step
+    after a fresh optimizer state: m_hat / sqrt(v_hat) = +-1) -> (old, new) bfloat16 bits."""
+    rng = np.random.default_rng(seed)
+    w = (rng.standard_normal(n) * 0.02).astype(np.float32)
+    new = w - lr * np.sign(rng.standard_normal(n)).astype(np.float32)
+    return _bits(w, "bfloat16"), _bits(new, "bfloat16")
+
+
+CODINGS = {"rans": (weight_store.encode_rans, weight_store.decode_rans)}
+CODINGS.update(weight_store.ZLIB_CODINGS)  # format 4's, still the tests' and bench's baseline
+
+
 @pytest.mark.parametrize("bits_dtype", [np.uint16, np.uint32])
 def test_delta_encodings_round_trip_every_bit_pattern_and_cost_little_per_ulp(bits_dtype):
-    """'sparse' and 'diff' rebuild the new bit patterns exactly, whatever they are (sign flips,
-    NaN/inf patterns, differences that wrap around), and a one-ulp step of 5% of the elements
-    costs about a byte per changed element (positions + zigzag difference in byte planes)."""
+    """Every coding ('rans' and format 4's 'sparse' and 'diff') rebuilds the new bit patterns
+    exactly, whatever they are (sign flips, NaN/inf patterns, differences that wrap around, an
+    Adam-like step, shards of 1 and 7 elements), and a one-ulp step of 5% of the elements costs
+    about a byte per changed element."""
     rng = np.random.default_rng(4)
     n, top = 50_000, np.iinfo(bits_dtype).max
     old = rng.integers(0, top, size=n, dtype=bits_dtype, endpoint=True)
@@ -326,13 +340,63 @@ def test_delta_encodings_round_trip_every_bit_pattern_and_cost_little_per_ulp(bi
     hit = rng.random(n) < 0.05
     step[hit] += np.where(rng.random(hit.sum()) < 0.5, 1, -1).astype(bits_dtype)  # +-1 ulp
     cases["one ulp"] = step
-    for name, new in cases.items():
-        for enc in ("sparse", "diff"):
-            blob = weight_store.ENCODERS[enc](new, old)
-            back = weight_store.DECODERS[enc](blob, old)
-            assert back.dtype == old.dtype and np.array_equal(back, new), (name, enc)
-    blob = weight_store.encode_sparse(cases["one ulp"], old)
-    assert len(blob) < 1.2 * hit.sum(), len(blob) / hit.sum()
+    pairs = [(new, old, name) for name, new in cases.items()]
+    pairs += [(new[:k], old[:k], f"{k} elements") for k in (1, 7) for new in (cases["random"],)]
+    if bits_dtype == np.uint16:
+        adam_old, adam_new = _adam_like_step(n, 1e-5)
+        pairs.append((adam_new, adam_old, "adam"))
+    for new, o, name in pairs:
+        for enc, (encode, decode) in CODINGS.items():
+            back = decode(encode(new, o), o)
+            assert back.dtype == o.dtype and np.array_equal(back, new), (name, enc)
+    # Entropy of 5% moved by +-1: (H(0.05) + 0.05) / 0.05 = 6.8 bits per changed element; here
+    # (uniformly random old bits: ~200 exponents of ~250 elements, so one shared distribution)
+    # the 196 lanes' states add 0.3 bytes: 1.08 bytes measured (format 4's 'sparse': 0.96).
+    rans = len(weight_store.encode_rans(cases["one ulp"], old))
+    assert rans < 1.15 * hit.sum(), rans / hit.sum()
+
+
+def test_rans_tokens_round_trip_every_value_and_refuse_a_damaged_blob():
+    """The hybrid-uint tokens rebuild every 16-bit value and random 32-bit ones; a blob cut short
+    or for another shard size fails with a one-line ValueError, never a wrong array."""
+    from rl import weight_store_rans as wr
+
+    rng = np.random.default_rng(6)
+    z32 = rng.integers(0, 2**32, 100_000, dtype=np.uint64).astype(np.uint32)
+    z32 >>= rng.integers(0, 32, z32.size).astype(np.uint32)  # every bit length
+    for z in (np.arange(1 << 16, dtype=np.uint16), z32):
+        token, nraw, raw = wr.tokenize(z)
+        assert token.max() < 256 and np.array_equal(wr.raw_bit_counts(token), nraw)
+        assert np.array_equal(wr.detokenize(token, raw, z.dtype), z)
+    old, new = _adam_like_step(20_000, 1e-5)
+    blob = weight_store.encode_rans(new, old)
+    for bad, o in ((blob[:-40], old), (blob, old[:-1])):
+        with pytest.raises(ValueError, match="weight store: .*rans delta"):
+            weight_store.decode_rans(bad, o)
+
+
+def test_rans_codes_an_adam_step_near_its_entropy_and_below_format_4():
+    """On an Adam-like first step at lr 1e-5 (about a fifth of the bf16 elements move, as on the
+    trained small model), 'rans' pays within 4% of the conditional entropy H(z | exponent) that
+    its per-exponent model targets (lane states, raw low bits: measured 1.033x), and >= 15% fewer
+    bytes than format 4's zlib coding (the smaller of 'sparse' and 'diff'; measured 0.75x here,
+    0.83x on the trained small model)."""
+    old, new = _adam_like_step(400_000, 1e-5)
+    order = weight_store.exponent_order(old)
+    z = weight_store._zigzag(new[order], old[order])
+    exps = ((old[order] >> 7) & 0xFF).astype(np.int64)
+    changed = np.count_nonzero(z) / z.size
+    assert 0.1 < changed < 0.4, changed  # the regime of lr 1e-5 on a trained model
+    joint = np.unique(exps * 65536 + z, return_counts=True)[1]
+    per_exp = np.bincount(exps)
+    p_joint = joint / z.size
+    h_joint = -(joint * np.log2(p_joint)).sum()
+    h_exp = -(per_exp[per_exp > 0] * np.log2(per_exp[per_exp > 0] / z.size)).sum()
+    entropy_bytes = (h_joint - h_exp) / 8  # H(z | exponent) over the shard
+    rans = len(weight_store.encode_rans(new, old))
+    zlib4 = min(len(weight_store.encode_sparse(new, old)), len(weight_store.encode_diff(new, old)))
+    assert rans < 1.04 * entropy_bytes, (rans, entropy_bytes)
+    assert rans < 0.85 * zlib4, (rans, zlib4)
 
 
 def test_exponent_order_codes_an_adam_step_in_fewer_bytes():
@@ -355,6 +419,40 @@ def test_exponent_order_codes_an_adam_step_in_fewer_bytes():
     order = weight_store.exponent_order(old_bits)
     exps = (old_bits[order] >> 7) & 0xFF
     assert np.all(np.diff(exps.astype(np.int32)) >= 0)
+
+
+def test_a_format_4_store_is_refused_in_one_line(tmp_path):
+    """A store written with format 4's codings ('sparse'/'diff' blobs) is not misread: the reader
+    names both formats in one line."""
+    store = str(tmp_path / "w")
+    WeightWriter(store).publish({"a": np.ones(8, np.float32)}, 0)
+    path = os.path.join(store, "manifests", f"{0:012d}.json")
+    with open(path) as f:
+        m = json.load(f)
+    m["format"] = 4
+    with open(path, "w") as f:
+        json.dump(m, f)
+    with pytest.raises(DamagedVersion) as e:
+        WeightReader(store, log=lambda line: None).fetch(0)
+    assert "format 4" in str(e.value) and "format 5" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_delta_bigger_than_a_snapshot_is_written_as_one(tmp_path):
+    """Where every bit pattern changes at random (e.g. a re-initialised leaf), the delta would
+    cost more than the raw bytes: the writer stores a snapshot instead and restarts that shard's
+    chain; the reader rebuilds it bitwise."""
+    store = str(tmp_path / "w")
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(256, 8)).astype(np.float32)
+    w = WeightWriter(store, dtype="bfloat16")
+    w.publish({"a": x}, 0)
+    finite = rng.integers(0, 0x7F80, size=x.shape) | (rng.integers(0, 2, size=x.shape) << 15)
+    y = finite.astype(np.uint16).view(ml_dtypes.bfloat16).astype(np.float32)  # any finite bf16
+    st = w.publish({"a": y}, 1)
+    with open(os.path.join(store, "manifests", f"{1:012d}.json")) as f:
+        chain = json.load(f)["leaves"]["a"]["shards"][0]["chain"]
+    assert [link["enc"] for link in chain] == ["raw"] and st["bytes"] == x.size * 2
+    _assert_bitwise(WeightReader(store).fetch()[0], {"a": y}, "bfloat16")
 
 
 def test_unchanged_leaves_cost_no_bytes(tmp_path):
