@@ -35,6 +35,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import optax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
@@ -80,14 +81,20 @@ class Run:
     def init_fn(self, rng):
         return model.params.init_params_unjitted(self.cfg, rng)
 
+    def shapes_fn(self, rng):
+        """init_fn's output for jax.eval_shape only: zeros of model.param_shapes (cached per model
+        config), so the abstract state costs no fresh trace of the model's init."""
+        del rng
+        return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), model.param_shapes(self.cfg))
+
     def logical_specs(self):
         return model.param_logical_specs(self.cfg)
 
     def abstract_state(self) -> TrainState:
-        return abstract_state(self.init_fn, self.tx)
+        return abstract_state(self.shapes_fn, self.tx)
 
     def state_shardings(self) -> TrainState:
-        return state_shardings(self.init_fn, self.logical_specs(), self.tx, self.mesh, self.rules)
+        return state_shardings(self.shapes_fn, self.logical_specs(), self.tx, self.mesh, self.rules)
 
 
 def apply_model_overrides(cfg, overrides: dict):
