@@ -75,17 +75,10 @@ def init_params_unjitted(cfg: ModelConfig, rng):
     return nn.unbox(Transformer(param_config(cfg)).init(rng, _dummy_tokens())["params"])
 
 
-# One jitted init for every call without out_shardings: jit's own cache (keyed on the static
-# config) then skips the trace and lowering (~1 s for tiny) when a process inits a config again.
-_init_params_jit = jax.jit(init_params_unjitted, static_argnums=0)
-
-
 def init_params(cfg: ModelConfig, rng, out_shardings=None):
     """Unboxed float32 params, created by one jitted init: with `out_shardings` (e.g. from
     param_logical_specs mapped onto a mesh) every device materializes only its own shards."""
-    init = _init_params_jit
-    if out_shardings is not None:
-        init = jax.jit(init_params_unjitted, static_argnums=0, out_shardings=out_shardings)
+    init = jax.jit(init_params_unjitted, static_argnums=0, out_shardings=out_shardings)
     return init(param_config(cfg), rng)
 
 
