@@ -7,6 +7,7 @@ refused and the server keeps serving the promoted version. Also the reward mappi
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -58,15 +59,26 @@ def ascii_share(ids) -> float:
     return float(np.mean([t < 128 for t in ids])) if ids else 0.0
 
 
+@functools.partial(jax.jit, static_argnums=0)
+def _forward(cfg, params, tokens):
+    return Transformer(cfg).apply({"params": params}, tokens).logits
+
+
 def behaviour(cfg, params, records) -> tuple[float, np.ndarray]:
     """(mean probability the model gives ASCII ids (< 128 of the 272 valid) at the positions that
     produced the logged completions, the behaviour the users favoured; [N] log-probs of the
     logged completions), teacher-forced."""
-    apply = jax.jit(lambda p, t: Transformer(cfg).apply({"params": p}, t).logits)
+    # One forward over all records, right-padded to the longest (causal: padding after a
+    # record cannot change its logits), one compiled shape instead of one per record length.
+    width = max(len(r["tokens"]) for r in records)
+    padded = np.zeros((len(records), width), np.int32)
+    for i, r in enumerate(records):
+        padded[i, : len(r["tokens"])] = r["tokens"]
+    all_logits = _forward(cfg, params, jnp.asarray(padded))
     mass, logp = [], []
-    for r in records:
+    for i, r in enumerate(records):
         plen, toks = r["prompt_len"], jnp.asarray(r["tokens"])
-        logits = apply(params, toks[None])[0, plen - 1 : len(toks) - 1, : TOK.vocab_size]
+        logits = all_logits[i, plen - 1 : len(toks) - 1, : TOK.vocab_size]
         lp = jax.nn.log_softmax(logits, -1)
         mass.append(float(jnp.exp(lp[:, :128]).sum(-1).mean()))
         logp.append(float(jnp.take_along_axis(lp, toks[plen:, None], 1).sum()))

@@ -52,9 +52,13 @@ def _sharded_params_in_checkpoint(workdir) -> list[str]:
 @pytest.mark.slow
 def test_toy_task_reward_rises_on_a_4_device_mesh(tmp_path):
     """The RL trainer on mesh data=1 x fsdp=4 (the README's --config.mesh.fsdp=4 run, in-process
-    with trainer_devices=4): reward 0.1 -> >= 0.8, and its checkpoint holds sharded params."""
+    with trainer_devices=4): reward 0.1 -> >= 0.8, and its checkpoint holds sharded params.
+    30 steps at lr 6e-3 (the README run: 64 at 3e-3): the mean reward of the last three steps
+    was 0.98-1.00 in two runs (0.8 at step ~20), of the first three 0.09; with the policy
+    gradient zeroed it stays ~0.1."""
     c = rl_config.get_config()
-    c.rl.update(pool_size=240, samplers=1, mode="threads", max_staleness=3)
+    c.rl.update(pool_size=120, samplers=1, mode="threads", max_staleness=3)
+    c.train.lr = 6e-3
     c.mesh.update(data=1, fsdp=4)
     c.trainer_devices = 4
     stamps = []
@@ -69,7 +73,7 @@ def test_toy_task_reward_rises_on_a_4_device_mesh(tmp_path):
     store = RolloutStore(str(tmp_path / "rollouts"))
     assert any(len(set(v.tolist())) > 1 for v in _policy_versions(store))
     books = out["books"]
-    assert sorted(books.consumed + books.dropped) == [f"{j:06d}" for j in range(240)]
+    assert sorted(books.consumed + books.dropped) == [f"{j:06d}" for j in range(120)]
     specs = _sharded_params_in_checkpoint(str(tmp_path))
     assert sum("fsdp" in s for s in specs) >= len(specs) // 2, specs  # most params over fsdp
     leaf = out["state"].params["embed"]
@@ -96,7 +100,7 @@ def test_one_device_and_four_device_trainers_give_the_same_rewards(tmp_path):
     rewards, losses = {}, {}
     for n in (1, 4):
         c = rl_config.get_config()
-        c.rl.update(pool_size=24, groups_per_call=4, synchronous=True, kl_beta=0.1)
+        c.rl.update(pool_size=16, groups_per_call=4, synchronous=True, kl_beta=0.1)
         c.mesh.update(data=1, fsdp=n)
         c.trainer_devices = n
         if n == 4:
@@ -109,7 +113,7 @@ def test_one_device_and_four_device_trainers_give_the_same_rewards(tmp_path):
         # The KL reference (a jitted pre-step on the trainer's mesh) is the initial policy: the
         # k1 estimate is 0 at step 1 (policy == reference), not after updates.
         assert abs(h[0]["kl_k1"]) < 1e-6 and abs(h[-1]["kl_k1"]) > 1e-6, (h[0], h[-1])
-    assert len(rewards[1]) == 6
+    assert len(rewards[1]) == 4  # 4 steps (16 groups / 4): enough to compare (it took 6)
     np.testing.assert_allclose(rewards[4], rewards[1], atol=1e-6)
     np.testing.assert_allclose(losses[4], losses[1], rtol=1e-4, atol=1e-6)
     assert len(set(rewards[1])) > 1  # the rewards moved: the comparison is not trivially equal

@@ -35,6 +35,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import optax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
@@ -80,14 +81,20 @@ class Run:
     def init_fn(self, rng):
         return model.params.init_params_unjitted(self.cfg, rng)
 
+    def shapes_fn(self, rng):
+        """init_fn's output for jax.eval_shape only: zeros of model.param_shapes (cached per model
+        config), so the abstract state costs no fresh trace of the model's init."""
+        del rng
+        return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), model.param_shapes(self.cfg))
+
     def logical_specs(self):
         return model.param_logical_specs(self.cfg)
 
     def abstract_state(self) -> TrainState:
-        return abstract_state(self.init_fn, self.tx)
+        return abstract_state(self.shapes_fn, self.tx)
 
     def state_shardings(self) -> TrainState:
-        return state_shardings(self.init_fn, self.logical_specs(), self.tx, self.mesh, self.rules)
+        return state_shardings(self.shapes_fn, self.logical_specs(), self.tx, self.mesh, self.rules)
 
 
 def apply_model_overrides(cfg, overrides: dict):
@@ -354,12 +361,22 @@ def host_params(config, cfg) -> Any:
     return jax.device_get(model.init_params(cfg, init_rngs(config.train.seed)[0]))
 
 
-def initial_params(run: Run, params: Any, params_sh: Any, log: Callable[[str], None] = print):
-    """The stage's starting params on `params_sh`: an HF folder's (config.model), an export's
-    (config.init_params_from), else `params` (the fresh sharded init) as they are."""
+def initial_params(
+    run: Run,
+    params: Any,
+    params_sh: Any,
+    log: Callable[[str], None] = print,
+    *,
+    hf_params: Any = None,
+):
+    """The stage's starting params on `params_sh`: an HF folder's (config.model; `hf_params`:
+    that folder's host params, already read), an export's (config.init_params_from), else
+    `params` (the fresh sharded init) as they are."""
     if run.hf_dir is not None:
+        if hf_params is None:
+            hf_params = model.load_hf_checkpoint(run.hf_dir)[1]
         # Host numpy -> sharded device arrays, leaf by leaf.
-        params = jax.tree.map(jax.device_put, model.load_hf_checkpoint(run.hf_dir)[1], params_sh)
+        params = jax.tree.map(jax.device_put, hf_params, params_sh)
         log(f"initialized params from HF checkpoint {run.hf_dir}")
     if run.config.init_params_from:
         abstract = jax.tree.map(
@@ -383,8 +400,12 @@ def restore_or_init(
         source.set_state(data_state)
         log(f"resumed from {ckpt.directory} at step {int(state.step)}")
         return state, state_sh
+    # An HF folder is read (and a damaged one refused) before the init is compiled: its errors
+    # come in seconds, not after a compile (~20 s of CPU for a new model config).
+    hf_params = model.load_hf_checkpoint(run.hf_dir)[1] if run.hf_dir is not None else None
     state = init_state(run.init_fn, run.tx, state_sh, run.mesh, run.rules, run.config.train.seed)
-    return state.replace(params=initial_params(run, state.params, state_sh.params, log)), state_sh
+    params = initial_params(run, state.params, state_sh.params, log, hf_params=hf_params)
+    return state.replace(params=params), state_sh
 
 
 # --- batch sources ------------------------------------------------------------------------------
