@@ -472,3 +472,21 @@ def test_unchanged_leaves_cost_no_bytes(tmp_path):
     got, v = WeightReader(store).fetch()
     assert v == 1
     _assert_bitwise(got, {"a": x + 1, "mtp": y}, "bfloat16")
+
+
+def test_small_shards_take_zlib_and_large_ones_rans(tmp_path):
+    """rANS's fixed costs lose below SMALL_SHARD elements: the writer codes those with the smaller
+    of format 4's zlib codings; both kinds decode bitwise."""
+    from rl import weight_store as ws
+
+    writer = ws.WeightWriter(str(tmp_path), dtype="float32")
+    rng = np.random.default_rng(0)
+    for n, want in ((ws.SMALL_SHARD - 1, {"sparse", "diff"}), (ws.SMALL_SHARD, {"rans"})):
+        old = rng.standard_normal(n).astype(np.float32)
+        new = old.copy()
+        new[::7] += np.float32(1e-3)
+        old_bits, new_bits = old.view(np.uint32), new.view(np.uint32)
+        writer.prev[("x", n)] = old_bits
+        blob, enc, changed = writer._encode(("x", n), new_bits, full=False)
+        assert enc in want and changed == len(range(0, n, 7))
+        np.testing.assert_array_equal(ws.DECODERS[enc](blob, old_bits), new_bits)

@@ -57,3 +57,14 @@ def test_a_killed_writer_loses_nothing_it_logged(tmp_path):
     two = tb.SummaryWriter(str(tmp_path))  # a resumed run writes a file of its own
     two.close()
     assert len(os.listdir(tmp_path)) == 2 and two.path != str(tmp_path / name)
+
+
+def test_two_writers_of_one_directory_in_one_second_keep_their_own_files(tmp_path):
+    """The event file name's time has whole seconds: an eval run that reopens a checkpoint's
+    eval/tb within the same second once found no new file (ValueError in eval's compare)."""
+    first, second = tb.SummaryWriter(str(tmp_path)), tb.SummaryWriter(str(tmp_path))
+    assert first.path != second.path
+    first.scalars(1, {"a": 1.0})
+    second.scalars(2, {"b": 2.0})
+    assert tb.read_events(first.path) == [(1, "a", "scalars", 1.0)]
+    assert tb.read_events(second.path) == [(2, "b", "scalars", 2.0)]

@@ -9,6 +9,7 @@ own SummaryWriter queues events for a background thread and its flush() does not
 from __future__ import annotations
 
 import glob
+import itertools
 import os
 import sys
 import time
@@ -39,16 +40,21 @@ def _tensorboardx():
     return summary, EventsWriter, Event, Summary
 
 
+_WRITERS = itertools.count()  # per process: two writers opened in one second get two files
+
+
 class SummaryWriter:
-    """<logdir>/events.out.tfevents.<time>.<host>.<pid>: one file per writer (a resumed run adds
-    one; TensorBoard merges the files of a directory)."""
+    """<logdir>/events.out.tfevents.<time>.<host>.<pid>.<n>: one file per writer (a resumed run
+    adds one; TensorBoard merges the files of a directory). The file name's time has whole
+    seconds, so n, this process's writer count, keeps two writers of one directory apart."""
 
     def __init__(self, logdir: str):
         os.makedirs(logdir, exist_ok=True)
         pattern = os.path.join(logdir, "events.out.tfevents.*")
         before = set(glob.glob(pattern))
         self._summary, events_writer, self._event, self._proto = _tensorboardx()
-        self._events = events_writer(os.path.join(logdir, "events"), f".{os.getpid()}")
+        suffix = f".{os.getpid()}.{next(_WRITERS)}"
+        self._events = events_writer(os.path.join(logdir, "events"), suffix)
         self._events.flush()  # the file and its version record exist before the first scalar
         (self.path,) = set(glob.glob(pattern)) - before
 
