@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
-from configs import default  # noqa: E402
+from configs import default, mtp  # noqa: E402
 from model import init_params, presets  # noqa: E402
 from model.decode import cache_bytes_per_token, init_layer_caches  # noqa: E402
 from model.export import load_params  # noqa: E402
@@ -83,9 +83,8 @@ def train_or_load(config, workdir: str, mtp_stage_steps: int = 0, mtp_stage_lr: 
             steps=mtp_stage_steps,
             lr=mtp_stage_lr,
             warmup_steps=min(20, mtp_stage_steps // 5 + 1),
-            trainable="mtp",
-            mtp_mode="distill",
             eval_every=mtp_stage_steps,
+            **mtp.STAGE,
         )
         stage.checkpoint.every_steps = mtp_stage_steps
         stage_dir = os.path.join(workdir, "mtp_stage")

@@ -50,8 +50,9 @@ Damage: a manifest that does not parse or a blob that fails its hash, while its 
 listed (not a race with the collector), is reported in one line and the reader falls back to the
 newest intact version (and skips the damaged one from then on); asking for it by number raises.
 
-Delta encoding ('rans'; shards under SMALL_SHARD elements: format 4's zlib codings, cheaper there), lossless on the bit patterns (the reader reproduces the sampler-dtype
-arrays bitwise), per shard: every element's zigzag bit difference z (new - old as an integer:
+Delta encoding ('rans'; a shard under SMALL_SHARD elements takes format 4's zlib codings,
+cheaper there), lossless on the bit patterns (the reader reproduces the sampler-dtype arrays
+bitwise), per shard: every element's zigzag bit difference z (new - old as an integer:
 0 = unchanged, a change of k ulps ~ 2k), visited in the exponent order of its old value
 (`exponent_order`: the reader recomputes it from the bits it holds), entropy-coded with one static
 distribution per exponent (rl/weight_store_rans.py: a hybrid-uint token per z, numpy rANS over
@@ -191,7 +192,6 @@ def decode_rans(blob: bytes, old_bits: np.ndarray) -> np.ndarray:
     return out
 
 
-ENCODERS = {"rans": encode_rans}
 DECODERS = {"rans": decode_rans, "same": lambda blob, old: old}
 
 
@@ -363,12 +363,13 @@ class WeightWriter:
         changed = int(np.count_nonzero(bits != old))
         if changed == 0:  # e.g. the MTP heads, which the RL loss never trains: no bytes at all
             return b"", "same", 0
+        order = exponent_order(old)  # once for whichever codings run
         if bits.size < SMALL_SHARD:  # the smaller of the two zlib codings
-            coded = {name: code[0](bits, old) for name, code in ZLIB_CODINGS.items()}
+            coded = {name: code[0](bits, old, order) for name, code in ZLIB_CODINGS.items()}
             enc = min(coded, key=lambda name: len(coded[name]))
             blob = coded[enc]
         else:
-            blob, enc = encode_rans(bits, old), "rans"
+            blob, enc = encode_rans(bits, old, order), "rans"
         if len(blob) >= bits.nbytes:  # e.g. a re-initialised leaf: a snapshot is cheaper
             return bits.tobytes(), "raw", changed
         return blob, enc, changed

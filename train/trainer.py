@@ -184,7 +184,7 @@ def build_optimizer(config, cfg) -> tuple[optax.GradientTransformation, optax.Sc
         eps=t.eps,
         clip_norm=t.clip_norm,
         moment_dtype=t.get("moment_dtype", "float32"),
-        trainable=model.trainable_mask(shapes, t.get("trainable", "all")),
+        trainable=model.trainable_mask(shapes, t.trainable),
     )
     return tx, schedule
 
@@ -218,7 +218,7 @@ def build(config, *, loss_fn: Callable | None = None, cfg: model.ModelConfig | N
             cfg,
             mtp_mode=t.mtp_mode,
             mtp_weight=t.mtp_weight,
-            trainable=t.get("trainable", "all"),
+            trainable=t.trainable,
             **loss_kw,
         )
     bias_on = cfg.num_moe_layers and t.bias_update_rate
@@ -234,9 +234,7 @@ def build(config, *, loss_fn: Callable | None = None, cfg: model.ModelConfig | N
         loss_fn=loss_fn,
         eval_loss_fn=make_lm_loss(cfg, mtp_mode="none", **loss_kw),
         bias_update=(
-            router_bias_update(t.bias_update_rate, main=t.get("trainable", "all") == "all")
-            if bias_on
-            else None
+            router_bias_update(t.bias_update_rate, main=t.trainable == "all") if bias_on else None
         ),
     )
 
@@ -559,7 +557,7 @@ def _metrics_row(m, state, step: int, run: Run, timer: _Throughput, peak: mx.Mat
     t = run.config.train
     row = {k: float(v) for k, v in jax.device_get(m).items()}
     row.update(timer.row(step, t.steps))
-    flops = model.flops_per_token(run.cfg, t.seq_len, trainable=t.get("trainable", "all"))
+    flops = model.flops_per_token(run.cfg, t.seq_len, trainable=t.trainable)
     row.update(
         lr=float(run.schedule(step - 1)),
         mfu=peak.mfu(row["tokens_per_s"] * flops),
