@@ -21,28 +21,11 @@ import jax.numpy as jnp
 
 from model import sharding as sh
 from model.config import ModelConfig
+from model.kernels import attention as kernels
 from model.layers import RMSNorm, cast, dense_init, logical_param, matmul2d
 from model.rope import apply_rope, rope_tables, softmax_scale
 
 NEG_INF = -1e30  # finite, so fully-masked rows (padding) give uniform weights instead of NaN
-QUERY_BLOCK = 128  # causal query block rows of the training path (see causal_blocks)
-
-
-def attention_mask(q_positions, q_segments, k_positions, k_segments):
-    """[B, T, S] bool: causal by per-document position and same (non-padding) segment."""
-    causal = k_positions[:, None, :] <= q_positions[:, :, None]
-    same_doc = q_segments[:, :, None] == k_segments[:, None, :]
-    return causal & same_doc
-
-
-def causal_blocks(t: int, block: int | None = None) -> list[tuple[int, int]]:
-    """Query row ranges [lo, hi) of `block` rows (default QUERY_BLOCK); one range when t <= block.
-    Keys past a block's last row are never attended (packed rows keep positions increasing within a
-    document), so the upper-right score blocks are skipped: (n-1)/2n of the score work for n blocks."""
-    block = block or QUERY_BLOCK
-    if t <= block:
-        return [(0, t)]
-    return [(lo, min(lo + block, t)) for lo in range(0, t, block)]
 
 
 def _softmax_attend(scores, mask):
@@ -131,30 +114,26 @@ class MLA(nn.Module):
         return matmul2d(out.reshape(b, t, h * k), wo, self.cfg.dtype), new_cache
 
     def _expanded_attention(self, q_nope, q_rope, latent, k_rope, positions, segment_ids):
-        """Heads-first, one score matmul over nope‖rope dims with the softmax scale folded into q."""
+        """Per-head keys and values from the latent, then the training attention kernel
+        (model/kernels/attention.py: blocked einsums on CPU, flash attention on GPU/TPU)."""
         dt = self.cfg.dtype
         b, t, h, _ = q_nope.shape
         k_nope = matmul2d(latent, self.wk_b, dt)  # [B,S,H,N]
         v = matmul2d(latent, self.wv_b, dt)  # [B,S,H,K]
         k_rope = jnp.broadcast_to(k_rope[:, :, None, :], (b, t, h, k_rope.shape[-1]))  # [B,S,H,R]
-        q = jnp.concatenate([q_nope, q_rope], -1) * softmax_scale(self.cfg)  # [B,T,H,N+R]
+        q = jnp.concatenate([q_nope, q_rope.astype(q_nope.dtype)], -1)  # [B,T,H,N+R]
         k = jnp.concatenate([k_nope, k_rope.astype(k_nope.dtype)], -1)  # [B,S,H,N+R]
-        q, k, v = (jnp.swapaxes(a, 1, 2) for a in (q, k, v))  # [B,H,T|S,.]: heads-first
-        blocks = causal_blocks(t)
-        outs = []
-        for lo, hi in blocks:  # query rows [lo, hi) only see keys [0, hi): causal by index
-            mask = attention_mask(
-                positions[:, lo:hi], segment_ids[:, lo:hi], positions[:, :hi], segment_ids[:, :hi]
-            )
-            scores = jnp.einsum(
-                "BHTK,BHSK->BHTS", q[:, :, lo:hi], k[:, :, :hi], preferred_element_type=jnp.float32
-            )
-            # Every query sees at least itself, so no row is fully masked: exp(-1e30 - max) is exactly
-            # 0 and no second mask multiply is needed.
-            probs = jax.nn.softmax(jnp.where(mask[:, None], scores, NEG_INF), axis=-1)
-            out = jnp.einsum("BHTS,BHSK->BHTK", cast(probs, dt), v[:, :, :hi])
-            outs.append(jnp.swapaxes(out, 1, 2))  # [B,T,H,K]: XLA:CPU's dot emits BTHK 2x slower
-        return outs[0] if len(outs) == 1 else jnp.concatenate(outs, axis=1)  # [B,T,H,K]
+        return kernels.train_attention(
+            q,
+            k,
+            v,
+            q_positions=positions,
+            q_segments=segment_ids,
+            k_positions=positions,
+            k_segments=segment_ids,
+            scale=softmax_scale(self.cfg),
+            impl=self.cfg.attention_impl,
+        )  # [B,T,H,K]
 
     def _absorbed_attention(self, q_nope, q_rope, cache, positions):
         dt = self.cfg.dtype

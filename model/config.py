@@ -9,7 +9,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-MOE_IMPLS = ("blocked", "ragged", "dense")
+MOE_IMPLS = ("auto", "blocked", "tokamax", "ragged", "dense", "opaque")  # model/moe.py
+ATTENTION_IMPLS = ("auto", "blocked", "tokamax", "cudnn", "opaque")  # model/kernels/attention.py
 MOE_COMMS = ("gspmd", "alltoall")
 REMAT_POLICIES = ("none", "full", "dots", "dots_no_batch")
 DTYPES = ("float32", "bfloat16")
@@ -64,7 +65,8 @@ class ModelConfig:
     # Runtime knobs
     dtype: str = "float32"  # compute dtype of matmuls; params stay float32
     remat: str = "none"
-    moe_impl: str = "blocked"
+    moe_impl: str = "auto"  # 'blocked' on CPU, tokamax's grouped GEMM on GPU/TPU (model/moe.py)
+    attention_impl: str = "auto"  # training attention: 'blocked' on CPU, flash on GPU/TPU
     moe_block_size: int = (
         0  # rows per expert block in the 'blocked' dispatch; 0 = choose from shapes
     )
@@ -165,6 +167,10 @@ def validate(cfg: ModelConfig) -> None:
     _check(cfg.dtype in DTYPES, f"dtype must be one of {DTYPES}, got {cfg.dtype!r}")
     _check(cfg.remat in REMAT_POLICIES, f"remat must be one of {REMAT_POLICIES}, got {cfg.remat!r}")
     _check(cfg.moe_impl in MOE_IMPLS, f"moe_impl must be one of {MOE_IMPLS}, got {cfg.moe_impl!r}")
+    _check(
+        cfg.attention_impl in ATTENTION_IMPLS,
+        f"attention_impl must be one of {ATTENTION_IMPLS}, got {cfg.attention_impl!r}",
+    )
     _check(cfg.moe_comm in MOE_COMMS, f"moe_comm must be one of {MOE_COMMS}, got {cfg.moe_comm!r}")
     _check(cfg.moe_capacity_factor >= 0, "moe_capacity_factor must be >= 0 (0 = dropless)")
     _check(

@@ -11,7 +11,8 @@ scores and all but the best `topk_group` groups are masked with -inf; the top-k 
 left are chosen; their weights are the *unbiased* scores, normalized over the k (norm_topk_prob),
 times routed_scaling_factor. The shared experts are added unweighted.
 
-Dispatch implementations (cfg.moe_impl), all dropless and equal up to float rounding:
+Dispatch implementations (cfg.moe_impl; 'auto' = blocked on CPU, tokamax on GPU/TPU), all dropless
+and equal up to float rounding:
   'blocked'  CPU-friendly: each assignment gets a row in a layout where every expert's group starts
              on an 8-row boundary (ranks from a cumulative count, no sort); full blocks of C rows
              and, for each group's remainder, one block of each smaller power of two tile the groups
@@ -19,7 +20,11 @@ Dispatch implementations (cfg.moe_impl), all dropless and equal up to float roun
              runs the gate, up and down matmuls [s, D] x [D, F], [s, F] x [F, D] over its blocks
              (custom VJP, one backward loop). Plain matmuls run near peak on CPU, ragged_dot does
              not.
-  'ragged'   GPU/TPU: sort by expert, `jax.lax.ragged_dot` over the groups.
+  'tokamax'  GPU/TPU: sort by expert, tokamax's grouped GEMM kernel over the groups
+             (model/kernels/gmm.py: Mosaic GPU on Hopper, Pallas TPU; its XLA reference on CPU).
+  'ragged'   the same with `jax.lax.ragged_dot`, whose GPU lowering is a dense fallback
+             ([E,A,F] intermediates: out of memory at the mid config, bench/RESULTS.md).
+  'opaque'   the same with a shape-only stand-in kernel: compiled memory analysis on CPU.
   'dense'    reference: every expert on every token, weighted by the (mostly zero) routing matrix.
 """
 
@@ -35,6 +40,8 @@ import jax.numpy as jnp
 from model import moe_a2a
 from model import sharding as sh
 from model.config import ModelConfig
+from model.kernels import backend
+from model.kernels.gmm import grouped_swiglu
 from model.layers import MLP, cast, dense_init, logical_param
 
 
@@ -105,29 +112,21 @@ def dispatch_dense(x, r: Routing, wi_gate, wi_up, wo):
     return jnp.einsum("NED,NE->ND", y.astype(jnp.float32), combine).astype(x.dtype)
 
 
-def _sort_assignments(expert_ids, n_experts: int):
-    """Sorted order of the A = N·k assignments by expert, their token ids and group sizes [E]."""
-    flat = expert_ids.reshape(-1)  # [A]
-    order = jnp.argsort(flat, stable=True)  # [A]
-    group_sizes = jnp.zeros((n_experts,), jnp.int32).at[flat].add(1)  # [E]
-    return order, order // expert_ids.shape[1], flat[order], group_sizes
-
-
-def _combine(y_sorted, order, r: Routing):
-    """Un-sort [A, D] expert outputs to [N, k, D] and sum them with the routing weights."""
+def dispatch_grouped(x, r: Routing, wi_gate, wi_up, wo, gmm_impl: str, valid=None):
+    """Assignments sorted by expert, then grouped matmuls (GPU/TPU kernels; 'ragged' on any
+    backend). valid [N] bool (None = all): an invalid token's assignments sort after every group
+    (id E) and get no expert, as in dispatch_blocked. Buffers are [A,D] and [A,F] (A = N·k): no
+    [tokens x experts x width] intermediate, whatever the kernel does inside."""
     n, k = r.expert_ids.shape
-    y = jnp.zeros_like(y_sorted).at[order].set(y_sorted).reshape(n, k, -1)  # [N, k, D]
-    return jnp.einsum("NKD,NK->ND", y.astype(jnp.float32), r.weights)
-
-
-def dispatch_ragged(x, r: Routing, wi_gate, wi_up, wo):
-    order, token_of, _, group_sizes = _sort_assignments(r.expert_ids, wi_gate.shape[0])
-    xs = x[token_of]  # [A, D]
-    h = _swiglu(
-        jax.lax.ragged_dot(xs, wi_gate, group_sizes), jax.lax.ragged_dot(xs, wi_up, group_sizes)
-    )
-    y = jax.lax.ragged_dot(h, wo, group_sizes)  # [A, D]
-    return _combine(y, order, r).astype(x.dtype)
+    n_experts = wi_gate.shape[0]
+    ids = r.expert_ids if valid is None else jnp.where(valid[:, None], r.expert_ids, n_experts)
+    flat = ids.reshape(-1)  # [A]
+    order = jnp.argsort(flat, stable=True)  # [A]
+    group_sizes = jnp.zeros((n_experts,), jnp.int32).at[flat].add(1, mode="drop")  # [E]
+    xs = x[order // k]  # [A,D]: assignment a is token a // k
+    y_sorted = grouped_swiglu(xs, group_sizes, wi_gate, wi_up, wo, impl=gmm_impl)  # [A,D]
+    y = jnp.zeros_like(y_sorted).at[order].set(y_sorted, unique_indices=True).reshape(n, k, -1)
+    return jnp.einsum("NKD,NK->ND", y.astype(jnp.float32), r.weights).astype(x.dtype)
 
 
 def block_rows(n_assignments: int, n_experts: int, configured: int) -> int:
@@ -348,15 +347,20 @@ def dispatch_blocked(x, r: Routing, wi_gate, wi_up, wo, block: int = 0, valid=No
     return jnp.einsum("NKD,NK->ND", y.astype(jnp.float32), r.weights).astype(x.dtype)
 
 
-DISPATCH = {"dense": dispatch_dense, "ragged": dispatch_ragged, "blocked": dispatch_blocked}
+def resolve_impl(moe_impl: str) -> str:
+    """'auto' -> 'blocked' on CPU, 'tokamax' on GPU/TPU; other names as given."""
+    return backend.resolve(moe_impl, "blocked", "tokamax")
 
 
 def select_dispatch(cfg: ModelConfig):
     """The one place a moe_impl name becomes a dispatch function
-    (x [N,D], routing, wi_gate, wi_up [E,D,F], wo [E,F,D]) -> [N,D]; add new implementations here."""
-    if cfg.moe_impl == "blocked":
+    (x [N,D], routing, wi_gate, wi_up [E,D,F], wo [E,F,D], valid=) -> [N,D]."""
+    impl = resolve_impl(cfg.moe_impl)
+    if impl == "blocked":
         return lambda *a, valid=None: dispatch_blocked(*a, block=cfg.moe_block_size, valid=valid)
-    return lambda *a, valid=None: DISPATCH[cfg.moe_impl](*a)
+    if impl == "dense":
+        return lambda *a, valid=None: dispatch_dense(*a)
+    return lambda *a, valid=None: dispatch_grouped(*a, impl, valid=valid)  # tokamax|ragged|opaque
 
 
 def sequence_balance_loss(scores, expert_ids, segment_ids, top_k: int):
@@ -423,7 +427,7 @@ class MoE(nn.Module):
         if lay is not None:  # expert-parallel shard_map path; the GSPMD one below is the reference
             routed, dropped = moe_a2a.dispatch_alltoall(
                 x_c, gated.expert_ids, gated.weights, *w_c, lay,
-                capacity_factor=c.moe_capacity_factor, impl=c.moe_impl, valid=valid,
+                capacity_factor=c.moe_capacity_factor, impl=resolve_impl(c.moe_impl), valid=valid,
             )  # fmt: skip
         else:
             routed = select_dispatch(c)(x_c, gated, *w_c, valid=valid)

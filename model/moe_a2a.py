@@ -40,6 +40,7 @@ caller falls back to the GSPMD dispatch.
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import NamedTuple
 
 import flax.linen as nn
@@ -48,6 +49,7 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
 from model import sharding as sh
+from model.kernels.gmm import grouped_swiglu
 
 
 class A2ALayout(NamedTuple):
@@ -119,24 +121,24 @@ def local_ffn_dense(rows, local_ids, wi_gate, wi_up, wo):
     return jnp.einsum("ERD,RE->RD", y, pick)
 
 
-def local_ffn_ragged(rows, local_ids, wi_gate, wi_up, wo):
-    """Sorted by local expert (padding last, outside every group) through ragged_dot (GPU/TPU)."""
+def local_ffn_grouped(rows, local_ids, wi_gate, wi_up, wo, *, impl: str):
+    """Sorted by local expert (padding last, outside every group), then grouped matmuls
+    (model/kernels/gmm.py: 'tokamax' on GPU/TPU, or 'ragged')."""
     e_loc = wi_gate.shape[0]
     order = jnp.argsort(local_ids, stable=True)  # [R]
     sizes = jnp.zeros((e_loc,), jnp.int32).at[local_ids].add(1, mode="drop")  # [E_loc]
-    xs = rows[order]
-    h = _swiglu(
-        jax.lax.ragged_dot(xs, wi_gate, sizes), jax.lax.ragged_dot(xs, wi_up, sizes)
-    )  # [R,F]
-    y = jax.lax.ragged_dot(h, wo, sizes)  # [R,D]; rows past sum(sizes) (padding) are zero
-    y = jnp.where((jnp.arange(rows.shape[0]) < sizes.sum())[:, None], y, 0)
-    return jnp.zeros_like(y).at[order].set(y)
+    y = grouped_swiglu(rows[order], sizes, wi_gate, wi_up, wo, impl=impl)  # [R,D]; padding 0
+    return jnp.zeros_like(y).at[order].set(y, unique_indices=True)
 
 
 # model/moe.py's blocked loop is not usable here yet: inside shard_map its lax.cond / scan branches
 # return replicated zeros next to device-varying values, which the varying-axes check rejects. So
 # on CPU ('blocked' or 'dense') the local experts run as one batched einsum over E_loc.
-LOCAL_FFN = {"dense": local_ffn_dense, "blocked": local_ffn_dense, "ragged": local_ffn_ragged}
+LOCAL_FFN = {
+    "dense": local_ffn_dense,
+    "blocked": local_ffn_dense,
+    **{g: partial(local_ffn_grouped, impl=g) for g in ("tokamax", "ragged", "opaque")},
+}
 
 
 # --- the shard_map body ---------------------------------------------------------------------------

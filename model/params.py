@@ -26,6 +26,7 @@ _COMPUTE_ONLY_FIELDS = (
     "dtype",
     "remat",
     "moe_impl",
+    "attention_impl",
     "moe_block_size",
     "moe_comm",
     "moe_capacity_factor",

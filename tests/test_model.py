@@ -6,22 +6,24 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from model import Transformer, attention, count_params, init_params, presets
+from model import Transformer, count_params, init_params, presets
 from model.decode import (
     cache_bytes_per_token,
     forward_cached_layers,
     init_layer_caches,
     split_layers,
 )
+from model.kernels import attention as attention_kernel
 from model.moe import (
-    DISPATCH,
     _assignment_rows,
     block_sizes,
     choose_experts,
     dispatch_blocked,
+    dispatch_dense,
     for_each_block,
     groups_of,
     route,
+    select_dispatch,
 )
 
 
@@ -177,7 +179,7 @@ def _per_token_reference(x, kernel, bias, wi_gate, wi_up, wo, cfg):
     return out, np.array(chosen)
 
 
-@pytest.mark.parametrize("impl", sorted(DISPATCH))
+@pytest.mark.parametrize("impl", ["blocked", "dense", "ragged"])
 def test_dispatch_matches_per_token_reference(impl):
     cfg = presets.get("tiny", n_routed_experts=8, n_group=4, topk_group=2, num_experts_per_tok=3)
     keys = jax.random.split(jax.random.PRNGKey(7), 6)
@@ -188,7 +190,7 @@ def test_dispatch_matches_per_token_reference(impl):
     wi_gate, wi_up = (jax.random.normal(k, (e, d, f)) * 0.1 for k in keys[3:5])
     wo = jax.random.normal(keys[5], (e, f, d)) * 0.1
     r = route(x, kernel, bias, cfg)
-    got = DISPATCH[impl](x, r, wi_gate, wi_up, wo)
+    got = select_dispatch(cfg.replace(moe_impl=impl))(x, r, wi_gate, wi_up, wo)
     want, chosen = _per_token_reference(x, kernel, bias, wi_gate, wi_up, wo, cfg)
     np.testing.assert_array_equal(np.sort(np.asarray(r.expert_ids), 1), chosen)
     np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4)
@@ -211,7 +213,7 @@ def test_blocked_dispatch_is_dropless_for_any_block_size(block):
     w = [jax.random.normal(k, s) * 0.1 for k, s in zip(keys[2:], [(e, d, f), (e, d, f), (e, f, d)])]
     np.testing.assert_allclose(
         dispatch_blocked(x, r, *w, block=block),
-        DISPATCH["dense"](x, r, *w),
+        dispatch_dense(x, r, *w),
         atol=1e-5,
     )
 
@@ -234,7 +236,7 @@ def test_blocked_dispatch_skips_invalid_tokens(block):
         return dispatch_blocked(x, r, *w, block=block, valid=valid)
 
     def dense(x, *w):
-        return DISPATCH["dense"](x, gated, *w)
+        return dispatch_dense(x, gated, *w)
 
     got, want = blocked(x, *w), dense(x, *w)
     np.testing.assert_allclose(got, want, atol=1e-5)
@@ -286,7 +288,7 @@ def test_router_replay_reproduces_logits(tiny):
 @pytest.mark.parametrize("query_block", [128, 4])
 def test_segments_block_attention_across_documents(tiny, query_block, monkeypatch):
     # query_block 4: the 11 packed rows run as causal query blocks [0,4) [4,8) [8,11).
-    monkeypatch.setattr(attention, "QUERY_BLOCK", query_block)
+    monkeypatch.setattr(attention_kernel, "QUERY_BLOCK", query_block)
     cfg, params = tiny
     a, b = _tokens(cfg, 1, 6, seed=4), _tokens(cfg, 1, 5, seed=5)
     packed = jnp.concatenate([a, b], 1)
