@@ -136,6 +136,25 @@ def test_zigzag_query_chunks_with_q_index_equal_the_full_rows(impl):
         np.testing.assert_allclose(got[:, keep], full[:, rows][:, keep], atol=2e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("impl", [TOKAMAX])
+def test_fused_attention_under_a_mesh_runs_per_shard_and_equals_blocked(impl):
+    """Under the trainer's mesh context (batch over data, heads over tensor) the kernel runs in a
+    shard_map per shard (a Pallas call left to GSPMD would run replicated): same values."""
+    from model import sharding as sh
+
+    q, k, v = _qkv(seed=3)
+    pos, seg = _rows()
+    mesh = sh.role_mesh({"data": 2, "tensor": 2}, jax.devices()[:4])
+    want = _attend("blocked", q, k, v, pos, seg, K**-0.5)
+    with sh.mesh_context(mesh, sh.DEFAULT_RULES):
+        assert attn._q_sharding().spec == jax.sharding.PartitionSpec(
+            ("data", "fsdp"), None, "tensor", None
+        )
+        got = jax.jit(lambda *a: _attend(impl, *a, pos, seg, K**-0.5))(q, k, v)
+    np.testing.assert_allclose(got[:, REAL], want[:, REAL], atol=2e-5, rtol=1e-5)
+    assert attn._q_sharding() is None  # outside a mesh: a plain call
+
+
 def test_document_starts_mark_each_run_of_a_segment():
     seg = jnp.array([[1, 1, 1, 2, 2, 0, 0], [3, 3, 3, 3, 3, 3, 3]])
     np.testing.assert_array_equal(
