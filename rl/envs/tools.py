@@ -182,7 +182,7 @@ def _parse_call(
 
 
 def _check_arguments(name: str, args: dict[str, Any]) -> str | None:
-    schema = TOOL_SCHEMAS.get(name) or EXTRA_SCHEMAS[name]
+    schema = TOOL_SCHEMAS[name] if name in TOOL_SCHEMAS else EXTRA_SCHEMAS[name]
     unknown = sorted(set(args) - set(schema))
     if unknown:
         return f"unknown argument(s) {unknown}; expected {sorted(schema)}"

@@ -72,12 +72,20 @@ class SetupEnv(CodingEnv):
     def _finish(self, reason: str) -> None:
         self._record.done_reason = reason
         self.proposal, self.problem = None, ""
+        raw = None
         try:
-            self.proposal = validate_proposal(json.loads(self.sandbox.read_text(SPEC_FILE)))
+            raw = json.loads(self.sandbox.read_text(SPEC_FILE))
+            self.proposal = validate_proposal(raw)
         except OSError:
             self.problem = f"the setup agent wrote no {SPEC_FILE}"
         except ValueError as e:
-            self.problem = f"{SPEC_FILE}: {e}"
+            notes = raw.get("notes") if isinstance(raw, dict) else None
+            last = (
+                f" (its last note: {str(notes[-1])[:200]})"
+                if isinstance(notes, list) and notes
+                else ""
+            )
+            self.problem = f"{SPEC_FILE}: {e}{last}"
         self.close()
 
 
