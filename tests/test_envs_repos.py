@@ -102,6 +102,7 @@ def test_committed_suite_is_held_out_terse_and_rebuilds_without_a_sandbox():
     assert {t.kind for t in tasks} == {"bugfix", "feature"}
     for t in tasks:
         assert len(t.prompt) < 120 and ".py" not in t.prompt  # what is wrong, not where
+        assert t.meta["tools"] == ["search", "code_search"]
         (path,) = t.solution
         assert t.files[path] != t.solution[path]  # the bug is in the repo the agent gets
         visible = set()  # graded ids of the tests the agent can see

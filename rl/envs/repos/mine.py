@@ -300,6 +300,7 @@ def build_task(recipe: Recipe, files: dict[str, str], spec: EnvSpec) -> Task:
             "op": site.op,
             "symbol": site.symbol,
             "f2p": list(recipe.f2p),
+            "tools": ["search", "code_search"],  # real repos are big enough to search
         },
     )
 
