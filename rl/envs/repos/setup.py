@@ -250,6 +250,7 @@ def test_commands(texts: dict[str, str]) -> list[tuple[str, str]]:
 
 
 def tests_ran(observation: str) -> bool:
+    observation = re.sub(r"\x1b\[[0-9;]*m", "", observation)  # addopts may force --color=yes
     head = observation.split("\n", 1)[0]
     return head in ("[ok] exit_code=0", "[exit:1] exit_code=1") and bool(
         re.search(r"\b\d+ passed\b", observation)

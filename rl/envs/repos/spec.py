@@ -144,10 +144,14 @@ def admit(files: dict[str, str], spec: EnvSpec, limits: Limits = Limits()) -> Ad
             why = f"test command ({spec.test_command!r}) ended {r.status}: {_last_line(r.output)}"
             return Admission(name, False, why, None)
         tests_s = r.duration_s
-        (first, grade_s), (second, _) = (
-            run_baseline(box, files, spec),
-            run_baseline(box, files, spec),
-        )
+        for _ in range(2):  # a second try without test files the grader cannot run soundly
+            (first, grade_s), (second, _) = (run_baseline(box, files, spec) for _ in range(2))
+            unsound = _unsound_files(first, second, spec)
+            if not unsound or unsound == set(spec.test_files):
+                break
+            kept = [t for t in spec.test_files if t not in unsound]
+            note = f"left out, the grader cannot run them soundly: {sorted(unsound)}"
+            spec = dataclasses.replace(spec, test_files=kept, notes=[*spec.notes, note])
     problem = _baseline_problem(first, second, grade_s)
     if problem:
         return Admission(name, False, problem, None)
@@ -155,6 +159,14 @@ def admit(files: dict[str, str], spec: EnvSpec, limits: Limits = Limits()) -> Ad
     spec.timings = {"setup_s": round(setup_s, 3), "tests_s": round(tests_s, 3)}
     spec.timings["grade_s"] = round(grade_s, 3)
     return Admission(name, True, "ok", spec)
+
+
+def _unsound_files(first: Grade, second: Grade, spec: EnvSpec) -> set[str]:
+    """Test files (repo paths) a tampering verdict on an untouched repo names: tests the grader
+    cannot harden (e.g. unittest classes not named Test*, inherited test methods)."""
+    by_rel = {hidden_rel(t): t for t in spec.test_files}
+    named = {r.split(": ", 1)[0] for r in first.tamper_reasons + second.tamper_reasons}
+    return {by_rel[n] for n in named if n in by_rel}
 
 
 def _baseline_problem(first: Grade, second: Grade, grade_s: float) -> str | None:
