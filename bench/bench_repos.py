@@ -16,14 +16,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import sys
 import time
 
-from data.chat import tool_call_text
-from data.tokenizers import ByteTokenizer
-from rl.envs import CodingEnv, require_isolation
-from rl.envs.repos.projects import PROJECTS, suite_tasks
-from rl.envs.snapshot import branch, restore, snapshot
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from data.chat import tool_call_text  # noqa: E402
+from data.tokenizers import ByteTokenizer  # noqa: E402
+from rl.envs import CodingEnv, require_isolation  # noqa: E402
+from rl.envs.repos.projects import PROJECTS, suite_tasks  # noqa: E402
+from rl.envs.snapshot import branch, restore, snapshot  # noqa: E402
 
 
 def timed(fn, *args) -> tuple[float, object]:
