@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from data.chat import generation_prompt
 from data.tokenizers import Tokenizer
 from rl.envs import tools
+from rl.envs.families import grade_episode
 from rl.envs.sandbox import Limits, Sandbox
 from rl.envs.summary import (
     SUMMARY_HELP,
@@ -38,7 +39,7 @@ from rl.envs.summary import (
     instruction_ids,
     is_summary_turn,
 )
-from rl.envs.tasks import Grade, Task, episode_all_pass, grade_repo
+from rl.envs.tasks import Grade, Task, episode_all_pass
 
 DEFAULT_SYSTEM = (
     "You are a coding agent working in a repository. Use tools to inspect and change it, "
@@ -144,12 +145,15 @@ class CodingEnv:
         self._record: EpisodeRecord | None = None
         self.grade: Grade | None = None
         self._extra: tuple[str, ...] = ()
+        # The first `report` call's (path, line): kept here on the host, graded at the end
+        # (rl/envs/review.py); the policy's code never sees or writes it.
+        self._report: tuple[str, int] | None = None
 
     # -- episode
 
     def reset(self, task: Task) -> list[int]:
         self.close()
-        self.task, self.grade = task, None
+        self.task, self.grade, self._report = task, None, None
         self.sandbox = Sandbox.from_files(task.files, limits=self.limits)
         for i, command in enumerate(task.setup):
             result = self.sandbox.run(command, self.test_timeout_s)
@@ -301,6 +305,9 @@ class CodingEnv:
                 observations.append(tools.malformed_observation(item.detail))
                 continue
             rec.tool_calls += 1
+            if item.name == "report":
+                observations.append(self._take_report(item.arguments))
+                continue
             out = tools.execute(
                 self.sandbox,
                 item,
@@ -313,6 +320,14 @@ class CodingEnv:
             if submitted:
                 break  # calls after submit are not executed
         return observations, submitted
+
+    def _take_report(self, arguments: dict) -> str:
+        """Records the first report; later ones change nothing. Says nothing about correctness."""
+        if self._report is not None:
+            path, line = self._report
+            return f"already reported {path}:{line}; only the first report counts"
+        self._report = (str(arguments["path"]), int(arguments["line"]))
+        return f"reported {self._report[0]}:{self._report[1]}"
 
     def _done_reason(self, parsed: tools.ParsedTurn, submitted: bool) -> str:
         if submitted:
@@ -345,7 +360,9 @@ class CodingEnv:
     def _finish(self, reason: str) -> None:
         rec = self._record
         rec.done_reason = reason
-        self.grade = grade_repo(self.task, self.sandbox.root, self.test_timeout_s, self.limits)
+        self.grade = grade_episode(
+            self.task, self.sandbox.root, self._report, self.test_timeout_s, self.limits
+        )
         rec.tests_passed, rec.tests_total = self.grade.passed, self.grade.total
         rec.tampered = self.grade.tampered
         self.close()

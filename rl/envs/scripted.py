@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from data.chat import tool_call_text
 from data.tokenizers import Tokenizer
+from rl.envs.review import reference_report as review_answer
 from rl.envs.summary import instruction_ids, summary_turn_ids
 from rl.envs.tasks import Task
 
@@ -15,6 +16,10 @@ class OraclePolicy:
     def __init__(self, tok: Tokenizer, task: Task, edits: dict[str, str | None] | None = None):
         edits = task.solution if edits is None else edits
         calls = [("list_files", {})]
+        if task.meta.get("grader") == "review":  # review: report the defect, change nothing
+            path, line = review_answer(task)
+            calls += [("read_file", {"path": path}), ("report", {"path": path, "line": line})]
+            edits = {}
         for path, content in edits.items():
             calls.append(
                 ("run", {"command": f"rm -f {path}"})
@@ -78,7 +83,13 @@ class TracePolicy:
             plan.append((rng.choice(REPRODUCE), "run_tests", {}, True))
         for path in task.meta.get("read_first", ()):  # long_lookup: the facts the fix needs
             plan.append((f"Reading {path}.", "read_file", {"path": path}, True))
-        for path, content in task.solution.items():
+        if task.meta.get("grader") == "review":  # review: read the file, report, submit
+            path, line = review_answer(task)
+            plan.append((f"Reading {path}.", "read_file", {"path": path}, True))
+            plan.append(
+                (f"The defect is on line {line}.", "report", {"path": path, "line": line}, True)
+            )
+        for path, content in {} if task.meta.get("grader") == "review" else task.solution.items():
             old = task.files.get(path)
             if content is None:
                 plan.append(

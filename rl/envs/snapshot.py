@@ -49,7 +49,15 @@ class Snapshot:
         self.close()
 
 
-_STATE = ("task", "_record", "_extra", "_summary_requested", "_prefix_len", "segment_start")
+_STATE = (
+    "task",
+    "_record",
+    "_extra",
+    "_summary_requested",
+    "_prefix_len",
+    "segment_start",
+    "_report",
+)
 
 
 def snapshot(env: CodingEnv) -> Snapshot:

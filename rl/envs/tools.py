@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from data.tokenizers import SPECIAL_TOKENS, Tokenizer, special_text
-from rl.envs import search
+from rl.envs import review, search
 
 # name -> {argument: (type(s), required)}. bool is excluded from int explicitly below.
 TOOL_SCHEMAS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
@@ -45,8 +45,11 @@ TOOL_SCHEMAS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
 # Tools a task switches on by name (Task.meta["tools"]): the system prompt then gains their help
 # lines (extra_help) and the parser accepts them; elsewhere they are unknown tools, so the
 # procedural families' prompts and protocol stay as they were.
-EXTRA_SCHEMAS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {**search.SCHEMAS}
-EXTRA_HELP = {**search.HELP}
+EXTRA_SCHEMAS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
+    **search.SCHEMAS,
+    **review.SCHEMA,
+}
+EXTRA_HELP = {**search.HELP, **review.HELP}
 
 
 def extra_help(names) -> str:
@@ -263,6 +266,8 @@ def execute(
             return _command_output(sandbox.run(command, test_timeout_s))
         if call.name == "submit":
             return ToolOutput("submitted", True, submitted=True)
+        if call.name == "report":  # recorded by the environment, on the host (CodingEnv)
+            return ToolOutput("error: report is recorded by the environment", False)
         if call.name in search.SCHEMAS:  # run in the sandbox: the pattern is the policy's
             r = sandbox.run(
                 search.command(), command_timeout_s, stdin=search.arguments(call.name, a)

@@ -14,7 +14,9 @@ from __future__ import annotations
 import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 
+from rl.envs.devops import verify_devops
 from rl.envs.harden import harden_module, is_test_module
+from rl.envs.review import verify_review
 from rl.envs.sandbox import Limits, Sandbox
 from rl.envs.tasks import Task, apply_solution, grade_in
 
@@ -27,6 +29,23 @@ class Verdict:
 
 
 def verify_task(task: Task, timeout_s: float = 60.0, limits: Limits = Limits()) -> Verdict:
+    """The gate for every grader (rl/envs/families.py): DevOps tasks by their own gate; review
+    tasks must have a real defect (their hidden tests fail with it, pass without: the checks
+    below) and a well-posed location grading."""
+    grader = task.meta.get("grader")
+    if grader == "devops":
+        return Verdict(task.id, *verify_devops(task, timeout_s, limits))
+    if grader not in (None, "review"):
+        return Verdict(task.id, False, f"unknown grader {grader!r}")
+    verdict = _verify_hidden(task, timeout_s, limits)
+    if verdict.accepted and grader == "review":
+        problem = verify_review(task)
+        if problem:
+            return Verdict(task.id, False, problem)
+    return verdict
+
+
+def _verify_hidden(task: Task, timeout_s: float, limits: Limits) -> Verdict:
     for rel, content in sorted(task.hidden_tests.items()):
         problem = _unhardenable(rel, content)
         if problem:

@@ -7,6 +7,9 @@ Kinds and templates (the kinds the Composer report names):
     tests     write_tests, regression_test
     docs      docstrings, readme_example
     migration api_migration
+    review    review_patch (TOOL_FAMILY_TEMPLATES: a planted defect, reported with `report`)
+    devops    devops_pytest_config, devops_makefile, devops_requirements, devops_script
+              (TOOL_FAMILY_TEMPLATES: a broken config, graded by the trusted check)
     context   long_lookup (LONG_CONTEXT_TEMPLATES: needs more context than a small budget holds;
               not in TEMPLATES, so default pools and traces stay as they were; name it to use it)
 
@@ -26,7 +29,16 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from rl.envs.taskgen import bugfix, feature, lookup, migration, refactor, tests_docs
+from rl.envs.taskgen import (
+    bugfix,
+    devops,
+    feature,
+    lookup,
+    migration,
+    refactor,
+    review,
+    tests_docs,
+)
 from rl.envs.taskgen.common import PACKAGES
 from rl.envs.tasks import Task
 
@@ -49,6 +61,17 @@ TEMPLATES: dict[str, tuple[str, Callable]] = {
 LONG_CONTEXT_TEMPLATES: dict[str, tuple[str, Callable]] = {
     "long_lookup": ("context", lookup.long_lookup),
 }
+# Code review and DevOps (rl/envs/review.py, rl/envs/devops.py): graded by the reported location
+# or by the trusted check, not by hidden tests; their `make` also returns the task's meta. Named
+# explicitly (generate_task, templates=..., `python -m rl.envs make --families`), never by default,
+# so the default pools, traces and their tests stay as they were.
+TOOL_FAMILY_TEMPLATES: dict[str, tuple[str, Callable]] = {
+    "review_patch": ("review", review.review_patch),
+    "devops_pytest_config": ("devops", devops.devops_pytest_config),
+    "devops_makefile": ("devops", devops.devops_makefile),
+    "devops_requirements": ("devops", devops.devops_requirements),
+    "devops_script": ("devops", devops.devops_script),
+}
 # Families an RL task pool leaves out: the agentic eval (eval/agentic.py) measures transfer on them.
 HELD_OUT_TEMPLATES = ("api_migration", "regression_test")
 
@@ -63,7 +86,7 @@ def generate_task(
 ) -> Task:
     """`package` replaces the drawn package name (same task otherwise): SFT traces with many
     names teach a model to copy the name from the repo instead of recalling one of PACKAGES."""
-    known = {**TEMPLATES, **LONG_CONTEXT_TEMPLATES}
+    known = {**TEMPLATES, **LONG_CONTEXT_TEMPLATES, **TOOL_FAMILY_TEMPLATES}
     if template not in known:
         raise ValueError(f"unknown task template {template!r}; known: {', '.join(known)}")
     if difficulty not in (1, 2, 3):

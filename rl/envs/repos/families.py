@@ -1,0 +1,190 @@
+"""Code review and DevOps tasks mined from the vendored real projects (rl/envs/review.py and
+rl/envs/devops.py grade them; the task gate, rl/envs/verify.py, checks them all).
+
+- Review (`review_task`): a mined mutation recipe (mine.Recipe, ops in review.REVIEW_OPS) becomes
+  a patch that implements the mutated function: the diff goes from the function stubbed out
+  (`raise NotImplementedError`, the feature-removal operator) to its mutated body, applied in the
+  repo. The answer is the mutated statement's line span; the recipe's fail->pass tests (hidden)
+  are what the gate runs to check the defect is real.
+- DevOps, two kinds:
+  - `config_task`: the project's own pytest configuration as shipped, when it is broken offline:
+    addopts naming options of plugins that are not installed (semver's setup.cfg passes
+    --cov... without pytest-cov; the setup agent had worked around it with `-o addopts=`). The
+    check is the plain `python3 -m pytest -q`; the reference drops those options and keeps the
+    rest (doctests included), which must stay.
+  - `makefile_task`: a Makefile whose `test` target runs the project's test command, broken the
+    way real ones break (pytest misspelt, a test path misspelt); the check is `make test`.
+  Projects with setup commands (roman: a symlink made at setup) are left out: the DevOps file
+  rules compare the final repo to the task's files, and setup's products are not among them.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+
+from rl.envs.devops import PYTEST_LINE
+from rl.envs.repos import mine as M
+from rl.envs.repos.spec import EnvSpec
+from rl.envs.review import REVIEW_OPS, answer_span, unified_diff
+from rl.envs.tasks import Task
+
+# addopts options that belong to a plugin, by the module that provides them.
+PLUGIN_OPTIONS = {"pytest_cov": ("--cov", "--no-cov"), "xdist": ("-n", "--dist")}
+
+
+def stub_function(source: str, symbol: str) -> str:
+    """`source` with `symbol`'s body (after its docstring) replaced by raise NotImplementedError."""
+    for sym, func in M.functions(__import__("ast").parse(source)):
+        body = M._body(func)
+        if sym == symbol and body:
+            span = (
+                body[0].lineno,
+                body[0].col_offset,
+                body[-1].end_lineno,
+                body[-1].end_col_offset,
+            )
+            return M.splice(source, span, "raise NotImplementedError")
+    raise ValueError(f"{symbol}: no function body to stub")
+
+
+def review_task(recipe: M.Recipe, files: dict[str, str], spec: EnvSpec) -> Task | None:
+    """The review task of a mutation recipe (None for ops that move lines: dropped branches,
+    removals)."""
+    site = recipe.site
+    if site.op not in REVIEW_OPS:
+        return None
+    task = M.build_task(recipe, files, spec)
+    patched = task.files[site.path]
+    base = stub_function(patched, site.symbol)
+    lo, hi = answer_span(patched, site.span[0])
+    name = site.symbol.split(".")[-1]
+    task.id = f"{recipe.id}-review"
+    task.kind = "review"
+    task.prompt = (
+        f"Review this patch (it is applied in the repo): it implements {name}(). One line of it "
+        "has a bug: report that file and line with the report tool, then submit.\n\n"
+        f"```diff\n{unified_diff(site.path, base, patched)}```"
+    )
+    task.meta.update(
+        template="repo_review",
+        grader="review",
+        review={"path": site.path, "lines": [lo, hi], "op": site.op},
+        review_base={site.path: base},
+        tools=["report", "search", "code_search"],
+    )
+    return task
+
+
+def _pytest_section(text: str) -> bool:
+    return "[tool:pytest]" in text or "[pytest]" in text
+
+
+def config_task(project: str, files: dict[str, str], spec: EnvSpec) -> Task | None:
+    """The project's shipped pytest config, when its addopts name options of missing plugins."""
+    if spec.setup:
+        return None
+    for rel in ("setup.cfg", "tox.ini", "pytest.ini"):
+        text = files.get(rel, "")
+        if not _pytest_section(text):
+            continue
+        missing = [p for p, opts in PLUGIN_OPTIONS.items() if not _importable(p)]
+        prefixes = tuple(o for p in missing for o in PLUGIN_OPTIONS[p])
+        lines = text.splitlines(keepends=True)
+        bad = [l for l in lines if l.strip().startswith(prefixes) and l[:1] in " \t"]
+        if not bad:
+            continue
+        fixed = "".join(l for l in lines if l not in bad)
+        section = fixed.split("[tool:pytest]" if "[tool:pytest]" in fixed else "[pytest]")[1]
+        section = section.split("\n[", 1)[0]
+        keep = [l.strip() for l in section.splitlines() if l.strip()]
+        header = "[tool:pytest]" if "[tool:pytest]" in fixed else "[pytest]"
+        return Task(
+            id=f"{project}-devops-config",
+            prompt="`python3 -m pytest` doesn't even start here (CI is offline, nothing new can "
+            "be installed). fix the pytest config, keep everything else it runs",
+            files=dict(files),
+            hidden_tests={},
+            solution={rel: fixed},
+            kind="devops",
+            meta={
+                "template": "repo_devops",
+                "project": project,
+                "grader": "devops",
+                "devops": {
+                    "check": "python3 -m pytest -q",
+                    "editable": {rel: {"kind": "lines", "keep": [header, *keep]}},
+                },
+                "tools": ["search", "code_search"],
+            },
+        )
+    return None
+
+
+def _importable(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+MAKEFILE = "PYTHON ?= python3\n\n.PHONY: test\n\ntest:\n{}\n"
+
+
+def makefile_task(project: str, files: dict[str, str], spec: EnvSpec, seed: int = 0) -> Task | None:
+    """A `make test` target for the project's test command, broken one way (seeded)."""
+    if spec.setup or "Makefile" in files:
+        return None
+    args = spec.test_command.split("-m pytest", 1)[1].split()
+    paths = sorted({p.split("/")[0] if "/" in p else p for p in spec.test_files})
+    good = "\t$(PYTHON) -m pytest " + " ".join(args + paths)
+    if not re.fullmatch(PYTEST_LINE, good):
+        return None
+    rng = random.Random(f"{project}:makefile:{seed}")
+    target = paths[0]
+    typo = target[:-3] + "s.py" if target.endswith(".py") else target.rstrip("s")
+    bad = rng.choice((good.replace("-m pytest", "-m pytset"), good.replace(target, typo)))
+    return Task(
+        id=f"{project}-devops-makefile-s{seed}",
+        prompt=rng.choice(("`make test` fails, fix the Makefile", "make test is broken. fix")),
+        files={**files, "Makefile": MAKEFILE.format(bad)},
+        hidden_tests={},
+        solution={"Makefile": MAKEFILE.format(good)},
+        kind="devops",
+        meta={
+            "template": "repo_devops",
+            "project": project,
+            "grader": "devops",
+            "devops": {
+                "check": "make test",
+                "editable": {"Makefile": {"kind": "script", "repair": [6], "pattern": PYTEST_LINE}},
+            },
+            "tools": ["search", "code_search"],
+        },
+    )
+
+
+def devops_tasks(projects, seed: int = 0) -> list[Task]:
+    """The mined DevOps tasks of `projects` (ungated: rl/envs/verify.py takes their baseline)."""
+    from rl.envs.repos.projects import load_spec, project_files
+
+    out = []
+    for name in projects:
+        files, spec = project_files(name), load_spec(name)
+        out += [
+            t for t in (config_task(name, files, spec), makefile_task(name, files, spec, seed)) if t
+        ]
+    return out
+
+
+def review_tasks(recipes: list[M.Recipe]) -> list[Task]:
+    """Review tasks of the recipes whose op keeps line numbers (ungated)."""
+    from rl.envs.repos.projects import load_spec, project_files
+
+    files, specs, out = {}, {}, []
+    for r in recipes:
+        if r.project not in files:
+            files[r.project], specs[r.project] = project_files(r.project), load_spec(r.project)
+        task = review_task(r, files[r.project], specs[r.project])
+        if task is not None:
+            out.append(task)
+    return out

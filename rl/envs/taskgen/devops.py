@@ -1,0 +1,146 @@
+"""DevOps templates: a small project whose build / CI / test configuration is broken; solved when
+its check command passes (graded by rl/envs/devops.py: trusted check, file rules, test set).
+
+    devops_pytest_config   setup.cfg [tool:pytest]: test files not collected, an unregistered
+                           marker under --strict-markers, a plugin that is not installed
+    devops_makefile        Makefile `test` target: pytest misspelt, a wrong test directory
+    devops_requirements    requirements.txt pins a pytest version that is not installed (offline)
+    devops_script          scripts/ci.sh: the interpreter misspelt, a wrong test directory
+
+The expected test set (meta["devops"]["expected"]) is known by construction; the gate checks that
+the reference passes exactly it and takes it as the baseline.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+
+from rl.envs.devops import PIN_CHECKER, PYTEST_LINE
+from rl.envs.taskgen.common import base_repo, dedent, pick_prompt
+
+
+def _project(rng, pkg, difficulty, marker: str = ""):
+    """(files, expected test ids): a tiny package with two test files."""
+    files = base_repo(rng, pkg, difficulty)
+    k = rng.randint(2, 9)
+    files[f"{pkg}/core.py"] = dedent(f"""
+        def scale(x):
+            return x * {k}
+
+
+        def clip(x, hi):
+            return x if x < hi else hi
+        """)
+    mark = f"@pytest.mark.{marker}\n" if marker else ""
+    files["tests/test_core.py"] = (
+        f"import pytest\n\nfrom {pkg}.core import clip, scale\n\n\n"
+        f"def test_scale():\n    assert scale(2) == {2 * k}\n\n\n"
+        f"{mark}def test_clip():\n    assert clip(5, 3) == 3\n"
+    )
+    files["tests/test_more.py"] = (
+        f"from {pkg}.core import clip\n\n\ndef test_clip_below():\n    assert clip(1, 3) == 1\n"
+    )
+    ids = ["tests/test_core.py::test_scale", "tests/test_core.py::test_clip"]
+    return files, ids + ["tests/test_more.py::test_clip_below"]
+
+
+def _meta(check, editable, expected):
+    return {
+        "grader": "devops",
+        "devops": {"check": check, "editable": editable, "expected": sorted(expected)},
+    }
+
+
+def devops_pytest_config(rng, pkg, difficulty):
+    variant = rng.choice(("python_files", "strict_markers", "missing_plugin"))
+    marker = rng.choice(("slow", "network", "integration")) if variant == "strict_markers" else ""
+    files, ids = _project(rng, pkg, difficulty, marker)
+    head = f"[metadata]\nname = {pkg}\n\n[tool:pytest]\ntestpaths = tests\n"
+    keep = ["[tool:pytest]", "testpaths = tests"]
+    if variant == "python_files":
+        broken = head + "python_files = check_*.py\n"
+        fixed = head + "python_files = test_*.py\n"
+    elif variant == "strict_markers":
+        broken = head + "addopts = --strict-markers\n"
+        fixed = head + f"addopts = --strict-markers\nmarkers =\n    {marker}: {marker} tests\n"
+        keep.append("addopts = --strict-markers")  # the fix registers the marker, keeps strict
+    else:
+        plugin = rng.choice(("pytest_timeout", "xdist", "pytest_randomly"))
+        broken = head + f"addopts = -p {plugin}\n"
+        fixed = head
+    files["setup.cfg"] = broken
+    prompt = pick_prompt(
+        difficulty,
+        (
+            "`python3 -m pytest` fails because of the pytest config in setup.cfg. fix the "
+            "config (not the tests)",
+            "the test run is broken by the pytest settings, fix the config",
+            "pytest is broken in CI, fix",
+        ),
+    )
+    meta = _meta("python3 -m pytest -q", {"setup.cfg": {"kind": "lines", "keep": keep}}, ids)
+    return files, prompt, {}, {"setup.cfg": fixed}, meta
+
+
+def _script_rule(line: int) -> dict:
+    return {"kind": "script", "repair": [line], "pattern": PYTEST_LINE}
+
+
+def devops_makefile(rng, pkg, difficulty):
+    files, ids = _project(rng, pkg, difficulty)
+    good = "\t$(PYTHON) -m pytest -q tests"
+    bad = rng.choice(("\t$(PYTHON) -m pytset -q tests", "\t$(PYTHON) -m pytest -q test"))
+    text = "PYTHON ?= python3\n\n.PHONY: test\n\ntest:\n{}\n"
+    files["Makefile"] = text.format(bad)
+    prompt = pick_prompt(
+        difficulty,
+        (
+            "`make test` fails: fix the test target in the Makefile",
+            "make test is broken, fix the Makefile",
+            "make test fails, fix",
+        ),
+    )
+    meta = _meta("make test", {"Makefile": _script_rule(6)}, ids)
+    return files, prompt, {}, {"Makefile": text.format(good)}, meta
+
+
+def devops_script(rng, pkg, difficulty):
+    files, ids = _project(rng, pkg, difficulty)
+    good = "python3 -m pytest -q tests"
+    bad = rng.choice(("pyhton3 -m pytest -q tests", "python3 -m pytest -q tsets"))
+    text = "#!/bin/sh\n# CI entry point: run the test suite\nset -e\n{}\n"
+    files["scripts/ci.sh"] = text.format(bad)
+    prompt = pick_prompt(
+        difficulty,
+        (
+            "CI runs `sh scripts/ci.sh` and it fails. fix the script",
+            "scripts/ci.sh is broken, fix it",
+            "CI script fails, fix",
+        ),
+    )
+    meta = _meta("sh scripts/ci.sh", {"scripts/ci.sh": _script_rule(4)}, ids)
+    return files, prompt, {}, {"scripts/ci.sh": text.format(good)}, meta
+
+
+def devops_requirements(rng, pkg, difficulty):
+    files, ids = _project(rng, pkg, difficulty)
+    have = importlib.metadata.version("pytest")  # what this machine (and its sandbox) has
+    major = int(have.split(".")[0])
+    bad = rng.choice((f"{major + 1}.0.0", f"{major + 2}.1.0", f"{max(major - 3, 1)}.0.1"))
+    text = "# test dependencies (CI installs offline from what the image has)\npytest=={}\n"
+    files["requirements.txt"] = text.format(bad)
+    files["ci/check_pins.py"] = PIN_CHECKER
+    prompt = pick_prompt(
+        difficulty,
+        (
+            "CI fails at `python3 ci/check_pins.py requirements.txt`: the pytest pin doesn't "
+            "match the installed version. fix the pin (keep it an exact == pin)",
+            "the requirements pin check fails, fix the pin (exact pins only)",
+            "requirements check is red, fix (keep exact pins)",
+        ),
+    )
+    # The project's check, run from the grader's trusted copy of ci/check_pins.py.
+    check = "python3 -I {trusted}/check_pins.py requirements.txt && python3 -m pytest -q"
+    meta = _meta(check, {"requirements.txt": {"kind": "pins", "keep": ["pytest"]}}, ids)
+    meta["devops"]["trusted_files"] = {"check_pins.py": PIN_CHECKER}
+    return files, prompt, {}, {"requirements.txt": text.format(have)}, meta
