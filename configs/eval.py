@@ -79,6 +79,9 @@ def get_config() -> ml_collections.ConfigDict:
                 projects="",  # comma-separated vendored projects ('' = all)
                 limit=0,  # first N tasks (0 = all)
                 verify=False,  # gated when mined (rl/envs/repos/projects.py); True gates again
+                # + the suite's code review and DevOps tasks (rl/envs/repos/families.json: 8
+                # review tasks of suite recipes, 4 DevOps tasks); False = the 65 mined tasks only
+                families=True,
                 ks="1",
                 max_turns=16,
                 max_turn_tokens=256,

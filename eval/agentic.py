@@ -156,7 +156,10 @@ class ScriptedPolicy:
         from data.chat import tool_call_text
 
         calls = []
-        for path, content in (task.solution if solve else {}).items():
+        review = (task.meta or {}).get("review") if solve else None
+        if review:  # a code review task: its solution is the report, not an edit
+            calls.append(("report", {"path": review["path"], "line": review["lines"][0]}))
+        for path, content in (task.solution if solve and not review else {}).items():
             calls.append(
                 ("run", {"command": f"rm -f {path}"})
                 if content is None

@@ -135,12 +135,17 @@ def agentic_suite(ckpt, cfg, params, config, tok) -> dict:
 
 def repos_suite(ckpt, cfg, params, config, tok) -> dict:
     """The held-out real-repository suite (rl/envs/repos: tasks mined from vendored projects),
-    played and reported like the agentic suite (per family: repo_bugfix, repo_feature)."""
+    played and reported like the agentic suite (per family: repo_bugfix, repo_feature, and with
+    eval.repos.families repo_review and repo_devops)."""
     from rl.envs import verify_tasks
     from rl.envs.repos.projects import suite_tasks
 
     e = config.eval.repos
     tasks = suite_tasks(tuple(names(e.projects)), e.limit)
+    if e.get("families", True):  # + its code review and DevOps tasks (repo_review, repo_devops)
+        from rl.envs.repos.projects import family_tasks
+
+        tasks += family_tasks(tuple(names(e.projects)))
     if e.verify:
         tasks, _ = verify_tasks(tasks)
     if not tasks:

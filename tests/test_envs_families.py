@@ -147,3 +147,17 @@ def test_mined_review_and_devops_through_the_gate():
     base = config.meta["devops"]["baseline"]
     assert any(i.startswith("README.rst::") for i in base) and len(base) > 94  # doctests stay
     assert time.time() - t0 < 60
+
+
+def test_suite_families_in_eval_oracle_one_empty_zero():
+    from eval import agentic
+    from rl.envs.repos.projects import family_tasks
+
+    tasks = family_tasks(("roman", "inflection"))
+    tasks = [t for t in tasks if t.meta["project"] == "roman" or t.meta["grader"] == "devops"]
+    assert {t.meta["template"] for t in tasks} == {"repo_review", "repo_devops"}
+    assert all(t.meta["devops"]["baseline"] for t in tasks if t.meta["grader"] == "devops")
+    for solves, want in ((lambda i, s: True, 1.0), (lambda i, s: False, 0.0)):
+        policy = agentic.ScriptedPolicy(TOK, tasks, solves, max_turns=8)
+        metrics, _ = agentic.summarize(agentic.run_suite(policy, tasks, 1), [1])
+        assert metrics["repo_review/pass_rate"] == metrics["repo_devops/pass_rate"] == want

@@ -2,6 +2,8 @@
 
     python3 -m rl.envs make --n 100 --seed 0 --out tasks/      # generate -> gate -> tasks/tasks.jsonl
     python3 -m rl.envs make --n 100 --repos 8 --out tasks/     # + 8 mined tasks per vendored project
+    python3 -m rl.envs make --n 20 --families 4 --out tasks/   # + 4 of each review/DevOps template
+                                                               # (+ mined ones with --repos)
     python3 -m rl.envs verify tasks/tasks.jsonl                # gate an existing (user) task set
 
 Rejected tasks are printed one per line with the reason; `make` saves only accepted ones.
@@ -14,7 +16,7 @@ import os
 import sys
 
 from rl.envs.sandbox import SandboxUnavailable, require_isolation
-from rl.envs.taskgen import generate_tasks
+from rl.envs.taskgen import TOOL_FAMILY_TEMPLATES, generate_tasks
 from rl.envs.tasks import load_tasks, save_tasks
 from rl.envs.verify import verify_tasks
 
@@ -34,6 +36,14 @@ def main(argv: list[str] | None = None) -> int:
         help="also mine up to N tasks per vendored real project (rl/envs/repos; the held-out "
         "suite's tasks are left out; gated with the scripted cheats too)",
     )
+    make.add_argument(
+        "--families",
+        type=int,
+        default=0,
+        help="also N tasks of each code review / DevOps template (rl.envs.taskgen."
+        "TOOL_FAMILY_TEMPLATES); with --repos, also the mined review and DevOps tasks of the "
+        "vendored projects (review tasks from the pool's recipes, never the held-out suite's)",
+    )
     check = sub.add_parser("verify", help="run the gate over a tasks.jsonl")
     check.add_argument("jsonl")
     parser.add_argument("--workers", type=int, default=2)
@@ -52,21 +62,45 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "make":
         difficulties = tuple(int(d) for d in args.difficulties.split(","))
         tasks = generate_tasks(args.n, seed=args.seed, difficulties=difficulties)
+        if args.families > 0:
+            tasks += generate_tasks(
+                args.families * len(TOOL_FAMILY_TEMPLATES),
+                seed=args.seed,
+                difficulties=difficulties,
+                templates=tuple(TOOL_FAMILY_TEMPLATES),
+            )
     else:
         tasks = load_tasks(args.jsonl)
     accepted, rejected = verify_tasks(tasks, workers=args.workers)
     for verdict in rejected:
         print(f"REJECTED {verdict.task_id}: {verdict.reason}")
     if args.cmd == "make" and args.repos > 0:
-        from rl.envs.repos.projects import pool_tasks
+        from rl.envs.repos.projects import pool
 
-        mined = pool_tasks(args.repos, seed=args.seed + 1, workers=args.workers)  # gated there
+        # gated there (task gate + the mining cheats)
+        recipes, mined = pool(args.repos, seed=args.seed + 1, workers=args.workers)
+        if args.families > 0:  # review tasks from the same (non-suite) recipes, DevOps tasks
+            extra = _mined_families(recipes, args.seed + 1)
+            ok, bad = verify_tasks(extra, workers=args.workers)
+            for verdict in bad:
+                print(f"REJECTED {verdict.task_id}: {verdict.reason}")
+            mined, rejected = mined + ok, rejected + bad
+            tasks += extra
         accepted += mined
         tasks += mined
     if args.cmd == "make":
         save_tasks(accepted, os.path.join(args.out, "tasks.jsonl"))
     print(f"{len(accepted)}/{len(tasks)} tasks accepted")
     return 0 if not rejected else 1
+
+
+def _mined_families(recipes: list, seed: int) -> list:
+    """Review tasks of a pool's recipes (the suite's are held out) and the DevOps tasks of the
+    vendored projects, ungated."""
+    from rl.envs.repos import families
+    from rl.envs.repos.projects import PROJECTS
+
+    return families.review_tasks(recipes) + families.devops_tasks(PROJECTS, seed)
 
 
 if __name__ == "__main__":

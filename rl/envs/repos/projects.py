@@ -2,6 +2,7 @@
 
     python -m rl.envs.repos.projects specs          # setup agent + gate per project -> specs/*.json
     python -m rl.envs.repos.projects suite          # mine + gate the held-out suite -> suite.jsonl
+    python -m rl.envs.repos.projects families       # its review + DevOps tasks -> families.json
     python -m rl.envs make --repos 8 --out pool/    # a training pool (suite tasks left out)
 
 specs/<project>.json and suite.jsonl are committed: built once (minutes, sandboxed), they make
@@ -27,6 +28,11 @@ HERE = Path(__file__).parent
 VENDOR = HERE / "vendor"
 SPECS = HERE / "specs"
 SUITE = HERE / "suite.jsonl"
+# The suite's review and DevOps tasks: review tasks of the first REVIEW_PER_PROJECT suite recipes
+# per project whose op keeps line numbers, and the mined DevOps tasks with their gated baselines
+# (committed: the eval rebuilds them without a sandbox). `python -m ... projects families`.
+FAMILIES = HERE / "families.json"
+REVIEW_PER_PROJECT = 2
 PROJECTS = ("inflection", "semver", "parse", "roman")
 SUITE_PER_PROJECT, SUITE_TRIES = 18, 45  # recipes kept / candidate sites tried per project
 
@@ -128,21 +134,74 @@ def build_suite(per_project: int = SUITE_PER_PROJECT, tries: int = SUITE_TRIES, 
     return recipes
 
 
-def pool_tasks(per_project: int, seed: int = 1, workers: int = 2, log=print) -> list[Task]:
-    """A training pool mined from every project, gated, with the suite's tasks left out."""
+def pool(
+    per_project: int, seed: int = 1, workers: int = 2, log=print
+) -> tuple[list[M.Recipe], list[Task]]:
+    """(recipes, tasks) of a training pool mined from every project, gated, with the suite's
+    tasks left out."""
     skip = frozenset(r.id for r in load_recipes()) if SUITE.exists() else frozenset()
     recipes = mine_projects(per_project, 3 * per_project, seed, skip, log=log)
-    return gated(recipes, workers, log=log)[1]
+    return gated(recipes, workers, log=log)
+
+
+def pool_tasks(per_project: int, seed: int = 1, workers: int = 2, log=print) -> list[Task]:
+    """A training pool mined from every project, gated, with the suite's tasks left out."""
+    return pool(per_project, seed, workers, log)[1]
+
+
+def build_families(log=print) -> dict:
+    """Gates the suite's review and DevOps tasks and writes FAMILIES (ids and baselines)."""
+    from rl.envs.repos import families
+    from rl.envs.verify import verify_task
+
+    picked, count = [], {}
+    for r in load_recipes():
+        if r.site.op in families.REVIEW_OPS and count.get(r.project, 0) < REVIEW_PER_PROJECT:
+            picked.append(r)
+            count[r.project] = count.get(r.project, 0) + 1
+    out = {"review": [], "devops": {}}
+    for task in families.review_tasks(picked) + families.devops_tasks(PROJECTS):
+        verdict = verify_task(task)
+        log(f"{task.id}: {verdict.reason}")
+        if not verdict.accepted:
+            continue
+        if task.meta["grader"] == "review":
+            out["review"].append(task.id.removesuffix("-review"))
+        else:
+            out["devops"][task.id] = task.meta["devops"]["baseline"]
+    FAMILIES.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
+    return out
+
+
+def family_tasks(projects=()) -> list[Task]:
+    """The suite's review and DevOps tasks (FAMILIES), rebuilt without a sandbox."""
+    from rl.envs.repos import families
+
+    if not FAMILIES.exists():
+        return []
+    saved = json.loads(FAMILIES.read_text())
+    keep = lambda name: not projects or name in projects  # noqa: E731
+    ids = set(saved["review"])
+    recipes = [r for r in load_recipes() if r.id in ids and keep(r.project)]
+    out = families.review_tasks(recipes)
+    for task in families.devops_tasks([p for p in PROJECTS if keep(p)]):
+        if task.id in saved["devops"]:
+            task.meta["devops"]["baseline"] = saved["devops"][task.id]
+            out.append(task)
+    return out
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rl.envs.repos.projects")
-    parser.add_argument("what", choices=("specs", "suite"))
+    parser.add_argument("what", choices=("specs", "suite", "families"))
     parser.add_argument("--projects", default=",".join(PROJECTS))
     args = parser.parse_args(argv)
     if args.what == "specs":
         admissions = build_specs(tuple(args.projects.split(",")))
         return 0 if all(a.admitted for a in admissions) else 1
+    if args.what == "families":
+        build_families()
+        return 0
     build_suite()
     return 0
 
