@@ -79,15 +79,14 @@ def main(argv: list[str] | None = None) -> int:
 
         # gated there (task gate + the mining cheats)
         recipes, mined = pool(args.repos, seed=args.seed + 1, workers=args.workers)
+        tasks += mined
         if args.families > 0:  # review tasks from the same (non-suite) recipes, DevOps tasks
             extra = _mined_families(recipes, args.seed + 1)
             ok, bad = verify_tasks(extra, workers=args.workers)
             for verdict in bad:
                 print(f"REJECTED {verdict.task_id}: {verdict.reason}")
-            mined, rejected = mined + ok, rejected + bad
-            tasks += extra
+            mined, rejected, tasks = mined + ok, rejected + bad, tasks + extra
         accepted += mined
-        tasks += mined
     if args.cmd == "make":
         save_tasks(accepted, os.path.join(args.out, "tasks.jsonl"))
     print(f"{len(accepted)}/{len(tasks)} tasks accepted")
