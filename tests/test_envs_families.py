@@ -100,17 +100,15 @@ def test_devops_family_through_the_gate_and_an_episode(template):
     verdict = verify_task(task)  # untouched fails, reference passes, every scripted cheat fails
     assert verdict.accepted, verdict.reason
     assert task.meta["devops"]["baseline"] == task.meta["devops"]["expected"]
+    if template != "devops_makefile":
+        return  # the gate graded untouched and reference already; one family plays episodes
     solved = run_episode(CodingEnv(TOK), task, OraclePolicy(TOK, task))
     noop = run_episode(CodingEnv(TOK), task, scripted())
     assert solved.all_pass and solved.tests_passed == 3 and noop.tests_passed == 0
 
 
 def _cheat_grades(task):
-    out = {}
-    for name, files in devops.cheats(task).items():
-        with Sandbox.from_files({k: v for k, v in files.items() if v is not None}) as box:
-            out[name] = devops.grade_devops(task, box.root)
-    return out
+    return {name: devops.grade_files(task, files) for name, files in devops.cheats(task).items()}
 
 
 def test_devops_cheats_fail_each_for_its_reason():

@@ -6,8 +6,10 @@ Task meta (host side, never shown to the policy): meta["grader"] = "devops" and 
 {name: text}}. `grade_devops` copies the final repo into a fresh sandbox and requires all of:
 
 1. Files: the repo's file set equals the original's (no file deleted, none added: no new
-   conftest.py, sitecustomize or test stub can appear; caches excepted), no symlinks, and every
-   file outside `editable` byte-identical to the original (tests and code cannot change).
+   conftest.py, sitecustomize or test stub can appear), no symlinks, and every file outside
+   `editable` byte-identical to the original (tests and code cannot change). Caches
+   (__pycache__, .pytest_cache) are not compared but deleted before the check: a planted .pyc
+   would otherwise be imported in place of a protected source.
 2. Editable files keep their invariants, per rule:
    - "lines": each line of `keep` is still a line of the file, whitespace around it aside (e.g.
      "[tool:pytest]", the `addopts = --strict-markers` a fix must not drop);
@@ -35,6 +37,8 @@ import ast
 import os
 import re
 import shlex
+import shutil
+import tempfile
 
 from rl.envs.repos.mine import _test_nodes, drop_tests
 from rl.envs.sandbox import Limits, RepoTooLarge, Sandbox
@@ -103,6 +107,20 @@ def _walk(root: str) -> tuple[dict[str, str | None], list[str]]:
     return files, problems
 
 
+def _drop_caches(root: str) -> None:
+    """Removes __pycache__ / .pytest_cache (rule 1 does not compare them): a planted .pyc whose
+    header matches a protected source's mtime and size would be imported in its place, and a
+    planted lastfailed cache could steer which tests run."""
+    for dirpath, dirs, _ in os.walk(root):
+        for d in [d for d in dirs if d in CACHE_DIRS]:
+            full = os.path.join(dirpath, d)
+            if os.path.islink(full):
+                os.remove(full)
+            else:
+                shutil.rmtree(full)
+            dirs.remove(d)
+
+
 def file_problems(task: Task, final: dict[str, str | None]) -> list[str]:
     """Why the final repo breaks rules 1-2 (module docstring); empty when it keeps them."""
     spec = task.meta["devops"]
@@ -168,15 +186,20 @@ def grade_devops(
     if not baseline:  # fail closed: without the baseline the test set cannot be compared
         return Grade(0, 1, "[devops] task has no baseline (not gated)")
     total = len(baseline)
+    final, problems = _walk(repo_dir)  # a cheap first look (files only, nothing runs) ...
+    problems += file_problems(task, final)
+    if problems:
+        return Grade(0, total, "[devops] " + "; ".join(problems))
     try:
         box = Sandbox(repo_dir, limits=limits)
     except RepoTooLarge as e:
         return Grade(0, total, f"[rejected] {e}")
-    with box:
+    with box:  # ... and the rules again on the copy the check runs in
         final, problems = _walk(box.root)
         problems += file_problems(task, final)
         if problems:
             return Grade(0, total, "[devops] " + "; ".join(problems))
+        _drop_caches(box.root)
         result = run_check(box, task, timeout_s)
     seen = passed_ids(result.output)
     log = f"[devops] check {result.status} exit {result.exit_code}\n{result.output[-4000:]}"
@@ -195,6 +218,21 @@ def baseline_of(task: Task, timeout_s: float = 60.0, limits: Limits = Limits()) 
     with Sandbox.from_files(files, limits=limits) as box:
         result = run_check(box, task, timeout_s)
     return passed_ids(result.output) if result.ok else set()
+
+
+def grade_files(
+    task: Task, files: dict[str, str | None], timeout_s: float = 60.0, limits: Limits = Limits()
+) -> Grade:
+    """grade_devops of a repo given as files (None: absent), e.g. a scripted cheat; the files
+    are the gate's own, written to a private host directory (grading copies it into a sandbox)."""
+    with tempfile.TemporaryDirectory(prefix="rl-devops-") as root:
+        for rel, text in files.items():
+            if text is not None:
+                path = os.path.join(root, rel)
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(text)
+        return grade_devops(task, root, timeout_s, limits)
 
 
 def _solved(task: Task) -> dict[str, str]:
@@ -292,16 +330,13 @@ def verify_devops(
     if spec.get("expected") and baseline != set(spec["expected"]):
         return False, f"reference passes {sorted(baseline)[:3]}..., not the expected test set"
     spec["baseline"] = sorted(baseline)
-    with Sandbox.from_files(task.files, limits=limits) as box:
-        if grade_devops(task, box.root, timeout_s, limits).passed:
-            return False, "the untouched repo already passes (some of) the check"
-    with Sandbox.from_files(_solved(task), limits=limits) as box:
-        solved = grade_devops(task, box.root, timeout_s, limits)
+    if grade_files(task, task.files, timeout_s, limits).passed:
+        return False, "the untouched repo already passes (some of) the check"
+    solved = grade_files(task, _solved(task), timeout_s, limits)
     if not solved.all_pass:
         return False, f"reference solution fails: {solved.output.splitlines()[0][:200]}"
     for name, files in cheats(task).items():
-        with Sandbox.from_files({k: v for k, v in files.items() if v is not None}) as box:
-            if grade_devops(task, box.root, timeout_s, limits).passed:
-                return False, f"scripted cheat {name} earns credit"
+        if grade_files(task, files, timeout_s, limits).passed:
+            return False, f"scripted cheat {name} earns credit"
     task.meta["hidden_test_count"] = len(baseline)
     return True, "ok"
