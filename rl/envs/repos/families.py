@@ -20,6 +20,8 @@ rl/envs/devops.py grade them; the task gate, rl/envs/verify.py, checks them all)
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import random
 import re
 
@@ -35,7 +37,7 @@ PLUGIN_OPTIONS = {"pytest_cov": ("--cov", "--no-cov"), "xdist": ("-n", "--dist")
 
 def stub_function(source: str, symbol: str) -> str:
     """`source` with `symbol`'s body (after its docstring) replaced by raise NotImplementedError."""
-    for sym, func in M.functions(__import__("ast").parse(source)):
+    for sym, func in M.functions(ast.parse(source)):
         body = M._body(func)
         if sym == symbol and body:
             span = (
@@ -122,8 +124,6 @@ def config_task(project: str, files: dict[str, str], spec: EnvSpec) -> Task | No
 
 
 def _importable(module: str) -> bool:
-    import importlib.util
-
     return importlib.util.find_spec(module) is not None
 
 
