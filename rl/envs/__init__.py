@@ -15,7 +15,9 @@ the tools), env (token-level episodes; they report the grade, the reward is rl/r
 (Task, JSONL + files, grading: `Grade` holds the hidden tests' passed / total and `tampered`),
 harden + grader (tamper-resistant hidden-test runs), cgroups (per-episode memory/process/CPU/disk
 caps), taskgen (procedural tasks), verify (the gate), scripted (an oracle policy for smoke tests and
-benchmarks), summary (self-summarization: episodes longer than the context as chains of segments).
+benchmarks), summary (self-summarization: episodes longer than the context as chains of segments),
+review / devops / families (code review tasks graded by the first `report`, DevOps tasks graded by
+a trusted check command; which grader a task uses).
 """
 
 from rl.envs import cgroups
