@@ -95,11 +95,18 @@ def main(argv: list[str] | None = None) -> int:
 
 def _mined_families(recipes: list, seed: int) -> list:
     """Review tasks of a pool's recipes (the suite's are held out) and the DevOps tasks of the
-    vendored projects, ungated."""
+    vendored projects that the suite does not hold (same broken files = the same task), ungated."""
     from rl.envs.repos import families
-    from rl.envs.repos.projects import PROJECTS
+    from rl.envs.repos.projects import PROJECTS, family_tasks
 
-    return families.review_tasks(recipes) + families.devops_tasks(PROJECTS, seed)
+    def broken(task):  # what a DevOps task is: its project's broken editable files
+        return task.meta["project"], tuple(
+            task.files[r] for r in sorted(task.meta["devops"]["editable"])
+        )
+
+    held_out = {broken(t) for t in family_tasks() if t.meta["grader"] == "devops"}
+    devops = [t for t in families.devops_tasks(PROJECTS, seed) if broken(t) not in held_out]
+    return families.review_tasks(recipes) + devops
 
 
 if __name__ == "__main__":

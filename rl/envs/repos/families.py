@@ -131,7 +131,8 @@ MAKEFILE = "PYTHON ?= python3\n\n.PHONY: test\n\ntest:\n{}\n"
 
 
 def makefile_task(project: str, files: dict[str, str], spec: EnvSpec, seed: int = 0) -> Task | None:
-    """A `make test` target for the project's test command, broken one way (seeded)."""
+    """A `make test` target for the project's test command, broken one way (seed % 3: pytest
+    misspelt, the first test path misspelt, an undefined make variable)."""
     if spec.setup or "Makefile" in files:
         return None
     args = spec.test_command.split("-m pytest", 1)[1].split()
@@ -142,7 +143,12 @@ def makefile_task(project: str, files: dict[str, str], spec: EnvSpec, seed: int 
     rng = random.Random(f"{project}:makefile:{seed}")
     target = paths[0]
     typo = target[:-3] + "s.py" if target.endswith(".py") else target.rstrip("s")
-    bad = rng.choice((good.replace("-m pytest", "-m pytset"), good.replace(target, typo)))
+    breakages = (  # seed picks one: seed 0 (the suite's) and a pool's seed 1, 2 differ
+        good.replace("-m pytest", "-m pytset"),
+        good.replace(target, typo),
+        good.replace("$(PYTHON)", "$(PYTON)"),
+    )
+    bad = breakages[seed % len(breakages)]
     return Task(
         id=f"{project}-devops-makefile-s{seed}",
         prompt=rng.choice(("`make test` fails, fix the Makefile", "make test is broken. fix")),

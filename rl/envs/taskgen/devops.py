@@ -1,8 +1,8 @@
 """DevOps templates: a small project whose build / CI / test configuration is broken; solved when
 its check command passes (graded by rl/envs/devops.py: trusted check, file rules, test set).
 
-    devops_pytest_config   setup.cfg [tool:pytest]: test files not collected, an unregistered
-                           marker under --strict-markers, a plugin that is not installed
+    devops_pytest_config   setup.cfg [tool:pytest]: test files not collected, a plugin that is
+                           not installed (required_plugins, addopts -p), a minversion typo
     devops_makefile        Makefile `test` target: pytest misspelt, a wrong test directory
     devops_requirements    requirements.txt pins a pytest version that is not installed (offline)
     devops_script          scripts/ci.sh: the interpreter misspelt, a wrong test directory
@@ -19,7 +19,7 @@ from rl.envs.devops import PIN_CHECKER, PYTEST_LINE
 from rl.envs.taskgen.common import base_repo, dedent, pick_prompt
 
 
-def _project(rng, pkg, difficulty, marker: str = ""):
+def _project(rng, pkg, difficulty):
     """(files, expected test ids): a tiny package with two test files."""
     files = base_repo(rng, pkg, difficulty)
     k = rng.randint(2, 9)
@@ -31,11 +31,10 @@ def _project(rng, pkg, difficulty, marker: str = ""):
         def clip(x, hi):
             return x if x < hi else hi
         """)
-    mark = f"@pytest.mark.{marker}\n" if marker else ""
     files["tests/test_core.py"] = (
         f"import pytest\n\nfrom {pkg}.core import clip, scale\n\n\n"
         f"def test_scale():\n    assert scale(2) == {2 * k}\n\n\n"
-        f"{mark}def test_clip():\n    assert clip(5, 3) == 3\n"
+        f"def test_clip():\n    assert clip(5, 3) == 3\n"
     )
     files["tests/test_more.py"] = (
         f"from {pkg}.core import clip\n\n\ndef test_clip_below():\n    assert clip(1, 3) == 1\n"
@@ -52,32 +51,32 @@ def _meta(check, editable, expected):
 
 
 def devops_pytest_config(rng, pkg, difficulty):
-    variant = rng.choice(("python_files", "strict_markers", "missing_plugin"))
-    marker = rng.choice(("slow", "network", "integration")) if variant == "strict_markers" else ""
-    files, ids = _project(rng, pkg, difficulty, marker)
+    variant = rng.choice(("python_files", "required_plugin", "missing_plugin", "minversion"))
+    files, ids = _project(rng, pkg, difficulty)
     head = f"[metadata]\nname = {pkg}\n\n[tool:pytest]\ntestpaths = tests\n"
-    keep = ["[tool:pytest]", "testpaths = tests"]
+    plugin = rng.choice(("timeout", "xdist", "randomly"))
     if variant == "python_files":
         broken = head + "python_files = check_*.py\n"
         fixed = head + "python_files = test_*.py\n"
-    elif variant == "strict_markers":
-        broken = head + "addopts = --strict-markers\n"
-        fixed = head + f"addopts = --strict-markers\nmarkers =\n    {marker}: {marker} tests\n"
-        keep.append("addopts = --strict-markers")  # the fix registers the marker, keeps strict
+    elif variant == "required_plugin":
+        broken, fixed = head + f"required_plugins = pytest-{plugin}\n", head
+    elif variant == "missing_plugin":
+        module = {"timeout": "pytest_timeout", "randomly": "pytest_randomly"}.get(plugin, plugin)
+        broken, fixed = head + f"addopts = -p {module}\n", head
     else:
-        plugin = rng.choice(("pytest_timeout", "xdist", "pytest_randomly"))
-        broken = head + f"addopts = -p {plugin}\n"
-        fixed = head
+        broken = head + f"minversion = {rng.randint(20, 99)}.0\n"
+        fixed = head + "minversion = 6.0\n"
     files["setup.cfg"] = broken
     prompt = pick_prompt(
         difficulty,
         (
-            "`python3 -m pytest` fails because of the pytest config in setup.cfg. fix the "
-            "config (not the tests)",
+            "`python3 -m pytest` fails because of the pytest config in setup.cfg (CI is offline: "
+            "nothing can be installed). fix the config, not the tests",
             "the test run is broken by the pytest settings, fix the config",
             "pytest is broken in CI, fix",
         ),
     )
+    keep = ["[tool:pytest]", "testpaths = tests"]
     meta = _meta("python3 -m pytest -q", {"setup.cfg": {"kind": "lines", "keep": keep}}, ids)
     return files, prompt, {}, {"setup.cfg": fixed}, meta
 
