@@ -115,9 +115,10 @@ FLOAT32_LEAVES = ("router", "router_bias", "scale")
 
 def resolve_decode_dtype(name: str, platform: str) -> str:
     """ModelConfig.decode_dtype -> 'float32' | 'bfloat16'. 'auto': bfloat16 on an accelerator
-    (platform 'gpu' / 'tpu' / ..., where decode is bound by the bytes of the weights and the cache),
-    float32 on 'cpu' (XLA:CPU has no fast bf16 dots, and CPU runs, tests among them, then decode
-    bit-exact to the float32 training forward)."""
+    (platform 'gpu' / 'tpu' / any other, where decode is bound by the bytes of the weights and the
+    cache read per step), float32 on 'cpu' (so CPU runs, the test suite among them, decode as the
+    float32 training forward computes; bench/bench_decode.py --decode_dtypes float32,bfloat16
+    measures both)."""
     if name == "auto":
         return "float32" if platform == "cpu" else "bfloat16"
     if name not in ("float32", "bfloat16"):
@@ -141,7 +142,7 @@ def decode_params(cfg: ModelConfig, params):
     dt, f32 = jnp.dtype(cfg.decode_dtype), jnp.dtype(jnp.float32)
 
     def leaf(path, x):
-        want = f32 if path[-1].key in FLOAT32_LEAVES else dt
+        want = f32 if getattr(path[-1], "key", None) in FLOAT32_LEAVES else dt
         return x if x.dtype == want else x.astype(want)
 
     return jax.tree_util.tree_map_with_path(leaf, params)
