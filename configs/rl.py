@@ -105,7 +105,8 @@ def get_config() -> ml_collections.ConfigDict:
             valid_vocab=0,  # > 0: logits of ids >= valid_vocab masked (the sampler's valid set)
             router_replay=True,
             dynamic_sampling=False,  # never train zero-signal groups (all rewards equal): batches wait for groups with signal
-            weight_dtype="float32",  # what samplers hold: 'bfloat16' | 'float32'
+            # what the weight store ships: 'bfloat16' | 'float32' (engines cast to decode_dtype)
+            weight_dtype="float32",
             full_every=10,
             # Where weights go: '' = <workdir>/weights; a path, a URL (gs://b/x) or a tensorstore
             # kvstore spec as JSON, e.g. '{"driver": "s3", "bucket": "b", "path": "run/",

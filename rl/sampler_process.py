@@ -162,11 +162,12 @@ def make_sampler(rl, cfg, mesh=None, rules=None):
 
 
 def to_engine(params, sharded: bool = False):
-    """Fetched params as the engine takes them: float32 device arrays (a sharded engine's come
-    fetched onto its mesh already: astype keeps their shardings)."""
+    """Fetched params as the engine takes them: device arrays in the store's dtype (the engine
+    casts them to its decode dtype on their devices: model.decode.decode_params); a sharded
+    engine's come fetched onto its mesh already."""
     if sharded:
-        return jax.tree.map(lambda x: x.astype(jnp.float32), params)
-    return jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), params)
+        return params
+    return jax.tree.map(jnp.asarray, params)
 
 
 def curriculum_of(rl) -> Curriculum:

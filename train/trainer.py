@@ -142,9 +142,14 @@ def _base_model_config(config) -> tuple[model.ModelConfig, str | None]:
 
 def model_config(config) -> tuple[model.ModelConfig, str | None]:
     """(ModelConfig, HF folder or None): exported params' config, an HF folder or a preset,
-    with the run's compute dtype, remat and `model_overrides`."""
+    with the run's compute dtype, remat, the engines' decode_dtype and `model_overrides`."""
     cfg, hf_dir = _base_model_config(config)
-    cfg = dataclasses.replace(cfg, dtype=config.train.compute_dtype, remat=config.train.remat)
+    cfg = dataclasses.replace(
+        cfg,
+        dtype=config.train.compute_dtype,
+        remat=config.train.remat,
+        decode_dtype=config.get("decode_dtype", "auto"),
+    )
     overrides = config.get("model_overrides")
     if overrides:
         overrides = overrides.to_dict() if hasattr(overrides, "to_dict") else dict(overrides)
