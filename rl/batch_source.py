@@ -6,7 +6,8 @@ Per step the source picks the next groups from the rollout store (arrival order;
 and dynamic-sampling rules below), collates them into this host's rows (rl/batch.py), adds the
 reference logprobs on the trainer's mesh when the KL term is on (a jitted, sharded pre-step), and
 after the step publishes the new params to the weight store, appends (step, groups) to
-<workdir>/journal.jsonl and tells samplers its progress (backpressure).
+<workdir>/journal.jsonl and tells samplers its progress (backpressure: `progress_of`, groups
+settled; a group read but waiting for its batch still counts as ahead of the trainer).
 
 Exactly-once: the source's state (its JSON lives in the Orbax checkpoint's data slot, beside the
 TrainState) is the pool order (single epoch; task j of the order is group id f'{j:06d}') and the
@@ -128,6 +129,21 @@ def select(store, books: Books, rl, version: int):
     stats = {"staleness": stal, "zero_signal": books.zero_since_batch}
     books.zero_since_batch = 0
     return recs, ids, stats
+
+
+def progress_of(books: Books, version: int) -> dict:
+    """What samplers' backpressure reads (rl/sampler_process.py): `consumed` counts the groups
+    settled (trained, dropped as stale, zero-signal under dynamic sampling, skipped), not the
+    ones read into `pending` and waiting for a batch, so a sampler sees the trainer's read-ahead
+    as work still ahead of it (counting read groups let `pending` grow to 8-14 groups past
+    max_ahead=6 and staleness drop a third of the pool: issue 44). No deadlock: while a batch
+    waits, pending < groups_per_batch, and rl/loop.py's resolve() requires max_ahead >=
+    groups_per_batch + groups_per_call - 1, so a sampler can always write its next call."""
+    return {
+        "consumed": len(books.seen) - len(books.pending),
+        "read": len(books.seen),
+        "version": version,
+    }
 
 
 def graded(recs) -> bool:
@@ -313,11 +329,12 @@ class RLBatchSource:
                 return self._collate(decision["take"])
             if decision["done"]:
                 return None
-            if self.primary and reported != len(self.books.seen):
-                # groups read, no batch yet (dynamic sampling): samplers' backpressure counts
-                # them as consumed
+            settled = progress_of(self.books, self.version)["consumed"]
+            if self.primary and reported != settled:
+                # groups settled without a batch (zero-signal under dynamic sampling, stale,
+                # skipped): samplers may produce that many more
                 self._progress()
-                reported = len(self.books.seen)
+                reported = settled
             time.sleep(0.02)
 
     def _collate(self, take: dict) -> dict:
@@ -369,4 +386,4 @@ class RLBatchSource:
 
     def _progress(self) -> None:
         if self.primary:
-            self.store.write_progress({"consumed": len(self.books.seen), "version": self.version})
+            self.store.write_progress(progress_of(self.books, self.version))

@@ -51,6 +51,15 @@ def resolve(config):
             "rl.synchronous with rl.dynamic_sampling: a skipped group is never replaced before "
             "the next step, so the run would wait forever (turn one off)"
         )
+    need = rl.groups_per_batch + rl.groups_per_call - 1
+    if not rl.get("synchronous", False) and rl.max_ahead < need:
+        # a batch waits with up to groups_per_batch - 1 groups read (pending), which count as
+        # ahead of the trainer (rl/batch_source.py progress_of): a sampler must still be able to
+        # write its next groups_per_call, or both sides wait for each other
+        raise ConfigError(
+            f"rl.max_ahead={rl.max_ahead}: must be >= rl.groups_per_batch + rl.groups_per_call"
+            f" - 1 = {need}, or the trainer and the samplers can wait for each other forever"
+        )
     if rl.task == "summary_toy":  # two segments a chain; samples and loss on the toy's ids
         from rl.summary_toy import vocab
 

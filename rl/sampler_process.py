@@ -8,8 +8,8 @@ params from the weight store swapped in flight.
 chains joined by a summary, rl/summary_toy.py) or 'coding' (multi-turn CodingEnv episodes in the
 sandbox, rl/coding_sampler.py). Sampler i produces the pool positions j with
 j % rl.samplers == i, `rl.groups_per_call` groups per play call, and skips groups whose file
-exists (a restarted sampler never repeats one). Backpressure: it stops producing while
-`rl.max_ahead` groups wait for the trainer. With `rl.synchronous` it starts the groups of batch b
+exists (a restarted sampler never repeats one). Backpressure: it writes a play call's groups only
+while they and the groups the trainer has not settled stay within `rl.max_ahead` (may_produce). With `rl.synchronous` it starts the groups of batch b
 only once the trainer has published version b, so no weight changes during sampling and a run is
 deterministic given its seed (one sampler): the mode that compares meshes step for step.
 
@@ -174,15 +174,23 @@ def curriculum_of(rl) -> Curriculum:
     return Curriculum(c.get("key", ""), c.get("after", 0), c.get("prob", 0.0), rl.seed)
 
 
-def _wait_for_trainer(store, rl, first: int, alive) -> None:
-    """Backpressure: bounded work ahead of the trainer keeps staleness low. Synchronous mode:
-    batch `first // groups_per_batch` is sampled only with the params of that many steps."""
+def may_produce(listed: int, progress: dict, rl, first: int, n: int) -> bool:
+    """Backpressure: whether a sampler may write the n groups of its next play call (pool
+    positions from `first`), given `listed` groups in the store and the trainer's progress.
+    Asynchronous: the groups not yet settled by the trainer (rl/batch_source.py's
+    progress_of: unread or read and waiting for a batch) plus these n stay <= rl.max_ahead; with
+    several samplers two may pass at once (up to (samplers - 1) x groups_per_call more).
+    Synchronous mode: batch `first // groups_per_batch` is sampled only with the params of that
+    many steps."""
+    if rl.get("synchronous", False):
+        return progress.get("version", -1) >= first // rl.groups_per_batch
+    return listed - progress.get("consumed", 0) + n <= rl.max_ahead
+
+
+def _wait_for_trainer(store, rl, first: int, n: int, alive) -> None:
+    """Waits until `may_produce` (bounded work ahead of the trainer keeps staleness low)."""
     while alive():
-        p = store.progress()
-        if rl.get("synchronous", False):
-            if p.get("version", -1) >= first // rl.groups_per_batch:
-                return
-        elif len(store.list()) - p.get("consumed", 0) < rl.max_ahead:
+        if may_produce(len(store.list()), store.progress(), rl, first, n):
             return
         time.sleep(0.02)
 
@@ -233,7 +241,7 @@ def sampler_loop(
     cur = curriculum_of(rl)
     for c in range(0, len(todo), rl.groups_per_call):
         chunk = todo[c : c + rl.groups_per_call]
-        _wait_for_trainer(store, rl, chunk[0], alive)
+        _wait_for_trainer(store, rl, chunk[0], len(chunk), alive)
         if not alive():
             break
         tasks = {j: make_task(rl, order[j]) for j in chunk}

@@ -360,6 +360,82 @@ def test_dynamic_sampling_fills_batches_with_groups_that_carry_signal():
     assert sorted(books.consumed + books.dropped) == books.order
 
 
+class _ProgressStore(_Store):
+    """The rollout store in memory, with the trainer's progress (backpressure)."""
+
+    def __init__(self):
+        super().__init__()
+        self.progress_doc = {"consumed": 0, "version": -1}
+
+    def write_progress(self, doc):
+        self.progress_doc = dict(doc)
+
+    def progress(self):
+        return dict(self.progress_doc)
+
+
+def _fast_sampler_slow_trainer(rl, pool: int, attempts_per_step: int = 4):
+    """The loop's mechanics alone (a stand-in for the engine and the train step): one sampler
+    that could write `attempts_per_step` play calls per train step, and the trainer's side as
+    RLBatchSource runs it (select, then after the step or a batchless poll the progress of
+    batch_source.progress_of). -> (most groups ever written and not yet settled, books)."""
+    from rl.sampler_process import may_produce
+
+    store, books = _ProgressStore(), batch_source.Books([f"{j:06d}" for j in range(pool)])
+    version, nxt, ahead_max = 0, 0, 0
+    store.write_progress(batch_source.progress_of(books, version))
+    for _ in range(10 * pool):  # rounds; a deadlock runs out of them
+        for _ in range(attempts_per_step):  # the sampler, while the step trains
+            n = min(rl.groups_per_call, pool - nxt)
+            if n and may_produce(len(store.list()), store.progress(), rl, nxt, n):
+                for j in range(nxt, nxt + n):  # every third group carries no signal
+                    store.groups[f"{j:06d}"] = _group([1.0, 1.0 if j % 3 == 2 else 0.0], version)
+                nxt += n
+            settled = len(books.consumed) + len(books.dropped)
+            ahead_max = max(ahead_max, len(store.list()) - settled)
+        sel = batch_source.select(store, books, rl, version)
+        if sel is not None:
+            version += 1  # the step trains; after_step reports progress
+        store.write_progress(batch_source.progress_of(books, version))
+        if not books.unfinished() and nxt == pool:
+            return ahead_max, books
+    raise AssertionError(f"deadlock: {len(books.seen)} of {pool} groups read")
+
+
+def test_sampler_read_ahead_never_exceeds_max_ahead_untrained_groups():
+    """Issue 44: progress counted groups read into the trainer's pending queue as consumed, so a
+    fast sampler kept writing: pending grew past max_ahead and staleness dropped groups (12-16 of
+    36 in the processes test config). Progress now counts settled groups only: the untrained
+    groups stay <= max_ahead, none goes stale, and the smallest max_ahead resolve() allows
+    (groups_per_batch + groups_per_call - 1) with dynamic sampling does not deadlock."""
+    import ml_collections
+
+    for max_ahead in (3, 6):
+        rl = ml_collections.ConfigDict(
+            dict(
+                groups_per_batch=2,
+                groups_per_call=2,
+                max_ahead=max_ahead,
+                max_staleness=max_ahead // 2,  # the batches max_ahead holds
+                dynamic_sampling=True,
+            )
+        )
+        ahead_max, books = _fast_sampler_slow_trainer(rl, pool=48)
+        assert ahead_max <= max_ahead, (max_ahead, ahead_max)
+        assert books.dropped == [] and sorted(books.consumed) == books.order
+
+
+def test_max_ahead_below_a_batch_and_a_call_is_a_config_error():
+    from model.errors import ConfigError
+
+    c = rl_config.get_config()
+    c.rl.update(groups_per_batch=4, groups_per_call=4, max_ahead=6)
+    with pytest.raises(ConfigError, match=r"rl.max_ahead=6: must be >= .* = 7"):
+        loop.resolve(c)
+    c.rl.synchronous = True  # batch b waits for step b: max_ahead is not read
+    assert loop.resolve(c).rl.max_ahead == 6
+
+
 def test_without_dynamic_sampling_zero_signal_groups_are_trained_and_counted():
     rl, store = _rl(False), _Store()
     books = batch_source.Books([f"{j:06d}" for j in range(2)])
