@@ -83,6 +83,10 @@ def get_config() -> ml_collections.ConfigDict:
             temperature=1.0,
             swap_every=2,  # decode iterations between weight-store polls (in-flight update)
             speculative_k=0,  # MTP draft tokens per verify step (0 = plain; needs MTP heads)
+            # MTP self-distillation in the RL loss (rl/losses.py): the MTP heads follow the
+            # policy RL moves, so speculative acceptance holds. < 0: 1.0 when the model has MTP
+            # heads and speculative_k > 0, else off; 0: off; > 0: that weight.
+            mtp_weight=-1.0,
             # True: a newer version downloads in the background while the engine decodes, and the
             # swap between decode steps costs only set_params (bench/RESULTS.md, issue 32); False:
             # the poll downloads. The toy task's 8-token episodes end before a background
@@ -169,7 +173,7 @@ def get_config() -> ml_collections.ConfigDict:
         weight_decay=0.0,
         b2=0.99,
         clip_norm=1.0,
-        mtp_mode="none",  # RL trains the main head (the MTP heads get no gradient)
+        mtp_mode="none",  # pretraining's MTP loss is off: RL's own term is rl.mtp_weight
         balance_loss=False,
         bias_update_rate=0.0,  # routing is replayed: the sampler's choices made the loads
         log_every=5,

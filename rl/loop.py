@@ -21,7 +21,7 @@ import dataclasses
 import jax
 
 from rl.batch_source import RLBatchSource
-from rl.losses import make_rl_loss, model_apply
+from rl.losses import make_rl_loss, model_apply, model_mtp_apply
 from rl.sampler_process import Samplers, compile_cache
 
 
@@ -120,10 +120,27 @@ def model_config(config):
     return cfg
 
 
+def mtp_weight(cfg, rl) -> float:
+    """The MTP self-distillation weight (rl/losses.py): rl.mtp_weight, where < 0 (the default)
+    means 1 when the model has MTP heads and the samplers draft with them (rl.speculative_k > 0),
+    else 0. A weight > 0 on a model without MTP heads is an error."""
+    from model.errors import ConfigError
+
+    w = rl.get("mtp_weight", -1.0)
+    if w < 0:
+        return 1.0 if cfg.num_mtp_modules and rl.get("speculative_k", 0) else 0.0
+    if w and not cfg.num_mtp_modules:
+        raise ConfigError(f"rl.mtp_weight={w}: the model has no MTP modules (set it to 0)")
+    return float(w)
+
+
 def rl_loss(cfg, rl):
     """The RL policy loss (rl/losses.py) with the `rl` block's settings."""
+    w = mtp_weight(cfg, rl)
     return make_rl_loss(
         model_apply(cfg),
+        mtp_fn=model_mtp_apply(cfg) if w else None,
+        mtp_weight=w,
         norm_tokens=rl.max_tokens,
         temperature=rl.temperature,
         tis_c=rl.tis_c,
