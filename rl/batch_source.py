@@ -40,6 +40,7 @@ from eval.metrics import episode_metrics
 from rl import batch as rb
 from rl.losses import model_apply, token_logprobs
 from rl.records import reward_metrics
+from rl.samplers import COUNTERS, acceptance
 from rl.store import RolloutStore, rollout_store_path
 from rl.weight_store import WeightWriter, weight_store_path
 
@@ -175,6 +176,11 @@ def step_metrics(recs, stats, train_metrics, sync, dt):
     # Each record carries its group's share of the play call's wall time: count it once per group.
     shares = {r.get("group_id"): r.get("sample_seconds", 0.0) for r in recs}
     m["sampled_tokens_per_s"] = pol / max(sum(shares.values()), 1e-9)
+    # Speculative decoding of the batch's play calls (each group's share of its call's counters,
+    # once per group): acceptance and tokens per verify step, as the samplers log them.
+    decode = {r.get("group_id"): r["decode"] for r in recs if r.get("decode")}
+    if decode:
+        m.update(acceptance({k: sum(d.get(k, 0) for d in decode.values()) for k in COUNTERS}))
     m["sync/bytes"], m["sync/seconds"] = float(sync["bytes"]), float(sync["seconds"])
     m["sync/fraction_of_full"] = sync["bytes"] / max(sync["full_bytes"], 1)  # 0: owns no shard
     return m
@@ -246,6 +252,8 @@ class RLBatchSource:
     def __init__(self, config, workdir: str, cfg, *, start_samplers=None, log=print):
         self.config, self.rl, self.cfg = config, config.rl, cfg
         self.log_keys = LOG_KEYS + (("pass_rate",) if self.rl.task in GRADED_TASKS else ())
+        if self.rl.get("speculative_k", 0):
+            self.log_keys += ("spec/acceptance", "spec/tokens_per_verify")
         self.workdir, self.log = workdir, log
         self.books = Books(pool_order(config.rl))
         self.primary = jax.process_index() == 0

@@ -20,6 +20,7 @@ import numpy as np
 
 from rl.records import EXPERTS, PER_TOKEN
 from rl.rollout import play_episodes
+from rl.samplers import add_counters, decode_counters
 
 
 def fit_record(d: dict, max_tokens: int) -> dict:
@@ -84,6 +85,7 @@ class CodingSampler:
         )
         self.mesh, self.rules, self.speculative_k = mesh, rules, speculative_k
         self.swaps = self.errors = 0
+        self.counters = decode_counters()  # summed over play calls (speculative acceptance)
 
     def _engine(self, params, version: int, seed: int):
         from model.engine import RolloutEngine
@@ -129,6 +131,9 @@ class CodingSampler:
             reward=self.reward_cfg,
         )
         self.errors += out.stats["errors"]
+        # tokens emitted: the policy's (tool results and prompts are prefilled, not decoded)
+        emitted = sum(int(np.sum(r["mask"])) for r in out.records)
+        add_counters(self.counters, dict(out.stats, tokens=emitted))
         for msg in out.stats["error_messages"]:  # a broken episode is dropped from its group
             print(f"coding sampler: episode dropped: {msg}")
         groups: list[list[dict]] = [[] for _ in tasks]

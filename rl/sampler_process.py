@@ -34,7 +34,7 @@ import ml_collections
 import numpy as np
 
 from rl.curriculum import Curriculum
-from rl.samplers import PromptTask, SingleTurnSampler, pattern_reward
+from rl.samplers import PromptTask, SingleTurnSampler, acceptance, pattern_reward
 from rl.store import RolloutStore, rollout_store_path
 from rl.weight_store import Follower, WeightReader, weight_store_path
 
@@ -195,6 +195,17 @@ def _wait_for_trainer(store, rl, first: int, n: int, alive) -> None:
         time.sleep(0.02)
 
 
+def log_play(sampler_id: int, groups: int, seconds: float, counts: dict, version: int) -> None:
+    """A sampler's step log: one line per play call (version: the newest params it sampled with)."""
+    acc = acceptance(counts)
+    spec = "".join(f", {k.split('/')[1]} {v:.3f}" for k, v in acc.items())
+    print(
+        f"sampler {sampler_id}: {groups} groups in {seconds:.2f} s at version {version}, "
+        f"{counts.get('tokens', 0)} tokens{spec}",
+        flush=True,
+    )
+
+
 def sampler_loop(
     config,
     workdir: str,
@@ -251,13 +262,21 @@ def sampler_loop(
             del tasks[j]
         if not tasks:
             continue
-        t0 = time.perf_counter()
+        # a stand-in sampler (tests) may keep no decode counters
+        t0, before = time.perf_counter(), dict(getattr(sampler, "counters", {}))
         groups = sampler.play(list(tasks.values()), follower, seed=rl.seed * 1_000_003 + chunk[0])
         secs = time.perf_counter() - t0
+        counts = {k: v - before[k] for k, v in getattr(sampler, "counters", {}).items()}
+        newest = max(
+            (int(np.max(r.get("versions", []), initial=-1)) for g in groups for r in g), default=-1
+        )
+        log_play(sampler_id, len(groups), secs, counts, newest)
         for (j, task), g in zip(tasks.items(), groups):
             for r in g:
                 r["group_id"], r["task"] = f"{j:06d}", order[j]
                 r["sample_seconds"] = secs / len(groups)
+                # the call's decode counters, each group's share (counted once per group)
+                r["decode"] = {k: v / len(groups) for k, v in counts.items()}
             store.put(f"{j:06d}", g)
             cur.record(task, g)
             written += 1
