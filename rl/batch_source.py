@@ -38,6 +38,7 @@ import numpy as np
 
 from eval.metrics import episode_metrics
 from rl import batch as rb
+from rl import timeline
 from rl.losses import model_apply, token_logprobs
 from rl.records import reward_metrics
 from rl.samplers import COUNTERS, acceptance
@@ -181,6 +182,14 @@ def step_metrics(recs, stats, train_metrics, sync, dt):
     decode = {r.get("group_id"): r["decode"] for r in recs if r.get("decode")}
     if decode:
         m.update(acceptance({k: sum(d.get(k, 0) for d in decode.values()) for k in COUNTERS}))
+    # Samplers' idle share over the batch's play calls: waiting for the trainer (backpressure)
+    # or, inside a call, for sandboxes with nothing to decode (rl/timeline.py has the spans).
+    timing = {r.get("group_id"): r["timing"] for r in recs if r.get("timing")}
+    if timing:
+        t = {k: sum(d.get(k, 0.0) for d in timing.values()) for k in next(iter(timing.values()))}
+        wall = t.get("wait_trainer_s", 0.0) + t.get("generate_s", 0.0)
+        idle = t.get("wait_trainer_s", 0.0) + t.get("sandbox_wait_s", 0.0)
+        m["idle/sampler"] = idle / max(wall, 1e-9)
     m["sync/bytes"], m["sync/seconds"] = float(sync["bytes"]), float(sync["seconds"])
     m["sync/fraction_of_full"] = sync["bytes"] / max(sync["full_bytes"], 1)  # 0: owns no shard
     return m
@@ -264,6 +273,7 @@ class RLBatchSource:
         self.history: list[dict] = []  # one dict of host scalars per trained step
         self.ref = None  # (ref_fn, ref_params) when the KL term is on
         self.pending_step = None  # (records, ids, stats, t0) of the batch being trained
+        self.times = {"waited": 0.0, "batch_at": None, "step_end": None}  # timeline and idle
 
     # -- state (the checkpoint's data slot)
 
@@ -278,6 +288,7 @@ class RLBatchSource:
 
     def start(self, run, state) -> None:
         self.version = int(jax.device_get(state.step))
+        timeline.start(self.workdir, f"trainer{jax.process_index()}", thread_only=True)
         if self.primary:
             os.makedirs(self.workdir, exist_ok=True)
             truncate_journal(self.journal, self.version)
@@ -308,11 +319,25 @@ class RLBatchSource:
         if self.samplers is not None:
             self.samplers.stop()
             self.samplers = None
+        timeline.stop()
+        if self.primary and os.path.isdir(os.path.join(self.workdir, "timeline")):
+            path = timeline.merge(self.workdir)
+            idle = timeline.idle_fractions(timeline.read(self.workdir))
+            self.log(
+                f"rl: timeline {path}; idle " + ", ".join(f"{k} {v:.2f}" for k, v in idle.items())
+            )
 
     # -- per step
 
     def next_batch(self, step: int):
         """Waits (polling the store) until a batch is ready; None when the pool is used up."""
+        t0 = time.time()
+        with timeline.span("wait_batch"):
+            batch = self._wait_for_batch(step)
+        self.times.update(waited=time.time() - t0, batch_at=time.time())
+        return batch
+
+    def _wait_for_batch(self, step: int):
         self.version = step
         reported = None
         while True:
@@ -372,8 +397,21 @@ class RLBatchSource:
         return dict(batch, ref_logprobs=ref_fn(ref_params, batch))
 
     def after_step(self, state, step: int, metrics: dict) -> dict:
+        jax.block_until_ready(state.params)  # the step's compute ends inside its span
+        rec, now = timeline.recorder(), time.time()
+        if rec is not None and self.times["batch_at"] is not None:
+            rec.add("train_step", self.times["batch_at"], now, {"step": step})
+        with timeline.span("after_step", step=step):
+            m = self._after_step(state, step, metrics)
+        last, self.times["step_end"] = self.times["step_end"], time.time()
+        if last is not None:  # the trainer's idle share since the previous step ended
+            m["idle/trainer"] = self.times["waited"] / max(self.times["step_end"] - last, 1e-9)
+        return m
+
+    def _after_step(self, state, step: int, metrics: dict) -> dict:
         self.version = step
-        sync = self._publish(state.params)
+        with timeline.span("publish"):
+            sync = self._publish(state.params)
         recs, ids, stats, t0 = self.pending_step
         m = step_metrics(recs, stats, jax.device_get(metrics), sync, time.perf_counter() - t0)
         m["dropped_groups_total"] = float(len(self.books.dropped))

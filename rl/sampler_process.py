@@ -33,6 +33,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
+from rl import timeline
 from rl.curriculum import Curriculum
 from rl.samplers import PromptTask, SingleTurnSampler, acceptance, pattern_reward
 from rl.store import RolloutStore, rollout_store_path
@@ -234,6 +235,8 @@ def sampler_loop(
 
         shardings = logical_shardings(param_logical_specs(cfg), mesh, rules)
     cast = functools.partial(to_engine, sharded=mesh is not None)
+    # a sampler thread (threads mode) records as itself; a sampler process for all its threads
+    timeline.start(workdir, f"sampler{sampler_id}", thread_only=parent_pid is None)
     reader = WeightReader(weight_store_path(rl, workdir))
     prefetch = rl.get("prefetch_weights", False)  # download while the engine decodes
     follower = Follower(reader, cast=cast, shardings=shardings, prefetch=prefetch)
@@ -250,38 +253,65 @@ def sampler_loop(
         return parent_pid is None or os.getppid() == parent_pid
 
     cur = curriculum_of(rl)
-    for c in range(0, len(todo), rl.groups_per_call):
-        chunk = todo[c : c + rl.groups_per_call]
-        _wait_for_trainer(store, rl, chunk[0], len(chunk), alive)
-        if not alive():
-            break
-        tasks = {j: make_task(rl, order[j]) for j in chunk}
-        for j in [j for j in chunk if cur.skip(tasks[j], order[j])]:
-            store.put(f"{j:06d}", [])  # skipped: counted by the trainer, never trained
-            written += 1
-            del tasks[j]
-        if not tasks:
-            continue
-        # a stand-in sampler (tests) may keep no decode counters
-        t0, before = time.perf_counter(), dict(getattr(sampler, "counters", {}))
-        groups = sampler.play(list(tasks.values()), follower, seed=rl.seed * 1_000_003 + chunk[0])
-        secs = time.perf_counter() - t0
-        counts = {k: v - before[k] for k, v in getattr(sampler, "counters", {}).items()}
-        newest = max(
-            (int(np.max(r.get("versions", []), initial=-1)) for g in groups for r in g), default=-1
-        )
-        log_play(sampler_id, len(groups), secs, counts, newest)
+    try:
+        for c in range(0, len(todo), rl.groups_per_call):
+            chunk = todo[c : c + rl.groups_per_call]
+            t0 = time.perf_counter()
+            with timeline.span("wait_trainer"):
+                _wait_for_trainer(store, rl, chunk[0], len(chunk), alive)
+            waited = time.perf_counter() - t0
+            if not alive():
+                break
+            tasks = {j: make_task(rl, order[j]) for j in chunk}
+            for j in [j for j in chunk if cur.skip(tasks[j], order[j])]:
+                store.put(f"{j:06d}", [])  # skipped: counted by the trainer, never trained
+                written += 1
+                del tasks[j]
+            if tasks:
+                call = dict(
+                    sampler_id=sampler_id, seed=rl.seed * 1_000_003 + chunk[0], waited=waited
+                )
+                written += _play_and_put(sampler, follower, store, cur, tasks, order, call)
+    finally:
+        follower.close()
+        timeline.stop()
+    return written
+
+
+def _play_and_put(sampler, follower, store, cur, tasks: dict, order, call: dict) -> int:
+    """One play call on `tasks` ({pool position: task}) -> groups in the store, each record with
+    its group's share of the call's wall time (sample_seconds), decode counters (`decode`) and
+    timing (`timing`: wait_trainer_s before it, generate_s, sandbox_wait_s inside it; the
+    trainer's idle/sampler); one log line. -> groups written."""
+    # a stand-in sampler (tests) may keep no decode counters
+    before = dict(getattr(sampler, "counters", {}))
+    sandbox0 = getattr(sampler, "sandbox_wait_s", 0.0)
+    t0 = time.perf_counter()
+    with timeline.span("generate", groups=len(tasks)):
+        groups = sampler.play(list(tasks.values()), follower, seed=call["seed"])
+    secs = time.perf_counter() - t0
+    counts = {k: v - before[k] for k, v in getattr(sampler, "counters", {}).items()}
+    timing = dict(
+        wait_trainer_s=call["waited"],
+        generate_s=secs,
+        sandbox_wait_s=getattr(sampler, "sandbox_wait_s", 0.0) - sandbox0,
+    )
+    newest = max(
+        (int(np.max(r.get("versions", []), initial=-1)) for g in groups for r in g), default=-1
+    )
+    log_play(call["sampler_id"], len(groups), secs, counts, newest)
+    n = len(groups)
+    with timeline.span("put_groups", groups=n):
         for (j, task), g in zip(tasks.items(), groups):
             for r in g:
                 r["group_id"], r["task"] = f"{j:06d}", order[j]
-                r["sample_seconds"] = secs / len(groups)
-                # the call's decode counters, each group's share (counted once per group)
-                r["decode"] = {k: v / len(groups) for k, v in counts.items()}
+                r["sample_seconds"] = secs / n
+                # the call's counters and times, each group's share (counted once per group)
+                r["decode"] = {k: v / n for k, v in counts.items()}
+                r["timing"] = {k: v / n for k, v in timing.items()}
             store.put(f"{j:06d}", g)
             cur.record(task, g)
-            written += 1
-    follower.close()
-    return written
+    return n
 
 
 def compile_cache(path: str) -> None:

@@ -82,7 +82,7 @@ import zlib
 import jax
 import numpy as np
 
-from rl import weight_store_rans
+from rl import timeline, weight_store_rans
 from rl.kvstore import Kv, StoreError
 
 FORMAT = 5  # 5: rANS per exponent (4: zlib in exponent order; 3: storage order; 2: raw / XOR)
@@ -700,19 +700,21 @@ class Follower:
         self.fetch_seconds, self.fetches = 0.0, 0
         self._thread: threading.Thread | None = None
         self._ready: tuple | None = None  # (params, version) or (None, exception)
+        self._timeline = timeline.recorder()  # a background fetch records its span there
 
     def latest(self) -> tuple[dict, int]:
         self._join()  # the reader is not thread-safe: no background fetch beside this one
         return self._fetch()
 
     def _fetch(self) -> tuple[dict, int]:
-        t0 = time.perf_counter()
-        while self.reader.latest_version() is None:
-            time.sleep(0.05)
-        p, v = self.reader.fetch(shardings=self.shardings)
-        self.fetch_seconds += time.perf_counter() - t0
-        self.fetches += 1
-        return self.cast(p), v
+        with timeline.span("weight_fetch"):  # download and cast
+            t0 = time.perf_counter()
+            while self.reader.latest_version() is None:
+                time.sleep(0.05)
+            p, v = self.reader.fetch(shardings=self.shardings)
+            self.fetch_seconds += time.perf_counter() - t0
+            self.fetches += 1
+            return self.cast(p), v
 
     def poll(self, current: int):
         if not self.prefetch:
@@ -738,6 +740,7 @@ class Follower:
         return None if got <= current else (p, got)  # a damaged newest fell back to an older one
 
     def _background(self, current: int) -> None:
+        timeline.adopt(self._timeline)
         try:
             newer = self._newer(current)
             self._ready = newer if newer is not None else ({}, None)
