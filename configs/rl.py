@@ -45,6 +45,12 @@ up to max_segments segments, one training row each (rl.segments_per_chain = max_
 summary, so its chains end `no_summary` after one segment: tests/test_rl_coding.py forces the
 oracle's summaries to train two-segment chains.)
 
+Backpressure: a sampler writes a play call only while the groups the trainer has not settled
+plus the call's stay within rl.max_ahead (>= groups_per_batch + groups_per_call - 1, checked).
+With rl.speculative_k > 0 the loss distills the MTP heads toward the policy (rl.mtp_weight) and
+the logs carry spec/acceptance and spec/tokens_per_verify; every run writes
+<workdir>/timeline.json (rl/timeline.py: spans per process and thread) and idle/* scalars.
+
 Expect (tiny preset, threads, 1 sampler, pool 256 = 64 steps of 4 groups x 8; measured
 2026-11-27 with the 4-device command above, 2 CPU cores at load ~5): mean reward 0.109 at step 1,
 0.969 at 50, 0.984 at 64, step times 174-260 ms after compilation (bench/RESULTS.md, "RL on the

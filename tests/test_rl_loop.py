@@ -193,7 +193,7 @@ def _wait_for_steps(workdir, n, trainers, log, seconds=900):
     raise AssertionError(f"fewer than {n} steps in {seconds} s: {open(log).read()[-3000:]}")
 
 
-@pytest.mark.long  # ~2 min: 4 processes, two kills and restarts, a SeaweedFS server
+@pytest.mark.long  # ~4 min: 4 processes, two kills and restarts, a SeaweedFS server, 40 steps
 def test_two_trainer_processes_with_sampler_processes_on_s3_survive_sigkill(
     tmp_path,
     s3_server,  # noqa: F811
@@ -204,34 +204,37 @@ def test_two_trainer_processes_with_sampler_processes_on_s3_survive_sigkill(
     rollouts) on the S3 server. SIGKILL of one sampler process: the trainer restarts it and it
     goes on. SIGKILL of one trainer process: its peer is stopped as a cluster scheduler would (a
     jax.distributed job restarts as a whole), then a restart resumes from the last checkpoint:
-    no group trained twice or lost, reward rises."""
+    no group trained twice or lost, reward rises.
+
+    The pool is 80 groups (40 steps of 2): the toy stays near reward 0.1-0.2 for its first
+    ~12-15 steps in every mode (threads, processes, 2 trainer processes) and reaches ~1.0 by step
+    ~30 (issue 44; with pool 36, 10-12 trained steps, it rose 0.13 -> 0.17 and failed the check
+    in 3 of 3 runs while the processes learned correctly: sampler logprobs matched a replayed
+    forward within 9.5e-7)."""
     workdir = str(tmp_path / "run")
-    pool = 36
+    pool = 80
     stores = {k: json.dumps(s3_server(f"{k}/")) for k in ("weight_store", "rollout_store")}
-    cmd = (
-        [
-            sys.executable,
-            "main.py",
-            "--mode=rl",
-            "--config=configs/rl.py",
-            f"--workdir={workdir}",
-            "--config.mesh.data=1",
-            "--config.mesh.fsdp=4",
-            "--config.rl.mode=processes",
-            "--config.rl.samplers=2",
-            "--config.rl.sampler_devices=2",  # each sampler process's own 2-device mesh
-            f"--config.rl.pool_size={pool}",
-            "--config.rl.groups_per_batch=2",
-            "--config.rl.groups_per_call=2",
-            "--config.checkpoint.every_steps=2",
-            "--config.train.log_every=1",
-            "--config.rl.max_ahead=6",
-            "--config.rl.max_staleness=3",
-            "--config.train.lr=1e-2",  # the reward rises within the 18 steps (0.06 -> 0.98 in one process)
-            f"--config.rl.compile_cache={tmp_path / 'xla'}",
-        ]
-        + [f"--config.rl.{k}={v}" for k, v in stores.items()]
-    )
+    cmd = [
+        sys.executable,
+        "main.py",
+        "--mode=rl",
+        "--config=configs/rl.py",
+        f"--workdir={workdir}",
+        "--config.mesh.data=1",
+        "--config.mesh.fsdp=4",
+        "--config.rl.mode=processes",
+        "--config.rl.samplers=2",
+        "--config.rl.sampler_devices=2",  # each sampler process's own 2-device mesh
+        f"--config.rl.pool_size={pool}",
+        "--config.rl.groups_per_batch=2",
+        "--config.rl.groups_per_call=2",
+        "--config.checkpoint.every_steps=2",
+        "--config.train.log_every=1",
+        "--config.rl.max_ahead=6",
+        "--config.rl.max_staleness=3",
+        "--config.train.lr=1e-2",
+        f"--config.rl.compile_cache={tmp_path / 'xla'}",
+    ] + [f"--config.rl.{k}={v}" for k, v in stores.items()]
     logs = [str(tmp_path / f"first_{i}.log") for i in range(2)]
     trainers = _launch_trainers(cmd, logs)
     _wait_for_steps(workdir, 3, trainers, logs[0])
@@ -277,7 +280,8 @@ def test_two_trainer_processes_with_sampler_processes_on_s3_survive_sigkill(
     assert max(int(v.max()) for v in versions) >= 5  # versions advanced during sampling
     rewards = {g: np.mean([r["reward"] for r in store.get(g)]) for g in store.list()}
     by_step = [np.mean([rewards[g] for g in e["groups"]]) for e in after]
-    assert np.mean(by_step[-3:]) > np.mean(by_step[:3]) + 0.05, by_step  # reward rises
+    # reward rises: ~0.1-0.2 over the first steps, most of the way to 1 by the last
+    assert np.mean(by_step[-4:]) > max(0.5, np.mean(by_step[:4]) + 0.25), by_step
 
 
 def test_max_seconds_stops_the_trainer_between_steps(tmp_path):
