@@ -3,10 +3,12 @@
     python bench/bench_rl_backpressure.py                       # this checkout
     python bench/bench_rl_backpressure.py --repo /tmp/main_copy # another tree (e.g. before the fix:
                                                                 #   git archive main | tar -x -C DIR)
+    python bench/bench_rl_backpressure.py --pool 48 --groups 4 --max_ahead 8 --max_staleness 4
+                                                                # configs/rl.py's defaults
 
 Runs `main.py --mode=rl` (toy 'pattern' task, tiny preset) in processes mode: one trainer process
 (fsdp over 2 CPU devices) and --samplers sampler processes (each its own 2-device mesh, tensor 2),
-the multi-process test's settings (pool 36, 2 groups a batch and a call, max_ahead 6,
+by default the multi-process test's settings (pool 36, 2 groups a batch and a call, max_ahead 6,
 max_staleness 3), and prints one JSON line: groups dropped as stale / pool, the staleness
 histogram of the trained groups (journal.jsonl) and steps per minute (wall time of the trainer's
 steps: a timing, compare only runs on a quiet machine). The dropped count is a count: it depends
@@ -37,10 +39,10 @@ def run(repo: str, workdir: str, args) -> dict:
         f"--config.rl.samplers={args.samplers}",
         "--config.rl.sampler_devices=2",
         f"--config.rl.pool_size={args.pool}",
-        "--config.rl.groups_per_batch=2",
-        "--config.rl.groups_per_call=2",
+        f"--config.rl.groups_per_batch={args.groups}",
+        f"--config.rl.groups_per_call={args.groups}",
         f"--config.rl.max_ahead={args.max_ahead}",
-        "--config.rl.max_staleness=3",
+        f"--config.rl.max_staleness={args.max_staleness}",
         "--config.train.log_every=1",
         "--config.checkpoint.every_steps=1000",
         f"--config.rl.compile_cache={os.path.join(workdir, 'xla')}",
@@ -67,6 +69,8 @@ def run(repo: str, workdir: str, args) -> dict:
         "repo": repo,
         "pool": args.pool,
         "max_ahead": args.max_ahead,
+        "max_staleness": args.max_staleness,
+        "groups_per_batch": args.groups,
         "samplers": args.samplers,
         "dropped": dropped,
         "dropped_fraction": dropped / args.pool,
@@ -83,6 +87,8 @@ def main() -> None:
     ap.add_argument("--pool", type=int, default=36)
     ap.add_argument("--samplers", type=int, default=2)
     ap.add_argument("--max_ahead", type=int, default=6)
+    ap.add_argument("--max_staleness", type=int, default=3)
+    ap.add_argument("--groups", type=int, default=2, help="groups per batch and per play call")
     ap.add_argument("--workdir", default="")
     args = ap.parse_args()
     workdir = args.workdir or tempfile.mkdtemp(prefix="bench_backpressure_")
