@@ -67,14 +67,17 @@ def no_regression(baseline: dict, candidate: dict, gates: dict[str, tuple[str, f
 def suite_metrics(config, ckpt: str, out_root: str, log=print) -> dict:
     """config.eval.suites (eval/run.py) on one export -> {'<suite>/<metric>': value}; reports
     are written under out_root. A model with MTP heads also gets `spec/acceptance`
-    (spec_acceptance on the nll suite's held-out batches, at rl.temperature)."""
+    (spec_acceptance on the nll suite's held-out batches, at rl.temperature) unless the config's
+    realtime.gates do not read it (then no forward is spent on it)."""
     from data.tokenizers import load_tokenizer
     from eval.run import evaluate_checkpoint, names
 
     tok = load_tokenizer(config.data.tokenizer)
     reports = evaluate_checkpoint(ckpt, config, names(config.eval.suites), tok, out_root, log)
     out = {f"{s}/{k}": float(v) for s, r in reports.items() for k, v in r["metrics"].items()}
-    out.update(acceptance_metrics(config, ckpt, tok.vocab_size))
+    gates = config.realtime.gates if "realtime" in config else "spec/acceptance"
+    if "spec/acceptance" in gates:
+        out.update(acceptance_metrics(config, ckpt, tok.vocab_size))
     return out
 
 
