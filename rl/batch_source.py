@@ -41,6 +41,7 @@ from rl import batch as rb
 from rl import timeline
 from rl.losses import model_apply, token_logprobs
 from rl.records import reward_metrics
+from rl.run_config import pool_order
 from rl.samplers import COUNTERS, acceptance
 from rl.store import RolloutStore, rollout_store_path
 from rl.weight_store import WeightWriter, weight_store_path
@@ -193,11 +194,6 @@ def step_metrics(recs, stats, train_metrics, sync, dt):
     m["sync/bytes"], m["sync/seconds"] = float(sync["bytes"]), float(sync["seconds"])
     m["sync/fraction_of_full"] = sync["bytes"] / max(sync["full_bytes"], 1)  # 0: owns no shard
     return m
-
-
-def pool_order(rl) -> list[int]:
-    """Single epoch: each task of the pool once, in a seeded order (saved in the checkpoint)."""
-    return [int(x) for x in np.random.default_rng(rl.seed).permutation(rl.pool_size)]
 
 
 def truncate_journal(path: str, step: int) -> None:

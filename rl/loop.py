@@ -16,12 +16,11 @@ exports it and --mode=eval evaluates the export. Samplers: rl/sampler_process.py
 
 from __future__ import annotations
 
-import dataclasses
-
 import jax
 
 from rl.batch_source import RLBatchSource
 from rl.losses import make_rl_loss, model_apply, model_mtp_apply
+from rl.run_config import model_config  # noqa: F401  (rl.loop.model_config: callers' name)
 from rl.sampler_process import Samplers, compile_cache
 
 
@@ -106,18 +105,6 @@ def resolve(config):
         raise ConfigError(f"rl.valid_vocab={config.rl.valid_vocab}: coding samples from {vocab}")
     config.rl.valid_vocab = vocab
     return config
-
-
-def model_config(config):
-    """The policy's model config (train.trainer.model_config: exported params, an HF folder or a
-    preset); a random-init preset's positions are extended to cover an episode (rl.max_tokens)."""
-    from train import trainer
-
-    cfg, hf_dir = trainer.model_config(config)
-    if hf_dir is None and not config.init_params_from:
-        positions = max(cfg.max_position_embeddings, config.rl.max_tokens)
-        cfg = dataclasses.replace(cfg, max_position_embeddings=positions)
-    return cfg
 
 
 def mtp_weight(cfg, rl) -> float:

@@ -35,9 +35,11 @@ import numpy as np
 
 from rl import timeline
 from rl.curriculum import Curriculum
+from rl.run_config import model_config, pool_order
 from rl.samplers import PromptTask, SingleTurnSampler, acceptance, pattern_reward
 from rl.store import RolloutStore, rollout_store_path
 from rl.weight_store import Follower, WeightReader, weight_store_path
+from train.model_config import model_rules
 
 
 def make_task(rl, j: int):
@@ -59,9 +61,7 @@ def make_task(rl, j: int):
 
 @functools.cache
 def _pool_positions(seed: int, pool_size: int) -> dict[int, int]:
-    """Task index -> its place in the training order (rl/batch_source.py's pool_order)."""
-    from rl.batch_source import pool_order
-
+    """Task index -> its place in the training order (rl/run_config.py's pool_order)."""
     rl = ml_collections.ConfigDict(dict(seed=seed, pool_size=pool_size))
     return {j: p for p, j in enumerate(pool_order(rl))}
 
@@ -216,8 +216,6 @@ def sampler_loop(
     parent_pid: int | None = None,
 ) -> int:
     """Produces this sampler's share (positions j % N == id) of the pool; -> groups written."""
-    from rl.loop import model_config
-    from train.trainer import model_rules
 
     rl = config.rl
     cfg = model_config(config)

@@ -310,7 +310,7 @@ def test_summary_toy_batches_hold_every_fact_once():
     gains nothing from a batch's mix; balanced=False draws facts per task (the first recipe)."""
     from configs import rl as rl_config
     from rl import sampler_process
-    from rl.batch_source import pool_order
+    from rl.run_config import pool_order
 
     c = rl_config.get_config()
     c.rl.update(task="summary_toy", pool_size=64, seed=3)
