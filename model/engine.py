@@ -101,8 +101,10 @@ window a call reads and writes (positions [0, W)), in the T buckets and their 1.
 prefill's attention costs T x W and a decode step reads W positions of every slot, so both grow
 with the episodes' contexts instead of paying for the whole cache from the first turn (decode
 in place uses a window only when W <= S/2: copying it in and out of the loop costs more above).
-Bound: 4 + n_R * n_W + n_R * n_T * n_W, e.g. B = 8, S = 1024, min_bucket = 16: 4 + 4 * 13 +
-4 * 7 * 13 = 420; a run compiles only the ones it meets (14-24 per engine in a one-off probe of the coding sampler,
+An engine built with raw log-probs (top_logprobs >= 0) adds the decode loop that records them,
+one per (R, W), and one raw-log-prob fetch. Bound: 4 + n_R * n_W + n_R * n_T * n_W, plus
+n_R * n_W + 1 with raw log-probs, e.g. B = 8, S = 1024, min_bucket = 16: 4 + 4 * 13 + 4 * 7 * 13
+= 420 (472 with raw log-probs); a run compiles only the ones it meets (14-24 per engine in a one-off probe of the coding sampler,
 2 groups x 8 episodes, before decode was windowed). `engine.programs` holds
 the keys used; it is asserted to stay within `engine.max_programs`.
 """

@@ -1,10 +1,12 @@
 """Samplers for the RL loop: a task -> a group of episode records, with weights swapped in flight.
 
-The loop only needs `sampler.play(tasks, weights) -> list of groups` where `weights` is a
-rl.weight_store.Follower (newest params + version, polled between decode iterations). This file
-holds the single-turn sampler on the one engine (model/engine.py, through
-model.generate.PromptBatch: prompts -> completions, graded by a pure function of the tokens); the
-multi-turn CodingEnv driver (rl/rollout.py) plugs in the same way with its own `play`.
+rl/sampler_process.py only needs `sampler.play(tasks, weights, seed) -> list of groups` (one list
+of records per task) where `weights` is a `rl.weight_store.Follower` (newest params + version,
+polled between decode iterations). This file holds the single-turn sampler on the one engine
+(model/engine.py, through `model.prompt_batch.PromptBatch`: prompts -> completions, graded by a
+pure function of the tokens) and the decode counters every sampler reports; the multi-turn
+CodingEnv sampler (`rl.coding_sampler.CodingSampler`, episodes from rl/rollout.py) and the
+summary chain (`rl.summary_toy.SummaryToySampler`) plug in the same way with their own `play`.
 """
 
 from __future__ import annotations

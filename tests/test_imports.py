@@ -1,4 +1,7 @@
-"""Import direction of the top-level packages, from their source (ast; nothing is imported):
+"""Imports, from source (ast; nothing is imported): the direction between top-level packages, no
+cycle between modules (below), and a sampler process that loads no trainer module (below).
+
+Direction:
 
     configs -> model <- train <- rl;  data and eval use model (eval may also use train, rl, data)
 
@@ -9,6 +12,7 @@ imports no project module but eval.passk, itself a leaf: no cycle can form throu
 """
 
 import ast
+import functools
 import os
 import subprocess
 import sys
@@ -194,8 +198,13 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
+@functools.cache
+def project_graph() -> dict[str, set[str]]:
+    return import_graph(ROOT)
+
+
 def test_no_import_cycle_between_modules():
-    found = cycles(import_graph(ROOT))
+    found = cycles(project_graph())
     assert not found, f"import cycles (module-level and function-level imports): {found}"
 
 
@@ -251,7 +260,7 @@ def test_importing_the_sampler_process_loads_no_trainer_module():
 
 
 def test_the_sampler_process_reaches_no_trainer_module_even_in_functions():
-    graph, seen, todo = import_graph(ROOT), {"rl.sampler_process"}, ["rl.sampler_process"]
+    graph, seen, todo = project_graph(), {"rl.sampler_process"}, ["rl.sampler_process"]
     while todo:
         for m in graph[todo.pop()] - seen:
             seen.add(m)
