@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 
 from data.chat import generation_prompt
 from data.tokenizers import Tokenizer
+from eval.metrics import all_pass
 from rl.envs import tools
 from rl.envs.sandbox import Limits, Sandbox
 from rl.envs.summary import (
@@ -38,7 +39,7 @@ from rl.envs.summary import (
     instruction_ids,
     is_summary_turn,
 )
-from rl.envs.tasks import Grade, Task, episode_all_pass, grade_repo
+from rl.envs.tasks import Grade, Task, grade_repo
 
 DEFAULT_SYSTEM = (
     "You are a coding agent working in a repository. Use tools to inspect and change it, "
@@ -89,7 +90,7 @@ class EpisodeRecord:
 
     @property
     def all_pass(self) -> bool:
-        return episode_all_pass(self.tests_passed, self.tests_total, self.tampered)
+        return all_pass(self.tests_passed, self.tests_total, self.tampered)
 
     @property
     def generated_tokens(self) -> int:
