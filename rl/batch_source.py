@@ -33,13 +33,12 @@ import os
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from eval.metrics import episode_metrics
 from rl import batch as rb
 from rl import timeline
-from rl.losses import model_apply, token_logprobs
+from rl.losses import model_apply, policy_forward, token_logprobs
 from rl.records import reward_metrics
 from rl.run_config import pool_order
 from rl.samplers import COUNTERS, acceptance
@@ -231,14 +230,7 @@ def jit_ref_logprobs(cfg, rl, run, params_sh):
     apply = model_apply(cfg)
 
     def ref(params, batch):
-        forced = jnp.moveaxis(batch["forced_experts"], 1, 0)  # [B,n,T,k] -> [n,B,T,k]
-        out = apply(
-            params,
-            batch["tokens"],
-            positions=batch["positions"],
-            segment_ids=batch["segment_ids"],
-            forced_experts=forced if forced.shape[0] else None,
-        )
+        out = policy_forward(apply, params, batch)  # the loss's own forward (rl/losses.py)
         return token_logprobs(out.logits, batch["targets"], rl.temperature, rl.valid_vocab)[0]
 
     rows = batch_sharding(run.mesh)

@@ -125,6 +125,24 @@ def mtp_distillation(mtp_logits, logits, mask, segment_ids, temperature, valid_v
     return kl_sum, n_sum, accept, n_accept
 
 
+def policy_forward(apply_fn, params, batch, *, router_replay: bool = True):
+    """The policy's forward on an RL batch (the loss's, and the frozen reference's in
+    rl/batch_source.py): apply_fn (model_apply) on tokens/positions/segment_ids, replaying the
+    sampler's routing when router_replay and the batch has forced_experts [B,n,T,k] (n = 0: a
+    dense model, nothing to replay)."""
+    forced = None
+    if router_replay and batch.get("forced_experts") is not None:
+        forced = jnp.moveaxis(batch["forced_experts"], 1, 0)  # [B,n,T,k] -> [n,B,T,k]
+        forced = forced if forced.shape[0] else None
+    return apply_fn(
+        params,
+        batch["tokens"],
+        positions=batch["positions"],
+        segment_ids=batch["segment_ids"],
+        forced_experts=forced,
+    )
+
+
 def make_rl_loss(
     apply_fn: Callable,
     *,
@@ -156,17 +174,7 @@ def make_rl_loss(
 
     def loss_fn(params, batch, rng):
         del rng  # deterministic forward
-        forced = None
-        if router_replay and batch.get("forced_experts") is not None:
-            forced = jnp.moveaxis(batch["forced_experts"], 1, 0)  # [B,n,T,k] -> [n,B,T,k]
-            forced = forced if forced.shape[0] else None
-        out = apply_fn(
-            params,
-            batch["tokens"],
-            positions=batch["positions"],
-            segment_ids=batch["segment_ids"],
-            forced_experts=forced,
-        )
+        out = policy_forward(apply_fn, params, batch, router_replay=router_replay)
         mask = batch["loss_mask"].astype(jnp.float32)
         logp, entropy = token_logprobs(out.logits, batch["targets"], temperature, valid_vocab)
         adv = batch["advantages"].astype(jnp.float32)

@@ -35,8 +35,9 @@ import numpy as np
 
 from rl import timeline
 from rl.curriculum import Curriculum
+from rl.rewards import pattern_reward
 from rl.run_config import model_config, pool_order
-from rl.samplers import PromptTask, SingleTurnSampler, acceptance, pattern_reward
+from rl.samplers import PromptTask, SingleTurnSampler, acceptance
 from rl.store import RolloutStore, rollout_store_path
 from rl.weight_store import Follower, WeightReader, weight_store_path
 from train.model_config import model_rules

@@ -14,8 +14,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
-import numpy as np
-
 from model.prompt_batch import PromptBatch
 from rl.records import completion_record
 
@@ -146,16 +144,3 @@ def acceptance(counts: dict) -> dict:
     if counts.get("slot_steps", 0) > 0:
         out["spec/tokens_per_verify"] = counts["tokens"] / counts["slot_steps"]
     return out
-
-
-def pattern_reward(target_ids: Sequence[int]) -> Callable:
-    """Toy task reward: the fraction of completion tokens in `target_ids` (the 'learns' test)."""
-    target = np.asarray(sorted(target_ids))
-
-    def reward(completion, task_id):
-        del task_id
-        c = np.asarray(completion)
-        frac = float(np.isin(c, target).mean()) if c.size else 0.0
-        return frac, {"outcome": frac}
-
-    return reward
