@@ -18,6 +18,9 @@ whole (shell commands, sample output):
     followed), a function has no attributes, and a re-export (`from m import x`) is followed. A name that does not resolve but is a config
     key of some configs/*.py `get_config()` (`rl.seed`, `train.lr`, `rl.curriculum.key`) is a
     config key, not a reference, and is skipped.
+
+Code that no longer exists, cited on purpose (bench_rl_step.py runs older revisions), is written
+without backticks.
 """
 
 import ast
