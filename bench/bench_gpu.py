@@ -254,13 +254,14 @@ def decode_bytes_per_step(cfg, batch: int, context: int) -> float:
     experts' (an expert is unused by all B·k choices with probability (1 - k/E)^B) and embedding
     rows, plus the bf16 latent cache of `context` tokens per row."""
     from model import count_params
+    from model.decode import cache_bytes_per_token
 
     total, _ = count_params(cfg)
     expert = 3 * cfg.hidden_size * cfg.moe_intermediate_size
     unused = cfg.n_routed_experts * (1 - cfg.num_experts_per_tok / cfg.n_routed_experts) ** batch
     weights = total - cfg.vocab_size * cfg.hidden_size - cfg.num_moe_layers * unused * expert
-    cache = batch * context * cfg.num_hidden_layers * (cfg.kv_lora_rank + cfg.qk_rope_head_dim)
-    return 2.0 * (weights + cache)
+    cache = batch * context * cache_bytes_per_token(cfg, "bfloat16", positions=False)
+    return 2.0 * weights + cache
 
 
 def hbm_bandwidth(kind: str) -> float | None:
@@ -271,10 +272,11 @@ def case_decode(args, batch: int) -> dict:
     from model import init_params
     from model.prompt_batch import PromptBatch
 
-    cfg = model_config(args.tiny)
+    cfg = model_config(args.tiny).replace(decode_dtype="bfloat16")  # params + cache, also on CPU
     sz = sizes(args.tiny)
-    params = init_params(cfg, jax.random.PRNGKey(0))
-    params = jax.tree.map(lambda p: p.astype(jnp.bfloat16), params)
+    params = init_params(
+        cfg, jax.random.PRNGKey(0)
+    )  # f32, as a trainer holds them: the engine casts
     prompts = np.random.default_rng(1).integers(0, cfg.vocab_size, (batch, sz["prompt"]))
 
     def generate():

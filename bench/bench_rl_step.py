@@ -7,7 +7,7 @@ A shape `MODEL:ROWSxTOKENS` trains MODEL (`tiny`, or bench_rl_coding's `tiny4` o
 model/presets.py) on collated batches of ROWS episodes of TOKENS tokens (3/4 of them policy
 tokens, replayed routing, random rewards), float32, lr 1e-5. The step is whatever the revision's
 RL trainer jits: `rl.loop.state_and_step` (the one trainer, train/trainer.py) where it exists,
-else the revision's own `rl.trainer.jit_rl_step`. Each round times 10 steps after 2 warm ones.
+else an older revision's own rl.trainer.jit_rl_step (since removed). Each round times 10 steps after 2 warm ones.
 """
 
 from __future__ import annotations

@@ -71,11 +71,16 @@ def field(rec, name: str, default=_MISSING):
     return default
 
 
+def all_pass(passed: int, total: int, tampered: bool) -> bool:
+    """The pass rule, defined once (episodes, rl.envs.tasks.Grade, rl/rewards.py's 'all_pass'
+    outcome): every hidden test ran and passed, and the grader caught no tampering."""
+    return total > 0 and passed == total and not tampered
+
+
 def passes(rec) -> bool:
-    """Every hidden test ran and passed, and the grader caught no tampering."""
-    total = int(field(rec, "tests_total"))
-    ok = total > 0 and int(field(rec, "tests_passed")) == total
-    return ok and not bool(field(rec, "tampered"))
+    """A record passes (all_pass on its tests_passed, tests_total and tampered fields)."""
+    passed, total = int(field(rec, "tests_passed")), int(field(rec, "tests_total"))
+    return all_pass(passed, total, bool(field(rec, "tampered")))
 
 
 def credit(rec) -> float:

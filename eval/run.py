@@ -249,6 +249,7 @@ def evaluate_checkpoint(ckpt: str, config, suites, tok, out_root: str, log=print
     from model.export import load_params
 
     cfg, params = load_params(ckpt)
+    cfg = cfg.replace(decode_dtype=config.get("decode_dtype", "auto"))  # the engines' dtype
     reports = {}
     writer = SummaryWriter(os.path.join(out_root, "eval", "tb"))
     step = checkpoint_step(ckpt)

@@ -107,8 +107,9 @@ def _write_json(path: str, obj) -> None:
 # -- the cycle
 
 
-def _train(config, records, adv, base_dir: str, train_dir: str, log) -> dict:
-    """The one trainer from the base export on the cycle's records -> trained host params."""
+def _train(config, records, adv, base_dir: str, train_dir: str, log) -> tuple:
+    """The one trainer from the base export on the cycle's records -> (model config, trained
+    host params)."""
     from rl.loop import build_run
     from train import trainer
 
@@ -161,7 +162,8 @@ def run_cycle(config, workdir: str, *, evaluate, check, log=print) -> dict:
     evaluate(config, export dir, out dir, log) -> {metric: value} (eval/promotion.py
     `suite_metrics`: the eval suites); check(base metrics, candidate metrics) -> (ok, deltas,
     reasons) (eval/promotion.py `no_regression` with the parsed realtime.gates). Injected by
-    main.py: rl/ does not import eval/ (eval uses rl)."""
+    main.py: rl/ imports no eval/ suite (eval uses rl; rl/ imports only the leaf
+    eval.metrics)."""
     from model.export import save_params
     from rl.serve.server import serve_paths
 

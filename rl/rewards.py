@@ -21,13 +21,20 @@ Every term is returned separately (for TensorBoard) together with the total.
 Served responses (rl/realtime.py) are rewarded here too: `feedback_reward` maps a user's signal
 (accepted, rejected, edited, dissatisfied, rating) to a reward, its one term the outcome;
 rl/feedback.py documents the mapping.
+
+The toy tasks' rewards live here too: `pattern_reward` (the single-turn pattern task,
+rl/samplers.py) and `chain_reward` (the summary chain, rl/summary_toy.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+from eval.metrics import all_pass
 
 TAMPER_SCORE = -1.0  # below every honest outcome (an honest failure scores 0)
 LENGTH_QUANTITIES = ("thinking_tokens", "tool_io_tokens", "output_tokens", "tool_calls", "turns")
@@ -70,7 +77,7 @@ def outcome_reward(passed: int, total: int, mode: str, tampered: bool = False) -
     if total <= 0:
         return 0.0  # no hidden test ran (e.g. the episode never submitted): no credit
     if mode == "all_pass":
-        return float(passed == total)
+        return float(all_pass(passed, total, tampered))  # the one pass rule (eval/metrics.py)
     return passed / total
 
 
@@ -116,3 +123,26 @@ def feedback_reward(fb: dict, completion_text: str, m) -> float:
     return float(
         {"accepted": m.accepted, "rejected": m.rejected, "dissatisfied": m.dissatisfied}[s]
     )
+
+
+# ---------------------------------------------------------------- toy tasks
+
+
+def pattern_reward(target_ids: Sequence[int]) -> Callable:
+    """Toy task reward: the fraction of completion tokens in `target_ids` (the 'learns' test)."""
+    target = np.asarray(sorted(target_ids))
+
+    def reward(completion, task_id):
+        del task_id
+        c = np.asarray(completion)
+        frac = float(np.isin(c, target).mean()) if c.size else 0.0
+        return frac, {"outcome": frac}
+
+    return reward
+
+
+def chain_reward(answer, fact: int) -> float:
+    """The summary chain's reward (rl/summary_toy.py): the fraction of answer tokens that are the
+    fact, shared by the chain's two episodes."""
+    a = np.asarray(answer)
+    return float(np.mean(a == fact)) if a.size else 0.0

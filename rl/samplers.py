@@ -1,18 +1,18 @@
 """Samplers for the RL loop: a task -> a group of episode records, with weights swapped in flight.
 
-The loop only needs `sampler.play(tasks, weights) -> list of groups` where `weights` is a
-rl.weight_store.Follower (newest params + version, polled between decode iterations). This file
-holds the single-turn sampler on the one engine (model/engine.py, through
-model.generate.PromptBatch: prompts -> completions, graded by a pure function of the tokens); the
-multi-turn CodingEnv driver (rl/rollout.py) plugs in the same way with its own `play`.
+rl/sampler_process.py only needs `sampler.play(tasks, weights, seed) -> list of groups` (one list
+of records per task) where `weights` is a `rl.weight_store.Follower` (newest params + version,
+polled between decode iterations). This file holds the single-turn sampler on the one engine
+(model/engine.py, through `model.prompt_batch.PromptBatch`: prompts -> completions, graded by a
+pure function of the tokens) and the decode counters every sampler reports; the multi-turn
+CodingEnv sampler (`rl.coding_sampler.CodingSampler`, episodes from rl/rollout.py) and the
+summary chain (`rl.summary_toy.SummaryToySampler`) plug in the same way with their own `play`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-
-import numpy as np
 
 from model.prompt_batch import PromptBatch
 from rl.records import completion_record
@@ -78,6 +78,7 @@ class SingleTurnSampler:
         )
         self.swaps = 0
         self.decode_stats: dict = {}
+        self.counters = decode_counters()  # summed over play calls (speculative acceptance)
 
     def play(self, tasks: Sequence[PromptTask], weights, seed: int) -> list[list[dict]]:
         prompts = [t.prompt for t in tasks for _ in range(self.group_size)]
@@ -115,17 +116,31 @@ class SingleTurnSampler:
                 self.swaps += 1
         out = batch.results()
         self.decode_stats = out.stats  # iterations, drafted/accepted (speculative), tokens
+        add_counters(self.counters, out.stats)
         return records_from_generate(out, prompts, group_ids)
 
 
-def pattern_reward(target_ids: Sequence[int]) -> Callable:
-    """Toy task reward: the fraction of completion tokens in `target_ids` (the 'learns' test)."""
-    target = np.asarray(sorted(target_ids))
+COUNTERS = ("drafted", "accepted", "slot_steps", "tokens")
 
-    def reward(completion, task_id):
-        del task_id
-        c = np.asarray(completion)
-        frac = float(np.isin(c, target).mean()) if c.size else 0.0
-        return frac, {"outcome": frac}
 
-    return reward
+def decode_counters() -> dict:
+    """A sampler's running decode counters: MTP tokens drafted and accepted, slot-steps (one
+    verify step of one sequence; a plain decode step when not speculative) and tokens emitted.
+    Acceptance = accepted / drafted; tokens per verify step = tokens / slot_steps."""
+    return dict.fromkeys(COUNTERS, 0)
+
+
+def add_counters(total: dict, stats: dict) -> None:
+    for k in COUNTERS:
+        total[k] += int(stats.get(k, 0))
+
+
+def acceptance(counts: dict) -> dict:
+    """Decode counters (rl/samplers.py decode_counters) -> speculative acceptance (accepted /
+    drafted; absent without drafts) and tokens per verify step (tokens / slot-steps)."""
+    out = {}
+    if counts.get("drafted", 0) > 0:
+        out["spec/acceptance"] = counts["accepted"] / counts["drafted"]
+    if counts.get("slot_steps", 0) > 0:
+        out["spec/tokens_per_verify"] = counts["tokens"] / counts["slot_steps"]
+    return out

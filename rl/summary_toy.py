@@ -37,6 +37,8 @@ import dataclasses
 
 import numpy as np
 
+from rl import rewards
+
 # ids facts .. facts + 4; the prompts use two: the others stay sampleable ids so that chance
 # (1 / (facts + 5)) is the first layout's, for comparison (bench/RESULTS.md)
 MARKERS = ("user", "end", "assistant", "summary", "/summary")
@@ -84,11 +86,6 @@ def second_prompt(summary: list[int], facts: int) -> list[int]:
     return [_marker(facts, "summary"), *summary]
 
 
-def chain_reward(answer, fact: int) -> float:
-    a = np.asarray(answer)
-    return float(np.mean(a == fact)) if a.size else 0.0
-
-
 class SummaryToySampler:
     """`play(tasks, weights, seed)` (rl/samplers.py's contract): per task, `group_size` chains of
     two segments, generated on the single-turn sampler's engine path (`inner.generate`)."""
@@ -99,6 +96,10 @@ class SummaryToySampler:
     @property
     def swaps(self) -> int:
         return self.inner.swaps
+
+    @property
+    def counters(self) -> dict:
+        return self.inner.counters
 
     def play(self, tasks, weights, seed: int) -> list[list[dict]]:
         g = self.inner.group_size
@@ -111,7 +112,7 @@ class SummaryToySampler:
         second = self.inner.generate(prompts, gids, weights, seed + 1, max_new=self.a)
         groups: list[list[dict]] = [[] for _ in tasks]
         for n, ((task, i), r0, r1) in enumerate(zip(chains, first, second)):
-            reward = chain_reward(r1["tokens"][r1["mask"] > 0], task.fact)
+            reward = rewards.chain_reward(r1["tokens"][r1["mask"] > 0], task.fact)
             kept = float(task.fact in summaries[n])
             for seg, r in enumerate((r0, r1)):
                 r.update(

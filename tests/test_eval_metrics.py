@@ -78,16 +78,18 @@ def test_hand_computed_metrics_on_mixed_records():
 
 
 def test_pass_and_credit_follow_the_graders_rule():
-    """eval.metrics restates the grader's rule (Grade.all_pass) and the reward's 'fraction'
-    outcome on stored counts (it imports no rl/ module): they agree on every grade."""
-    from rl.envs.tasks import episode_all_pass
+    """The pass rule is eval.metrics.all_pass, used by the grader (Grade.all_pass) and the reward's
+    'all_pass' outcome; credit restates the reward's 'fraction' outcome on stored counts (it
+    imports no rl/ module): they agree on every grade."""
+    from rl.envs.tasks import Grade
     from rl.rewards import outcome_reward
 
     for total in range(4):
         for passed in range(total + 1):
             for tampered in (False, True):
                 r = rec("a", 0, passed, total, tampered=tampered)
-                assert passes(r) == episode_all_pass(passed, total, tampered)
+                assert passes(r) == Grade(passed, total, "", tampered=tampered).all_pass
+                assert passes(r) == (outcome_reward(passed, total, "all_pass", tampered) == 1.0)
                 assert credit(r) == max(outcome_reward(passed, total, "fraction", tampered), 0.0)
 
 

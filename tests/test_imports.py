@@ -1,4 +1,7 @@
-"""Import direction of the top-level packages, from their source (ast; nothing is imported):
+"""Imports, from source (ast; nothing is imported): the direction between top-level packages, no
+cycle between modules (below), and a sampler process that loads no trainer module (below).
+
+Direction:
 
     configs -> model <- train <- rl;  data and eval use model (eval may also use train, rl, data)
 
@@ -9,7 +12,10 @@ imports no project module but eval.passk, itself a leaf: no cycle can form throu
 """
 
 import ast
+import functools
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -84,3 +90,179 @@ def test_leaf_modules_import_no_project_module_but_each_other(path):
     modules = imported_modules(os.path.join(ROOT, path))
     project = {m for m in modules if m.split(".")[0] in PACKAGES}
     assert project == LEAF_IMPORTS[path], f"{path}: a leaf rl/ imports; it imports {project}"
+
+
+# --- no import cycle between modules -------------------------------------------------------------
+#
+# The graph: one node per project module (model/ train/ rl/ eval/ data/ configs/ and main.py; the
+# vendored third-party code under rl/envs/repos/vendor is not ours and is left out), one edge per
+# import statement, at module level AND inside functions: a function-level import defers a cycle
+# to run time without removing it (rl.loop <-> rl.sampler_process was one), so both count.
+# `from pkg import name` is an edge to pkg.name where that is a module, else to pkg. The parent
+# packages Python runs on the way (`import a.b.c` runs a/__init__, a/b/__init__) are not edges: a
+# package __init__ that re-exports its submodules would otherwise form a "cycle" with each.
+
+GRAPH_DIRS = ("model", "train", "rl", "eval", "data", "configs")
+VENDORED = os.path.join("rl", "envs", "repos", "vendor")
+
+
+def project_modules(root: str, dirs=GRAPH_DIRS, scripts=("main.py",)) -> dict[str, str]:
+    """{dotted module name: file} for every .py file under `dirs` and the top-level `scripts`."""
+    out = {}
+    for top in dirs:
+        for dirpath, dirnames, files in os.walk(os.path.join(root, top)):
+            rel = os.path.relpath(dirpath, root)
+            if rel == VENDORED or rel.startswith(VENDORED + os.sep):
+                dirnames[:] = []
+                continue
+            for name in files:
+                if name.endswith(".py"):
+                    parts = os.path.relpath(os.path.join(dirpath, name), root)[:-3].split(os.sep)
+                    parts = parts[:-1] if parts[-1] == "__init__" else parts
+                    out[".".join(parts)] = os.path.join(dirpath, name)
+    for script in scripts:
+        if os.path.exists(os.path.join(root, script)):
+            out[script[:-3]] = os.path.join(root, script)
+    return out
+
+
+def _resolve(name: str, modules) -> str | None:
+    """The project module a dotted name lives in (its longest module prefix), or None."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def module_imports(module: str, path: str, modules) -> set[str]:
+    """The project modules one module imports (the rule above; relative imports resolved)."""
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            # `from pkg import name`: pkg.name where that is a module, else pkg
+            names |= {
+                f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names
+            }
+    return {_resolve(n, modules) for n in names} - {None, module}
+
+
+def import_graph(root: str, **kw) -> dict[str, set[str]]:
+    """{module: project modules it imports} (the rule above)."""
+    modules = project_modules(root, **kw)
+    return {m: module_imports(m, path, modules) for m, path in modules.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The graph's strongly connected components of more than one module (Tarjan, iterative)."""
+    index, low, stack, on_stack, out = {}, {}, [], set(), []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            v, children = work[-1]
+            w = next(children, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                component = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    component.append(w)
+                    if w == v:
+                        break
+                if len(component) > 1:
+                    out.append(sorted(component))
+    return out
+
+
+@functools.cache
+def project_graph() -> dict[str, set[str]]:
+    return import_graph(ROOT)
+
+
+def test_no_import_cycle_between_modules():
+    found = cycles(project_graph())
+    assert not found, f"import cycles (module-level and function-level imports): {found}"
+
+
+def test_the_cycle_check_fails_on_a_planted_cycle(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from pkg import a\n")  # a re-export: no cycle
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("import os\nfrom pkg.sub import b\n")
+    (pkg / "sub" / "b.py").write_text("from .c import f\n")  # relative, module level
+    (pkg / "sub" / "c.py").write_text("def f():\n    from pkg import a\n")  # inside a function
+    (pkg / "d.py").write_text("from pkg import a\n")  # imports into the cycle, not part of it
+    graph = import_graph(str(tmp_path), dirs=("pkg",), scripts=())
+    assert graph["pkg.sub.b"] == {"pkg.sub.c"} and graph["pkg.sub.c"] == {"pkg.a"}
+    assert cycles(graph) == [["pkg.a", "pkg.sub.b", "pkg.sub.c"]]
+    (pkg / "sub" / "c.py").write_text("def f():\n    pass\n")  # the cycle removed
+    assert cycles(import_graph(str(tmp_path), dirs=("pkg",), scripts=())) == []
+
+
+# --- a sampler process imports no trainer module -------------------------------------------------
+#
+# "Trainer modules": what exists only to train, a sampler never runs: the trainer and its step,
+# state, optimizer, checkpoint and loss modules (train.trainer, train.step, train.state,
+# train.optim, train.checkpoint, train.losses), the RL trainer's side (rl.loop, rl.batch_source,
+# rl.losses), and the third-party libraries only they use (optax: optimizers; orbax: train
+# checkpoints). What both sides need from the run config lives below both (train/model_config.py,
+# train/sharding.py, rl/run_config.py), so those are allowed.
+
+TRAINER_MODULES = (
+    "train.trainer",
+    "train.step",
+    "train.state",
+    "train.optim",
+    "train.checkpoint",
+    "train.losses",
+    "rl.loop",
+    "rl.batch_source",
+    "rl.losses",
+    "optax",
+    "orbax",
+)
+
+
+def test_importing_the_sampler_process_loads_no_trainer_module():
+    code = (
+        "import sys, rl.sampler_process\n"
+        f"print(sorted(m for m in sys.modules if m.startswith({TRAINER_MODULES!r})))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]", f"rl.sampler_process loads trainer modules: {out.stdout}"
+
+
+def test_the_sampler_process_reaches_no_trainer_module_even_in_functions():
+    graph, seen, todo = project_graph(), {"rl.sampler_process"}, ["rl.sampler_process"]
+    while todo:
+        for m in graph[todo.pop()] - seen:
+            seen.add(m)
+            todo.append(m)
+    assert not {m for m in seen if m.startswith(TRAINER_MODULES)}, sorted(seen)

@@ -76,7 +76,7 @@ def test_eval_bits_per_byte_matches_hand_computation():
 def test_model_overrides_merge_rope_scaling_and_reject_unknown_fields():
     from configs import long_context, pretrain
     from model.errors import ConfigError
-    from train.trainer import model_config
+    from train.model_config import model_config
 
     base = model_config(_tiny(pretrain.get_config()))[0]
     c = _tiny(long_context.get_config())

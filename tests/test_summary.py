@@ -23,6 +23,7 @@ from model import Transformer, init_params, presets
 from model.engine import RolloutEngine
 from model.sampling import mask_invalid
 from rl import batch as rb
+from rl import rewards
 from rl.envs import CodingEnv, Task, generate_task, run_episode
 from rl.envs.scripted import SummarizingPolicy, TracePolicy
 from rl.envs.summary import SummaryConfig, instruction_ids, summary_turn_ids
@@ -291,7 +292,7 @@ def test_summary_toy_chains_carry_only_the_summary_across():
                 summary, facts
             )
             assert task.fact in r0["tokens"][r0["mask"] == 0]
-            assert r0["reward"] == r1["reward"] == summary_toy.chain_reward(answer, task.fact)
+            assert r0["reward"] == r1["reward"] == rewards.chain_reward(answer, task.fact)
             assert max(summary + answer) < summary_toy.vocab(facts)
     with pytest.raises(Exception, match="segments_per_chain >= 2"):
         c2 = rl_config.get_config()
@@ -310,7 +311,7 @@ def test_summary_toy_batches_hold_every_fact_once():
     gains nothing from a batch's mix; balanced=False draws facts per task (the first recipe)."""
     from configs import rl as rl_config
     from rl import sampler_process
-    from rl.batch_source import pool_order
+    from rl.run_config import pool_order
 
     c = rl_config.get_config()
     c.rl.update(task="summary_toy", pool_size=64, seed=3)

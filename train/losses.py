@@ -101,7 +101,8 @@ def model_forward(cfg, *, with_mtp: bool) -> Callable:
     """(params, batch) -> model.ModelOutput of the real Transformer on a batch in the contract.
 
     batch['forced_experts'] (optional, int32 [B, T, n_moe_layers, k]: batch axis first so it shards
-    and splits into microbatches like every other key) replays the sampler's routing (RL).
+    and splits into microbatches like every other key) replays a given routing. RL does not come
+    through here: its loss (rl/losses.py) runs its own forward with [B, n_moe_layers, T, k].
     `with_mtp=False` skips the MTP modules (no forward or backward cost for them).
     """
     module = model.Transformer(cfg)

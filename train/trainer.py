@@ -42,7 +42,6 @@ from jax.sharding import PartitionSpec as P
 
 import model
 from model import export
-from model import sharding as model_sharding
 from model.sharding import mesh_context
 from train import batches, checkpoint, optim
 from train import metrics as mx
@@ -50,6 +49,7 @@ from train import sharding as shd
 from train.config_check import check_config
 from train.evaluate import evaluate
 from train.losses import make_lm_loss
+from train.model_config import model_config, model_rules  # one definition: train/model_config.py
 from train.state import TrainState, create_train_state
 from train.step import BiasUpdate, eval_step, router_bias_update, train_step
 from train.tensorboard import SummaryWriter
@@ -95,71 +95,6 @@ class Run:
 
     def state_shardings(self) -> TrainState:
         return state_shardings(self.shapes_fn, self.logical_specs(), self.tx, self.mesh, self.rules)
-
-
-def apply_model_overrides(cfg, overrides: dict):
-    """cfg with ModelConfig fields replaced; `rope_scaling` (a dict) is merged into the existing
-    RopeScaling, so a stage can change only the YaRN factor. Unknown fields are errors."""
-    fields = {f.name for f in dataclasses.fields(cfg)}
-    for name in overrides:
-        if name not in fields:
-            raise ValueError(f"unknown ModelConfig field {name!r}")
-    overrides = dict(overrides)
-    rope = overrides.get("rope_scaling")
-    if isinstance(rope, dict):
-        known = {f.name for f in dataclasses.fields(cfg.rope_scaling)}
-        for name in rope:
-            if name not in known:
-                raise ValueError(f"unknown rope_scaling field {name!r}")
-        overrides["rope_scaling"] = dataclasses.replace(cfg.rope_scaling, **rope)
-    return dataclasses.replace(cfg, **overrides)
-
-
-def _base_model_config(config) -> tuple[model.ModelConfig, str | None]:
-    """(ModelConfig, HF folder or None) before overrides: exported params' own config
-    (config.init_params_from) wins, else an HF folder or a preset name (config.model)."""
-    name, init = config.model, config.init_params_from
-    if init and os.path.isfile(os.path.join(init, "model_config.json")):
-        from model import export
-
-        with open(os.path.join(init, "model_config.json")) as f:
-            try:
-                return export.config_from_json(f.read()), None
-            except ValueError as e:
-                raise shd.ConfigError(f"init_params_from={init!r}: {e}") from None
-    if os.path.isdir(name):
-        from model import hf
-
-        try:
-            return hf.read_config(name)[0], name
-        except (KeyError, TypeError, ValueError, OSError) as e:
-            raise shd.ConfigError(f"model={name!r}: {' '.join(str(e).split())}") from None
-    try:
-        return model.presets.get(name), None
-    except ValueError as e:
-        raise shd.ConfigError(f"model={name!r}: {e}") from None
-
-
-def model_config(config) -> tuple[model.ModelConfig, str | None]:
-    """(ModelConfig, HF folder or None): exported params' config, an HF folder or a preset,
-    with the run's compute dtype, remat and `model_overrides`."""
-    cfg, hf_dir = _base_model_config(config)
-    cfg = dataclasses.replace(cfg, dtype=config.train.compute_dtype, remat=config.train.remat)
-    overrides = config.get("model_overrides")
-    if overrides:
-        overrides = overrides.to_dict() if hasattr(overrides, "to_dict") else dict(overrides)
-        try:
-            cfg = apply_model_overrides(cfg, overrides)
-        except (TypeError, ValueError) as e:
-            raise shd.ConfigError(f"model_overrides: {e}") from None
-    return cfg, hf_dir
-
-
-def model_rules(config) -> tuple:
-    """The config's logical -> mesh rules, or the model's defaults when it names none."""
-    if len(config.rules):
-        return shd.rules_from_config(config.rules)
-    return tuple(model_sharding.DEFAULT_RULES)
 
 
 def build_optimizer(config, cfg) -> tuple[optax.GradientTransformation, optax.Schedule]:

@@ -135,6 +135,7 @@ _KERNELS = {"gpu": ("mosaic_gpu", "triton"), "tpu": ("mosaic_tpu",), "cpu": ("xl
 def _tokamax(q, k, v, k_segments, scale, q_index, impl):
     backend.tokamax()  # first: it stubs xprof where missing, which tokamax imports
     from tokamax._src.ops.attention import api, base
+
     b, t = q.shape[:2]
     q_idx = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), (b, t)) if q_index is None else q_index
     k_start = jnp.take_along_axis(document_starts(k_segments), q_idx, axis=1)  # [B,T]

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 
 from data.chat import generation_prompt
 from data.tokenizers import Tokenizer
+from eval.metrics import all_pass
 from rl.envs import tools
 from rl.envs.families import grade_episode
 from rl.envs.sandbox import Limits, Sandbox
@@ -39,7 +40,7 @@ from rl.envs.summary import (
     instruction_ids,
     is_summary_turn,
 )
-from rl.envs.tasks import Grade, Task, episode_all_pass
+from rl.envs.tasks import Grade, Task
 
 DEFAULT_SYSTEM = (
     "You are a coding agent working in a repository. Use tools to inspect and change it, "
@@ -90,7 +91,7 @@ class EpisodeRecord:
 
     @property
     def all_pass(self) -> bool:
-        return episode_all_pass(self.tests_passed, self.tests_total, self.tampered)
+        return all_pass(self.tests_passed, self.tests_total, self.tampered)
 
     @property
     def generated_tokens(self) -> int:

@@ -32,6 +32,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
+from eval.metrics import all_pass
 from rl.envs.grader.strict_eq import OVERFLOW, REFUSED
 from rl.envs.harden import EQ_MODULE, PARAMETRIZE_WORDS, Hardened, harden_module, is_test_module
 from rl.envs.sandbox import SANDBOX_REPO, Limits, RepoTooLarge, Sandbox
@@ -77,12 +78,7 @@ class Grade:
 
     @property
     def all_pass(self) -> bool:
-        return episode_all_pass(self.passed, self.total, self.tampered)
-
-
-def episode_all_pass(passed: int, total: int, tampered: bool) -> bool:
-    """Every hidden test passed and the grader caught no tampering (Grade.all_pass's rule)."""
-    return total > 0 and passed == total and not tampered
+        return all_pass(self.passed, self.total, self.tampered)  # the one rule: eval/metrics.py
 
 
 # ---------------------------------------------------------------- grading
