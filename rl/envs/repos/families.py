@@ -28,6 +28,7 @@ import re
 from rl.envs.devops import PYTEST_LINE
 from rl.envs.repos import mine as M
 from rl.envs.repos.spec import EnvSpec
+from rl.envs.repos.vendored import load_spec, project_files
 from rl.envs.review import REVIEW_OPS, answer_span, unified_diff
 from rl.envs.tasks import Task
 
@@ -171,8 +172,6 @@ def makefile_task(project: str, files: dict[str, str], spec: EnvSpec, seed: int 
 
 def devops_tasks(projects, seed: int = 0) -> list[Task]:
     """The mined DevOps tasks of `projects` (ungated: rl/envs/verify.py takes their baseline)."""
-    from rl.envs.repos.projects import load_spec, project_files
-
     out = []
     for name in projects:
         files, spec = project_files(name), load_spec(name)
@@ -184,8 +183,6 @@ def devops_tasks(projects, seed: int = 0) -> list[Task]:
 
 def review_tasks(recipes: list[M.Recipe]) -> list[Task]:
     """Review tasks of the recipes whose op keeps line numbers (ungated)."""
-    from rl.envs.repos.projects import load_spec, project_files
-
     files, specs, out = {}, {}, []
     for r in recipes:
         if r.project not in files:

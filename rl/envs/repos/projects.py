@@ -18,36 +18,19 @@ import argparse
 import json
 import os
 import sys
-from pathlib import Path
 
 from rl.envs.repos import mine as M
-from rl.envs.repos.spec import Admission, EnvSpec, read_tree
+from rl.envs.repos.spec import Admission
+from rl.envs.repos.vendored import HERE, PROJECTS, SPECS, load_spec, project_files
 from rl.envs.tasks import Task
 
-HERE = Path(__file__).parent
-VENDOR = HERE / "vendor"
-SPECS = HERE / "specs"
 SUITE = HERE / "suite.jsonl"
 # The suite's review and DevOps tasks: review tasks of the first REVIEW_PER_PROJECT suite recipes
 # per project whose op keeps line numbers, and the mined DevOps tasks with their gated baselines
 # (committed: the eval rebuilds them without a sandbox). `python -m ... projects families`.
 FAMILIES = HERE / "families.json"
 REVIEW_PER_PROJECT = 2
-PROJECTS = ("inflection", "semver", "parse", "roman")
 SUITE_PER_PROJECT, SUITE_TRIES = 18, 45  # recipes kept / candidate sites tried per project
-
-
-def project_files(name: str) -> dict[str, str]:
-    if name not in PROJECTS:
-        raise ValueError(f"unknown project {name!r}; vendored: {', '.join(PROJECTS)}")
-    return read_tree(VENDOR / name)
-
-
-def load_spec(name: str) -> EnvSpec:
-    path = SPECS / f"{name}.json"
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no spec (python -m rl.envs.repos.projects specs)")
-    return EnvSpec.from_json(path.read_text())
 
 
 def build_specs(projects=PROJECTS, log=print) -> list[Admission]:

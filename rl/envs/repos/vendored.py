@@ -1,0 +1,27 @@
+"""The vendored projects (rl/envs/repos/vendor/, each under its own license) and their cached
+environment specs (specs/<project>.json): the leaf that projects.py (suite, pools) and families.py
+(review + DevOps tasks) both read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rl.envs.repos.spec import EnvSpec, read_tree
+
+HERE = Path(__file__).parent
+VENDOR = HERE / "vendor"
+SPECS = HERE / "specs"
+PROJECTS = ("inflection", "semver", "parse", "roman")
+
+
+def project_files(name: str) -> dict[str, str]:
+    if name not in PROJECTS:
+        raise ValueError(f"unknown project {name!r}; vendored: {', '.join(PROJECTS)}")
+    return read_tree(VENDOR / name)
+
+
+def load_spec(name: str) -> EnvSpec:
+    path = SPECS / f"{name}.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no spec (python -m rl.envs.repos.projects specs)")
+    return EnvSpec.from_json(path.read_text())
