@@ -17,7 +17,7 @@ MESHES = [(1, 1, 8, 1), (2, 1, 4, 1), (1, 2, 2, 2), (2, 2, 2, 1)]
 def _compiled_hlo(cfg, shape, b=8, t=16):
     """The MoE dispatch's forward + backward (one layer's step), laid out as in the model: rows
     sharded like the batch, expert weights by the logical rules, gradients back in place."""
-    mesh = jax.make_mesh(shape, sh.MESH_AXES, axis_types=(AxisType.Auto,) * 4)
+    mesh = jax.make_mesh((*shape, 1), sh.MESH_AXES, axis_types=(AxisType.Auto,) * 5)
     sizes = dict(zip(sh.MESH_AXES, shape))
     lay = moe_a2a.layout_from_rules(sh.DEFAULT_RULES, sizes)
     n, d, e, f, k = b * t, cfg.hidden_size, cfg.n_routed_experts, cfg.moe_intermediate_size, 2

@@ -1,0 +1,80 @@
+"""Context parallelism (model/context.py) on 8 simulated CPU devices: the LM loss and its gradients
+on meshes with a context axis equal the unsharded model's, on packed rows (several documents and
+padding per row, positions restarting per document)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from model import context, param_logical_specs, presets
+from model import sharding as sh
+from train import sharding as shd
+from train.losses import make_lm_loss
+
+T = 32  # divisible by 2 x 8: every context size here
+
+
+def test_zigzag_order_balances_causal_work():
+    """Shard i holds chunks i and 2cp-1-i: the same number of (query, earlier key) pairs on every
+    shard, and to_zigzag / from_zigzag are inverses."""
+    cp, t = 4, 64
+    order = context.zigzag_order(t, cp)
+    assert sorted(order.tolist()) == list(range(t))
+    np.testing.assert_array_equal(order[:16], list(range(8)) + list(range(56, 64)))
+    work = [(order[i * 16 : (i + 1) * 16] + 1).sum() for i in range(cp)]  # keys seen per shard
+    assert len(set(work)) == 1
+    x = jnp.arange(2 * t).reshape(2, t)
+    z = context.to_zigzag({"tokens": x}, cp)["tokens"]
+    np.testing.assert_array_equal(context.from_zigzag(z, cp), x)
+    with pytest.raises(ValueError, match="not divisible by 2 x 4"):
+        context.zigzag_order(60, 4)
+
+
+def _packed_batch(vocab: int, b: int = 2):
+    """Two rows, each packing documents of uneven lengths and trailing padding (segment 0)."""
+    rng = np.random.default_rng(0)
+    lengths = [(11, 13, 5), (7, 20, 2)]
+    seg, pos = np.zeros((b, T), np.int32), np.zeros((b, T), np.int32)
+    for r, docs in enumerate(lengths):
+        at = 0
+        for d, n in enumerate(docs):
+            seg[r, at : at + n], pos[r, at : at + n] = d + 1, np.arange(n)
+            at += n
+    tokens = rng.integers(1, vocab, (b, T)).astype(np.int32)
+    targets = rng.integers(1, vocab, (b, T)).astype(np.int32)
+    mask = (seg > 0).astype(np.float32)
+    return dict(tokens=tokens, targets=targets, positions=pos, segment_ids=seg, loss_mask=mask)
+
+
+def _loss_and_grads(cfg, params, batch, shape=None):
+    loss_fn = make_lm_loss(cfg)
+    fn = jax.value_and_grad(lambda p, b: loss_fn(p, b, None)[0])
+    if shape is None:
+        return jax.jit(fn)(params, batch)
+    sizes = dict(zip(sh.MESH_AXES, shape))
+    mesh = shd.make_mesh(sizes, jax.devices()[: int(np.prod(shape))])
+    p_sh = shd.param_shardings(param_logical_specs(cfg), mesh, sh.DEFAULT_RULES)
+    with sh.mesh_context(mesh, sh.DEFAULT_RULES):
+        assert context.context_size() == sizes["context"]
+        jitted = jax.jit(fn, in_shardings=(p_sh, shd.batch_sharding(mesh)))
+        return jitted(jax.device_put(params, p_sh), batch)
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [(1, 2, 2, 1, 2), (1, 1, 1, 2, 4)],  # (data, fsdp, expert, tensor, context)
+    ids=["fsdp2_expert2_context2", "tensor2_context4"],
+)
+@pytest.mark.parametrize("moe_comm", ["gspmd", "alltoall"])
+def test_context_parallel_loss_and_grads_match_unsharded(tiny_model, shape, moe_comm):
+    cfg, params = tiny_model
+    cfg = cfg.replace(moe_comm=moe_comm)
+    batch = _packed_batch(cfg.vocab_size)
+    ref_loss, ref_grads = _loss_and_grads(cfg, params, batch)
+    loss, grads = _loss_and_grads(cfg, params, batch, shape)
+    np.testing.assert_allclose(loss, ref_loss, rtol=1e-5)
+    for (path, a), b in zip(
+        jax.tree_util.tree_leaves_with_path(ref_grads), jax.tree.leaves(grads), strict=True
+    ):
+        np.testing.assert_allclose(b, a, atol=2e-6, rtol=1e-4, err_msg=jax.tree_util.keystr(path))
