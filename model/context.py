@@ -60,6 +60,38 @@ def context_size() -> int:
     return math.prod(mesh.shape[a] for a in context_axes()) if context_axes() else 1
 
 
+def token_rows(x):
+    """x [B,T,...] -> [B·T, ...] rows (MoE dispatch) in an order whose contiguous split over
+    (batch axes, context axes) is each device's own tokens: [Bx, B_loc, cp, t] -> [Bx, cp, B_loc,
+    t]. A plain reshape would interleave rows of different context shards whenever a batch shard
+    holds more than one row, and GSPMD would all-gather to re-split them. cp = 1: a reshape."""
+    b, t = x.shape[:2]
+    cp, bx = context_size(), _batch_shards()
+    if cp == 1:
+        return x.reshape((b * t,) + x.shape[2:])
+    grid = x.reshape((bx, b // bx, cp, t // cp) + x.shape[2:])
+    return jnp.swapaxes(grid, 1, 2).reshape((b * t,) + x.shape[2:])
+
+
+def token_grid(rows, b: int, t: int):
+    """Inverse of token_rows: [B·T, ...] -> [B,T,...]."""
+    cp, bx = context_size(), _batch_shards()
+    if cp == 1:
+        return rows.reshape((b, t) + rows.shape[1:])
+    grid = rows.reshape((bx, cp, b // bx, t // cp) + rows.shape[1:])
+    return jnp.swapaxes(grid, 1, 2).reshape((b, t) + rows.shape[1:])
+
+
+def _batch_shards() -> int:
+    """How many shards the batch axis is split over (outside the context axes)."""
+    mesh = jax.sharding.get_abstract_mesh()
+    if mesh.empty:
+        return 1
+    sizes, ctx = dict(mesh.shape), context_axes()
+    axes = [a for a in _axes(sh.BATCH, nn.get_logical_axis_rules(), sizes) if a not in ctx]
+    return math.prod(sizes[a] for a in axes)
+
+
 def zigzag_order(t: int, cp: int) -> np.ndarray:
     """[T] int32: the row index of each position of the zig-zag layout (shard i's t tokens are
     chunks i and 2·cp-1-i). cp = 1 is the identity."""

@@ -84,7 +84,9 @@ def role_mesh(sizes: dict, devices: Sequence) -> Mesh:
     devices = list(devices)
     shape = mesh_shape(sizes, len(devices))
     # Auto axes, as the trainer's mesh: GSPMD propagation plus the model's logical constraints.
-    return jax.make_mesh(shape, MESH_AXES, axis_types=(AxisType.Auto,) * len(MESH_AXES), devices=devices)
+    return jax.make_mesh(
+        shape, MESH_AXES, axis_types=(AxisType.Auto,) * len(MESH_AXES), devices=devices
+    )
 
 
 def check_model_mesh(cfg, mesh: Mesh) -> None:

@@ -7,7 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from model import context, param_logical_specs, presets
+from model import context, param_logical_specs
+from model.kernels import attention as attention_kernels
 from model import sharding as sh
 from train import sharding as shd
 from train.losses import make_lm_loss
@@ -61,17 +62,45 @@ def _loss_and_grads(cfg, params, batch, shape=None):
         return jitted(jax.device_put(params, p_sh), batch)
 
 
+@pytest.fixture(scope="module")
+def unsharded(tiny_model):
+    cfg, params = tiny_model
+    batch = _packed_batch(cfg.vocab_size)
+    return batch, _loss_and_grads(cfg, params, batch)
+
+
+def _index_mask_kernel(q, k, v, *, q_positions, q_segments, k_positions, k_segments, scale, impl,
+                       q_index=None):  # fmt: skip
+    """The fused kernel's mask semantics in plain JAX: causal by key index against `q_index`, from
+    each query's document start (model/kernels/attention.py's tokamax path), positions unused. If
+    the gathered keys were not in row order or q_index were wrong, the loss would differ."""
+    del q_positions, q_segments, k_positions, impl
+    s = k.shape[1]
+    k_start = jnp.take_along_axis(attention_kernels.document_starts(k_segments), q_index, axis=1)
+    idx = jnp.arange(s)[None, None, :]  # [1,1,S]
+    mask = (idx <= q_index[:, :, None]) & (idx >= k_start[:, :, None])  # [B,T,S]
+    scores = jnp.einsum("BTHK,BSHK->BHTS", q, k) * scale
+    probs = jax.nn.softmax(jnp.where(mask[:, None], scores, -1e30), axis=-1)
+    return jnp.einsum("BHTS,BSHV->BTHV", probs, v)
+
+
 @pytest.mark.parametrize(
-    "shape",
-    [(1, 2, 2, 1, 2), (1, 1, 1, 2, 4)],  # (data, fsdp, expert, tensor, context)
-    ids=["fsdp2_expert2_context2", "tensor2_context4"],
-)
-@pytest.mark.parametrize("moe_comm", ["gspmd", "alltoall"])
-def test_context_parallel_loss_and_grads_match_unsharded(tiny_model, shape, moe_comm):
+    "shape,moe_comm,kernel",
+    [((1, 2, 2, 1, 2), "alltoall", "blocked"), ((1, 1, 1, 2, 4), "gspmd", "index_mask")],
+    ids=["fsdp2_expert2_context2_alltoall", "tensor2_context4_fused_mask"],
+)  # shape: (data, fsdp, expert, tensor, context)
+def test_context_parallel_loss_and_grads_match_unsharded(
+    tiny_model, unsharded, monkeypatch, shape, moe_comm, kernel
+):
+    """Two meshes with context > 1 (one with expert + fsdp and the all-to-all MoE dispatch, one
+    with tensor): loss and every gradient within float32 rounding of the unsharded blocked
+    model. The second runs the context-parallel attention with the fused kernel's mask (causal by
+    index + document start, as tokamax gets it), checking what that path is given."""
     cfg, params = tiny_model
     cfg = cfg.replace(moe_comm=moe_comm)
-    batch = _packed_batch(cfg.vocab_size)
-    ref_loss, ref_grads = _loss_and_grads(cfg, params, batch)
+    batch, (ref_loss, ref_grads) = unsharded
+    if kernel == "index_mask":
+        monkeypatch.setattr(context.kernels, "train_attention", _index_mask_kernel)
     loss, grads = _loss_and_grads(cfg, params, batch, shape)
     np.testing.assert_allclose(loss, ref_loss, rtol=1e-5)
     for (path, a), b in zip(

@@ -332,7 +332,9 @@ def test_two_process_streamed_load_bounds_host_memory(tmp_path):
     from model.hf import load_hf_checkpoint
     from model.hf_stream import _shardings
 
-    mesh = jax.make_mesh((2, 1, 4, 1, 1), sh.MESH_AXES, axis_types=(jax.sharding.AxisType.Auto,) * 5)
+    mesh = jax.make_mesh(
+        (2, 1, 4, 1, 1), sh.MESH_AXES, axis_types=(jax.sharding.AxisType.Auto,) * 5
+    )
     _, restored = load_params(str(tmp_path / "orbax"), _shardings(cfg, mesh, sh.DEFAULT_RULES))
     _assert_shards_equal(load_hf_checkpoint(str(tmp_path / "ckpt"))[1], restored)
 

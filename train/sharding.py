@@ -59,7 +59,9 @@ def make_mesh(sizes: dict, devices: Sequence[Any] | None = None) -> Mesh:
 def abstract_mesh(sizes: dict, num_devices: int) -> jax.sharding.AbstractMesh:
     """A mesh described by sizes alone (for --dry_run on devices we do not have)."""
     return jax.sharding.AbstractMesh(
-        resolve_mesh_shape(sizes, num_devices), MESH_AXES, axis_types=(AxisType.Auto,) * len(MESH_AXES)
+        resolve_mesh_shape(sizes, num_devices),
+        MESH_AXES,
+        axis_types=(AxisType.Auto,) * len(MESH_AXES),
     )
 
 
