@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from model import context, param_logical_specs
-from model.kernels import attention as attention_kernels
 from model import sharding as sh
+from model.kernels import attention as attention_kernels
 from train import sharding as shd
 from train.losses import make_lm_loss
 
