@@ -61,3 +61,32 @@ def get_config():
     c.checkpoint.update(every_steps=200, keep=3)
     c.dry_run_devices = 256
     return c
+
+
+def context_rules() -> list:
+    """get_config's rules with the sequence over 'context' (model/context.py) and every weight
+    that was FSDP-sharded along D (or the MLA latents) sharded over ('fsdp', 'context'): a context
+    axis splits tokens, and the weights are split over it too, gathered per layer like FSDP."""
+    over = {
+        "embed": ["fsdp", "context"],
+        "q_latent": ["fsdp", "context"],
+        "kv_latent": ["fsdp", "context"],
+        "seq": "context",
+    }
+    return [[name, over.get(name, target)] for name, target in get_config().rules]
+
+
+def long_context_config(seq_len: int, sequences: int, mesh: dict, devices: int):
+    """Continued pretraining at `seq_len` tokens per row (YaRN from Kimi's original 4k context,
+    factor seq_len / 4096, as configs/long_context.py extends the small model), `sequences` rows
+    per step (one per microbatch: the mesh has one batch shard), on `mesh` over `devices` chips."""
+    c = get_config()
+    c.model_overrides = dict(
+        max_position_embeddings=seq_len,
+        rope_scaling=dict(factor=seq_len / 4096, original_max_position_embeddings=4096),
+    )
+    c.train.update(seq_len=seq_len, batch_size=sequences, microbatches=sequences)
+    c.mesh.update(mesh)
+    c.rules = context_rules()
+    c.dry_run_devices = devices
+    return c

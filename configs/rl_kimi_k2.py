@@ -25,24 +25,25 @@ A full bf16 snapshot is 32.08 GB per trainer host (64 hosts of 4 chips); a delta
 0.64 GB.
 """
 
-from configs import kimi_k2
+from configs import kimi_k2, kimi_k2_32k
 from configs import rl as rl_base
 
 
 def get_config():
     c = rl_base.get_config()
-    big = kimi_k2.get_config()
+    long = kimi_k2_32k.get_config()  # the trainer's layout: the 32k continued-pretraining mesh
     c.model = "kimi_k2"
-    c.mesh = big.mesh
-    c.rules = big.rules
-    c.dry_run_devices = 256
+    c.mesh = long.mesh
+    c.rules = long.rules
+    c.model_overrides = long.model_overrides
+    c.dry_run_devices = long.dry_run_devices
     c.devices_per_host = 4  # v5p: 4 chips per host (the weight store's writers)
     c.train.update(
         lr=1e-6,
         compute_dtype="bfloat16",
         remat="full",
         moment_dtype="bfloat16",
-        microbatches=64,  # 256 rows / (data 1 x fsdp 4) = 64 per shard: one per microbatch
+        microbatches=256,  # 256 rows / (data 1 x fsdp 1) = 256 per shard: one per microbatch
     )
     c.rl.update(
         task="coding",
@@ -55,3 +56,6 @@ def get_config():
     )
     c.rl.coding.slots = 16
     return c
+
+
+assert kimi_k2  # the pretraining layout the docstring compares against

@@ -39,7 +39,9 @@ MESH_AXES = ("data", "fsdp", "expert", "tensor", "context")
 DEFAULT_RULES: tuple[tuple[str, object], ...] = (
     (LAYERS, None),
     (VOCAB, "tensor"),
-    (EMBED, "fsdp"),
+    # Weights are FSDP-sharded over 'context' too (MaxText does the same): a context axis splits
+    # activations, and without this every context shard would hold a full FSDP shard of params.
+    (EMBED, ("fsdp", "context")),
     (HEADS, "tensor"),
     (HEAD_DIM, None),
     (Q_LATENT, None),
