@@ -8,10 +8,13 @@ context 16: each 256k row over 16 context shards in zig-zag chunks (16k tokens p
 latent all-gathered per layer (256k x 576 values x 2 B = 288 MiB per layer per chip). 16 rows of
 256k per step = 4.19M tokens, one row per microbatch.
 
-Expect from --dry_run: per chip 8.7 GiB params + 8.7 grads + 8.7 accumulation gradient + 8.7
-bf16 moments + 13.3 saved layer inputs + 22.9 layer working set + 2.5 logits = 73.5 GiB: fits a
-v5p-1024 (512 chips x 95 GB) and 512 x H100-80GB (74.5 GiB, with 1 GiB to spare). 256 chips do
-not fit at 256k: 256 x H200 with context 8 plans to 139.8 GiB (131.3 usable).
+Expect from --dry_run: 4,194,304 tokens per step and per chip 7.9 GiB params + 7.9 grads + 7.9
+accumulation gradient + 7.9 bf16 moments + 13.3 saved layer inputs + 26.1 one layer's working set
+(8.1 MoE buffers; the gathered keys: 256k x (576 + 8 heads x 448) x 2 B = 2.0 GiB per copy) + 2.5
+logits = 73.7 GiB: fits a v5p-1024 (512 chips x 95 GB) and 512 x H100-80GB (74.5 GiB usable: 0.8
+to spare, so the plan's 15% tolerance against XLA says try it on a slice first). 256 chips do not
+fit at 256k: --config.dry_run_devices=256 --config.mesh.context=8 plans 140.2 GiB (256 x H200:
+131.3 usable).
 """
 
 from configs import kimi_k2

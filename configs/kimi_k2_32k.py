@@ -8,11 +8,13 @@ Mesh 256 chips = expert 4 x tensor 8 x context 8: each 32k row is split over 8 c
 zig-zag chunks (4k tokens per chip, model/context.py), attention all-gathers the 576-value MLA
 latent per token. 128 rows of 32k per step = 4.19M tokens, one row per microbatch.
 
-Expect from --dry_run (fused attention, as 'auto' is on TPU/GPU): per chip 16.6 GiB params +
-16.6 grads + 16.6 accumulation gradient + 16.6 bf16 moments + 3.3 saved layer inputs + 5.2 layer
-working set + 0.6 logits = 75.5 GiB: fits a v5p-512 (95 GB = 88.5 GiB chips) and 256 x H200 (141
-GB), not 256 x H100-80GB (74.5 GiB); for H100s: --config.dry_run_devices=512
---config.mesh.expert=8 (512 x H100-80GB, 45.7 GiB).
+Expect from --dry_run (fused attention, as 'auto' is on TPU/GPU): 4,194,304 tokens per step and
+per chip 15.9 GiB params + 15.9 grads + 15.9 accumulation gradient + 15.9 bf16 moments + 3.3 saved
+layer inputs + 8.4 one layer's working set (2.0 of it MoE buffers, the gathered layer weights and
+their gradient included) + 0.6 logits = 75.9 GiB: fits a v5p-512 (95 GB = 88.5 GiB chips) and
+256 x H200 (141 GB), not 256 x H100-80GB (74.5 GiB). H100s: --config.dry_run_devices=512
+--config.mesh.expert=8 plans 44.7 GiB (512 x H100-80GB). bench/RESULTS.md: how far the plan is
+from XLA's compiled memory (within 15% on scaled-down configs).
 """
 
 from configs import kimi_k2

@@ -121,7 +121,7 @@ class MLA(nn.Module):
         expanded per head on each shard (model/context.py)."""
         dt = self.cfg.dtype
         b, t, h, _ = q_nope.shape
-        if context.context_size() > 1:
+        if context.split_size(t) > 1:
             q = jnp.concatenate([q_nope, q_rope.astype(q_nope.dtype)], -1)  # [B,T,H,N+R]
             return context.gathered_attention(
                 q,

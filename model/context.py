@@ -66,7 +66,7 @@ def token_rows(x):
     t]. A plain reshape would interleave rows of different context shards whenever a batch shard
     holds more than one row, and GSPMD would all-gather to re-split them. cp = 1: a reshape."""
     b, t = x.shape[:2]
-    cp, bx = context_size(), _batch_shards()
+    cp, bx = split_size(t), _batch_shards()
     if cp == 1:
         return x.reshape((b * t,) + x.shape[2:])
     grid = x.reshape((bx, b // bx, cp, t // cp) + x.shape[2:])
@@ -75,7 +75,7 @@ def token_rows(x):
 
 def token_grid(rows, b: int, t: int):
     """Inverse of token_rows: [B·T, ...] -> [B,T,...]."""
-    cp, bx = context_size(), _batch_shards()
+    cp, bx = split_size(t), _batch_shards()
     if cp == 1:
         return rows.reshape((b, t) + rows.shape[1:])
     grid = rows.reshape((bx, cp, b // bx, t // cp) + rows.shape[1:])
@@ -90,6 +90,13 @@ def _batch_shards() -> int:
     sizes, ctx = dict(mesh.shape), context_axes()
     axes = [a for a in _axes(sh.BATCH, nn.get_logical_axis_rules(), sizes) if a not in ctx]
     return math.prod(sizes[a] for a in axes)
+
+
+def split_size(t: int) -> int:
+    """cp if a row of t tokens is split over the context axes here, else 1: rows that do not
+    divide into 2·cp zig-zag chunks (init's one-token trace) run unsplit, replicated over them."""
+    cp = context_size()
+    return cp if cp > 1 and t % (2 * cp) == 0 else 1
 
 
 def zigzag_order(t: int, cp: int) -> np.ndarray:
