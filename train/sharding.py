@@ -149,6 +149,6 @@ def bytes_per_device(abstract_tree: Any, shardings: Any, mesh_shape: dict) -> in
             if axes is None:
                 continue
             axes = (axes,) if isinstance(axes, str) else axes
-            shape[dim] = -(-shape[dim] // math.prod(mesh_shape[a] for a in axes))  # ceil: padding
+            shape[dim] = -(-shape[dim] // math.prod(mesh_shape.get(a, 1) for a in axes))  # ceil
         total += math.prod(shape) * np.dtype(leaf.dtype).itemsize
     return total
