@@ -133,7 +133,7 @@ def test_dry_run_table_leads_with_the_runs_own_mesh():
     assert _cells(row)[:4] == [
         "this run: 8 x cpu (host RAM / 8)",
         "(8, 1, 1, 1, 1)",
-        "64",
+        "64 x 4",
         "blocked",
     ]
     assert _cells(row)[14] == "yes"
