@@ -259,3 +259,30 @@ def test_plan_total_within_15_percent_of_xla(mesh, remat, microbatches, moments)
         fused_attention=True, microbatches=microbatches,
     )  # fmt: skip
     assert 0.85 * xla <= plan["total"] <= 1.15 * xla, (plan, xla)
+
+
+def test_kimi_long_context_configs_fit_their_named_pods():
+    """configs/kimi_k2_32k.py and kimi_k2_256k.py: rows split over a context axis (4k and 16k
+    tokens per chip), each plans to fit the pods its docstring names, and not the one it says
+    it does not; the breakdown adds up to the row's total."""
+    from configs import kimi_k2_32k, kimi_k2_256k
+    from train import dry_run
+
+    want = {
+        kimi_k2_32k: {
+            "v5p-512 (256 chips x 95 GB)": "yes",
+            "256 x H200-141GB": "yes",
+            "256 x H100-80GB": "no",
+        },
+        kimi_k2_256k: {"v5p-1024 (512 chips x 95 GB)": "yes", "512 x H100-80GB": "yes"},
+    }
+    for module, fits in want.items():
+        config = module.get_config()
+        rows = {
+            _cells(r)[0].removeprefix("this run: "): _cells(r) for r in dry_run.run_rows(config)
+        }
+        assert {k: v[14] for k, v in rows.items()} == fits
+        row = next(iter(rows.values()))
+        assert row[1].endswith(f"{config.mesh.context})") and row[3:5] == ["fused", "full"]
+        (line,) = dry_run.breakdown(config)
+        assert line.endswith(f"= {row[13]} GiB")
