@@ -103,9 +103,12 @@ def _init_distributed():
 
 def _run(config):
     """The chosen mode; user-facing failures raise ConfigError / InputError (one line each)."""
-    from model.errors import InputError
+    from model.config import DECODE_DTYPES
+    from model.errors import ConfigError, InputError
     from train import convert
 
+    if config.get("decode_dtype", "auto") not in DECODE_DTYPES:  # every mode's engines read it
+        raise ConfigError(f"decode_dtype={config.decode_dtype!r}: expected one of {DECODE_DTYPES}")
     if _DRY_RUN.value:
         from train import dry_run
 
@@ -122,7 +125,6 @@ def _run(config):
     _init_distributed()
     if _MODE.value == "rl" and "realtime" in config:  # configs/realtime.py: one feedback cycle
         from eval import promotion
-        from model.errors import ConfigError
         from rl import realtime
 
         try:
@@ -165,6 +167,7 @@ def _run(config):
                 _PROMPT.value,
                 max_new_tokens=_MAX_NEW.value,
                 temperature=_TEMPERATURE.value,
+                decode_dtype=config.get("decode_dtype", "auto"),
             )
         except (FileNotFoundError, ValueError) as e:  # a params dir that is not an export
             raise InputError(f"--params={params_dir}: {' '.join(str(e).split())}") from None

@@ -3,6 +3,8 @@
     python bench/bench_decode.py                       # small preset: trains its MTP head once (the run
                                                        # is kept in runs/bench_decode), then benchmarks
     python bench/bench_decode.py --train_steps 0       # random weights (acceptance is then meaningless)
+    python bench/bench_decode.py --train_steps 0 --mtp_stage_steps 0 --variants "1::0;32::0;64::0" \
+        --decode_dtypes float32,bfloat16               # plain greedy, float32 vs bfloat16 engine
 
 1. MTP heads: the main model and its MTP module are trained together by train/'s loop (main.py's
    default config: AdamW, next-token CE + an MTP loss of weight --mtp_weight; module 0 at t predicts
@@ -19,6 +21,10 @@
 3. Speculative decode (greedy and temperature 1) at batch 1 (and 32) with K = 1..3 MTP drafts: tokens/s, speedup over
    plain measured in the same loop (runs alternate), and the acceptance rate (accepted / drafted).
 4. Latent-cache bytes/token for the small preset (measured from init_layer_caches) and the big presets.
+
+--decode_dtypes: the engine's dtypes (ModelConfig.decode_dtype: float32, bfloat16, auto) run side by
+side, alternating within each repeat; the 'vs first dtype' column is each row's tokens/s over the
+first dtype's same (temperature, K) row, and 'same tokens as K=0' compares within a dtype.
 """
 
 from __future__ import annotations
@@ -35,7 +41,11 @@ import numpy as np  # noqa: E402
 
 from configs import default, mtp  # noqa: E402
 from model import init_params, presets  # noqa: E402
-from model.decode import cache_bytes_per_token, init_layer_caches  # noqa: E402
+from model.decode import (  # noqa: E402
+    cache_bytes_per_token,
+    init_layer_caches,
+    uncompressed_cache_bytes_per_token,
+)
 from model.export import load_params  # noqa: E402
 from model.prompt_batch import PromptBatch  # noqa: E402
 from train import batches, convert, trainer  # noqa: E402
@@ -126,33 +136,40 @@ def bench_decode(
     prompt_len: int,
     max_new: int,
     repeats: int,
+    dtypes: list[str],
 ):
-    """One row per (temperature, K); K = 0 is the plain baseline of the speedup column."""
+    """One row per (decode dtype, temperature, K); K = 0 is the plain baseline of the speedup
+    column, the first dtype that of the 'vs first dtype' column."""
     prompts = held_out_prompts(config, batch, prompt_len)
-    variants = [(t, k) for t in temperatures for k in [0] + drafts]
+    cfgs = {dt: cfg.replace(decode_dtype=dt) for dt in dtypes}
+    variants = [(dt, t, k) for dt in dtypes for t in temperatures for k in [0] + drafts]
     times = {v: [] for v in variants}
     stats, tokens = {}, {}
-    for t, k in variants[: len(drafts) + 1]:  # compile (temperature is traced: one compile per K)
-        decode_run(cfg, params, prompts, max_new, k, t)
+    for dt, t, k in variants:  # compile (temperature is traced: one compile per dtype and K)
+        if t == temperatures[0]:
+            decode_run(cfgs[dt], params, prompts, max_new, k, t)
     for _ in range(repeats):  # alternate, so load changes hit every variant alike
         for v in variants:
-            sec, stats[v], tokens[v] = decode_run(cfg, params, prompts, max_new, v[1], v[0])
+            sec, stats[v], tokens[v] = decode_run(cfgs[v[0]], params, prompts, max_new, v[2], v[1])
             times[v].append(sec)
     rows = []
-    for t, k in variants:
-        med = float(np.median(times[(t, k)]))
-        base = float(np.median(times[(t, 0)]))
-        st = stats[(t, k)]
+    for dt, t, k in variants:
+        med = float(np.median(times[(dt, t, k)]))
+        st = stats[(dt, t, k)]
+        tokens_s = st["tokens"] / med
+        first = stats[(dtypes[0], t, k)]["tokens"] / float(np.median(times[(dtypes[0], t, k)]))
         rows.append(
             dict(
                 batch=batch,
+                dtype=dt,
                 temperature=t,
                 k=k,
-                tokens_s=st["tokens"] / med,
-                speedup=base / med,
+                tokens_s=tokens_s,
+                speedup=float(np.median(times[(dt, t, 0)])) / med,
+                vs_first=tokens_s / first,
                 acceptance=st["acceptance_rate"],
                 per_step=st["tokens_per_slot_step"],
-                same=tokens[(t, k)] == tokens[(t, 0)] if t == 0 else "-",
+                same=tokens[(dt, t, k)] == tokens[(dt, t, 0)] if t == 0 else "-",
             )
         )
     return rows, tokens
@@ -181,7 +198,13 @@ def main():
         help="then train the MTP module alone on the frozen model (train.trainable='mtp'); 0: no",
     )
     ap.add_argument("--mtp_stage_lr", type=float, default=1e-3)
+    ap.add_argument(
+        "--decode_dtypes",
+        default="auto",
+        help="engine dtypes side by side, e.g. float32,bfloat16 (auto: bf16 on GPU/TPU, f32 on CPU)",
+    )
     args = ap.parse_args()
+    dtypes = args.decode_dtypes.split(",")
     cfg = presets.get(args.preset)
     print(f"devices: {jax.devices()}  preset={args.preset}")
     config = run_config(
@@ -201,10 +224,10 @@ def main():
         f"median of {args.repeats}"
     )
     print(
-        "| batch | temperature | draft K | decode tokens/s | speedup vs K=0 | acceptance | tokens/verify step "
-        "| same tokens as K=0 |"
+        "| batch | decode dtype | temperature | draft K | decode tokens/s | speedup vs K=0 "
+        f"| vs {dtypes[0]} | acceptance | tokens/verify step | same tokens as K=0 |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for spec in args.variants.split(";"):
         b, ks, temps = spec.split(":")
         rows, tokens = bench_decode(
@@ -217,32 +240,36 @@ def main():
             args.prompt_len,
             args.max_new,
             args.repeats,
+            dtypes,
         )
         for r in rows:
             acc = "-" if r["k"] == 0 else f"{r['acceptance']:.2f}"
             print(
-                f"| {r['batch']} | {r['temperature']:g} | {r['k']} | {r['tokens_s']:.1f} | {r['speedup']:.2f}x "
-                f"| {acc} "
+                f"| {r['batch']} | {r['dtype']} | {r['temperature']:g} | {r['k']} "
+                f"| {r['tokens_s']:.1f} | {r['speedup']:.2f}x | {r['vs_first']:.2f}x | {acc} "
                 f"| {r['per_step']:.2f} | {r['same']} |",
                 flush=True,
             )
-        for (temp, k), rows_tokens in tokens.items():  # what the rows above decoded (K = 0)
-            if int(b) == 1 and k == 0:
+        for (dt, temp, k), rows_tokens in tokens.items():  # what the rows above decoded (K = 0)
+            if int(b) == 1 and k == 0 and dt == dtypes[0]:
                 text = bytes(t for t in rows_tokens[0] if t < 256).decode("utf-8", "replace")
-                print(f"sample (batch 1, temperature {temp:g}): {text[:200]!r}")
+                print(f"sample (batch 1, {dt}, temperature {temp:g}): {text[:200]!r}")
     print("\n## latent cache bytes/token (all layers)")
-    cache = init_layer_caches(cfg, 1, 1024)
-    measured = sum(x.nbytes for x in jax.tree_util.tree_leaves(cache)) / 1024
-    print(
-        f"  {args.preset}: {measured:.0f} bytes/token measured from init_layer_caches "
-        f"(float32 latent+rope, int32 position); "
-        f"{cache_bytes_per_token(cfg, 4)['latent']} bytes latent+rope float32"
-    )
-    for name in (args.preset, "deepseek_v3", "kimi_k2"):
-        s = cache_bytes_per_token(presets.get(name))
+    for dt in ("float32", "bfloat16"):
+        cache = init_layer_caches(cfg, 1, 1024, dt)
+        measured = sum(x.nbytes for x in jax.tree_util.tree_leaves(cache)) / 1024
         print(
-            f"  {name}: bf16 latent {s['latent']} B vs uncompressed {s['uncompressed']} B "
-            f"({s['uncompressed'] / s['latent']:.1f}x smaller)"
+            f"  {args.preset} {dt}: {measured:.0f} bytes/token measured from init_layer_caches "
+            f"(latent+rope, int32 position) = {cache_bytes_per_token(cfg, dt)} by "
+            "model.decode.cache_bytes_per_token"
+        )
+    for name in (args.preset, "deepseek_v3", "kimi_k2"):
+        c = presets.get(name)
+        latent = cache_bytes_per_token(c, "bfloat16", positions=False)
+        full = uncompressed_cache_bytes_per_token(c, "bfloat16")
+        print(
+            f"  {name}: bf16 latent {latent} B vs uncompressed {full} B "
+            f"({full / latent:.1f}x smaller)"
         )
 
 

@@ -29,7 +29,7 @@ import jax.numpy as jnp  # noqa: E402
 
 from bench.common import matmul_peak_flops, train_setup, train_step_seconds  # noqa: E402
 from model import flops_per_token, presets  # noqa: E402
-from model.decode import cache_bytes_per_token  # noqa: E402
+from model.decode import cache_bytes_per_token, uncompressed_cache_bytes_per_token  # noqa: E402
 from model.sharding import DEFAULT_RULES  # noqa: E402
 from train import trainer  # noqa: E402
 
@@ -82,10 +82,12 @@ def main():
             print(f"  {layers:2d} layers: {compile_seconds(cfg, args.batch, args.seq):.1f} s")
     print("\n## KV cache bytes/token (bf16, all layers)")
     for name in ("kimi_k2", "deepseek_v3"):
-        sizes = cache_bytes_per_token(presets.get(name))
+        c = presets.get(name)
+        latent = cache_bytes_per_token(c, "bfloat16", positions=False)
+        full = uncompressed_cache_bytes_per_token(c, "bfloat16")
         print(
-            f"  {name}: latent {sizes['latent'] / 1024:.1f} KiB vs uncompressed {sizes['uncompressed'] / 1024:.1f} KiB "
-            f"({sizes['uncompressed'] / sizes['latent']:.1f}x smaller)"
+            f"  {name}: latent {latent / 1024:.1f} KiB vs uncompressed {full / 1024:.1f} KiB "
+            f"({full / latent:.1f}x smaller)"
         )
 
 

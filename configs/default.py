@@ -22,6 +22,10 @@ def get_config() -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
     c.model = "small"  # preset name from model.presets, or an HF checkpoint directory
     c.init_params_from = ""  # exported params of a previous stage ('' = random init)
+    # The decode engines' params + latent cache dtype (RL samplers, eval, sample; ModelConfig
+    # .decode_dtype): 'auto' = bfloat16 on GPU/TPU (half the cache and weight bytes per decode
+    # step), float32 on CPU (decode bit-exact to the float32 training forward); or name one.
+    c.decode_dtype = "auto"
     c.export_hf = False  # --mode=convert also writes an HF folder (config.json + safetensors)
 
     c.train = ml_collections.ConfigDict(

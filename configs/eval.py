@@ -71,6 +71,22 @@ def get_config() -> ml_collections.ConfigDict:
                 # and without summaries at max_tokens and reports both pass rates per family
                 summary=dict(trigger_tokens=0, trigger_fraction=0.0, max_segments=4),
             ),
+            # The held-out real-repository suite (rl/envs/repos/suite.jsonl: bugs and feature
+            # removals mined from vendored projects); not in the default `suites`: name it
+            # (--config.eval.suites=repos). Same fields as agentic, played the same way.
+            repos=dict(
+                policy="model",  # 'model' | 'oracle' | 'reader'
+                projects="",  # comma-separated vendored projects ('' = all)
+                limit=0,  # first N tasks (0 = all)
+                verify=False,  # gated when mined (rl/envs/repos/projects.py); True gates again
+                ks="1",
+                max_turns=16,
+                max_turn_tokens=256,
+                temperature=1.0,
+                top_p=1.0,
+                max_tokens=0,
+                summary=dict(trigger_tokens=0, trigger_fraction=0.0, max_segments=4),
+            ),
         )
     )
     return c

@@ -5,6 +5,14 @@ trains its MTP heads after the base, for faster serving).
         --config.init_params_from=workdir/sft/export/params_60
     python main.py --mode=convert --config=configs/mtp.py --workdir=workdir/mtp
 
+After RL (an RL checkpoint is a pretraining checkpoint: export it, then start from the export;
+RL's own self-distillation term, rl.mtp_weight, keeps the heads in step during RL when the
+samplers decode speculatively, this stage re-fits them on the serving traffic afterwards):
+
+    python main.py --mode=convert --config=configs/rl.py --workdir=workdir/rl
+    python main.py --mode=sft --config=configs/mtp.py --workdir=workdir/mtp_after_rl \
+        --config.init_params_from=workdir/rl/export/params_<step>
+
 Everything outside the MTP modules is frozen (train.trainable='mtp': optimizer role `frozen`, no
 router-bias updates in the trunk, and the loss sees the trunk through stop_gradient, so a step
 runs the trunk forward only). Module 0 learns, by self-distillation, the frozen model's own

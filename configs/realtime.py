@@ -32,7 +32,11 @@ def get_config() -> ml_collections.ConfigDict:
             weight_store="",  # '' = <workdir>/weights (what the server follows)
             # Gated metrics '<suite>/<metric>:<min|max>:<tolerance>' (eval/promotion.py): a
             # candidate regressing any beyond its absolute tolerance is not promoted.
-            gates="nll/nll@128:min:0.02",
+            # 'spec/acceptance:floor:F': the MTP drafts' speculative acceptance (measured on the
+            # nll suite's held-out tokens) must be >= F, so a candidate that would serve slower
+            # is refused (trained heads: 0.76-0.92, bench/RESULTS.md; drop it for a model
+            # without MTP heads, where the metric is missing and the gate fails closed).
+            gates="nll/nll@128:min:0.02,spec/acceptance:floor:0.5",
             min_records=4,  # fewer usable signals: skip the cycle (the cursor stays)
             max_staleness=4,  # versions; older responses are dropped (rl/feedback.py)
             baseline="cycle",  # advantage = reward - the cycle's mean reward | 'none': reward

@@ -45,6 +45,12 @@ up to max_segments segments, one training row each (rl.segments_per_chain = max_
 summary, so its chains end `no_summary` after one segment: tests/test_rl_coding.py forces the
 oracle's summaries to train two-segment chains.)
 
+Backpressure: a sampler writes a play call only while the groups the trainer has not settled
+plus the call's stay within rl.max_ahead (>= groups_per_batch + groups_per_call - 1, checked).
+With rl.speculative_k > 0 the loss distills the MTP heads toward the policy (rl.mtp_weight) and
+the logs carry spec/acceptance and spec/tokens_per_verify; every run writes
+<workdir>/timeline.json (rl/timeline.py: spans per process and thread) and idle/* scalars.
+
 Expect (tiny preset, threads, 1 sampler, pool 256 = 64 steps of 4 groups x 8; measured
 2026-11-27 with the 4-device command above, 2 CPU cores at load ~5): mean reward 0.109 at step 1,
 0.969 at 50, 0.984 at 64, step times 174-260 ms after compilation (bench/RESULTS.md, "RL on the
@@ -83,6 +89,10 @@ def get_config() -> ml_collections.ConfigDict:
             temperature=1.0,
             swap_every=2,  # decode iterations between weight-store polls (in-flight update)
             speculative_k=0,  # MTP draft tokens per verify step (0 = plain; needs MTP heads)
+            # MTP self-distillation in the RL loss (rl/losses.py): the MTP heads follow the
+            # policy RL moves, so speculative acceptance holds. < 0: 1.0 when the model has MTP
+            # heads and speculative_k > 0, else off; 0: off; > 0: that weight.
+            mtp_weight=-1.0,
             # True: a newer version downloads in the background while the engine decodes, and the
             # swap between decode steps costs only set_params (bench/RESULTS.md, issue 32); False:
             # the poll downloads. The toy task's 8-token episodes end before a background
@@ -105,7 +115,8 @@ def get_config() -> ml_collections.ConfigDict:
             valid_vocab=0,  # > 0: logits of ids >= valid_vocab masked (the sampler's valid set)
             router_replay=True,
             dynamic_sampling=False,  # never train zero-signal groups (all rewards equal): batches wait for groups with signal
-            weight_dtype="float32",  # what samplers hold: 'bfloat16' | 'float32'
+            # what the weight store ships: 'bfloat16' | 'float32' (engines cast to decode_dtype)
+            weight_dtype="float32",
             full_every=10,
             # Where weights go: '' = <workdir>/weights; a path, a URL (gs://b/x) or a tensorstore
             # kvstore spec as JSON, e.g. '{"driver": "s3", "bucket": "b", "path": "run/",
@@ -169,7 +180,7 @@ def get_config() -> ml_collections.ConfigDict:
         weight_decay=0.0,
         b2=0.99,
         clip_norm=1.0,
-        mtp_mode="none",  # RL trains the main head (the MTP heads get no gradient)
+        mtp_mode="none",  # pretraining's MTP loss is off: RL's own term is rl.mtp_weight
         balance_loss=False,
         bias_update_rate=0.0,  # routing is replayed: the sampler's choices made the loads
         log_every=5,

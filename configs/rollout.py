@@ -20,6 +20,9 @@ import ml_collections
 def get_config() -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
     c.model = "tiny"  # preset for a random-init smoke run (ignored with --params)
+    # The engine's params + latent cache dtype: 'auto' = bfloat16 on GPU/TPU, float32 on CPU
+    # (ModelConfig.decode_dtype)
+    c.decode_dtype = "auto"
     c.rl = ml_collections.ConfigDict(
         dict(
             tasks="",  # tasks.jsonl (rl/envs/tasks.py); '' = generate n_tasks procedurally

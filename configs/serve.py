@@ -17,6 +17,9 @@ import ml_collections
 
 def get_config() -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
+    # The engine's params + latent cache dtype: 'auto' = bfloat16 on GPU/TPU (half the cache bytes
+    # per token), float32 on CPU (ModelConfig.decode_dtype)
+    c.decode_dtype = "auto"
     c.serve = ml_collections.ConfigDict(
         dict(
             host="127.0.0.1",

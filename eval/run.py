@@ -16,7 +16,7 @@ from eval import report as rp
 from rl.envs.summary import summary_config
 from train.tensorboard import SummaryWriter
 
-SUITES = ("nll", "humaneval", "agentic")
+SUITES = ("nll", "humaneval", "agentic", "repos")
 
 
 def ints(value) -> list[int]:
@@ -122,7 +122,6 @@ def humaneval_suite(ckpt, cfg, params, config, tok) -> dict:
 
 def agentic_suite(ckpt, cfg, params, config, tok) -> dict:
     e = config.eval.agentic
-    ks = ints(e.ks)
     tasks = agentic.build_tasks(
         e.n_tasks,
         config.eval.seed,
@@ -131,6 +130,27 @@ def agentic_suite(ckpt, cfg, params, config, tok) -> dict:
         tasks_jsonl=e.tasks_jsonl,
         verify=e.verify,
     )
+    return _play_suite("agentic", e, tasks, ckpt, cfg, params, config, tok)
+
+
+def repos_suite(ckpt, cfg, params, config, tok) -> dict:
+    """The held-out real-repository suite (rl/envs/repos: tasks mined from vendored projects),
+    played and reported like the agentic suite (per family: repo_bugfix, repo_feature)."""
+    from rl.envs import verify_tasks
+    from rl.envs.repos.projects import suite_tasks
+
+    e = config.eval.repos
+    tasks = suite_tasks(tuple(names(e.projects)), e.limit)
+    if e.verify:
+        tasks, _ = verify_tasks(tasks)
+    if not tasks:
+        raise ValueError("repos: no tasks (eval.repos.projects names no vendored project?)")
+    return _play_suite("repos", e, tasks, ckpt, cfg, params, config, tok)
+
+
+def _play_suite(suite: str, e, tasks, ckpt, cfg, params, config, tok) -> dict:
+    """Plays `tasks` under the agentic settings `e` (policy, ks, turns, budget, summary)."""
+    ks = ints(e.ks)
     env_kwargs = dict(max_turns=e.max_turns)
     if e.get("max_tokens", 0):  # the context budget (default: the model's positions)
         env_kwargs["max_tokens"] = e.max_tokens
@@ -161,7 +181,7 @@ def agentic_suite(ckpt, cfg, params, config, tok) -> dict:
     summary = summary_config(e.get("summary"))
     if summary is None:
         policy = make_policy(None)
-        episodes = agentic.run_suite(policy, tasks, n, rp.Progress("agentic", len(tasks) * n))
+        episodes = agentic.run_suite(policy, tasks, n, rp.Progress(suite, len(tasks) * n))
         metrics, items = agentic.summarize(episodes, ks)
         errors = len(policy.errors) if isinstance(policy, agentic.ModelPolicy) else None
     else:  # with and without summaries at the same budget
@@ -171,10 +191,10 @@ def agentic_suite(ckpt, cfg, params, config, tok) -> dict:
     if errors is not None:
         metrics["dropped_episodes"] = errors  # scored as failed
     tokens = dict(completion=sum(s["completion_tokens"] for i in items for s in i["samples"]))
-    return _report("agentic", ckpt, metrics, items, tokens, t0, config)
+    return _report(suite, ckpt, metrics, items, tokens, t0, config)
 
 
-RUNNERS = dict(nll=nll_suite, humaneval=humaneval_suite, agentic=agentic_suite)
+RUNNERS = dict(nll=nll_suite, humaneval=humaneval_suite, agentic=agentic_suite, repos=repos_suite)
 
 
 def _report(suite: str, ckpt, metrics, items, tokens, t0: float, config) -> dict:
@@ -224,6 +244,7 @@ def evaluate_checkpoint(ckpt: str, config, suites, tok, out_root: str, log=print
     from model.export import load_params
 
     cfg, params = load_params(ckpt)
+    cfg = cfg.replace(decode_dtype=config.get("decode_dtype", "auto"))  # the engines' dtype
     reports = {}
     writer = SummaryWriter(os.path.join(out_root, "eval", "tb"))
     step = checkpoint_step(ckpt)
@@ -290,7 +311,7 @@ def run(config, workdir: str, params_dir: str = "", log=print) -> dict:
     if unknown or not suites:
         raise ValueError(f"eval.suites={e.suites!r}: expected some of {','.join(SUITES)}")
     ckpts = names(e.compare) or [params_dir or newest_export(workdir)]
-    if {"humaneval", "agentic"} & set(suites):
+    if {"humaneval", "agentic", "repos"} & set(suites):
         log(f"sandbox: {check_isolation()}")
     tok = load_tokenizer(config.data.tokenizer)
     t0 = time.perf_counter()
@@ -346,6 +367,7 @@ def cli(config, workdir: str, params_dir: str) -> None:
         print(f"eval error: {e}", file=sys.stderr)
         sys.exit(2)
     for ckpt, reports in results.items():
-        if "agentic" in reports:
-            print(f"\nagentic per family: {ckpt}")
-            print(rp.metrics_table(family_rows(reports["agentic"]["metrics"])))
+        for suite in ("agentic", "repos"):
+            if suite in reports:
+                print(f"\n{suite} per family: {ckpt}")
+                print(rp.metrics_table(family_rows(reports[suite]["metrics"])))

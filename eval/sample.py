@@ -19,12 +19,15 @@ def sample_cli(
     top_p: float = 1.0,
     num_draft: int = 0,
     seed: int = 0,
+    decode_dtype: str = "auto",
 ) -> str:
     """Completion of `prompt` (text, byte tokenizer) from a params checkpoint written by
-    model.export.save_params; stops at the tokenizer's end-of-sequence token."""
+    model.export.save_params; stops at the tokenizer's end-of-sequence token. decode_dtype: the
+    engine's (ModelConfig.decode_dtype; the config's `decode_dtype`)."""
     if not prompt:
         raise ValueError("--prompt: empty")
     cfg, params = load_params(checkpoint_dir)
+    cfg = cfg.replace(decode_dtype=decode_dtype)
     tok = ByteTokenizer()
     ids = [tok.bos_id] + tok.encode(prompt)  # documents start with <|bos|> in training (packing)
     out = generate(

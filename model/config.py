@@ -14,6 +14,9 @@ ATTENTION_IMPLS = ("auto", "blocked", "tokamax", "cudnn", "opaque")  # model/ker
 MOE_COMMS = ("gspmd", "alltoall")
 REMAT_POLICIES = ("none", "full", "dots", "dots_no_batch")
 DTYPES = ("float32", "bfloat16")
+# The decode engine's params + latent cache dtype (model/decode.py `resolve_decode_dtype`): 'auto' =
+# bfloat16 on GPU/TPU, float32 on CPU.
+DECODE_DTYPES = ("auto", *DTYPES)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +67,11 @@ class ModelConfig:
     initializer_range: float = 0.02
     # Runtime knobs
     dtype: str = "float32"  # compute dtype of matmuls; params stay float32
+    # The decode engine's (model/engine.py) params, latent cache and compute dtype: 'bfloat16'
+    # halves the cache bytes per token and the weight bytes a decode step reads (sampling,
+    # log-probs and the router stay float32); 'float32' keeps the cache and params float32 and
+    # computes in `dtype`, as training does; 'auto' = bfloat16 on GPU/TPU, float32 on CPU.
+    decode_dtype: str = "auto"
     remat: str = "none"
     moe_impl: str = "auto"  # 'blocked' on CPU, tokamax's grouped GEMM on GPU/TPU (model/moe.py)
     attention_impl: str = "auto"  # training attention: 'blocked' on CPU, flash on GPU/TPU
@@ -165,6 +173,10 @@ def validate(cfg: ModelConfig) -> None:
     _check(cfg.scan_unroll >= 0, f"scan_unroll must be >= 0, got {cfg.scan_unroll}")
     _check(cfg.num_mtp_modules >= 0, "num_mtp_modules must be >= 0")
     _check(cfg.dtype in DTYPES, f"dtype must be one of {DTYPES}, got {cfg.dtype!r}")
+    _check(
+        cfg.decode_dtype in DECODE_DTYPES,
+        f"decode_dtype must be one of {DECODE_DTYPES}, got {cfg.decode_dtype!r}",
+    )
     _check(cfg.remat in REMAT_POLICIES, f"remat must be one of {REMAT_POLICIES}, got {cfg.remat!r}")
     _check(cfg.moe_impl in MOE_IMPLS, f"moe_impl must be one of {MOE_IMPLS}, got {cfg.moe_impl!r}")
     _check(

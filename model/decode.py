@@ -9,6 +9,8 @@ position, so rows of a batch may sit at different lengths.
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
@@ -103,9 +105,64 @@ def forward_cached_layers(cfg: ModelConfig, split_params, tokens, positions, cac
     return ModelOutput(logits=logits, hidden=h, expert_ids=ids, cache=new_caches)
 
 
-def cache_bytes_per_token(cfg: ModelConfig, bytes_per_value: int = 2) -> dict[str, int]:
-    """Latent cache vs an uncompressed multi-head K/V cache, per token over all layers."""
-    layers = cfg.num_hidden_layers
-    latent = layers * (cfg.kv_lora_rank + cfg.qk_rope_head_dim) * bytes_per_value
-    full = layers * cfg.num_attention_heads * (cfg.qk_head_dim + cfg.v_head_dim) * bytes_per_value
-    return {"latent": latent, "uncompressed": full}
+# --- the engine's dtype: params, latent cache and compute ------------------------------------------
+
+# Leaves kept float32 in a bfloat16 engine: the router (model/moe.py routes in float32 at HIGHEST
+# precision; a bf16-rounded router kernel would pick other experts than training on near-ties)
+# and the norm scales. All are vectors or [D, E]: a negligible share of a decode step's bytes.
+FLOAT32_LEAVES = ("router", "router_bias", "scale")
+
+
+def resolve_decode_dtype(name: str, platform: str) -> str:
+    """ModelConfig.decode_dtype -> 'float32' | 'bfloat16'. 'auto': bfloat16 on an accelerator
+    (platform 'gpu' / 'tpu' / any other, where decode is bound by the bytes of the weights and the
+    cache read per step), float32 on 'cpu' (so CPU runs, the test suite among them, decode as the
+    float32 training forward computes; bench/bench_decode.py --decode_dtypes float32,bfloat16
+    measures both)."""
+    if name == "auto":
+        return "float32" if platform == "cpu" else "bfloat16"
+    if name not in ("float32", "bfloat16"):
+        raise ValueError(f"decode_dtype must be 'auto', 'float32' or 'bfloat16', got {name!r}")
+    return name
+
+
+def engine_config(cfg: ModelConfig, platform: str) -> ModelConfig:
+    """The config an engine decodes with: decode_dtype resolved for `platform` (a static jit key,
+    so never 'auto'), and in bfloat16 the compute dtype bfloat16 too. In float32 the compute dtype
+    stays cfg.dtype (the training run's: the RL records' log-probs then match its forward)."""
+    dt = resolve_decode_dtype(cfg.decode_dtype, platform)
+    return cfg.replace(decode_dtype=dt, dtype="bfloat16" if dt == "bfloat16" else cfg.dtype)
+
+
+def decode_params(cfg: ModelConfig, params):
+    """Params (any dtypes: float32 from a trainer, bfloat16 from a weight store, numpy or jax,
+    sharded or not) -> the engine's: every leaf in cfg.decode_dtype (resolved: engine_config),
+    except FLOAT32_LEAVES, kept float32. Cast where they are: astype keeps a jax array's devices
+    and sharding, and a host array stays on the host."""
+    dt, f32 = jnp.dtype(cfg.decode_dtype), jnp.dtype(jnp.float32)
+
+    def leaf(path, x):
+        want = f32 if getattr(path[-1], "key", None) in FLOAT32_LEAVES else dt
+        return x if x.dtype == want else x.astype(want)
+
+    return jax.tree_util.tree_map_with_path(leaf, params)
+
+
+def cache_bytes_per_token(cfg: ModelConfig, dtype: str, positions: bool = True) -> int:
+    """Bytes per token of one sequence's latent cache over all layers, as init_layer_caches(cfg,
+    .., dtype) allocates it: (kv_lora_rank + qk_rope_head_dim) values per layer in `dtype` (kimi_k2:
+    61 x (512 + 64) x 2 B = 70,272 B = 68.6 KiB in bfloat16, twice that in float32), plus
+    (positions=True) the int32 position each layer's cache keeps per slot (61 x 4 B). Read off
+    empty_cache's shapes, so it cannot drift from what the engine holds. Speculative decoding adds
+    MTP module 0's cache: one more layer's worth."""
+    one = jax.eval_shape(lambda: empty_cache(1, 1, cfg, dtype))  # one layer, one slot, one token
+    nbytes = {k: math.prod(a.shape) * a.dtype.itemsize for k, a in one.items()}
+    values = nbytes["latent"] + nbytes["rope"]
+    return cfg.num_hidden_layers * (values + (nbytes["positions"] if positions else 0))
+
+
+def uncompressed_cache_bytes_per_token(cfg: ModelConfig, dtype: str) -> int:
+    """What a per-head K/V cache (no latent compression) would hold per token over all layers:
+    heads x (qk_head_dim + v_head_dim) values per layer (kimi_k2: 64 x 320 vs the latent's 576)."""
+    per_layer = cfg.num_attention_heads * (cfg.qk_head_dim + cfg.v_head_dim)
+    return cfg.num_hidden_layers * per_layer * jnp.dtype(dtype).itemsize

@@ -44,6 +44,14 @@ Layout: the engine keeps one latent cache and one param tree per layer (model/de
 decode loop reads and writes each layer's arrays in place; with stacked layers XLA:CPU copied each
 layer's cache and weights out of the stack on every iteration.
 
+Dtype (ModelConfig.decode_dtype, resolved per platform by model/decode.py `engine_config`):
+bfloat16 (the default on GPU/TPU) holds the params and the latent caches in bfloat16 and computes
+in bfloat16, which halves the cache bytes per token and the weight bytes each decode step reads;
+the router, the norm scales, the logits, sampling and every recorded log-prob stay float32.
+float32 (the default on CPU) holds float32 params and caches and computes in cfg.dtype, as the
+training forward does (router replay and the RL records' log-probs then match it to float
+rounding). `engine.cfg` is the resolved config.
+
 Speculative decoding (`speculative_k=K > 0`, needs MTP modules): each decode iteration is a
 *verify* step: the pending token x_p plus K drafts go through the main model at positions p..p+K
 in one forward; the standard rule (model/sampling.py `speculative_accept`: accept draft x with
@@ -118,7 +126,15 @@ from jax.sharding import PartitionSpec as P
 from model import sharding as sh
 from model.attention import empty_cache
 from model.config import ModelConfig
-from model.decode import forward_cached_layers, init_layer_caches, split_layer_specs, split_layers
+from model.decode import (
+    decode_params,
+    engine_config,
+    forward_cached_layers,
+    init_layer_caches,
+    resolve_decode_dtype,
+    split_layer_specs,
+    split_layers,
+)
 from model.params import param_logical_specs
 from model.sampling import (
     SamplingParams,
@@ -191,8 +207,9 @@ def init_state(cfg: ModelConfig, spec: Spec) -> SlotState:
     n, k = cfg.num_moe_layers, max(cfg.num_experts_per_tok, 1)
     zi = jnp.zeros((b,), jnp.int32)
     k1 = spec.draft + 1 if spec.draft else 0  # zero-width buffers when not speculating
+    dt = resolve_decode_dtype(cfg.decode_dtype, jax.default_backend())  # an engine's: resolved
     return SlotState(
-        cache=init_layer_caches(cfg, b, s),
+        cache=init_layer_caches(cfg, b, s, dt),
         active=jnp.zeros((b,), bool),
         pos=zi,
         tok=zi,
@@ -210,7 +227,7 @@ def init_state(cfg: ModelConfig, spec: Spec) -> SlotState:
         experts=jnp.zeros((b, s, n, k), jnp.int32),
         keys=_turn_keys(zi, zi),
         stats=jnp.zeros((4,), jnp.int32),
-        mtp_cache=empty_cache(b, s, cfg) if spec.draft else {},
+        mtp_cache=empty_cache(b, s, cfg, dt) if spec.draft else {},
         hbuf=jnp.zeros((b, k1, cfg.hidden_size), jnp.float32),
         tbuf=jnp.zeros((b, k1), jnp.int32),
         nbuf=zi,
@@ -671,8 +688,8 @@ def state_logical_specs(st: SlotState) -> SlotState:
     a position (MLA's latent is shared by the heads, like MQA's one K/V head), so a cache split over
     the tensor axis would make each head's scores [B,H,T,S] a partial sum to all-reduce per layer
     and step, where tensor-parallel attention otherwise all-reduces only its [B,T,D] output after wo.
-    Replicated over tensor and expert it costs (L + R) x 4 bytes x S per slot and layer on each
-    device: kimi_k2, 576 values, S = 8192, f32: 18.9 MB per slot per layer."""
+    Replicated over tensor and expert it costs (L + R) x itemsize x S per slot and layer on each
+    device: kimi_k2, 576 values, S = 8192: 9.4 MB per slot per layer in bf16 (18.9 MB in f32)."""
     slots = lambda tree: jax.tree.map(lambda _: P(sh.BATCH), tree)
     per_slot = {
         f.name: slots(getattr(st, f.name)) for f in dataclasses.fields(st) if f.name != "stats"
@@ -815,7 +832,8 @@ class RolloutEngine:
             raise ValueError(f"valid_vocab={valid_vocab} exceeds the model vocab {cfg.vocab_size}")
         if top_logprobs > cfg.vocab_size:
             raise ValueError(f"top_logprobs={top_logprobs} exceeds the vocab {cfg.vocab_size}")
-        self.cfg = cfg
+        platform = (mesh.devices.flat[0] if mesh is not None else jax.devices()[0]).platform
+        self.cfg = cfg = engine_config(cfg, platform)  # decode_dtype resolved (module docstring)
         self.spec = Spec(slots, cache_len, stop_width, speculative_k, max(top_logprobs, -1))
         SamplingParams.make(temperature, top_k, top_p, valid_vocab)  # checks them
         self.sampling = Sampling(float(temperature), int(top_k), float(top_p))
@@ -843,11 +861,14 @@ class RolloutEngine:
         """In-flight weight update: the caches stay; later tokens record the new version. The
         engine holds the params split per layer (model.decode.split_layers: no per-iteration
         slicing of stacked weights in the decode loop). A sharded engine places them on its own
-        shardings, from wherever they are (host arrays, a trainer's mesh on other devices)."""
-        split = split_layers(params)
+        shardings, from wherever they are (host arrays, a trainer's mesh on other devices). Any
+        dtypes: they are cast to the engine's (model.decode.decode_params) on their own devices."""
+        split = split_layers(decode_params(self.cfg, params))
         if self.mesh is not None:
             sh.check_divisible(split, self._param_shardings, "params")
             split = jax.device_put(split, self._param_shardings)
+        else:  # host arrays onto the device once, not at every call
+            split = jax.device_put(split)
         self.params, self.version = split, jnp.int32(version)
 
     def _shard(self, mesh, rules) -> None:

@@ -22,6 +22,7 @@ import re
 from model import moe_a2a
 from model import sharding as sh
 from model.config import ModelConfig
+from model.decode import cache_bytes_per_token
 from model.kernels.attention import causal_blocks
 
 # --- MoE all-to-all dispatch: analytic bytes -----------------------------------------------------
@@ -414,18 +415,7 @@ def dry_run_table(
     return "\n".join(rows)
 
 
-# --- the sampler's mesh: bf16 weights, latent cache, MoE buffers; weight pushes ----------------------
-
-
-def latent_cache_bytes_per_token(
-    cfg: ModelConfig, bytes_per_value: int = 2, positions: bool = True
-) -> int:
-    """One sequence's latent cache per token over all layers: (kv_lora_rank + qk_rope_head_dim)
-    values per layer (kimi_k2: 61 x (512 + 64) x 2 bytes = 70,272 B = 68.6 KiB in bfloat16), plus
-    (positions=True) the int32 position each layer's cache keeps per slot (model/attention.py's
-    empty_cache: 61 x 4 B)."""
-    values = (cfg.kv_lora_rank + cfg.qk_rope_head_dim) * bytes_per_value
-    return cfg.num_hidden_layers * (values + (4 if positions else 0))
+# --- the sampler's mesh: weights, latent cache, MoE buffers; weight pushes -------------------------
 
 
 def sampler_plan(
@@ -434,18 +424,21 @@ def sampler_plan(
     episodes: int,
     context: int,
     rules=sh.DEFAULT_RULES,
-    cache_bytes_per_value: int = 2,
+    dtype: str = "bfloat16",
     prefill_tokens: int = 8192,
 ) -> dict[str, float]:
-    """Per-device bytes of a sampler engine on a mesh of `sizes`: bfloat16 weights under `rules`,
-    the latent cache of `episodes` concurrent sequences of `context` tokens (slots over the batch
-    axes, latent and rope whole on every device of a slot's row: MLA's cache has no head axis to
-    split), and one MoE layer's dispatch buffers for a decode step of every slot and for one
-    prefill call of `prefill_tokens` (a turn's new tokens)."""
+    """Per-device bytes of a sampler engine on a mesh of `sizes`: weights in the engine's `dtype`
+    (its resolved decode_dtype; the float32 router and norm scales, < 0.1% of them, counted alike)
+    under `rules`, the latent cache of `episodes` concurrent sequences of `context` tokens in
+    `dtype` (model/decode.py `cache_bytes_per_token`; slots over the batch axes, latent and rope
+    whole on every device of a slot's row: MLA's cache has no head axis to split), and one MoE
+    layer's dispatch buffers for a decode step of every slot and for one prefill call of
+    `prefill_tokens` (a turn's new tokens)."""
     lay = moe_a2a.layout_from_rules(rules, sizes)
-    weights = sum(_local_bytes(s, p, rules, sizes, itemsize=2) for s, p in _shapes_and_specs(cfg))
+    size = _itemsize(dtype)
+    weights = sum(_local_bytes(s, p, rules, sizes, size) for s, p in _shapes_and_specs(cfg))
     slots = -(-episodes // lay.size(lay.batch))  # slots per batch shard
-    cache = slots * context * latent_cache_bytes_per_token(cfg, cache_bytes_per_value)
+    cache = slots * context * cache_bytes_per_token(cfg, dtype)
     bf16 = dataclasses.replace(cfg, dtype="bfloat16")
     decode = _layer_activation_bytes(bf16, lay, slots, 1, True, fused_attention=True)
     prefill = _layer_activation_bytes(

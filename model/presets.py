@@ -122,6 +122,30 @@ _PRESETS = {
     ),
 }
 
+# Issue 41's GPU benchmark config: DeepSeek-V3 shapes at 1.76B total / 0.70B active parameters,
+# sized to train at batch 8 x 2048 on one H100/H200 (bench/bench_gpu.py).
+_PRESETS["mid"] = dict(
+    vocab_size=32768,
+    hidden_size=2048,
+    num_hidden_layers=8,
+    num_attention_heads=16,
+    q_lora_rank=1536,
+    kv_lora_rank=512,
+    qk_nope_head_dim=128,
+    qk_rope_head_dim=64,
+    v_head_dim=128,
+    intermediate_size=8192,
+    moe_intermediate_size=1024,
+    n_routed_experts=32,
+    num_experts_per_tok=8,
+    n_shared_experts=1,
+    first_k_dense_replace=1,
+    routed_scaling_factor=2.5,
+    max_position_embeddings=4096,
+    num_mtp_modules=0,
+    dtype="bfloat16",
+)
+
 _PRESETS["tiny4"] = dict(
     _PRESETS["tiny"],
     hidden_size=256,

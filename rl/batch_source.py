@@ -6,7 +6,8 @@ Per step the source picks the next groups from the rollout store (arrival order;
 and dynamic-sampling rules below), collates them into this host's rows (rl/batch.py), adds the
 reference logprobs on the trainer's mesh when the KL term is on (a jitted, sharded pre-step), and
 after the step publishes the new params to the weight store, appends (step, groups) to
-<workdir>/journal.jsonl and tells samplers its progress (backpressure).
+<workdir>/journal.jsonl and tells samplers its progress (backpressure: `progress_of`, groups
+settled; a group read but waiting for its batch still counts as ahead of the trainer).
 
 Exactly-once: the source's state (its JSON lives in the Orbax checkpoint's data slot, beside the
 TrainState) is the pool order (single epoch; task j of the order is group id f'{j:06d}') and the
@@ -37,8 +38,10 @@ import numpy as np
 
 from eval.metrics import episode_metrics
 from rl import batch as rb
+from rl import timeline
 from rl.losses import model_apply, token_logprobs
 from rl.records import reward_metrics
+from rl.samplers import COUNTERS, acceptance
 from rl.store import RolloutStore, rollout_store_path
 from rl.weight_store import WeightWriter, weight_store_path
 
@@ -130,6 +133,21 @@ def select(store, books: Books, rl, version: int):
     return recs, ids, stats
 
 
+def progress_of(books: Books, version: int) -> dict:
+    """What samplers' backpressure reads (rl/sampler_process.py): `consumed` counts the groups
+    settled (trained, dropped as stale, zero-signal under dynamic sampling, skipped), not the
+    ones read into `pending` and waiting for a batch, so a sampler sees the trainer's read-ahead
+    as work still ahead of it (counting read groups let `pending` grow to 8-14 groups past
+    max_ahead=6 and staleness drop a third of the pool: issue 44). No deadlock: while a batch
+    waits, pending < groups_per_batch, and rl/loop.py's resolve() requires max_ahead >=
+    groups_per_batch + groups_per_call - 1, so a sampler can always write its next call."""
+    return {
+        "consumed": len(books.seen) - len(books.pending),
+        "read": len(books.seen),
+        "version": version,
+    }
+
+
 def graded(recs) -> bool:
     """Whether the records carry the hidden tests' grade (coding episodes; the toy tasks' records
     have a reward only)."""
@@ -159,6 +177,19 @@ def step_metrics(recs, stats, train_metrics, sync, dt):
     # Each record carries its group's share of the play call's wall time: count it once per group.
     shares = {r.get("group_id"): r.get("sample_seconds", 0.0) for r in recs}
     m["sampled_tokens_per_s"] = pol / max(sum(shares.values()), 1e-9)
+    # Speculative decoding of the batch's play calls (each group's share of its call's counters,
+    # once per group): acceptance and tokens per verify step, as the samplers log them.
+    decode = {r.get("group_id"): r["decode"] for r in recs if r.get("decode")}
+    if decode:
+        m.update(acceptance({k: sum(d.get(k, 0) for d in decode.values()) for k in COUNTERS}))
+    # Samplers' idle share over the batch's play calls: waiting for the trainer (backpressure)
+    # or, inside a call, for sandboxes with nothing to decode (rl/timeline.py has the spans).
+    timing = {r.get("group_id"): r["timing"] for r in recs if r.get("timing")}
+    if timing:
+        t = {k: sum(d.get(k, 0.0) for d in timing.values()) for k in next(iter(timing.values()))}
+        wall = t.get("wait_trainer_s", 0.0) + t.get("generate_s", 0.0)
+        idle = t.get("wait_trainer_s", 0.0) + t.get("sandbox_wait_s", 0.0)
+        m["idle/sampler"] = idle / max(wall, 1e-9)
     m["sync/bytes"], m["sync/seconds"] = float(sync["bytes"]), float(sync["seconds"])
     m["sync/fraction_of_full"] = sync["bytes"] / max(sync["full_bytes"], 1)  # 0: owns no shard
     return m
@@ -230,6 +261,8 @@ class RLBatchSource:
     def __init__(self, config, workdir: str, cfg, *, start_samplers=None, log=print):
         self.config, self.rl, self.cfg = config, config.rl, cfg
         self.log_keys = LOG_KEYS + (("pass_rate",) if self.rl.task in GRADED_TASKS else ())
+        if self.rl.get("speculative_k", 0):
+            self.log_keys += ("spec/acceptance", "spec/tokens_per_verify")
         self.workdir, self.log = workdir, log
         self.books = Books(pool_order(config.rl))
         self.primary = jax.process_index() == 0
@@ -240,6 +273,7 @@ class RLBatchSource:
         self.history: list[dict] = []  # one dict of host scalars per trained step
         self.ref = None  # (ref_fn, ref_params) when the KL term is on
         self.pending_step = None  # (records, ids, stats, t0) of the batch being trained
+        self.times = {"waited": 0.0, "batch_at": None, "step_end": None}  # timeline and idle
 
     # -- state (the checkpoint's data slot)
 
@@ -254,6 +288,7 @@ class RLBatchSource:
 
     def start(self, run, state) -> None:
         self.version = int(jax.device_get(state.step))
+        timeline.start(self.workdir, f"trainer{jax.process_index()}", thread_only=True)
         if self.primary:
             os.makedirs(self.workdir, exist_ok=True)
             truncate_journal(self.journal, self.version)
@@ -284,11 +319,25 @@ class RLBatchSource:
         if self.samplers is not None:
             self.samplers.stop()
             self.samplers = None
+        timeline.stop()
+        if self.primary and os.path.isdir(os.path.join(self.workdir, "timeline")):
+            path = timeline.merge(self.workdir)
+            idle = timeline.idle_fractions(timeline.read(self.workdir))
+            self.log(
+                f"rl: timeline {path}; idle " + ", ".join(f"{k} {v:.2f}" for k, v in idle.items())
+            )
 
     # -- per step
 
     def next_batch(self, step: int):
         """Waits (polling the store) until a batch is ready; None when the pool is used up."""
+        t0 = time.time()
+        with timeline.span("wait_batch"):
+            batch = self._wait_for_batch(step)
+        self.times.update(waited=time.time() - t0, batch_at=time.time())
+        return batch
+
+    def _wait_for_batch(self, step: int):
         self.version = step
         reported = None
         while True:
@@ -313,11 +362,12 @@ class RLBatchSource:
                 return self._collate(decision["take"])
             if decision["done"]:
                 return None
-            if self.primary and reported != len(self.books.seen):
-                # groups read, no batch yet (dynamic sampling): samplers' backpressure counts
-                # them as consumed
+            settled = progress_of(self.books, self.version)["consumed"]
+            if self.primary and reported != settled:
+                # groups settled without a batch (zero-signal under dynamic sampling, stale,
+                # skipped): samplers may produce that many more
                 self._progress()
-                reported = len(self.books.seen)
+                reported = settled
             time.sleep(0.02)
 
     def _collate(self, take: dict) -> dict:
@@ -347,8 +397,21 @@ class RLBatchSource:
         return dict(batch, ref_logprobs=ref_fn(ref_params, batch))
 
     def after_step(self, state, step: int, metrics: dict) -> dict:
+        jax.block_until_ready(state.params)  # the step's compute ends inside its span
+        rec, now = timeline.recorder(), time.time()
+        if rec is not None and self.times["batch_at"] is not None:
+            rec.add("train_step", self.times["batch_at"], now, {"step": step})
+        with timeline.span("after_step", step=step):
+            m = self._after_step(state, step, metrics)
+        last, self.times["step_end"] = self.times["step_end"], time.time()
+        if last is not None:  # the trainer's idle share since the previous step ended
+            m["idle/trainer"] = self.times["waited"] / max(self.times["step_end"] - last, 1e-9)
+        return m
+
+    def _after_step(self, state, step: int, metrics: dict) -> dict:
         self.version = step
-        sync = self._publish(state.params)
+        with timeline.span("publish"):
+            sync = self._publish(state.params)
         recs, ids, stats, t0 = self.pending_step
         m = step_metrics(recs, stats, jax.device_get(metrics), sync, time.perf_counter() - t0)
         m["dropped_groups_total"] = float(len(self.books.dropped))
@@ -369,4 +432,4 @@ class RLBatchSource:
 
     def _progress(self) -> None:
         if self.primary:
-            self.store.write_progress({"consumed": len(self.books.seen), "version": self.version})
+            self.store.write_progress(progress_of(self.books, self.version))

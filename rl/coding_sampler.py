@@ -20,6 +20,7 @@ import numpy as np
 
 from rl.records import EXPERTS, PER_TOKEN
 from rl.rollout import play_episodes
+from rl.samplers import add_counters, decode_counters
 
 
 def fit_record(d: dict, max_tokens: int) -> dict:
@@ -84,6 +85,8 @@ class CodingSampler:
         )
         self.mesh, self.rules, self.speculative_k = mesh, rules, speculative_k
         self.swaps = self.errors = 0
+        self.counters = decode_counters()  # summed over play calls (speculative acceptance)
+        self.sandbox_wait_s = 0.0  # the driver waiting for sandboxes with nothing to decode
 
     def _engine(self, params, version: int, seed: int):
         from model.engine import RolloutEngine
@@ -129,6 +132,10 @@ class CodingSampler:
             reward=self.reward_cfg,
         )
         self.errors += out.stats["errors"]
+        self.sandbox_wait_s += out.stats["wait_s"]
+        # tokens emitted: the policy's (tool results and prompts are prefilled, not decoded)
+        emitted = sum(int(np.sum(r["mask"])) for r in out.records)
+        add_counters(self.counters, dict(out.stats, tokens=emitted))
         for msg in out.stats["error_messages"]:  # a broken episode is dropped from its group
             print(f"coding sampler: episode dropped: {msg}")
         groups: list[list[dict]] = [[] for _ in tasks]

@@ -21,7 +21,7 @@ import dataclasses
 import jax
 
 from rl.batch_source import RLBatchSource
-from rl.losses import make_rl_loss, model_apply
+from rl.losses import make_rl_loss, model_apply, model_mtp_apply
 from rl.sampler_process import Samplers, compile_cache
 
 
@@ -50,6 +50,15 @@ def resolve(config):
         raise ConfigError(
             "rl.synchronous with rl.dynamic_sampling: a skipped group is never replaced before "
             "the next step, so the run would wait forever (turn one off)"
+        )
+    need = rl.groups_per_batch + rl.groups_per_call - 1
+    if not rl.get("synchronous", False) and rl.max_ahead < need:
+        # a batch waits with up to groups_per_batch - 1 groups read (pending), which count as
+        # ahead of the trainer (rl/batch_source.py progress_of): a sampler must still be able to
+        # write its next groups_per_call, or both sides wait for each other
+        raise ConfigError(
+            f"rl.max_ahead={rl.max_ahead}: must be >= rl.groups_per_batch + rl.groups_per_call"
+            f" - 1 = {need}, or the trainer and the samplers can wait for each other forever"
         )
     if rl.task == "summary_toy":  # two segments a chain; samples and loss on the toy's ids
         from rl.summary_toy import vocab
@@ -111,10 +120,27 @@ def model_config(config):
     return cfg
 
 
+def mtp_weight(cfg, rl) -> float:
+    """The MTP self-distillation weight (rl/losses.py): rl.mtp_weight, where < 0 (the default)
+    means 1 when the model has MTP heads and the samplers draft with them (rl.speculative_k > 0),
+    else 0. A weight > 0 on a model without MTP heads is an error."""
+    from model.errors import ConfigError
+
+    w = rl.get("mtp_weight", -1.0)
+    if w < 0:
+        return 1.0 if cfg.num_mtp_modules and rl.get("speculative_k", 0) else 0.0
+    if w and not cfg.num_mtp_modules:
+        raise ConfigError(f"rl.mtp_weight={w}: the model has no MTP modules (set it to 0)")
+    return float(w)
+
+
 def rl_loss(cfg, rl):
     """The RL policy loss (rl/losses.py) with the `rl` block's settings."""
+    w = mtp_weight(cfg, rl)
     return make_rl_loss(
         model_apply(cfg),
+        mtp_fn=model_mtp_apply(cfg) if w else None,
+        mtp_weight=w,
         norm_tokens=rl.max_tokens,
         temperature=rl.temperature,
         tis_c=rl.tis_c,

@@ -33,6 +33,22 @@ by the trainer with the frozen params, so beta = 0 holds no reference at all):
   - 'reward': k1 through the reward: each episode's advantage gets -beta (K_i - mean_group K)
     with K_i = sum_t stop_grad(logp_t - ref_logp_t): a REINFORCE estimator of -beta KL.
 tests/test_rl_losses.py checks both against the analytic grad of beta * KL on a categorical.
+
+MTP self-distillation (mtp_weight > 0; rl.mtp_weight, on by default when the model has MTP heads
+and the samplers draft with them): RL moves the policy, and MTP heads that no longer predict it
+draft tokens the verifier rejects, so speculative decoding slows down. On the same rollout tokens
+each MTP head k is pulled to the current policy's own next-token distribution one step further
+on (the one its drafts are verified against), at the sampling temperature and valid vocab:
+
+    mtp_kl_t = sum_{k<M} KL( stop_grad(p_main(. | x_<=t+k+1)) || q_k(. | x_<=t) )
+    loss    += mtp_weight * sum_t m^k_t mtp_kl_t / (M * norm_tokens * B)
+
+with the trunk (hidden states, embedding, output head) behind stop_gradient for this term, so it
+moves the MTP modules only and the policy gradient alone moves the trunk (the MTP stage's rule,
+configs/mtp.py). m^k_t: head k's target is a policy token of the same episode (train.losses
+.mtp_mask). Its metrics: `mtp_kl` (per masked token, summed over heads) and `mtp_accept_est`,
+sum_x min(p, q_0) over head 0's tokens: the probability the temperature-T verifier accepts a
+first draft (model/sampling.py's rule), measured on the training batch.
 """
 
 from __future__ import annotations
@@ -77,6 +93,38 @@ def policy_terms(logp, sampler_logp, adv, mask, *, tis_c: float, ppo_clip: float
     return pg * mask, w, jax.lax.stop_gradient(ratio)
 
 
+def mtp_distillation(mtp_logits, logits, mask, segment_ids, temperature, valid_vocab):
+    """-> (sum over heads and tokens of the masked KL(stop_grad p_main || q_k) [], masked tokens
+    summed over heads [], sum of head 0's acceptance probability sum_x min(p, q_0) [], head 0's
+    masked tokens []), at softmax(logits / temperature) over ids < valid_vocab (0: all).
+
+    mtp_logits [M,B,T,V]: head k at t predicts token t+k+2, as the main head at t+k+1 does."""
+    from train.losses import _shift_left, mtp_mask
+
+    scale = temperature if temperature > 0 else 1.0
+    vocab = logits.shape[-1]
+    valid = jnp.arange(vocab) < (valid_vocab or vocab)  # [V]
+
+    def logp(x):
+        return jax.nn.log_softmax(jnp.where(valid, x.astype(jnp.float32) / scale, -jnp.inf), -1)
+
+    teacher = logp(jax.lax.stop_gradient(logits))  # [B,T,V]
+    kl_sum = n_sum = 0.0
+    accept = n_accept = 0.0
+    for k in range(mtp_logits.shape[0]):
+        t_logp = _shift_left(teacher, k + 1, 0.0)  # the main head's distribution at t+k+1
+        s_logp = logp(mtp_logits[k])
+        p = jnp.exp(t_logp)
+        kl = jnp.sum(jnp.where(valid, p * (t_logp - s_logp), 0.0), axis=-1)  # [B,T]
+        m = mtp_mask(mask, segment_ids, k)  # [B,T]
+        kl_sum, n_sum = kl_sum + jnp.sum(kl * m), n_sum + jnp.sum(m)
+        if k == 0:
+            both = jnp.minimum(p, jnp.exp(jax.lax.stop_gradient(s_logp)))
+            accept = jnp.sum(jnp.sum(jnp.where(valid, both, 0.0), axis=-1) * m)
+            n_accept = jnp.sum(m)
+    return kl_sum, n_sum, accept, n_accept
+
+
 def make_rl_loss(
     apply_fn: Callable,
     *,
@@ -88,8 +136,14 @@ def make_rl_loss(
     kl_mode: str = "k2",
     valid_vocab: int = 0,
     router_replay: bool = True,
+    mtp_fn: Callable | None = None,
+    mtp_weight: float = 0.0,
 ) -> Callable:
-    """apply_fn(params, tokens, positions=, segment_ids=, forced_experts=) -> out with .logits.
+    """apply_fn(params, tokens, positions=, segment_ids=, forced_experts=) -> out with .logits
+    (and .hidden, the final-normed trunk output, when the MTP term is on).
+
+    mtp_fn(params, hidden, tokens, positions, segment_ids) -> mtp_logits [M,B,T,V] with the
+    trunk's params and `hidden` behind stop_gradient (model_mtp_apply); used when mtp_weight > 0.
 
     batch: tokens/targets/positions/segment_ids [B,T] int32, loss_mask [B,T] f32 (1 on policy
     tokens, aligned with targets), sampler_logprobs [B,T] f32, advantages [B,T] f32, group_ids [B]
@@ -134,6 +188,16 @@ def make_rl_loss(
                 total = total + jnp.sum(w * kl_beta * 0.5 * diff**2 * mask)
             metrics["kl_k1"] = jnp.sum(jax.lax.stop_gradient(diff) * mask) / n_tok
         loss = total / (norm_tokens * rows)
+        if mtp_weight:
+            seg = batch["segment_ids"]
+            mtp_logits = mtp_fn(params, out.hidden, batch["tokens"], batch["positions"], seg)
+            kl_sum, n_kl, acc, n_acc = mtp_distillation(
+                mtp_logits, out.logits, mask, seg, temperature, valid_vocab
+            )
+            heads = mtp_logits.shape[0]
+            loss = loss + mtp_weight * kl_sum / (heads * norm_tokens * rows)
+            metrics["mtp_kl"] = heads * kl_sum / jnp.maximum(n_kl, 1.0)
+            metrics["mtp_accept_est"] = acc / jnp.maximum(n_acc, 1.0)
         mean = lambda x: jnp.sum(x * mask) / n_tok
         metrics.update(
             policy_loss=jnp.sum(pg) / (norm_tokens * rows),
@@ -155,8 +219,35 @@ def make_rl_loss(
     return loss_fn
 
 
+def model_mtp_apply(cfg) -> Callable:
+    """mtp_fn for make_rl_loss: the MTP modules of model/'s Transformer (Transformer.mtp_step, the
+    drafting engine's entry) on the trunk's final hidden states, chained as in training (module
+    m reads module m-1's output and the embedding of token t+m+1). Everything but the MTP
+    modules (hidden states, embedding, output head) enters through stop_gradient: this term's
+    gradient reaches the MTP modules only, and the trunk's backward for it is never built."""
+    from model.transformer import Transformer
+    from train.losses import only_mtp_differentiable
+
+    module = Transformer(cfg)
+
+    def mtp(params, hidden, tokens, positions, segment_ids):
+        variables = {"params": only_mtp_differentiable(params)}
+        h, logits = jax.lax.stop_gradient(hidden), []
+        for m in range(cfg.num_mtp_modules):
+            # token t+m+1 at t; the tail is padding (outside every head's mask)
+            shifted = jnp.pad(tokens[:, m + 1 :], ((0, 0), (0, m + 1)))
+            h, lg, _ = module.apply(
+                variables, m, h, shifted, positions, segment_ids, method=Transformer.mtp_step
+            )
+            logits.append(lg)
+        return jnp.stack(logits)  # [M,B,T,V]
+
+    return mtp
+
+
 def model_apply(cfg) -> Callable:
-    """apply_fn for make_rl_loss on model/'s Transformer (main head only: MTP is not trained by RL)."""
+    """apply_fn for make_rl_loss on model/'s Transformer (main head; the MTP modules run in
+    model_mtp_apply when the distillation term is on)."""
     from model.transformer import Transformer
 
     module = Transformer(cfg)

@@ -45,6 +45,7 @@ import numpy as np
 from data.tokenizers import Tokenizer
 from eval.metrics import episode_metrics, passes
 from rl import records as rr
+from rl import timeline
 from rl.rewards import RewardConfig
 
 
@@ -161,7 +162,8 @@ def play_episodes(
             done = [f for f in inflight if f.done()]
             if not done and not engine.busy:  # nothing to decode: wait for a sandbox
                 t0 = time.perf_counter()
-                cf.wait(list(inflight), return_when=cf.FIRST_COMPLETED)
+                with timeline.span("sandbox_wait"):
+                    cf.wait(list(inflight), return_when=cf.FIRST_COMPLETED)
                 stats["wait_s"] += time.perf_counter() - t0
                 done = [f for f in inflight if f.done()]
             for fut in done:

@@ -14,13 +14,15 @@ def _model(config, params_dir: str, cache_len: int):
     from model.errors import InputError
     from model.export import load_params
 
+    decode_dtype = config.get("decode_dtype", "auto")  # the engine's params + cache dtype
     if params_dir:
         try:
-            return load_params(params_dir)
+            cfg, params = load_params(params_dir)
         except (FileNotFoundError, ValueError) as e:  # a params dir that is not an export
             raise InputError(f"--params={params_dir}: {' '.join(str(e).split())}") from None
-    cfg = presets.get(config.model, max_position_embeddings=cache_len)  # random init: smoke test
-    return cfg, init_params(cfg, jax.random.PRNGKey(0))
+        return cfg.replace(decode_dtype=decode_dtype), params
+    cfg = presets.get(config.model, max_position_embeddings=cache_len, decode_dtype=decode_dtype)
+    return cfg, init_params(cfg, jax.random.PRNGKey(0))  # random init: smoke test
 
 
 def run_rollouts(config, workdir: str, params_dir: str = "") -> dict:

@@ -8,8 +8,8 @@ params from the weight store swapped in flight.
 chains joined by a summary, rl/summary_toy.py) or 'coding' (multi-turn CodingEnv episodes in the
 sandbox, rl/coding_sampler.py). Sampler i produces the pool positions j with
 j % rl.samplers == i, `rl.groups_per_call` groups per play call, and skips groups whose file
-exists (a restarted sampler never repeats one). Backpressure: it stops producing while
-`rl.max_ahead` groups wait for the trainer. With `rl.synchronous` it starts the groups of batch b
+exists (a restarted sampler never repeats one). Backpressure: it writes a play call's groups only
+while they and the groups the trainer has not settled stay within `rl.max_ahead` (may_produce). With `rl.synchronous` it starts the groups of batch b
 only once the trainer has published version b, so no weight changes during sampling and a run is
 deterministic given its seed (one sampler): the mode that compares meshes step for step.
 
@@ -33,8 +33,9 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
+from rl import timeline
 from rl.curriculum import Curriculum
-from rl.samplers import PromptTask, SingleTurnSampler, pattern_reward
+from rl.samplers import PromptTask, SingleTurnSampler, acceptance, pattern_reward
 from rl.store import RolloutStore, rollout_store_path
 from rl.weight_store import Follower, WeightReader, weight_store_path
 
@@ -162,11 +163,12 @@ def make_sampler(rl, cfg, mesh=None, rules=None):
 
 
 def to_engine(params, sharded: bool = False):
-    """Fetched params as the engine takes them: float32 device arrays (a sharded engine's come
-    fetched onto its mesh already: astype keeps their shardings)."""
+    """Fetched params as the engine takes them: device arrays in the store's dtype (the engine
+    casts them to its decode dtype on their devices: model.decode.decode_params); a sharded
+    engine's come fetched onto its mesh already."""
     if sharded:
-        return jax.tree.map(lambda x: x.astype(jnp.float32), params)
-    return jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), params)
+        return params
+    return jax.tree.map(jnp.asarray, params)
 
 
 def curriculum_of(rl) -> Curriculum:
@@ -174,17 +176,36 @@ def curriculum_of(rl) -> Curriculum:
     return Curriculum(c.get("key", ""), c.get("after", 0), c.get("prob", 0.0), rl.seed)
 
 
-def _wait_for_trainer(store, rl, first: int, alive) -> None:
-    """Backpressure: bounded work ahead of the trainer keeps staleness low. Synchronous mode:
-    batch `first // groups_per_batch` is sampled only with the params of that many steps."""
+def may_produce(listed: int, progress: dict, rl, first: int, n: int) -> bool:
+    """Backpressure: whether a sampler may write the n groups of its next play call (pool
+    positions from `first`), given `listed` groups in the store and the trainer's progress.
+    Asynchronous: the groups not yet settled by the trainer (rl/batch_source.py's
+    progress_of: unread or read and waiting for a batch) plus these n stay <= rl.max_ahead; with
+    several samplers two may pass at once (up to (samplers - 1) x groups_per_call more).
+    Synchronous mode: batch `first // groups_per_batch` is sampled only with the params of that
+    many steps."""
+    if rl.get("synchronous", False):
+        return progress.get("version", -1) >= first // rl.groups_per_batch
+    return listed - progress.get("consumed", 0) + n <= rl.max_ahead
+
+
+def _wait_for_trainer(store, rl, first: int, n: int, alive) -> None:
+    """Waits until `may_produce` (bounded work ahead of the trainer keeps staleness low)."""
     while alive():
-        p = store.progress()
-        if rl.get("synchronous", False):
-            if p.get("version", -1) >= first // rl.groups_per_batch:
-                return
-        elif len(store.list()) - p.get("consumed", 0) < rl.max_ahead:
+        if may_produce(len(store.list()), store.progress(), rl, first, n):
             return
         time.sleep(0.02)
+
+
+def log_play(sampler_id: int, groups: int, seconds: float, counts: dict, version: int) -> None:
+    """A sampler's step log: one line per play call (version: the newest params it sampled with)."""
+    acc = acceptance(counts)
+    spec = "".join(f", {k.split('/')[1]} {v:.3f}" for k, v in acc.items())
+    print(
+        f"sampler {sampler_id}: {groups} groups in {seconds:.2f} s at version {version}, "
+        f"{counts.get('tokens', 0)} tokens{spec}",
+        flush=True,
+    )
 
 
 def sampler_loop(
@@ -215,6 +236,8 @@ def sampler_loop(
 
         shardings = logical_shardings(param_logical_specs(cfg), mesh, rules)
     cast = functools.partial(to_engine, sharded=mesh is not None)
+    # a sampler thread (threads mode) records as itself; a sampler process for all its threads
+    timeline.start(workdir, f"sampler{sampler_id}", thread_only=parent_pid is None)
     reader = WeightReader(weight_store_path(rl, workdir))
     prefetch = rl.get("prefetch_weights", False)  # download while the engine decodes
     follower = Follower(reader, cast=cast, shardings=shardings, prefetch=prefetch)
@@ -231,30 +254,65 @@ def sampler_loop(
         return parent_pid is None or os.getppid() == parent_pid
 
     cur = curriculum_of(rl)
-    for c in range(0, len(todo), rl.groups_per_call):
-        chunk = todo[c : c + rl.groups_per_call]
-        _wait_for_trainer(store, rl, chunk[0], alive)
-        if not alive():
-            break
-        tasks = {j: make_task(rl, order[j]) for j in chunk}
-        for j in [j for j in chunk if cur.skip(tasks[j], order[j])]:
-            store.put(f"{j:06d}", [])  # skipped: counted by the trainer, never trained
-            written += 1
-            del tasks[j]
-        if not tasks:
-            continue
-        t0 = time.perf_counter()
-        groups = sampler.play(list(tasks.values()), follower, seed=rl.seed * 1_000_003 + chunk[0])
-        secs = time.perf_counter() - t0
+    try:
+        for c in range(0, len(todo), rl.groups_per_call):
+            chunk = todo[c : c + rl.groups_per_call]
+            t0 = time.perf_counter()
+            with timeline.span("wait_trainer"):
+                _wait_for_trainer(store, rl, chunk[0], len(chunk), alive)
+            waited = time.perf_counter() - t0
+            if not alive():
+                break
+            tasks = {j: make_task(rl, order[j]) for j in chunk}
+            for j in [j for j in chunk if cur.skip(tasks[j], order[j])]:
+                store.put(f"{j:06d}", [])  # skipped: counted by the trainer, never trained
+                written += 1
+                del tasks[j]
+            if tasks:
+                call = dict(
+                    sampler_id=sampler_id, seed=rl.seed * 1_000_003 + chunk[0], waited=waited
+                )
+                written += _play_and_put(sampler, follower, store, cur, tasks, order, call)
+    finally:
+        follower.close()
+        timeline.stop()
+    return written
+
+
+def _play_and_put(sampler, follower, store, cur, tasks: dict, order, call: dict) -> int:
+    """One play call on `tasks` ({pool position: task}) -> groups in the store, each record with
+    its group's share of the call's wall time (sample_seconds), decode counters (`decode`) and
+    timing (`timing`: wait_trainer_s before it, generate_s, sandbox_wait_s inside it; the
+    trainer's idle/sampler); one log line. -> groups written."""
+    # a stand-in sampler (tests) may keep no decode counters
+    before = dict(getattr(sampler, "counters", {}))
+    sandbox0 = getattr(sampler, "sandbox_wait_s", 0.0)
+    t0 = time.perf_counter()
+    with timeline.span("generate", groups=len(tasks)):
+        groups = sampler.play(list(tasks.values()), follower, seed=call["seed"])
+    secs = time.perf_counter() - t0
+    counts = {k: v - before[k] for k, v in getattr(sampler, "counters", {}).items()}
+    timing = dict(
+        wait_trainer_s=call["waited"],
+        generate_s=secs,
+        sandbox_wait_s=getattr(sampler, "sandbox_wait_s", 0.0) - sandbox0,
+    )
+    newest = max(
+        (int(np.max(r.get("versions", []), initial=-1)) for g in groups for r in g), default=-1
+    )
+    log_play(call["sampler_id"], len(groups), secs, counts, newest)
+    n = len(groups)
+    with timeline.span("put_groups", groups=n):
         for (j, task), g in zip(tasks.items(), groups):
             for r in g:
                 r["group_id"], r["task"] = f"{j:06d}", order[j]
-                r["sample_seconds"] = secs / len(groups)
+                r["sample_seconds"] = secs / n
+                # the call's counters and times, each group's share (counted once per group)
+                r["decode"] = {k: v / n for k, v in counts.items()}
+                r["timing"] = {k: v / n for k, v in timing.items()}
             store.put(f"{j:06d}", g)
             cur.record(task, g)
-            written += 1
-    follower.close()
-    return written
+    return n
 
 
 def compile_cache(path: str) -> None:

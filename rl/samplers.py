@@ -78,6 +78,7 @@ class SingleTurnSampler:
         )
         self.swaps = 0
         self.decode_stats: dict = {}
+        self.counters = decode_counters()  # summed over play calls (speculative acceptance)
 
     def play(self, tasks: Sequence[PromptTask], weights, seed: int) -> list[list[dict]]:
         prompts = [t.prompt for t in tasks for _ in range(self.group_size)]
@@ -115,7 +116,34 @@ class SingleTurnSampler:
                 self.swaps += 1
         out = batch.results()
         self.decode_stats = out.stats  # iterations, drafted/accepted (speculative), tokens
+        add_counters(self.counters, out.stats)
         return records_from_generate(out, prompts, group_ids)
+
+
+COUNTERS = ("drafted", "accepted", "slot_steps", "tokens")
+
+
+def decode_counters() -> dict:
+    """A sampler's running decode counters: MTP tokens drafted and accepted, slot-steps (one
+    verify step of one sequence; a plain decode step when not speculative) and tokens emitted.
+    Acceptance = accepted / drafted; tokens per verify step = tokens / slot_steps."""
+    return dict.fromkeys(COUNTERS, 0)
+
+
+def add_counters(total: dict, stats: dict) -> None:
+    for k in COUNTERS:
+        total[k] += int(stats.get(k, 0))
+
+
+def acceptance(counts: dict) -> dict:
+    """Decode counters (rl/samplers.py decode_counters) -> speculative acceptance (accepted /
+    drafted; absent without drafts) and tokens per verify step (tokens / slot-steps)."""
+    out = {}
+    if counts.get("drafted", 0) > 0:
+        out["spec/acceptance"] = counts["accepted"] / counts["drafted"]
+    if counts.get("slot_steps", 0) > 0:
+        out["spec/tokens_per_verify"] = counts["tokens"] / counts["slot_steps"]
+    return out
 
 
 def pattern_reward(target_ids: Sequence[int]) -> Callable:

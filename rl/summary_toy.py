@@ -100,6 +100,10 @@ class SummaryToySampler:
     def swaps(self) -> int:
         return self.inner.swaps
 
+    @property
+    def counters(self) -> dict:
+        return self.inner.counters
+
     def play(self, tasks, weights, seed: int) -> list[list[dict]]:
         g = self.inner.group_size
         chains = [(t, i) for t in tasks for i in range(g)]

@@ -61,8 +61,8 @@ interleaved lanes). Whether an element moves, and by how many ulps, depends most
 the coder pays about the conditional entropy H(z | exponent): on a trained small model 11-17%
 fewer bytes than format 4's zlib'd gaps and byte planes (bf16, lr 1e-5: 4.54% of a snapshot on
 the first step after a fresh optimizer state, where format 4 paid 5.45%; bench/RESULTS.md).
-  - 'same': an unchanged shard (parameters RL never updates: the MTP heads, frozen ones) is an
-    empty blob.
+  - 'same': an unchanged shard (frozen parameters; the MTP heads when rl.mtp_weight is 0, as
+    RL's self-distillation term is what moves them) is an empty blob.
   - a delta that would not be smaller than the shard's raw bytes is written as a full snapshot
     ('raw', restarting the shard's chain): a delta never costs more than a snapshot.
 Full snapshots store the raw bytes.
@@ -82,7 +82,7 @@ import zlib
 import jax
 import numpy as np
 
-from rl import weight_store_rans
+from rl import timeline, weight_store_rans
 from rl.kvstore import Kv, StoreError
 
 FORMAT = 5  # 5: rANS per exponent (4: zlib in exponent order; 3: storage order; 2: raw / XOR)
@@ -700,19 +700,21 @@ class Follower:
         self.fetch_seconds, self.fetches = 0.0, 0
         self._thread: threading.Thread | None = None
         self._ready: tuple | None = None  # (params, version) or (None, exception)
+        self._timeline = timeline.recorder()  # a background fetch records its span there
 
     def latest(self) -> tuple[dict, int]:
         self._join()  # the reader is not thread-safe: no background fetch beside this one
         return self._fetch()
 
     def _fetch(self) -> tuple[dict, int]:
-        t0 = time.perf_counter()
-        while self.reader.latest_version() is None:
-            time.sleep(0.05)
-        p, v = self.reader.fetch(shardings=self.shardings)
-        self.fetch_seconds += time.perf_counter() - t0
-        self.fetches += 1
-        return self.cast(p), v
+        with timeline.span("weight_fetch"):  # download and cast
+            t0 = time.perf_counter()
+            while self.reader.latest_version() is None:
+                time.sleep(0.05)
+            p, v = self.reader.fetch(shardings=self.shardings)
+            self.fetch_seconds += time.perf_counter() - t0
+            self.fetches += 1
+            return self.cast(p), v
 
     def poll(self, current: int):
         if not self.prefetch:
@@ -738,6 +740,7 @@ class Follower:
         return None if got <= current else (p, got)  # a damaged newest fell back to an older one
 
     def _background(self, current: int) -> None:
+        timeline.adopt(self._timeline)
         try:
             newer = self._newer(current)
             self._ready = newer if newer is not None else ({}, None)

@@ -12,6 +12,7 @@ from jax.sharding import PartitionSpec as P
 
 from model import memory_plan, moe_a2a, presets
 from model import sharding as sh
+from model.decode import cache_bytes_per_token
 
 MESHES = [(1, 1, 8, 1), (2, 1, 4, 1), (1, 2, 2, 2), (2, 2, 2, 1)]
 
@@ -191,7 +192,7 @@ def test_rl_kimi_plan_prints_the_sampler_mesh_and_the_pretraining_plan_fits():
     from train import dry_run
 
     cfg = presets.get("kimi_k2")
-    assert memory_plan.latent_cache_bytes_per_token(cfg, 2, positions=False) == 70_272
+    assert cache_bytes_per_token(cfg, "bfloat16", positions=False) == 70_272
     sizes = {"data": 1, "fsdp": 1, "expert": 8, "tensor": 8}
     p = memory_plan.sampler_plan(cfg, sizes, 16, 32_768)
     assert p["kv_cache"] == 16 * 32_768 * 61 * (576 * 2 + 4)  # slots not split over expert/tensor

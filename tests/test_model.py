@@ -12,6 +12,7 @@ from model.decode import (
     forward_cached_layers,
     init_layer_caches,
     split_layers,
+    uncompressed_cache_bytes_per_token,
 )
 from model.kernels import attention as attention_kernel
 from model.moe import (
@@ -93,10 +94,11 @@ def test_benchmark_preset_rebuilds_from_its_overrides_of_tiny():
 
 
 def test_latent_cache_is_smaller_than_full_cache_for_kimi():
-    sizes = cache_bytes_per_token(presets.get("kimi_k2"))
-    # 576 values/token/layer (512 latent + 64 rope) vs 64 heads x (192 + 128).
-    assert sizes["latent"] == 61 * 576 * 2
-    assert sizes["uncompressed"] == 61 * 64 * 320 * 2
+    cfg = presets.get("kimi_k2")
+    # 576 values/token/layer (512 latent + 64 rope) vs 64 heads x (192 + 128); + int32 positions.
+    assert cache_bytes_per_token(cfg, "bfloat16", positions=False) == 61 * 576 * 2
+    assert cache_bytes_per_token(cfg, "float32") == 61 * (576 * 4 + 4)
+    assert uncompressed_cache_bytes_per_token(cfg, "bfloat16") == 61 * 64 * 320 * 2
 
 
 @pytest.mark.parametrize("q_lora", [True, False])

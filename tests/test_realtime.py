@@ -212,6 +212,38 @@ def test_staleness_rule_orphans_and_cursor(tmp_path):
     assert check_record(records[0])["reward_terms"] == {"outcome": 1.0}
 
 
+def test_promotion_gate_refuses_a_candidate_below_the_acceptance_floor(tiny_model):
+    """Issue 44: spec/acceptance (eval/promotion.py spec_acceptance, MTP head 0's first-draft
+    acceptance at the serving temperature) under a floor gate. The tiny model's random-init
+    heads and main head are both spread out (acceptance 0.77 here); a candidate whose MTP head
+    is 100x sharper in a random direction drafts what the verifier rejects (0.006): refused, the
+    reason names the metric, and the base passes the same gate."""
+    from eval.promotion import spec_acceptance
+
+    cfg, params = tiny_model
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(0, 256, size=(2, 32))
+    batch = {
+        "tokens": tokens,
+        "positions": np.broadcast_to(np.arange(32), (2, 32)),
+        "segment_ids": np.ones((2, 32), np.int32),
+        "loss_mask": np.ones((2, 32), np.float32),
+    }
+    sharp = jax.tree_util.tree_map(lambda x: x, params)  # a copy of the dict nesting
+    sharp["mtp_0"] = dict(
+        sharp["mtp_0"], head_norm={"scale": params["mtp_0"]["head_norm"]["scale"] * 100}
+    )
+    base = {"spec/acceptance": spec_acceptance(cfg, params, [batch], 1.0, 256)}
+    cand = {"spec/acceptance": spec_acceptance(cfg, sharp, [batch], 1.0, 256)}
+    assert base["spec/acceptance"] > 0.7 and cand["spec/acceptance"] < 0.1, (base, cand)
+    gates = parse_gates("spec/acceptance:floor:0.5")
+    assert no_regression(base, base, gates)[0]
+    ok, deltas, why = no_regression(base, cand, gates)
+    assert not ok and "spec/acceptance" in why[0] and "below the floor 0.5" in why[0]
+    assert deltas["spec/acceptance"] < -0.6
+    assert not no_regression(base, {}, gates)[0]  # not measured: fail closed
+
+
 def test_gates_fail_closed():
     gates = parse_gates("nll/nll@32:min:0.1,agentic/pass_rate:max:0")
     assert no_regression({"nll/nll@32": 2.0, "agentic/pass_rate": 0.5},

@@ -193,7 +193,7 @@ def _wait_for_steps(workdir, n, trainers, log, seconds=900):
     raise AssertionError(f"fewer than {n} steps in {seconds} s: {open(log).read()[-3000:]}")
 
 
-@pytest.mark.long  # ~2 min: 4 processes, two kills and restarts, a SeaweedFS server
+@pytest.mark.long  # ~4 min: 4 processes, two kills and restarts, a SeaweedFS server, 40 steps
 def test_two_trainer_processes_with_sampler_processes_on_s3_survive_sigkill(
     tmp_path,
     s3_server,  # noqa: F811
@@ -204,34 +204,37 @@ def test_two_trainer_processes_with_sampler_processes_on_s3_survive_sigkill(
     rollouts) on the S3 server. SIGKILL of one sampler process: the trainer restarts it and it
     goes on. SIGKILL of one trainer process: its peer is stopped as a cluster scheduler would (a
     jax.distributed job restarts as a whole), then a restart resumes from the last checkpoint:
-    no group trained twice or lost, reward rises."""
+    no group trained twice or lost, reward rises.
+
+    The pool is 80 groups (40 steps of 2): the toy stays near reward 0.1-0.2 for its first
+    ~12-15 steps in every mode (threads, processes, 2 trainer processes) and reaches ~1.0 by step
+    ~30 (issue 44; with pool 36, 10-12 trained steps, it rose 0.13 -> 0.17 and failed the check
+    in 3 of 3 runs while the processes learned correctly: sampler logprobs matched a replayed
+    forward within 9.5e-7)."""
     workdir = str(tmp_path / "run")
-    pool = 36
+    pool = 80
     stores = {k: json.dumps(s3_server(f"{k}/")) for k in ("weight_store", "rollout_store")}
-    cmd = (
-        [
-            sys.executable,
-            "main.py",
-            "--mode=rl",
-            "--config=configs/rl.py",
-            f"--workdir={workdir}",
-            "--config.mesh.data=1",
-            "--config.mesh.fsdp=4",
-            "--config.rl.mode=processes",
-            "--config.rl.samplers=2",
-            "--config.rl.sampler_devices=2",  # each sampler process's own 2-device mesh
-            f"--config.rl.pool_size={pool}",
-            "--config.rl.groups_per_batch=2",
-            "--config.rl.groups_per_call=2",
-            "--config.checkpoint.every_steps=2",
-            "--config.train.log_every=1",
-            "--config.rl.max_ahead=6",
-            "--config.rl.max_staleness=3",
-            "--config.train.lr=1e-2",  # the reward rises within the 18 steps (0.06 -> 0.98 in one process)
-            f"--config.rl.compile_cache={tmp_path / 'xla'}",
-        ]
-        + [f"--config.rl.{k}={v}" for k, v in stores.items()]
-    )
+    cmd = [
+        sys.executable,
+        "main.py",
+        "--mode=rl",
+        "--config=configs/rl.py",
+        f"--workdir={workdir}",
+        "--config.mesh.data=1",
+        "--config.mesh.fsdp=4",
+        "--config.rl.mode=processes",
+        "--config.rl.samplers=2",
+        "--config.rl.sampler_devices=2",  # each sampler process's own 2-device mesh
+        f"--config.rl.pool_size={pool}",
+        "--config.rl.groups_per_batch=2",
+        "--config.rl.groups_per_call=2",
+        "--config.checkpoint.every_steps=2",
+        "--config.train.log_every=1",
+        "--config.rl.max_ahead=6",
+        "--config.rl.max_staleness=3",
+        "--config.train.lr=1e-2",
+        f"--config.rl.compile_cache={tmp_path / 'xla'}",
+    ] + [f"--config.rl.{k}={v}" for k, v in stores.items()]
     logs = [str(tmp_path / f"first_{i}.log") for i in range(2)]
     trainers = _launch_trainers(cmd, logs)
     _wait_for_steps(workdir, 3, trainers, logs[0])
@@ -277,7 +280,8 @@ def test_two_trainer_processes_with_sampler_processes_on_s3_survive_sigkill(
     assert max(int(v.max()) for v in versions) >= 5  # versions advanced during sampling
     rewards = {g: np.mean([r["reward"] for r in store.get(g)]) for g in store.list()}
     by_step = [np.mean([rewards[g] for g in e["groups"]]) for e in after]
-    assert np.mean(by_step[-3:]) > np.mean(by_step[:3]) + 0.05, by_step  # reward rises
+    # reward rises: ~0.1-0.2 over the first steps, most of the way to 1 by the last
+    assert np.mean(by_step[-4:]) > max(0.5, np.mean(by_step[:4]) + 0.25), by_step
 
 
 def test_max_seconds_stops_the_trainer_between_steps(tmp_path):
@@ -358,6 +362,82 @@ def test_dynamic_sampling_fills_batches_with_groups_that_carry_signal():
     assert ids == ["000005"] and stats == {"staleness": [0], "zero_signal": 0}
     assert not books.unfinished()
     assert sorted(books.consumed + books.dropped) == books.order
+
+
+class _ProgressStore(_Store):
+    """The rollout store in memory, with the trainer's progress (backpressure)."""
+
+    def __init__(self):
+        super().__init__()
+        self.progress_doc = {"consumed": 0, "version": -1}
+
+    def write_progress(self, doc):
+        self.progress_doc = dict(doc)
+
+    def progress(self):
+        return dict(self.progress_doc)
+
+
+def _fast_sampler_slow_trainer(rl, pool: int, attempts_per_step: int = 4):
+    """The loop's mechanics alone (a stand-in for the engine and the train step): one sampler
+    that could write `attempts_per_step` play calls per train step, and the trainer's side as
+    RLBatchSource runs it (select, then after the step or a batchless poll the progress of
+    batch_source.progress_of). -> (most groups ever written and not yet settled, books)."""
+    from rl.sampler_process import may_produce
+
+    store, books = _ProgressStore(), batch_source.Books([f"{j:06d}" for j in range(pool)])
+    version, nxt, ahead_max = 0, 0, 0
+    store.write_progress(batch_source.progress_of(books, version))
+    for _ in range(10 * pool):  # rounds; a deadlock runs out of them
+        for _ in range(attempts_per_step):  # the sampler, while the step trains
+            n = min(rl.groups_per_call, pool - nxt)
+            if n and may_produce(len(store.list()), store.progress(), rl, nxt, n):
+                for j in range(nxt, nxt + n):  # every third group carries no signal
+                    store.groups[f"{j:06d}"] = _group([1.0, 1.0 if j % 3 == 2 else 0.0], version)
+                nxt += n
+            settled = len(books.consumed) + len(books.dropped)
+            ahead_max = max(ahead_max, len(store.list()) - settled)
+        sel = batch_source.select(store, books, rl, version)
+        if sel is not None:
+            version += 1  # the step trains; after_step reports progress
+        store.write_progress(batch_source.progress_of(books, version))
+        if not books.unfinished() and nxt == pool:
+            return ahead_max, books
+    raise AssertionError(f"deadlock: {len(books.seen)} of {pool} groups read")
+
+
+def test_sampler_read_ahead_never_exceeds_max_ahead_untrained_groups():
+    """Issue 44: progress counted groups read into the trainer's pending queue as consumed, so a
+    fast sampler kept writing: pending grew past max_ahead and staleness dropped groups (12-16 of
+    36 in the processes test config). Progress now counts settled groups only: the untrained
+    groups stay <= max_ahead, none goes stale, and the smallest max_ahead resolve() allows
+    (groups_per_batch + groups_per_call - 1) with dynamic sampling does not deadlock."""
+    import ml_collections
+
+    for max_ahead in (3, 6):
+        rl = ml_collections.ConfigDict(
+            dict(
+                groups_per_batch=2,
+                groups_per_call=2,
+                max_ahead=max_ahead,
+                max_staleness=max_ahead // 2,  # the batches max_ahead holds
+                dynamic_sampling=True,
+            )
+        )
+        ahead_max, books = _fast_sampler_slow_trainer(rl, pool=48)
+        assert ahead_max <= max_ahead, (max_ahead, ahead_max)
+        assert books.dropped == [] and sorted(books.consumed) == books.order
+
+
+def test_max_ahead_below_a_batch_and_a_call_is_a_config_error():
+    from model.errors import ConfigError
+
+    c = rl_config.get_config()
+    c.rl.update(groups_per_batch=4, groups_per_call=4, max_ahead=6)
+    with pytest.raises(ConfigError, match=r"rl.max_ahead=6: must be >= .* = 7"):
+        loop.resolve(c)
+    c.rl.synchronous = True  # batch b waits for step b: max_ahead is not read
+    assert loop.resolve(c).rl.max_ahead == 6
 
 
 def test_without_dynamic_sampling_zero_signal_groups_are_trained_and_counted():

@@ -312,3 +312,95 @@ def test_multi_turn_record_carries_the_malformed_penalty_and_negative_turn():
     np.testing.assert_allclose(b["advantages"][0, :7], [0, -0.1, -0.1, 0, 0.375, 0.375, 0])
     np.testing.assert_allclose(b["advantages"][1, :7], [0, -0.375, -0.375, 0, -0.375, -0.375, 0])
     assert rb.oldest_version([good]) == 3
+
+
+def _rollout_batch(cfg, b=2, t=16):
+    """A batch of rollout-like rows on the tiny model: prompt (3 tokens), then policy tokens."""
+    tokens = jax.random.randint(jax.random.PRNGKey(1), (b, t), 0, cfg.vocab_size)
+    mask = np.zeros((b, t), np.float32)
+    mask[:, 2:] = 1.0  # targets 3.. were sampled
+    return {
+        "tokens": tokens,
+        "targets": jnp.roll(tokens, -1, 1),
+        "positions": jnp.broadcast_to(jnp.arange(t), (b, t)),
+        "segment_ids": jnp.ones((b, t), jnp.int32),
+        "loss_mask": jnp.asarray(mask),
+        "advantages": jnp.asarray(np.linspace(-1, 1, b)[:, None] * np.ones((1, t)), jnp.float32),
+        "sampler_logprobs": jnp.full((b, t), -5.0, jnp.float32),
+        "group_ids": jnp.zeros((b,), jnp.int32),
+    }
+
+
+def _leaves(tree) -> dict:
+    return {
+        jax.tree_util.keystr(p): np.asarray(v) for p, v in jax.tree_util.tree_leaves_with_path(tree)
+    }
+
+
+def test_mtp_distillation_gradient_reaches_only_the_mtp_modules(tiny_model):
+    """Issue 44: the RL loss's MTP self-distillation term moves the MTP module alone: with zero
+    advantages the policy term has no gradient, and the loss's gradient (the term's) is exactly
+    0 on every trunk leaf (hidden states, embedding, output head behind stop_gradient), nonzero
+    on the MTP module's."""
+    from rl.losses import model_mtp_apply
+
+    cfg, params = tiny_model
+    batch = dict(_rollout_batch(cfg), advantages=jnp.zeros((2, 16), jnp.float32))
+    loss = make_rl_loss(
+        model_apply(cfg), norm_tokens=16, mtp_fn=model_mtp_apply(cfg), mtp_weight=1.0
+    )
+    value_and_grad = jax.jit(jax.value_and_grad(lambda p: loss(p, batch, None)[0]))
+    value, grads = value_and_grad(params)
+    assert float(value) > 0  # the random-init head is not the policy
+    grads = _leaves(grads)
+    mtp = [k for k in grads if k.startswith("['mtp_")]
+    assert sum(np.any(grads[k]) for k in mtp) >= len(mtp) // 2, mtp
+    for k, g in grads.items():
+        if k not in mtp:
+            assert not np.any(g), k
+
+
+def test_mtp_distillation_matches_the_mtp_stage_loss_on_tiny(tiny_model):
+    """The term's MTP logits are the full forward's (Transformer with_mtp=True), and at
+    temperature 1 its per-token KL is train/losses.py's MTP-stage self-distillation (one head);
+    at another temperature it is the KL of the tempered distributions the sampler verifies."""
+    from model.transformer import Transformer
+    from rl.losses import model_mtp_apply, mtp_distillation
+    from train.losses import mtp_self_distillation
+
+    cfg, params = tiny_model
+    batch = _rollout_batch(cfg)
+    args = (batch["tokens"], batch["positions"], batch["segment_ids"])
+    full = jax.jit(lambda p: Transformer(cfg).apply({"params": p}, args[0], positions=args[1]))(
+        params
+    )
+    got = jax.jit(model_mtp_apply(cfg))(params, full.hidden, *args)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(full.mtp_logits), atol=1e-5)
+    mask = batch["loss_mask"]
+    kl, n, acc, n_acc = mtp_distillation(got, full.logits, mask, args[2], 1.0, 0)
+    want = mtp_self_distillation(full.mtp_logits, full.logits, mask, args[2])
+    np.testing.assert_allclose(float(kl / n), float(want), rtol=1e-5)
+    assert 0.0 < float(acc / n_acc) < 1.0
+    # A head that equals the teacher: KL 0, every first draft accepted (also tempered, masked).
+    teacher = jnp.roll(full.logits, -1, 1)[None]  # head 0 at t <- main head at t+1
+    kl, _, acc, n_acc = mtp_distillation(teacher, full.logits, mask, args[2], 0.7, 300)
+    assert abs(float(kl)) < 1e-3 and float(acc / n_acc) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_mtp_weight_default_follows_heads_and_speculative_decoding(tiny_model):
+    import dataclasses
+
+    from configs import rl as rl_config
+    from model.errors import ConfigError
+    from rl.loop import mtp_weight
+
+    cfg, _ = tiny_model
+    rl = rl_config.get_config().rl
+    assert mtp_weight(cfg, rl) == 0.0  # plain decoding: off
+    rl.speculative_k = 2
+    assert mtp_weight(cfg, rl) == 1.0
+    assert mtp_weight(dataclasses.replace(cfg, num_mtp_modules=0), rl) == 0.0
+    rl.mtp_weight = 0.5
+    assert mtp_weight(cfg, rl) == 0.5
+    with pytest.raises(ConfigError, match=r"rl.mtp_weight=0.5: the model has no MTP"):
+        mtp_weight(dataclasses.replace(cfg, num_mtp_modules=0), rl)

@@ -1,4 +1,5 @@
-"""Weight store: 20 versions of real RL updates (tiny preset) rebuild bitwise in bf16 and f32; a
+"""Weight store: 20 versions of real RL updates (tiny preset, MTP heads distilled as with
+speculative samplers) rebuild bitwise in bf16 and f32; a
 writer killed with SIGKILL mid-publication never yields a mixed or torn version."""
 
 import os
@@ -18,10 +19,12 @@ from rl.loop import state_and_step
 from rl.weight_store import WeightReader, WeightWriter, flatten
 
 
-def _rl_state_and_step(params=None, lr=1e-3, microbatches=1):
-    """The RL trainer's state and step on one device, for batches of 4 rows x 16 tokens."""
+def _rl_state_and_step(params=None, lr=1e-3, microbatches=1, speculative_k=0):
+    """The RL trainer's state and step on one device, for batches of 4 rows x 16 tokens;
+    speculative_k > 0: speculative samplers, so the step's MTP self-distillation moves the MTP
+    heads (issue 44)."""
     c = rl_config.get_config()
-    c.rl.update(group_size=4, groups_per_batch=1, max_tokens=16)
+    c.rl.update(group_size=4, groups_per_batch=1, max_tokens=16, speculative_k=speculative_k)
     c.train.update(lr=lr, microbatches=microbatches)
     c.trainer_devices = 1
     return state_and_step(c, params)
@@ -53,7 +56,8 @@ def test_twenty_rl_versions_rebuild_bitwise(tmp_path):
     from model import presets
 
     cfg = presets.get("tiny")
-    state, step = _rl_state_and_step()
+    state, step = _rl_state_and_step(speculative_k=2)
+    init = flatten(jax.device_get(state.params))
     rng = np.random.default_rng(0)
     writers = {
         "bfloat16": WeightWriter(str(tmp_path / "bf16"), dtype="bfloat16", full_every=8),
@@ -81,6 +85,10 @@ def test_twenty_rl_versions_rebuild_bitwise(tmp_path):
     # Deltas are smaller than full copies (at lr 1e-3 on a random tiny model most bf16 elements
     # still change; the bench measures realistic RL learning rates).
     assert max(delta_frac) < 1.0
+    # The MTP heads the step distills reach the samplers: they moved, and rebuilt bitwise above
+    # (with rl.mtp_weight 0 they were 'same' in every version).
+    mtp = [p for p in init if p.startswith("mtp_")]
+    assert mtp and sum(not np.array_equal(init[p], flatten(host)[p]) for p in mtp) > len(mtp) // 2
     # A fresh reader asking for an older version of the live chain gets it bitwise too.
     old, _ = WeightReader(str(tmp_path / "f32")).fetch(17)
     assert set(flatten(old)) == set(flatten(host))

@@ -411,6 +411,15 @@ def test_models_health_metrics_and_malformed_json(served):
         assert name in metrics
     assert 'endpoint="/v1/chat/completions",status="200"' in metrics
     assert 'endpoint="/v1/completions",status="200"' in metrics
+    # speculative decoding (K=2): the engine's counters, read after the requests above decoded
+    value = {ln.split()[0]: float(ln.split()[1]) for ln in metrics.splitlines() if ln[0] != "#"}
+    drafted, accepted = (
+        value["serve_spec_drafted_tokens_total"],
+        value["serve_spec_accepted_tokens_total"],
+    )
+    assert drafted > 0 and 0 <= accepted <= drafted
+    assert value["serve_spec_acceptance"] == pytest.approx(accepted / drafted, abs=1e-6)
+    assert 1.0 <= value["serve_tokens_per_verify_step"] <= 3.0  # K=2: at most 2 drafts + 1
 
 
 NAMES = {pr.token_text(TOK, t)[0]: t for t in range(TOK.vocab_size)}  # OpenAI name -> id

@@ -53,3 +53,43 @@ def test_progress_line_without_a_timed_step_says_so_instead_of_nan():
     row = dict(loss=2.0, lr=1e-3, grad_norm=1.0, tokens_per_s=nan, mfu=nan, step_time_s=nan)
     line = mx.log_line(1, 1, row, peak="p")
     assert "nan" not in line and "the first step compiles" in line
+
+
+class _Chip:
+    """A device as jax reports it (platform + device_kind), for the datasheet lookup."""
+
+    def __init__(self, platform: str, device_kind: str):
+        self.platform, self.device_kind = platform, device_kind
+
+
+@pytest.mark.parametrize(
+    "kind, tflops",
+    [
+        ("NVIDIA H100 80GB HBM3", 989),
+        ("NVIDIA H100 PCIe", 756),
+        ("NVIDIA H200", 989),
+        ("NVIDIA A100-SXM4-80GB", 312),
+        ("TPU v5p", 459),
+        ("TPU v5 lite", 197),
+        ("TPU v6 lite", 918),
+    ],
+)
+def test_accelerators_use_the_datasheet_bf16_peak_and_say_so(kind, tflops):
+    chips = [_Chip("tpu" if "TPU" in kind else "gpu", kind)] * 4
+    peak = mx.mfu_peak(2048, "bfloat16", chips)
+    assert isinstance(peak, mx.DatasheetPeak)
+    assert peak.flops == tflops * 1e12 * 4
+    assert peak.mfu(tflops * 1e12) == pytest.approx(0.25)  # one chip's worth of 4
+    assert peak.describe() == f"{tflops} TFLOP/s ({kind} datasheet bf16 peak x 4 chips)"
+    line = mx.log_line(
+        1,
+        2,
+        dict(loss=1, lr=1, grad_norm=1, tokens_per_s=1, mfu=0.4, step_time_s=1),
+        peak=peak.describe(),
+    )
+    assert f"mfu 40.00% of {tflops} TFLOP/s ({kind} datasheet bf16 peak" in line
+
+
+def test_cpu_and_unknown_chips_fall_back_to_the_measured_matmul_peak():
+    assert isinstance(mx.mfu_peak(512, "float32", [jax.devices()[0]]), mx.MatmulPeak)
+    assert mx.datasheet_peak("NVIDIA GeForce RTX 9999") is None

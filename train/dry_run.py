@@ -20,6 +20,7 @@ import jax
 
 import model
 from model import memory_plan
+from model.decode import cache_bytes_per_token, resolve_decode_dtype
 from train import sharding as shd
 from train import trainer
 from train.config_check import check_config
@@ -162,18 +163,20 @@ def sampler_report(config) -> str:
     sizes = dict(zip(model.sharding.MESH_AXES, model.sharding.mesh_shape(dict(rl.sampler_mesh), n)))
     episodes = rl.coding.slots
     gib = 2.0**30
-    values = memory_plan.latent_cache_bytes_per_token(cfg, 2, positions=False)
-    per_token = memory_plan.latent_cache_bytes_per_token(cfg, 2)
+    # The plan is for the accelerators the mesh describes: decode_dtype 'auto' is bfloat16 there.
+    dt = resolve_decode_dtype(cfg.decode_dtype, "accelerator")
+    values = cache_bytes_per_token(cfg, dt, positions=False)
+    per_token = cache_bytes_per_token(cfg, dt)
     lines = [
         f"sampler mesh {sizes} on {n} devices, {episodes} concurrent episodes per engine; latent "
-        f"cache per token per sequence: {values / 1024:.1f} KiB of bfloat16 latent + rope, "
-        f"{per_token / 1024:.1f} KiB with the int32 positions (counted below; float32 cache: "
-        f"{memory_plan.latent_cache_bytes_per_token(cfg, 4) / 1024:.1f} KiB)"
+        f"cache per token per sequence: {values / 1024:.1f} KiB of {dt} latent + rope, "
+        f"{per_token / 1024:.1f} KiB with the int32 positions (counted below; decode_dtype="
+        f"{cfg.decode_dtype}; float32 cache: {cache_bytes_per_token(cfg, 'float32') / 1024:.1f} KiB)"
     ]
     for context in SAMPLER_CONTEXTS:
-        p = memory_plan.sampler_plan(cfg, sizes, episodes, context, model_rules(config))
+        p = memory_plan.sampler_plan(cfg, sizes, episodes, context, model_rules(config), dt)
         lines.append(
-            f"  {context // 1024}k tokens: per device bf16 weights {p['weights'] / gib:.1f} GiB + "
+            f"  {context // 1024}k tokens: per device {dt} weights {p['weights'] / gib:.1f} GiB + "
             f"latent cache {p['kv_cache'] / gib:.1f} GiB + MoE buffers (one layer; decode "
             f"{p['moe_buffers_decode'] / gib:.2f}, an 8k-token prefill "
             f"{p['moe_buffers_prefill'] / gib:.2f}) = {p['total'] / gib:.1f} GiB"

@@ -87,6 +87,70 @@ class MatmulPeak:
         )
 
 
+# Dense bf16 peak FLOP/s per chip from the vendors' datasheets (no sparsity), by a substring of
+# jax's `device_kind`, most specific first ("H100 PCIe" before "H100").
+DATASHEET_BF16_PEAK = (
+    ("H100 PCIe", 756e12),
+    ("H100", 989e12),  # SXM; "NVIDIA H100 80GB HBM3"
+    ("H200", 989e12),
+    ("GH200", 989e12),
+    ("H800", 989e12),
+    ("A100", 312e12),
+    ("B200", 2250e12),
+    ("L40S", 362e12),
+    ("TPU v4", 275e12),
+    ("TPU v5 lite", 197e12),  # v5e
+    ("TPU v5e", 197e12),
+    ("TPU v5p", 459e12),
+    ("TPU v5", 459e12),  # v5p reports "TPU v5"
+    ("TPU v6 lite", 918e12),  # v6e (Trillium)
+    ("TPU v6e", 918e12),
+)
+
+
+def datasheet_peak(device_kind: str) -> float | None:
+    """Dense bf16 FLOP/s of one chip of this kind, or None when the table has no entry."""
+    for name, flops in DATASHEET_BF16_PEAK:
+        if name in device_kind:
+            return flops
+    return None
+
+
+class DatasheetPeak:
+    """The MFU denominator on GPU/TPU: the chip's datasheet bf16 peak times the chips, whatever the
+    run's dtype (MFU is conventionally quoted against the bf16 peak). Same interface as
+    MatmulPeak; nothing to measure."""
+
+    def __init__(self, device_kind: str, per_chip: float, chips: int):
+        self.device_kind, self.per_chip, self.chips = device_kind, per_chip, chips
+        self.flops = per_chip * chips
+
+    def measure(self, repeats: int) -> float:
+        return self.flops
+
+    def mfu(self, achieved_flops: float) -> float:
+        return achieved_flops / self.flops
+
+    def describe(self) -> str:
+        where = f" x {self.chips} chips" if self.chips > 1 else ""
+        return f"{self.per_chip / 1e12:.0f} TFLOP/s ({self.device_kind} datasheet bf16 peak{where})"
+
+
+def mfu_peak(n: int, dtype, devices=None):
+    """The MFU denominator for a run on `devices` (None: every device of every process): the
+    datasheet peak on a GPU/TPU the table knows, else (CPU, or an unknown chip) a MatmulPeak
+    measured with 5 repetitions of an n^3 matmul in `dtype`."""
+    chips = list(jax.local_devices() if devices is None else devices)
+    kind = chips[0].device_kind
+    per_chip = datasheet_peak(kind) if chips[0].platform in ("gpu", "tpu") else None
+    if per_chip is not None:
+        hosts = jax.process_count() if devices is None else 1
+        return DatasheetPeak(kind, per_chip, len(chips) * hosts)
+    peak = MatmulPeak(n, dtype, devices)
+    peak.measure(5)
+    return peak
+
+
 def mfu(tokens_per_s: float, flops_per_token: float, peak_flops_all_devices: float) -> float:
     return tokens_per_s * flops_per_token / peak_flops_all_devices
 

@@ -142,9 +142,14 @@ def _base_model_config(config) -> tuple[model.ModelConfig, str | None]:
 
 def model_config(config) -> tuple[model.ModelConfig, str | None]:
     """(ModelConfig, HF folder or None): exported params' config, an HF folder or a preset,
-    with the run's compute dtype, remat and `model_overrides`."""
+    with the run's compute dtype, remat, the engines' decode_dtype and `model_overrides`."""
     cfg, hf_dir = _base_model_config(config)
-    cfg = dataclasses.replace(cfg, dtype=config.train.compute_dtype, remat=config.train.remat)
+    cfg = dataclasses.replace(
+        cfg,
+        dtype=config.train.compute_dtype,
+        remat=config.train.remat,
+        decode_dtype=config.get("decode_dtype", "auto"),
+    )
     overrides = config.get("model_overrides")
     if overrides:
         overrides = overrides.to_dict() if hasattr(overrides, "to_dict") else dict(overrides)
@@ -552,7 +557,7 @@ class _Throughput:
         return row
 
 
-def _metrics_row(m, state, step: int, run: Run, timer: _Throughput, peak: mx.MatmulPeak) -> dict:
+def _metrics_row(m, state, step: int, run: Run, timer: _Throughput, peak) -> dict:
     """Step metrics + lr, step time, tokens/s, MFU, skipped steps and ETA (one host sync)."""
     t = run.config.train
     row = {k: float(v) for k, v in jax.device_get(m).items()}
@@ -683,13 +688,17 @@ def train(
         writer = SummaryWriter(os.path.join(workdir, "tb")) if jax.process_index() == 0 else None
         # The trainer's own devices (a subset of this process's when samplers hold the rest).
         devices = None if jax.process_count() > 1 else list(mesh.devices.flat)
-        peak = mx.MatmulPeak(mx.peak_matmul_size(run.cfg), run.cfg.dtype, devices)
-        peak.measure(5)
+        peak = mx.mfu_peak(mx.peak_matmul_size(run.cfg), run.cfg.dtype, devices)
         step = int(jax.device_get(state.step))
         log(
             f"training {model.count_params(run.cfg)[0]:,} params on mesh {run.mesh_sizes} from "
-            f"step {step} to {t.steps or 'the end of the batch source'}; matmul peak "
-            f"{peak.describe()} at start; MFU is relative to the best repetition so far"
+            f"step {step} to {t.steps or 'the end of the batch source'}; MFU is relative to "
+            f"{peak.describe()}"
+            + (
+                ""
+                if isinstance(peak, mx.DatasheetPeak)
+                else " at start, the best repetition so far"
+            )
         )
         source.start(run, state)
         loop_state = dict(

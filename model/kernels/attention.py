@@ -30,7 +30,10 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import linen as nn
+from jax.sharding import NamedSharding, PartitionSpec
 
+from model import sharding as sh
 from model.kernels import backend
 
 IMPLS = ("auto", "blocked", "tokamax", "cudnn", "opaque")
@@ -130,14 +133,15 @@ _KERNELS = {"gpu": ("mosaic_gpu", "triton"), "tpu": ("mosaic_tpu",), "cpu": ("xl
 
 
 def _tokamax(q, k, v, k_segments, scale, q_index, impl):
-    from tokamax._src.ops.attention import api, base  # noqa: F401  (tokamax imported below first)
+    backend.tokamax()  # first: it stubs xprof where missing, which tokamax imports
+    from tokamax._src.ops.attention import api, base
 
-    backend.tokamax()
     b, t = q.shape[:2]
     q_idx = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), (b, t)) if q_index is None else q_index
     k_start = jnp.take_along_axis(document_starts(k_segments), q_idx, axis=1)  # [B,T]
     mask = base.Mask(k_start=k_start[:, None, :], is_causal=True)  # heads broadcast: [B,1,T]
     names = ("cudnn",) if impl == "cudnn" else _KERNELS.get(backend.platform(), ("xla",))
+    q_sharding = _q_sharding()
     errors = []
     for name in names:
         if name not in api.IMPLEMENTATIONS:
@@ -150,10 +154,32 @@ def _tokamax(q, k, v, k_segments, scale, q_index, impl):
                 mask=mask,
                 logits_scale=float(scale),
                 q_indices=None if q_index is None else q_index[:, None, :],
+                q_sharding=q_sharding,
             )
         except NotImplementedError as e:
             errors.append(f"{name}: {e}")
     raise NotImplementedError(f"no tokamax attention kernel fits: {'; '.join(errors) or names}")
+
+
+def _q_sharding():
+    """Under a mesh (the trainer traces inside `mesh_context`), the queries' sharding: batch over
+    the axes the logical rules give BATCH, heads over HEADS's. tokamax then runs the kernel per
+    shard in a shard_map; a Pallas call left to GSPMD would be computed replicated. None outside a
+    mesh, or when no axis splits batch or heads."""
+    mesh = jax.sharding.get_abstract_mesh()
+    if mesh.empty:
+        return None
+    rules = nn.get_logical_axis_rules()
+    batch, _, heads = nn.logical_to_mesh_axes((sh.BATCH, None, sh.HEADS), rules)
+    sizes = dict(mesh.shape)
+    split = lambda axes: axes is not None and any(sizes.get(a, 1) > 1 for a in _names(axes))
+    if not (split(batch) or split(heads)):
+        return None
+    return NamedSharding(mesh, PartitionSpec(batch, None, heads, None))
+
+
+def _names(axes) -> tuple:
+    return (axes,) if isinstance(axes, str) else tuple(axes)
 
 
 # --- shape-only stand-in for memory analysis ---------------------------------------------------------

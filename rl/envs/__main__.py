@@ -1,6 +1,7 @@
 """Task-pool tool: generate, verify and save tasks, or verify a user's task set.
 
     python3 -m rl.envs make --n 100 --seed 0 --out tasks/      # generate -> gate -> tasks/tasks.jsonl
+    python3 -m rl.envs make --n 100 --repos 8 --out tasks/     # + 8 mined tasks per vendored project
     python3 -m rl.envs verify tasks/tasks.jsonl                # gate an existing (user) task set
 
 Rejected tasks are printed one per line with the reason; `make` saves only accepted ones.
@@ -26,6 +27,13 @@ def main(argv: list[str] | None = None) -> int:
     make.add_argument("--seed", type=int, default=0)
     make.add_argument("--difficulties", default="1,2,3")
     make.add_argument("--out", required=True, help="directory; writes OUT/tasks.jsonl + task dirs")
+    make.add_argument(
+        "--repos",
+        type=int,
+        default=0,
+        help="also mine up to N tasks per vendored real project (rl/envs/repos; the held-out "
+        "suite's tasks are left out; gated with the scripted cheats too)",
+    )
     check = sub.add_parser("verify", help="run the gate over a tasks.jsonl")
     check.add_argument("jsonl")
     parser.add_argument("--workers", type=int, default=2)
@@ -49,6 +57,12 @@ def main(argv: list[str] | None = None) -> int:
     accepted, rejected = verify_tasks(tasks, workers=args.workers)
     for verdict in rejected:
         print(f"REJECTED {verdict.task_id}: {verdict.reason}")
+    if args.cmd == "make" and args.repos > 0:
+        from rl.envs.repos.projects import pool_tasks
+
+        mined = pool_tasks(args.repos, seed=args.seed + 1, workers=args.workers)  # gated there
+        accepted += mined
+        tasks += mined
     if args.cmd == "make":
         save_tasks(accepted, os.path.join(args.out, "tasks.jsonl"))
     print(f"{len(accepted)}/{len(tasks)} tasks accepted")

@@ -143,6 +143,7 @@ class CodingEnv:
         self.task: Task | None = None
         self._record: EpisodeRecord | None = None
         self.grade: Grade | None = None
+        self._extra: tuple[str, ...] = ()
 
     # -- episode
 
@@ -158,7 +159,10 @@ class CodingEnv:
                     f"task {task.id}: setup command {i} ({command!r}) ended "
                     f"{result.status}: {result.output[-500:]}"
                 )
+        self._extra = tuple(task.meta.get("tools", ()))  # search tools etc. (tools.EXTRA_SCHEMAS)
         system = self.system_prompt
+        if system and self._extra:
+            system += tools.extra_help(self._extra)
         if system and self.summary is not None:  # the policy may summarize by its own choice
             system += SUMMARY_HELP
         messages = [{"role": "system", "content": system}] if system else []
@@ -203,7 +207,7 @@ class CodingEnv:
             rec.malformed_turns.append(turn)
             self._finish("no_summary")
             return [], True
-        parsed = tools.parse_turn(self.tok, emitted)
+        parsed = tools.parse_turn(self.tok, emitted, self._extra)
         malformed_before = rec.malformed_calls
         observations, submitted = self._run_items(parsed)
         if rec.malformed_calls > malformed_before or not parsed.terminated:

@@ -61,6 +61,9 @@ class Hardened:
     canary_seals: set[str] = dataclasses.field(default_factory=set)  # recorded, not checked
     # Real keys that cannot be parametrized: a report id "<key>[...]" for them is forged.
     plain: set[str] = dataclasses.field(default_factory=set)
+    # real key -> the test's key in the source as written (host only: per-test baselines of
+    # real repositories, rl/envs/repos, name tests as their authors did)
+    origin: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def is_test_module(rel: str) -> bool:
@@ -126,6 +129,7 @@ def _is_test(node: ast.AST) -> bool:
 
 def _harden_test(func: ast.FunctionDef, rewrite, out: Hardened, prefix: str = ""):
     """Renames and rewrites one test; returns (its key, (required sealed ids, all sealed ids))."""
+    original = prefix + func.name
     func.name = _fresh_name()
     _strip_docstring(func)
     ids = rewrite.collect(func)
@@ -137,6 +141,7 @@ def _harden_test(func: ast.FunctionDef, rewrite, out: Hardened, prefix: str = ""
                 required.add(sid)
     key = prefix + func.name
     out.real.add(key)
+    out.origin[key] = original
     return key, (frozenset(required), frozenset(ids))
 
 

@@ -31,6 +31,7 @@ is contained only by the pid namespace and the wall timeout.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import functools
 import os
 import secrets
@@ -626,8 +627,27 @@ def _copy_repo(src: str | os.PathLike, dst: str, max_bytes: int) -> list[str]:
                 skipped.append(os.path.relpath(os.path.join(dirpath, name), src))
         return out
 
-    shutil.copytree(src, dst, symlinks=True, ignore=special)
+    shutil.copytree(src, dst, symlinks=True, ignore=special, copy_function=cow_copy)
     return skipped
+
+
+def cow_copy(src: str, dst: str) -> None:
+    """copytree's copy_function: copy_file_range shares blocks (copy-on-write) where the file
+    system has reflinks (btrfs, XFS) and is an in-kernel copy elsewhere; across file systems
+    the kernel may refuse it (EXDEV, EINVAL): then a plain copy. Then the stat bits."""
+    try:
+        with open(src, "rb") as fin, open(dst, "wb") as fout:
+            left = os.fstat(fin.fileno()).st_size
+            while left > 0:
+                n = os.copy_file_range(fin.fileno(), fout.fileno(), left)
+                if n == 0:
+                    break
+                left -= n
+    except OSError as e:
+        if e.errno not in (errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+            raise
+        shutil.copyfile(src, dst)
+    shutil.copystat(src, dst)
 
 
 class _OutputCapture:

@@ -67,6 +67,9 @@ class Grade:
     output: str
     tampered: bool = False  # the run forged or bent its results: worse than an honest failure
     tamper_reasons: tuple[str, ...] = ()
+    # ("<hidden file>::<test as written>", passed) per real test, from complete untampered runs
+    # (a crash or an incomplete run lists none of its file's tests): per-test baselines
+    results: tuple[tuple[str, bool], ...] = ()
 
     @property
     def fraction(self) -> float:
@@ -180,15 +183,15 @@ def _score(summary: dict, layout: dict[str, Hardened], expected: int, status: st
     """Counts real tests that passed; any sign of a forged or bent report marks tampering."""
     if any((e or {}).get("timeout") for e in summary["files"].values()):
         status = "timeout"  # the runner's own budget ended a test file
-    passed, reasons, log = 0, [], [f"[{status}]"]
+    passed, reasons, log, results = 0, [], [f"[{status}]"], []
     if not summary.get("sealed"):
         log.append("(runner could not mark itself non-dumpable)")
     for rel, hard in layout.items():
         entry = summary["files"].get(rel) or {}
         log.append(f"== {rel}: exit {entry.get('exit')}, timeout {entry.get('timeout')}")
         log.append(str(entry.get("log", ""))[-4000:])
-        file_passed, problems = _score_file(rel, hard, entry, log)
-        passed += file_passed
+        file_passed, problems = _score_file(rel, hard, entry, log, results)
+        passed += len(file_passed)
         reasons += [f"{rel}: {p}" for p in problems]
     # Every real test counts, whether or not its file ran (a crash scores its tests failed).
     total = sum(len(h.real) for h in layout.values()) if layout else expected
@@ -201,11 +204,15 @@ def _score(summary: dict, layout: dict[str, Hardened], expected: int, status: st
         output="\n".join(log),
         tampered=bool(reasons),
         tamper_reasons=tuple(reasons),
+        results=() if reasons else tuple(sorted(results)),
     )
 
 
-def _score_file(rel: str, hard: Hardened, entry: dict, log: list[str]) -> tuple[int, list[str]]:
-    """(real tests of one file that passed, signs of tampering in its report).
+def _score_file(
+    rel: str, hard: Hardened, entry: dict, log: list[str], results: list
+) -> tuple[set[str], list[str]]:
+    """(real tests of one file that passed, signs of tampering in its report); appends
+    (file::test as written, passed) for each real test to `results` when the run was complete.
 
     Each real test counts once, however many ids the report gives it (a parametrized test passes
     only if every instance passed: padding the report with fake instances earns nothing), and only
@@ -213,7 +220,7 @@ def _score_file(rel: str, hard: Hardened, entry: dict, log: list[str]) -> tuple[
     problems = list(entry.get("problems") or [])
     outcomes, malformed = _outcomes(entry.get("report"))
     if outcomes is None:  # no report: the file's tests count as failed (crash, exit, timeout)
-        return 0, problems + malformed
+        return set(), problems + malformed
     by_key: dict[str, list[tuple[str, str]]] = {}
     for node, outcome in outcomes.items():
         by_key.setdefault(_test_key(node), []).append((node, outcome))
@@ -227,10 +234,10 @@ def _score_file(rel: str, hard: Hardened, entry: dict, log: list[str]) -> tuple[
     report = entry["report"]
     complete = report.get("exitstatus") in (0, 1) and not report.get("collect_errors")
     for name in hard.canaries:
-        results = [o for _, o in by_key.get(name, [])]
-        if "passed" in results:
+        seen = [o for _, o in by_key.get(name, [])]
+        if "passed" in seen:
             problems.append("a canary test (must fail) was reported passed")
-        elif complete and not results:
+        elif complete and not seen:
             problems.append("a canary test is missing from a complete report")
     missing = [k for k in hard.real if k not in by_key]
     if complete and missing:
@@ -238,7 +245,7 @@ def _score_file(rel: str, hard: Hardened, entry: dict, log: list[str]) -> tuple[
     problems += _instance_problems(hard, by_key)
     records, bad_records = _records(report.get("seal_records"), hard)
     problems += bad_records
-    passed = 0
+    passed = set()
     for key in sorted(hard.real & by_key.keys()) if complete else ():
         if not all(o == "passed" for _, o in by_key[key]):
             continue
@@ -248,7 +255,9 @@ def _score_file(rel: str, hard: Hardened, entry: dict, log: list[str]) -> tuple[
         elif wrong:  # an honest failure: the sandbox cannot tell, only the host knows the answer
             log.append(f"{key}: reported passed, but {wrong}")
         else:
-            passed += 1
+            passed.add(key)
+    if complete:
+        results += [(f"{rel}::{hard.origin.get(k, k)}", k in passed) for k in hard.real]
     return passed, problems
 
 

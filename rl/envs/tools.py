@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from data.tokenizers import SPECIAL_TOKENS, Tokenizer, special_text
+from rl.envs import search
 
 # name -> {argument: (type(s), required)}. bool is excluded from int explicitly below.
 TOOL_SCHEMAS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
@@ -40,6 +41,21 @@ TOOL_SCHEMAS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "run_tests": {"path": ((str,), False)},
     "submit": {},
 }
+
+# Tools a task switches on by name (Task.meta["tools"]): the system prompt then gains their help
+# lines (extra_help) and the parser accepts them; elsewhere they are unknown tools, so the
+# procedural families' prompts and protocol stay as they were.
+EXTRA_SCHEMAS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {**search.SCHEMAS}
+EXTRA_HELP = {**search.HELP}
+
+
+def extra_help(names) -> str:
+    """Help lines of the extra tools `names`, in EXTRA_SCHEMAS order ("" for none)."""
+    unknown = sorted(set(names) - set(EXTRA_SCHEMAS))
+    if unknown:
+        raise ValueError(f"unknown extra tool(s) {unknown}; known: {', '.join(EXTRA_SCHEMAS)}")
+    return "".join("\n" + EXTRA_HELP[n] for n in EXTRA_SCHEMAS if n in names)
+
 
 TOOLS_HELP = """Tools (call as <|tool_call|>{"name": ..., "arguments": {...}}<|/tool_call|>):
 - list_files {path?}: files under a directory
@@ -78,8 +94,9 @@ class ParsedTurn:
         return [i for i in self.items if isinstance(i, Malformed)]
 
 
-def parse_turn(tok: Tokenizer, ids: Sequence[int]) -> ParsedTurn:
-    """Splits a turn into tool calls and malformed fragments, strictly."""
+def parse_turn(tok: Tokenizer, ids: Sequence[int], extra: Sequence[str] = ()) -> ParsedTurn:
+    """Splits a turn into tool calls and malformed fragments, strictly. `extra`: the names of
+    EXTRA_SCHEMAS tools this episode has (others of them are unknown tools)."""
     ids = [int(i) for i in ids]
     end_ids = {tok.special_id("end"), tok.eos_id}
     terminated = bool(ids) and ids[-1] in end_ids
@@ -101,7 +118,7 @@ def parse_turn(tok: Tokenizer, ids: Sequence[int]) -> ParsedTurn:
                 )
                 i = j
                 continue
-            items.append(_parse_call(tok, body[i + 1 : j], specials, n_tokens=j - i + 1))
+            items.append(_parse_call(tok, body[i + 1 : j], specials, j - i + 1, tuple(extra)))
             i = j + 1
         elif t == close_id:
             items.append(Malformed("<|/tool_call|> without a matching <|tool_call|>", 1))
@@ -136,7 +153,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _parse_call(
-    tok: Tokenizer, body_ids: list[int], specials: dict[int, str], n_tokens: int
+    tok: Tokenizer, body_ids: list[int], specials: dict[int, str], n_tokens: int, extra=()
 ) -> ToolCall | Malformed:
     if any(t in specials for t in body_ids):
         return Malformed("control token inside tool call JSON", n_tokens)
@@ -151,8 +168,9 @@ def _parse_call(
             f'tool call must be an object with exactly "name" and "arguments", got {keys}', n_tokens
         )
     name, args = obj["name"], obj["arguments"]
-    if not isinstance(name, str) or name not in TOOL_SCHEMAS:
-        return Malformed(f"unknown tool {name!r}; tools: {', '.join(TOOL_SCHEMAS)}", n_tokens)
+    if not isinstance(name, str) or not (name in TOOL_SCHEMAS or name in extra):
+        known = [*TOOL_SCHEMAS, *(n for n in EXTRA_SCHEMAS if n in extra)]
+        return Malformed(f"unknown tool {name!r}; tools: {', '.join(known)}", n_tokens)
     if not isinstance(args, dict):
         return Malformed(
             f"{name}: arguments must be an object, got {type(args).__name__}", n_tokens
@@ -164,7 +182,7 @@ def _parse_call(
 
 
 def _check_arguments(name: str, args: dict[str, Any]) -> str | None:
-    schema = TOOL_SCHEMAS[name]
+    schema = TOOL_SCHEMAS[name] if name in TOOL_SCHEMAS else EXTRA_SCHEMAS[name]
     unknown = sorted(set(args) - set(schema))
     if unknown:
         return f"unknown argument(s) {unknown}; expected {sorted(schema)}"
@@ -245,6 +263,11 @@ def execute(
             return _command_output(sandbox.run(command, test_timeout_s))
         if call.name == "submit":
             return ToolOutput("submitted", True, submitted=True)
+        if call.name in search.SCHEMAS:  # run in the sandbox: the pattern is the policy's
+            r = sandbox.run(
+                search.command(), command_timeout_s, stdin=search.arguments(call.name, a)
+            )
+            return ToolOutput(r.output if r.ok else f"[{r.status}] {r.output}", r.ok)
     except OSError as e:
         return ToolOutput(f"error: {_os_error_text(e, a)}", False)
     except (ValueError, UnicodeError) as e:

@@ -207,7 +207,12 @@ def make_app(server: Server) -> FastAPI:
     async def metrics():
         waiting, running = server.loop.depth
         return PlainTextResponse(
-            server.metrics.text(waiting=waiting, running=running, version=server.loop.version)
+            server.metrics.text(
+                waiting=waiting,
+                running=running,
+                version=server.loop.version,
+                decode=server.loop.counters,
+            )
         )
 
     @app.post("/v1/feedback")

@@ -76,6 +76,9 @@ class EngineLoop:
         self.error: BaseException | None = None
         self.version = int(engine.version)
         self.swap_seconds: list[float] = []  # engine-thread time of each set_params
+        # the engine's decode counters (speculative acceptance for /metrics), read by the engine
+        # thread after each round: another thread must not read the engine's state mid-step
+        self.counters = engine.counters()
 
     # -- any thread
 
@@ -168,6 +171,7 @@ class EngineLoop:
             emitted += self._send(self.jobs[rid], ids)
         for turn, cut in ended:
             emitted += self._finish(turn, cut)
+        self.counters = self.engine.counters()
         self.on_tokens(emitted)
 
     def _cut(self, rid: str, ids: list[int]) -> int | None:

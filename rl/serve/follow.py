@@ -63,7 +63,8 @@ class PromotedFollower:
 
 
 def _as_engine_params(params):
-    """The store's numpy arrays (sampler dtype) -> float32 jax arrays, as the engine was built."""
+    """The store's numpy arrays (sampler dtype) -> jax arrays, on the device before the engine
+    loop swaps them in (the engine casts them to its decode dtype: model.decode.decode_params)."""
     import jax
 
-    return jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), params)
+    return jax.tree.map(jnp.asarray, params)

@@ -1,5 +1,9 @@
 """Server metrics in Prometheus' text format (/metrics): requests by endpoint and status, tokens
-emitted and their rate, queue depth, the params version, p50/p99 request latency."""
+emitted and their rate, queue depth, the params version, p50/p99 request latency, and speculative
+decoding's MTP drafts: drafted and accepted totals, acceptance (accepted / drafted) and tokens per
+verify step ((slot-steps + accepted) / slot-steps: each verify step of a sequence emits its
+accepted drafts and one token more; 1 for plain decoding). A drop in acceptance after a weight
+swap is a server getting slower (rl/realtime.py's promotion gate has a floor on it)."""
 
 from __future__ import annotations
 
@@ -40,7 +44,8 @@ class Metrics:
             span = max(time.monotonic() - self.recent[0][0], 1e-3)
             return sum(n for _, n in self.recent) / span
 
-    def text(self, *, waiting: int, running: int, version: int) -> str:
+    def text(self, *, waiting: int, running: int, version: int, decode: dict | None = None) -> str:
+        """decode: the engine's counters (model/engine.py Engine.counters), or None."""
         with self.lock:
             lat = np.asarray(self.latencies) if self.latencies else np.zeros(1)
             lines = ["# TYPE serve_requests_total counter"]
@@ -62,4 +67,23 @@ class Metrics:
             f'serve_request_latency_seconds{{quantile="0.5"}} {np.percentile(lat, 50):.6f}',
             f'serve_request_latency_seconds{{quantile="0.99"}} {np.percentile(lat, 99):.6f}',
         ]
+        if decode is not None:
+            lines += decode_lines(decode)
         return "\n".join(lines) + "\n"
+
+
+def decode_lines(c: dict) -> list[str]:
+    """Prometheus lines of the engine's decode counters (acceptance NaN before any draft)."""
+    drafted, accepted, steps = c["drafted"], c["accepted"], c["slot_steps"]
+    acceptance = accepted / drafted if drafted else float("nan")
+    per_step = (steps + accepted) / steps if steps else float("nan")
+    return [
+        "# TYPE serve_spec_drafted_tokens_total counter",
+        f"serve_spec_drafted_tokens_total {drafted}",
+        "# TYPE serve_spec_accepted_tokens_total counter",
+        f"serve_spec_accepted_tokens_total {accepted}",
+        "# TYPE serve_spec_acceptance gauge",
+        f"serve_spec_acceptance {acceptance:.6f}",
+        "# TYPE serve_tokens_per_verify_step gauge",
+        f"serve_tokens_per_verify_step {per_step:.6f}",
+    ]

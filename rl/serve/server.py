@@ -15,9 +15,6 @@ import signal
 import threading
 import time
 
-import jax
-import jax.numpy as jnp
-
 from rl.serve import protocol as pr
 from rl.serve.app import Server, make_app
 from rl.serve.engine_loop import EngineLoop
@@ -39,7 +36,7 @@ def build(s, cfg, params, tok, *, log_dir: str, params_version: int = 0):
 
     engine = RolloutEngine(
         cfg,
-        jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), params),
+        params,  # cast to the engine's decode dtype and placed by the engine
         slots=s.slots,
         cache_len=min(s.cache_len, cfg.max_position_embeddings),
         temperature=s.temperature,
@@ -123,6 +120,7 @@ def serve(config, params_dir: str, workdir: str, port: int = 0) -> None:
         raise InputError("--mode=serve needs --params=DIR (an exported params checkpoint)")
     try:
         cfg, params = load_params(params_dir)
+        cfg = cfg.replace(decode_dtype=config.get("decode_dtype", "auto"))
     except (FileNotFoundError, ValueError) as e:
         raise InputError(f"--params={params_dir}: {' '.join(str(e).split())}") from None
     log_dir, store = serve_paths(s, workdir)

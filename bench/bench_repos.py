@@ -1,0 +1,85 @@
+"""Real-repository environments: snapshot / restore vs fresh setup, per vendored project.
+
+    python bench/bench_repos.py                       # every project, 5 repeats, K=4 branches
+    python bench/bench_repos.py --projects roman --repeats 2
+
+For each project (rl/envs/repos/vendor, spec in rl/envs/repos/specs) it times, on a quiet machine:
+- fresh: what an episode start costs without snapshots: a Sandbox from the repo's files plus the
+  spec's setup commands (CodingEnv.reset on the project's first suite task);
+- snapshot: rl.envs.snapshot.snapshot of that episode after its first tool call;
+- restore: one branch (a fresh Sandbox from the snapshot, episode state copied);
+- branch K: K branches (best-of-K from a shared prefix).
+Medians in milliseconds, one JSON line per project, then a markdown table for bench/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from data.chat import tool_call_text  # noqa: E402
+from data.tokenizers import ByteTokenizer  # noqa: E402
+from rl.envs import CodingEnv, require_isolation  # noqa: E402
+from rl.envs.repos.projects import PROJECTS, suite_tasks  # noqa: E402
+from rl.envs.snapshot import branch, restore, snapshot  # noqa: E402
+
+
+def timed(fn, *args) -> tuple[float, object]:
+    t0 = time.perf_counter()
+    out = fn(*args)
+    return (time.perf_counter() - t0) * 1e3, out
+
+
+def bench_project(name: str, repeats: int, k: int, tok) -> dict:
+    (task,) = suite_tasks((name,), limit=1)
+    first = tok.encode(tool_call_text("list_files", {}), allow_special=True)
+    first.append(tok.special_id("end"))
+    rows = {"fresh_ms": [], "snapshot_ms": [], "restore_ms": [], f"branch{k}_ms": []}
+    for _ in range(repeats):
+        env = CodingEnv(tok)
+        ms, _ = timed(env.reset, task)
+        rows["fresh_ms"].append(ms)
+        env.step(first)
+        ms, snap = timed(snapshot, env)
+        rows["snapshot_ms"].append(ms)
+        other = CodingEnv(tok)
+        ms, _ = timed(restore, other, snap)
+        rows["restore_ms"].append(ms)
+        ms, envs = timed(branch, snap, k, lambda: CodingEnv(tok))
+        rows[f"branch{k}_ms"].append(ms)
+        for e in [env, other, *envs]:
+            e.close()
+        snap.close()
+    out = {"project": name, "files": len(task.files), "setup_commands": len(task.setup)}
+    out.update({key: round(statistics.median(v), 1) for key, v in rows.items()})
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--projects", default=",".join(PROJECTS))
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--k", type=int, default=4)
+    args = parser.parse_args()
+    print(f"sandbox: {require_isolation()}")
+    tok, results = ByteTokenizer(), []
+    for name in args.projects.split(","):
+        results.append(bench_project(name, args.repeats, args.k, tok))
+        print(json.dumps(results[-1]), flush=True)
+    keys = [key for key in results[0] if key.endswith("_ms")]
+    print("\n| project | files | " + " | ".join(keys) + " |")
+    print("|---|---:|" + "---:|" * len(keys))
+    for r in results:
+        print(
+            f"| {r['project']} | {r['files']} | " + " | ".join(str(r[key]) for key in keys) + " |"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,196 @@
+"""Speculative decoding through RL (issue 44, point 3): MTP acceptance and batch-1 speedup before
+RL, after N RL steps without the MTP self-distillation term, and after N steps with it.
+
+    python bench/bench_rl_mtp.py                                  # toy task, tiny, small scale
+    python bench/bench_rl_mtp.py --rl_steps 40 --timing           # + batch-1 speedups (quiet machine)
+    python bench/bench_rl_mtp.py --task coding --params DIR --rl_steps 40 --timing
+        # DIR: an export with trained MTP heads, e.g. bench_rl_coding.py's SFT export after
+        # configs/mtp.py's stage
+
+1. Start: `--params` (an export) or a random-init `--preset`; then `--warm_steps` RL steps with
+   train.trainable='mtp' (the trunk frozen: only the MTP heads learn, by rl/losses.py's
+   self-distillation on the policy's own samples), so the heads start trained on the traffic
+   they will draft for (the MTP stage's role, configs/mtp.py). That export is "before RL".
+2. Two RL runs from it with the same seeds (pool order, sampling, params init): rl.mtp_weight=0
+   (the heads stay as they were while RL moves the policy) and rl.mtp_weight=1 (the default with
+   speculative samplers). Samplers decode speculatively (rl.speculative_k) in both.
+3. Each of the three params: acceptance (accepted / drafted, model/engine.py's counters) and
+   tokens per verify step, decoding held-out tasks (pool seed + 10000) at the RL temperature,
+   --eval_groups x --eval_group_size episodes; with --timing also the batch-1 decode time of the
+   same tasks with plain and speculative decoding (one task at a time, after a warm-up pass), and
+   the speedup. Also the RL runs' median train_step span (rl/timeline.py): the term's cost.
+
+Prints a markdown table and one JSON line; writes the plot (--out). Acceptance and tokens per
+verify step are counts (fine on a loaded machine); timings only mean something on a quiet one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [ROOT]
+
+import jax  # noqa: E402
+
+from configs import rl as rl_config  # noqa: E402
+from model.export import load_params, save_params  # noqa: E402
+from rl import loop, sampler_process, timeline  # noqa: E402
+from rl.samplers import acceptance  # noqa: E402
+from rl.weight_store import FixedWeights  # noqa: E402
+
+
+def base_config(args, params_dir: str = ""):
+    c = rl_config.get_config()
+    c.model = args.preset
+    c.init_params_from = params_dir
+    c.rl.update(
+        task=args.task,
+        seed=args.seed,
+        pool_size=args.pool,
+        speculative_k=args.k,
+        temperature=args.temperature,
+        groups_per_batch=args.groups_per_batch,
+        groups_per_call=args.groups_per_batch,
+        max_ahead=2 * args.groups_per_batch,
+        # batch b sampled with the params of step b: deterministic given the seed, so the two RL
+        # runs differ only by the term (and the draws speculative acceptance consumes)
+        synchronous=True,
+    )
+    c.train.update(log_every=5, lr=args.lr)
+    c.checkpoint.every_steps = 1000
+    if args.task == "coding":
+        c.rl.update(max_tokens=args.max_tokens, group_size=4)
+        c.rl.coding.update(max_turns=4, max_turn_tokens=96, slots=8, workers=2)
+    return c
+
+
+def run_rl(config, workdir: str, log) -> dict:
+    """loop.train -> {'params' (host), 'steps', 'median_step_s'}."""
+    out = loop.train(config, workdir, log=log)
+    spans = [e for e in timeline.read(workdir) if e["name"] == "train_step"]
+    step_s = [e["dur"] / 1e6 for e in spans[1:]]  # the first step compiles
+    return {
+        "params": jax.device_get(out["state"].params),
+        "steps": len(out["history"]),
+        "median_step_s": statistics.median(step_s) if step_s else float("nan"),
+        "history": out["history"],
+    }
+
+
+def measure(config, params, args) -> dict:
+    """Acceptance and tokens per verify step on held-out tasks; with --timing, batch-1 decode
+    seconds plain and speculative."""
+    rl = config.rl.copy_and_resolve_references()
+    rl.update(group_size=args.eval_group_size, seed=args.seed + 10_000)  # held-out pool
+    cfg = loop.model_config(config)
+    weights = FixedWeights(sampler_process.to_engine(params))
+    tasks = [sampler_process.make_task(rl, j) for j in range(args.eval_groups)]
+    sampler = sampler_process.make_sampler(rl, cfg)
+    sampler.play(tasks, weights, seed=args.seed)
+    out = {k: v for k, v in sampler.counters.items()}
+    out.update(acceptance(sampler.counters))
+    if args.timing:
+        rl.group_size = 1
+        for k in (0, args.k):
+            rl.speculative_k = k
+            one = sampler_process.make_sampler(rl, cfg)
+            one.play(tasks[:1], weights, seed=args.seed)  # compiles
+            t0 = time.perf_counter()
+            for i, t in enumerate(tasks):
+                one.play([t], weights, seed=args.seed + i)
+            out[f"batch1_s_k{k}"] = time.perf_counter() - t0
+        out["speedup"] = out["batch1_s_k0"] / out[f"batch1_s_k{args.k}"]
+    return out
+
+
+def plot(rows: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(rows)
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3))
+    axes[0].bar(names, [rows[n]["spec/acceptance"] for n in names], color=["gray", "C3", "C0"])
+    axes[0].set_ylabel("acceptance (accepted / drafted)")
+    axes[0].set_ylim(0, 1)
+    axes[1].bar(
+        names, [rows[n]["spec/tokens_per_verify"] for n in names], color=["gray", "C3", "C0"]
+    )
+    axes[1].set_ylabel("tokens per verify step")
+    for ax in axes:
+        ax.tick_params(axis="x", labelsize=8)
+    fig.suptitle("MTP drafts through RL (bench/bench_rl_mtp.py)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--task", default="pattern", choices=("pattern", "coding"))
+    ap.add_argument("--preset", default="tiny")
+    ap.add_argument("--params", default="", help="start export ('' = random-init --preset)")
+    ap.add_argument("--warm_steps", type=int, default=10)
+    ap.add_argument("--rl_steps", type=int, default=12)
+    ap.add_argument("--groups_per_batch", type=int, default=4)
+    ap.add_argument("--k", type=int, default=2, help="MTP draft tokens per verify step")
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--temperature", type=float, default=1.0)
+    ap.add_argument("--max_tokens", type=int, default=768)
+    ap.add_argument("--eval_groups", type=int, default=8)
+    ap.add_argument("--eval_group_size", type=int, default=4)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--timing", action="store_true", help="batch-1 speedups (quiet machine)")
+    ap.add_argument("--workdir", default="runs/bench_rl_mtp")
+    ap.add_argument("--out", default="bench/rl_mtp_acceptance.png")
+    args = ap.parse_args()
+    args.pool = max(args.warm_steps, args.rl_steps) * args.groups_per_batch
+    log = lambda s: print(s, flush=True) if s.startswith(("rl:", "step")) else None
+    start = os.path.join(args.workdir, "start")
+    if not os.path.exists(os.path.join(start, "model_config.json")):
+        c = base_config(args, args.params)
+        if args.warm_steps:  # the MTP stage on the policy's own samples: trunk frozen
+            c.train.update(steps=args.warm_steps, trainable="mtp", mtp_mode="distill")
+            c.rl.mtp_weight = 1.0
+            params = run_rl(c, os.path.join(args.workdir, "warm"), log)["params"]
+        else:
+            from train import trainer
+
+            params = trainer.host_params(c, loop.model_config(c))
+        save_params(start, loop.model_config(c), params)
+    rows, runs = {}, {}
+    cfg_start, params = load_params(start)
+    rows["before RL"] = measure(base_config(args, start), params, args)
+    for w, name in ((0.0, "RL, no MTP term"), (1.0, "RL + MTP term")):
+        c = base_config(args, start)
+        c.rl.mtp_weight = w
+        c.train.steps = args.rl_steps
+        runs[name] = run_rl(c, os.path.join(args.workdir, f"rl_w{w:g}"), log)
+        rows[name] = measure(c, runs[name]["params"], args)
+    print(f"\n{args.rl_steps} RL steps, task {args.task}, K={args.k}, seed {args.seed}\n")
+    print(
+        "| params | acceptance | tokens / verify step | batch-1 speedup | reward (last step) | median RL step |"
+    )
+    print("|---|---|---|---|---|---|")
+    for name, r in rows.items():
+        run = runs.get(name)
+        reward = f"{run['history'][-1]['reward/mean']:.3f}" if run else "-"
+        step = f"{run['median_step_s'] * 1e3:.0f} ms" if run else "-"
+        speed = f"{r['speedup']:.2f}x" if "speedup" in r else "-"
+        print(f"| {name} | {r['spec/acceptance']:.3f} | {r['spec/tokens_per_verify']:.3f} | {speed} | {reward} | {step} |")  # fmt: skip
+    plot(rows, args.out)
+    print(
+        json.dumps(
+            {"rows": rows, "median_step_s": {n: r["median_step_s"] for n, r in runs.items()}}
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+"""The vendored projects as environments: cached specs, the held-out suite, training pools.
+
+    python -m rl.envs.repos.projects specs          # setup agent + gate per project -> specs/*.json
+    python -m rl.envs.repos.projects suite          # mine + gate the held-out suite -> suite.jsonl
+    python -m rl.envs make --repos 8 --out pool/    # a training pool (suite tasks left out)
+
+specs/<project>.json and suite.jsonl are committed: built once (minutes, sandboxed), they make
+the suite a pure function of the vendored files (no sandbox needed to load it; `--mode=eval` with
+`eval.repos.verify=True` gates every task again). Each suite line is a mine.Recipe; its Task is
+rebuilt by mine.build_task. Training pools mine the same projects from another seed and skip every
+suite id, so no held-out task is ever trained on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from rl.envs.repos import mine as M
+from rl.envs.repos.spec import Admission, EnvSpec, read_tree
+from rl.envs.tasks import Task
+
+HERE = Path(__file__).parent
+VENDOR = HERE / "vendor"
+SPECS = HERE / "specs"
+SUITE = HERE / "suite.jsonl"
+PROJECTS = ("inflection", "semver", "parse", "roman")
+SUITE_PER_PROJECT, SUITE_TRIES = 18, 45  # recipes kept / candidate sites tried per project
+
+
+def project_files(name: str) -> dict[str, str]:
+    if name not in PROJECTS:
+        raise ValueError(f"unknown project {name!r}; vendored: {', '.join(PROJECTS)}")
+    return read_tree(VENDOR / name)
+
+
+def load_spec(name: str) -> EnvSpec:
+    path = SPECS / f"{name}.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no spec (python -m rl.envs.repos.projects specs)")
+    return EnvSpec.from_json(path.read_text())
+
+
+def build_specs(projects=PROJECTS, log=print) -> list[Admission]:
+    """Setup agent + gate per project; admitted specs are written to specs/."""
+    from data.tokenizers import ByteTokenizer
+    from rl.envs.repos.setup import setup_repo
+
+    out = []
+    SPECS.mkdir(exist_ok=True)
+    for name in projects:
+        a = setup_repo(name, project_files(name), ByteTokenizer(), source=f"vendor/{name}")
+        log(f"{name}: {'admitted' if a.admitted else 'REJECTED'}: {a.reason}")
+        if a.admitted:
+            (SPECS / f"{name}.json").write_text(a.spec.to_json())
+        out.append(a)
+    return out
+
+
+def load_recipes(path: str | os.PathLike = SUITE) -> list[M.Recipe]:
+    with open(path, encoding="utf-8") as f:
+        return [M.Recipe.from_dict(json.loads(line)) for line in f if line.strip()]
+
+
+def tasks_from_recipes(recipes: list[M.Recipe]) -> list[Task]:
+    files, specs, out = {}, {}, []
+    for r in recipes:
+        if r.project not in files:
+            files[r.project], specs[r.project] = project_files(r.project), load_spec(r.project)
+        out.append(M.build_task(r, files[r.project], specs[r.project]))
+    return out
+
+
+def suite_tasks(projects=(), limit: int = 0) -> list[Task]:
+    """The held-out real-repository suite (all projects, or those named), first `limit` tasks."""
+    recipes = [r for r in load_recipes() if not projects or r.project in projects]
+    return tasks_from_recipes(recipes[:limit] if limit else recipes)
+
+
+def gated(
+    recipes: list[M.Recipe], workers: int = 2, log=print
+) -> tuple[list[M.Recipe], list[Task]]:
+    """Recipes whose tasks pass the task gate (rl/envs/verify.py) and whose cheats all fail."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from rl.envs.verify import verify_task
+
+    tasks = tasks_from_recipes(recipes)
+
+    def check(task):
+        verdict = verify_task(task)
+        if not verdict.accepted:
+            return verdict.reason
+        cheat = M.cheats_fail(task)
+        return f"scripted cheat {cheat} passes" if cheat else "ok"
+
+    with ThreadPoolExecutor(workers) as pool:
+        reasons = list(pool.map(check, tasks))
+    keep = []
+    for r, t, why in zip(recipes, tasks, reasons):
+        if why != "ok":
+            log(f"REJECTED {r.id}: {why}")
+        else:
+            keep.append((r, t))
+    return [r for r, _ in keep], [t for _, t in keep]
+
+
+def mine_projects(
+    per_project: int, tries: int, seed: int, skip=frozenset(), projects=PROJECTS, log=print
+) -> list[M.Recipe]:
+    out = []
+    for name in projects:
+        recipes = M.mine(project_files(name), load_spec(name), per_project, tries, seed, skip)
+        log(f"{name}: {len(recipes)} candidates with fail->pass tests")
+        out += recipes
+    return out
+
+
+def build_suite(per_project: int = SUITE_PER_PROJECT, tries: int = SUITE_TRIES, log=print):
+    recipes, _ = gated(mine_projects(per_project, tries, seed=0, log=log), log=log)
+    with open(SUITE, "w", encoding="utf-8") as f:
+        for r in recipes:
+            f.write(json.dumps(r.to_dict(), sort_keys=True) + "\n")
+    log(f"suite: {len(recipes)} tasks -> {SUITE}")
+    return recipes
+
+
+def pool_tasks(per_project: int, seed: int = 1, workers: int = 2, log=print) -> list[Task]:
+    """A training pool mined from every project, gated, with the suite's tasks left out."""
+    skip = frozenset(r.id for r in load_recipes()) if SUITE.exists() else frozenset()
+    recipes = mine_projects(per_project, 3 * per_project, seed, skip, log=log)
+    return gated(recipes, workers, log=log)[1]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rl.envs.repos.projects")
+    parser.add_argument("what", choices=("specs", "suite"))
+    parser.add_argument("--projects", default=",".join(PROJECTS))
+    args = parser.parse_args(argv)
+    if args.what == "specs":
+        admissions = build_specs(tuple(args.projects.split(",")))
+        return 0 if all(a.admitted for a in admissions) else 1
+    build_suite()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,293 @@
+"""The setup agent: turns a repository into a proposed EnvSpec by working in the sandbox through the
+same tool protocol as every coding episode (rl/envs/tools.py), then the gate (spec.admit) decides.
+
+    env = SetupEnv(tok)                                   # a CodingEnv that ends without grading
+    record = run_episode(env, setup_task(name, files), ScriptedSetupPolicy(tok))
+    env.proposal                                          # the .rl_env.json it wrote, validated
+    admission = setup_repo(name, files, tok)              # both steps + the gate
+
+The default policy is scripted (`ScriptedSetupPolicy`): it lists the files, reads pyproject.toml,
+setup.cfg, tox.ini, setup.py and the README, links a src/ layout's package to the root (the tests
+and the grader import from the repo root), checks that the declared dependencies import offline
+(what the machine has: the sandbox sees the host's Python read-only, with no network), tries the
+test commands the configuration names and repairs by rules (addopts naming plugins that are not
+installed, a runner that is not installed, test files pytest does not collect by name), lists the
+test files with --collect-only, writes its proposal to SPEC_FILE and submits. Any policy can take
+its place: it gets the same prompt and tools, and its proposal passes the same gate.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from data.chat import tool_call_text
+from data.tokenizers import Tokenizer
+from rl.envs.env import CodingEnv, run_episode
+from rl.envs.repos.spec import (
+    SETUP_TIMEOUT_S,
+    SPEC_FILE,
+    TEST_TIMEOUT_S,
+    Admission,
+    EnvSpec,
+    admit,
+)
+from rl.envs.tasks import Task
+
+SETUP_PROMPT = (
+    "Set up this repository as a test environment, offline (no network, nothing to install from "
+    "outside). Find how its tests run and make them run. Then write "
+    f'{SPEC_FILE} as {{"setup": [shell commands to run first], "test_command": "...", '
+    '"test_files": [test modules], "notes": [what you found]}} and submit.'
+)
+CONFIG_FILES = ("pyproject.toml", "setup.cfg", "tox.ini", "setup.py", "pytest.ini")
+PYTEST = "python3 -m pytest -q"
+
+
+def setup_task(name: str, files: dict[str, str]) -> Task:
+    return Task(
+        id=f"setup-{name}",
+        prompt=SETUP_PROMPT,
+        files=files,
+        hidden_tests={},
+        solution={},
+        kind="setup",
+        meta={"project": name},
+    )
+
+
+class SetupEnv(CodingEnv):
+    """A CodingEnv whose episode ends by reading the agent's proposal instead of grading.
+    `proposal`: the validated dict, or None with `problem` saying why."""
+
+    def __init__(self, tok: Tokenizer, **kwargs):
+        kwargs.setdefault("max_turns", 40)
+        kwargs.setdefault("command_timeout_s", SETUP_TIMEOUT_S)
+        kwargs.setdefault("test_timeout_s", TEST_TIMEOUT_S)
+        kwargs.setdefault("obs_token_budget", 4096)
+        super().__init__(tok, **kwargs)
+        self.proposal: dict | None = None
+        self.problem = ""
+
+    def _finish(self, reason: str) -> None:
+        self._record.done_reason = reason
+        self.proposal, self.problem = None, ""
+        raw = None
+        try:
+            raw = json.loads(self.sandbox.read_text(SPEC_FILE))
+            self.proposal = validate_proposal(raw)
+        except OSError:
+            self.problem = f"the setup agent wrote no {SPEC_FILE}"
+        except ValueError as e:
+            notes = raw.get("notes") if isinstance(raw, dict) else None
+            last = (
+                f" (its last note: {str(notes[-1])[:200]})"
+                if isinstance(notes, list) and notes
+                else ""
+            )
+            self.problem = f"{SPEC_FILE}: {e}{last}"
+        self.close()
+
+
+def validate_proposal(obj) -> dict:
+    """The proposal as plain fields, or ValueError naming what is wrong (it is untrusted)."""
+    if not isinstance(obj, dict):
+        raise ValueError("expected a JSON object")
+    setup, command, tests = obj.get("setup", []), obj.get("test_command"), obj.get("test_files")
+    if not isinstance(setup, list) or not all(isinstance(s, str) for s in setup):
+        raise ValueError("'setup' must be a list of shell commands")
+    if not isinstance(command, str) or not command.strip():
+        raise ValueError("'test_command' must be a non-empty string")
+    if not isinstance(tests, list) or not tests or not all(isinstance(t, str) for t in tests):
+        raise ValueError("'test_files' must be a non-empty list of paths")
+    notes = [str(n) for n in obj.get("notes", [])] if isinstance(obj.get("notes"), list) else []
+    return {"setup": setup, "test_command": command, "test_files": tests, "notes": notes}
+
+
+def setup_repo(
+    name: str, files: dict[str, str], tok: Tokenizer, policy=None, source: str = ""
+) -> Admission:
+    """Setup agent (scripted by default) -> proposal -> the gate."""
+    env = SetupEnv(tok)
+    run_episode(env, setup_task(name, files), policy or ScriptedSetupPolicy(tok))
+    if env.proposal is None:
+        return Admission(name, False, env.problem, None)
+    p = env.proposal
+    spec = EnvSpec(name, p["setup"], p["test_command"], p["test_files"], source=source)
+    spec.notes = p["notes"]
+    return admit(files, spec)
+
+
+# ---------------------------------------------------------------- the scripted policy
+
+
+def last_observation(tok: Tokenizer, context: list[int]) -> str:
+    """Text of the last tool result in `context` ("" before the first)."""
+    open_, close = tok.special_id("tool_result"), tok.special_id("/tool_result")
+    starts = [i for i, t in enumerate(context) if t == open_]
+    if not starts:
+        return ""
+    start = starts[-1] + 1
+    end = context.index(close, start) if close in context[start:] else len(context)
+    return tok.decode(context[start:end])
+
+
+class ScriptedSetupPolicy:
+    """`policy(context_ids) -> emitted_ids`: one tool call per turn, chosen from what the previous
+    observations said (a generator holds the plan; see the module docstring)."""
+
+    def __init__(self, tok: Tokenizer):
+        self.tok = tok
+        self._plan = self._steps()
+        self._started = False
+
+    def __call__(self, context: list[int]) -> list[int]:
+        if self._started:
+            name, args = self._plan.send(last_observation(self.tok, context))
+        else:
+            self._started = True
+            name, args = next(self._plan)
+        ids = self.tok.encode(tool_call_text(name, args), allow_special=True)
+        return ids + [self.tok.special_id("end")]
+
+    def _steps(self):
+        files = (yield ("list_files", {})).splitlines()
+        texts = {}
+        for name in CONFIG_FILES:
+            if name in files:
+                texts[name] = yield ("read_file", {"path": name})
+        for name in files:
+            if re.fullmatch(r"README(\.\w+)?", name):
+                texts[name] = yield ("read_file", {"path": name, "start_line": 1, "end_line": 60})
+                break
+        setup, notes = [], []
+        for pkg in src_packages(files):
+            command = f"ln -s src/{pkg} {pkg}"
+            if (yield ("run", {"command": command})).startswith("[ok]"):
+                setup.append(command)
+                notes.append(f"src layout: linked src/{pkg} to the root (tests import from there)")
+        for dist, module in declared_dependencies(texts):
+            probe = f"python3 -c 'import {module}'"
+            if not (yield ("run", {"command": probe})).startswith("[ok]"):
+                notes.append(
+                    f"dependency {dist} does not import offline: its tests fail at baseline"
+                )
+        command = None
+        for candidate, note in test_commands(texts):
+            found = yield from self._try_command(candidate, files, notes)
+            if found:
+                command = found
+                notes.append(note)
+                break
+        tests = []
+        if command:
+            collected = yield (
+                "run",
+                {"command": f"{command} --collect-only -q" + ("" if " -q" in command else " -q")},
+            )
+            tests = collected_files(collected)
+        proposal = {"setup": setup, "test_command": command or "", "test_files": tests}
+        proposal["notes"] = notes
+        yield ("write_file", {"path": SPEC_FILE, "content": json.dumps(proposal, indent=1)})
+        yield ("submit", {})
+
+    def _try_command(self, command: str, files: list[str], notes: list[str]):
+        """Runs `command`, repairing it by rule until tests run (returns it) or no rule applies."""
+        for _ in range(4):
+            out = yield ("run", {"command": command, "timeout_s": TEST_TIMEOUT_S})
+            if tests_ran(out):
+                return command
+            repaired = repair(command, out, files)
+            if repaired is None:
+                notes.append(f"{command!r} does not run the tests: {_last(out)}")
+                return None
+            command, why = repaired
+            notes.append(why)
+        return None
+
+
+def src_packages(files: list[str]) -> list[str]:
+    """Packages under src/ with no copy at the root."""
+    pkgs = {m.group(1) for f in files if (m := re.fullmatch(r"src/(\w+)/__init__\.py", f))}
+    return sorted(p for p in pkgs if f"{p}/__init__.py" not in files)
+
+
+def declared_dependencies(texts: dict[str, str]) -> list[tuple[str, str]]:
+    """(distribution, module guess) of the runtime dependencies the configuration declares."""
+    found = []
+    for text in texts.values():
+        for block in re.findall(r"(?:install_requires|dependencies)\s*=\s*\[([^\]]*)\]", text):
+            found += re.findall(r"[\"']([A-Za-z0-9_.\-]+)", block)
+        m = re.search(r"install_requires\s*=\s*\n((?:[ \t]+\S.*\n)+)", text)
+        if m:
+            found += [line.strip() for line in m.group(1).splitlines() if line.strip()]
+    out = []
+    for dep in found:
+        dist = re.split(r"[<>=!~;\[ ]", dep, maxsplit=1)[0]
+        if dist and (dist, dist) not in out:
+            out.append((dist, dist.lower().replace("-", "_")))
+    return out
+
+
+def test_commands(texts: dict[str, str]) -> list[tuple[str, str]]:
+    """Test commands to try, most specific first: the tox testenv's runner, then pytest."""
+    out = []
+    tox = texts.get("tox.ini", "")
+    m = re.search(r"^commands\s*=\s*\n?\s*(.+)$", tox, flags=re.M)
+    if m:
+        line = re.sub(r"\{posargs[^}]*\}", "", m.group(1)).strip()
+        if line.startswith("pytest") or line.startswith("py.test"):
+            out.append((PYTEST, "tox.ini runs pytest"))
+        elif line:
+            out.append((line, "tox.ini names the test runner"))
+    out.append((PYTEST, "pytest runs the tests"))
+    seen, unique = set(), []
+    for command, note in out:
+        if command not in seen:
+            seen.add(command)
+            unique.append((command, note))
+    return unique
+
+
+def tests_ran(observation: str) -> bool:
+    observation = re.sub(r"\x1b\[[0-9;]*m", "", observation)  # addopts may force --color=yes
+    head = observation.split("\n", 1)[0]
+    return head in ("[ok] exit_code=0", "[exit:1] exit_code=1") and bool(
+        re.search(r"\b\d+ passed\b", observation)
+    )
+
+
+def repair(command: str, out: str, files: list[str]) -> tuple[str, str] | None:
+    """(repaired command, why) for a failure a rule knows, else None."""
+    if "pytest" in command and "unrecognized arguments" in out and "addopts=" not in command:
+        return (
+            command + " -o addopts=",
+            "the pytest config's addopts name plugins not installed here (e.g. --cov): overridden",
+        )
+    not_installed = ("command not found", "not found", "No module named")
+    if "pytest" not in command and any(s in out for s in not_installed):
+        return PYTEST, f"{command.split()[0]} is not installed offline: pytest runs the tests"
+    if "pytest" in command and ("no tests ran" in out or "exit_code=5" in out):
+        odd = [f for f in files if re.fullmatch(r"(.*/)?\w*tests?\.py", f) and "/test_" not in f]
+        odd = [f for f in odd if not f.split("/")[-1].startswith("test_")]
+        if odd and not any(f in command for f in odd):
+            return command + " " + " ".join(
+                odd
+            ), f"test modules pytest does not collect by name: {odd}"
+    return None
+
+
+def collected_files(output: str) -> list[str]:
+    """Test module paths from `pytest -q --collect-only -q` output ("path: N" lines; "path::test"
+    with a single -q)."""
+    found = set()
+    for line in output.splitlines():
+        m = re.fullmatch(r"(\S+\.py)(?:: \d+|::\S.*)", line.strip())
+        if m:
+            found.add(m.group(1))
+    return sorted(found)
+
+
+def _last(out: str) -> str:
+    lines = [line for line in out.strip().splitlines() if line.strip()]
+    return lines[-1][:200] if lines else "(no output)"

@@ -1,0 +1,191 @@
+"""Environment spec of a real repository, and the gate that admits it.
+
+An `EnvSpec` says how a repository runs as an environment: the setup commands (run in a fresh
+sandbox at every episode start), the test command (the `run_tests` tool), the baseline (each test's
+outcome on the untouched repository, as the trusted grader sees it) and timings. The setup agent
+(rl/envs/repos/setup.py) proposes the commands; `admit` checks everything itself in a fresh
+sandbox, trusting nothing the proposal or the repository's code says:
+
+- every setup command succeeds within SETUP_TIMEOUT_S;
+- the test command completes within TEST_TIMEOUT_S with pytest's exit status 0 or 1 (tests ran);
+- the baseline, taken twice through the hardened grader (rl/envs/tasks.grade_in: canaries, sealed
+  asserts, one interpreter per test file), agrees test by test (determinism), and at least one
+  test passes; a grading run takes at most GRADE_TIMEOUT_S.
+
+Test files are graded under names the grader treats as test modules (`hidden_rel`): roman's
+`src/tests.py` is graded as `src/test_tests.py`. Test ids in the baseline are
+"<graded file>::<test as written>" ("test_a.py::TestX::test_y").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from pathlib import Path
+
+from rl.envs.harden import is_test_module
+from rl.envs.sandbox import Limits, Sandbox
+from rl.envs.tasks import Grade, Task, grade_in
+
+SETUP_TIMEOUT_S = 120.0
+TEST_TIMEOUT_S = 120.0
+GRADE_TIMEOUT_S = 120.0
+SPEC_FILE = ".rl_env.json"  # where the setup agent writes its proposal (in the sandbox)
+SKIP_DIRS = {".git", "__pycache__", ".pytest_cache", ".tox", "build", "dist", ".eggs"}
+
+
+@dataclasses.dataclass
+class EnvSpec:
+    name: str
+    setup: list[str]
+    test_command: str
+    test_files: list[str]  # repo paths of the test modules the baseline grades
+    baseline: dict[str, bool] = dataclasses.field(default_factory=dict)
+    timings: dict[str, float] = dataclasses.field(default_factory=dict)
+    source: str = ""  # where the snapshot came from
+    notes: list[str] = dataclasses.field(default_factory=list)  # what the setup agent found/did
+
+    def passing(self) -> set[str]:
+        return {t for t, ok in self.baseline.items() if ok}
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=1, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> EnvSpec:
+        return cls(**json.loads(text))
+
+
+@dataclasses.dataclass(frozen=True)
+class Admission:
+    name: str
+    admitted: bool
+    reason: str  # "ok" or why not, one line
+    spec: EnvSpec | None
+
+
+def read_tree(root: str | os.PathLike) -> dict[str, str]:
+    """path -> text of the repository's files (text only: binary files are left out)."""
+    root, out = Path(root), {}
+    for p in sorted(root.rglob("*")):
+        rel = p.relative_to(root)
+        if p.is_file() and not p.is_symlink() and not SKIP_DIRS & set(rel.parts):
+            try:
+                out[str(rel)] = p.read_text(encoding="utf-8")
+            except UnicodeDecodeError:
+                continue
+    return out
+
+
+def hidden_rel(path: str) -> str:
+    """The name a repository test file is graded under: itself when the grader treats it as a
+    test module, else with a test_ prefix on its file name."""
+    if is_test_module(path):
+        return path
+    head, _, name = path.rpartition("/")
+    return f"{head}/test_{name}" if head else f"test_{name}"
+
+
+def support_files(files: dict[str, str], test_files: list[str]) -> dict[str, str]:
+    """conftest.py / __init__.py beside the test files (below the root: the grader installs the
+    task's root conftest.py itself), graded under the same directories."""
+    dirs = {os.path.dirname(t) for t in test_files} - {""}
+    out = {}
+    for d in sorted(dirs):
+        for name in ("conftest.py", "__init__.py"):
+            if f"{d}/{name}" in files:
+                out[f"{d}/{name}"] = files[f"{d}/{name}"]
+    return out
+
+
+def suite_task(name: str, files: dict[str, str], spec: EnvSpec, tests: dict[str, str]) -> Task:
+    """A task whose hidden tests are `tests` (graded name -> source) plus their support files:
+    grading it is a run of the repository's own tests through the trusted grader."""
+    hidden = dict(tests)
+    hidden.update(support_files(files, spec.test_files))
+    return Task(
+        id=f"suite-{name}",
+        prompt="",
+        files=files,
+        hidden_tests=hidden,
+        solution={},
+        setup=list(spec.setup),
+        test_command=spec.test_command,
+    )
+
+
+def run_baseline(box: Sandbox, files: dict[str, str], spec: EnvSpec) -> tuple[Grade, float]:
+    """The repository's own tests graded in `box` (setup already run): (grade, seconds)."""
+    tests = {hidden_rel(t): files[t] for t in spec.test_files}
+    t0 = time.monotonic()
+    grade = grade_in(box, suite_task(spec.name, files, spec, tests), GRADE_TIMEOUT_S)
+    return grade, time.monotonic() - t0
+
+
+def admit(files: dict[str, str], spec: EnvSpec, limits: Limits = Limits()) -> Admission:
+    """The gate: runs the proposal in a fresh sandbox; fills spec.baseline and spec.timings."""
+    name = spec.name
+    missing = [t for t in spec.test_files if t not in files]
+    if not spec.test_files or missing:
+        why = f"test files not in the repository: {missing}" if missing else "no test files"
+        return Admission(name, False, why, None)
+    with Sandbox.from_files(files, limits=limits) as box:
+        t0 = time.monotonic()
+        for i, command in enumerate(spec.setup):
+            r = box.run(command, SETUP_TIMEOUT_S)
+            if not r.ok:
+                why = f"setup command {i} ({command!r}) ended {r.status}: {_last_line(r.output)}"
+                return Admission(name, False, why, None)
+        setup_s = time.monotonic() - t0
+        r = box.run(spec.test_command, TEST_TIMEOUT_S)
+        if r.timed_out or r.limit or r.exit_code not in (0, 1):
+            why = f"test command ({spec.test_command!r}) ended {r.status}: {_last_line(r.output)}"
+            return Admission(name, False, why, None)
+        tests_s = r.duration_s
+        for _ in range(2):  # a second try without test files the grader cannot run soundly
+            (first, grade_s), (second, _) = (run_baseline(box, files, spec) for _ in range(2))
+            unsound = _unsound_files(first, second, spec)
+            if not unsound or unsound == set(spec.test_files):
+                break
+            kept = [t for t in spec.test_files if t not in unsound]
+            note = f"left out, the grader cannot run them soundly: {sorted(unsound)}"
+            spec = dataclasses.replace(spec, test_files=kept, notes=[*spec.notes, note])
+    problem = _baseline_problem(first, second, grade_s)
+    if problem:
+        return Admission(name, False, problem, None)
+    spec = dataclasses.replace(spec, baseline=dict(first.results))
+    spec.timings = {"setup_s": round(setup_s, 3), "tests_s": round(tests_s, 3)}
+    spec.timings["grade_s"] = round(grade_s, 3)
+    return Admission(name, True, "ok", spec)
+
+
+def _unsound_files(first: Grade, second: Grade, spec: EnvSpec) -> set[str]:
+    """Test files (repo paths) a tampering verdict on an untouched repo names: tests the grader
+    cannot harden (e.g. unittest classes not named Test*, inherited test methods)."""
+    by_rel = {hidden_rel(t): t for t in spec.test_files}
+    named = {r.split(": ", 1)[0] for r in first.tamper_reasons + second.tamper_reasons}
+    return {by_rel[n] for n in named if n in by_rel}
+
+
+def _baseline_problem(first: Grade, second: Grade, grade_s: float) -> str | None:
+    if first.tampered or second.tampered:
+        reasons = "; ".join(first.tamper_reasons or second.tamper_reasons)
+        return f"the grader cannot run the repository's tests soundly: {reasons[:200]}"
+    if grade_s > GRADE_TIMEOUT_S:
+        return f"a graded run of the tests took {grade_s:.0f} s (limit {GRADE_TIMEOUT_S:.0f} s)"
+    a, b = dict(first.results), dict(second.results)
+    differ = sorted(t for t in a.keys() | b.keys() if a.get(t) != b.get(t))
+    if differ:
+        return (
+            f"baseline not deterministic: {len(differ)} tests differ between two runs ({differ[0]})"
+        )
+    if not any(a.values()):
+        return f"no test passes at baseline ({len(a)} graded): {_last_line(first.output)}"
+    return None
+
+
+def _last_line(output: str) -> str:
+    lines = [line for line in output.strip().splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "(no output)"
