@@ -67,7 +67,7 @@ def main():
     seg, probe = jnp.ones((b, t), jnp.int32), jax.random.normal(jax.random.PRNGKey(2), x.shape)
     print(f"load average before: {os.getloadavg()}")
     for shape in [(1, 1, 8, 1), (1, 2, 2, 2)]:
-        mesh = jax.make_mesh(shape, sh.MESH_AXES, axis_types=(AxisType.Auto,) * 4)
+        mesh = jax.make_mesh((*shape, 1), sh.MESH_AXES, axis_types=(AxisType.Auto,) * 5)
         variants = {
             "gspmd (blocked)": base,
             "alltoall dropless": base.replace(moe_comm="alltoall"),

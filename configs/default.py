@@ -77,7 +77,7 @@ def get_config() -> ml_collections.ConfigDict:
         )
     )
     # Mesh axis sizes; one may be -1 (fills the devices).
-    c.mesh = ml_collections.ConfigDict(dict(data=-1, fsdp=1, expert=1, tensor=1))
+    c.mesh = ml_collections.ConfigDict(dict(data=-1, fsdp=1, expert=1, tensor=1, context=1))
     # Logical axis -> mesh axis rules as (name, axis) pairs; empty = the model's DEFAULT_RULES.
     c.rules = ()
     c.checkpoint = ml_collections.ConfigDict(dict(every_steps=20, keep=3, async_save=True))

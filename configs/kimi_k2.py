@@ -9,11 +9,10 @@ batch (256 x 4k) over data x fsdp = 64 sequences per shard, in 64 microbatches o
 Expect from --dry_run: 1.026e12 params, 3.29e10 active, 2.06e11 training FLOPs/token, and per chip
 17.0 GiB float32 params + 17.0 GiB grads + 17.0 GiB for the gradient accumulation (the scan over
 microbatches holds one microbatch's full gradient beside the accumulator) + 17.0 GiB bfloat16
-AdamW moments + 10.4 GiB activations and buffers = 78.6 GiB (parts rounded): fits a v5p-512
-(95 GB = 88.5 GiB chips), not 256 x H100-80GB (more chips there; bench/RESULTS.md has the table).
-With float32 moments it plans to 95.6 GiB: the earlier 78.6 GiB left the accumulation out and did
-not fit. The earlier fsdp 16 x expert 16 x tensor 1 layout with 4 sequences per microbatch planned
-to 190 GiB per chip: it fit neither.
+AdamW moments + 10.3 GiB activations, buffers and one layer's gathered weights = 78.3 GiB (parts
+rounded; fused attention, as 'auto' is on TPU/GPU): fits a v5p-512 (95 GB = 88.5 GiB chips), not
+256 x H100-80GB (more chips there; bench/RESULTS.md has the table). With float32 moments it plans
+to 95.3 GiB. Longer rows: configs/kimi_k2_32k.py and kimi_k2_256k.py (a context axis).
 """
 
 from configs import default
@@ -60,4 +59,33 @@ def get_config():
     ]
     c.checkpoint.update(every_steps=200, keep=3)
     c.dry_run_devices = 256
+    return c
+
+
+def context_rules() -> list:
+    """get_config's rules with the sequence over 'context' (model/context.py) and every weight
+    that was FSDP-sharded along D (or the MLA latents) sharded over ('fsdp', 'context'): a context
+    axis splits tokens, and the weights are split over it too, gathered per layer like FSDP."""
+    over = {
+        "embed": ["fsdp", "context"],
+        "q_latent": ["fsdp", "context"],
+        "kv_latent": ["fsdp", "context"],
+        "seq": "context",
+    }
+    return [[name, over.get(name, target)] for name, target in get_config().rules]
+
+
+def long_context_config(seq_len: int, sequences: int, mesh: dict, devices: int):
+    """Continued pretraining at `seq_len` tokens per row (YaRN from Kimi's original 4k context,
+    factor seq_len / 4096, as configs/long_context.py extends the small model), `sequences` rows
+    per step (one per microbatch: the mesh has one batch shard), on `mesh` over `devices` chips."""
+    c = get_config()
+    c.model_overrides = dict(
+        max_position_embeddings=seq_len,
+        rope_scaling=dict(factor=seq_len / 4096, original_max_position_embeddings=4096),
+    )
+    c.train.update(seq_len=seq_len, batch_size=sequences, microbatches=sequences)
+    c.mesh.update(mesh)
+    c.rules = context_rules()
+    c.dry_run_devices = devices
     return c

@@ -19,6 +19,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from model import context
 from model import sharding as sh
 from model.config import ModelConfig
 from model.kernels import attention as kernels
@@ -115,9 +116,24 @@ class MLA(nn.Module):
 
     def _expanded_attention(self, q_nope, q_rope, latent, k_rope, positions, segment_ids):
         """Per-head keys and values from the latent, then the training attention kernel
-        (model/kernels/attention.py: blocked einsums on CPU, flash attention on GPU/TPU)."""
+        (model/kernels/attention.py: blocked einsums on CPU, flash attention on GPU/TPU). With the
+        sequence split over a context axis, the latent and rope key are all-gathered first and
+        expanded per head on each shard (model/context.py)."""
         dt = self.cfg.dtype
         b, t, h, _ = q_nope.shape
+        if context.split_size(t) > 1:
+            q = jnp.concatenate([q_nope, q_rope.astype(q_nope.dtype)], -1)  # [B,T,H,N+R]
+            return context.gathered_attention(
+                q,
+                cast(latent, dt),
+                cast(k_rope, dt),
+                cast(self.wk_b, dt),
+                cast(self.wv_b, dt),
+                positions,
+                segment_ids,
+                scale=softmax_scale(self.cfg),
+                impl=self.cfg.attention_impl,
+            )  # [B,T,H,K]
         k_nope = matmul2d(latent, self.wk_b, dt)  # [B,S,H,N]
         v = matmul2d(latent, self.wv_b, dt)  # [B,S,H,K]
         k_rope = jnp.broadcast_to(k_rope[:, :, None, :], (b, t, h, k_rope.shape[-1]))  # [B,S,H,R]

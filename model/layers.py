@@ -11,6 +11,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from model import context
 from model import sharding as sh
 
 
@@ -34,8 +35,13 @@ def matmul2d(x, w, dtype: str):
     """x [..., D] @ w [D, *out] as one 2-D matmul [N, D] x [D, prod(out)] -> [..., *out].
 
     XLA:CPU computes the weight gradient of a 3-D einsum such as BTD,DF->BTF (a sum over B and T)
-    with a slow transpose of the activation gradient first; a flattened [N, D] matmul has none."""
+    with a slow transpose of the activation gradient first; a flattened [N, D] matmul has none.
+    With T split over a context axis the flattening would mix rows of different shards (GSPMD
+    all-gathers to re-split them), so there it stays one dot over the last axis."""
     lead, out = x.shape[:-1], w.shape[1:]
+    if x.ndim > 2 and context.context_size() > 1:
+        y = jnp.matmul(cast(x, dtype), cast(w, dtype).reshape(w.shape[0], -1))  # [..., prod(out)]
+        return y.reshape(lead + out)
     y = cast(x, dtype).reshape(-1, x.shape[-1]) @ cast(w, dtype).reshape(w.shape[0], -1)
     return y.reshape(lead + out)
 

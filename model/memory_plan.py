@@ -23,6 +23,7 @@ from model import moe_a2a
 from model import sharding as sh
 from model.config import ModelConfig
 from model.decode import cache_bytes_per_token
+from model.kernels.attention import causal_blocks
 
 # --- MoE all-to-all dispatch: analytic bytes -----------------------------------------------------
 
@@ -53,7 +54,7 @@ def moe_comm_bytes(
     dp = lay.size(tuple(a for a in ("data",) if a in lay.batch))
     d, k, b = cfg.hidden_size, cfg.num_experts_per_tok, _itemsize(cfg.dtype)
     e_loc, f_loc = cfg.n_routed_experts // ep, cfg.moe_intermediate_size // t
-    n_loc = -(-global_tokens // lay.size(lay.batch))  # rows per batch shard
+    n_loc = -(-global_tokens // lay.size(lay.rows))  # rows per batch (x context) shard
     n = -(-n_loc // ep) if lay.split_tokens else n_loc  # rows each device dispatches
     rows = ep * moe_a2a.capacity(n * k, ep, cfg.moe_capacity_factor)  # R = ep·C
     a2a = lambda s: s * (ep - 1) / ep
@@ -140,8 +141,11 @@ GIB = 2.0**30
 LAYOUTS = {
     "v5p-512 (256 chips x 95 GB)": (256, 95e9),
     "256 x H100-80GB": (256, 80e9),
+    "256 x H200-141GB": (256, 141e9),
+    "v5p-1024 (512 chips x 95 GB)": (512, 95e9),
+    "512 x H100-80GB": (512, 80e9),
 }
-CANDIDATE_MESHES = (  # (data, fsdp, expert, tensor) over 256 devices
+CANDIDATE_MESHES = (  # (data, fsdp, expert, tensor[, context]) over 256 or 512 devices
     (1, 16, 16, 1),
     (1, 32, 8, 1),
     (1, 8, 32, 1),
@@ -149,6 +153,10 @@ CANDIDATE_MESHES = (  # (data, fsdp, expert, tensor) over 256 devices
     (1, 4, 16, 4),
     (1, 4, 8, 8),
     (1, 2, 16, 8),
+    (1, 1, 8, 8, 4),
+    (1, 1, 4, 8, 8),
+    (1, 1, 8, 8, 8),
+    (1, 1, 4, 8, 16),
 )
 
 
@@ -183,27 +191,49 @@ def param_bytes_per_device(cfg: ModelConfig, sizes: dict, rules=sh.DEFAULT_RULES
     return sum(_local_bytes(s, p, rules, sizes) for s, p in _shapes_and_specs(cfg))
 
 
+def attention_score_bytes(seqs: int, h_loc: int, seq: int, cp: int, fused: bool) -> int:
+    """One layer's attention intermediates per device beyond Q/K/V/out (float32): a fused kernel
+    keeps only the log-sum-exp [H, t]; the blocked kernel (model/kernels/attention.py) scores
+    [H, block, keys] with each query block against the keys up to its last row (cp = 1), or
+    every local query against the whole row (cp > 1: the zig-zag chunks are not one prefix)."""
+    t = seq // cp
+    if fused:
+        return seqs * h_loc * t * 4
+    if cp > 1:
+        return seqs * h_loc * t * seq * 4
+    return seqs * h_loc * sum((hi - lo) * hi for lo, hi in causal_blocks(seq)) * 4
+
+
 def _layer_activation_bytes(
     cfg: ModelConfig, lay, tokens: int, seq: int, moe: bool, fused_attention: bool = False
 ) -> dict:
     """Bytes of one layer's forward intermediates on one device (what backward needs without
-    remat), split into matmul outputs ('dots') and the rest. tokens: rows this device computes."""
+    remat), split into matmul outputs ('dots') and the rest. tokens: rows this device computes
+    (seq_len / cp per sequence with a context axis of cp); keys are the whole row: with cp > 1
+    the gathered latent + rope key (576 values/token for kimi_k2) and their per-head expansion
+    are [seq] long on every context shard (model/context.py)."""
     b, d, h = _itemsize(cfg.dtype), cfg.hidden_size, cfg.num_attention_heads
-    tp = lay.size(lay.mlp)
+    tp, cp = lay.size(lay.mlp), lay.size(lay.seq)
     h_loc = -(-h // tp)
     n, r, v, lat = cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim, cfg.kv_lora_rank
     q_rank = cfg.q_lora_rank or 0
-    per_token_dots = (q_rank + h_loc * (n + r) + lat + r + h_loc * (n + v) + h_loc * v + d) * b
+    seqs = max(1, tokens * cp // seq)
+    keys = seqs * seq if cp > 1 else tokens
+    # query side, per local token: q_a, q (nope+rope), kv_a (latent+rope), attention out, wo out
+    per_token_dots = (q_rank + h_loc * (n + r) + lat + r + h_loc * v + d) * b
     per_token_other = (2 * d + q_rank + lat + 2 * d) * b  # norms' outputs, residual adds
-    # model/attention.py materializes [H, T, S] float32 scores (a dot) and probabilities per
-    # sequence; a fused (flash) kernel would keep only a [H, T] float32 log-sum-exp instead.
-    scores = tokens * h_loc * 4 if fused_attention else (tokens // seq) * h_loc * seq * seq * 4
-    out = {"dots": tokens * per_token_dots + scores, "other": tokens * per_token_other + scores}
+    key_dots = h_loc * (n + v) * b  # k_nope, v expanded per head from the latent, per key
+    key_other = (h_loc * (n + r) + (lat + r if cp > 1 else 0)) * b  # keys with rope; gathered
+    scores = attention_score_bytes(seqs, h_loc, seq, cp, fused_attention)
+    out = {
+        "dots": tokens * per_token_dots + keys * key_dots + scores,
+        "other": tokens * per_token_other + keys * key_other + (0 if fused_attention else scores),
+    }
     if not moe:
         f_loc = cfg.intermediate_size // tp
         out["dots"] += tokens * (3 * f_loc) * b
         out["other"] += tokens * f_loc * b
-        out["moe_buffers"] = 0
+        out["moe_buffers"] = out["moe_saved"] = 0
         return out
     e, k, f_loc = cfg.n_routed_experts, cfg.num_experts_per_tok, cfg.moe_intermediate_size // tp
     ep = lay.size(lay.expert)
@@ -211,10 +241,38 @@ def _layer_activation_bytes(
     rows = ep * moe_a2a.capacity(n_disp * k, ep, cfg.moe_capacity_factor)  # R = ep·C
     # send + recv + expert output + returned rows [R, D]; gate, up, h [R, F_loc]; combine [a, D] f32
     out["moe_buffers"] = rows * (4 * d * b + 3 * f_loc * b) + n_disp * k * d * 4
+    # What the backward keeps of them (remat 'none'): the received rows, gate/up/h, the combine;
+    # the send and return buffers are transient.
+    out["moe_saved"] = rows * (d * b + 3 * f_loc * b) + n_disp * k * d * 4
     fs_loc = cfg.moe_intermediate_size * cfg.n_shared_experts // tp
     out["dots"] += tokens * (e * 4 + 3 * fs_loc * b)  # router logits, shared expert
     out["other"] += tokens * (e * 4 + fs_loc * b)
     return out
+
+
+def layer_weight_count(cfg: ModelConfig, lay, moe: bool) -> int:
+    """Params of one layer one device computes with (expert and tensor shards; the FSDP axes
+    gathered): MLA, then the MoE's local experts, shared expert and router, or the dense MLP."""
+    d, tp = cfg.hidden_size, lay.size(lay.mlp)
+    h_loc = -(-cfg.num_attention_heads // tp)
+    n, r, v, lat = cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim, cfg.kv_lora_rank
+    q = cfg.q_lora_rank
+    attn = (d * q + q * h_loc * (n + r)) if q else d * h_loc * (n + r)
+    attn += d * (lat + r) + lat * h_loc * (n + v) + h_loc * v * d
+    if not moe:
+        return attn + 3 * d * (cfg.intermediate_size // tp)
+    e_loc = cfg.n_routed_experts // lay.size(lay.expert)
+    f_loc = cfg.moe_intermediate_size // tp
+    shared = 3 * d * f_loc * cfg.n_shared_experts
+    return attn + 3 * e_loc * d * f_loc + shared + d * cfg.n_routed_experts
+
+
+def gathered_weight_bytes(cfg: ModelConfig, lay, moe: bool) -> int:
+    """One layer's weights while it runs: a compute-dtype copy gathered over the FSDP axes (or
+    just cast, without them) and, with FSDP, the layer's full float32 weight gradient before its
+    reduce-scatter (without FSDP it accumulates in place: counted in 'grads')."""
+    count = layer_weight_count(cfg, lay, moe)
+    return count * (_itemsize(cfg.dtype) + (4 if lay.size(lay.embed) > 1 else 0))
 
 
 def memory_plan(
@@ -237,20 +295,27 @@ def memory_plan(
     XLA's compiled memory in tests/test_memory_plan.py)."""
     lay = moe_a2a.layout_from_rules(rules, sizes)
     params = param_bytes_per_device(cfg, sizes, rules)
-    tokens = seqs_per_shard * seq_len
+    cp = lay.size(lay.seq)
+    if seq_len % cp:
+        raise ValueError(f"seq_len {seq_len} does not split over a context axis of {cp}")
+    tokens = seqs_per_shard * seq_len // cp  # this device's tokens (its context shard's)
     dense = _layer_activation_bytes(cfg, lay, tokens, seq_len, False, fused_attention)
     moe = _layer_activation_bytes(cfg, lay, tokens, seq_len, True, fused_attention)
     n_dense, n_moe = cfg.num_dense_layers, cfg.num_moe_layers
     layer_all = lambda a: a["dots"] + a["other"]
     boundary = tokens * cfg.hidden_size * _itemsize(cfg.dtype)  # each layer's input, always saved
     if cfg.remat == "none":
-        saved = n_dense * layer_all(dense) + n_moe * (layer_all(moe) + moe["moe_buffers"])
+        saved = n_dense * layer_all(dense) + n_moe * (layer_all(moe) + moe["moe_saved"])
     elif cfg.remat == "full":
         saved = (n_dense + n_moe) * boundary
     else:  # 'dots' policies keep matmul outputs, recompute the rest
         saved = n_dense * dense["dots"] + n_moe * moe["dots"] + (n_dense + n_moe) * boundary
-    # One layer's recomputed forward and its gradients are live at once during its backward.
-    working = 2 * max(layer_all(dense), layer_all(moe) + moe["moe_buffers"])
+    # One layer's recomputed forward and its gradients are live at once during its backward, with
+    # its gathered weights and their gradient.
+    working = max(
+        2 * layer_all(dense) + gathered_weight_bytes(cfg, lay, False) * (n_dense > 0),
+        2 * (layer_all(moe) + moe["moe_buffers"]) + gathered_weight_bytes(cfg, lay, True),
+    )
     logits = 2 * tokens * -(-cfg.vocab_size // lay.size(lay.mlp)) * 4  # float32 logits + grads
     out = {
         "params": params,
@@ -270,11 +335,21 @@ def memory_plan(
 
 
 TABLE_HEADER = (
-    "| layout | mesh (data,fsdp,expert,tensor) | context | params | grads | accum. grad | Adam "
-    "| act. saved | layer working (MoE buffers) | logits | total GiB | fits | total GiB, fused "
-    "attn + bf16 moments | fits | MoE a2a GB sent/layer/step |\n"
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    "| layout | mesh (data,fsdp,expert,tensor,context) | seq | attention | remat | micro-batches "
+    "| params | grads | accum. grad | Adam | act. saved | layer working (MoE buffers) | logits "
+    "| total GiB | fits | MoE a2a GB sent/layer/step |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
+
+
+def planned_fused(cfg: ModelConfig, accelerator: bool = True) -> bool:
+    """Whether the plan counts a fused (flash) attention kernel: cfg.attention_impl, with 'auto'
+    meaning what it resolves to on the target (model/kernels/backend.py: blocked on CPU, tokamax
+    on GPU/TPU; a described pod mesh is an accelerator)."""
+    impl = cfg.attention_impl
+    if impl == "auto":
+        return accelerator
+    return impl != "blocked"
 
 
 def table_row(
@@ -287,26 +362,31 @@ def table_row(
     seqs_per_shard=1,
     microbatches=1,
     moment_bytes=4,
+    fused: bool | None = None,
 ) -> str:
-    """One table row: the plan of `mesh` (data, fsdp, expert, tensor) at context `seq` with
-    seqs_per_shard sequences per batch shard per microbatch and optimizer moments of
-    `moment_bytes` per element, and whether it fits in `hbm` bytes per device (None: unknown
-    device memory, '?')."""
+    """One table row: the plan of `mesh` (data, fsdp, expert, tensor[, context]) at context `seq`
+    with seqs_per_shard sequences per batch shard per microbatch, optimizer moments of
+    `moment_bytes` per element, cfg's remat and attention (fused: planned_fused(cfg) unless
+    given), and whether it fits in `hbm` bytes per device (None: unknown device memory, '?')."""
+    mesh = tuple(mesh) + (1,) * (len(sh.MESH_AXES) - len(mesh))
     sizes = dict(zip(sh.MESH_AXES, mesh))
-    kw = dict(rules=rules, microbatches=microbatches)
-    p = memory_plan(cfg, sizes, seq, seqs_per_shard, moment_bytes=moment_bytes, **kw)
-    alt = memory_plan(cfg, sizes, seq, seqs_per_shard, moment_bytes=2, fused_attention=True, **kw)
-    tokens = seq * seqs_per_shard * mesh[0] * mesh[1]  # the global batch's tokens
+    fused = planned_fused(cfg) if fused is None else fused
+    p = memory_plan(
+        cfg, sizes, seq, seqs_per_shard, rules, moment_bytes=moment_bytes, fused_attention=fused,
+        microbatches=microbatches,
+    )  # fmt: skip
+    tokens = seq * seqs_per_shard * mesh[0] * mesh[1]  # one microbatch of the global batch
     comm = sum(moe_comm_bytes(cfg, sizes, tokens, rules).values()) if cfg.num_moe_layers else 0
     g = lambda k: f"{p[k] / GIB:.1f}"
-    fits = lambda q: "?" if hbm is None else "yes" if q["total"] <= hbm else "no"
+    fits = "?" if hbm is None else "yes" if p["total"] <= hbm else "no"
     ctx = f"{seq // 1024}k" if seq % 1024 == 0 else str(seq)
     ctx += f" x {seqs_per_shard}" if seqs_per_shard != 1 else ""
+    adam = g("optimizer") + (" (bf16)" if moment_bytes == 2 else "")
     return (
-        f"| {name} | {tuple(mesh)} | {ctx} | {g('params')} | {g('grads')} | "
-        f"{g('grad_accumulator')} | {g('optimizer')} | {g('activations_saved')} | {g('layer_working_set')} "
-        f"({g('moe_buffers_per_layer')}) | {g('logits')} | {g('total')} | {fits(p)} | "
-        f"{alt['total'] / GIB:.1f} | {fits(alt)} | {comm / 1e9:.2f} |"
+        f"| {name} | {mesh} | {ctx} | {'fused' if fused else 'blocked'} | {cfg.remat} | "
+        f"{microbatches} | {g('params')} | {g('grads')} | {g('grad_accumulator')} | {adam} | "
+        f"{g('activations_saved')} | {g('layer_working_set')} ({g('moe_buffers_per_layer')}) | "
+        f"{g('logits')} | {g('total')} | {fits} | {comm / 1e9:.2f} |"
     )
 
 
@@ -317,19 +397,21 @@ def dry_run_table(
     meshes=CANDIDATE_MESHES,
     rules=sh.DEFAULT_RULES,
     first_rows: tuple = (),
+    moment_bytes: int = 4,
 ) -> str:
-    """Markdown table: per-device GiB by component for each layout x mesh x context, whether it
-    fits as the code stands (float32 params, grads and AdamW moments; attention materializing
-    [H, T, S] scores), and whether it would with a fused attention kernel and bfloat16 moments.
-    cfg's dtype and remat are used as given. first_rows (table_row strings, e.g. the configured
-    run's own mesh) go on top."""
+    """Markdown table: per-device GiB by component for each layout x mesh x context (one
+    sequence per batch shard), whether it fits, with cfg's dtype, remat and attention as given.
+    A mesh with a context axis only at contexts it divides into zig-zag chunks. first_rows
+    (table_row strings, e.g. the configured run's own mesh) go on top."""
     rows = [TABLE_HEADER, *first_rows]
     for name, (devices, hbm) in layouts.items():
         for mesh in meshes:
-            if math.prod(mesh) != devices or cfg.n_routed_experts % mesh[2]:
+            full = tuple(mesh) + (1,) * (len(sh.MESH_AXES) - len(mesh))
+            if math.prod(full) != devices or cfg.n_routed_experts % full[2]:
                 continue
             for seq in seq_lens:
-                rows.append(table_row(cfg, name, mesh, seq, hbm, rules))
+                if seq % (2 * full[4]) == 0:
+                    rows.append(table_row(cfg, name, full, seq, hbm, rules, 1, 1, moment_bytes))
     return "\n".join(rows)
 
 

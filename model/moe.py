@@ -37,7 +37,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from model import moe_a2a
+from model import context, moe_a2a
 from model import sharding as sh
 from model.config import ModelConfig
 from model.kernels import backend
@@ -413,12 +413,14 @@ class MoE(nn.Module):
         wi_up = logical_param(self, "wi_up", (e, d, f), (sh.EXPERT, sh.EMBED, sh.MLP), init)
         wo = logical_param(self, "wo", (e, f, d), (sh.EXPERT, sh.MLP, sh.EMBED), init)
 
-        flat = x.reshape(b * t, d)  # [N, D]
-        forced = None if forced_ids is None else forced_ids.reshape(b * t, -1)
+        # [N, D]: token rows; with context parallelism in an order that keeps each device's own
+        # tokens contiguous (model/context.py token_rows), so dispatch rows stay where they are.
+        flat = context.token_rows(x)
+        forced = None if forced_ids is None else context.token_rows(forced_ids)
         routing = route(flat, kernel, jax.lax.stop_gradient(bias), c, forced)
         x_c = cast(flat, c.dtype)
         w_c = (cast(wi_gate, c.dtype), cast(wi_up, c.dtype), cast(wo, c.dtype))
-        valid = (segment_ids > 0).reshape(-1)  # [N]
+        valid = context.token_rows(segment_ids > 0)  # [N]
         lay = moe_a2a.current_layout() if c.moe_comm == "alltoall" else None
         dropped = jnp.int32(0)
         # Padding rows (segment 0) get no expert: their routed output is 0 on every path, and
@@ -431,17 +433,17 @@ class MoE(nn.Module):
             )  # fmt: skip
         else:
             routed = select_dispatch(c)(x_c, gated, *w_c, valid=valid)
-        y = routed.reshape(b, t, d)
+        y = context.token_grid(routed, b, t)  # [B,T,D]
         if c.n_shared_experts:
             y = y + MLP(d, f * c.n_shared_experts, c.initializer_range, c.dtype, name="shared")(x)
 
         counts = (
             jnp.zeros((e,), jnp.int32).at[routing.expert_ids].add(valid[:, None].astype(jnp.int32))
         )
-        ids = routing.expert_ids.reshape(b, t, -1)
+        ids = context.token_grid(routing.expert_ids, b, t)  # [B,T,k]
         balance = jnp.float32(0.0)
         if c.balance_loss_coef:
             balance = c.balance_loss_coef * sequence_balance_loss(
-                routing.scores.reshape(b, t, e), ids, segment_ids, c.num_experts_per_tok
+                context.token_grid(routing.scores, b, t), ids, segment_ids, c.num_experts_per_tok
             )
         return MoEOutput(y.astype(x.dtype), ids, counts, balance, dropped)

@@ -60,6 +60,12 @@ class A2ALayout(NamedTuple):
     embed: tuple  # axes sharding D of the expert weights (fsdp)
     mlp: tuple  # axes sharding F of the expert weights (tensor)
     sizes: dict  # mesh axis name -> size
+    seq: tuple = ()  # axes sharding the tokens of a row (context parallelism): rows too
+
+    @property
+    def rows(self) -> tuple:
+        """Every axis token rows are split over before dispatch: batch, then context."""
+        return self.batch + tuple(a for a in self.seq if a not in self.batch)
 
     def size(self, axes: tuple) -> int:
         return math.prod(self.sizes[a] for a in axes)
@@ -67,7 +73,7 @@ class A2ALayout(NamedTuple):
     @property
     def split_tokens(self) -> bool:
         """True when the expert group's devices hold the same rows (expert axes not in batch)."""
-        return not set(self.expert) <= set(self.batch)
+        return not set(self.expert) <= set(self.rows)
 
 
 def _axes(logical: str, rules) -> tuple:
@@ -86,6 +92,7 @@ def layout_from_rules(rules, sizes: dict) -> A2ALayout:
         embed=keep(_axes(sh.EMBED, rules)),
         mlp=keep(_axes(sh.MLP, rules)),
         sizes=dict(sizes),
+        seq=keep(_axes(sh.SEQ, rules)),
     )
 
 
@@ -184,8 +191,8 @@ def _body(x, expert_ids, weights, valid, wi_gate, wi_up, wo, *, lay: A2ALayout, 
     else:
         a2a, recv, recv_ids = (lambda v: v), send, send_ids
     shared = tuple(
-        a for a in lay.batch if a not in lay.embed + lay.mlp + lay.expert
-    )  # pure data parallel
+        a for a in lay.rows if a not in lay.embed + lay.mlp + lay.expert
+    )  # pure data (or context) parallel
     if shared:  # mark the replicas varying *before* the gather: the backward then reduce-scatters
         # over fsdp first and all-reduces only the [E_loc, D/fsdp, F_loc] shard over data
         wi_gate, wi_up, wo = jax.lax.pcast((wi_gate, wi_up, wo), shared, to="varying")
@@ -199,7 +206,7 @@ def _body(x, expert_ids, weights, valid, wi_gate, wi_up, wo, *, lay: A2ALayout, 
     out = jnp.einsum("nkD,nk->nD", y.astype(jnp.float32), weights)  # [n,D] float32
     if lay.mlp:
         out = jax.lax.psum(out, lay.mlp)
-    return out.astype(x.dtype), jax.lax.psum(dropped, lay.batch + lay.expert)
+    return out.astype(x.dtype), jax.lax.psum(dropped, lay.rows + lay.expert)
 
 
 def dispatch_alltoall(
@@ -227,7 +234,7 @@ def dispatch_alltoall(
         raise ValueError(f"moe_comm='alltoall': {e} experts do not divide over {ep} expert shards")
     if valid is None:
         valid = jnp.ones(x.shape[:1], bool)
-    shards = lay.size(lay.batch) * (ep if lay.split_tokens else 1)
+    shards = lay.size(lay.rows) * (ep if lay.split_tokens else 1)
     pad = (-x.shape[0]) % shards
     if pad:  # e.g. init's single token or small decode batches: pad with no-op rows (weight 0)
         x, expert_ids, weights, valid = (
@@ -236,7 +243,9 @@ def dispatch_alltoall(
         )  # padded rows: valid False
     # Rows are split over the expert axes too: where the batch is replicated over them, entering
     # is a local slice and leaving an all-gather (GSPMD's reshard; its backward is the mirror).
-    rows = P(lay.batch + (lay.expert if lay.split_tokens else ()) or None, None)
+    # With context parallelism the rows of [B*T] are split over batch then context axes: for one
+    # sequence per batch shard (long-context runs) that is exactly the model's [B, T] layout.
+    rows = P(lay.rows + (lay.expert if lay.split_tokens else ()) or None, None)
     w_in = P(lay.expert or None, lay.embed or None, lay.mlp or None)
     w_out = P(lay.expert or None, lay.mlp or None, lay.embed or None)
     body = lambda *a: _body(*a, lay=lay, cap_factor=capacity_factor, impl=impl)

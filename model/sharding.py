@@ -1,9 +1,10 @@
 """Logical axis names: defined here once, mapped to mesh axes by rules from the run config.
 
 Modules annotate params (and a few activations at block boundaries) with these names; they never
-name mesh axes. `DEFAULT_RULES` maps them onto the mesh axes ('data', 'fsdp', 'expert', 'tensor'):
+name mesh axes. `DEFAULT_RULES` maps them onto the mesh axes ('data', 'fsdp', 'expert', 'tensor', 'context'):
 FSDP shards every large weight over 'fsdp' along the model dim; experts go over 'expert'; heads and
-FFN width over 'tensor'; the batch over ('data', 'fsdp').
+FFN width over 'tensor'; the batch over ('data', 'fsdp'); the sequence over 'context' (long-context
+training: model/context.py; a size-1 axis changes nothing).
 """
 
 from __future__ import annotations
@@ -31,12 +32,16 @@ BATCH = "batch"
 SEQ = "seq"
 ACT_EMBED = "act_embed"
 
-MESH_AXES = ("data", "fsdp", "expert", "tensor")
+# 'context' is last: positional (data, fsdp, expert, tensor) tuples still name the first four, and
+# the innermost mesh axis gets the nearest devices (the context all-gather runs every layer).
+MESH_AXES = ("data", "fsdp", "expert", "tensor", "context")
 
 DEFAULT_RULES: tuple[tuple[str, object], ...] = (
     (LAYERS, None),
     (VOCAB, "tensor"),
-    (EMBED, "fsdp"),
+    # Weights are FSDP-sharded over 'context' too (MaxText does the same): a context axis splits
+    # activations, and without this every context shard would hold a full FSDP shard of params.
+    (EMBED, ("fsdp", "context")),
     (HEADS, "tensor"),
     (HEAD_DIM, None),
     (Q_LATENT, None),
@@ -44,7 +49,7 @@ DEFAULT_RULES: tuple[tuple[str, object], ...] = (
     (MLP, "tensor"),
     (EXPERT, "expert"),
     (BATCH, ("data", "fsdp")),
-    (SEQ, None),
+    (SEQ, "context"),
     (ACT_EMBED, None),
 )
 
@@ -76,12 +81,14 @@ def mesh_shape(sizes: dict, num_devices: int) -> tuple[int, ...]:
 
 
 def role_mesh(sizes: dict, devices: Sequence) -> Mesh:
-    """A (data, fsdp, expert, tensor) mesh over exactly `devices`, e.g. jax.devices()[4:8] for an
+    """A (data, fsdp, expert, tensor, context) mesh over exactly `devices`, e.g. jax.devices()[4:8] for an
     engine beside a trainer on [0:4] in the same process (disjoint sets, one mesh per role)."""
     devices = list(devices)
     shape = mesh_shape(sizes, len(devices))
     # Auto axes, as the trainer's mesh: GSPMD propagation plus the model's logical constraints.
-    return jax.make_mesh(shape, MESH_AXES, axis_types=(AxisType.Auto,) * 4, devices=devices)
+    return jax.make_mesh(
+        shape, MESH_AXES, axis_types=(AxisType.Auto,) * len(MESH_AXES), devices=devices
+    )
 
 
 def check_model_mesh(cfg, mesh: Mesh) -> None:

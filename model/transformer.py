@@ -21,6 +21,7 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 
+from model import context
 from model import sharding as sh
 from model.attention import MLA
 from model.config import ModelConfig
@@ -159,12 +160,12 @@ class Transformer(nn.Module):
         # One 2-D [B*T, D] x [D, V] matmul (see matmul2d); HIGHEST so logits stay full float32
         # whatever the backend's default matmul precision (TPU/GPU may otherwise use bf16 passes).
         logits = jnp.matmul(
-            cast(h, self.cfg.dtype).reshape(b * t, d),
+            context.token_rows(cast(h, self.cfg.dtype)),  # [B*T, D]; context shards kept apart
             cast(w, self.cfg.dtype),
             precision=jax.lax.Precision.HIGHEST,
             preferred_element_type=jnp.float32,
         )
-        return logits.reshape(b, t, -1)  # [B,T,V]
+        return context.token_grid(logits, b, t)  # [B,T,V]
 
     def norm_and_head(self, x):
         """Last block's output [B,T,D] -> (final-normed hidden, float32 logits [B,T,V])."""

@@ -259,7 +259,7 @@ def test_a_param_the_mesh_cannot_split_is_named():
 
 def test_sampler_mesh_takes_sizes_and_a_device_list():
     mesh = role_mesh({"expert": 2, "tensor": -1}, DEV[4:8])
-    assert dict(mesh.shape) == {"data": 1, "fsdp": 1, "expert": 2, "tensor": 2}
+    assert dict(mesh.shape) == {"data": 1, "fsdp": 1, "expert": 2, "tensor": 2, "context": 1}
     assert set(mesh.devices.flat) == set(DEV[4:8])
     with pytest.raises(ValueError, match="do not fit 4 devices"):
         role_mesh({"tensor": 3}, DEV[:4])

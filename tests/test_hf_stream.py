@@ -49,7 +49,7 @@ def test_streamed_load_is_bitwise_equal_in_one_process(name):
     from model.hf import load_hf_checkpoint
     from model.hf_stream import load_hf_checkpoint_sharded
 
-    mesh = jax.make_mesh(MESH, sh.MESH_AXES, axis_types=(jax.sharding.AxisType.Auto,) * 4)
+    mesh = jax.make_mesh((*MESH, 1), sh.MESH_AXES, axis_types=(jax.sharding.AxisType.Auto,) * 5)
     cfg, ref = load_hf_checkpoint(os.path.join(FIXTURES, name))
     cfg2, got = load_hf_checkpoint_sharded(os.path.join(FIXTURES, name), mesh, sh.DEFAULT_RULES)
     assert cfg2 == cfg
@@ -75,7 +75,7 @@ def test_streamed_export_is_byte_identical_in_one_process(name, tmp_path):
     from model.hf import config_to_hf, load_hf_checkpoint, save_hf_checkpoint
     from model.hf_stream import _shardings, load_hf_checkpoint_sharded, save_hf_checkpoint_sharded
 
-    mesh = jax.make_mesh(MESH, sh.MESH_AXES, axis_types=(jax.sharding.AxisType.Auto,) * 4)
+    mesh = jax.make_mesh((*MESH, 1), sh.MESH_AXES, axis_types=(jax.sharding.AxisType.Auto,) * 5)
     if name == "tiny":  # the real preset, random weights, laid out on the mesh
         cfg = presets.get("tiny")
         params = init_params(cfg, jax.random.PRNGKey(1), _shardings(cfg, mesh, sh.DEFAULT_RULES))
@@ -153,7 +153,7 @@ def _worker(port, process_id, ckpt, out):
     from model.hf import load_hf_checkpoint, read_config
     from model.safetensors_io import SafetensorsFile
 
-    mesh = jax.make_mesh(MESH, sh.MESH_AXES, axis_types=(jax.sharding.AxisType.Auto,) * 4)
+    mesh = jax.make_mesh((*MESH, 1), sh.MESH_AXES, axis_types=(jax.sharding.AxisType.Auto,) * 5)
     before = _rss()
     cfg = read_config(ckpt)[0]
     hf_stream.prepare(cfg, mesh, sh.DEFAULT_RULES)  # XLA compiles: a fixed cost
@@ -332,7 +332,9 @@ def test_two_process_streamed_load_bounds_host_memory(tmp_path):
     from model.hf import load_hf_checkpoint
     from model.hf_stream import _shardings
 
-    mesh = jax.make_mesh((2, 1, 4, 1), sh.MESH_AXES, axis_types=(jax.sharding.AxisType.Auto,) * 4)
+    mesh = jax.make_mesh(
+        (2, 1, 4, 1, 1), sh.MESH_AXES, axis_types=(jax.sharding.AxisType.Auto,) * 5
+    )
     _, restored = load_params(str(tmp_path / "orbax"), _shardings(cfg, mesh, sh.DEFAULT_RULES))
     _assert_shards_equal(load_hf_checkpoint(str(tmp_path / "ckpt"))[1], restored)
 

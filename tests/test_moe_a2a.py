@@ -21,7 +21,7 @@ MESHES = {
 
 
 def _mesh(shape):
-    return jax.make_mesh(shape, AXES, axis_types=(AxisType.Auto,) * 4)
+    return jax.make_mesh((*shape, 1), AXES, axis_types=(AxisType.Auto,) * 5)
 
 
 def _setup(cfg, b=8, t=8):

@@ -123,10 +123,10 @@ def test_dry_run_kimi_k2_on_described_256_device_mesh():
     # 1.026e12 float32 params over 256 chips is 14.9 GiB at best; replicated leftovers stay small.
     assert 14.9 < gib < 20.0, text
     # The shipped config fits the pod it names (v5p: 95 GB chips), as planned for its own mesh,
-    # the gradient accumulation's extra gradient included (column 5).
+    # the gradient accumulation's extra gradient included (column 8).
     v5p = [ln for ln in text.splitlines() if ln.startswith("| this run: v5p-512")]
     cells = v5p[0].split(" | ")
-    assert len(v5p) == 1 and cells[5] == cells[3] and cells[11] == "yes", text[:3000]
+    assert len(v5p) == 1 and cells[8] == cells[6] and cells[14] == "yes", text[:3000]
 
 
 def test_rl_dry_run_prints_the_trainer_and_the_sampler_meshes():

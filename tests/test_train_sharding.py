@@ -104,7 +104,7 @@ def test_bad_mesh_is_one_line_error(sizes, devices, msg):
 
 
 def test_mesh_fill():
-    assert shd.resolve_mesh_shape({"data": -1, "fsdp": 2, "tensor": 2}, 8) == (2, 2, 1, 2)
+    assert shd.resolve_mesh_shape({"data": -1, "fsdp": 2, "tensor": 2}, 8) == (2, 2, 1, 2, 1)
 
 
 def _model_run(shape, batches):

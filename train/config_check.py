@@ -60,6 +60,16 @@ def check_config(config, model_cfg, num_devices: int, num_processes: int = 1) ->
             f"train.batch_size={t.batch_size} is not divisible by "
             f"train.microbatches={t.microbatches}"
         )
+    cp = mesh["context"]
+    if cp > 1 and t.seq_len % (2 * cp):
+        raise ConfigError(
+            f"train.seq_len={t.seq_len} is not divisible by 2 x mesh.context={cp} (zig-zag chunks)"
+        )
+    if cp > 1 and t.mtp_mode != "none":
+        raise ConfigError(
+            f"train.mtp_mode={t.mtp_mode!r} with mesh.context={cp}: MTP targets shift along the "
+            "sequence, which context parallelism reorders; use train.mtp_mode='none'"
+        )
     max_len = model_cfg.max_position_embeddings
     if t.seq_len > max_len:
         raise ConfigError(

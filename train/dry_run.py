@@ -4,9 +4,11 @@ Works for a mesh of devices we do not have (config.dry_run_devices, e.g. 256 for
 params and optimizer state are jax.eval_shape'd, shardings come from the logical rules on an
 AbstractMesh, and bytes are counted from shapes and partition specs. Nothing is allocated.
 
-`table(config)`: model/memory_plan.py's per-device plan, first for the run's own mesh, batch and
-context (does it fit: against the real devices' memory limit, or for a described mesh against
-each known layout of that many devices), then the candidate layouts at 8k and 32k context.
+`report(config)` ends with the tokens per step (rows x seq_len, microbatches, tokens per context
+shard), the attention implementation the plan counts, remat and moment dtype, and the per-chip
+breakdown. `table(config)`: model/memory_plan.py's per-device plan, first for the run's own mesh,
+batch and context (does it fit: against the real devices' memory limit, or for a described mesh
+against each known layout of that many devices), then the candidate layouts at 8k and 32k.
 """
 
 from __future__ import annotations
@@ -38,17 +40,59 @@ def report(config) -> str:
     param_bytes = shd.bytes_per_device(abstract.params, sh.params, sizes)
     opt_bytes = shd.bytes_per_device(abstract.opt_state, sh.opt_state, sizes)
     total, active = model.count_params(cfg)
-    flops = model.flops_per_token(cfg, config.train.seq_len)
+    t = config.train
+    flops = model.flops_per_token(cfg, t.seq_len)
     gib = 2.0**30
+    fused = memory_plan.planned_fused(cfg, accelerator=_accelerator(config))
     return "\n".join(
         [
             f"model {config.model}: {total:,} params total, {active:,} active per token",
-            f"training FLOPs/token (seq_len {config.train.seq_len}): {flops:.3e}",
+            f"training FLOPs/token (seq_len {t.seq_len}): {flops:.3e}",
             f"mesh {sizes} on {n_dev} devices",
             f"per device: params {param_bytes / gib:.2f} GiB + optimizer state {opt_bytes / gib:.2f} GiB"
             f" = {(param_bytes + opt_bytes) / gib:.2f} GiB",
+            f"tokens per step: {t.batch_size} rows x {t.seq_len} = {t.batch_size * t.seq_len:,} "
+            f"in {t.microbatches} microbatch(es); {t.seq_len // sizes['context']:,} tokens per "
+            f"row per context shard (context {sizes['context']}); attention "
+            f"{cfg.attention_impl} ({'fused' if fused else 'blocked'} in the plan), remat "
+            f"{cfg.remat}, AdamW moments {t.get('moment_dtype', 'float32')}",
+            *breakdown(config),
         ]
     )
+
+
+def _accelerator(config) -> bool:
+    """Whether the plan is for accelerators: a described pod mesh is, real devices say."""
+    return bool(config.dry_run_devices) or jax.default_backend() in ("gpu", "tpu")
+
+
+def _plan_args(config):
+    """(cfg, sizes, seqs per shard per microbatch, moment bytes, fused) of the configured run."""
+    cfg, _ = model_config(config)
+    n_dev = config.dry_run_devices or jax.device_count()
+    sizes = check_config(config, cfg, n_dev)
+    t = config.train
+    seqs = max(1, t.batch_size // (sizes["data"] * sizes["fsdp"]) // t.microbatches)
+    moment_bytes = 2 if t.get("moment_dtype", "float32") == "bfloat16" else 4
+    return cfg, sizes, seqs, moment_bytes, memory_plan.planned_fused(cfg, _accelerator(config))
+
+
+def breakdown(config) -> list[str]:
+    """The configured run's per-chip plan, component by component (model/memory_plan.py)."""
+    cfg, sizes, seqs, moment_bytes, fused = _plan_args(config)
+    t = config.train
+    p = memory_plan.memory_plan(
+        cfg, sizes, t.seq_len, seqs, model_rules(config), moment_bytes=moment_bytes,
+        fused_attention=fused, microbatches=t.microbatches,
+    )  # fmt: skip
+    gib = lambda k: f"{p[k] / 2.0**30:.1f}"
+    return [
+        f"per-chip plan: params {gib('params')} + grads {gib('grads')} + accumulation gradient "
+        f"{gib('grad_accumulator')} + AdamW moments {gib('optimizer')} + saved layer inputs/"
+        f"activations {gib('activations_saved')} + one layer's working set "
+        f"{gib('layer_working_set')} (MoE buffers {gib('moe_buffers_per_layer')}) + logits "
+        f"{gib('logits')} = {gib('total')} GiB",
+    ]
 
 
 def _budgets(n_dev: int, described: bool) -> dict:
@@ -70,17 +114,14 @@ def _budgets(n_dev: int, described: bool) -> dict:
 
 def run_rows(config, budgets: dict | None = None) -> list[str]:
     """The configured run's own rows: its mesh, train.seq_len, the sequences each batch shard
-    computes at once (batch_size / (data x fsdp) / microbatches) and, with microbatches, the
-    accumulation's extra gradient, against `budgets` (label ->
-    bytes per device; default: the devices', see _budgets)."""
-    cfg, _ = model_config(config)
+    computes at once (batch_size / (data x fsdp) / microbatches), its attention, remat and
+    moments and, with microbatches, the accumulation's extra gradient, against `budgets` (label
+    -> bytes per device; default: the devices', see _budgets)."""
+    cfg, sizes, seqs, moment_bytes, fused = _plan_args(config)
     n_dev = config.dry_run_devices or jax.device_count()
-    sizes = check_config(config, cfg, n_dev)
     mesh = tuple(sizes[a] for a in model.sharding.MESH_AXES)
     t = config.train
-    seqs = max(1, t.batch_size // (sizes["data"] * sizes["fsdp"]) // t.microbatches)
     budgets = budgets or _budgets(n_dev, bool(config.dry_run_devices))
-    moment_bytes = 2 if t.get("moment_dtype", "float32") == "bfloat16" else 4
     return [
         memory_plan.table_row(
             cfg,
@@ -92,18 +133,21 @@ def run_rows(config, budgets: dict | None = None) -> list[str]:
             seqs,
             t.microbatches,
             moment_bytes,
+            fused,
         )
         for name, hbm in budgets.items()
     ]
 
 
 def table(config) -> str:
-    """The run's own rows on top of the candidate layouts' table."""
-    cfg, _ = model_config(config)
+    """The run's own rows on top of the candidate layouts' table (at the run's context and at 8k
+    and 32k; moments as configured)."""
+    cfg, _, _, moment_bytes, _ = _plan_args(config)
     seq_lens = sorted({config.train.seq_len, 8192, 32768})
     return memory_plan.dry_run_table(
-        cfg, seq_lens, rules=model_rules(config), first_rows=tuple(run_rows(config))
-    )
+        cfg, seq_lens, rules=model_rules(config), first_rows=tuple(run_rows(config)),
+        moment_bytes=moment_bytes,
+    )  # fmt: skip
 
 
 SAMPLER_CONTEXTS = (32_768, 262_144)  # the episode lengths the RL plan prints (32k and 256k)

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 
 import model
-from model import ModelOutput
+from model import ModelOutput, context
 
 
 def _masked_mean(x, mask):
@@ -206,6 +206,16 @@ def make_lm_loss(
         del rng  # the model is deterministic (no dropout); kept for the signature
         if trainable == "mtp":
             params = only_mtp_differentiable(params)
+        # Context parallelism (model/context.py): the row's tokens in zig-zag order, so each
+        # context shard holds one early and one late chunk. Every term below is a sum over
+        # tokens, which the order does not change; the MTP terms shift along T and are refused.
+        cp = context.context_size()
+        if cp > 1 and with_mtp:
+            raise ValueError(
+                f"train.mtp_mode={mtp_mode!r} with a context axis of {cp}: the MTP heads' targets "
+                "shift along the sequence, which context parallelism reorders; use mtp_mode='none'"
+            )
+        batch = context.to_zigzag(batch, cp)
         return lm_loss(forward(params, batch), batch, **kw)
 
     return loss_fn

@@ -1,6 +1,6 @@
 """Device mesh, logical->mesh rules, and shardings of the TrainState and batches.
 
-Mesh axes are always (data, fsdp, expert, tensor); sizes come from the config, one of them may be
+Mesh axes are always (data, fsdp, expert, tensor, context); sizes come from the config, one of them may be
 -1 (fills the rest). Params are placed by the model's logical specs through the config's rules;
 the optimizer state mirrors its params (optax.tree_map_params); batch rows go over (data, fsdp).
 """
@@ -59,7 +59,9 @@ def make_mesh(sizes: dict, devices: Sequence[Any] | None = None) -> Mesh:
 def abstract_mesh(sizes: dict, num_devices: int) -> jax.sharding.AbstractMesh:
     """A mesh described by sizes alone (for --dry_run on devices we do not have)."""
     return jax.sharding.AbstractMesh(
-        resolve_mesh_shape(sizes, num_devices), MESH_AXES, axis_types=(AxisType.Auto,) * 4
+        resolve_mesh_shape(sizes, num_devices),
+        MESH_AXES,
+        axis_types=(AxisType.Auto,) * len(MESH_AXES),
     )
 
 
@@ -147,6 +149,6 @@ def bytes_per_device(abstract_tree: Any, shardings: Any, mesh_shape: dict) -> in
             if axes is None:
                 continue
             axes = (axes,) if isinstance(axes, str) else axes
-            shape[dim] = -(-shape[dim] // math.prod(mesh_shape[a] for a in axes))  # ceil: padding
+            shape[dim] = -(-shape[dim] // math.prod(mesh_shape.get(a, 1) for a in axes))  # ceil
         total += math.prod(shape) * np.dtype(leaf.dtype).itemsize
     return total

@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 
 from model.kernels import backend
+from model.kernels.attention import like
 
 IMPLS = ("tokamax", "ragged", "opaque")
 
@@ -63,7 +64,7 @@ def _opaque(lhs, rhs, group_sizes):
 
 def _opaque_fwd(lhs, rhs, group_sizes):
     out = _callback(jax.ShapeDtypeStruct((lhs.shape[0], rhs.shape[2]), lhs.dtype))[0]
-    return out, (lhs, rhs, group_sizes)
+    return like(out, lhs), (lhs, rhs, group_sizes)
 
 
 def _opaque_bwd(res, g):
@@ -71,7 +72,7 @@ def _opaque_bwd(res, g):
     d_lhs, d_rhs = _callback(
         jax.ShapeDtypeStruct(lhs.shape, lhs.dtype), jax.ShapeDtypeStruct(rhs.shape, rhs.dtype)
     )
-    return d_lhs, d_rhs, None
+    return like(d_lhs, lhs), like(d_rhs, rhs), None
 
 
 _opaque.defvjp(_opaque_fwd, _opaque_bwd)
