@@ -58,6 +58,8 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
+from model import context
+
 KL_MODES = ("k2", "reward")
 
 
@@ -143,6 +145,26 @@ def policy_forward(apply_fn, params, batch, *, router_replay: bool = True):
     )
 
 
+def context_order(batch: dict, cp: int, mtp: bool = False) -> dict:
+    """The RL batch in context parallelism's zig-zag token order (model/context.py), as the LM loss
+    does: every term of the loss is a sum over a row's tokens, which the order leaves alone.
+    forced_experts [B,n,T,k] is reordered on its T axis (2); the MTP term shifts targets along T,
+    which the reorder breaks, so it is refused with a context axis."""
+    if cp == 1:
+        return batch
+    if mtp:
+        raise ValueError(
+            f"rl.mtp_weight with a context axis of {cp}: the MTP term's targets shift along the "
+            "sequence, which context parallelism reorders; set rl.mtp_weight=0"
+        )
+    forced = batch.get("forced_experts")
+    out = context.to_zigzag({k: v for k, v in batch.items() if k != "forced_experts"}, cp)
+    if forced is not None:
+        order = context.zigzag_order(batch["tokens"].shape[1], cp)
+        out["forced_experts"] = jnp.take(forced, order, axis=2)
+    return out
+
+
 def make_rl_loss(
     apply_fn: Callable,
     *,
@@ -174,6 +196,7 @@ def make_rl_loss(
 
     def loss_fn(params, batch, rng):
         del rng  # deterministic forward
+        batch = context_order(batch, context.context_size(), mtp=bool(mtp_weight))
         out = policy_forward(apply_fn, params, batch, router_replay=router_replay)
         mask = batch["loss_mask"].astype(jnp.float32)
         logp, entropy = token_logprobs(out.logits, batch["targets"], temperature, valid_vocab)

@@ -404,3 +404,30 @@ def test_mtp_weight_default_follows_heads_and_speculative_decoding(tiny_model):
     assert mtp_weight(cfg, rl) == 0.5
     with pytest.raises(ConfigError, match=r"rl.mtp_weight=0.5: the model has no MTP"):
         mtp_weight(dataclasses.replace(cfg, num_mtp_modules=0), rl)
+
+
+def test_context_order_moves_every_token_axis_together_and_refuses_mtp():
+    """Context parallelism's zig-zag order for an RL batch: [B,T] arrays and forced_experts'
+    T axis (axis 2 of [B,n,T,k]) take the same permutation; per-row arrays stay; MTP is refused."""
+    from model import context
+    from rl.losses import context_order
+
+    b, n, t, k = 2, 3, 8, 2
+    tokens = jnp.arange(b * t).reshape(b, t)
+    batch = {
+        "tokens": tokens,
+        "loss_mask": jnp.ones((b, t)),
+        "group_ids": jnp.arange(b),
+        "forced_experts": jnp.broadcast_to(tokens[:, None, :, None], (b, n, t, k)),
+    }
+    out = context_order(batch, 2)
+    order = context.zigzag_order(t, 2)
+    np.testing.assert_array_equal(out["tokens"], tokens[:, order])
+    np.testing.assert_array_equal(
+        out["forced_experts"][:, :, :, 0], out["tokens"][:, None, :].repeat(n, 1)
+    )
+    np.testing.assert_array_equal(out["group_ids"], batch["group_ids"])
+    assert not np.array_equal(order, np.arange(t))  # a real permutation
+    assert context_order(batch, 1) is batch
+    with pytest.raises(ValueError, match="rl.mtp_weight with a context axis"):
+        context_order(batch, 2, mtp=True)
