@@ -35,6 +35,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from model import sharding as sh
 from model.kernels import backend
+from model.kernels.standin import like, shaped
 
 IMPLS = ("auto", "blocked", "tokamax", "cudnn", "opaque")
 NEG_INF = -1e30  # finite, so a fully-masked row gives uniform weights instead of NaN
@@ -185,23 +186,6 @@ def _names(axes) -> tuple:
 # --- shape-only stand-in for memory analysis ---------------------------------------------------------
 
 
-def _refuse(*_):
-    raise RuntimeError("attention_impl='opaque' is a compile-time stand-in; it cannot run")
-
-
-def _callback(*shapes):
-    return jax.pure_callback(_refuse, shapes, vmap_method="broadcast_all")
-
-
-def like(value, ref):
-    """`value` typed as varying over the manual mesh axes `ref` varies over: a callback's outputs
-    vary over none, and inside shard_map (context-parallel attention, the all-to-all MoE) a VJP's
-    outputs must match its primal inputs' types. Outside shard_map: value as is."""
-    manual = getattr(jax.typeof(ref), "manual_axis_type", None)  # JAX 0.10: .varying
-    vma = tuple(sorted(getattr(manual, "varying", ()) or ()))
-    return jax.lax.pcast(value, vma, to="varying") if vma else value
-
-
 @jax.custom_vjp
 def _opaque(q, k, v):
     return _opaque_fwd(q, k, v)[0]
@@ -211,14 +195,14 @@ def _opaque_fwd(q, k, v):
     b, t, h, _ = q.shape
     out_shape = jax.ShapeDtypeStruct((b, t, h, v.shape[-1]), q.dtype)
     lse_shape = jax.ShapeDtypeStruct((b, h, t), np.float32)  # the flash kernel's residual
-    out, lse = (like(a, q) for a in _callback(out_shape, lse_shape))
+    out, lse = (like(a, q) for a in shaped(out_shape, lse_shape))
     return out, (q, k, v, out, lse)
 
 
 def _opaque_bwd(res, g):
     q, k, v, _, _ = res
     shapes = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in (q, k, v)]
-    return tuple(like(g, a) for g, a in zip(_callback(*shapes), (q, k, v)))
+    return tuple(like(g, a) for g, a in zip(shaped(*shapes), (q, k, v)))
 
 
 _opaque.defvjp(_opaque_fwd, _opaque_bwd)
