@@ -37,6 +37,7 @@ from jax.sharding import PartitionSpec as P
 
 from model import sharding as sh
 from model.kernels import attention as kernels
+from model.kernels import backend
 
 
 def _axes(logical: str, rules, sizes: dict) -> tuple:
@@ -150,6 +151,9 @@ def gathered_attention(
         + (P(None, heads, None), P(None, heads, None), tokens, tokens),
         out_specs=P(batch, ctx, heads, None),
         mesh=mesh,
+        # tokamax's kernels (like its own shard_map) do not type their VJP's per-device cotangents
+        # as varying over the mesh axes, which the check would reject; the values are per device.
+        check_vma=backend.resolve(impl, "blocked", "tokamax") == "blocked",
     )(q, latent, k_rope, wk_b, wv_b, positions, segment_ids)
 
 

@@ -147,16 +147,17 @@ def _tokamax(q, k, v, k_segments, scale, q_index, impl):
     for name in names:
         if name not in api.IMPLEMENTATIONS:
             continue
+        kernel = lambda q, k, v, name=name: api.IMPLEMENTATIONS[name](
+            q,
+            k,
+            v,
+            mask=mask,
+            logits_scale=float(scale),
+            q_indices=None if q_index is None else q_index[:, None, :],
+            q_sharding=q_sharding,
+        )
         try:
-            return api.IMPLEMENTATIONS[name](
-                q,
-                k,
-                v,
-                mask=mask,
-                logits_scale=float(scale),
-                q_indices=None if q_index is None else q_index[:, None, :],
-                q_sharding=q_sharding,
-            )
+            return kernel(q, k, v)
         except NotImplementedError as e:
             errors.append(f"{name}: {e}")
     raise NotImplementedError(f"no tokamax attention kernel fits: {'; '.join(errors) or names}")
@@ -168,7 +169,7 @@ def _q_sharding():
     shard in a shard_map; a Pallas call left to GSPMD would be computed replicated. None outside a
     mesh, or when no axis splits batch or heads."""
     mesh = jax.sharding.get_abstract_mesh()
-    if mesh.empty:
+    if mesh.empty or mesh.manual_axes:  # inside a shard_map (context parallelism): local arrays
         return None
     rules = nn.get_logical_axis_rules()
     batch, _, heads = nn.logical_to_mesh_axes((sh.BATCH, None, sh.HEADS), rules)
