@@ -44,7 +44,7 @@ def _sharded_params_in_checkpoint(workdir) -> list[str]:
     for key, value in table.items():
         name, meta = base64.b64decode(key).decode(), json.loads(value)
         if name.startswith("params."):
-            assert meta["shape"] == [1, 4, 1, 1], meta["shape"]  # the (data, fsdp, ..) mesh
+            assert meta["shape"] == [1, 4, 1, 1, 1], meta["shape"]  # (data, fsdp, .., context)
             specs.append(str(meta["partition_spec"]))
     return specs
 
