@@ -31,10 +31,10 @@ import os
 import re
 
 import pytest
+from test_imports import project_modules
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGES = ("model", "train", "rl", "eval", "data", "configs")
-VENDORED = os.path.join("rl", "envs", "repos", "vendor")
 DOC_FILES = ("README.md", "docs/*.md", "rl/envs/README.md")
 
 SPAN = re.compile(r"`([^`\n]+)`")
@@ -44,19 +44,9 @@ PLACEHOLDER = set("<>{}*$")
 
 
 def module_files(root: str = ROOT) -> dict[str, str]:
-    """{dotted module: file} for the project packages (vendored code left out)."""
-    out = {}
-    for top in PACKAGES:
-        for dirpath, dirnames, files in os.walk(os.path.join(root, top)):
-            if os.path.relpath(dirpath, root).startswith(VENDORED):
-                dirnames[:] = []
-                continue
-            for name in files:
-                if name.endswith(".py"):
-                    parts = os.path.relpath(os.path.join(dirpath, name), root)[:-3].split(os.sep)
-                    parts = parts[:-1] if parts[-1] == "__init__" else parts
-                    out[".".join(parts)] = os.path.join(dirpath, name)
-    return out
+    """{dotted module: file} for the project packages (vendored code left out): the import test's
+    walk over the same folders, without its top-level scripts."""
+    return project_modules(root, dirs=PACKAGES, scripts=())
 
 
 @functools.cache
