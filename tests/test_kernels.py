@@ -5,7 +5,8 @@ calls; 'auto' picks by backend; the shape-only stand-ins compile and refuse to r
 The tokamax cases need tokamax (Python >= 3.12, JAX >= 0.11): on CPU they run tokamax's XLA
 reference implementations, so the wrappers (mask conversion, q_index, group sizes, VJPs) cannot rot.
 They skip where tokamax is missing, unless REQUIRE_TOKAMAX=1 (the Python 3.12 leg of .ci/run),
-where a skip would hide a broken install and is an error instead. About 25 s on 2 cores.
+where a skip would hide a broken install and is an error instead. 64 s under Python 3.12 at load
+~8 on 2 cores (2026-11-28); its tokamax cases dominate.
 """
 
 import os
