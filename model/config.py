@@ -11,7 +11,7 @@ from typing import Any
 
 MOE_IMPLS = ("auto", "blocked", "tokamax", "ragged", "dense", "opaque")  # model/moe.py
 ATTENTION_IMPLS = ("auto", "blocked", "tokamax", "cudnn", "opaque")  # model/kernels/attention.py
-MOE_COMMS = ("gspmd", "alltoall")
+MOE_COMMS = ("auto", "gspmd", "alltoall")  # model/moe.py resolve_comm
 REMAT_POLICIES = ("none", "full", "dots", "dots_no_batch")
 DTYPES = ("float32", "bfloat16")
 # The decode engine's params + latent cache dtype (model/decode.py `resolve_decode_dtype`): 'auto' =
@@ -78,7 +78,11 @@ class ModelConfig:
     moe_block_size: int = (
         0  # rows per expert block in the 'blocked' dispatch; 0 = choose from shapes
     )
-    moe_comm: str = "gspmd"  # 'alltoall': expert-parallel shard_map dispatch (model/moe_a2a.py)
+    # MoE communication under a mesh: 'gspmd' (XLA partitions the global dispatch), 'alltoall'
+    # (expert-parallel shard_map, model/moe_a2a.py); 'auto' = gspmd on CPU and on one device,
+    # alltoall on a multi-device GPU/TPU mesh, where the grouped-GEMM kernel is a custom call GSPMD
+    # cannot partition (it would run whole on every device): the shard_map gives it its own rows.
+    moe_comm: str = "auto"
     moe_capacity_factor: float = 0.0  # alltoall slot size vs balanced load; 0 = dropless
     # Layers per nn.scan iteration: 0 = auto (a stack of <= 4 layers is fully unrolled, deeper ones
     # scan one layer at a time so compile time stays flat in depth); params stay stacked either way.

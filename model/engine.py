@@ -811,8 +811,8 @@ class RolloutEngine:
         """mesh (model.sharding.role_mesh; None: one device): params and the latent cache are
         sharded over it by the logical `rules` (default model.sharding.DEFAULT_RULES): heads, FFN
         width and vocab over tensor, experts over expert, the model dim over fsdp, slots over
-        (data, fsdp), and every program runs under it. With an expert axis > 1, set
-        cfg.moe_comm='alltoall' (model/moe_a2a.py): the default 'gspmd' dispatch slices experts by a
+        (data, fsdp), and every program runs under it. With an expert axis > 1 on CPU, set
+        cfg.moe_comm='alltoall' (model/moe_a2a.py; 'auto' picks it on GPU/TPU): the 'gspmd' dispatch slices experts by a
         traced index, which GSPMD serves by all-gathering each MoE layer's experts over the expert
         axis at every decode step (tests/test_engine_sharding.py probes the compiled program).
         compact: decode only the running slots (module docstring, "Live rows only"); False runs

@@ -352,6 +352,15 @@ def resolve_impl(moe_impl: str) -> str:
     return backend.resolve(moe_impl, "blocked", "tokamax")
 
 
+def resolve_comm(moe_comm: str, mesh_devices: int) -> str:
+    """ModelConfig.moe_comm -> 'gspmd' | 'alltoall'. 'auto': 'alltoall' on GPU/TPU under a mesh of
+    more than one device (the grouped-GEMM kernel is a custom call GSPMD would run unpartitioned,
+    whole on every device), else 'gspmd' (CPU; one device, where there is nothing to exchange)."""
+    if moe_comm == "auto" and mesh_devices <= 1:
+        return "gspmd"
+    return backend.resolve(moe_comm, "gspmd", "alltoall")
+
+
 def select_dispatch(cfg: ModelConfig):
     """The one place a moe_impl name becomes a dispatch function
     (x [N,D], routing, wi_gate, wi_up [E,D,F], wo [E,F,D], valid=) -> [N,D]."""
@@ -421,7 +430,9 @@ class MoE(nn.Module):
         x_c = cast(flat, c.dtype)
         w_c = (cast(wi_gate, c.dtype), cast(wi_up, c.dtype), cast(wo, c.dtype))
         valid = context.token_rows(segment_ids > 0)  # [N]
-        lay = moe_a2a.current_layout() if c.moe_comm == "alltoall" else None
+        mesh = jax.sharding.get_abstract_mesh()
+        comm = resolve_comm(c.moe_comm, 1 if mesh.empty else mesh.size)
+        lay = moe_a2a.current_layout() if comm == "alltoall" else None
         dropped = jnp.int32(0)
         # Padding rows (segment 0) get no expert: their routed output is 0 on every path, and
         # the blocked dispatch skips them (an expert only padding chose is never read).

@@ -177,6 +177,9 @@ def test_auto_picks_blocked_on_cpu_and_tokamax_on_accelerators(
     assert backend.resolve("auto", "blocked", "tokamax") == attention
     assert moe_lib.resolve_impl("auto") == moe
     assert moe_lib.resolve_impl("dense") == "dense"  # a name given explicitly stays
+    comm = "gspmd" if platform == "cpu" else "alltoall"  # one device: nothing to exchange
+    assert moe_lib.resolve_comm("auto", 8) == comm and moe_lib.resolve_comm("auto", 1) == "gspmd"
+    assert moe_lib.resolve_comm("gspmd", 8) == "gspmd"
     assert presets.get("tiny").moe_impl == "auto" and presets.get("tiny").attention_impl == "auto"
 
 

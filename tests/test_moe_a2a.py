@@ -10,6 +10,7 @@ from jax.sharding import AxisType, NamedSharding
 
 from model import moe_a2a, presets
 from model import sharding as sh
+from model.kernels import backend
 from model.moe import MoE
 
 AXES = sh.MESH_AXES  # (data, fsdp, expert, tensor)
@@ -208,3 +209,24 @@ def test_dropped_count_surfaces_in_moe_output_and_train_metrics():
     assert float(metrics["moe_dropped_frac"]) == 0.5
     out, metrics, dropped = got[0.0]
     assert dropped == 0 and out.moe_dropped is None and "moe_dropped_frac" not in metrics
+
+
+@pytest.mark.parametrize(
+    "platform, mesh_shape, alltoall",
+    [("gpu", (1, 1, 8, 1), True), ("tpu", (2, 1, 4, 1), True), ("cpu", (1, 1, 8, 1), False),
+     ("gpu", (1, 1, 1, 1), False)],
+)  # fmt: skip
+def test_auto_comm_is_alltoall_only_on_a_multi_device_accelerator_mesh(
+    tiny_moe, platform, mesh_shape, alltoall, monkeypatch
+):
+    """moe_comm='auto' (the default): the traced MoE layer exchanges tokens with all_to_all on a
+    GPU/TPU mesh of several devices (tokamax's grouped GEMM is a custom call GSPMD would run
+    whole on every device), and keeps the GSPMD dispatch on CPU and on one device."""
+    cfg, (x, seg, params, _, _) = tiny_moe
+    assert cfg.moe_comm == "auto"
+    monkeypatch.setattr(backend, "platform", lambda: platform)
+    mesh = jax.make_mesh((*mesh_shape, 1), AXES, axis_types=(AxisType.Auto,) * 5,
+                         devices=jax.devices()[: int(np.prod(mesh_shape))])  # fmt: skip
+    with jax.set_mesh(mesh), nn.logical_axis_rules(sh.DEFAULT_RULES):
+        jaxpr = str(jax.make_jaxpr(lambda p: MoE(cfg).apply({"params": p}, x, seg).y)(params))
+    assert ("all_to_all" in jaxpr) == alltoall
