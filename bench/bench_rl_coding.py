@@ -142,7 +142,9 @@ def pretrain(args, workdir: str) -> str:
 
     c = pretrain_config.get_config()
     c.model = args.preset
-    c.model_overrides = dict(num_mtp_modules=0, max_position_embeddings=args.max_tokens)
+    c.model_overrides = dict(
+        num_mtp_modules=args.mtp_modules, max_position_embeddings=args.max_tokens
+    )
     c.train.update(
         steps=args.pretrain_steps,
         batch_size=16,
@@ -152,7 +154,7 @@ def pretrain(args, workdir: str) -> str:
         eval_every=args.pretrain_steps,
         eval_batches=2,
         log_every=50,
-        mtp_mode="none",
+        mtp_mode="distill" if args.mtp_modules else "none",
     )
     return _train_and_export(c, workdir)
 
@@ -163,7 +165,9 @@ def sft(args, traces: str, workdir: str, init: str = "") -> str:
     c = sft_config.get_config()
     c.model = args.preset
     c.init_params_from = init
-    c.model_overrides = dict(num_mtp_modules=0, max_position_embeddings=args.max_tokens)
+    c.model_overrides = dict(
+        num_mtp_modules=args.mtp_modules, max_position_embeddings=args.max_tokens
+    )
     c.data.sources = (dict(c.data.sources[0], paths=[traces]),)
     c.data.heldout_fraction = 0.05
     c.train.update(
@@ -175,7 +179,7 @@ def sft(args, traces: str, workdir: str, init: str = "") -> str:
         eval_every=args.sft_steps,
         eval_batches=2,
         log_every=20,
-        mtp_mode="none",
+        mtp_mode="distill" if args.mtp_modules else "none",
     )
     return _train_and_export(c, workdir)
 
@@ -299,6 +303,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--family", default="boundary")
     ap.add_argument("--preset", default="tiny4", choices=("tiny4", "tiny"))  # both without MTP
+    ap.add_argument(
+        "--mtp_modules",
+        type=int,
+        default=0,
+        help="MTP modules on the preset (trained jointly by self-distillation in pretrain + SFT); "
+        "bench_rl_mtp.py --task coding starts from such an SFT export",
+    )
+    ap.add_argument("--sft_only", action="store_true", help="stop after the SFT export")
     ap.add_argument("--traces", type=int, default=96)
     ap.add_argument(
         "--mistake_rate",
@@ -382,6 +394,9 @@ def main():
     t0 = time.time()
     params_dir = sft(args, os.path.join(args.workdir, "traces.jsonl"), args.workdir + "/sft", init)
     wall["sft"] = time.time() - t0
+    if args.sft_only:
+        print(f"SFT export: {params_dir}")
+        return
     config = loop.resolve(rl_config_for(args, params_dir))  # fails closed without isolation
     pool = {
         t.seed
