@@ -1,6 +1,6 @@
 """Agentic suite in the style of CursorBench: multi-turn episodes in `rl.envs.CodingEnv` on terse
 tasks, K samples per task; pass rate, partial credit, completion tokens, tool calls, turns and the
-malformed-call rate per family and best-of-K (all by eval.metrics.episode_metrics, the one
+malformed-call rate per family and best-of-K (all by rl.episode_metrics.episode_metrics, the one
 definition the RL loop and the benchmarks use too); score against completion tokens. With
 self-summarization (env_kwargs summary=SummaryConfig, rl/envs/summary.py) an episode's summaries
 and segments are reported too, and `compare_summaries` plays the suite with and without
@@ -26,7 +26,7 @@ import hashlib
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 
-from eval.metrics import credit, episode_metrics, passes
+from rl.episode_metrics import credit, episode_metrics, passes
 
 # HELD_OUT_TEMPLATES (never in an RL pool) live beside the templates, so rl/ need not import eval/
 from rl.envs.taskgen import HELD_OUT_TEMPLATES, training_templates  # noqa: F401
@@ -40,7 +40,7 @@ class Episode:
     task_id: str
     family: str
     sample: int
-    tests_passed: int  # hidden tests passed (the field names eval.metrics reads)
+    tests_passed: int  # hidden tests passed (the field names rl.episode_metrics reads)
     tests_total: int
     completion_tokens: int  # tokens the policy emitted (all turns)
     tool_calls: int  # well-formed calls executed
@@ -318,7 +318,7 @@ def run_suite(policy, tasks: Sequence, n_samples: int, progress=None, chunk: int
 
 
 def summarize(episodes: Sequence[Episode], ks: Sequence[int]) -> tuple[dict, list[dict]]:
-    """(metrics, items): eval.metrics.episode_metrics overall (pass rate, best_of_<K>, partial
+    """(metrics, items): rl.episode_metrics.episode_metrics overall (pass rate, best_of_<K>, partial
     credit, tokens, calls, turns, malformed rate, summaries) and per family as '<family>/<metric>',
     and one item per task with its samples."""
     if not episodes:

@@ -35,9 +35,9 @@ import time
 import jax
 import numpy as np
 
-from eval.metrics import episode_metrics
 from rl import batch as rb
 from rl import timeline
+from rl.episode_metrics import episode_metrics
 from rl.losses import model_apply, policy_forward, token_logprobs
 from rl.records import reward_metrics
 from rl.run_config import pool_order
@@ -47,7 +47,8 @@ from rl.weight_store import WeightWriter, weight_store_path
 
 LOG_KEYS = ("reward/mean", "staleness/max", "sync/fraction_of_full")
 # rl.task values whose records carry the hidden tests' grade (rl/coding_sampler.py): their steps
-# also log eval.metrics.episode_metrics, and the progress line (and an eval gate) gets pass_rate.
+# also log rl.episode_metrics.episode_metrics, and the progress line (and an eval gate) gets
+# pass_rate.
 GRADED_TASKS = ("coding",)
 
 
@@ -157,7 +158,7 @@ def graded(recs) -> bool:
 def step_metrics(recs, stats, train_metrics, sync, dt):
     """Host scalars of one RL step: the reward and its parts (rl.records.reward_metrics, as
     rollout summaries report them), staleness, throughput, weight-sync bytes, and for graded
-    records the episode metrics of eval.metrics.episode_metrics (pass rate, partial credit,
+    records the episode metrics of rl.episode_metrics.episode_metrics (pass rate, partial credit,
     tokens, calls, turns, malformed rates: the agentic suite's and the benchmarks' definition).
     Episode means count each chain once (rl/records.py); token counts take every record."""
     m = {k: float(v) for k, v in train_metrics.items()}

@@ -162,8 +162,7 @@ def run_cycle(config, workdir: str, *, evaluate, check, log=print) -> dict:
     evaluate(config, export dir, out dir, log) -> {metric: value} (eval/promotion.py
     `suite_metrics`: the eval suites); check(base metrics, candidate metrics) -> (ok, deltas,
     reasons) (eval/promotion.py `no_regression` with the parsed realtime.gates). Injected by
-    main.py: rl/ imports no eval/ suite (eval uses rl; rl/ imports only the leaf
-    eval.metrics)."""
+    main.py: rl/ imports nothing of eval/ (eval uses rl)."""
     from model.export import save_params
     from rl.serve.server import serve_paths
 

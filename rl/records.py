@@ -276,7 +276,7 @@ def reward_metrics(records) -> dict:
     """The reward scalars every report shows (rollout summaries, the RL trainer's logs and
     TensorBoard): 'reward/mean' and 'reward/<term>' per part (the mean over episodes that have
     it), over episodes (`episode_ends`: each chain once). Pass rate and the other episode metrics:
-    eval.metrics.episode_metrics."""
+    rl.episode_metrics.episode_metrics."""
     eps = episode_ends(records)
     out = {"reward/mean": float(np.mean([r["reward"] for r in eps])) if eps else 0.0}
     terms: dict[str, list[float]] = {}

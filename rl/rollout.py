@@ -43,9 +43,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from data.tokenizers import Tokenizer
-from eval.metrics import episode_metrics, passes
 from rl import records as rr
 from rl import timeline
+from rl.episode_metrics import episode_metrics, passes
 from rl.rewards import RewardConfig
 
 
@@ -286,7 +286,7 @@ def _make_records(ep: _Episode, engine, tok: Tokenizer, forced: bool, reward) ->
 
 
 def summarize(records: Sequence[dict], stats: dict) -> dict:
-    """The episode metrics (eval.metrics.episode_metrics: pass rate, partial credit, tokens,
+    """The episode metrics (rl.episode_metrics.episode_metrics: pass rate, partial credit, tokens,
     turns, calls, malformed rate; a chain counts once), the reward scalars (rl.records.
     reward_metrics: reward/mean, reward/<term>, as the RL trainer logs them), tokens/s and where
     the wall time went."""

@@ -8,7 +8,7 @@ import pytest
 
 from data.tokenizers import ByteTokenizer
 from eval import agentic, plot
-from eval.metrics import episode_metrics
+from rl.episode_metrics import episode_metrics
 from eval.report import make_report
 
 TEMPLATES = ("off_by_one", "boundary", "add_function")

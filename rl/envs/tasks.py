@@ -32,11 +32,11 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from eval.metrics import all_pass
 from rl.envs.grader import plain_values, shared_files
 from rl.envs.grader.strict_eq import OVERFLOW, RECORD_NODES, REFUSED
 from rl.envs.harden import EQ_MODULE, PARAMETRIZE_WORDS, Hardened, harden_module, is_test_module
 from rl.envs.sandbox import SANDBOX_REPO, Limits, RepoTooLarge, Sandbox
+from rl.episode_metrics import all_pass
 
 GRADER_FILES = {"run.py": "runner.py", "child.py": "child.py", f"{EQ_MODULE}.py": "strict_eq.py"}
 GRADER_FILES |= {name: os.path.basename(src) for name, src in shared_files().items()}
@@ -80,7 +80,8 @@ class Grade:
 
     @property
     def all_pass(self) -> bool:
-        return all_pass(self.passed, self.total, self.tampered)  # the one rule: eval/metrics.py
+        # the one rule: rl/episode_metrics.py
+        return all_pass(self.passed, self.total, self.tampered)
 
 
 # ---------------------------------------------------------------- grading

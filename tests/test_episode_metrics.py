@@ -1,7 +1,7 @@
-"""eval.metrics.episode_metrics, the one definition of episode metrics: hand-computed values on a
-small record set (a chain of two segments, a tampered all-pass, a
-malformed call), the unbiased best-of-K against the combinatorial formula, and its users (the
-agentic suite, the RL step logs, the rollout summary, bench_rl_coding) reporting its numbers."""
+"""rl.episode_metrics.episode_metrics, the one definition of episode metrics: hand-computed values
+on a small record set (a chain of two segments, a tampered all-pass, a malformed call), the
+unbiased best-of-K against the combinatorial formula, and its users (the agentic suite, the RL
+step logs, the rollout summary, bench_rl_coding) reporting its numbers."""
 
 import importlib.util
 import math
@@ -11,8 +11,8 @@ import random
 import pytest
 
 from eval import agentic
-from eval.metrics import credit, dropped_episode, episode_metrics, passes
 from rl import batch_source
+from rl.episode_metrics import credit, dropped_episode, episode_metrics, passes
 from rl.rollout import summarize
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -78,8 +78,8 @@ def test_hand_computed_metrics_on_mixed_records():
 
 
 def test_pass_and_credit_follow_the_graders_rule():
-    """The pass rule is eval.metrics.all_pass, used by the grader (Grade.all_pass) and the reward's
-    'all_pass' outcome; credit restates the reward's 'fraction' outcome on stored counts (it
+    """The pass rule is rl.episode_metrics.all_pass, used by the grader (Grade.all_pass) and the
+    reward's 'all_pass' outcome; credit restates the reward's 'fraction' outcome on stored counts (it
     imports no rl/ module): they agree on every grade."""
     from rl.envs.tasks import Grade
     from rl.rewards import outcome_reward

@@ -27,7 +27,7 @@ Metrics, means over episodes unless said:
 
     episodes, tasks                  counts
     pass_rate                        every hidden test passed and no tampering (`passes`)
-    best_of_<k>                      mean over tasks of the unbiased pass@k (eval/passk.py) from
+    best_of_<k>                      mean over tasks of the unbiased pass@k (rl/passk.py) from
                                      all n episodes of the task: P(some of k samples passes). Not
                                      the fraction of tasks with any pass among n (that is pass@n,
                                      and is biased for k < n). Needs n >= k for every task.
@@ -47,7 +47,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from eval.passk import pass_at_k
+from rl.passk import pass_at_k
 
 _MISSING = object()
 
