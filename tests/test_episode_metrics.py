@@ -42,6 +42,17 @@ def segment(i: int, policy_tokens: int) -> dict:
     )  # fmt: skip
 
 
+def suite_episode(task, family, sample, passed, total, tokens, calls, malformed, turns) -> dict:
+    """An episode as eval/agentic.py keeps it, by hand: a chain's facts (rl.records.FACTS) with
+    the suite's fields; ended by submit, reward 0."""
+    return dict(
+        task_id=task, segments=1, done_reason="submit", tests_passed=passed, tests_total=total,
+        tampered=False, reward=0.0, reward_terms={},
+        counts=dict(turns=turns, tool_calls=calls, malformed_calls=malformed, summaries=0),
+        family=family, sample=sample, completion_tokens=tokens, transcript="",
+    )  # fmt: skip
+
+
 def records():
     """8 episodes in 9 records. Task a: pass, 1/3, tampered 3/3, the chain (pass, 4 + 7 tokens).
     Task b: 0/2, 1/2 with 2 malformed calls and 1 good one, pass, no test ran (no tool call)."""
@@ -99,6 +110,9 @@ def test_chains_count_once_and_must_be_whole():
     assert (m["episodes"], m["pass_rate"], m["completion_tokens"], m["segments"]) == (1, 1, 11, 2)
     with pytest.raises(ValueError, match=r"chain \('a', 0, 'a/0', 3\) has segments \[1\] of 2"):
         episode_metrics(chain[1:])
+    whole = {k: v for k, v in chain[1].items() if k != "segment"}  # eval's form: chain facts
+    m = episode_metrics([whole])
+    assert (m["episodes"], m["segments"], m["summaries"], m["completion_tokens"]) == (1, 2, 1, 7)
 
 
 def test_best_of_k_is_the_unbiased_estimator_not_the_any_pass_fraction():
@@ -138,7 +152,7 @@ def test_bad_records_get_one_line_errors():
 def test_agentic_suite_reports_the_function_overall_and_per_family():
     rng = random.Random(1)
     eps = [
-        agentic.Episode(f"t{t}", f"fam{t % 2}", s, p, 3, 10 + s, 2, int(s == 1), 3, "submit")
+        suite_episode(f"t{t}", f"fam{t % 2}", s, p, 3, 10 + s, 2, int(s == 1), 3)
         for t in range(6)
         for s in range(4)
         for p in [rng.choice([0, 2, 3])]
@@ -146,7 +160,7 @@ def test_agentic_suite_reports_the_function_overall_and_per_family():
     metrics, items = agentic.summarize(eps, ks=[1, 2, 4])
     overall = episode_metrics(eps, ks=(1, 2, 4))
     assert {k: metrics[k] for k in overall} == overall
-    fam0 = episode_metrics([e for e in eps if e.family == "fam0"], ks=(1, 2, 4))
+    fam0 = episode_metrics([e for e in eps if e["family"] == "fam0"], ks=(1, 2, 4))
     assert {k: metrics[f"fam0/{k}"] for k in fam0} == fam0
     assert sum(it["solved"] for it in items) == overall["pass_rate"] * len(eps)
 
