@@ -44,6 +44,7 @@ from rl.run_config import pool_order
 from rl.samplers import COUNTERS, acceptance
 from rl.store import RolloutStore, rollout_store_path
 from rl.weight_store import WeightWriter, weight_store_path
+from train import trainer
 
 LOG_KEYS = ("reward/mean", "staleness/max", "sync/fraction_of_full")
 # rl.task values whose records carry the hidden tests' grade (rl/coding_sampler.py): their steps
@@ -225,7 +226,6 @@ def broadcast_json(obj):
 def jit_ref_logprobs(cfg, rl, run, params_sh):
     """(ref_params, global batch) -> [B,T] logprobs of the targets under the frozen reference
     (replayed routing), jitted on the trainer's mesh; only built when kl_beta > 0."""
-    from train import trainer
     from train.sharding import batch_sharding
 
     apply = model_apply(cfg)
@@ -244,8 +244,8 @@ def jit_ref_logprobs(cfg, rl, run, params_sh):
     return run_ref
 
 
-class RLBatchSource:
-    """The trainer's batch source for RL (train.trainer.BatchSource's protocol)."""
+class RLBatchSource(trainer.BatchSource):
+    """The trainer's batch source for RL (the module docstring)."""
 
     def __init__(self, config, workdir: str, cfg, *, start_samplers=None, log=print):
         self.config, self.rl, self.cfg = config, config.rl, cfg
@@ -295,8 +295,6 @@ class RLBatchSource:
         self._publish(state.params)
         self._progress()
         if self.rl.kl_beta:
-            from train import trainer
-
             params_sh = jax.tree.map(lambda x: x.sharding, state.params)
             fresh = trainer.fresh_params(run, params_sh)
             ref_params = trainer.initial_params(run, fresh, params_sh, log=lambda _: None)
