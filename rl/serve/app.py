@@ -243,31 +243,27 @@ def make_app(server: Server) -> FastAPI:
             "signal": fb["signal"],
         }
 
-    @app.post("/v1/chat/completions")
-    async def chat(request: Request):
+    async def respond(request: Request, parse, endpoint: str):
+        """One generation endpoint: the body checked and parsed by `parse` (rl/serve/protocol.py)
+        under the server's defaults, then generated (streamed or not) and logged."""
         body = await _body(request)
         pr.check_common(body, model=server.model)
-        req = pr.chat_request(
+        req = parse(
             server.tok,
             body,
             max_new_default=server.max_new_default,
             temperature=server.temperature,
             max_n=server.max_n,
         )
-        return await _generate(server, req, "chat")
+        return await _generate(server, req, endpoint)
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request):
+        return await respond(request, pr.chat_request, "chat")
 
     @app.post("/v1/completions")
     async def completions(request: Request):
-        body = await _body(request)
-        pr.check_common(body, model=server.model)
-        req = pr.completion_request(
-            server.tok,
-            body,
-            max_new_default=server.max_new_default,
-            temperature=server.temperature,
-            max_n=server.max_n,
-        )
-        return await _generate(server, req, "completions")
+        return await respond(request, pr.completion_request, "completions")
 
     return app
 
