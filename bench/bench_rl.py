@@ -27,8 +27,9 @@ from train import trainer
 
 def heldout(cfg, params, rl, n_tasks=32):
     """-> (pass@1 greedy, best-of-4 at temperature 1) on tasks numbered past the pool, both by
-    eval.metrics.episode_metrics (best-of-4: the unbiased pass@4 over each task's 4 samples)."""
-    from eval.metrics import episode_metrics
+    rl.episode_metrics.episode_metrics (best-of-4: the unbiased pass@4 over each task's 4
+    samples)."""
+    from rl.episode_metrics import episode_metrics
 
     reward = sampler_process.make_sampler(rl, cfg).reward_fn
     ids = [rl.pool_size + 1000 + j for j in range(n_tasks)]
@@ -50,8 +51,8 @@ def heldout(cfg, params, rl, n_tasks=32):
 
 
 def toy_records(sequences, task_ids, reward) -> list[dict]:
-    """Completions as eval.metrics records. The toy task has one check, every completion token in
-    the target set (reward 1.0), so it is graded as one test; no tools, one turn."""
+    """Completions as rl.episode_metrics records. The toy task has one check, every completion token
+    in the target set (reward 1.0), so it is graded as one test; no tools, one turn."""
     return [
         dict(
             task_id=str(t),

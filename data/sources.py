@@ -167,6 +167,15 @@ def _field_value(record: Any, field: str, where: str) -> str | list:
     return value
 
 
+def _json_field(text: str, field: str, where: str) -> str | list:
+    """The `field` of the JSON object `text` (one record); a DataError naming `where` otherwise."""
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise DataError("bad_json", where, f"invalid JSON ({e.msg} at column {e.colno})") from None
+    return _field_value(record, field, where)
+
+
 class _MultiFileIndex:
     """Maps a global document index to (file number, index within that file)."""
 
@@ -241,13 +250,7 @@ class JsonlSource:
         text = _decode_utf8(bytes(self._maps[f][start:end]), where).strip()
         if not text:
             raise DataError("empty", where, "blank line")
-        try:
-            record = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise DataError(
-                "bad_json", where, f"invalid JSON ({e.msg} at column {e.colno})"
-            ) from None
-        return Document(_field_value(record, self.field, where), where)
+        return Document(_json_field(text, self.field, where), where)
 
 
 class ParquetSource:
@@ -319,13 +322,7 @@ class ArrayRecordSource:
         text = _decode_utf8(self._readers[f][record], where)
         if not self.field:
             return Document(text, where)
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise DataError(
-                "bad_json", where, f"invalid JSON ({e.msg} at column {e.colno})"
-            ) from None
-        return Document(_field_value(value, self.field, where), where)
+        return Document(_json_field(text, self.field, where), where)
 
 
 def open_source(spec: SourceSpec):

@@ -1,17 +1,18 @@
 """Agentic suite in the style of CursorBench: multi-turn episodes in `rl.envs.CodingEnv` on terse
 tasks, K samples per task; pass rate, partial credit, completion tokens, tool calls, turns and the
-malformed-call rate per family and best-of-K (all by eval.metrics.episode_metrics, the one
+malformed-call rate per family and best-of-K (all by rl.episode_metrics.episode_metrics, the one
 definition the RL loop and the benchmarks use too); score against completion tokens. With
 self-summarization (env_kwargs summary=SummaryConfig, rl/envs/summary.py) an episode's summaries
 and segments are reported too, and `compare_summaries` plays the suite with and without
 summaries at the same context budget (per family pass rates side by side).
 
-A *policy* here is anything with `play(jobs) -> list[Episode]`, where a job is (task, sample
-index): `ScriptedPolicy` (known behaviour, for tests), `ModelPolicy` (the model on the rollout
-driver, rl.rollout.play_episodes). Episodes are graded by the environment's hidden tests only; an
-episode whose grader caught tampering counts as failed (no pass, no partial credit). Each episode
-also carries the reward RL would train on (rl/rewards.py under the policy's RewardConfig, default
-RewardConfig(): the record's own reward, rl/records.py), reported as the mean `reward`.
+A *policy* here is anything with `play(jobs) -> list[dict]` (episodes: `played_episode`), where a
+job is (task, sample index): `ScriptedPolicy` (known behaviour, for tests), `ModelPolicy` (the model
+on the rollout driver, rl.rollout.play_episodes). Episodes are graded by the environment's hidden
+tests only; an episode whose grader caught tampering counts as failed (no pass, no partial credit).
+Each episode also carries the reward RL would train on (rl/rewards.py under the policy's
+RewardConfig, default RewardConfig(): the record's own reward, rl/records.py), reported as the
+mean `reward`.
 
 Task sets: procedural families from rl.envs.taskgen drawn from a seed stream that training never
 uses (EVAL_SEED_BASE + seed), families in HELD_OUT_TEMPLATES that an RL task pool should leave out
@@ -20,45 +21,26 @@ uses (EVAL_SEED_BASE + seed), families in HELD_OUT_TEMPLATES that an RL task poo
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 
-from eval.metrics import credit, episode_metrics, passes
-
 # HELD_OUT_TEMPLATES (never in an RL pool) live beside the templates, so rl/ need not import eval/
 from rl.envs.taskgen import HELD_OUT_TEMPLATES, training_templates  # noqa: F401
+from rl.episode_metrics import credit, dropped_episode, episode_metrics, field, passes
+from rl.records import chain_facts
 from rl.rewards import RewardConfig
 
 EVAL_SEED_BASE = 1_000_003  # eval task seeds: generate_tasks(n, seed=EVAL_SEED_BASE + seed)
 
 
-@dataclasses.dataclass(frozen=True)
-class Episode:
-    task_id: str
-    family: str
-    sample: int
-    tests_passed: int  # hidden tests passed (the field names eval.metrics reads)
-    tests_total: int
-    completion_tokens: int  # tokens the policy emitted (all turns)
-    tool_calls: int  # well-formed calls executed
-    malformed_calls: int
-    turns: int
-    done_reason: str
-    tampered: bool = False  # the grader caught the repo bending its results: a failure
-    transcript: str = ""  # digest of the episode's token ids (prompt, turns, observations)
-    summaries: int = 0  # summary turns (segment boundaries) of the episode's chain
-    reward: float = 0.0  # the RL reward of its record (rl/rewards.py, rl/records.py)
-
-    @property
-    def solved(self) -> bool:
-        return passes(self)
-
-    @property
-    def partial(self) -> float:
-        return credit(self)
+# The report's per-sample fields (one JSON schema for every run): the episode's, flat.
+SAMPLE_FIELDS = (
+    "task_id", "family", "sample", "tests_passed", "tests_total", "completion_tokens",
+    "tool_calls", "malformed_calls", "turns", "done_reason", "tampered", "transcript",
+    "summaries", "reward",
+)  # fmt: skip
 
 
 def family(task) -> str:
@@ -70,26 +52,26 @@ def transcript_digest(tokens) -> str:
     return hashlib.sha256(",".join(map(str, tokens)).encode()).hexdigest()[:16]
 
 
-def episode_from_record(task, sample: int, rec: dict, completion_tokens: int, tokens) -> Episode:
-    """From a record (rl/records.py; a chain's last segment) or an episode's facts
-    (rl.records.episode_facts): the grade, counts and reward. `tokens`: the whole chain's ids."""
-    c = rec["counts"]
-    return Episode(
-        task_id=task.id,
+def played_episode(task, sample: int, rec: dict, completion_tokens: int, tokens) -> dict:
+    """An episode as the suite keeps it: the chain's facts (rl.records.chain_facts of a record, a
+    chain's last segment, or of rl.records.episode_facts: grade, counts, reward) with the suite's
+    bookkeeping: family, sample, completion_tokens, transcript (`tokens`: the whole chain's ids)."""
+    return dict(
+        chain_facts(rec),
         family=family(task),
         sample=sample,
-        tests_passed=rec["tests_passed"],
-        tests_total=rec["tests_total"],
         completion_tokens=completion_tokens,
-        tool_calls=c["tool_calls"],
-        malformed_calls=c["malformed_calls"],
-        turns=c["turns"],
-        done_reason=rec["done_reason"],
-        tampered=rec["tampered"],
         transcript=transcript_digest(tokens),
-        summaries=c["summaries"],
-        reward=rec["reward"],
     )
+
+
+def dropped(task, sample: int) -> dict:
+    """An episode the driver dropped (rl.episode_metrics.dropped_episode: a failure, not a gap),
+    with the suite's bookkeeping; its reward counts as 0."""
+    return dict(
+        dropped_episode(task.id), family=family(task), sample=sample, transcript="", summaries=0,
+        reward=0.0,
+    )  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- task sets
@@ -169,7 +151,7 @@ class ScriptedPolicy:
         end = self.tok.special_id("end")
         return [self.tok.encode(tool_call_text(n, a), allow_special=True) + [end] for n, a in calls]
 
-    def play(self, jobs: Sequence[tuple]) -> list[Episode]:
+    def play(self, jobs: Sequence[tuple]) -> list[dict]:
         from rl.envs import CodingEnv, run_episode
         from rl.records import episode_facts
 
@@ -184,7 +166,7 @@ class ScriptedPolicy:
             rec = run_episode(env, task, policy)
             chain = [t for s in rec.all_segments() for t in s["tokens"]]
             facts = episode_facts(rec, self.tok, self.reward)
-            out.append(episode_from_record(task, sample, facts, rec.generated_tokens, chain))
+            out.append(played_episode(task, sample, facts, rec.generated_tokens, chain))
         return out
 
 
@@ -251,7 +233,7 @@ class ModelPolicy:
             )
         return self.engine
 
-    def play(self, jobs: Sequence[tuple]) -> list[Episode]:
+    def play(self, jobs: Sequence[tuple]) -> list[dict]:
         from rl.records import policy_tokens as policy_tokens_of
         from rl.rollout import play_episodes
 
@@ -271,7 +253,7 @@ class ModelPolicy:
         for msg in out.stats["error_messages"]:  # e.g. a prompt longer than the context
             print(f"agentic: episode dropped (scored as failed): {msg}")
         self.errors += out.stats["error_messages"]
-        episodes: list[Episode | None] = [None] * len(jobs)
+        episodes: list[dict | None] = [None] * len(jobs)
         chains = defaultdict(list)  # a summarizing episode is several records, one per segment
         for rec in out.records:
             chains[rec["group"] * k + rec["sample"]].append(rec)
@@ -280,10 +262,10 @@ class ModelPolicy:
             task, sample = jobs[i]
             tokens = [int(t) for r in recs for t in r["tokens"]]
             policy_tokens = sum(policy_tokens_of(r) for r in recs)
-            episodes[i] = episode_from_record(task, sample, recs[-1], policy_tokens, tokens)
+            episodes[i] = played_episode(task, sample, recs[-1], policy_tokens, tokens)
         for i, (task, sample) in enumerate(jobs):  # dropped by the driver: a failure, not a gap
             if episodes[i] is None:
-                episodes[i] = Episode(task.id, family(task), sample, 0, 0, 0, 0, 0, 0, "error")
+                episodes[i] = dropped(task, sample)
         return episodes
 
 
@@ -317,37 +299,41 @@ def run_suite(policy, tasks: Sequence, n_samples: int, progress=None, chunk: int
     return episodes
 
 
-def summarize(episodes: Sequence[Episode], ks: Sequence[int]) -> tuple[dict, list[dict]]:
-    """(metrics, items): eval.metrics.episode_metrics overall (pass rate, best_of_<K>, partial
+def summarize(episodes: Sequence[dict], ks: Sequence[int]) -> tuple[dict, list[dict]]:
+    """(metrics, items): rl.episode_metrics.episode_metrics overall (pass rate, best_of_<K>, partial
     credit, tokens, calls, turns, malformed rate, summaries) and per family as '<family>/<metric>',
     and one item per task with its samples."""
     if not episodes:
         raise ValueError("agentic: no episodes to summarize")
     metrics = episode_metrics(episodes, ks)
-    by_family: dict[str, list[Episode]] = defaultdict(list)
+    by_family: dict[str, list[dict]] = defaultdict(list)
     for e in episodes:
-        by_family[e.family].append(e)
+        by_family[e["family"]].append(e)
     for fam in sorted(by_family):
         for k, v in episode_metrics(by_family[fam], ks).items():
             metrics[f"{fam}/{k}"] = v
-    per_task: dict[str, list[Episode]] = defaultdict(list)
+    per_task: dict[str, list[dict]] = defaultdict(list)
     for e in episodes:
-        per_task[e.task_id].append(e)
+        per_task[e["task_id"]].append(e)
     items = [
         dict(
             id=tid,
-            family=eps[0].family,
-            held_out_family=eps[0].family in HELD_OUT_TEMPLATES,
-            solved=sum(e.solved for e in eps),
+            family=eps[0]["family"],
+            held_out_family=eps[0]["family"] in HELD_OUT_TEMPLATES,
+            solved=sum(passes(e) for e in eps),
             n=len(eps),
-            samples=[
-                dict(dataclasses.asdict(e), solved=e.solved, partial=e.partial)
-                for e in sorted(eps, key=lambda e: e.sample)
-            ],
+            samples=[_sample(e) for e in sorted(eps, key=lambda e: e["sample"])],
         )
         for tid, eps in per_task.items()
     ]
     return metrics, items
+
+
+def _sample(episode: dict) -> dict:
+    """One sample of a report item: SAMPLE_FIELDS (counts read from the facts' 'counts'), whether
+    it passed and its partial credit."""
+    out = {name: field(episode, name) for name in SAMPLE_FIELDS}
+    return dict(out, solved=passes(episode), partial=credit(episode))
 
 
 def tokens_curve(metrics: dict, ks: Sequence[int]) -> list[tuple[float, float, int]]:

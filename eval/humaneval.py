@@ -43,7 +43,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from eval.passk import mean_pass_at_k
+from rl.passk import mean_pass_at_k
 
 # Completions are cut at the first of these (the Codex paper's stop sequences): what follows the
 # function body is another top-level statement, which the tests never need.
@@ -82,6 +82,16 @@ def truncate_completion(text: str) -> str:
 VERDICT = "HUMANEVAL-VERDICT"  # eval/humaneval_grader/runner.py's line: VERDICT <nonce> <verdict>
 GRADER_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "humaneval_grader")
 GRADER_FILES = ("runner.py", "child.py", "wire.py")
+
+
+def grader_files() -> dict[str, str]:
+    """{file name in the sandbox's grader dir: its source}: this grader's files and the modules it
+    shares with the hidden-test grader (rl/envs/grader/__init__.py)."""
+    from rl.envs.grader import shared_files
+
+    return {name: os.path.join(GRADER_DIR, name) for name in GRADER_FILES} | shared_files()
+
+
 # The runner's own budget: the sandbox's timeout minus start-up room, so a slow candidate is
 # reported as a timeout by the runner before the sandbox kills everything.
 RUNNER_BUDGET = 0.9
@@ -102,8 +112,8 @@ def run_completion(problem: dict, completion: str, timeout_s: float = 10.0) -> d
     )
     with Sandbox.from_files({"solution.py": problem["prompt"] + completion}) as box:
         host_dir, inside_dir = box.readonly_dir("grader")
-        for name in GRADER_FILES:
-            shutil.copy(os.path.join(GRADER_DIR, name), os.path.join(host_dir, name))
+        for name, src in grader_files().items():
+            shutil.copy(src, os.path.join(host_dir, name))
         r = box.run(
             f"exec python3 -I -S {inside_dir}/runner.py",
             timeout_s=timeout_s,

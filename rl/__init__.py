@@ -7,6 +7,8 @@ stage):
     batch.py           records -> padded training rows, group-relative advantages
     losses.py          the RL policy loss (GRPO variant, TIS, KL, router replay), pure
     rewards.py         the reward: a pure function of an episode's grade and counts
+    episode_metrics.py episode metrics and the pass rule, defined once (RL logs, eval, benchmarks)
+    passk.py           the unbiased pass@k estimator (best-of-K, HumanEval)
     records.py         the episode record: per-token fields written once
     store.py           the rollout store (one atomically written file per group)
     weight_store.py    the weight store (shard-wise: snapshots + lossless deltas, resharding fetch, GC)

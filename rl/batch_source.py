@@ -35,19 +35,21 @@ import time
 import jax
 import numpy as np
 
-from eval.metrics import episode_metrics
 from rl import batch as rb
 from rl import timeline
+from rl.episode_metrics import episode_metrics
 from rl.losses import model_apply, policy_forward, token_logprobs
 from rl.records import reward_metrics
 from rl.run_config import pool_order
 from rl.samplers import COUNTERS, acceptance
 from rl.store import RolloutStore, rollout_store_path
 from rl.weight_store import WeightWriter, weight_store_path
+from train import trainer
 
 LOG_KEYS = ("reward/mean", "staleness/max", "sync/fraction_of_full")
 # rl.task values whose records carry the hidden tests' grade (rl/coding_sampler.py): their steps
-# also log eval.metrics.episode_metrics, and the progress line (and an eval gate) gets pass_rate.
+# also log rl.episode_metrics.episode_metrics, and the progress line (and an eval gate) gets
+# pass_rate.
 GRADED_TASKS = ("coding",)
 
 
@@ -157,7 +159,7 @@ def graded(recs) -> bool:
 def step_metrics(recs, stats, train_metrics, sync, dt):
     """Host scalars of one RL step: the reward and its parts (rl.records.reward_metrics, as
     rollout summaries report them), staleness, throughput, weight-sync bytes, and for graded
-    records the episode metrics of eval.metrics.episode_metrics (pass rate, partial credit,
+    records the episode metrics of rl.episode_metrics.episode_metrics (pass rate, partial credit,
     tokens, calls, turns, malformed rates: the agentic suite's and the benchmarks' definition).
     Episode means count each chain once (rl/records.py); token counts take every record."""
     m = {k: float(v) for k, v in train_metrics.items()}
@@ -224,7 +226,6 @@ def broadcast_json(obj):
 def jit_ref_logprobs(cfg, rl, run, params_sh):
     """(ref_params, global batch) -> [B,T] logprobs of the targets under the frozen reference
     (replayed routing), jitted on the trainer's mesh; only built when kl_beta > 0."""
-    from train import trainer
     from train.sharding import batch_sharding
 
     apply = model_apply(cfg)
@@ -243,8 +244,8 @@ def jit_ref_logprobs(cfg, rl, run, params_sh):
     return run_ref
 
 
-class RLBatchSource:
-    """The trainer's batch source for RL (train.trainer.BatchSource's protocol)."""
+class RLBatchSource(trainer.BatchSource):
+    """The trainer's batch source for RL (the module docstring)."""
 
     def __init__(self, config, workdir: str, cfg, *, start_samplers=None, log=print):
         self.config, self.rl, self.cfg = config, config.rl, cfg
@@ -294,8 +295,6 @@ class RLBatchSource:
         self._publish(state.params)
         self._progress()
         if self.rl.kl_beta:
-            from train import trainer
-
             params_sh = jax.tree.map(lambda x: x.sharding, state.params)
             fresh = trainer.fresh_params(run, params_sh)
             ref_params = trainer.initial_params(run, fresh, params_sh, log=lambda _: None)

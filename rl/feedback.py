@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from rl.batch import group_advantages
-from rl.records import completion_record
+from rl.records import from_json, policy_tokens
 from rl.rewards import feedback_reward
 from rl.serve.interaction_log import exchange_key, feedback_key, read_log
 
@@ -58,25 +58,20 @@ def training_records(log_dir, cursor, end, *, base_version, rt, max_tokens):
         if ex is None:
             stats["orphan"] += 1
             continue
-        plen, tokens = ex["prompt_len"], ex["tokens"]
-        versions = np.asarray(ex["versions"][plen:], np.int64)
+        rec = from_json(ex)  # the served record (rl/serve/app.py), reward still None
+        versions = rec["versions"][rec["mask"] == 1]  # the completion's
         oldest = int(versions.min()) if versions.size else base_version
         if base_version - oldest > rt.max_staleness:
             stats["stale"] += 1
             continue
-        if len(tokens) > max_tokens + 1 or len(tokens) - plen < 1:
+        if len(rec["tokens"]) > max_tokens + 1 or policy_tokens(rec) < 1:
             stats["too_long"] += 1
             continue
         reward = feedback_reward(fb, ex.get("completion_text", ""), rt.reward)
         stats["by_signal"][fb["signal"]] = stats["by_signal"].get(fb["signal"], 0) + 1
-        experts = np.asarray(ex["experts"], np.int32).reshape(len(ex["experts"]), len(tokens), -1)
         records.append(
-            completion_record(
-                tokens[:plen],
-                tokens[plen:],
-                ex["logprobs"][plen:],  # the log holds the prompt's as 0.0 / -1
-                ex["versions"][plen:],
-                experts,
+            dict(
+                rec,
                 id=rid,
                 reward=reward,
                 reward_terms={"outcome": reward},  # the user's signal is the whole reward

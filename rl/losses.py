@@ -59,6 +59,13 @@ import jax
 import jax.numpy as jnp
 
 from model import context
+from train.losses import (
+    _shift_left,
+    forced_experts,
+    mtp_mask,
+    only_mtp_differentiable,
+    zigzag_batch,
+)
 
 KL_MODES = ("k2", "reward")
 
@@ -101,7 +108,6 @@ def mtp_distillation(mtp_logits, logits, mask, segment_ids, temperature, valid_v
     masked tokens []), at softmax(logits / temperature) over ids < valid_vocab (0: all).
 
     mtp_logits [M,B,T,V]: head k at t predicts token t+k+2, as the main head at t+k+1 does."""
-    from train.losses import _shift_left, mtp_mask
 
     scale = temperature if temperature > 0 else 1.0
     vocab = logits.shape[-1]
@@ -130,39 +136,28 @@ def mtp_distillation(mtp_logits, logits, mask, segment_ids, temperature, valid_v
 def policy_forward(apply_fn, params, batch, *, router_replay: bool = True):
     """The policy's forward on an RL batch (the loss's, and the frozen reference's in
     rl/batch_source.py): apply_fn (model_apply) on tokens/positions/segment_ids, replaying the
-    sampler's routing when router_replay and the batch has forced_experts [B,n,T,k] (n = 0: a
-    dense model, nothing to replay)."""
-    forced = None
-    if router_replay and batch.get("forced_experts") is not None:
-        forced = jnp.moveaxis(batch["forced_experts"], 1, 0)  # [B,n,T,k] -> [n,B,T,k]
-        forced = forced if forced.shape[0] else None
+    sampler's routing when router_replay and the batch has forced_experts [B,n,T,k] (the one
+    layout: train.losses.forced_experts; n = 0: a dense model, nothing to replay)."""
     return apply_fn(
         params,
         batch["tokens"],
         positions=batch["positions"],
         segment_ids=batch["segment_ids"],
-        forced_experts=forced,
+        forced_experts=forced_experts(batch) if router_replay else None,
     )
 
 
 def context_order(batch: dict, cp: int, mtp: bool = False) -> dict:
     """The RL batch in context parallelism's zig-zag token order (model/context.py), as the LM loss
-    does: every term of the loss is a sum over a row's tokens, which the order leaves alone.
-    forced_experts [B,n,T,k] is reordered on its T axis (2); the MTP term shifts targets along T,
-    which the reorder breaks, so it is refused with a context axis."""
-    if cp == 1:
-        return batch
-    if mtp:
+    does (train.losses.zigzag_batch): every term of the loss is a sum over a row's tokens, which
+    the order leaves alone. The MTP term shifts targets along T, which the reorder breaks, so it is
+    refused with a context axis."""
+    if cp > 1 and mtp:
         raise ValueError(
             f"rl.mtp_weight with a context axis of {cp}: the MTP term's targets shift along the "
             "sequence, which context parallelism reorders; set rl.mtp_weight=0"
         )
-    forced = batch.get("forced_experts")
-    out = context.to_zigzag({k: v for k, v in batch.items() if k != "forced_experts"}, cp)
-    if forced is not None:
-        order = context.zigzag_order(batch["tokens"].shape[1], cp)
-        out["forced_experts"] = jnp.take(forced, order, axis=2)
-    return out
+    return zigzag_batch(batch, cp)
 
 
 def make_rl_loss(
@@ -257,7 +252,6 @@ def model_mtp_apply(cfg) -> Callable:
     modules (hidden states, embedding, output head) enters through stop_gradient: this term's
     gradient reaches the MTP modules only, and the trunk's backward for it is never built."""
     from model.transformer import Transformer
-    from train.losses import only_mtp_differentiable
 
     module = Transformer(cfg)
 

@@ -28,12 +28,13 @@ import numpy as np
 from rl import batch as rb
 from rl import feedback as fbk
 from rl.serve.interaction_log import end_positions
+from train.trainer import BatchSource
 
 
-class FeedbackSource:
-    """The trainer's batch source (train.trainer.BatchSource protocol) over one cycle's records:
-    `epochs` passes in a seeded order, train.batch_size rows per step, advantages per
-    rl/feedback.py `advantages` (precomputed over the whole cycle, not per batch)."""
+class FeedbackSource(BatchSource):
+    """The trainer's batch source over one cycle's records: `epochs` passes in a seeded order,
+    train.batch_size rows per step, advantages per rl/feedback.py `advantages` (precomputed over the
+    whole cycle, not per batch). The trainer's defaults (start, device_batch, close) are kept."""
 
     log_keys = ("reward/mean",)
 
@@ -48,9 +49,6 @@ class FeedbackSource:
 
     def get_state(self):
         return {"next": self.next}
-
-    def start(self, run, state) -> None:
-        del run, state
 
     def next_batch(self, step: int):
         del step
@@ -71,14 +69,8 @@ class FeedbackSource:
         self.rewards = [r["reward"] for r in recs]
         return b
 
-    def device_batch(self, batch):
-        return batch
-
     def after_step(self, state, step, metrics):
         return {"reward/mean": float(np.mean(self.rewards)), "loss": float(metrics["loss"])}
-
-    def close(self) -> None:
-        pass
 
 
 # -- state
@@ -162,8 +154,7 @@ def run_cycle(config, workdir: str, *, evaluate, check, log=print) -> dict:
     evaluate(config, export dir, out dir, log) -> {metric: value} (eval/promotion.py
     `suite_metrics`: the eval suites); check(base metrics, candidate metrics) -> (ok, deltas,
     reasons) (eval/promotion.py `no_regression` with the parsed realtime.gates). Injected by
-    main.py: rl/ imports no eval/ suite (eval uses rl; rl/ imports only the leaf
-    eval.metrics)."""
+    main.py: rl/ imports nothing of eval/ (eval uses rl)."""
     from model.export import save_params
     from rl.serve.server import serve_paths
 

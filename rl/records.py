@@ -2,14 +2,16 @@
 needs per token and the reward RL trains on.
 
 One form: a record is a plain dict with the fields below, whoever made it (the multi-turn driver
-rl/rollout.py, the single-turn samplers, served feedback) and whoever reads it (the rollout store
+rl/rollout.py, the single-turn samplers, the server: each served choice is logged as a record whose
+reward rl/feedback.py fills in) and whoever reads it (the rollout store
 rl/store.py, the collator rl/batch.py, summaries, the trainer's logs, eval). A dict, not a class,
 because the record crosses every boundary as data: the rollout store holds it as arrays plus JSON
 (no pickle), `--mode=rollout` as JSON lines, and producers add their own bookkeeping fields
 (a sampler's 'task' and 'sample_seconds', served feedback's 'id' and 'staleness'); a class would
 need a to/from-dict pair at each of those boundaries, which is the second form this replaces.
 The field lists are written once, here; `check_record` checks one; the builders
-(`episode_records`, `completion_record`) are the only places a record is assembled.
+(`episode_records`, `completion_record`) are the only places a record is assembled. An episode,
+to eval (eval/agentic.py), is its chain's FACTS (`chain_facts`) plus the suite's bookkeeping.
 
 Per-token fields, all of length L = len(tokens), aligned with `tokens`:
 
@@ -74,6 +76,18 @@ DTYPES = dict(
     tokens=np.int32, mask=np.int32, logprobs=np.float32, versions=np.int32, malformed_mask=np.int32
 )
 CHAIN_FIELDS = ("chain", "segment", "segments")  # which chain of the group, which segment
+# The chain's facts (episode_facts), identical on every segment: what an episode is to eval.
+FACTS = (
+    "task_id",
+    "segments",
+    "done_reason",
+    "tests_passed",
+    "tests_total",
+    "tampered",
+    "counts",
+    "reward",
+    "reward_terms",
+)
 REQUIRED = ARRAY_FIELDS + ("group_id", "reward", "reward_terms")
 COUNTS = (
     "turns",
@@ -162,6 +176,16 @@ def episode_facts(env_rec, tok, reward_cfg: RewardConfig) -> dict:
     }
     facts["reward"], facts["reward_terms"] = episode_reward(facts, reward_cfg)
     return facts
+
+
+def chain_facts(rec: dict) -> dict:
+    """The FACTS of a record (any segment of its chain) or of `episode_facts`' dict; a ValueError
+    naming the record and the fields when some are missing."""
+    missing = [f for f in FACTS if f not in rec]
+    if missing:
+        name = rec.get("group_id", rec.get("task_id", "?"))
+        raise ValueError(f"record {name}: missing chain fact(s) {missing}")
+    return {f: rec[f] for f in FACTS}
 
 
 def episode_records(
@@ -276,7 +300,7 @@ def reward_metrics(records) -> dict:
     """The reward scalars every report shows (rollout summaries, the RL trainer's logs and
     TensorBoard): 'reward/mean' and 'reward/<term>' per part (the mean over episodes that have
     it), over episodes (`episode_ends`: each chain once). Pass rate and the other episode metrics:
-    eval.metrics.episode_metrics."""
+    rl.episode_metrics.episode_metrics."""
     eps = episode_ends(records)
     out = {"reward/mean": float(np.mean([r["reward"] for r in eps])) if eps else 0.0}
     terms: dict[str, list[float]] = {}

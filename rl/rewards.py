@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from eval.metrics import all_pass
+from rl.episode_metrics import all_pass
 
 TAMPER_SCORE = -1.0  # below every honest outcome (an honest failure scores 0)
 LENGTH_QUANTITIES = ("thinking_tokens", "tool_io_tokens", "output_tokens", "tool_calls", "turns")
@@ -77,7 +77,7 @@ def outcome_reward(passed: int, total: int, mode: str, tampered: bool = False) -
     if total <= 0:
         return 0.0  # no hidden test ran (e.g. the episode never submitted): no credit
     if mode == "all_pass":
-        return float(all_pass(passed, total, tampered))  # the one pass rule (eval/metrics.py)
+        return float(all_pass(passed, total, tampered))  # the one pass rule (rl/episode_metrics.py)
     return passed / total
 
 

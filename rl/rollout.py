@@ -43,9 +43,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from data.tokenizers import Tokenizer
-from eval.metrics import episode_metrics, passes
 from rl import records as rr
 from rl import timeline
+from rl.episode_metrics import episode_metrics, passes
 from rl.rewards import RewardConfig
 
 
@@ -78,6 +78,38 @@ def _timed(stats: dict, fn, *args):
         stats["sandbox_s"] += time.perf_counter() - t0  # float += under the GIL: fine for stats
 
 
+@dataclasses.dataclass(frozen=True)
+class _Rules:
+    """What play_episodes was asked for, as its steps need it."""
+
+    tok: Tokenizer
+    max_turn_tokens: int
+    cache: int  # the engine's cache_len: no context outgrows it
+    stops: tuple[int, ...]  # a turn ends at <|end|> or EOS
+    forced: bool  # scripted turns (teacher forcing): records say policy 'forced'
+    reward: RewardConfig
+    reuse_prefix: bool
+    on_record: Callable[[dict], None] | None
+
+
+@dataclasses.dataclass
+class _Run:
+    """One play_episodes call's moving parts: the engine, the sandbox workers, live episodes, the
+    sandbox calls in flight (future -> (episode, 'reset' | 'step')) and what came out."""
+
+    engine: object
+    pool: cf.ThreadPoolExecutor
+    live: dict = dataclasses.field(default_factory=dict)  # rid -> _Episode
+    inflight: dict = dataclasses.field(default_factory=dict)
+    records: list[dict] = dataclasses.field(default_factory=list)
+    errors: list[str] = dataclasses.field(default_factory=list)
+    stats: dict = dataclasses.field(
+        default_factory=lambda: dict(
+            sandbox_s=0.0, wait_s=0.0, errors=0, segments_started=0, prefix_reused_tokens=0
+        )
+    )
+
+
 def play_episodes(
     engine,
     tok: Tokenizer,
@@ -108,119 +140,159 @@ def play_episodes(
             f"workers={workers} must all be >= 1"
         )
     cache = engine.spec.cache_len
-    if env_factory is None:
-        from rl.envs.env import CodingEnv
-
-        kw = dict(env_kwargs or {})
-        kw["max_tokens"] = min(kw.get("max_tokens", cache), cache)  # the context must fit the cache
-        env_factory = lambda: CodingEnv(tok, **kw)
-    stops = [tok.special_id("end"), tok.eos_id]
+    env_factory = env_factory or _coding_env_factory(tok, env_kwargs, cache)
+    stops = (tok.special_id("end"), tok.eos_id)
+    rules = _Rules(
+        tok, max_turn_tokens, cache, stops, scripted is not None, reward, reuse_prefix, on_record
+    )
     todo = collections.deque((g, i, t) for g, t in enumerate(tasks) for i in range(group_size))
     total = len(todo)
-    stats = {
-        "sandbox_s": 0.0,
-        "wait_s": 0.0,
-        "errors": 0,
-        "segments_started": 0,
-        "prefix_reused_tokens": 0,
-    }
-    errors: list[str] = []
-    records: list[dict] = []
-    live: dict[tuple, _Episode] = {}
-    inflight: dict[cf.Future, tuple[_Episode, str]] = {}
     t_start = last_log = time.perf_counter()
     timing0, counters0 = dict(engine.timing), engine.counters()
-
-    def turn_args(ep: _Episode) -> dict:
-        room = min(max_turn_tokens, ep.env.max_tokens - len(ep.context), cache - len(ep.context))
-        if room <= 0:  # the env ends an episode at its budget, so only a prompt can overflow here
-            raise ValueError(
-                f"context of {len(ep.context)} tokens leaves no room for a turn (episode budget "
-                f"{ep.env.max_tokens}, cache {cache} tokens): raise the context or shorten the prompt"
-            )
-        forced = list(ep.policy(ep.context)) if ep.policy else None
-        max_new = len(forced) if forced else room
-        return dict(max_new=max_new, stop_tokens=stops, forced=forced)
-
-    def drop(ep: _Episode, err: BaseException) -> None:
-        stats["errors"] += 1
-        errors.append(f"{ep.task.id} #{ep.rid}: {type(err).__name__}: {err}")
-        try:
-            engine.finish(ep.rid)
-        except ValueError:
-            pass  # never started / still queued
-        ep.env.close()
-        live.pop(ep.rid)
-
     with cf.ThreadPoolExecutor(workers) as pool:
-        while todo or live:
-            while todo and len(live) < engine.spec.slots:
-                g, i, task = todo.popleft()
-                ep = _Episode((g, i), task, env_factory(), scripted(task) if scripted else None)
-                live[ep.rid] = ep
-                inflight[pool.submit(_timed, stats, ep.env.reset, task)] = (ep, "reset")
-            done = [f for f in inflight if f.done()]
-            if not done and not engine.busy:  # nothing to decode: wait for a sandbox
-                t0 = time.perf_counter()
-                with timeline.span("sandbox_wait"):
-                    cf.wait(list(inflight), return_when=cf.FIRST_COMPLETED)
-                stats["wait_s"] += time.perf_counter() - t0
-                done = [f for f in inflight if f.done()]
-            for fut in done:
-                ep, kind = inflight.pop(fut)
+        run = _Run(engine, pool)
+        while todo or run.live:
+            _start_episodes(run, todo, env_factory, scripted)
+            for fut in _ready(run):
+                ep, kind = run.inflight.pop(fut)
                 try:
-                    result = fut.result()
-                    if kind == "reset":
-                        ep.context, ep.pieces = list(result), [list(result)]
-                        engine.submit(ep.rid, result, **turn_args(ep))
-                        continue
-                    obs, finished = result
-                    if finished:
-                        ep.pieces.append(list(obs))  # context_limit ends with an observation
-                        recs = _make_records(ep, engine, tok, scripted is not None, reward)
-                        live.pop(ep.rid)
-                        records.extend(recs)
-                        if on_record:
-                            for rec in recs:
-                                on_record(rec)
-                        continue
-                    keep = getattr(ep.env, "segment_start", None)
-                    if keep is not None:  # a summary ended the segment: obs is the next context
-                        _next_segment(ep, engine, obs, keep if reuse_prefix else 0)
-                        stats["segments_started"] += 1
-                        if reuse_prefix:
-                            stats["prefix_reused_tokens"] += keep
-                            engine.extend(ep.rid, obs[keep:], **turn_args(ep))
-                        else:
-                            engine.submit(ep.rid, obs, **turn_args(ep))
-                        continue
-                    ep.pieces.append(list(obs))
-                    ep.context += obs
-                    engine.extend(ep.rid, obs, **turn_args(ep))
+                    _advance(run, ep, kind, fut.result(), rules)
                 except Exception as e:  # a broken episode is skipped and counted, not fatal
-                    drop(ep, e)
+                    _drop(run, ep, e)
             if engine.busy:
-                if before_step:
-                    before_step()
-                for turn in engine.step(max_iterations):
-                    ep = live[turn.request]
-                    ep.turns.append(turn)
-                    ep.pieces.append(turn.tokens)
-                    ep.context += turn.tokens
-                    inflight[pool.submit(_timed, stats, ep.env.step, turn.tokens)] = (ep, "step")
+                _step_engine(run, max_iterations, before_step)
             now = time.perf_counter()
             if log_every_s and now - last_log >= log_every_s:
                 last_log = now
-                log(_progress(records, total, len(live), now - t_start))
+                log(_progress(run.records, total, len(run.live), now - t_start))
+    wall = time.perf_counter() - t_start
+    return Rollouts(run.records, _final_stats(run, wall, timing0, counters0))
+
+
+def _coding_env_factory(tok: Tokenizer, env_kwargs: dict | None, cache: int) -> Callable:
+    from rl.envs.env import CodingEnv
+
+    kw = dict(env_kwargs or {})
+    kw["max_tokens"] = min(kw.get("max_tokens", cache), cache)  # the context must fit the cache
+    return lambda: CodingEnv(tok, **kw)
+
+
+def _start_episodes(run: _Run, todo: collections.deque, env_factory, scripted) -> None:
+    """Fills the engine's free slots with the next episodes; each starts with its env's reset."""
+    while todo and len(run.live) < run.engine.spec.slots:
+        g, i, task = todo.popleft()
+        ep = _Episode((g, i), task, env_factory(), scripted(task) if scripted else None)
+        run.live[ep.rid] = ep
+        run.inflight[run.pool.submit(_timed, run.stats, ep.env.reset, task)] = (ep, "reset")
+
+
+def _ready(run: _Run) -> list[cf.Future]:
+    """The sandbox calls that have returned; with none and nothing to decode, waits for one."""
+    done = [f for f in run.inflight if f.done()]
+    if not done and not run.engine.busy:
+        t0 = time.perf_counter()
+        with timeline.span("sandbox_wait"):
+            cf.wait(list(run.inflight), return_when=cf.FIRST_COMPLETED)
+        run.stats["wait_s"] += time.perf_counter() - t0
+        done = [f for f in run.inflight if f.done()]
+    return done
+
+
+def _advance(run: _Run, ep: _Episode, kind: str, result, rules: _Rules) -> None:
+    """An episode's sandbox call returned: a reset's prompt starts its first turn; a step's
+    (observation, finished) ends the episode, starts its next segment or its next turn."""
+    if kind == "reset":
+        ep.context, ep.pieces = list(result), [list(result)]
+        run.engine.submit(ep.rid, result, **_turn_args(ep, rules))
+        return
+    obs, finished = result
+    if finished:
+        ep.pieces.append(list(obs))  # context_limit ends with an observation
+        _finish(run, ep, rules)
+        return
+    keep = getattr(ep.env, "segment_start", None)
+    if keep is not None:  # a summary ended the segment: obs is the next context
+        _start_segment(run, ep, obs, keep, rules)
+        return
+    ep.pieces.append(list(obs))
+    ep.context += obs
+    run.engine.extend(ep.rid, obs, **_turn_args(ep, rules))
+
+
+def _turn_args(ep: _Episode, rules: _Rules) -> dict:
+    """engine.submit / extend's arguments for the episode's next turn (scripted: forced tokens)."""
+    room = min(
+        rules.max_turn_tokens, ep.env.max_tokens - len(ep.context), rules.cache - len(ep.context)
+    )
+    if room <= 0:  # the env ends an episode at its budget, so only a prompt can overflow here
+        raise ValueError(
+            f"context of {len(ep.context)} tokens leaves no room for a turn (episode budget "
+            f"{ep.env.max_tokens}, cache {rules.cache} tokens): raise the context or shorten the "
+            "prompt"
+        )
+    forced = list(ep.policy(ep.context)) if ep.policy else None
+    max_new = len(forced) if forced else room
+    return dict(max_new=max_new, stop_tokens=list(rules.stops), forced=forced)
+
+
+def _finish(run: _Run, ep: _Episode, rules: _Rules) -> None:
+    """The episode is over: its records (one per segment) go out, its slot is free."""
+    recs = _make_records(ep, run.engine, rules.tok, rules.forced, rules.reward)
+    run.live.pop(ep.rid)
+    run.records.extend(recs)
+    if rules.on_record:
+        for rec in recs:
+            rules.on_record(rec)
+
+
+def _start_segment(run: _Run, ep: _Episode, context: list[int], keep: int, rules: _Rules) -> None:
+    """A summary ended a segment: the next one starts from `context`, its first `keep` tokens
+    (what both contexts share) kept in the slot's cache when reuse_prefix."""
+    _next_segment(ep, run.engine, context, keep if rules.reuse_prefix else 0)
+    run.stats["segments_started"] += 1
+    if rules.reuse_prefix:
+        run.stats["prefix_reused_tokens"] += keep
+        run.engine.extend(ep.rid, context[keep:], **_turn_args(ep, rules))
+    else:
+        run.engine.submit(ep.rid, context, **_turn_args(ep, rules))
+
+
+def _step_engine(run: _Run, max_iterations: int, before_step) -> None:
+    """Up to max_iterations decode iterations; each finished turn goes to its sandbox."""
+    if before_step:
+        before_step()
+    for turn in run.engine.step(max_iterations):
+        ep = run.live[turn.request]
+        ep.turns.append(turn)
+        ep.pieces.append(turn.tokens)
+        ep.context += turn.tokens
+        run.inflight[run.pool.submit(_timed, run.stats, ep.env.step, turn.tokens)] = (ep, "step")
+
+
+def _drop(run: _Run, ep: _Episode, err: BaseException) -> None:
+    """A broken episode (its sandbox or the engine raised): counted, its slot freed."""
+    run.stats["errors"] += 1
+    run.errors.append(f"{ep.task.id} #{ep.rid}: {type(err).__name__}: {err}")
+    try:
+        run.engine.finish(ep.rid)
+    except ValueError:
+        pass  # never started / still queued
+    ep.env.close()
+    run.live.pop(ep.rid)
+
+
+def _final_stats(run: _Run, wall: float, timing0: dict, counters0: dict) -> dict:
+    """The run's stats: its own, the engine's timing and counters over the run, and the errors."""
+    engine, stats = run.engine, run.stats
     stats.update({k: v - timing0[k] for k, v in engine.timing.items()})
     stats.update({k: v - counters0[k] for k, v in engine.counters().items()})
     stats.update(
-        wall_s=time.perf_counter() - t_start,
+        wall_s=wall,
         programs=len(engine.programs),
         max_programs=engine.max_programs,
-        error_messages=errors,
+        error_messages=run.errors,
     )
-    return Rollouts(records, stats)
+    return stats
 
 
 def _progress(records, total: int, live: int, wall: float) -> str:
@@ -286,7 +358,7 @@ def _make_records(ep: _Episode, engine, tok: Tokenizer, forced: bool, reward) ->
 
 
 def summarize(records: Sequence[dict], stats: dict) -> dict:
-    """The episode metrics (eval.metrics.episode_metrics: pass rate, partial credit, tokens,
+    """The episode metrics (rl.episode_metrics.episode_metrics: pass rate, partial credit, tokens,
     turns, calls, malformed rate; a chain counts once), the reward scalars (rl.records.
     reward_metrics: reward/mean, reward/<term>, as the RL trainer logs them), tokens/s and where
     the wall time went."""

@@ -2,14 +2,13 @@
 (the suite's bookkeeping, best-of-K, report, plot), and the tiny model as the policy
 (reproducible, counts consistent with the episode records)."""
 
-import dataclasses
-
 import pytest
+from test_episode_metrics import suite_episode
 
 from data.tokenizers import ByteTokenizer
 from eval import agentic, plot
-from eval.metrics import episode_metrics
 from eval.report import make_report
+from rl.episode_metrics import credit, episode_metrics, passes
 
 TEMPLATES = ("off_by_one", "boundary", "add_function")
 
@@ -33,12 +32,13 @@ def test_scripted_policy_known_pass_rate(tasks, tmp_path):
     assert metrics["best_of_4"] == pytest.approx(1.0)
     assert metrics["best_of_1"] <= metrics["best_of_2"] <= metrics["best_of_4"]
     for e in episodes:
-        solve = e.sample >= [t.id for t in tasks].index(e.task_id)
-        task = next(t for t in tasks if t.id == e.task_id)
-        assert e.solved == solve and e.done_reason == "submit" and e.malformed_calls == 0
-        assert e.tool_calls == e.turns == (len(task.solution) + 1 if solve else 1)
+        solve = e["sample"] >= [t.id for t in tasks].index(e["task_id"])
+        task = next(t for t in tasks if t.id == e["task_id"])
+        c = e["counts"]
+        assert passes(e) == solve and e["done_reason"] == "submit" and c["malformed_calls"] == 0
+        assert c["tool_calls"] == c["turns"] == (len(task.solution) + 1 if solve else 1)
         if solve:
-            assert e.partial == 1.0
+            assert credit(e) == 1.0
     assert metrics["malformed_rate"] == 0.0
     fams = {agentic.family(t) for t in tasks}
     assert fams == set(TEMPLATES)
@@ -55,15 +55,14 @@ def test_best_of_k_monotone_on_random_outcomes():
 
     rng = random.Random(0)
     eps = [
-        agentic.Episode(f"t{t}", "f", s, rng.random() < 0.3, 1, 10, 1, 0, 1, "submit")
+        suite_episode(f"t{t}", "f", s, int(rng.random() < 0.3), 1, 10, 1, 0, 1)
         for t in range(7)
         for s in range(8)
     ]
-    eps = [dataclasses.replace(e, tests_passed=int(e.tests_passed)) for e in eps]
     m = episode_metrics(eps, range(1, 9))
     values = [m[f"best_of_{k}"] for k in range(1, 9)]
     assert all(a <= b + 1e-12 for a, b in zip(values, values[1:]))
-    assert values[0] == pytest.approx(sum(e.solved for e in eps) / len(eps))
+    assert values[0] == pytest.approx(sum(passes(e) for e in eps) / len(eps))
 
 
 def test_tiny_model_policy_is_reproducible(tasks, tiny_model, byte_tok):
@@ -81,10 +80,13 @@ def test_tiny_model_policy_is_reproducible(tasks, tiny_model, byte_tok):
     first, rep = report(3)
     again, rep_again = report(3)
     assert first == again and rep == rep_again
-    assert [(e.task_id, e.sample) for e in first] == [(t.id, s) for t in tasks[:2] for s in (0, 1)]
+    assert [(e["task_id"], e["sample"]) for e in first] == [
+        (t.id, s) for t in tasks[:2] for s in (0, 1)
+    ]
     for e in first:
-        assert 1 <= e.turns <= 2 and 1 <= e.completion_tokens <= 8 * e.turns  # within its budget
-        assert e.tests_total > 0 and not e.solved  # random weights do not fix the bug
+        turns = e["counts"]["turns"]
+        assert 1 <= turns <= 2 and 1 <= e["completion_tokens"] <= 8 * turns  # within its budget
+        assert e["tests_total"] > 0 and not passes(e)  # random weights do not fix the bug
     with pytest.raises(ValueError, match="consecutive"):
         agentic.ModelPolicy(cfg, params, tok, **kw).play([(tasks[0], 1)])
 
@@ -129,10 +131,9 @@ def test_agentic_report_is_byte_identical_when_episodes_run_tests(tasks, tiny_mo
     first, episodes, contexts = run(3)
     again, _, contexts_again = run(3)
     assert first == again and contexts == contexts_again
-    assert all(
-        e.tool_calls >= 1 and e.turns >= 2 for e in episodes
-    )  # run_tests ran, then the model
-    assert len(contexts) == sum(e.turns - 1 for e in episodes)
+    counts = [e["counts"] for e in episodes]
+    assert all(c["tool_calls"] >= 1 and c["turns"] >= 2 for c in counts)  # run_tests, then model
+    assert len(contexts) == sum(c["turns"] - 1 for c in counts)
     for _, text in contexts:  # the observation of run_tests, with its duration masked
         assert "exit_code=" in text and " in X.XXs" in text, text
 
@@ -168,11 +169,11 @@ def test_tampered_record_counts_as_failed(tasks):
         )
         return rec
 
-    honest = agentic.episode_from_record(tasks[0], 0, record(False), 2, [1, 2, 3])
-    cheat = agentic.episode_from_record(tasks[0], 1, record(True), 2, [1, 2, 3])
-    assert honest.reward == 1.0 and cheat.reward == TAMPER_SCORE
-    assert honest.solved and honest.partial == 1.0
-    assert not cheat.solved and cheat.partial == 0.0 and cheat.completion_tokens == 2
+    honest = agentic.played_episode(tasks[0], 0, record(False), 2, [1, 2, 3])
+    cheat = agentic.played_episode(tasks[0], 1, record(True), 2, [1, 2, 3])
+    assert honest["reward"] == 1.0 and cheat["reward"] == TAMPER_SCORE
+    assert passes(honest) and credit(honest) == 1.0
+    assert not passes(cheat) and credit(cheat) == 0.0 and cheat["completion_tokens"] == 2
     metrics, items = agentic.summarize([honest, cheat], ks=[1, 2])
     assert metrics["pass_rate"] == 0.5 and metrics["partial_credit"] == 0.5
     assert metrics["reward"] == (1.0 + TAMPER_SCORE) / 2

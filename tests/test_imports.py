@@ -6,9 +6,8 @@ Direction:
     configs -> model <- train <- rl;  data and eval use model (eval may also use train, rl, data)
 
 (an arrow points at what is imported). model/ imports no other project package: not train/, rl/,
-data/, eval/, nor configs/ (configs build model configs, not the reverse). One exception: rl/ may
-import eval.metrics (the one definition of episode metrics, for the RL loop's logs), a leaf that
-imports no project module but eval.passk, itself a leaf: no cycle can form through them.
+data/, eval/, nor configs/ (configs build model configs, not the reverse). No exception: what rl/
+and eval/ both need (episode metrics, the pass@k estimator) lives in rl/, below eval/.
 """
 
 import ast
@@ -30,9 +29,6 @@ ALLOWED = {  # package -> the other project packages it may import
     "eval": {"model", "train", "rl", "data", "configs"},
 }
 
-LEAVES = {"rl": {"eval.metrics"}}  # package -> modules of a higher package it may import
-LEAF_IMPORTS = {"eval/metrics.py": {"eval.passk"}, "eval/passk.py": set()}  # their project imports
-
 
 def imported_modules(path: str) -> set[str]:
     """Dotted names this file imports (module level and inside functions alike)."""
@@ -53,17 +49,13 @@ def imported_packages(path: str) -> set[str]:
 
 
 def package_imports(package: str) -> dict[str, set[str]]:
-    """{file: project packages it imports} for every .py file under the package, not counting
-    the leaf modules LEAVES lets it import."""
+    """{file: project packages it imports} for every .py file under the package."""
     out = {}
     for dirpath, _, files in os.walk(os.path.join(ROOT, package)):
         for name in files:
             if name.endswith(".py"):
                 path = os.path.join(dirpath, name)
-                modules = imported_modules(path) - LEAVES.get(package, set())
-                out[os.path.relpath(path, ROOT)] = {m.split(".")[0] for m in modules} & set(
-                    PACKAGES
-                )
+                out[os.path.relpath(path, ROOT)] = imported_packages(path) & set(PACKAGES)
     return out
 
 
@@ -83,13 +75,6 @@ def test_the_checker_sees_imports_inside_functions(tmp_path):
         "import os\n\ndef f():\n    from data.tokenizers import X\n    import train.loop\n"
     )
     assert imported_packages(str(src)) == {"os", "data", "train"}
-
-
-@pytest.mark.parametrize("path", sorted(LEAF_IMPORTS))
-def test_leaf_modules_import_no_project_module_but_each_other(path):
-    modules = imported_modules(os.path.join(ROOT, path))
-    project = {m for m in modules if m.split(".")[0] in PACKAGES}
-    assert project == LEAF_IMPORTS[path], f"{path}: a leaf rl/ imports; it imports {project}"
 
 
 # --- no import cycle between modules -------------------------------------------------------------

@@ -26,7 +26,7 @@ from model import Transformer
 from model.export import load_params, save_params
 from rl import feedback as fbk
 from rl.realtime import run_cycle
-from rl.records import check_record
+from rl.records import check_record, completion_record, to_json
 from rl.rewards import feedback_reward
 from rl.serve.app import make_app
 from rl.serve.follow import PromotedFollower
@@ -189,11 +189,11 @@ def test_staleness_rule_orphans_and_cursor(tmp_path):
     counted; the latest signal for a response wins; the cursor excludes older feedback."""
     log = InteractionLog(str(tmp_path))
 
-    def exchange(rid, version):
-        n = 3  # 2 prompt + 1 completion token
-        log.append({"kind": "exchange", "id": rid, "prompt_len": 2, "tokens": [1, 2, 3],
-                    "logprobs": [0, 0, -1.0], "versions": [-1, -1, version],
-                    "experts": [[[0, 1]] * n], "completion_text": "x"})  # fmt: skip
+    def exchange(rid, version):  # 2 prompt + 1 completion token, as rl/serve/app.py logs it
+        rec = completion_record([1, 2], [3], [-1.0], [version], [[[0, 1]] * 3], group_id=rid,
+                                reward=None, reward_terms=None, kind="exchange", id=rid,
+                                prompt_len=2, completion_text="x")  # fmt: skip
+        log.append(to_json(rec))
 
     exchange("old", 1)
     exchange("ok", 2)

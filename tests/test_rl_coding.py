@@ -23,12 +23,12 @@ import numpy as np
 import pytest
 
 from configs import rl as rl_config
-from eval.metrics import episode_metrics
 from rl import coding_sampler, loop, sampler_process
 from rl.envs import Sandbox, SandboxUnavailable, backend
 from rl.envs.scripted import SummarizingPolicy, TracePolicy
 from rl.envs.taskgen import HELD_OUT_TEMPLATES, LONG_CONTEXT_TEMPLATES, training_templates
 from rl.envs.tasks import grade_in
+from rl.episode_metrics import episode_metrics
 from rl.rewards import LengthTerm, RewardConfig, episode_reward
 from rl.store import RolloutStore
 from train import trainer
@@ -105,7 +105,7 @@ def test_coding_tasks_in_the_async_loop(tmp_path):
     for step, entry in zip(h, journal):
         recs = store.get(entry["groups"][0])
         assert len(recs) == 2
-        # the step's log is eval.metrics' count over the trained records (the one definition)
+        # the step's log is rl.episode_metrics' count over the trained records (the one definition)
         want = episode_metrics(recs)
         assert {k: step[k] for k in ("pass_rate", "partial_credit", "turns", "malformed_rate")} == {
             k: want[k] for k in ("pass_rate", "partial_credit", "turns", "malformed_rate")

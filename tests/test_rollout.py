@@ -15,7 +15,6 @@ import pytest
 
 from data.chat import generation_prompt
 from data.tokenizers import ByteTokenizer
-from eval.metrics import passes
 from model import Transformer, init_params, presets
 from model.decode import init_layer_caches, split_layers
 from model.engine import RolloutEngine, _decode_jit, _prefill_jit, forward_rows
@@ -24,6 +23,7 @@ from rl import records as rr
 from rl import rewards as rw
 from rl.envs import OraclePolicy, generate_tasks
 from rl.envs.env import DEFAULT_SYSTEM, EpisodeRecord
+from rl.episode_metrics import passes
 from rl.rewards import LengthTerm, RewardConfig
 from rl.rollout import play_episodes
 

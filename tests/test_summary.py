@@ -18,7 +18,6 @@ from configs import eval as eval_config
 from data.chat import render_messages, tool_call_text
 from data.tokenizers import ByteTokenizer
 from eval import run
-from eval.metrics import passes
 from model import Transformer, init_params, presets
 from model.engine import RolloutEngine
 from model.sampling import mask_invalid
@@ -27,6 +26,7 @@ from rl import rewards
 from rl.envs import CodingEnv, Task, generate_task, run_episode
 from rl.envs.scripted import SummarizingPolicy, TracePolicy
 from rl.envs.summary import SummaryConfig, instruction_ids, summary_turn_ids
+from rl.episode_metrics import passes
 from rl.rewards import LengthTerm, RewardConfig, episode_reward
 from rl.rollout import play_episodes
 from rl.store import RolloutStore

@@ -92,7 +92,7 @@ def test_lm_loss_on_the_real_model_replays_forced_experts_and_skips_mtp_when_off
     loss, aux = off(params, batch, rng)
     assert "mtp" not in aux["metrics"] and set(aux["expert_counts"]) == {"main"}
     out = jax.jit(Transformer(cfg).apply)({"params": params}, batch["tokens"])
-    own = np.transpose(np.asarray(out.expert_ids), (1, 2, 0, 3))  # [L,B,T,k] -> [B,T,L,k]
+    own = np.moveaxis(np.asarray(out.expert_ids), 0, 1)  # [L,B,T,k] -> [B,L,T,k], the batch layout
     replay, _ = off(params, {**batch, "forced_experts": own}, rng)
     np.testing.assert_allclose(replay, loss, rtol=1e-6)
     other = (own + 1) % cfg.n_routed_experts

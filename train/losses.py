@@ -97,26 +97,46 @@ def _expert_counts(out: ModelOutput):
     return counts or None
 
 
-def model_forward(cfg, *, with_mtp: bool) -> Callable:
-    """(params, batch) -> model.ModelOutput of the real Transformer on a batch in the contract.
+def forced_experts(batch: dict):
+    """The routing a batch replays, as the model's forward takes it. batch['forced_experts']
+    (optional): int32 [B, n_moe_layers, T, k], the one layout for every loss (the LM loss here, the
+    RL loss in rl/losses.py): batch axis first, so it shards and splits into microbatches like every
+    other key, then a record's experts [n_moe_layers, T, k] (rl/records.py). -> [n_moe_layers, B,
+    T, k] (the layer axis first, as nn.scan takes it), or None: absent, or n_moe_layers = 0 (a dense
+    model, nothing to replay)."""
+    forced = batch.get("forced_experts")
+    if forced is None or forced.shape[1] == 0:
+        return None
+    return jnp.moveaxis(forced, 1, 0)  # [B,n,T,k] -> [n,B,T,k]
 
-    batch['forced_experts'] (optional, int32 [B, T, n_moe_layers, k]: batch axis first so it shards
-    and splits into microbatches like every other key) replays a given routing. RL does not come
-    through here: its loss (rl/losses.py) runs its own forward with [B, n_moe_layers, T, k].
-    `with_mtp=False` skips the MTP modules (no forward or backward cost for them).
+
+def zigzag_batch(batch: dict, cp: int) -> dict:
+    """The batch in context parallelism's zig-zag token order (model/context.py): every [B, T, ...]
+    array on its axis 1, forced_experts [B, n, T, k] on its T axis (2)."""
+    if cp == 1:
+        return batch
+    forced = batch.get("forced_experts")
+    out = context.to_zigzag({k: v for k, v in batch.items() if k != "forced_experts"}, cp)
+    if forced is not None:
+        order = context.zigzag_order(batch["tokens"].shape[1], cp)
+        out["forced_experts"] = jnp.take(forced, order, axis=2)
+    return out
+
+
+def model_forward(cfg, *, with_mtp: bool) -> Callable:
+    """(params, batch) -> model.ModelOutput of the real Transformer on a batch in the contract,
+    replaying batch['forced_experts'] when it has them (`forced_experts`). `with_mtp=False` skips
+    the MTP modules (no forward or backward cost for them).
     """
     module = model.Transformer(cfg)
 
     def forward(params, batch):
-        forced = batch.get("forced_experts")
-        if forced is not None:
-            forced = jnp.transpose(forced, (2, 0, 1, 3))  # [B,T,L,k] -> [L,B,T,k], as nn.scan wants
         return module.apply(
             {"params": params},
             batch["tokens"],
             positions=batch["positions"],
             segment_ids=batch["segment_ids"],
-            forced_experts=forced,
+            forced_experts=forced_experts(batch),
             with_mtp=with_mtp,
         )
 
@@ -215,7 +235,7 @@ def make_lm_loss(
                 f"train.mtp_mode={mtp_mode!r} with a context axis of {cp}: the MTP heads' targets "
                 "shift along the sequence, which context parallelism reorders; use mtp_mode='none'"
             )
-        batch = context.to_zigzag(batch, cp)
+        batch = zigzag_batch(batch, cp)
         return lm_loss(forward(params, batch), batch, **kw)
 
     return loss_fn

@@ -6,15 +6,16 @@ never touch the episode's files), marks itself non-dumpable (the sandbox's other
 cannot ptrace it or read its /proc/<pid>/mem, fd or environ), then starts the candidate server
 (child.py: the prompt + completion, untrusted) and runs the problem's own `check` HERE, with the
 candidate replaced by a proxy that sends plain arguments to the server and decodes its plain
-answers (wire.py: exact builtin types only). Only after `check` has returned, and the server is
+answers (wire.py: exact builtin types only; the process handling is shared with the hidden-test
+runner, rl/envs/grader/runner_process.py). Only after `check` has returned, and the server is
 killed, does it print `HUMANEVAL-VERDICT <nonce> pass`. Everything else prints a failing verdict,
 or nothing (a killed runner): the host accepts a pass only with its own nonce.
 """
 
+import importlib
 import json
 import os
 import select
-import signal
 import subprocess
 import sys
 import time
@@ -22,16 +23,16 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _load_wire():
-    """wire.py beside this file (-I leaves the script's dir off sys.path)."""
-    sys.path.insert(0, HERE)
+def _load_beside(name: str):
+    """A module installed beside this file (-I leaves the script's dir off sys.path)."""
+    if HERE not in sys.path:
+        sys.path.insert(0, HERE)
     sys.dont_write_bytecode = True  # the grader dir is read-only
-    import wire
-
-    return wire
+    return importlib.import_module(name)
 
 
-wire = _load_wire()
+wire = _load_beside("wire")
+runner_process = _load_beside("_grader_runner_process")  # rl/envs/grader/runner_process.py
 
 VERDICT = "HUMANEVAL-VERDICT"
 
@@ -49,25 +50,14 @@ class Candidate:
 
     def __init__(self, solution: str, entry_point: str, deadline: float):
         self.deadline = deadline
-        read_fd, write_fd = os.pipe()
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-I",
-                os.path.join(HERE, "child.py"),
-                solution,
-                entry_point,
-                str(write_fd),
-            ],
-            cwd=os.path.dirname(solution),
+        self.proc, self.responses = runner_process.start_child(
+            os.path.join(HERE, "child.py"),
+            [solution, entry_point],
+            os.path.dirname(solution),
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            pass_fds=(write_fd,),
-            start_new_session=True,
         )
-        os.close(write_fd)
-        self.responses = read_fd
         self.pending = b""
         self._receive()  # {"ready": true} once the program has loaded
 
@@ -106,20 +96,7 @@ class Candidate:
         return line
 
     def close(self) -> None:
-        try:  # its whole session: helpers it started die with it
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.proc.wait()
-
-
-def _no_dump() -> bool:
-    try:
-        import ctypes
-
-        return ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) == 0  # PR_SET_DUMPABLE=4
-    except (OSError, AttributeError):
-        return False
+        runner_process.kill_child(self.proc)  # its whole session: helpers it started too
 
 
 def grade(request: dict) -> str:
@@ -150,7 +127,7 @@ def grade(request: dict) -> str:
 def main() -> None:
     request = json.loads(sys.stdin.readline())
     sys.stdin.close()
-    verdict = grade(request) if _no_dump() else "fail runner could not seal itself"
+    verdict = grade(request) if runner_process.seal() else "fail runner could not seal itself"
     one_line = " ".join(verdict.split())
     sys.stdout.write(f"\n{VERDICT} {request['nonce']} {one_line}\n")
     sys.stdout.flush()

@@ -28,7 +28,6 @@ from collections.abc import Callable, Sequence
 
 from data.chat import generation_prompt
 from data.tokenizers import Tokenizer
-from eval.metrics import all_pass
 from rl.envs import tools
 from rl.envs.families import grade_episode
 from rl.envs.sandbox import Limits, Sandbox
@@ -41,6 +40,7 @@ from rl.envs.summary import (
     is_summary_turn,
 )
 from rl.envs.tasks import Grade, Task
+from rl.episode_metrics import all_pass
 
 DEFAULT_SYSTEM = (
     "You are a coding agent working in a repository. Use tools to inspect and change it, "

@@ -32,12 +32,14 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from eval.metrics import all_pass
-from rl.envs.grader.strict_eq import OVERFLOW, REFUSED
+from rl.envs.grader import plain_values, shared_files
+from rl.envs.grader.strict_eq import OVERFLOW, RECORD_NODES, REFUSED
 from rl.envs.harden import EQ_MODULE, PARAMETRIZE_WORDS, Hardened, harden_module, is_test_module
 from rl.envs.sandbox import SANDBOX_REPO, Limits, RepoTooLarge, Sandbox
+from rl.episode_metrics import all_pass
 
 GRADER_FILES = {"run.py": "runner.py", "child.py": "child.py", f"{EQ_MODULE}.py": "strict_eq.py"}
+GRADER_FILES |= {name: os.path.basename(src) for name, src in shared_files().items()}
 GRADER_SRC = Path(__file__).parent / "grader"
 SUMMARY = "RLGRADE"
 # Output kept from the grading run: the runner fits its one-line summary into half of it (the
@@ -78,7 +80,8 @@ class Grade:
 
     @property
     def all_pass(self) -> bool:
-        return all_pass(self.passed, self.total, self.tampered)  # the one rule: eval/metrics.py
+        # the one rule: rl/episode_metrics.py
+        return all_pass(self.passed, self.total, self.tampered)
 
 
 # ---------------------------------------------------------------- grading
@@ -314,7 +317,7 @@ def _records(raw, hard: Hardened) -> tuple[dict[str, list], list[str]]:
                 decoded.append(_MISMATCH)
                 continue
             try:
-                decoded.append(_decode(value, 0))
+                decoded.append(plain_values.decode(value, RECORD_NODES))
             except (ValueError, TypeError, IndexError, OverflowError, RecursionError):
                 problems.append("report holds sealed records the grader cannot have written")
                 break
@@ -339,43 +342,6 @@ def _sealed_problem(hard: Hardened, key: str, records: dict[str, list]) -> tuple
         if any(v is _MISMATCH or v != expected for v in records.get(sid, [])):
             return "", "a sealed assert recorded a value other than the expected one"
     return "", ""
-
-
-_SCALARS = {
-    "n": lambda: None,
-    "b": lambda v: v if type(v) is bool else _bad(),
-    "i": lambda v: int(v, 16) if re.fullmatch(r"-?0x[0-9a-f]+", v) else _bad(),
-    "f": lambda v: float.fromhex(v),
-    "c": lambda re_, im: complex(float.fromhex(re_), float.fromhex(im)),
-    "s": lambda v: v if type(v) is str else _bad(),
-    "y": lambda v: bytes.fromhex(v),
-}
-_CONTAINERS = {"l": list, "t": tuple, "S": set, "F": frozenset}
-
-
-def _bad():
-    raise ValueError("malformed sealed record")
-
-
-def _decode(node, depth: int):
-    """Inverse of strict_eq._encode, validating as it goes (the report is untrusted)."""
-    if depth > 101 or type(node) is not list or not node or type(node[0]) is not str:
-        _bad()
-    tag, args = node[0], node[1:]
-    if tag in _SCALARS:
-        return _SCALARS[tag](*args)
-    if len(args) != 1 or type(args[0]) is not list:
-        _bad()
-    if tag in _CONTAINERS:
-        return _CONTAINERS[tag](_decode(x, depth + 1) for x in args[0])
-    if tag == "d":
-        out = {}
-        for pair in args[0]:
-            if type(pair) is not list or len(pair) != 2:
-                _bad()
-            out[_decode(pair[0], depth + 1)] = _decode(pair[1], depth + 1)
-        return out
-    return _bad()
 
 
 def grade_repo(

@@ -29,6 +29,7 @@ import uuid
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 
+from rl.records import completion_record, to_json
 from rl.serve import protocol as pr
 from rl.serve.engine_loop import Job, Result
 from rl.serve.interaction_log import InteractionLog
@@ -89,28 +90,33 @@ async def _events(server: Server, rid: str, req: pr.Request):
 def _exchange(
     server: Server, rid: str, i: int, endpoint: str, req: pr.Request, res: Result, text: str
 ):
-    """Choice i's log record (rl/records.py's per-token layout over prompt + completion)."""
-    plen = len(req.prompt)
-    return {
-        "kind": "exchange",
-        "id": rid,
-        "choice": i,
-        "time": time.time(),
-        "endpoint": endpoint,
-        "model": server.model,
-        "messages": req.messages,
-        "prompt_len": plen,
-        "tokens": req.prompt + res.tokens,
-        "logprobs": [0.0] * plen + res.logprobs,
-        "versions": [-1] * plen + res.versions,
-        "experts": res.experts.tolist(),  # [n_moe, plen + n, k]
-        "completion_text": text,
+    """Choice i's log record: an RL record (rl.records.completion_record over prompt + completion,
+    its reward None until a user's signal arrives: rl/feedback.py) with the exchange's facts."""
+    record = completion_record(
+        req.prompt,
+        res.tokens,
+        res.logprobs,
+        res.versions,
+        res.experts,  # [n_moe, plen + n, k]
+        group_id=rid,  # the response's n choices
+        reward=None,
+        reward_terms=None,
+        kind="exchange",
+        id=rid,
+        choice=i,
+        time=time.time(),
+        endpoint=endpoint,
+        model=server.model,
+        messages=req.messages,
+        prompt_len=len(req.prompt),
+        completion_text=text,
         # What the log-probs are of (model/sampling.py): the request's own settings.
-        "sampling": dataclasses.asdict(_sampling(req, i)),
-        "stop": req.stop,
-        "finish_reason": res.finish_reason,
-        "latency_s": res.seconds,
-    }
+        sampling=dataclasses.asdict(_sampling(req, i)),
+        stop=req.stop,
+        finish_reason=res.finish_reason,
+        latency_s=res.seconds,
+    )
+    return to_json(record)
 
 
 class _Text:
@@ -237,31 +243,27 @@ def make_app(server: Server) -> FastAPI:
             "signal": fb["signal"],
         }
 
-    @app.post("/v1/chat/completions")
-    async def chat(request: Request):
+    async def respond(request: Request, parse, endpoint: str):
+        """One generation endpoint: the body checked and parsed by `parse` (rl/serve/protocol.py)
+        under the server's defaults, then generated (streamed or not) and logged."""
         body = await _body(request)
         pr.check_common(body, model=server.model)
-        req = pr.chat_request(
+        req = parse(
             server.tok,
             body,
             max_new_default=server.max_new_default,
             temperature=server.temperature,
             max_n=server.max_n,
         )
-        return await _generate(server, req, "chat")
+        return await _generate(server, req, endpoint)
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request):
+        return await respond(request, pr.chat_request, "chat")
 
     @app.post("/v1/completions")
     async def completions(request: Request):
-        body = await _body(request)
-        pr.check_common(body, model=server.model)
-        req = pr.completion_request(
-            server.tok,
-            body,
-            max_new_default=server.max_new_default,
-            temperature=server.temperature,
-            max_n=server.max_n,
-        )
-        return await _generate(server, req, "completions")
+        return await respond(request, pr.completion_request, "completions")
 
     return app
 

@@ -1,11 +1,12 @@
 """Trusted grading runner: runs inside the sandbox as `python3 -I -S run.py`, nonce on stdin.
 
-It imports only the standard library (-I -S: no site, no cwd, no repo on sys.path), so nothing the
-agent wrote runs in this process. It marks itself non-dumpable first, so the episode's other
-processes (same uid) cannot ptrace it or open its /proc/<pid>/fd, mem or environ. Each hidden test
-file then runs in a fresh interpreter (child.py) whose single JSON report comes back through a
-pipe this process holds; the summary goes to this process's stdout, framed by the nonce the host
-passed on stdin (read before any child exists, so no child can learn it).
+It imports only the standard library and its own read-only dir's runner_process.py (-I -S:
+no site, no cwd, no repo on sys.path), so nothing the agent wrote runs in this process. It marks
+itself non-dumpable first, so the episode's other processes (same uid) cannot ptrace it or open
+its /proc/<pid>/fd, mem or environ. Each hidden test file then runs in a fresh interpreter
+(child.py) whose single JSON report comes back through a pipe this process holds; the summary goes
+to this process's stdout, framed by the nonce the host passed on stdin (read before any child
+exists, so no child can learn it).
 
 Everything a child reports is untrusted (agent code ran in it): this runner only relays it, with
 what it saw on the channel (bytes beyond one JSON object, a child that died without reporting).
@@ -13,24 +14,19 @@ what it saw on the channel (bytes beyond one JSON object, a child that died with
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
 import time
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)  # -I leaves the script's dir off sys.path; the dir is read-only and ours
+sys.dont_write_bytecode = True
+import _grader_runner_process as runner_process  # noqa: E402  (rl/envs/grader/runner_process.py)
+
 REPORT_CAP = 1 << 20  # a report larger than this is garbage on the channel
 LOG_BUDGET = 8000  # characters of the children's output kept for the log (the summary must
 # fit the tail of Sandbox.run's capture: the manifest's summary_cap, see _fit)
-
-
-def _no_dump() -> bool:
-    try:
-        import ctypes
-
-        return ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) == 0  # PR_SET_DUMPABLE=4
-    except (OSError, AttributeError):
-        return False
 
 
 def _drain(fd: int, cap: int, out: list) -> None:
@@ -44,19 +40,14 @@ def _drain(fd: int, cap: int, out: list) -> None:
 
 
 def run_file(here: str, rel: str, repo: str, deadline: float, log_tail: int) -> dict:
-    r, w = os.pipe()
-    child = os.path.join(here, "child.py")
-    path = os.path.join(here, "tests", rel)
-    proc = subprocess.Popen(
-        [sys.executable, "-I", child, path, str(w)],
-        cwd=repo,
+    proc, r = runner_process.start_child(
+        os.path.join(here, "child.py"),
+        [os.path.join(here, "tests", rel)],
+        repo,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        pass_fds=(w,),
-        start_new_session=True,
     )
-    os.close(w)
     report, log = [], []
     threads = [
         threading.Thread(target=_drain, args=(r, REPORT_CAP, report), daemon=True),
@@ -69,11 +60,7 @@ def run_file(here: str, rel: str, repo: str, deadline: float, log_tail: int) -> 
         proc.wait(max(deadline - time.monotonic(), 0.1))
     except subprocess.TimeoutExpired:
         timed_out = True
-    try:  # the child's whole group (leftover helpers of the test run) goes with it
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
+    runner_process.kill_child(proc)  # with its whole group (leftover helpers of the test run)
     for t in threads:
         t.join(0.5)  # an escaped grandchild may hold a pipe open; what it writes later is ignored
     out = {"exit": proc.returncode, "timeout": timed_out, "report": None, "problems": []}
@@ -92,14 +79,13 @@ def run_file(here: str, rel: str, repo: str, deadline: float, log_tail: int) -> 
 def main() -> None:
     nonce = sys.stdin.readline().strip()
     sys.stdin.close()
-    sealed = _no_dump()
-    here = os.path.dirname(os.path.abspath(__file__))
-    with open(os.path.join(here, "manifest.json")) as f:
+    sealed = runner_process.seal()
+    with open(os.path.join(HERE, "manifest.json")) as f:
         manifest = json.load(f)
     deadline = time.monotonic() + float(manifest["budget_s"])
     tail = max(200, LOG_BUDGET // max(len(manifest["files"]), 1))
     files = {
-        rel: run_file(here, rel, manifest["repo"], deadline, tail) for rel in manifest["files"]
+        rel: run_file(HERE, rel, manifest["repo"], deadline, tail) for rel in manifest["files"]
     }
     summary = _fit({"sealed": sealed, "files": files}, int(manifest["summary_cap"]))
     sys.stdout.write(f"\nRLGRADE {nonce} {summary}\n")

@@ -102,24 +102,15 @@ def config_task(project: str, files: dict[str, str], spec: EnvSpec) -> Task | No
         section = section.split("\n[", 1)[0]
         keep = [l.strip() for l in section.splitlines() if l.strip()]
         header = "[tool:pytest]" if "[tool:pytest]" in fixed else "[pytest]"
-        return Task(
-            id=f"{project}-devops-config",
-            prompt="`python3 -m pytest` doesn't even start here (CI is offline, nothing new can "
+        return _devops_task(
+            project,
+            f"{project}-devops-config",
+            "`python3 -m pytest` doesn't even start here (CI is offline, nothing new can "
             "be installed). fix the pytest config, keep everything else it runs",
-            files=dict(files),
-            hidden_tests={},
-            solution={rel: fixed},
-            kind="devops",
-            meta={
-                "template": "repo_devops",
-                "project": project,
-                "grader": "devops",
-                "devops": {
-                    "check": "python3 -m pytest -q",
-                    "editable": {rel: {"kind": "lines", "keep": [header, *keep]}},
-                },
-                "tools": ["search", "code_search"],
-            },
+            dict(files),
+            {rel: fixed},
+            check="python3 -m pytest -q",
+            editable={rel: {"kind": "lines", "keep": [header, *keep]}},
         )
     return None
 
@@ -150,21 +141,32 @@ def makefile_task(project: str, files: dict[str, str], spec: EnvSpec, seed: int 
         good.replace("$(PYTHON)", "$(PYTON)"),
     )
     bad = breakages[seed % len(breakages)]
+    return _devops_task(
+        project,
+        f"{project}-devops-makefile-s{seed}",
+        rng.choice(("`make test` fails, fix the Makefile", "make test is broken. fix")),
+        {**files, "Makefile": MAKEFILE.format(bad)},
+        {"Makefile": MAKEFILE.format(good)},
+        check="make test",
+        editable={"Makefile": {"kind": "script", "repair": [6], "pattern": PYTEST_LINE}},
+    )
+
+
+def _devops_task(project, task_id, prompt, files, solution, *, check, editable) -> Task:
+    """A mined DevOps task: graded by its trusted `check` command (rl/envs/devops.py), the agent
+    editing only what `editable` allows; no hidden tests."""
     return Task(
-        id=f"{project}-devops-makefile-s{seed}",
-        prompt=rng.choice(("`make test` fails, fix the Makefile", "make test is broken. fix")),
-        files={**files, "Makefile": MAKEFILE.format(bad)},
+        id=task_id,
+        prompt=prompt,
+        files=files,
         hidden_tests={},
-        solution={"Makefile": MAKEFILE.format(good)},
+        solution=solution,
         kind="devops",
         meta={
             "template": "repo_devops",
             "project": project,
             "grader": "devops",
-            "devops": {
-                "check": "make test",
-                "editable": {"Makefile": {"kind": "script", "repair": [6], "pattern": PYTEST_LINE}},
-            },
+            "devops": {"check": check, "editable": editable},
             "tools": ["search", "code_search"],
         },
     )

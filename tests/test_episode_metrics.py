@@ -1,7 +1,7 @@
-"""eval.metrics.episode_metrics, the one definition of episode metrics: hand-computed values on a
-small record set (a chain of two segments, a tampered all-pass, a
-malformed call), the unbiased best-of-K against the combinatorial formula, and its users (the
-agentic suite, the RL step logs, the rollout summary, bench_rl_coding) reporting its numbers."""
+"""rl.episode_metrics.episode_metrics, the one definition of episode metrics: hand-computed values
+on a small record set (a chain of two segments, a tampered all-pass, a malformed call), the
+unbiased best-of-K against the combinatorial formula, and its users (the agentic suite, the RL
+step logs, the rollout summary, bench_rl_coding) reporting its numbers."""
 
 import importlib.util
 import math
@@ -11,8 +11,8 @@ import random
 import pytest
 
 from eval import agentic
-from eval.metrics import credit, dropped_episode, episode_metrics, passes
 from rl import batch_source
+from rl.episode_metrics import credit, dropped_episode, episode_metrics, passes
 from rl.rollout import summarize
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -39,6 +39,17 @@ def segment(i: int, policy_tokens: int) -> dict:
         mask=[0, 0] + [1] * policy_tokens, tests_passed=3, tests_total=3, tampered=False,
         done_reason="submit", segment=i, segments=2, reward=1.0, reward_terms={"outcome": 1.0},
         counts=dict(turns=2, tool_calls=2, malformed_calls=0, summaries=1),
+    )  # fmt: skip
+
+
+def suite_episode(task, family, sample, passed, total, tokens, calls, malformed, turns) -> dict:
+    """An episode as eval/agentic.py keeps it, by hand: a chain's facts (rl.records.FACTS) with
+    the suite's fields; ended by submit, reward 0."""
+    return dict(
+        task_id=task, segments=1, done_reason="submit", tests_passed=passed, tests_total=total,
+        tampered=False, reward=0.0, reward_terms={},
+        counts=dict(turns=turns, tool_calls=calls, malformed_calls=malformed, summaries=0),
+        family=family, sample=sample, completion_tokens=tokens, transcript="",
     )  # fmt: skip
 
 
@@ -78,8 +89,8 @@ def test_hand_computed_metrics_on_mixed_records():
 
 
 def test_pass_and_credit_follow_the_graders_rule():
-    """The pass rule is eval.metrics.all_pass, used by the grader (Grade.all_pass) and the reward's
-    'all_pass' outcome; credit restates the reward's 'fraction' outcome on stored counts (it
+    """The pass rule is rl.episode_metrics.all_pass, used by the grader (Grade.all_pass) and the
+    reward's 'all_pass' outcome; credit restates the reward's 'fraction' outcome on stored counts (it
     imports no rl/ module): they agree on every grade."""
     from rl.envs.tasks import Grade
     from rl.rewards import outcome_reward
@@ -99,6 +110,9 @@ def test_chains_count_once_and_must_be_whole():
     assert (m["episodes"], m["pass_rate"], m["completion_tokens"], m["segments"]) == (1, 1, 11, 2)
     with pytest.raises(ValueError, match=r"chain \('a', 0, 'a/0', 3\) has segments \[1\] of 2"):
         episode_metrics(chain[1:])
+    whole = {k: v for k, v in chain[1].items() if k != "segment"}  # eval's form: chain facts
+    m = episode_metrics([whole])
+    assert (m["episodes"], m["segments"], m["summaries"], m["completion_tokens"]) == (1, 2, 1, 7)
 
 
 def test_best_of_k_is_the_unbiased_estimator_not_the_any_pass_fraction():
@@ -138,7 +152,7 @@ def test_bad_records_get_one_line_errors():
 def test_agentic_suite_reports_the_function_overall_and_per_family():
     rng = random.Random(1)
     eps = [
-        agentic.Episode(f"t{t}", f"fam{t % 2}", s, p, 3, 10 + s, 2, int(s == 1), 3, "submit")
+        suite_episode(f"t{t}", f"fam{t % 2}", s, p, 3, 10 + s, 2, int(s == 1), 3)
         for t in range(6)
         for s in range(4)
         for p in [rng.choice([0, 2, 3])]
@@ -146,7 +160,7 @@ def test_agentic_suite_reports_the_function_overall_and_per_family():
     metrics, items = agentic.summarize(eps, ks=[1, 2, 4])
     overall = episode_metrics(eps, ks=(1, 2, 4))
     assert {k: metrics[k] for k in overall} == overall
-    fam0 = episode_metrics([e for e in eps if e.family == "fam0"], ks=(1, 2, 4))
+    fam0 = episode_metrics([e for e in eps if e["family"] == "fam0"], ks=(1, 2, 4))
     assert {k: metrics[f"fam0/{k}"] for k in fam0} == fam0
     assert sum(it["solved"] for it in items) == overall["pass_rate"] * len(eps)
 

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from eval.passk import mean_pass_at_k, pass_at_k
+from rl.passk import mean_pass_at_k, pass_at_k
 
 
 @pytest.mark.parametrize(

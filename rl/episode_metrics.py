@@ -21,13 +21,14 @@ Chains (rl/records.py, rl/envs/summary.py): a record with a `segment` field is o
 episode named by (task_id, group / group_id, sample / chain). Every segment must be present; the
 episode counts once, with the grade, counts and reward of its last segment (they are the chain's,
 identical on every segment) and the tokens of all. A record without `segment` is a whole episode
-(eval/agentic.py's Episode).
+(eval/agentic.py's episodes: a record's chain facts, rl.records.FACTS, plus the suite's own
+fields).
 
 Metrics, means over episodes unless said:
 
     episodes, tasks                  counts
     pass_rate                        every hidden test passed and no tampering (`passes`)
-    best_of_<k>                      mean over tasks of the unbiased pass@k (eval/passk.py) from
+    best_of_<k>                      mean over tasks of the unbiased pass@k (rl/passk.py) from
                                      all n episodes of the task: P(some of k samples passes). Not
                                      the fraction of tasks with any pass among n (that is pass@n,
                                      and is biased for k < n). Needs n >= k for every task.
@@ -41,15 +42,15 @@ Metrics, means over episodes unless said:
 
 from __future__ import annotations
 
-import dataclasses
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from eval.passk import pass_at_k
+from rl.passk import pass_at_k
 
 _MISSING = object()
+_WHOLE = object()  # _chains' key for a record that is a whole episode
 
 
 def field(rec, name: str, default=_MISSING):
@@ -100,27 +101,12 @@ def dropped_episode(task_id: str) -> dict:
     )  # fmt: skip
 
 
-@dataclasses.dataclass(frozen=True)
-class _Episode:
-    task_id: str
-    solved: bool
-    credit: float
-    done_reason: str
-    turns: int
-    tool_calls: int
-    malformed_calls: int
-    tokens: int
-    summaries: int
-    segments: int
-    reward: float | None
-
-
 def _chains(records: Sequence) -> list[list]:
     """Records -> episodes, each the list of its records (one, or a chain's segments in order)."""
     chains: dict[tuple, list] = {}
     for i, rec in enumerate(records):
         if field(rec, "segment", None) is None:
-            chains[("record", i)] = [rec]
+            chains[(_WHOLE, i)] = [rec]
             continue
         index = field(rec, "sample", field(rec, "chain", None))
         if index is None:
@@ -132,6 +118,9 @@ def _chains(records: Sequence) -> list[list]:
         chains.setdefault((*key, index), []).append(rec)
     out = []
     for key, recs in chains.items():
+        if key[0] is _WHOLE:  # a whole episode: its 'segments' counts the chain it summarizes
+            out.append(recs)
+            continue
         recs = sorted(recs, key=lambda r: int(field(r, "segment", 0)))
         want = int(field(recs[-1], "segments", 1))
         got = [int(field(r, "segment", 0)) for r in recs]
@@ -150,32 +139,18 @@ def _chain_counts(last) -> tuple[int, int]:
     return int(summaries), int(segments if segments is not None else summaries + 1)
 
 
-def _episode(recs: list) -> _Episode:
-    last = recs[-1]
-    tokens = field(last, "completion_tokens", None)
+def _completion_tokens(recs: list) -> int:
+    """Tokens the policy emitted in a chain: its 'completion_tokens', else its masks summed."""
+    tokens = field(recs[-1], "completion_tokens", None)
     if tokens is None:
         tokens = sum(int(np.sum(field(r, "mask"))) for r in recs)
-    reward = field(last, "reward", None)
-    summaries, segments = _chain_counts(last)
-    return _Episode(
-        task_id=str(field(last, "task_id")),
-        solved=passes(last),
-        credit=credit(last),
-        done_reason=str(field(last, "done_reason")),
-        turns=int(field(last, "turns")),
-        tool_calls=int(field(last, "tool_calls")),
-        malformed_calls=int(field(last, "malformed_calls")),
-        tokens=int(tokens),
-        summaries=summaries,
-        segments=segments,
-        reward=None if reward is None else float(reward),
-    )
+    return int(tokens)
 
 
-def _best_of(eps: list[_Episode], ks: Sequence[int]) -> dict[str, float]:
+def _best_of(task_ids: list[str], solved: list[bool], ks: Sequence[int]) -> dict[str, float]:
     per_task: dict[str, list[bool]] = defaultdict(list)
-    for e in eps:
-        per_task[e.task_id].append(e.solved)
+    for task, ok in zip(task_ids, solved):
+        per_task[task].append(ok)
     out = {}
     for k in ks:
         short = {t: len(v) for t, v in per_task.items() if len(v) < k}
@@ -192,31 +167,37 @@ def _best_of(eps: list[_Episode], ks: Sequence[int]) -> dict[str, float]:
 
 
 def episode_metrics(records: Sequence, ks: Sequence[int] = (1,)) -> dict:
-    """The metrics in this module's docstring over `records` (segments or whole episodes)."""
+    """The metrics in this module's docstring over `records` (segments or whole episodes). An
+    episode is read from its last record (a chain's grade, counts and reward are on every
+    segment) and the tokens of all its records."""
     if any(int(k) < 1 for k in ks):
         raise ValueError(f"episode_metrics: ks must be >= 1, got {list(ks)}")
-    eps = [_episode(recs) for recs in _chains(records)]
-    if not eps:
+    chains = _chains(records)
+    if not chains:
         raise ValueError("episode_metrics: no episodes")
-    n = len(eps)
-    calls = sum(e.tool_calls + e.malformed_calls for e in eps)
+    ends = [recs[-1] for recs in chains]
+    n = len(ends)
+    tasks = [str(field(e, "task_id")) for e in ends]
+    solved = [passes(e) for e in ends]
+    calls, bad = ([int(field(e, name)) for e in ends] for name in ("tool_calls", "malformed_calls"))
+    chain_counts = [_chain_counts(e) for e in ends]
     m = {
         "episodes": n,
-        "tasks": len({e.task_id for e in eps}),
-        "pass_rate": sum(e.solved for e in eps) / n,
-        "partial_credit": sum(e.credit for e in eps) / n,
-        "completion_tokens": sum(e.tokens for e in eps) / n,
-        "tool_calls": sum(e.tool_calls for e in eps) / n,
-        "turns": sum(e.turns for e in eps) / n,
-        "malformed_rate": sum(e.malformed_calls for e in eps) / calls if calls else 0.0,
-        "malformed_episodes": sum(e.malformed_calls > 0 for e in eps) / n,
-        "summaries": sum(e.summaries for e in eps) / n,
-        "segments": sum(e.segments for e in eps) / n,
+        "tasks": len(set(tasks)),
+        "pass_rate": sum(solved) / n,
+        "partial_credit": sum(credit(e) for e in ends) / n,
+        "completion_tokens": sum(_completion_tokens(recs) for recs in chains) / n,
+        "tool_calls": sum(calls) / n,
+        "turns": sum(int(field(e, "turns")) for e in ends) / n,
+        "malformed_rate": sum(bad) / (sum(calls) + sum(bad)) if sum(calls) + sum(bad) else 0.0,
+        "malformed_episodes": sum(b > 0 for b in bad) / n,
+        "summaries": sum(s for s, _ in chain_counts) / n,
+        "segments": sum(g for _, g in chain_counts) / n,
     }
-    m.update(_best_of(eps, [int(k) for k in ks]))
-    for reason, count in sorted(Counter(e.done_reason for e in eps).items()):
+    m.update(_best_of(tasks, solved, [int(k) for k in ks]))
+    for reason, count in sorted(Counter(str(field(e, "done_reason")) for e in ends).items()):
         m[f"done/{reason}"] = count / n
-    rewards = [e.reward for e in eps if e.reward is not None]
-    if len(rewards) == n:  # a mean over some episodes would not be comparable: omitted
-        m["reward"] = sum(rewards) / n
+    rewards = [field(e, "reward", None) for e in ends]
+    if all(r is not None for r in rewards):  # a mean over some would not be comparable: omitted
+        m["reward"] = sum(float(r) for r in rewards) / n
     return m
