@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from rl.batch import group_advantages
-from rl.records import from_json, policy_tokens
+from rl.records import completion_record, from_json, policy_tokens
 from rl.rewards import feedback_reward
 from rl.serve.interaction_log import exchange_key, feedback_key, read_log
 
@@ -47,6 +47,26 @@ def read_signals(log_dir: str, cursor: dict, end: dict):
     return exchanges, latest
 
 
+def served_record(ex: dict) -> dict:
+    """An exchange's RL record as rl/serve/app.py logs it (rl.records.completion_record). Logs
+    written before 2026-11-28 hold the per-token layout over prompt + completion without the
+    record's fields (no `mask`): those are rebuilt, so a log already written stays trainable."""
+    if "mask" in ex:
+        return from_json(ex)
+    plen, tokens = ex["prompt_len"], ex["tokens"]
+    experts = np.asarray(ex["experts"], np.int32).reshape(len(ex["experts"]), len(tokens), -1)
+    return completion_record(
+        tokens[:plen],
+        tokens[plen:],
+        ex["logprobs"][plen:],  # the old log holds the prompt's as 0.0 / -1
+        ex["versions"][plen:],
+        experts,
+        group_id=ex["id"],
+        reward=None,
+        reward_terms=None,
+    )
+
+
 def training_records(log_dir, cursor, end, *, base_version, rt, max_tokens):
     """-> (records for rl/batch.py's collate, stats). rt: the realtime block."""
     exchanges, latest = read_signals(log_dir, cursor, end)
@@ -58,7 +78,7 @@ def training_records(log_dir, cursor, end, *, base_version, rt, max_tokens):
         if ex is None:
             stats["orphan"] += 1
             continue
-        rec = from_json(ex)  # the served record (rl/serve/app.py), reward still None
+        rec = served_record(ex)  # reward still None
         versions = rec["versions"][rec["mask"] == 1]  # the completion's
         oldest = int(versions.min()) if versions.size else base_version
         if base_version - oldest > rt.max_staleness:

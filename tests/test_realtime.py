@@ -212,6 +212,21 @@ def test_staleness_rule_orphans_and_cursor(tmp_path):
     assert check_record(records[0])["reward_terms"] == {"outcome": 1.0}
 
 
+def test_exchanges_logged_before_records_were_logged_whole_stay_trainable():
+    """A log line in the layout the server wrote before 2026-11-28 (per-token lists over prompt +
+    completion, no record fields) reads back as the record the server writes now."""
+    rec = completion_record([1, 2], [3, 4], [-0.5, -1.5], [7, 8], np.arange(16).reshape(2, 4, 2),
+                            group_id="r", reward=None, reward_terms=None)  # fmt: skip
+    old = {"kind": "exchange", "id": "r", "choice": 0, "prompt_len": 2, "tokens": [1, 2, 3, 4],
+           "logprobs": [0.0, 0.0, -0.5, -1.5], "versions": [-1, -1, 7, 8],
+           "experts": np.arange(16).reshape(2, 4, 2).tolist(), "completion_text": "x"}  # fmt: skip
+    got = fbk.served_record(old)
+    assert sorted(got) == sorted(rec)
+    for k, v in rec.items():
+        np.testing.assert_array_equal(got[k], v, err_msg=k)
+    assert fbk.served_record(to_json(dict(rec, kind="exchange"))).keys() >= rec.keys()
+
+
 def test_promotion_gate_refuses_a_candidate_below_the_acceptance_floor(tiny_model):
     """Issue 44: spec/acceptance (eval/promotion.py spec_acceptance, MTP head 0's first-draft
     acceptance at the serving temperature) under a floor gate. The tiny model's random-init
