@@ -125,7 +125,7 @@ def _run(config):
     _init_distributed()
     if _MODE.value == "rl" and "realtime" in config:  # configs/realtime.py: one feedback cycle
         from eval import promotion
-        from rl import realtime
+        from rl.serve import realtime
 
         try:
             check = promotion.gate_check(config.realtime.gates)
@@ -144,7 +144,7 @@ def _run(config):
     elif _MODE.value == "convert":
         print(convert.export_latest(config, _WORKDIR.value))
     elif _MODE.value == "rollout":  # configs/rollout.py
-        from rl.rollout_main import run_rollouts
+        from rl.sampling.rollout_main import run_rollouts
 
         run_rollouts(config, _WORKDIR.value, _PARAMS.value)
     elif _MODE.value == "serve":  # configs/serve.py (its defaults when --config has no serve block)

@@ -21,7 +21,7 @@ broken turns (~1.5x the RL steps per minute) and RL stopped by the issue's 30-mi
    the RL start.
 3. Held-out "before": `--heldout` tasks of the family with seeds 2_000_000 + i, 4 episodes each at
    `--temperature` (default 0.5; RL samples at it too) in the same CodingSampler the loop uses,
-   counted by rl.episode_metrics.episode_metrics (the agentic suite's and the RL logs' definition):
+   counted by rl.learning.episode_metrics.episode_metrics (the agentic suite's and the RL logs' definition):
    pass@1 = mean over episodes of the hidden tests' all-pass (no tampering), best-of-4 = mean over
    tasks of the unbiased pass@4 estimator (with exactly 4 episodes a task, as here, that is the
    fraction of tasks with an all-pass episode), partial credit, endings; an episode the driver
@@ -57,8 +57,9 @@ import numpy as np  # noqa: E402
 
 from configs import rl as rl_config  # noqa: E402
 from configs import sft as sft_config  # noqa: E402
-from rl import loop, sampler_process  # noqa: E402
-from rl.weight_store import FixedWeights  # noqa: E402
+from rl import loop  # noqa: E402
+from rl.sampling import sampler_process  # noqa: E402
+from rl.stores.weight_store import FixedWeights  # noqa: E402
 
 TRACE_SEED_BASE, HELDOUT_SEED_BASE = 1_000_000, 2_000_000
 
@@ -244,9 +245,9 @@ def heldout(config, params, n_tasks: int, k: int = 4) -> dict:
 
 
 def heldout_metrics(task_ids: list[str], groups: list[list[dict]], k: int) -> dict:
-    """rl.episode_metrics.episode_metrics (ks 1 and k) over the sampler's groups, one per task, each
+    """rl.learning.episode_metrics.episode_metrics (ks 1 and k) over the sampler's groups, one per task, each
     topped up to k episodes with failures for the episodes the driver dropped."""
-    from rl.episode_metrics import dropped_episode, episode_metrics
+    from rl.learning.episode_metrics import dropped_episode, episode_metrics
 
     records = []
     for task_id, group in zip(task_ids, groups, strict=True):
@@ -268,7 +269,7 @@ def describe(m: dict, k: int = 4) -> str:
 def evaluate_only(config, params_dir: str, runs: list[str], n_tasks: int) -> None:
     """Held-out pass@1 / best-of-4 of the SFT export and of each RL run's newest published params."""
     from model.export import load_params
-    from rl.weight_store import WeightReader
+    from rl.stores.weight_store import WeightReader
 
     for name in ["sft"] + runs:
         t0 = time.time()

@@ -8,7 +8,7 @@ RL, after N RL steps without the MTP self-distillation term, and after N steps w
         # configs/mtp.py's stage
 
 1. Start: `--params` (an export) or a random-init `--preset`; then `--warm_steps` RL steps with
-   train.trainable='mtp' (the trunk frozen: only the MTP heads learn, by rl/losses.py's
+   train.trainable='mtp' (the trunk frozen: only the MTP heads learn, by rl/learning/losses.py's
    self-distillation on the policy's own samples), so the heads start trained on the traffic
    they will draft for (the MTP stage's role, configs/mtp.py). That export is "before RL".
 2. Two RL runs from it with the same seeds (pool order, sampling, params init): rl.mtp_weight=0
@@ -40,9 +40,10 @@ import jax  # noqa: E402
 
 from configs import rl as rl_config  # noqa: E402
 from model.export import load_params, save_params  # noqa: E402
-from rl import loop, sampler_process, timeline  # noqa: E402
-from rl.samplers import acceptance  # noqa: E402
-from rl.weight_store import FixedWeights  # noqa: E402
+from rl import loop, timeline  # noqa: E402
+from rl.sampling import sampler_process  # noqa: E402
+from rl.sampling.samplers import acceptance  # noqa: E402
+from rl.stores.weight_store import FixedWeights  # noqa: E402
 
 
 def base_config(args, params_dir: str = ""):

@@ -5,7 +5,7 @@
         [--workdir /tmp/bench_rl_summary] [--out bench/rl_summary_curve.png]
     python bench/bench_rl_summary.py --seeds_plot DIR [DIR ...] --out bench/rl_summary_seeds.png
 
-rl/loop.py on rl.task='summary_toy' (rl/summary_toy.py): each episode is two segments, one
+rl/loop.py on rl.task='summary_toy' (rl/sampling/summary_toy.py): each episode is two segments, one
 training row each; the fact (one of `--facts` ids) is in segment 0 only, the policy writes a
 2-token summary there, and segment 1 (summary only) answers with 2 tokens rewarded by how many
 name the fact. Both segments share the chain's reward and its group-relative advantage. Chance is
@@ -15,7 +15,7 @@ prints the mean reward and the fraction of summaries that kept the fact (from th
 records: the summary holds the fact's id, or the fact is decodable from it under whatever code
 the policy adopted) and of groups whose chains all tied (zero advantage), and writes the curve.
 The recipe: balanced pools (rl.summary_toy.balanced; `--unbalanced` draws each task's fact
-independently, as the first recipe did), a k2 KL of 0.02 to the initial policy (rl/summary_toy.py
+independently, as the first recipe did), a k2 KL of 0.02 to the initial policy (rl/sampling/summary_toy.py
 says why), 16 chains a group and a cosine lr decay to 0.1x over the pool (bench/RESULTS.md). `--report_only` redoes the report of a finished run; `--seeds_plot` draws finished
 runs' reward curves together and prints their 10-step means.
 
@@ -44,8 +44,8 @@ import numpy as np  # noqa: E402
 
 from configs import rl as rl_config  # noqa: E402
 from rl import loop  # noqa: E402
-from rl.store import RolloutStore  # noqa: E402
-from rl.summary_toy import vocab  # noqa: E402
+from rl.sampling.summary_toy import vocab  # noqa: E402
+from rl.stores.store import RolloutStore  # noqa: E402
 
 
 def toy_config(
@@ -97,7 +97,8 @@ def curves(workdir: str) -> dict[str, list[float]]:
                 [
                     (int(r["tokens"][1]), tuple(r["tokens"][r["mask"] > 0].tolist()), r["reward"])
                     for r in (r for g in groups for r in g)
-                    if r["segment"] == 0  # segment 0's prompt is USER f f (rl/summary_toy.py)
+                    if r["segment"]
+                    == 0  # segment 0's prompt is USER f f (rl/sampling/summary_toy.py)
                 ]
             )
     out = {"reward": [], "literal": [], "decodable": [], "zero_signal": zero}
@@ -175,8 +176,8 @@ def measure_reuse(repeats: int) -> None:
     from rl.envs import generate_task
     from rl.envs.scripted import SummarizingPolicy, TracePolicy
     from rl.envs.summary import SummaryConfig
-    from rl.records import policy_tokens
-    from rl.rollout import play_episodes
+    from rl.learning.records import policy_tokens
+    from rl.sampling.rollout import play_episodes
 
     tok, budget = ByteTokenizer(), 2560
     cfg = presets.get("tiny", max_position_embeddings=budget)

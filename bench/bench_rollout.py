@@ -1,4 +1,4 @@
-"""Rollout driver throughput and the bf16 log-prob gap (rl/rollout.py on model/engine.py).
+"""Rollout driver throughput and the bf16 log-prob gap (rl/sampling/rollout.py on model/engine.py).
 
     python bench/bench_rollout.py [--tasks 16] [--slots 8,16] [--rounds 2]
 
@@ -30,7 +30,7 @@ from model import Transformer, init_params, presets  # noqa: E402
 from model.engine import RolloutEngine  # noqa: E402
 from model.sampling import mask_invalid  # noqa: E402
 from rl.envs import OraclePolicy, generate_tasks  # noqa: E402
-from rl.rollout import play_episodes  # noqa: E402
+from rl.sampling.rollout import play_episodes  # noqa: E402
 
 TOK = ByteTokenizer()
 CACHE = 2048

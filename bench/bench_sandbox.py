@@ -89,15 +89,17 @@ def command_overhead(n: int) -> dict[str, tuple[float, float, float]]:
 
 
 def episodes(n: int, workers: int) -> tuple[float, list[float]]:
-    from rl.records import episode_facts
-    from rl.rewards import RewardConfig
+    from rl.learning.records import episode_facts
+    from rl.learning.rewards import RewardConfig
 
     tok = ByteTokenizer()
     tasks = generate_tasks(n, seed=123, difficulties=(1,))
 
     def one(task):
         rec = run_episode(CodingEnv(tok), task, OraclePolicy(tok, task))
-        return episode_facts(rec, tok, RewardConfig())["reward"]  # the RL reward, rl/rewards.py
+        return episode_facts(rec, tok, RewardConfig())[
+            "reward"
+        ]  # the RL reward, rl/learning/rewards.py
 
     t = time.perf_counter()
     with ThreadPoolExecutor(workers) as pool:

@@ -232,7 +232,7 @@ def hot_swap(cfg, send, server, store: str, prompts, clients: int) -> None:
     """The new version is published before the load starts (writing 100M params takes seconds
     here) and promoted 2 s into it; the server's follower then fetches it and the engine thread
     swaps it in between decode steps while every slot is busy."""
-    from rl.weight_store import Promotions, WeightWriter
+    from rl.stores.weight_store import Promotions, WeightWriter
 
     t0 = time.perf_counter()
     WeightWriter(store, dtype="float32").publish(

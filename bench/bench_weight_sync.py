@@ -77,7 +77,7 @@ def _mtp_bytes(kv_root: str, version: int) -> int:
 def _assert_bitwise(got: dict, want: dict, dtype: str) -> None:
     import ml_dtypes
 
-    from rl.weight_store import flatten
+    from rl.stores.weight_store import flatten
 
     dt = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.float32
     g, w = flatten(got), flatten(want)
@@ -99,9 +99,9 @@ def _stores(root: str, endpoint: str | None, dtypes) -> dict:
 
 
 def deltas(args, c, cfg, params0, endpoint) -> None:
-    from rl import batch as rb
+    from rl.learning import batch as rb
     from rl.loop import state_and_step
-    from rl.weight_store import WeightReader, WeightWriter
+    from rl.stores.weight_store import WeightReader, WeightWriter
 
     n = sum(x.size for x in jax.tree.leaves(params0))
     bf16_full = 2 * n
@@ -152,8 +152,8 @@ def deltas(args, c, cfg, params0, endpoint) -> None:
 def pause(args, cfg, params0) -> None:
     """Decode while versions arrive; per swap: poll + set_params, and the next step's extra."""
     from model.prompt_batch import PromptBatch
-    from rl.sampler_process import to_engine
-    from rl.weight_store import Follower, WeightReader, WeightWriter
+    from rl.sampling.sampler_process import to_engine
+    from rl.stores.weight_store import Follower, WeightReader, WeightWriter
 
     print(
         "\n| follower | swaps | poll + set_params ms (median, max) | next step extra ms "

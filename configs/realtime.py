@@ -1,10 +1,10 @@
-"""Real-time RL from user feedback: one cycle per run (rl/realtime.py).
+"""Real-time RL from user feedback: one cycle per run (rl/serve/realtime.py).
 
     python main.py --mode=serve --params=DIR --workdir=W                   # serves, logs, follows
     python main.py --mode=rl --config=configs/realtime.py --workdir=W --config.realtime.params=DIR
 
 A cycle reads the signals POSTed to /v1/feedback since the last cycle (W/interactions), maps them
-to rewards (rl/feedback.py: accepted +1, rejected -1, dissatisfied -0.5, edited by similarity to
+to rewards (rl/serve/feedback.py: accepted +1, rejected -1, dissatisfied -0.5, edited by similarity to
 the kept text in [-0.5, 0.5], rating (r - 3) / 2), trains the newest promoted params on them with
 the one trainer and the RL loss (importance correction against the logged log-probs, router
 replay), evaluates the candidate with `eval.suites`, and publishes it to W/weights as promoted
@@ -38,7 +38,7 @@ def get_config() -> ml_collections.ConfigDict:
             # without MTP heads, where the metric is missing and the gate fails closed).
             gates="nll/nll@128:min:0.02,spec/acceptance:floor:0.5",
             min_records=4,  # fewer usable signals: skip the cycle (the cursor stays)
-            max_staleness=4,  # versions; older responses are dropped (rl/feedback.py)
+            max_staleness=4,  # versions; older responses are dropped (rl/serve/feedback.py)
             baseline="cycle",  # advantage = reward - the cycle's mean reward | 'none': reward
             epochs=1,  # passes over the cycle's signals
             reward=dict(

@@ -18,9 +18,9 @@ and rl.max_tokens.
 Start: `model` is a preset name or an HF folder; `init_params_from` (exported params) wins.
 Task: 'pattern' is the toy task of tests/test_rl_loop.py (reward = fraction of completion tokens
 with id < pattern_size; ~pattern_size/vocab at random init). 'coding' plays multi-turn CodingEnv
-episodes in the sandbox (rl/coding_sampler.py on rl/rollout.py's driver, ByteTokenizer) on a pool
+episodes in the sandbox (rl/sampling/coding_sampler.py on rl/sampling/rollout.py's driver, ByteTokenizer) on a pool
 of `pool_size` generated tasks (training templates only, seeded by rl.seed); the reward is
-rl/rewards.py under rl.reward on the hidden tests' grade and the episode's counts, carried by each
+rl/learning/rewards.py under rl.reward on the hidden tests' grade and the episode's counts, carried by each
 record and logged (progress lines, TensorBoard) as reward/mean and per part: reward/outcome,
 reward/malformed, reward/len_<quantity> for each rl.reward.length term. It refuses to start without bubblewrap isolation (opt in to
 rlimits only with RL_ENVS_ALLOW_UNISOLATED=1). rl.max_tokens is then the episode's whole context
@@ -75,7 +75,7 @@ def get_config() -> ml_collections.ConfigDict:
             task="pattern",  # 'pattern' (toy, single turn) | 'summary_toy' | 'coding'
             pattern_size=32,  # toy task: target ids [0, pattern_size)
             # Training rows per episode: an episode that summarizes is a chain of segments, one
-            # row each (rl/records.py); train.batch_size = groups x group_size x this
+            # row each (rl/learning/records.py); train.batch_size = groups x group_size x this
             segments_per_chain=1,
             pool_size=256,  # tasks in the pool (one group each: single epoch)
             seed=0,  # pool order, tasks and sampling (the params init is train.seed's)
@@ -89,7 +89,7 @@ def get_config() -> ml_collections.ConfigDict:
             temperature=1.0,
             swap_every=2,  # decode iterations between weight-store polls (in-flight update)
             speculative_k=0,  # MTP draft tokens per verify step (0 = plain; needs MTP heads)
-            # MTP self-distillation in the RL loss (rl/losses.py): the MTP heads follow the
+            # MTP self-distillation in the RL loss (rl/learning/losses.py): the MTP heads follow the
             # policy RL moves, so speculative acceptance holds. < 0: 1.0 when the model has MTP
             # heads and speculative_k > 0, else off; 0: off; > 0: that weight.
             mtp_weight=-1.0,
@@ -120,10 +120,10 @@ def get_config() -> ml_collections.ConfigDict:
             full_every=10,
             # Where weights go: '' = <workdir>/weights; a path, a URL (gs://b/x) or a tensorstore
             # kvstore spec as JSON, e.g. '{"driver": "s3", "bucket": "b", "path": "run/",
-            # "endpoint": "http://127.0.0.1:8333", "aws_region": "us-east-1"}' (rl/weight_store.py)
+            # "endpoint": "http://127.0.0.1:8333", "aws_region": "us-east-1"}' (rl/stores/weight_store.py)
             weight_store="",
             # Where episode groups go: '' = <workdir>/rollouts; a path, a URL or a kvstore spec
-            # as JSON as for weight_store (rl/store.py), e.g. the same S3 bucket under another
+            # as JSON as for weight_store (rl/stores/store.py), e.g. the same S3 bucket under another
             # path when samplers run on other hosts
             rollout_store="",
             # > 0: each sampler's engine runs sharded over N devices with the mesh below (tensor
@@ -156,14 +156,14 @@ def get_config() -> ml_collections.ConfigDict:
             summary=dict(trigger_tokens=0, trigger_fraction=0.0, max_segments=4),
         )
     )
-    # Skip tasks predicted to carry no signal (rl/curriculum.py): a task whose `key` attribute
+    # Skip tasks predicted to carry no signal (rl/sampling/curriculum.py): a task whose `key` attribute
     # (e.g. 'meta.package' of a coding task; '' = off) had no outcome spread in each of its last
     # `after` groups is skipped with probability `prob` (counted, never trained).
-    # rl.task='summary_toy' (rl/summary_toy.py): a fact among `facts` ids is visible only before
+    # rl.task='summary_toy' (rl/sampling/summary_toy.py): a fact among `facts` ids is visible only before
     # a summary of summary_tokens; the answer (answer_tokens) after it is rewarded for naming it.
     # Needs rl.segments_per_chain = 2 (bench/bench_rl_summary.py); rl.valid_vocab is set to its ids.
     # balanced: every `facts` consecutive tasks of the training order hold each fact once (so
-    # each batch of groups_per_batch = facts groups does: rl/summary_toy.py's balanced_fact);
+    # each batch of groups_per_batch = facts groups does: rl/sampling/summary_toy.py's balanced_fact);
     # False draws each task's fact independently (the first recipe, which stalled in 3 of 4 runs)
     c.rl.summary_toy = ml_collections.ConfigDict(
         dict(facts=4, summary_tokens=2, answer_tokens=2, balanced=True)

@@ -1,6 +1,6 @@
 """Agentic suite in the style of CursorBench: multi-turn episodes in `rl.envs.CodingEnv` on terse
 tasks, K samples per task; pass rate, partial credit, completion tokens, tool calls, turns and the
-malformed-call rate per family and best-of-K (all by rl.episode_metrics.episode_metrics, the one
+malformed-call rate per family and best-of-K (all by rl.learning.episode_metrics.episode_metrics, the one
 definition the RL loop and the benchmarks use too); score against completion tokens. With
 self-summarization (env_kwargs summary=SummaryConfig, rl/envs/summary.py) an episode's summaries
 and segments are reported too, and `compare_summaries` plays the suite with and without
@@ -8,10 +8,10 @@ summaries at the same context budget (per family pass rates side by side).
 
 A *policy* here is anything with `play(jobs) -> list[dict]` (episodes: `played_episode`), where a
 job is (task, sample index): `ScriptedPolicy` (known behaviour, for tests), `ModelPolicy` (the model
-on the rollout driver, rl.rollout.play_episodes). Episodes are graded by the environment's hidden
+on the rollout driver, rl.sampling.rollout.play_episodes). Episodes are graded by the environment's hidden
 tests only; an episode whose grader caught tampering counts as failed (no pass, no partial credit).
-Each episode also carries the reward RL would train on (rl/rewards.py under the policy's
-RewardConfig, default RewardConfig(): the record's own reward, rl/records.py), reported as the
+Each episode also carries the reward RL would train on (rl/learning/rewards.py under the policy's
+RewardConfig, default RewardConfig(): the record's own reward, rl/learning/records.py), reported as the
 mean `reward`.
 
 Task sets: procedural families from rl.envs.taskgen drawn from a seed stream that training never
@@ -28,9 +28,9 @@ from collections.abc import Callable, Sequence
 
 # HELD_OUT_TEMPLATES (never in an RL pool) live beside the templates, so rl/ need not import eval/
 from rl.envs.taskgen import HELD_OUT_TEMPLATES, training_templates  # noqa: F401
-from rl.episode_metrics import credit, dropped_episode, episode_metrics, field, passes
-from rl.records import chain_facts
-from rl.rewards import RewardConfig
+from rl.learning.episode_metrics import credit, dropped_episode, episode_metrics, field, passes
+from rl.learning.records import chain_facts
+from rl.learning.rewards import RewardConfig
 
 EVAL_SEED_BASE = 1_000_003  # eval task seeds: generate_tasks(n, seed=EVAL_SEED_BASE + seed)
 
@@ -53,8 +53,8 @@ def transcript_digest(tokens) -> str:
 
 
 def played_episode(task, sample: int, rec: dict, completion_tokens: int, tokens) -> dict:
-    """An episode as the suite keeps it: the chain's facts (rl.records.chain_facts of a record, a
-    chain's last segment, or of rl.records.episode_facts: grade, counts, reward) with the suite's
+    """An episode as the suite keeps it: the chain's facts (rl.learning.records.chain_facts of a record, a
+    chain's last segment, or of rl.learning.records.episode_facts: grade, counts, reward) with the suite's
     bookkeeping: family, sample, completion_tokens, transcript (`tokens`: the whole chain's ids)."""
     return dict(
         chain_facts(rec),
@@ -66,7 +66,7 @@ def played_episode(task, sample: int, rec: dict, completion_tokens: int, tokens)
 
 
 def dropped(task, sample: int) -> dict:
-    """An episode the driver dropped (rl.episode_metrics.dropped_episode: a failure, not a gap),
+    """An episode the driver dropped (rl.learning.episode_metrics.dropped_episode: a failure, not a gap),
     with the suite's bookkeeping; its reward counts as 0."""
     return dict(
         dropped_episode(task.id), family=family(task), sample=sample, transcript="", summaries=0,
@@ -153,7 +153,7 @@ class ScriptedPolicy:
 
     def play(self, jobs: Sequence[tuple]) -> list[dict]:
         from rl.envs import CodingEnv, run_episode
-        from rl.records import episode_facts
+        from rl.learning.records import episode_facts
 
         out = []
         for task, sample in jobs:
@@ -179,7 +179,7 @@ def _reading_oracle(tok, task, sample: int):
 
 
 class ModelPolicy:
-    """The model plays on the rollout driver (rl.rollout.play_episodes on a model.engine
+    """The model plays on the rollout driver (rl.sampling.rollout.play_episodes on a model.engine
     RolloutEngine): each episode keeps its latent cache across turns (an observation is prefilled
     alone, never the whole transcript), the engine's compiled programs are shared by every call,
     and ids past the tokenizer's vocab (the model vocab is padded) are never sampled.
@@ -189,7 +189,7 @@ class ModelPolicy:
     run one after another and the engine's key stream never depends on when a sandbox call returns
     (with several slots, the order in which episodes resume after their tool calls is a race).
 
-    `scripted(task) -> f(context) -> ids` (rl.rollout.play_episodes) teacher-forces the turns f
+    `scripted(task) -> f(context) -> ids` (rl.sampling.rollout.play_episodes) teacher-forces the turns f
     returns; an empty list lets the model sample that turn (a fixed opening, for harness tests)."""
 
     def __init__(
@@ -234,8 +234,8 @@ class ModelPolicy:
         return self.engine
 
     def play(self, jobs: Sequence[tuple]) -> list[dict]:
-        from rl.records import policy_tokens as policy_tokens_of
-        from rl.rollout import play_episodes
+        from rl.learning.records import policy_tokens as policy_tokens_of
+        from rl.sampling.rollout import play_episodes
 
         tasks, k = _groups(jobs)
         out = play_episodes(
@@ -300,7 +300,7 @@ def run_suite(policy, tasks: Sequence, n_samples: int, progress=None, chunk: int
 
 
 def summarize(episodes: Sequence[dict], ks: Sequence[int]) -> tuple[dict, list[dict]]:
-    """(metrics, items): rl.episode_metrics.episode_metrics overall (pass rate, best_of_<K>, partial
+    """(metrics, items): rl.learning.episode_metrics.episode_metrics overall (pass rate, best_of_<K>, partial
     credit, tokens, calls, turns, malformed rate, summaries) and per family as '<family>/<metric>',
     and one item per task with its samples."""
     if not episodes:

@@ -43,7 +43,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from rl.passk import mean_pass_at_k
+from rl.learning.passk import mean_pass_at_k
 
 # Completions are cut at the first of these (the Codex paper's stop sequences): what follows the
 # function body is another top-level statement, which the tests never need.

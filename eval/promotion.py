@@ -135,7 +135,7 @@ def _acceptance_sums(cfg, temperature: float, valid_vocab: int):
     import jax.numpy as jnp
 
     from model.transformer import Transformer
-    from rl.losses import mtp_distillation
+    from rl.learning.losses import mtp_distillation
 
     module = Transformer(cfg)
 

@@ -2,7 +2,7 @@
 MTP speculative decoding, in-flight weight swaps, per-token RL records (sampler log-prob, routed
 experts, params version), a bounded number of compiled programs. It is the only one: a fixed prompt
 list (`model.generate`, eval, the single-turn RL sampler) goes through model/prompt_batch.py's
-PromptBatch, multi-turn episodes through rl/rollout.py.
+PromptBatch, multi-turn episodes through rl/sampling/rollout.py.
 
 Letters: B slots, R rows prefilled (or decoded) in one call, T tokens per prefilled row, S cache
 length, V vocab, D model, K draft tokens, n MoE layers, k experts per token.
@@ -37,7 +37,7 @@ that produced it; 0 / -1 elsewhere), and `experts` [B,S,n,k]: row t = the expert
 forward which *consumed* token t (prefill or decode alike). A training forward over the sequence
 with forced_experts = experts (moved to [n,1,L,k]) therefore reproduces the sampler's routing at
 every position that was consumed; the final token of a sequence is never consumed (see
-rl/rollout.py for how records fill that row).
+rl/sampling/rollout.py for how records fill that row).
 
 Layout: the engine keeps one latent cache and one param tree per layer (model/decode.py
 `init_layer_caches`, `split_layers`; params are split once per version in `set_params`), so the
@@ -781,7 +781,7 @@ class _Request:
 
 
 class RolloutEngine:
-    """Slots + an open request queue. Not thread-safe: drive it from one thread (rl/rollout.py).
+    """Slots + an open request queue. Not thread-safe: drive it from one thread (rl/sampling/rollout.py).
     speculative_k: MTP draft tokens per verify step (0 = plain decoding; > 0 needs MTP modules).
     temperature / top_k / top_p: the default sampling settings; a turn may bring its own
     (`submit(..., sampling=Sampling(...))`), and every slot samples with its own in the same

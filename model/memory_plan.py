@@ -455,7 +455,7 @@ def sampler_plan(
 
 
 def weight_push_bytes(cfg: ModelConfig, trainer_devices: int, devices_per_host: int) -> dict:
-    """Bytes one trainer host writes per version to the weight store (rl/weight_store.py: each
+    """Bytes one trainer host writes per version to the weight store (rl/stores/weight_store.py: each
     distinct bfloat16 shard once, spread over the hosts): a full snapshot, and deltas at the
     issue's goals (2% and 5% of a snapshot per step)."""
     total = sum(math.prod(shape) for shape, _ in _shapes_and_specs(cfg))

@@ -7,7 +7,7 @@
 freed by a finished prompt takes the next one), steps it to completion and assembles the
 per-prompt records; `generate` is PromptBatch(...).run_until_done().results(). Between `step`
 calls the caller may swap params in flight (`batch.engine.set_params(p, version)`): the caches
-stay and every token records the version that produced it (rl/samplers.py).
+stay and every token records the version that produced it (rl/sampling/samplers.py).
 
 Letters: n MoE layers, k experts per token.
 

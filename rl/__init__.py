@@ -1,21 +1,17 @@
-"""Asynchronous on-policy RL, by role (the trainer itself is train/trainer.py's, shared by every
-stage):
+"""Asynchronous on-policy RL, in folders by role. The trainer itself is train/trainer.py's, shared
+by every stage; samplers and trainers share nothing but the two stores.
 
-    loop.py            --mode=rl: the one trainer with the RL loss and the RL batch source
-    batch_source.py    trainer side: rollout store -> groups (staleness, dynamic sampling,
-                       exactly-once books in the checkpoint) -> batch; publishes weights
-    batch.py           records -> padded training rows, group-relative advantages
-    losses.py          the RL policy loss (GRPO variant, TIS, KL, router replay), pure
-    rewards.py         the reward: a pure function of an episode's grade and counts
-    episode_metrics.py episode metrics and the pass rule, defined once (RL logs, eval, benchmarks)
-    passk.py           the unbiased pass@k estimator (best-of-K, HumanEval)
-    records.py         the episode record: per-token fields written once
-    store.py           the rollout store (one atomically written file per group)
-    weight_store.py    the weight store (shard-wise: snapshots + lossless deltas, resharding fetch, GC)
-    sampler_process.py sampler side: pool tasks -> groups, threads or processes
-    samplers.py        single-turn sampler (toy task) on the engine
-    coding_sampler.py  multi-turn CodingEnv sampler on the rollout driver
-    rollout.py         the rollout driver: CodingEnv episodes on one engine (+ rollout_main.py)
-    curriculum.py      skip tasks predicted to carry no signal
-    envs/              sandboxed coding environments, tasks, grading
+    loop.py        --mode=rl: the one trainer with the RL loss and the RL batch source, samplers
+    run_config.py  what trainer and samplers both derive from the run config (pool order)
+    timeline.py    spans of every process and thread -> a Chrome trace + idle fractions
+    learning/      trainer side: batch source, training rows, the loss, rewards, the episode
+                   record, episode metrics and pass@k
+    sampling/      sampler side: sampler processes/threads, samplers, the rollout driver,
+                   curriculum (imports no trainer module)
+    stores/        the weight store and the rollout store on one kvstore client
+    envs/          sandboxed coding environments, tasks, grading, real repositories
+    serve/         the OpenAI-compatible server, its interaction log, and the real-time cycle
+                   that trains on served feedback
+
+Imports run one way: eval/ may import rl/, never the reverse (tests/test_imports.py).
 """

@@ -9,19 +9,19 @@ source, and samplers that share only two stores with it.
 
 The trainer is pretraining's: its mesh (`config.mesh`, `config.rules`), optimizer roles and
 schedule (`config.train`), non-finite guard, SIGTERM save, progress/MFU lines, TensorBoard,
-multi-host flags and checkpoint format; RL brings only its loss (rl/losses.py) and its batch
-source (rl/batch_source.py). An RL checkpoint is therefore a pretraining checkpoint: --mode=convert
-exports it and --mode=eval evaluates the export. Samplers: rl/sampler_process.py.
+multi-host flags and checkpoint format; RL brings only its loss (rl/learning/losses.py) and its batch
+source (rl/learning/batch_source.py). An RL checkpoint is therefore a pretraining checkpoint: --mode=convert
+exports it and --mode=eval evaluates the export. Samplers: rl/sampling/sampler_process.py.
 """
 
 from __future__ import annotations
 
 import jax
 
-from rl.batch_source import RLBatchSource
-from rl.losses import make_rl_loss, model_apply, model_mtp_apply
+from rl.learning.batch_source import RLBatchSource
+from rl.learning.losses import make_rl_loss, model_apply, model_mtp_apply
 from rl.run_config import model_config  # noqa: F401  (rl.loop.model_config: callers' name)
-from rl.sampler_process import Samplers, compile_cache
+from rl.sampling.sampler_process import Samplers, compile_cache
 
 
 def resolve(config):
@@ -34,7 +34,9 @@ def resolve(config):
 
     config = config.copy_and_resolve_references()
     rl, t = config.rl, config.train
-    per_chain = rl.get("segments_per_chain", 1)  # rows per episode (summaries: rl/records.py)
+    per_chain = rl.get(
+        "segments_per_chain", 1
+    )  # rows per episode (summaries: rl/learning/records.py)
     rows = rl.groups_per_batch * rl.group_size * per_chain
     if t.batch_size != rows or t.seq_len != rl.max_tokens:
         raise ConfigError(
@@ -53,14 +55,14 @@ def resolve(config):
     need = rl.groups_per_batch + rl.groups_per_call - 1
     if not rl.get("synchronous", False) and rl.max_ahead < need:
         # a batch waits with up to groups_per_batch - 1 groups read (pending), which count as
-        # ahead of the trainer (rl/batch_source.py progress_of): a sampler must still be able to
+        # ahead of the trainer (rl/learning/batch_source.py progress_of): a sampler must still be able to
         # write its next groups_per_call, or both sides wait for each other
         raise ConfigError(
             f"rl.max_ahead={rl.max_ahead}: must be >= rl.groups_per_batch + rl.groups_per_call"
             f" - 1 = {need}, or the trainer and the samplers can wait for each other forever"
         )
     if rl.task == "summary_toy":  # two segments a chain; samples and loss on the toy's ids
-        from rl.summary_toy import vocab
+        from rl.sampling.summary_toy import vocab
 
         if per_chain < 2 or rl.valid_vocab not in (0, vocab(rl.summary_toy.facts)):
             raise ConfigError(
@@ -108,7 +110,7 @@ def resolve(config):
 
 
 def mtp_weight(cfg, rl) -> float:
-    """The MTP self-distillation weight (rl/losses.py): rl.mtp_weight, where < 0 (the default)
+    """The MTP self-distillation weight (rl/learning/losses.py): rl.mtp_weight, where < 0 (the default)
     means 1 when the model has MTP heads and the samplers draft with them (rl.speculative_k > 0),
     else 0. A weight > 0 on a model without MTP heads is an error."""
     from model.errors import ConfigError
@@ -122,7 +124,7 @@ def mtp_weight(cfg, rl) -> float:
 
 
 def rl_loss(cfg, rl):
-    """The RL policy loss (rl/losses.py) with the `rl` block's settings."""
+    """The RL policy loss (rl/learning/losses.py) with the `rl` block's settings."""
     w = mtp_weight(cfg, rl)
     return make_rl_loss(
         model_apply(cfg),

@@ -11,7 +11,7 @@ whole (shell commands, sample output):
     dropped) must exist. Run-time paths (`groups/<id>.npz`, `<workdir>/rollouts`), globs and
     placeholders (any of `<>{}*$`) are skipped, as are file names without a '/'.
   - a dotted name whose first part is a project package (`model.decode.cache_bytes_per_token`,
-    `rl.envs.Sandbox`, `rl.episode_metrics`; a trailing `()` is dropped) must resolve, from source
+    `rl.envs.Sandbox`, `rl.learning.episode_metrics`; a trailing `()` is dropped) must resolve, from source
     (ast, nothing imported): its longest module prefix is a module file, the next part is a name
     that module defines or imports at top level (or the module has a `__getattr__`), and a part
     after a class is defined in the class body (or the class has bases: inherited names are not

@@ -173,7 +173,7 @@ def test_malformed_calls_are_flagged_and_the_episode_continues():
     with pytest.raises(RuntimeError, match="after the episode ended"):
         env.step(fix)
     row = json.loads(json.dumps(rec.to_dict()))
-    # the grade, not a score of the env's own: the reward is rl/rewards.py's (rl/records.py)
+    # the grade, not a score of the env's own: the reward is rl/learning/rewards.py's (rl/learning/records.py)
     assert row["tokens"] == rec.tokens and row["all_pass"] is True and "reward" not in row
     assert (row["tests_passed"], row["tests_total"], row["tampered"]) == (1, 1, False)
 

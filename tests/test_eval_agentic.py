@@ -8,7 +8,7 @@ from test_episode_metrics import suite_episode
 from data.tokenizers import ByteTokenizer
 from eval import agentic, plot
 from eval.report import make_report
-from rl.episode_metrics import credit, episode_metrics, passes
+from rl.learning.episode_metrics import credit, episode_metrics, passes
 
 TEMPLATES = ("off_by_one", "boundary", "add_function")
 
@@ -140,11 +140,11 @@ def test_agentic_report_is_byte_identical_when_episodes_run_tests(tasks, tiny_mo
 
 def test_tampered_record_counts_as_failed(tasks):
     """A record whose grader caught tampering is a failure even with every test passing, and
-    the episode carries the record's RL reward (rl/rewards.py: TAMPER_SCORE), not a score of its
+    the episode carries the record's RL reward (rl/learning/rewards.py: TAMPER_SCORE), not a score of its
     own."""
     from rl.envs.env import EpisodeRecord
-    from rl.records import episode_records
-    from rl.rewards import TAMPER_SCORE, RewardConfig
+    from rl.learning.records import episode_records
+    from rl.learning.rewards import TAMPER_SCORE, RewardConfig
 
     def record(tampered):
         env_rec = EpisodeRecord(

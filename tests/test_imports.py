@@ -82,7 +82,7 @@ def test_the_checker_sees_imports_inside_functions(tmp_path):
 # The graph: one node per project module (model/ train/ rl/ eval/ data/ configs/ and main.py; the
 # vendored third-party code under rl/envs/repos/vendor is not ours and is left out), one edge per
 # import statement, at module level AND inside functions: a function-level import defers a cycle
-# to run time without removing it (rl.loop <-> rl.sampler_process was one), so both count.
+# to run time without removing it (rl.loop <-> rl.sampling.sampler_process was one), so both count.
 # `from pkg import name` is an edge to pkg.name where that is a module, else to pkg. The parent
 # packages Python runs on the way (`import a.b.c` runs a/__init__, a/b/__init__) are not edges: a
 # package __init__ that re-exports its submodules would otherwise form a "cycle" with each.
@@ -213,8 +213,8 @@ def test_the_cycle_check_fails_on_a_planted_cycle(tmp_path):
 #
 # "Trainer modules": what exists only to train, a sampler never runs: the trainer and its step,
 # state, optimizer, checkpoint and loss modules (train.trainer, train.step, train.state,
-# train.optim, train.checkpoint, train.losses), the RL trainer's side (rl.loop, rl.batch_source,
-# rl.losses), and the third-party libraries only they use (optax: optimizers; orbax: train
+# train.optim, train.checkpoint, train.losses), the RL trainer's side (rl.loop, rl.learning.batch_source,
+# rl.learning.losses), and the third-party libraries only they use (optax: optimizers; orbax: train
 # checkpoints). What both sides need from the run config lives below both (train/model_config.py,
 # train/sharding.py, rl/run_config.py), so those are allowed.
 
@@ -226,8 +226,8 @@ TRAINER_MODULES = (
     "train.checkpoint",
     "train.losses",
     "rl.loop",
-    "rl.batch_source",
-    "rl.losses",
+    "rl.learning.batch_source",
+    "rl.learning.losses",
     "optax",
     "orbax",
 )
@@ -235,17 +235,23 @@ TRAINER_MODULES = (
 
 def test_importing_the_sampler_process_loads_no_trainer_module():
     code = (
-        "import sys, rl.sampler_process\n"
+        "import sys, rl.sampling.sampler_process\n"
         f"print(sorted(m for m in sys.modules if m.startswith({TRAINER_MODULES!r})))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     )
-    assert out.stdout.strip() == "[]", f"rl.sampler_process loads trainer modules: {out.stdout}"
+    assert out.stdout.strip() == "[]", (
+        f"rl.sampling.sampler_process loads trainer modules: {out.stdout}"
+    )
 
 
 def test_the_sampler_process_reaches_no_trainer_module_even_in_functions():
-    graph, seen, todo = project_graph(), {"rl.sampler_process"}, ["rl.sampler_process"]
+    graph, seen, todo = (
+        project_graph(),
+        {"rl.sampling.sampler_process"},
+        ["rl.sampling.sampler_process"],
+    )
     while todo:
         for m in graph[todo.pop()] - seen:
             seen.add(m)

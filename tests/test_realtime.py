@@ -1,4 +1,4 @@
-"""The real-time cycle end to end on the tiny preset (rl/realtime.py): serve (real uvicorn, the
+"""The real-time cycle end to end on the tiny preset (rl/serve/realtime.py): serve (real uvicorn, the
 `openai` client) -> scripted users rate responses by how much ASCII they hold -> one cycle
 trains on the logged exchanges with the one trainer and RL loss, passes the eval gate, is
 published as promoted, and the server swaps to it; the promoted model puts more mass on ASCII.
@@ -24,15 +24,15 @@ from data.tokenizers import ByteTokenizer
 from eval.promotion import gate_check, no_regression, parse_gates, suite_metrics
 from model import Transformer
 from model.export import load_params, save_params
-from rl import feedback as fbk
-from rl.realtime import run_cycle
-from rl.records import check_record, completion_record, to_json
-from rl.rewards import feedback_reward
+from rl.learning.records import check_record, completion_record, to_json
+from rl.learning.rewards import feedback_reward
+from rl.serve import feedback as fbk
 from rl.serve.app import make_app
 from rl.serve.follow import PromotedFollower
 from rl.serve.interaction_log import InteractionLog, end_positions, read_log
+from rl.serve.realtime import run_cycle
 from rl.serve.server import build, start_http
-from rl.weight_store import Promotions
+from rl.stores.weight_store import Promotions
 
 TOK = ByteTokenizer()
 MODEL = "composer-tiny"
@@ -208,7 +208,7 @@ def test_staleness_rule_orphans_and_cursor(tmp_path):
     assert [r["id"] for r in records] == ["ok"] and records[0]["reward"] == 1.0
     assert (stats["stale"], stats["orphan"], stats["signals"]) == (1, 1, 3)
     assert records[0]["staleness"] == 4 and records[0]["mask"].tolist() == [0, 0, 1]
-    # the one record form (rl/records.py): the reward RL trains on with its one part
+    # the one record form (rl/learning/records.py): the reward RL trains on with its one part
     assert check_record(records[0])["reward_terms"] == {"outcome": 1.0}
 
 

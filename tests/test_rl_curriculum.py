@@ -1,5 +1,5 @@
 """rl.curriculum: tasks of a kind whose recent groups had no outcome spread are skipped before
-sampling (rl/curriculum.py), written as empty groups, and counted by the trainer, never trained."""
+sampling (rl/sampling/curriculum.py), written as empty groups, and counted by the trainer, never trained."""
 
 import json
 import os
@@ -8,9 +8,10 @@ import types
 import numpy as np
 
 from configs import rl as rl_config
-from rl import batch_source, sampler_process
-from rl.curriculum import Curriculum, task_key
-from rl.store import RolloutStore
+from rl.learning import batch_source
+from rl.sampling import sampler_process
+from rl.sampling.curriculum import Curriculum, task_key
+from rl.stores.store import RolloutStore
 
 
 def _task(package):

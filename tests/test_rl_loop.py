@@ -20,8 +20,9 @@ import pytest
 from s3_fixture import s3_server  # noqa: F401 (the session fixture)
 
 from configs import rl as rl_config
-from rl import batch_source, loop
-from rl.store import RolloutStore
+from rl import loop
+from rl.learning import batch_source
+from rl.stores.store import RolloutStore
 from train import trainer
 
 
@@ -169,15 +170,15 @@ def _step_losses(log_path) -> dict:
 
 
 def _sampler_process(trainer_pid: int, sampler_id: int) -> int:
-    """The pid of `python -m rl.sampler_process WORKDIR ID PPID` among the trainer's children."""
+    """The pid of `python -m rl.sampling.sampler_process WORKDIR ID PPID` among the trainer's children."""
     with open(f"/proc/{trainer_pid}/task/{trainer_pid}/children") as f:
         children = [int(c) for c in f.read().split()]
     for pid in children:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             argv = f.read().decode().split("\0")
-        if "rl.sampler_process" in argv and argv[argv.index("rl.sampler_process") + 2] == str(
-            sampler_id
-        ):
+        if "rl.sampling.sampler_process" in argv and argv[
+            argv.index("rl.sampling.sampler_process") + 2
+        ] == str(sampler_id):
             return pid
     raise AssertionError(f"no sampler process {sampler_id} under trainer {trainer_pid}")
 
@@ -384,7 +385,7 @@ def _fast_sampler_slow_trainer(rl, pool: int, attempts_per_step: int = 4):
     that could write `attempts_per_step` play calls per train step, and the trainer's side as
     RLBatchSource runs it (select, then after the step or a batchless poll the progress of
     batch_source.progress_of). -> (most groups ever written and not yet settled, books)."""
-    from rl.sampler_process import may_produce
+    from rl.sampling.sampler_process import may_produce
 
     store, books = _ProgressStore(), batch_source.Books([f"{j:06d}" for j in range(pool)])
     version, nxt, ahead_max = 0, 0, 0
@@ -476,7 +477,7 @@ def test_a_sampler_thread_that_dies_is_an_error_not_a_hang(monkeypatch):
     """Threads mode (tests, notebooks): an exception in a sampler thread surfaces at the
     trainer's next poll (Samplers.revive) as one line naming it, instead of the trainer polling
     the store forever for groups that never come."""
-    from rl import sampler_process
+    from rl.sampling import sampler_process
 
     def broken(config, workdir, i, stop):
         raise KeyError("reward_terms")

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from data.tokenizers import ByteTokenizer
-from rl import batch as rb
-from rl import rewards as rw
 from rl.envs.env import EpisodeRecord
-from rl.losses import make_rl_loss, model_apply, token_logprobs
-from rl.records import episode_records
+from rl.learning import batch as rb
+from rl.learning import rewards as rw
+from rl.learning.losses import make_rl_loss, model_apply, token_logprobs
+from rl.learning.records import episode_records
 
 TOK = ByteTokenizer()
 
@@ -161,7 +161,7 @@ def test_router_replay_reproduces_sampler_logprobs_on_tiny(tiny_model):
     """Real tiny model: generate at temperature 0.7, collate the records, and the loss's forward
     with replayed experts gives the sampler's logprobs (float32, 1e-4) -> ratio 1."""
     from model import generate
-    from rl.samplers import records_from_generate
+    from rl.sampling.samplers import records_from_generate
 
     cfg, params = tiny_model
     out = generate(cfg, params, [[1, 2, 3], [4, 5]], 6, temperature=0.7, seed=1)
@@ -268,7 +268,7 @@ def test_negative_advantages_scaled_positive_ones_kept():
 
 
 def test_multi_turn_record_carries_the_malformed_penalty_and_negative_turn():
-    """A 2-turn episode (the env's record, as rl/rollout.py's driver turns it into a record) whose
+    """A 2-turn episode (the env's record, as rl/sampling/rollout.py's driver turns it into a record) whose
     first turn had a malformed call: its reward carries the penalty and the malformed turn's
     tokens get a negative advantage even in the better episode of the group."""
     arrays = dict(
@@ -342,7 +342,7 @@ def test_mtp_distillation_gradient_reaches_only_the_mtp_modules(tiny_model):
     advantages the policy term has no gradient, and the loss's gradient (the term's) is exactly
     0 on every trunk leaf (hidden states, embedding, output head behind stop_gradient), nonzero
     on the MTP module's."""
-    from rl.losses import model_mtp_apply
+    from rl.learning.losses import model_mtp_apply
 
     cfg, params = tiny_model
     batch = dict(_rollout_batch(cfg), advantages=jnp.zeros((2, 16), jnp.float32))
@@ -365,7 +365,7 @@ def test_mtp_distillation_matches_the_mtp_stage_loss_on_tiny(tiny_model):
     temperature 1 its per-token KL is train/losses.py's MTP-stage self-distillation (one head);
     at another temperature it is the KL of the tempered distributions the sampler verifies."""
     from model.transformer import Transformer
-    from rl.losses import model_mtp_apply, mtp_distillation
+    from rl.learning.losses import model_mtp_apply, mtp_distillation
     from train.losses import mtp_self_distillation
 
     cfg, params = tiny_model
@@ -410,7 +410,7 @@ def test_context_order_moves_every_token_axis_together_and_refuses_mtp():
     """Context parallelism's zig-zag order for an RL batch: [B,T] arrays and forced_experts'
     T axis (axis 2 of [B,n,T,k]) take the same permutation; per-row arrays stay; MTP is refused."""
     from model import context
-    from rl.losses import context_order
+    from rl.learning.losses import context_order
 
     b, n, t, k = 2, 3, 8, 2
     tokens = jnp.arange(b * t).reshape(b, t)

@@ -1,4 +1,4 @@
-"""The rollout store (rl/store.py) on a local directory and on a real S3 server (SeaweedFS on
+"""The rollout store (rl/stores/store.py) on a local directory and on a real S3 server (SeaweedFS on
 loopback, tests/s3_fixture.py): groups round-trip bitwise with their metadata, a reader racing a
 writer only ever lists whole groups, pickled objects are refused on both sides, and an unreachable
 store fails in bounded time with one line."""
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from s3_fixture import closed_port, nobody_home_spec, s3_server  # noqa: F401 (the session fixture)
 
-from rl.kvstore import StoreError
-from rl.store import DamagedGroup, RolloutStore, rollout_store_path
+from rl.stores.kvstore import StoreError
+from rl.stores.store import DamagedGroup, RolloutStore, rollout_store_path
 
 
 def _group(seed: int, n: int = 3, tokens: int = 64) -> list[dict]:

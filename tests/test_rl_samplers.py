@@ -5,9 +5,10 @@ log-probs, experts) exactly, since the recorded log-probs are what RL's importan
 import numpy as np
 
 from configs import rl as rl_config
-from rl import loop, sampler_process
-from rl.samplers import acceptance
-from rl.weight_store import FixedWeights
+from rl import loop
+from rl.sampling import sampler_process
+from rl.sampling.samplers import acceptance
+from rl.stores.weight_store import FixedWeights
 from train import trainer
 
 
@@ -52,9 +53,9 @@ def test_sampler_loop_logs_acceptance_and_records_carry_it(tmp_path, monkeypatch
     import json
     import os
 
-    from rl.batch_source import step_metrics
-    from rl.samplers import decode_counters
-    from rl.store import RolloutStore
+    from rl.learning.batch_source import step_metrics
+    from rl.sampling.samplers import decode_counters
+    from rl.stores.store import RolloutStore
 
     class Counting:
         counters = decode_counters()

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from configs import rl as rl_config
-from rl import sampler_process, timeline
+from rl import timeline
+from rl.sampling import sampler_process
 
 
 def _role(workdir, role, names):
@@ -71,8 +72,8 @@ def test_check_names_an_overlap_within_a_thread():
 
 
 def test_sampler_loop_records_its_spans_and_timing(tmp_path, monkeypatch):
-    from rl.batch_source import step_metrics
-    from rl.store import RolloutStore
+    from rl.learning.batch_source import step_metrics
+    from rl.stores.store import RolloutStore
 
     class Slow:
         def play(self, tasks, weights, seed):

@@ -23,8 +23,8 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from model import init_params, param_logical_specs, presets
 from model.sharding import DEFAULT_RULES, logical_shardings, role_mesh
-from rl import weight_store
-from rl.weight_store import (
+from rl.stores import weight_store
+from rl.stores.weight_store import (
     DamagedVersion,
     Follower,
     Promotions,
@@ -144,7 +144,7 @@ def _orphans(store: str) -> list[str]:
 
 _KILLED = r"""
 import os, signal, sys, numpy as np
-from rl.weight_store import WeightWriter
+from rl.stores.weight_store import WeightWriter
 w = WeightWriter(sys.argv[1], dtype="float32", full_every=100)
 w.write_shards({"a": np.full((64, 64), 7, np.float32)}, int(sys.argv[2]))  # blobs, no manifest
 os.kill(os.getpid(), signal.SIGKILL)
@@ -185,7 +185,7 @@ def test_collector_keeps_the_window_and_drops_orphans(tmp_path):
 
 
 def test_collector_keeps_the_newest_promoted_version(tmp_path):
-    """A server follows the newest *promoted* version (rl/realtime.py's gate): however many
+    """A server follows the newest *promoted* version (rl/serve/realtime.py's gate): however many
     unpromoted versions follow it, its manifest and chain stay readable, bitwise; an older
     promotion is collected like any version."""
     store = str(tmp_path / "w")
@@ -359,7 +359,7 @@ def test_delta_encodings_round_trip_every_bit_pattern_and_cost_little_per_ulp(bi
 def test_rans_tokens_round_trip_every_value_and_refuse_a_damaged_blob():
     """The hybrid-uint tokens rebuild every 16-bit value and random 32-bit ones; a blob cut short
     or for another shard size fails with a one-line ValueError, never a wrong array."""
-    from rl import weight_store_rans as wr
+    from rl.stores import weight_store_rans as wr
 
     rng = np.random.default_rng(6)
     z32 = rng.integers(0, 2**32, 100_000, dtype=np.uint64).astype(np.uint32)
@@ -477,7 +477,7 @@ def test_unchanged_leaves_cost_no_bytes(tmp_path):
 def test_small_shards_take_zlib_and_large_ones_rans(tmp_path):
     """rANS's fixed costs lose below SMALL_SHARD elements: the writer codes those with the smaller
     of format 4's zlib codings; both kinds decode bitwise."""
-    from rl import weight_store as ws
+    from rl.stores import weight_store as ws
 
     writer = ws.WeightWriter(str(tmp_path), dtype="float32")
     rng = np.random.default_rng(0)

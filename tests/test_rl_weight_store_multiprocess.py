@@ -40,7 +40,7 @@ def _worker(port: int, pid: int, store: str, out: str) -> None:
     from jax.sharding import Mesh, NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    from rl.weight_store import WeightReader, WeightWriter
+    from rl.stores.weight_store import WeightReader, WeightWriter
 
     d = jax.devices()  # process 0: d[0], d[1]; process 1: d[2], d[3]
     assert [x.process_index for x in d] == [0, 0, 1, 1]

@@ -18,7 +18,7 @@ from s3_fixture import closed_port, nobody_home_spec, s3_server  # noqa: F401 (t
 from test_rl_weight_store import _assert_bitwise, _step
 
 from model.sharding import role_mesh
-from rl.weight_store import StoreError, WeightReader, WeightWriter
+from rl.stores.weight_store import StoreError, WeightReader, WeightWriter
 
 DEV = jax.devices()
 

@@ -14,9 +14,9 @@ import ml_dtypes
 import numpy as np
 
 from configs import rl as rl_config
-from rl import batch as rb
+from rl.learning import batch as rb
 from rl.loop import state_and_step
-from rl.weight_store import WeightReader, WeightWriter, flatten
+from rl.stores.weight_store import WeightReader, WeightWriter, flatten
 
 
 def _rl_state_and_step(params=None, lr=1e-3, microbatches=1, speculative_k=0):
@@ -96,7 +96,7 @@ def test_twenty_rl_versions_rebuild_bitwise(tmp_path):
 
 _WRITER = r"""
 import sys, numpy as np
-from rl.weight_store import WeightWriter
+from rl.stores.weight_store import WeightWriter
 path, start = sys.argv[1], int(sys.argv[2])
 w = WeightWriter(path, dtype="float32", full_every=3)
 w.rewind(start - 1)

@@ -42,7 +42,7 @@ from rl.serve.app import make_app
 from rl.serve.follow import PromotedFollower
 from rl.serve.interaction_log import read_log
 from rl.serve.server import build, start_http
-from rl.weight_store import Promotions, WeightWriter
+from rl.stores.weight_store import Promotions, WeightWriter
 
 MODEL = "composer-tiny"
 TOK = ByteTokenizer()

@@ -21,15 +21,15 @@ from eval import run
 from model import Transformer, init_params, presets
 from model.engine import RolloutEngine
 from model.sampling import mask_invalid
-from rl import batch as rb
-from rl import rewards
 from rl.envs import CodingEnv, Task, generate_task, run_episode
 from rl.envs.scripted import SummarizingPolicy, TracePolicy
 from rl.envs.summary import SummaryConfig, instruction_ids, summary_turn_ids
-from rl.episode_metrics import passes
-from rl.rewards import LengthTerm, RewardConfig, episode_reward
-from rl.rollout import play_episodes
-from rl.store import RolloutStore
+from rl.learning import batch as rb
+from rl.learning import rewards
+from rl.learning.episode_metrics import passes
+from rl.learning.rewards import LengthTerm, RewardConfig, episode_reward
+from rl.sampling.rollout import play_episodes
+from rl.stores.store import RolloutStore
 
 TOK = ByteTokenizer()
 BUDGET, TRIGGER = 2560, 1500  # a long_lookup d2 task needs ~3,400-3,900 tokens of context
@@ -262,11 +262,12 @@ def test_shipped_summary_traces_replay_segment_by_segment():
 
 
 def test_summary_toy_chains_carry_only_the_summary_across():
-    """rl.task='summary_toy' (rl/summary_toy.py) on the tiny preset: two segments a chain, one
+    """rl.task='summary_toy' (rl/sampling/summary_toy.py) on the tiny preset: two segments a chain, one
     reward and one chain id on both, segment 1 holds segment 0's summary but never the fact."""
     from configs import rl as rl_config
-    from rl import loop, sampler_process, summary_toy
-    from rl.weight_store import FixedWeights
+    from rl import loop
+    from rl.sampling import sampler_process, summary_toy
+    from rl.stores.weight_store import FixedWeights
     from train import trainer
 
     c = rl_config.get_config()
@@ -310,8 +311,8 @@ def test_summary_toy_batches_hold_every_fact_once():
     groups_per_batch = facts groups holds each fact once, so an answer that ignores the summary
     gains nothing from a batch's mix; balanced=False draws facts per task (the first recipe)."""
     from configs import rl as rl_config
-    from rl import sampler_process
     from rl.run_config import pool_order
+    from rl.sampling import sampler_process
 
     c = rl_config.get_config()
     c.rl.update(task="summary_toy", pool_size=64, seed=3)

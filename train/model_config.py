@@ -1,5 +1,5 @@
 """The run's model config and sharding rules, from the run config: what the trainer
-(train/trainer.py) and the RL samplers (rl/sampler_process.py) both need, without the trainer's
+(train/trainer.py) and the RL samplers (rl/sampling/sampler_process.py) both need, without the trainer's
 optimizer, state or checkpoint modules (a sampler process imports this, never train.trainer).
 """
 

@@ -11,7 +11,7 @@ Entry points that run model-written code call `require_isolation()` first: it ra
 `SandboxUnavailable` (install bubblewrap, or opt in to unisolated runs) before any model loads.
 
 Modules: sandbox (bubblewrap confinement; rlimits only by opt-in), tools (strict tool-call parsing +
-the tools), env (token-level episodes; they report the grade, the reward is rl/rewards.py's), tasks
+the tools), env (token-level episodes; they report the grade, the reward is rl/learning/rewards.py's), tasks
 (Task, JSONL + files, grading: `Grade` holds the hidden tests' passed / total and `tampered`),
 harden + grader (tamper-resistant hidden-test runs), cgroups (per-episode memory/process/CPU/disk
 caps), taskgen (procedural tasks), verify (the gate), scripted (an oracle policy for smoke tests and

@@ -40,7 +40,7 @@ from rl.envs.summary import (
     is_summary_turn,
 )
 from rl.envs.tasks import Grade, Task
-from rl.episode_metrics import all_pass
+from rl.learning.episode_metrics import all_pass
 
 DEFAULT_SYSTEM = (
     "You are a coding agent working in a repository. Use tools to inspect and change it, "
@@ -99,8 +99,8 @@ class EpisodeRecord:
         return sum(sum(s["mask"]) for s in self.all_segments())
 
     def to_dict(self) -> dict:
-        """JSON-ready, with the grader's all_pass included (the reward is rl/rewards.py's, carried
-        by the episode's records: rl/records.py)."""
+        """JSON-ready, with the grader's all_pass included (the reward is rl/learning/rewards.py's, carried
+        by the episode's records: rl/learning/records.py)."""
         return dict(dataclasses.asdict(self), all_pass=self.all_pass)
 
 

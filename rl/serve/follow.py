@@ -1,4 +1,4 @@
-"""Follows the weight store's newest *promoted* version (rl/weight_store.py `Promotions`) and
+"""Follows the weight store's newest *promoted* version (rl/stores/weight_store.py `Promotions`) and
 offers it to the engine loop, which swaps it in between decode steps.
 
 Fetching runs on this thread (reading and decoding a version takes a while for a big model), so
@@ -19,7 +19,7 @@ import threading
 
 import jax.numpy as jnp
 
-from rl.weight_store import Promotions, StoreError, WeightReader
+from rl.stores.weight_store import Promotions, StoreError, WeightReader
 
 
 class PromotedFollower:

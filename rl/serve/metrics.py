@@ -3,7 +3,7 @@ emitted and their rate, queue depth, the params version, p50/p99 request latency
 decoding's MTP drafts: drafted and accepted totals, acceptance (accepted / drafted) and tokens per
 verify step ((slot-steps + accepted) / slot-steps: each verify step of a sequence emits its
 accepted drafts and one token more; 1 for plain decoding). A drop in acceptance after a weight
-swap is a server getting slower (rl/realtime.py's promotion gate has a floor on it)."""
+swap is a server getting slower (rl/serve/realtime.py's promotion gate has a floor on it)."""
 
 from __future__ import annotations
 

@@ -5,13 +5,13 @@ a promoted version in the weight store (which the server follows, rl/serve/follo
 
 A cycle, with its state in <workdir>/realtime/state.json (cycle number, the log cursor, the
 base: the export dir, version and eval metrics of the newest promoted params):
-  1. read the signals logged since the cursor (rl/feedback.py: reward mapping, staleness rule);
-  2. train the base on them with the one trainer (train/trainer.py) and RL's loss (rl/losses.py:
+  1. read the signals logged since the cursor (rl/serve/feedback.py: reward mapping, staleness rule);
+  2. train the base on them with the one trainer (train/trainer.py) and RL's loss (rl/learning/losses.py:
      truncated importance correction against the serving version's logged log-probs, router
      replay of the logged experts) through `FeedbackSource`, `realtime.epochs` passes;
   3. export the candidate and evaluate it (and the base, once) with the eval suites (eval/run.py);
   4. promote only if no gated metric regresses beyond its tolerance (eval/promotion.py): publish
-     to the weight store (rl/weight_store.py) and mark the version promoted (`Promotions`);
+     to the weight store (rl/stores/weight_store.py) and mark the version promoted (`Promotions`);
   5. write <workdir>/realtime/cycle_<n>/report.json: data used, reward statistics, eval deltas,
      the decision and why; advance the cursor (a refused cycle's signals are not retried).
 """
@@ -25,15 +25,15 @@ import time
 import jax
 import numpy as np
 
-from rl import batch as rb
-from rl import feedback as fbk
+from rl.learning import batch as rb
+from rl.serve import feedback as fbk
 from rl.serve.interaction_log import end_positions
 from train.trainer import BatchSource
 
 
 class FeedbackSource(BatchSource):
     """The trainer's batch source over one cycle's records: `epochs` passes in a seeded order,
-    train.batch_size rows per step, advantages per rl/feedback.py `advantages` (precomputed over the
+    train.batch_size rows per step, advantages per rl/serve/feedback.py `advantages` (precomputed over the
     whole cycle, not per batch). The trainer's defaults (start, device_batch, close) are kept."""
 
     log_keys = ("reward/mean",)
@@ -123,14 +123,14 @@ def _train(config, records, adv, base_dir: str, train_dir: str, log) -> tuple:
 
 
 def _publish(store: str, cfg_params, version: int, note: dict) -> None:
-    from rl.weight_store import Promotions, WeightWriter
+    from rl.stores.weight_store import Promotions, WeightWriter
 
     WeightWriter(store, dtype="float32").publish(cfg_params, version)
     Promotions(store).promote(version, note)
 
 
 def _next_version(store: str, base_version: int) -> int:
-    from rl.weight_store import WeightReader
+    from rl.stores.weight_store import WeightReader
 
     latest = WeightReader(store).latest_version() if _store_exists(store) else None
     return max(base_version, -1 if latest is None else latest) + 1

@@ -1,6 +1,6 @@
 """The toy task of self-summarization (rl.task='summary_toy'): success needs one fact carried
 across a summary, and the fact is visible only before it. Each episode is a chain of two
-segments, each one training sequence, sharing one reward (rl/records.py, rl/batch.py):
+segments, each one training sequence, sharing one reward (rl/learning/records.py, rl/learning/batch.py):
 
     segment 0:  USER f f            s_1 .. s_K        (policy: the summary s)
     segment 1:  SUMMARY s_1 .. s_K  a_1 .. a_A        (policy: the answer a)
@@ -37,7 +37,7 @@ import dataclasses
 
 import numpy as np
 
-from rl import rewards
+from rl.learning import rewards
 
 # ids facts .. facts + 4; the prompts use two: the others stay sampleable ids so that chance
 # (1 / (facts + 5)) is the first layout's, for comparison (bench/RESULTS.md)
@@ -87,7 +87,7 @@ def second_prompt(summary: list[int], facts: int) -> list[int]:
 
 
 class SummaryToySampler:
-    """`play(tasks, weights, seed)` (rl/samplers.py's contract): per task, `group_size` chains of
+    """`play(tasks, weights, seed)` (rl/sampling/samplers.py's contract): per task, `group_size` chains of
     two segments, generated on the single-turn sampler's engine path (`inner.generate`)."""
 
     def __init__(self, inner, *, facts: int, summary_tokens: int, answer_tokens: int):

@@ -29,9 +29,9 @@ def run_rollouts(config, workdir: str, params_dir: str = "") -> dict:
     from data.tokenizers import ByteTokenizer
     from model.engine import RolloutEngine
     from rl.envs import OraclePolicy, generate_tasks, load_tasks, require_isolation
-    from rl.records import to_json
-    from rl.rewards import reward_config_from_dict
-    from rl.rollout import play_episodes
+    from rl.learning.records import to_json
+    from rl.learning.rewards import reward_config_from_dict
+    from rl.sampling.rollout import play_episodes
 
     # Episodes run model-written code: refuse before loading anything unless bubblewrap works or
     # the caller opted in (RL_ENVS_ALLOW_UNISOLATED=1; see rl/envs/sandbox.py).

@@ -2,9 +2,9 @@
 needs per token and the reward RL trains on.
 
 One form: a record is a plain dict with the fields below, whoever made it (the multi-turn driver
-rl/rollout.py, the single-turn samplers, the server: each served choice is logged as a record whose
-reward rl/feedback.py fills in) and whoever reads it (the rollout store
-rl/store.py, the collator rl/batch.py, summaries, the trainer's logs, eval). A dict, not a class,
+rl/sampling/rollout.py, the single-turn samplers, the server: each served choice is logged as a record whose
+reward rl/serve/feedback.py fills in) and whoever reads it (the rollout store
+rl/stores/store.py, the collator rl/learning/batch.py, summaries, the trainer's logs, eval). A dict, not a class,
 because the record crosses every boundary as data: the rollout store holds it as arrays plus JSON
 (no pickle), `--mode=rollout` as JSON lines, and producers add their own bookkeeping fields
 (a sampler's 'task' and 'sample_seconds', served feedback's 'id' and 'staleness'); a class would
@@ -32,13 +32,13 @@ Per-token fields, all of length L = len(tokens), aligned with `tokens`:
                  policy token (causal attention, per-token dropless routing), which no loss uses.
 
     malformed_mask[t]  1 on tokens of turns whose tool call was malformed or cut off (negative
-                 examples, rl/batch.py); all 0 for a single-turn record
+                 examples, rl/learning/batch.py); all 0 for a single-turn record
 
 Every record (REQUIRED):
-    group_id       records of one group share it (group-relative advantages, rl/batch.py)
-    reward         the reward RL trains on: rl/rewards.py, the only reward (no second score)
+    group_id       records of one group share it (group-relative advantages, rl/learning/batch.py)
+    reward         the reward RL trains on: rl/learning/rewards.py, the only reward (no second score)
     reward_terms   its parts, each signed as it enters the total: 'outcome', and for episodes
-                 'malformed' and 'len_<quantity>' (rl.rewards.episode_reward); summed they give
+                 'malformed' and 'len_<quantity>' (rl.learning.rewards.episode_reward); summed they give
                  `reward`
 A multi-turn episode record (`episode_records`) also has:
     task_id, group, sample (index within the group), policy ('model' | 'forced': scripted turns
@@ -57,7 +57,7 @@ segments; each segment is one record (one training sequence) with its own per-to
 prompt_len, turn_spans and malformed_turns (segment-local), and CHAIN_FIELDS: `chain` names the
 chain within its group (the sample index), `segment` (0-based) of `segments`. Counts, grade and so
 the reward are the chain's, identical on every segment (summary turns are emitted output tokens,
-so they count in the length penalty); rl/batch.py computes group-relative advantages over chains,
+so they count in the length penalty); rl/learning/batch.py computes group-relative advantages over chains,
 not segments, and episode means (`episode_ends`) count a chain once. A record without `chain` is a
 chain of its own.
 """
@@ -66,7 +66,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rl.rewards import RewardConfig, episode_reward
+from rl.learning.rewards import RewardConfig, episode_reward
 
 # Written once: the builders, the rollout store, record fitting and the collator read these.
 PER_TOKEN = ("tokens", "mask", "logprobs", "versions", "malformed_mask")  # [L] each
@@ -153,7 +153,7 @@ def episode_facts(env_rec, tok, reward_cfg: RewardConfig) -> dict:
     """The chain-level fields of an episode's records, from the environment's record (rl.envs
     EpisodeRecord, the episode done): task_id, done_reason, the grader's tests_passed /
     tests_total / tampered, `counts` (COUNTS) and the reward with its terms:
-    rl.rewards.episode_reward of those under `reward_cfg`. Eval reads the same (eval/agentic.py)."""
+    rl.learning.rewards.episode_reward of those under `reward_cfg`. Eval reads the same (eval/agentic.py)."""
     segments = env_rec.all_segments()
     classes = [_emitted_classes(tok, s["tokens"], s["turn_spans"]) for s in segments]
     facts = {
@@ -191,7 +191,7 @@ def chain_facts(rec: dict) -> dict:
 def episode_records(
     env_rec, arrays: list[dict], tok, reward_cfg: RewardConfig, *, group, sample, policy
 ) -> list[dict]:
-    """A finished multi-turn episode (rl/rollout.py's driver) as records, one per segment of its
+    """A finished multi-turn episode (rl/sampling/rollout.py's driver) as records, one per segment of its
     chain. env_rec: the environment's record (rl.envs EpisodeRecord); arrays: per segment, the
     engine's {tokens, logprobs, versions, experts [n, L, k]}; group / sample: the episode's place
     in its group; policy: 'model' | 'forced'. Every segment carries the chain's facts
@@ -236,7 +236,7 @@ def completion_record(
     """A single-turn episode (a prompt, then one sampled completion) as a record: the prompt
     untrained (mask 0, logprob 0, version -1), no malformed turns. logprobs / versions: one per
     completion token; experts: [n_moe_layers, L, k] over the whole transcript; reward /
-    reward_terms: rl/rewards.py's (None until the caller rewards it); `fields`: producer
+    reward_terms: rl/learning/rewards.py's (None until the caller rewards it); `fields`: producer
     bookkeeping (e.g. served feedback's id and staleness)."""
     plen, m = len(prompt), len(completion)
     return {
@@ -300,7 +300,7 @@ def reward_metrics(records) -> dict:
     """The reward scalars every report shows (rollout summaries, the RL trainer's logs and
     TensorBoard): 'reward/mean' and 'reward/<term>' per part (the mean over episodes that have
     it), over episodes (`episode_ends`: each chain once). Pass rate and the other episode metrics:
-    rl.episode_metrics.episode_metrics."""
+    rl.learning.episode_metrics.episode_metrics."""
     eps = episode_ends(records)
     out = {"reward/mean": float(np.mean([r["reward"] for r in eps])) if eps else 0.0}
     terms: dict[str, list[float]] = {}

@@ -1,12 +1,12 @@
 """Samplers for the RL loop: a task -> a group of episode records, with weights swapped in flight.
 
-rl/sampler_process.py only needs `sampler.play(tasks, weights, seed) -> list of groups` (one list
-of records per task) where `weights` is a `rl.weight_store.Follower` (newest params + version,
+rl/sampling/sampler_process.py only needs `sampler.play(tasks, weights, seed) -> list of groups` (one list
+of records per task) where `weights` is a `rl.stores.weight_store.Follower` (newest params + version,
 polled between decode iterations). This file holds the single-turn sampler on the one engine
 (model/engine.py, through `model.prompt_batch.PromptBatch`: prompts -> completions, graded by a
 pure function of the tokens) and the decode counters every sampler reports; the multi-turn
-CodingEnv sampler (`rl.coding_sampler.CodingSampler`, episodes from rl/rollout.py) and the
-summary chain (`rl.summary_toy.SummaryToySampler`) plug in the same way with their own `play`.
+CodingEnv sampler (`rl.sampling.coding_sampler.CodingSampler`, episodes from rl/sampling/rollout.py) and the
+summary chain (`rl.sampling.summary_toy.SummaryToySampler`) plug in the same way with their own `play`.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import dataclasses
 from collections.abc import Callable, Sequence
 
 from model.prompt_batch import PromptBatch
-from rl.records import completion_record
+from rl.learning.records import completion_record
 
 
 def records_from_generate(out, prompts, group_ids, rewards=None) -> list[dict]:
-    """model.generate output -> records (rl/records.py). rewards: one per sequence, a task score
+    """model.generate output -> records (rl/learning/records.py). rewards: one per sequence, a task score
     that is the whole reward (its one term the outcome); None = not rewarded yet (reward and
     reward_terms None until the caller sets them)."""
     return [
@@ -136,7 +136,7 @@ def add_counters(total: dict, stats: dict) -> None:
 
 
 def acceptance(counts: dict) -> dict:
-    """Decode counters (rl/samplers.py decode_counters) -> speculative acceptance (accepted /
+    """Decode counters (rl/sampling/samplers.py decode_counters) -> speculative acceptance (accepted /
     drafted; absent without drafts) and tokens per verify step (tokens / slot-steps)."""
     out = {}
     if counts.get("drafted", 0) > 0:

@@ -3,7 +3,7 @@
     trainer.train(config, workdir, run=<RL loss>, source=RLBatchSource(config, workdir, cfg))
 
 Per step the source picks the next groups from the rollout store (arrival order; the staleness
-and dynamic-sampling rules below), collates them into this host's rows (rl/batch.py), adds the
+and dynamic-sampling rules below), collates them into this host's rows (rl/learning/batch.py), adds the
 reference logprobs on the trainer's mesh when the KL term is on (a jitted, sharded pre-step), and
 after the step publishes the new params to the weight store, appends (step, groups) to
 <workdir>/journal.jsonl and tells samplers its progress (backpressure: `progress_of`, groups
@@ -35,20 +35,20 @@ import time
 import jax
 import numpy as np
 
-from rl import batch as rb
 from rl import timeline
-from rl.episode_metrics import episode_metrics
-from rl.losses import model_apply, policy_forward, token_logprobs
-from rl.records import reward_metrics
+from rl.learning import batch as rb
+from rl.learning.episode_metrics import episode_metrics
+from rl.learning.losses import model_apply, policy_forward, token_logprobs
+from rl.learning.records import reward_metrics
 from rl.run_config import pool_order
-from rl.samplers import COUNTERS, acceptance
-from rl.store import RolloutStore, rollout_store_path
-from rl.weight_store import WeightWriter, weight_store_path
+from rl.sampling.samplers import COUNTERS, acceptance
+from rl.stores.store import RolloutStore, rollout_store_path
+from rl.stores.weight_store import WeightWriter, weight_store_path
 from train import trainer
 
 LOG_KEYS = ("reward/mean", "staleness/max", "sync/fraction_of_full")
-# rl.task values whose records carry the hidden tests' grade (rl/coding_sampler.py): their steps
-# also log rl.episode_metrics.episode_metrics, and the progress line (and an eval gate) gets
+# rl.task values whose records carry the hidden tests' grade (rl/sampling/coding_sampler.py): their steps
+# also log rl.learning.episode_metrics.episode_metrics, and the progress line (and an eval gate) gets
 # pass_rate.
 GRADED_TASKS = ("coding",)
 
@@ -101,7 +101,7 @@ def select(store, books: Books, rl, version: int):
             continue
         books.seen.add(g)
         group = store.get(g)
-        if not group:  # rl/curriculum.py skipped it (or every episode of it was dropped)
+        if not group:  # rl/sampling/curriculum.py skipped it (or every episode of it was dropped)
             books.skipped += 1
             books.consumed.append(g)
             continue
@@ -136,7 +136,7 @@ def select(store, books: Books, rl, version: int):
 
 
 def progress_of(books: Books, version: int) -> dict:
-    """What samplers' backpressure reads (rl/sampler_process.py): `consumed` counts the groups
+    """What samplers' backpressure reads (rl/sampling/sampler_process.py): `consumed` counts the groups
     settled (trained, dropped as stale, zero-signal under dynamic sampling, skipped), not the
     ones read into `pending` and waiting for a batch, so a sampler sees the trainer's read-ahead
     as work still ahead of it (counting read groups let `pending` grow to 8-14 groups past
@@ -157,11 +157,11 @@ def graded(recs) -> bool:
 
 
 def step_metrics(recs, stats, train_metrics, sync, dt):
-    """Host scalars of one RL step: the reward and its parts (rl.records.reward_metrics, as
+    """Host scalars of one RL step: the reward and its parts (rl.learning.records.reward_metrics, as
     rollout summaries report them), staleness, throughput, weight-sync bytes, and for graded
-    records the episode metrics of rl.episode_metrics.episode_metrics (pass rate, partial credit,
+    records the episode metrics of rl.learning.episode_metrics.episode_metrics (pass rate, partial credit,
     tokens, calls, turns, malformed rates: the agentic suite's and the benchmarks' definition).
-    Episode means count each chain once (rl/records.py); token counts take every record."""
+    Episode means count each chain once (rl/learning/records.py); token counts take every record."""
     m = {k: float(v) for k, v in train_metrics.items()}
     m.update(reward_metrics(recs))
     if graded(recs):
@@ -231,7 +231,7 @@ def jit_ref_logprobs(cfg, rl, run, params_sh):
     apply = model_apply(cfg)
 
     def ref(params, batch):
-        out = policy_forward(apply, params, batch)  # the loss's own forward (rl/losses.py)
+        out = policy_forward(apply, params, batch)  # the loss's own forward (rl/learning/losses.py)
         return token_logprobs(out.logits, batch["targets"], rl.temperature, rl.valid_vocab)[0]
 
     rows = batch_sharding(run.mesh)
@@ -285,7 +285,7 @@ class RLBatchSource(trainer.BatchSource):
                 f.write(self.config.to_json())
             with open(os.path.join(self.workdir, "pool.json"), "w") as f:
                 json.dump({"order": self.books.order}, f)
-        # Every process writes its own shards (rl/weight_store.py); process 0 the manifests.
+        # Every process writes its own shards (rl/stores/weight_store.py); process 0 the manifests.
         self.writer = WeightWriter(
             weight_store_path(self.rl, self.workdir),
             dtype=self.rl.weight_dtype,

@@ -2,11 +2,11 @@
 params from the weight store swapped in flight.
 
     sampler_loop(config, workdir, sampler_id)          # one sampler (a thread or a process)
-    python -m rl.sampler_process WORKDIR ID PARENT_PID  # a sampler process (reads rl_config.json)
+    python -m rl.sampling.sampler_process WORKDIR ID PARENT_PID  # a sampler process (reads rl_config.json)
 
-`rl.task`: 'pattern' (toy single-turn prompts, rl/samplers.py), 'summary_toy' (toy two-segment
-chains joined by a summary, rl/summary_toy.py) or 'coding' (multi-turn CodingEnv episodes in the
-sandbox, rl/coding_sampler.py). Sampler i produces the pool positions j with
+`rl.task`: 'pattern' (toy single-turn prompts, rl/sampling/samplers.py), 'summary_toy' (toy two-segment
+chains joined by a summary, rl/sampling/summary_toy.py) or 'coding' (multi-turn CodingEnv episodes in the
+sandbox, rl/sampling/coding_sampler.py). Sampler i produces the pool positions j with
 j % rl.samplers == i, `rl.groups_per_call` groups per play call, and skips groups whose file
 exists (a restarted sampler never repeats one). Backpressure: it writes a play call's groups only
 while they and the groups the trainer has not settled stay within `rl.max_ahead` (may_produce). With `rl.synchronous` it starts the groups of batch b
@@ -34,12 +34,12 @@ import ml_collections
 import numpy as np
 
 from rl import timeline
-from rl.curriculum import Curriculum
-from rl.rewards import pattern_reward
+from rl.learning.rewards import pattern_reward
 from rl.run_config import model_config, pool_order
-from rl.samplers import PromptTask, SingleTurnSampler, acceptance
-from rl.store import RolloutStore, rollout_store_path
-from rl.weight_store import Follower, WeightReader, weight_store_path
+from rl.sampling.curriculum import Curriculum
+from rl.sampling.samplers import PromptTask, SingleTurnSampler, acceptance
+from rl.stores.store import RolloutStore, rollout_store_path
+from rl.stores.weight_store import Follower, WeightReader, weight_store_path
 from train.model_config import model_rules
 
 
@@ -49,7 +49,7 @@ def make_task(rl, j: int):
         templates = tuple(rl.coding.get("templates", ()) or ())
         return coding_pool(rl.seed, rl.pool_size, tuple(rl.coding.difficulties), templates)[j]
     if rl.task == "summary_toy":
-        from rl.summary_toy import make_fact_task
+        from rl.sampling.summary_toy import make_fact_task
 
         t = rl.summary_toy
         position = _pool_positions(rl.seed, rl.pool_size)[j] if t.get("balanced", True) else None
@@ -115,9 +115,9 @@ def make_sampler(rl, cfg, mesh=None, rules=None):
     """The task's sampler; `mesh` / `rules`: its engine's own mesh (None: one device)."""
     if rl.task == "coding":
         from data.tokenizers import ByteTokenizer
-        from rl.coding_sampler import CodingSampler
         from rl.envs.summary import summary_config
-        from rl.rewards import reward_config_from_dict
+        from rl.learning.rewards import reward_config_from_dict
+        from rl.sampling.coding_sampler import CodingSampler
 
         c = rl.coding
         return CodingSampler(
@@ -154,7 +154,7 @@ def make_sampler(rl, cfg, mesh=None, rules=None):
         rules=rules,
     )
     if rl.task == "summary_toy":
-        from rl.summary_toy import SummaryToySampler
+        from rl.sampling.summary_toy import SummaryToySampler
 
         t = rl.summary_toy
         return SummaryToySampler(
@@ -180,7 +180,7 @@ def curriculum_of(rl) -> Curriculum:
 def may_produce(listed: int, progress: dict, rl, first: int, n: int) -> bool:
     """Backpressure: whether a sampler may write the n groups of its next play call (pool
     positions from `first`), given `listed` groups in the store and the trainer's progress.
-    Asynchronous: the groups not yet settled by the trainer (rl/batch_source.py's
+    Asynchronous: the groups not yet settled by the trainer (rl/learning/batch_source.py's
     progress_of: unread or read and waiting for a batch) plus these n stay <= rl.max_ahead; with
     several samplers two may pass at once (up to (samplers - 1) x groups_per_call more).
     Synchronous mode: batch `first // groups_per_batch` is sampled only with the params of that
@@ -340,7 +340,7 @@ class Samplers:
                 t.start()
         elif rl.mode == "processes":
             self.env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd()] + sys.path))
-            self.cmd = [sys.executable, "-m", "rl.sampler_process", workdir]
+            self.cmd = [sys.executable, "-m", "rl.sampling.sampler_process", workdir]
             self.workers = [self._spawn(i) for i in range(rl.samplers)]
             self.restarts = [0] * rl.samplers
         else:
@@ -390,7 +390,7 @@ class Samplers:
 
 
 def main(argv) -> None:
-    """python -m rl.sampler_process WORKDIR ID PARENT_PID"""
+    """python -m rl.sampling.sampler_process WORKDIR ID PARENT_PID"""
     workdir, sid, ppid = argv[0], int(argv[1]), int(argv[2])
     with open(os.path.join(workdir, "rl_config.json")) as f:
         config = ml_collections.ConfigDict(json.load(f))
@@ -401,5 +401,5 @@ def main(argv) -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) != 4:
-        sys.exit("usage: python -m rl.sampler_process WORKDIR ID PARENT_PID")
+        sys.exit("usage: python -m rl.sampling.sampler_process WORKDIR ID PARENT_PID")
     main(sys.argv[1:])

@@ -1,14 +1,14 @@
-"""Multi-turn coding sampler for the RL loop: CodingEnv episodes (rl/rollout.py's driver on one
-RolloutEngine) -> groups of records (rl/records.py), with the same `play` contract as
-rl.samplers.SingleTurnSampler.
+"""Multi-turn coding sampler for the RL loop: CodingEnv episodes (rl/sampling/rollout.py's driver on one
+RolloutEngine) -> groups of records (rl/learning/records.py), with the same `play` contract as
+rl.sampling.samplers.SingleTurnSampler.
 
     sampler = CodingSampler(cfg, reward_cfg, group_size=2, max_tokens=768, ...)
-    groups = sampler.play(tasks, follower, seed)    # one group (records, rl/records.py) per task
+    groups = sampler.play(tasks, follower, seed)    # one group (records, rl/learning/records.py) per task
 
 Weights are swapped in flight: before every engine step (`swap_every` decode iterations) the
 driver calls back here, and a newer version from the weight store replaces the engine's params
 (slot caches kept, later tokens record the new version). The driver rewards each record with
-rl/rewards.py under `reward_cfg` (the run's rl.reward) on the grader's counts (tests_passed /
+rl/learning/rewards.py under `reward_cfg` (the run's rl.reward) on the grader's counts (tests_passed /
 tests_total of the hidden tests, run after the episode ends) and the episode's counts.
 """
 
@@ -18,9 +18,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rl.records import EXPERTS, PER_TOKEN
-from rl.rollout import play_episodes
-from rl.samplers import add_counters, decode_counters
+from rl.learning.records import EXPERTS, PER_TOKEN
+from rl.sampling.rollout import play_episodes
+from rl.sampling.samplers import add_counters, decode_counters
 
 
 def fit_record(d: dict, max_tokens: int) -> dict:

@@ -7,7 +7,7 @@ grader's counts in the record (`tests_passed`, `tests_total`), which come from t
 hidden tests run outside the policy's reach; a record the grader flagged as tampered gets
 TAMPER_SCORE (-1), below every honest outcome. This module is the only reward: the environment
 reports the grade (rl/envs: passed, total, tampered, all_pass), never a score of its own, and every
-record (rl/records.py) carries the reward computed here and its terms.
+record (rl/learning/records.py) carries the reward computed here and its terms.
 
 Concave length penalty, per quantity q in LENGTH_QUANTITIES (thinking tokens, tool-I/O tokens,
 output tokens, tool calls, turns):
@@ -18,12 +18,12 @@ but necessary episode is not crushed, while needless verbosity still loses rewar
 
 Every term is returned separately (for TensorBoard) together with the total.
 
-Served responses (rl/realtime.py) are rewarded here too: `feedback_reward` maps a user's signal
+Served responses (rl/serve/realtime.py) are rewarded here too: `feedback_reward` maps a user's signal
 (accepted, rejected, edited, dissatisfied, rating) to a reward, its one term the outcome;
-rl/feedback.py documents the mapping.
+rl/serve/feedback.py documents the mapping.
 
 The toy tasks' rewards live here too: `pattern_reward` (the single-turn pattern task,
-rl/samplers.py) and `chain_reward` (the summary chain, rl/summary_toy.py).
+rl/sampling/samplers.py) and `chain_reward` (the summary chain, rl/sampling/summary_toy.py).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from rl.episode_metrics import all_pass
+from rl.learning.episode_metrics import all_pass
 
 TAMPER_SCORE = -1.0  # below every honest outcome (an honest failure scores 0)
 LENGTH_QUANTITIES = ("thinking_tokens", "tool_io_tokens", "output_tokens", "tool_calls", "turns")
@@ -77,7 +77,9 @@ def outcome_reward(passed: int, total: int, mode: str, tampered: bool = False) -
     if total <= 0:
         return 0.0  # no hidden test ran (e.g. the episode never submitted): no credit
     if mode == "all_pass":
-        return float(all_pass(passed, total, tampered))  # the one pass rule (rl/episode_metrics.py)
+        return float(
+            all_pass(passed, total, tampered)
+        )  # the one pass rule (rl/learning/episode_metrics.py)
     return passed / total
 
 
@@ -112,7 +114,7 @@ def reward_config_from_dict(d: Mapping) -> RewardConfig:
 
 
 def feedback_reward(fb: dict, completion_text: str, m) -> float:
-    """A served response's reward from a user's signal (rl/feedback.py documents the mapping),
+    """A served response's reward from a user's signal (rl/serve/feedback.py documents the mapping),
     under mapping `m` (configs/realtime.py realtime.reward). Pure: the signal and the text only."""
     s = fb["signal"]
     if s == "edited":
@@ -142,7 +144,7 @@ def pattern_reward(target_ids: Sequence[int]) -> Callable:
 
 
 def chain_reward(answer, fact: int) -> float:
-    """The summary chain's reward (rl/summary_toy.py): the fraction of answer tokens that are the
+    """The summary chain's reward (rl/sampling/summary_toy.py): the fraction of answer tokens that are the
     fact, shared by the chain's two episodes."""
     a = np.asarray(answer)
     return float(np.mean(a == fact)) if a.size else 0.0

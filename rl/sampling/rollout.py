@@ -1,11 +1,11 @@
 """Rollout driver: many CodingEnv episodes at once on one RolloutEngine (model/engine.py).
 
     from model.engine import RolloutEngine
-    from rl.rollout import play_episodes
+    from rl.sampling.rollout import play_episodes
     eng = RolloutEngine(cfg, params, slots=8, cache_len=2048, temperature=1.0,
                         valid_vocab=tok.vocab_size)
     out = play_episodes(eng, tok, tasks, group_size=4, reward=RewardConfig())  # G = 4 per task
-    out.records[0]["tokens"], ["reward"], ["reward_terms"]   # records: rl/records.py
+    out.records[0]["tokens"], ["reward"], ["reward_terms"]   # records: rl/learning/records.py
     out.summary()                                 # reward/*, pass rate, tokens/s, wait shares
 
 One thread drives the engine; sandbox work (env.reset, env.step: tool calls, grading) runs in worker
@@ -25,11 +25,11 @@ Stats: `segments_started` and `prefix_reused_tokens` (prefill tokens the rewind 
 teacher forcing (records get the model's log-probs and routing for those tokens): used by tests and
 benchmarks. `env_factory` replaces CodingEnv (a stand-in env for loop-mechanics tests).
 
-Rewards: each record carries rl/rewards.py's episode_reward of its grade and counts under the
+Rewards: each record carries rl/learning/rewards.py's episode_reward of its grade and counts under the
 `reward` RewardConfig (default RewardConfig(): all-pass outcome, malformed penalty 0.5, no length
 terms; the RL sampler passes the run's `rl.reward`), and summary() reports it with the same
-`reward/*` and `pass_rate` scalars as the RL trainer's logs (rl.records.reward_metrics).
-Records: rl/records.py.
+`reward/*` and `pass_rate` scalars as the RL trainer's logs (rl.learning.records.reward_metrics).
+Records: rl/learning/records.py.
 """
 
 from __future__ import annotations
@@ -43,15 +43,15 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from data.tokenizers import Tokenizer
-from rl import records as rr
 from rl import timeline
-from rl.episode_metrics import episode_metrics, passes
-from rl.rewards import RewardConfig
+from rl.learning import records as rr
+from rl.learning.episode_metrics import episode_metrics, passes
+from rl.learning.rewards import RewardConfig
 
 
 @dataclasses.dataclass
 class Rollouts:
-    records: list[dict]  # rl/records.py
+    records: list[dict]  # rl/learning/records.py
     stats: dict  # wall_s, decode_s, prefill_s, wait_s, sandbox_s, errors, programs, ...
 
     def summary(self) -> dict:
@@ -130,7 +130,7 @@ def play_episodes(
     reward: RewardConfig = RewardConfig(),
 ) -> Rollouts:
     """Plays group_size episodes of every task; returns their records (in completion order),
-    each rewarded by rl.rewards.episode_reward under `reward`.
+    each rewarded by rl.learning.rewards.episode_reward under `reward`.
 
     `before_step()` runs on the driver thread before each engine.step (every `max_iterations`
     decode iterations): the RL sampler swaps newer weights in there (engine.set_params)."""
@@ -307,7 +307,7 @@ def _progress(records, total: int, live: int, wall: float) -> str:
 
 def _segment_arrays(ep: _Episode, engine, segment: dict, finish: bool) -> dict:
     """One segment's engine-side arrays, checked token-exact against the env's segment:
-    {tokens, logprobs, versions, experts [n, L, k]} (rl/records.py). `finish` frees the slot."""
+    {tokens, logprobs, versions, experts [n, L, k]} (rl/learning/records.py). `finish` frees the slot."""
     tokens = list(segment["tokens"])
     joined = [t for piece in ep.pieces for t in piece]
     seq = engine.sequence(ep.rid)
@@ -342,7 +342,7 @@ def _next_segment(ep: _Episode, engine, context: list[int], keep: int) -> None:
 
 
 def _make_records(ep: _Episode, engine, tok: Tokenizer, forced: bool, reward) -> list[dict]:
-    """One record per segment of the episode's chain (rl.records.episode_records), each with its
+    """One record per segment of the episode's chain (rl.learning.records.episode_records), each with its
     own tokens, mask, log-probs, versions and experts and the chain's grade, counts and reward."""
     segments = ep.env.record().all_segments()
     arrays = ep.done_segments + [_segment_arrays(ep, engine, segments[-1], finish=True)]
@@ -358,8 +358,8 @@ def _make_records(ep: _Episode, engine, tok: Tokenizer, forced: bool, reward) ->
 
 
 def summarize(records: Sequence[dict], stats: dict) -> dict:
-    """The episode metrics (rl.episode_metrics.episode_metrics: pass rate, partial credit, tokens,
-    turns, calls, malformed rate; a chain counts once), the reward scalars (rl.records.
+    """The episode metrics (rl.learning.episode_metrics.episode_metrics: pass rate, partial credit, tokens,
+    turns, calls, malformed rate; a chain counts once), the reward scalars (rl.learning.records.
     reward_metrics: reward/mean, reward/<term>, as the RL trainer logs them), tokens/s and where
     the wall time went."""
     wall = max(stats.get("wall_s", 0.0), 1e-9)

@@ -12,7 +12,7 @@ Full snapshots every K versions, lossless deltas in between, in the dtype the sa
 `store` is a local path, a URL tensorstore parses (`gs://b/x`, `s3://b/x`, `memory://`), or a
 tensorstore kvstore spec as JSON (`{"driver": "s3", "bucket": "b", "path": "run/",
 "endpoint": "http://127.0.0.1:8333", "aws_region": "us-east-1"}`). Every store operation is
-bounded (rl/kvstore.py, shared with the rollout store): requests retry a few times and each
+bounded (rl/stores/kvstore.py, shared with the rollout store): requests retry a few times and each
 waits at most `timeout` seconds, so an unreachable store fails with a one-line `StoreError`.
 
 Layout (keys):
@@ -55,7 +55,7 @@ cheaper there), lossless on the bit patterns (the reader reproduces the sampler-
 bitwise), per shard: every element's zigzag bit difference z (new - old as an integer:
 0 = unchanged, a change of k ulps ~ 2k), visited in the exponent order of its old value
 (`exponent_order`: the reader recomputes it from the bits it holds), entropy-coded with one static
-distribution per exponent (rl/weight_store_rans.py: a hybrid-uint token per z, numpy rANS over
+distribution per exponent (rl/stores/weight_store_rans.py: a hybrid-uint token per z, numpy rANS over
 interleaved lanes). Whether an element moves, and by how many ulps, depends mostly on its exponent
 (its ulp): an update of ~lr moves every bf16 weight below ~512 lr in magnitude and few above. So
 the coder pays about the conditional entropy H(z | exponent): on a trained small model 11-17%
@@ -82,8 +82,9 @@ import zlib
 import jax
 import numpy as np
 
-from rl import timeline, weight_store_rans
-from rl.kvstore import Kv, StoreError
+from rl import timeline
+from rl.stores import weight_store_rans
+from rl.stores.kvstore import Kv, StoreError
 
 FORMAT = 5  # 5: rANS per exponent (4: zlib in exponent order; 3: storage order; 2: raw / XOR)
 # Encoded blobs waiting for their writes: bounded, so a full snapshot of a host's share of a big
@@ -566,7 +567,7 @@ class WeightReader:
             got = m.get("format") if isinstance(m, dict) else None
             raise DamagedVersion(
                 f"{_manifest_key(v)}: format {got}, this reader reads format {FORMAT} "
-                "(a store written by another version of rl/weight_store.py: publish afresh)"
+                "(a store written by another version of rl/stores/weight_store.py: publish afresh)"
             )
         return m
 
@@ -758,7 +759,7 @@ class Follower:
 
 
 class Promotions:
-    """Which published versions are *promoted* (passed rl/realtime.py's eval gate): servers follow
+    """Which published versions are *promoted* (passed rl/serve/realtime.py's eval gate): servers follow
     only those. A marker is one small key, `promoted/<version:012d>.json` (the gate's note), in a
     key range the writer's collector never touches; the collector keeps the newest promoted
     version's manifest (and so its chain of blobs) however many versions follow it, and a marker

@@ -1,11 +1,11 @@
-"""User feedback on served responses -> RL records (rl/records.py).
+"""User feedback on served responses -> RL records (rl/learning/records.py).
 
 The interaction log (rl/serve/interaction_log.py) holds each served exchange token-exact
 (prompt + completion ids, the sampler's log-probs, params version per token, routed experts)
-and the signals users attach to it. A cycle (rl/realtime.py) reads the signals that arrived since
+and the signals users attach to it. A cycle (rl/serve/realtime.py) reads the signals that arrived since
 its cursor, joins each to its exchange (wherever in the log it is) and maps it to a reward.
 
-Reward mapping (rl/rewards.py `feedback_reward`, the one rewards module; configs/realtime.py
+Reward mapping (rl/learning/rewards.py `feedback_reward`, the one rewards module; configs/realtime.py
 `realtime.reward`, each value configurable):
     accepted       +1.0   the user kept the response as is
     rejected       -1.0   the user discarded it
@@ -18,7 +18,7 @@ Several signals for one response: the latest one counts (an edit after an accept
 
 Staleness rule: a response whose oldest completion token came from params version v is trained
 when base_version - v <= realtime.max_staleness (its importance ratio against the base params is
-the loss's truncated importance weight, rl/losses.py TIS with rl.tis_c, computed from the logged
+the loss's truncated importance weight, rl/learning/losses.py TIS with rl.tis_c, computed from the logged
 sampler log-probs), and dropped (counted in `stale`) otherwise. A response longer than
 rl.max_tokens + 1 tokens is dropped (counted in `too_long`); a signal for an id the log does not
 hold is counted in `orphan`.
@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from rl.batch import group_advantages
-from rl.records import completion_record, from_json, policy_tokens
-from rl.rewards import feedback_reward
+from rl.learning.batch import group_advantages
+from rl.learning.records import completion_record, from_json, policy_tokens
+from rl.learning.rewards import feedback_reward
 from rl.serve.interaction_log import exchange_key, feedback_key, read_log
 
 
@@ -48,7 +48,7 @@ def read_signals(log_dir: str, cursor: dict, end: dict):
 
 
 def served_record(ex: dict) -> dict:
-    """An exchange's RL record as rl/serve/app.py logs it (rl.records.completion_record). Logs
+    """An exchange's RL record as rl/serve/app.py logs it (rl.learning.records.completion_record). Logs
     written before 2026-11-28 hold the per-token layout over prompt + completion without the
     record's fields (no `mask`): those are rebuilt, so a log already written stays trainable."""
     if "mask" in ex:
@@ -68,7 +68,7 @@ def served_record(ex: dict) -> dict:
 
 
 def training_records(log_dir, cursor, end, *, base_version, rt, max_tokens):
-    """-> (records for rl/batch.py's collate, stats). rt: the realtime block."""
+    """-> (records for rl/learning/batch.py's collate, stats). rt: the realtime block."""
     exchanges, latest = read_signals(log_dir, cursor, end)
     stats = dict(signals=len(latest), orphan=0, stale=0, too_long=0, by_signal={})
     records = []
