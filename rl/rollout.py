@@ -21,6 +21,24 @@ one record per segment, all with the chain's counts, grade and reward (`segment`
 Stats: `segments_started` and `prefix_reused_tokens` (prefill tokens the rewind saved);
 `reuse_prefix=False` prefills each segment's context whole instead (to measure the saving).
 
+Best-of-K from a shared mid-episode prefix (`prefix_turns=N`, group_size=K >= 2): a group's
+first episode plays its first N turns alone; then its sandbox and token state are snapshotted
+(rl/envs/snapshot.py: files + the env's episode state) and K-1 more episodes are branched from it,
+each in its own sandbox, so the prefix is decoded and its tool calls run once instead of K times.
+Branch 0 goes on in the prefix's own slot (its latent cache); each other branch is a new request
+whose prompt is the whole shared transcript (one prefill, no decode) and whose own seed gives it
+its own sampling stream; a scripted policy is copied at the branch point. Every branch's record is
+the whole episode (prefix included), equal to a fresh episode replayed to the same state, and
+carries `shared_prefix` = the number of leading tokens the group shares. Loss: rl/batch.py keeps
+those tokens out of the loss. Their policy-gradient terms would be the same in all K records
+(same tokens, same context, same log-probs), so they would only add (sum_i A_i) x the same term,
+which is 0 for group-relative advantages, or noise (a malformed-turn override, a dropped episode,
+a k2 KL term counted K times); the group carries no signal about the prefix, whose turns learn
+only from unbranched groups. A prefix that ends before N turns is sample 0 of its group and the
+other K-1 play fresh. Stats: `branched_groups`, `shared_prefix_tokens` (policy tokens not decoded
+again) and `shared_tool_calls` (tool calls not run again). Not with summaries (a snapshot holds
+one segment) and only on CodingEnv.
+
 `scripted=lambda task: OraclePolicy(tok, task)` plays scripted turns through the same engine by
 teacher forcing (records get the model's log-probs and routing for those tokens): used by tests and
 benchmarks. `env_factory` replaces CodingEnv (a stand-in env for loop-mechanics tests).
@@ -36,6 +54,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures as cf
+import copy
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
@@ -68,6 +87,7 @@ class _Episode:
     pieces: list[list[int]] = dataclasses.field(default_factory=list)  # prompt, turn, obs, turn, ..
     turns: list = dataclasses.field(default_factory=list)  # engine Turns (this segment's)
     done_segments: list[dict] = dataclasses.field(default_factory=list)  # _segment_arrays of each
+    shared: int = 0  # a branched group's shared prefix: tokens [0, shared) (0: none)
 
 
 def _timed(stats: dict, fn, *args):
@@ -96,17 +116,21 @@ def play_episodes(
     log: Callable[[str], None] = print,
     reuse_prefix: bool = True,
     reward: RewardConfig = RewardConfig(),
+    prefix_turns: int = 0,
 ) -> Rollouts:
     """Plays group_size episodes of every task; returns their records (in completion order),
     each rewarded by rl.rewards.episode_reward under `reward`.
 
     `before_step()` runs on the driver thread before each engine.step (every `max_iterations`
-    decode iterations): the RL sampler swaps newer weights in there (engine.set_params)."""
-    if group_size < 1 or max_turn_tokens < 1 or workers < 1:
+    decode iterations): the RL sampler swaps newer weights in there (engine.set_params).
+    `prefix_turns` N > 0: best-of-K from a shared N-turn prefix per group (module docstring)."""
+    if group_size < 1 or max_turn_tokens < 1 or workers < 1 or prefix_turns < 0:
         raise ValueError(
             f"play_episodes: group_size={group_size}, max_turn_tokens={max_turn_tokens}, "
-            f"workers={workers} must all be >= 1"
+            f"workers={workers} must all be >= 1 and prefix_turns={prefix_turns} >= 0"
         )
+    if prefix_turns and (env_kwargs or {}).get("summary") is not None:
+        raise ValueError("play_episodes: prefix_turns does not work with summaries")
     cache = engine.spec.cache_len
     if env_factory is None:
         from rl.envs.env import CodingEnv
@@ -115,14 +139,19 @@ def play_episodes(
         kw["max_tokens"] = min(kw.get("max_tokens", cache), cache)  # the context must fit the cache
         env_factory = lambda: CodingEnv(tok, **kw)
     stops = [tok.special_id("end"), tok.eos_id]
-    todo = collections.deque((g, i, t) for g, t in enumerate(tasks) for i in range(group_size))
-    total = len(todo)
+    branching = prefix_turns > 0 and group_size > 1
+    first = 1 if branching else group_size  # a branched group starts with its prefix alone
+    todo = collections.deque((g, i, t) for g, t in enumerate(tasks) for i in range(first))
+    total = len(tasks) * group_size
     stats = {
         "sandbox_s": 0.0,
         "wait_s": 0.0,
         "errors": 0,
         "segments_started": 0,
         "prefix_reused_tokens": 0,
+        "branched_groups": 0,
+        "shared_prefix_tokens": 0,
+        "shared_tool_calls": 0,
     }
     errors: list[str] = []
     records: list[dict] = []
@@ -142,7 +171,36 @@ def play_episodes(
         max_new = len(forced) if forced else room
         return dict(max_new=max_new, stop_tokens=stops, forced=forced)
 
+    def unbranched(ep: _Episode) -> None:
+        """A group's prefix episode that ended (or broke) before its branch point: the rest of
+        its group then plays fresh."""
+        if branching and ep.rid[1] == 0 and not ep.shared:
+            todo.extend((ep.rid[0], i, ep.task) for i in range(1, group_size))
+
+    def start_branches(ep: _Episode, envs: list) -> None:
+        """The prefix episode `ep` at its branch point, and K-1 environments restored to it:
+        K episodes sharing its transcript; branch 0 is `ep` itself, in its own slot."""
+        ep.shared = len(ep.context)
+        stats["branched_groups"] += 1
+        stats["shared_prefix_tokens"] += len(envs) * sum(len(t.tokens) for t in ep.turns)
+        stats["shared_tool_calls"] += len(envs) * ep.env.record().tool_calls
+        for i, env in enumerate(envs, start=1):
+            child = _Episode(
+                (ep.rid[0], i),
+                ep.task,
+                env,
+                copy.deepcopy(ep.policy),  # a scripted policy's state at the branch point
+                context=list(ep.context),
+                pieces=[list(p) for p in ep.pieces],
+                turns=list(ep.turns),  # the prefix's turns: their log-probs and versions
+                shared=ep.shared,
+            )
+            live[child.rid] = child
+            engine.submit(child.rid, child.context, **turn_args(child))  # prefilled, not decoded
+        engine.extend(ep.rid, ep.pieces[-1], **turn_args(ep))
+
     def drop(ep: _Episode, err: BaseException) -> None:
+        unbranched(ep)
         stats["errors"] += 1
         errors.append(f"{ep.task.id} #{ep.rid}: {type(err).__name__}: {err}")
         try:
@@ -174,8 +232,12 @@ def play_episodes(
                         ep.context, ep.pieces = list(result), [list(result)]
                         engine.submit(ep.rid, result, **turn_args(ep))
                         continue
+                    if kind == "branch":
+                        start_branches(ep, result)
+                        continue
                     obs, finished = result
                     if finished:
+                        unbranched(ep)
                         ep.pieces.append(list(obs))  # context_limit ends with an observation
                         recs = _make_records(ep, engine, tok, scripted is not None, reward)
                         live.pop(ep.rid)
@@ -196,6 +258,13 @@ def play_episodes(
                         continue
                     ep.pieces.append(list(obs))
                     ep.context += obs
+                    if branching and ep.rid[1] == 0 and not ep.shared:
+                        if len(ep.turns) == prefix_turns:  # the branch point: snapshot, restore
+                            job = pool.submit(
+                                _timed, stats, _branch_envs, ep.env, group_size - 1, env_factory
+                            )
+                            inflight[job] = (ep, "branch")
+                            continue
                     engine.extend(ep.rid, obs, **turn_args(ep))
                 except Exception as e:  # a broken episode is skipped and counted, not fatal
                     drop(ep, e)
@@ -221,6 +290,14 @@ def play_episodes(
         error_messages=errors,
     )
     return Rollouts(records, stats)
+
+
+def _branch_envs(env, k: int, make_env: Callable) -> list:
+    """K environments restored to `env`'s episode state now (rl/envs/snapshot.py); `env` goes on."""
+    from rl.envs.snapshot import branch, snapshot
+
+    with snapshot(env) as snap:
+        return branch(snap, k, make_env)
 
 
 def _progress(records, total: int, live: int, wall: float) -> str:
@@ -274,7 +351,7 @@ def _make_records(ep: _Episode, engine, tok: Tokenizer, forced: bool, reward) ->
     own tokens, mask, log-probs, versions and experts and the chain's grade, counts and reward."""
     segments = ep.env.record().all_segments()
     arrays = ep.done_segments + [_segment_arrays(ep, engine, segments[-1], finish=True)]
-    return rr.episode_records(
+    recs = rr.episode_records(
         ep.env.record(),
         arrays,
         tok,
@@ -283,6 +360,10 @@ def _make_records(ep: _Episode, engine, tok: Tokenizer, forced: bool, reward) ->
         sample=ep.rid[1],
         policy="forced" if forced else "model",
     )
+    if ep.shared:  # a branched group's: tokens [0, shared) are in every record of the group
+        for rec in recs:
+            rec["shared_prefix"] = ep.shared
+    return recs
 
 
 def summarize(records: Sequence[dict], stats: dict) -> dict:
