@@ -310,3 +310,23 @@ def test_tool_traces_search_before_opening_files_report_and_pass():
         rec = run_episode(CodingEnv(TOK), task, lambda context, turns=turns: turns.pop(0))
         assert rec.tokens == render_messages(TOK, t["messages"])[0]
         assert rec.done_reason == "submit" and rec.all_pass and rec.malformed_calls == 0
+
+
+def test_the_oracle_searches_for_what_the_statement_names():
+    """rl.envs.scripted.locate: a mined repository task (search tools on) searches for the
+    function its terse statement names, from the words (not the mutated function in its meta);
+    without a named function, a ranked code search on the words; nothing for tasks without the
+    tools (the shipped coding traces) or for review (the patch names the file)."""
+    from rl.envs.repos.projects import suite_tasks
+    from rl.envs.scripted import locate
+    from rl.envs.traces import with_search
+
+    tasks = suite_tasks(("roman",))
+    main = next(t for t in tasks if t.prompt.startswith("something's off with main()"))
+    assert main.meta["symbol"] != "main"  # the statement names the API, not the bug's function
+    assert locate(main) == [("Searching for main.", "search", {"pattern": r"\bmain\b"}, True)]
+    plain = generate_task("boundary", seed=0, difficulty=3)  # "... kicks in one item late"
+    assert locate(plain) == []
+    ((_, name, args, _),) = locate(with_search(plain))
+    assert name == "code_search" and args["query"].split()[:2] == plain.prompt.split()[:2]
+    assert locate(with_search(generate_task("review_patch", seed=0))) == []

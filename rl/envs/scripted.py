@@ -138,13 +138,10 @@ class TracePolicy:
 
 
 def named_symbol(task: Task) -> str | None:
-    """The function a statement names: a mined task's symbol (its last part, e.g. "toRoman" of
-    "Roman.toRoman"), else the first `name(` in the prompt ("add chunked(xs, n) to ..."), else its
-    first snake_case identifier that is not part of a path ("order_total in shop/pricing.py"),
-    or None."""
-    symbol = task.meta.get("symbol")
-    if symbol:
-        return symbol.split(".")[-1]
+    """The function a statement names, from its words only (never the task's meta: a mined bug's
+    statement names the API a failing test calls, not the mutated function, and the trace must
+    search for what a user wrote): the first `name(` ("fromRoman() is broken"), else the first
+    snake_case identifier that is not part of a path ("order_total in shop/pricing.py"), or None."""
     text = task.prompt.split("```", 1)[0]
     m = re.search(r"\b([A-Za-z_]\w*)\(", text) or re.search(
         r"(?<![\w/.])([A-Za-z_]\w*_\w*)\b(?![/.]\w)", text
