@@ -9,8 +9,11 @@ plays K full episodes per task (the prefix decoded and its tool calls run K time
 plays the prefix once, snapshots it (rl/envs/snapshot.py) and branches K episodes from it. Both
 run on the same engine settings (tiny preset, float32 on CPU), the first repeat of each after a
 warm-up run that compiles the programs. Printed per mode (medians over repeats): wall seconds,
-decode / prefill / sandbox seconds, decode iterations, tool calls run and the driver's
-shared-prefix counters; then the branched / fresh ratios. Run it on a quiet machine.
+decode / prefill / sandbox seconds, decode iterations, slot-steps (decoded tokens summed over
+slots: the decode compute), tool calls run and the driver's shared-prefix counters; then the
+branched / fresh ratios. The prefix saves slot-steps and tool calls always, and wall time only
+when the slots are full (K fresh prefixes decode side by side in one batch otherwise): hence 4
+groups x K=4 on 8 slots by default. Run it on a quiet machine.
 """
 
 from __future__ import annotations
@@ -67,7 +70,7 @@ def play(cfg, params, tok, tasks, args, prefix_turns: int, calls: collections.Co
         log_every_s=0,
     )
     s = out.stats
-    keys = ("wall_s", "decode_s", "prefill_s", "sandbox_s", "iterations", "errors")
+    keys = ("wall_s", "decode_s", "prefill_s", "sandbox_s", "iterations", "slot_steps", "errors")
     row = {k: s[k] for k in keys}
     row.update({k: s[k] for k in ("branched_groups", "shared_prefix_tokens", "shared_tool_calls")})
     row.update(tool_calls=sum(calls.values()), records=len(out.records))
@@ -105,7 +108,7 @@ def main() -> None:
         print(json.dumps({"mode": mode, **rows[mode]}))
     ratio = {
         k: rows["branched"][k] / max(rows["fresh"][k], 1e-9)
-        for k in ("wall_s", "decode_s", "prefill_s", "sandbox_s", "iterations", "tool_calls")
+        for k in ("wall_s", "decode_s", "iterations", "slot_steps", "sandbox_s", "tool_calls")
     }
     print(json.dumps({"branched/fresh": ratio}))
 
