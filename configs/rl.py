@@ -154,6 +154,12 @@ def get_config() -> ml_collections.ConfigDict:
             # up to max_segments segments of rl.max_tokens each; set rl.segments_per_chain to
             # max_segments (one training row per segment)
             summary=dict(trigger_tokens=0, trigger_fraction=0.0, max_segments=4),
+            # > 0: best-of-K from a shared mid-episode prefix (rl/sampling/rollout.py): each group's first
+            # N turns are played once, snapshotted (sandbox files + token state) and the group's
+            # group_size episodes branch from there; the prefix is decoded and its tool calls run
+            # once, and its tokens are out of the loss (the group holds no signal about them:
+            # its turns learn only from unbranched groups). Needs N < max_turns, no summaries.
+            shared_prefix_turns=0,
         )
     )
     # Skip tasks predicted to carry no signal (rl/sampling/curriculum.py): a task whose `key` attribute

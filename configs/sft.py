@@ -1,5 +1,6 @@
-"""Stage (c): SFT on agent coding traces (data/traces/coding_traces.jsonl, and 25% of rows from the
-self-summarization traces, data/traces/summary_traces.jsonl), from stage (b)'s export.
+"""Stage (c): SFT on agent coding traces (data/traces/coding_traces.jsonl, 25% of rows from the
+self-summarization traces, data/traces/summary_traces.jsonl, and 10% from the search-tool traces,
+data/traces/tool_traces.jsonl), from stage (b)'s export.
 
 The same loop and TrainState; only the data differ (chat rows whose loss_mask keeps assistant
 tokens only). The model keeps stage (b)'s long-context YaRN settings (2048 tokens, factor 16 from
@@ -32,6 +33,11 @@ from configs import long_context, pretrain
 # token context) are longer than this stage's 2,048-token row in 92 of 120 cases: those are split,
 # and the piece holding the summary turn then lacks the start of its segment (open: issue 33).
 SUMMARY_WEIGHT = 0.25
+# Share of packed rows from the tool traces (data/traces/tool_traces.jsonl, `python -m
+# rl.envs.traces --tools`: the training, review and DevOps families with the search tools on, so the
+# policy learns to search before it opens files and to report review findings): ~their share of
+# the three files' tokens (98k of 946k = 0.10).
+TOOL_WEIGHT = 0.1
 
 
 def get_config():
@@ -54,7 +60,7 @@ def get_config():
                 "paths": ["data/traces/coding_traces.jsonl"],
                 "field": "messages",
                 "name": "traces",
-                "weight": 1.0 - SUMMARY_WEIGHT,
+                "weight": 1.0 - SUMMARY_WEIGHT - TOOL_WEIGHT,
             },
             {
                 "kind": "jsonl",
@@ -62,6 +68,13 @@ def get_config():
                 "field": "messages",
                 "name": "summary_traces",
                 "weight": SUMMARY_WEIGHT,
+            },
+            {
+                "kind": "jsonl",
+                "paths": ["data/traces/tool_traces.jsonl"],
+                "field": "messages",
+                "name": "tool_traces",
+                "weight": TOOL_WEIGHT,
             },
         ),
         avoid_splitting=True,

@@ -98,6 +98,12 @@ def resolve(config):
             f"rl.speculative_k={rl.speculative_k} with rl.coding.summary: summaries need a plain "
             "engine (set rl.speculative_k=0)"
         )
+    n = rl.coding.get("shared_prefix_turns", 0)
+    if n and not (0 < n < rl.coding.max_turns and summary is None):
+        raise ConfigError(
+            f"rl.coding.shared_prefix_turns={n}: needs 0 < it < rl.coding.max_turns="
+            f"{rl.coding.max_turns} and no rl.coding.summary (a snapshot holds one segment)"
+        )
     from data.tokenizers import ByteTokenizer
     from rl.envs import require_isolation
 

@@ -22,6 +22,7 @@ from train.batches import data_config
 TOK = ByteTokenizer()
 TRACES = os.path.join(data.TRACES_DIR, "coding_traces.jsonl")
 SUMMARY_TRACES = os.path.join(data.TRACES_DIR, "summary_traces.jsonl")
+TOOL_TRACES = os.path.join(data.TRACES_DIR, "tool_traces.jsonl")
 
 
 def load_traces(path=TRACES):
@@ -53,7 +54,11 @@ def _sft_data(seq_len: int, batch_size: int):
 
 def test_packed_loss_mask_is_exactly_the_assistant_tokens():
     # rows of 4096 byte tokens hold every trace (coding 1.1k-3.8k, summary segments 1.4k-2.7k) whole
-    expected = {**expected_by_ids(TRACES), **expected_by_ids(SUMMARY_TRACES)}
+    expected = {
+        **expected_by_ids(TRACES),
+        **expected_by_ids(SUMMARY_TRACES),
+        **expected_by_ids(TOOL_TRACES),
+    }
     it = train_iterator(_sft_data(4096, 2))
     checked = 0
     for _ in range(10):
@@ -72,12 +77,17 @@ def _row_source(row_ids: np.ndarray, haystacks: dict) -> list[str]:
 
 def test_sft_mix_holds_summary_traces_at_their_weight_with_summaries_trained():
     """configs/sft.py's default mix at its own row length: summary_traces.jsonl at
-    sft.SUMMARY_WEIGHT of the rows (grain's interleave is deterministic), and a row of a chain's
+    sft.SUMMARY_WEIGHT and tool_traces.jsonl at sft.TOOL_WEIGHT of the rows (grain's interleave is deterministic), and a row of a chain's
     non-final segment trains its summary turn while the next segment's copy of it stays untrained."""
     weights = {s["name"]: s["weight"] for s in sft.get_config().data.sources}
-    assert weights == {"traces": 1 - sft.SUMMARY_WEIGHT, "summary_traces": sft.SUMMARY_WEIGHT}
+    assert weights == {
+        "traces": 1 - sft.SUMMARY_WEIGHT - sft.TOOL_WEIGHT,
+        "summary_traces": sft.SUMMARY_WEIGHT,
+        "tool_traces": sft.TOOL_WEIGHT,
+    }
     haystacks = {}
-    for name, path in (("traces", TRACES), ("summary_traces", SUMMARY_TRACES)):
+    paths = (("traces", TRACES), ("summary_traces", SUMMARY_TRACES), ("tool_traces", TOOL_TRACES))
+    for name, path in paths:
         docs = [render_messages(TOK, t["messages"])[0] for t in load_traces(path)]
         haystacks[name] = b"".join(np.asarray([-1, *d], np.int32).tobytes() for d in docs)
     cfg = _sft_data(sft.get_config().train.seq_len, 8)
@@ -87,9 +97,14 @@ def test_sft_mix_holds_summary_traces_at_their_weight_with_summaries_trained():
         b = next(it)
         for r in range(len(b["tokens"])):
             first = b["tokens"][r][b["segment_ids"][r] == 1]
-            (source,) = _row_source(first, haystacks)
-            sources.append(source)
+            found = _row_source(first, haystacks)
+            # a row that starts with the tail of a split trace may be text two files share (a
+            # coding and a tool trace of the same kind of task end alike): counted as either
+            sources.append(found[0] if len(found) == 1 else tuple(found))
     assert sources.count("summary_traces") == sft.SUMMARY_WEIGHT * len(sources)  # 10 of 40 rows
+    shared = sum(isinstance(s, tuple) and "tool_traces" in s for s in sources)
+    tool = sources.count("tool_traces")
+    assert tool <= sft.TOOL_WEIGHT * len(sources) <= tool + shared  # 4 of 40 rows
     # whole rows (4096): a summary turn <|summary|> .. <|/summary|><|end|> is trained where a
     # segment ends with it, and untrained where the next segment's rebuilt context holds it
     open_, close, header = (TOK.special_id(n) for n in ("summary", "/summary", "assistant"))
@@ -255,3 +270,63 @@ def _one_edit_apart(a: str, b: str) -> bool:
         return sum(x != y for x, y in zip(a, b)) == 1
     short, long_ = sorted((a, b), key=len)
     return any(long_[:i] + long_[i + 1 :] == short for i in range(len(long_)))
+
+
+def test_tool_traces_search_before_opening_files_report_and_pass():
+    """data/traces/tool_traces.jsonl (python -m rl.envs.traces --tools): the system prompt lists
+    the trace's extra tools and every turn is one well-formed call under the strict protocol with
+    them; search / code_search come before the first read, review traces report the defect, every
+    template appears and every episode passed; two traces (a search one, a review one) replay
+    token-exactly through CodingEnv on their regenerated tasks and pass again (real sandbox)."""
+    from rl.envs import tools
+    from rl.envs.traces import TOOL_TEMPLATES, with_search
+
+    traces = load_traces(TOOL_TRACES)
+    assert {t["template"] for t in traces} == set(TOOL_TEMPLATES)
+    assert os.path.getsize(TOOL_TRACES) < 1_000_000 and len({t["id"] for t in traces}) == len(
+        traces
+    )
+    calls = {}
+    for t in traces:
+        messages, extra = t["messages"], t["tools"]
+        assert {"search", "code_search"} <= set(extra)
+        assert messages[0]["content"] == DEFAULT_SYSTEM + tools.extra_help(extra)
+        turns = [parse_turn(TOK, _turn_ids(m), extra) for m in messages if m["role"] == "assistant"]
+        assert all(p.terminated and not p.malformed and len(p.calls) == 1 for p in turns)
+        names = calls[t["id"]] = [p.calls[0].name for p in turns]
+        assert names[-1] == "submit" and t["grade"][0] == t["grade"][1] > 0
+        if "report" in extra:  # review: the patch names the file; read, report
+            assert names.index("read_file") < names.index("report")
+        elif "read_file" in names:
+            first = min(names.index(n) for n in ("search", "code_search") if n in names)
+            assert first < names.index("read_file")
+    assert {"search", "code_search", "report"} <= {n for names in calls.values() for n in names}
+    search = next(t for t in traces if "search" in calls[t["id"]])
+    review = next(t for t in traces if "report" in calls[t["id"]])
+    for t in (search, review):
+        task = with_search(generate_task(t["template"], seed=t["seed"], difficulty=t["difficulty"]))
+        assert task.id == t["task"] and task.meta["tools"] == t["tools"]
+        turns = [_turn_ids(m) for m in t["messages"] if m["role"] == "assistant"]
+        rec = run_episode(CodingEnv(TOK), task, lambda context, turns=turns: turns.pop(0))
+        assert rec.tokens == render_messages(TOK, t["messages"])[0]
+        assert rec.done_reason == "submit" and rec.all_pass and rec.malformed_calls == 0
+
+
+def test_the_oracle_searches_for_what_the_statement_names():
+    """rl.envs.scripted.locate: a mined repository task (search tools on) searches for the
+    function its terse statement names, from the words (not the mutated function in its meta);
+    without a named function, a ranked code search on the words; nothing for tasks without the
+    tools (the shipped coding traces) or for review (the patch names the file)."""
+    from rl.envs.repos.projects import suite_tasks
+    from rl.envs.scripted import locate
+    from rl.envs.traces import with_search
+
+    tasks = suite_tasks(("roman",))
+    main = next(t for t in tasks if t.prompt.startswith("something's off with main()"))
+    assert main.meta["symbol"] != "main"  # the statement names the API, not the bug's function
+    assert locate(main) == [("Searching for main.", "search", {"pattern": r"\bmain\b"}, True)]
+    plain = generate_task("boundary", seed=0, difficulty=3)  # "... kicks in one item late"
+    assert locate(plain) == []
+    ((_, name, args, _),) = locate(with_search(plain))
+    assert name == "code_search" and args["query"].split()[:2] == plain.prompt.split()[:2]
+    assert locate(with_search(generate_task("review_patch", seed=0))) == []

@@ -314,6 +314,39 @@ def test_multi_turn_record_carries_the_malformed_penalty_and_negative_turn():
     assert rb.oldest_version([good]) == 3
 
 
+def test_a_branched_groups_shared_prefix_is_out_of_the_loss():
+    """Three records of a best-of-K group branched after a 1-turn prefix (tokens 0..4, its turn at
+    2..3): collate gives the prefix's policy tokens loss_mask 0 (and so advantage and sampler
+    log-prob 0) in every row; everything after it is as without the field, and the record's own
+    mask is untouched (rl/sampling/rollout.py: the prefix's terms are the same in all K rows, so with
+    group-relative advantages they would sum to 0 anyway)."""
+    base = dict(
+        tokens=[1, 2, 3, 4, 5, 6, 7, 8],
+        logprobs=[0, 0, -1, -1, 0, -1, -1, 0],
+        versions=[-1, -1, 3, 3, -1, 4, 4, -1],
+        experts=np.zeros((1, 8, 2), int),
+    )
+    cfg = rw.RewardConfig(outcome="all_pass")
+
+    def record(sample, passed):
+        mask, spans = [0, 0, 1, 1, 0, 1, 1, 0], [(2, 4), (5, 7)]
+        env_rec = EpisodeRecord("t", base["tokens"], mask, 2, 2, 1, 3, 0, [], spans, "submit")
+        env_rec.tests_passed, env_rec.tests_total = passed, 2
+        (rec,) = episode_records(env_rec, [base], TOK, cfg, group=0, sample=sample, policy="model")
+        return rec
+
+    plain = [record(i, p) for i, p in enumerate((2, 0, 0))]
+    branched = [dict(r, shared_prefix=5) for r in plain]
+    want = rb.collate(plain, seq_len=8, rows=3, n_moe_layers=1, k=2)
+    got = rb.collate(branched, seq_len=8, rows=3, n_moe_layers=1, k=2)
+    np.testing.assert_array_equal(want["loss_mask"][:, :7], [[0, 1, 1, 0, 1, 1, 0]] * 3)
+    np.testing.assert_array_equal(got["loss_mask"][:, :7], [[0, 0, 0, 0, 1, 1, 0]] * 3)
+    for k in ("advantages", "sampler_logprobs"):
+        assert np.all(got[k][:, :4] == 0) and np.array_equal(got[k][:, 4:], want[k][:, 4:])
+    np.testing.assert_allclose(want["advantages"][:, 1:3].sum(0), 0, atol=1e-6)  # sum_i A_i = 0
+    assert all(r["mask"].tolist() == [0, 0, 1, 1, 0, 1, 1, 0] for r in branched)
+
+
 def _rollout_batch(cfg, b=2, t=16):
     """A batch of rollout-like rows on the tiny model: prompt (3 tokens), then policy tokens."""
     tokens = jax.random.randint(jax.random.PRNGKey(1), (b, t), 0, cfg.vocab_size)

@@ -3,24 +3,28 @@ continuing a slot == one fresh prefill; no sampled id outside the valid set; the
 programs stays within the documented bound over a 50-episode run; real CodingEnv episodes (real
 sandbox) are token-exact, carry rl/learning/rewards.py's reward of their grade and counts (the summary
 reports the same numbers), and a training forward with the replayed experts reproduces the
-sampler's log-probs on every policy token (blocked dispatch, float32).
+sampler's log-probs on every policy token (blocked dispatch, float32); a group branched from a
+shared prefix (snapshots) equals fresh episodes replayed to the same state and runs the prefix once.
 """
 
+import collections
 import json
+import threading
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from data.chat import generation_prompt
+from data.chat import generation_prompt, tool_call_text
 from data.tokenizers import ByteTokenizer
 from model import Transformer, init_params, presets
 from model.decode import init_layer_caches, split_layers
 from model.engine import RolloutEngine, _decode_jit, _prefill_jit, forward_rows
 from model.sampling import SamplingParams, filtered_logprobs, mask_invalid, sample
-from rl.envs import OraclePolicy, generate_tasks
+from rl.envs import CodingEnv, OraclePolicy, generate_task, generate_tasks, run_episode, tools
 from rl.envs.env import DEFAULT_SYSTEM, EpisodeRecord
+from rl.envs.scripted import minimal_edit
 from rl.learning import records as rr
 from rl.learning import rewards as rw
 from rl.learning.episode_metrics import passes
@@ -326,3 +330,131 @@ def test_replayed_experts_reproduce_sampler_logprobs(real_episodes):
         m = rec["mask"][1:] > 0
         np.testing.assert_allclose(rec["logprobs"][1:][m], lp[m], rtol=0, atol=1e-4)
         assert np.all(rec["logprobs"][rec["mask"] == 0] == 0)
+
+
+class Script:
+    """A scripted policy: its turns in order (teacher-forced), then [] (the model samples)."""
+
+    def __init__(self, turns):
+        self.turns = [list(t) for t in turns]
+
+    def __call__(self, context):
+        return self.turns.pop(0) if self.turns else []
+
+
+def _branch_engine(cfg, params, temperature=0.8):
+    # real_episodes' engine settings: the compiled programs are shared within a session
+    return RolloutEngine(
+        cfg,
+        params,
+        slots=2,
+        cache_len=2048,
+        temperature=temperature,
+        valid_vocab=TOK.vocab_size,
+        min_bucket=128,
+    )
+
+
+def test_a_branched_group_equals_fresh_rollouts_and_runs_its_prefix_once(monkeypatch):
+    """Best-of-2 from a 2-turn prefix (list_files, the fix's edit), then read the file, run the
+    tests, submit, teacher-forced through the engine: each branch's record is the fresh episode's
+    (tokens, mask, spans, grade, reward; log-probs to float noise), the read after the branch
+    point shows the prefix's fix in every branch's sandbox, and the prefix's tool calls ran once
+    where two fresh episodes run them twice. Branch 0 goes on in the prefix's slot, branch 1 is a
+    new request prefilled with the shared transcript (both paths)."""
+    cfg, params = tiny(max_position_embeddings=4096)
+    task = generate_task("off_by_one", 11, 1)
+    ((path, fixed),) = task.solution.items()
+    old, new = minimal_edit(task.files[path], fixed)  # a short forced turn (few decode steps)
+    script = [
+        TOK.encode(tool_call_text(name, args), allow_special=True) + [TOK.special_id("end")]
+        for name, args in (
+            ("list_files", {}),
+            ("edit", {"path": path, "old": old, "new": new}),
+            ("read_file", {"path": path}),
+            ("run_tests", {}),
+            ("submit", {}),
+        )
+    ]
+    calls, lock, execute = collections.Counter(), threading.Lock(), tools.execute
+
+    def counting(sandbox, call, **kw):
+        with lock:
+            calls[call.name] += 1
+        return execute(sandbox, call, **kw)
+
+    monkeypatch.setattr(tools, "execute", counting)
+
+    def play(**kw):
+        calls.clear()
+        out = play_episodes(
+            _branch_engine(cfg, params),
+            TOK,
+            [task],
+            group_size=2,
+            scripted=lambda t: Script(script),
+            log_every_s=0,
+            **kw,
+        )
+        assert out.stats["errors"] == 0 and len(out.records) == 2
+        return sorted(out.records, key=lambda r: r["sample"]), dict(calls), out.stats
+
+    fresh, fresh_calls, _ = play()
+    branched, branched_calls, stats = play(prefix_turns=2)
+    each = ("list_files", "edit", "read_file", "run_tests", "submit")
+    assert fresh_calls == dict.fromkeys(each, 2)
+    assert branched_calls == dict(list_files=1, edit=1, read_file=2, run_tests=2, submit=2)
+    shared = branched[0]["shared_prefix"]
+    assert shared == branched[0]["turn_spans"][2][0]  # prompt, 2 turns, their observations
+    prefix_tokens = len(script[0]) + len(script[1])
+    assert stats["branched_groups"] == 1 and stats["shared_tool_calls"] == 2
+    assert stats["shared_prefix_tokens"] == prefix_tokens  # decoded once, not twice
+    (new_line,) = set(fixed.splitlines()) - set(task.files[path].splitlines())  # the fix
+    for f, b in zip(fresh, branched):
+        assert "shared_prefix" not in f and b["shared_prefix"] == shared
+        assert b["tokens"].tolist() == f["tokens"].tolist()
+        assert b["mask"].tolist() == f["mask"].tolist() and b["turn_spans"] == f["turn_spans"]
+        for k in ("tests_passed", "tests_total", "done_reason", "reward", "counts"):
+            assert b[k] == f[k], k
+        assert passes(b) and b["done_reason"] == "submit"
+        np.testing.assert_allclose(b["logprobs"], f["logprobs"], rtol=0, atol=1e-4)
+        a, z = b["turn_spans"][2][1], b["turn_spans"][3][0]  # the read's observation
+        assert new_line.strip() in TOK.decode(b["tokens"][a:z].tolist())
+
+
+def test_branches_sample_their_own_continuations_each_a_fresh_episode_replayed():
+    """A forced 2-turn prefix, then the model samples (temperature 1): the three branches share
+    the prefix's tokens exactly, sample different continuations (each its own rng stream), and
+    each record is what a fresh CodingEnv gives when its turns are replayed (tokens, mask,
+    grade)."""
+    cfg, params = tiny(max_position_embeddings=4096)
+    task = generate_task("off_by_one", 11, 1)
+    prefix = OraclePolicy(TOK, task)._turns[:2]
+    out = play_episodes(
+        _branch_engine(cfg, params, temperature=1.0),
+        TOK,
+        [task],
+        group_size=3,
+        max_turn_tokens=24,
+        scripted=lambda t: Script(prefix),
+        prefix_turns=2,
+        log_every_s=0,
+    )
+    assert out.stats["errors"] == 0 and out.stats["branched_groups"] == 1
+    recs = sorted(out.records, key=lambda r: r["sample"])
+    n = recs[0]["shared_prefix"]
+    assert [r["sample"] for r in recs] == [0, 1, 2] and all(r["shared_prefix"] == n for r in recs)
+    assert all(r["tokens"][:n].tolist() == recs[0]["tokens"][:n].tolist() for r in recs)
+    third = [tuple(r["tokens"][slice(*r["turn_spans"][2])].tolist()) for r in recs]
+    assert len(set(third)) == 3  # the first sampled turn differs in every branch
+    for r in recs:
+        turns = [r["tokens"][a:b].tolist() for a, b in r["turn_spans"]]
+        rec = run_episode(
+            CodingEnv(TOK, max_tokens=2048), task, lambda c, turns=turns: turns.pop(0)
+        )
+        assert rec.tokens == r["tokens"].tolist() and rec.mask == r["mask"].tolist()
+        assert (rec.tests_passed, rec.tests_total, rec.done_reason) == (
+            r["tests_passed"],
+            r["tests_total"],
+            r["done_reason"],
+        )

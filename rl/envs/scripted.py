@@ -3,6 +3,8 @@ task's reference solution with write_file, run the tests, and submit. Not a lear
 
 from __future__ import annotations
 
+import re
+
 from data.chat import tool_call_text
 from data.tokenizers import Tokenizer
 from rl.envs.review import reference_report as review_answer
@@ -58,7 +60,8 @@ def minimal_edit(old_text: str, new_text: str) -> tuple[str, str] | None:
 
 class TracePolicy:
     """An oracle with a realistic flow, for SFT traces: look at the repo, sometimes run the tests
-    first, read each file it will change, apply the reference solution (edit where a small unique
+    first, search for what the statement names (tasks with the search tools: `locate`), read each
+    file it will change, apply the reference solution (edit where a small unique
     search/replace exists, else write_file; `run rm` for deletions), run the tests, submit.
     Each turn is one short sentence + one tool call + <|end|>; `plan` keeps (text, name, arguments,
     trained) so a trace can be written as chat messages that render to exactly these ids
@@ -81,6 +84,7 @@ class TracePolicy:
         plan = [(rng.choice(LOOK), "list_files", {}, True)]
         if self.flow == "reproduce":
             plan.append((rng.choice(REPRODUCE), "run_tests", {}, True))
+        plan += locate(task)  # search tools, where the task has them (no rng draw: see locate)
         for path in task.meta.get("read_first", ()):  # long_lookup: the facts the fix needs
             plan.append((f"Reading {path}.", "read_file", {"path": path}, True))
         if task.meta.get("grader") == "review":  # review: read the file, report, submit
@@ -131,6 +135,38 @@ class TracePolicy:
             raise RuntimeError("TracePolicy called after its submit turn")
         self._next += 1
         return self._turns[self._next - 1]
+
+
+def named_symbol(task: Task) -> str | None:
+    """The function a statement names, from its words only (never the task's meta: a mined bug's
+    statement names the API a failing test calls, not the mutated function, and the trace must
+    search for what a user wrote): the first `name(` ("fromRoman() is broken"), else the first
+    snake_case identifier that is not part of a path ("order_total in shop/pricing.py"), or None."""
+    text = task.prompt.split("```", 1)[0]
+    m = re.search(r"\b([A-Za-z_]\w*)\(", text) or re.search(
+        r"(?<![\w/.])([A-Za-z_]\w*_\w*)\b(?![/.]\w)", text
+    )
+    return m.group(1) if m else None
+
+
+def locate(task: Task) -> list[tuple]:
+    """Plan turns that find the code before any file is opened, as an engineer with search tools
+    does from a terse statement: `search` for the function it names, else a ranked `code_search`
+    with the statement's words. Only for tasks that switch the tools on (Task.meta["tools"]; the
+    procedural families do not, so their traces are unchanged) and not for review (its patch
+    names the file). Draws nothing from the policy's rng (the other traces stay byte-identical)."""
+    tools = set(task.meta.get("tools", ()))
+    if task.meta.get("grader") == "review":
+        return []
+    name = named_symbol(task)
+    if "search" in tools and name:
+        return [(f"Searching for {name}.", "search", {"pattern": rf"\b{name}\b"}, True)]
+    if "code_search" in tools:
+        words = re.findall(r"[A-Za-z_]\w{2,}", task.prompt.split("```", 1)[0])[:8]
+        if words:
+            query = " ".join(words)
+            return [("Looking for the code this is about.", "code_search", {"query": query}, True)]
+    return []
 
 
 MISTAKES = ("read_path", "edit_path", "edit_old")

@@ -12,7 +12,8 @@ files are copied once into a private host directory, and each branch copies them
 Sandbox (its own uid, cgroup and tmpfs). Copies use copy_file_range, which shares blocks
 (copy-on-write) on file systems with reflinks (btrfs, XFS) and is a plain in-kernel copy elsewhere
 (tmpfs, ext4). A branch is the same episode as a fresh one replayed to the same state
-(tests/test_envs_repos.py checks token ids and grades).
+(tests/test_envs_repos.py checks token ids and grades). The rollout driver uses it for best-of-K
+from a shared mid-episode prefix (rl/sampling/rollout.py `prefix_turns`, rl.coding.shared_prefix_turns).
 """
 
 from __future__ import annotations
@@ -87,4 +88,12 @@ def branch(snap: Snapshot, k: int, make_env: Callable[[], CodingEnv]) -> list[Co
     """K environments, each restored to the snapshot (independent sandboxes)."""
     if k < 1:
         raise ValueError(f"branch: k={k} must be >= 1")
-    return [restore(make_env(), snap) for _ in range(k)]
+    envs: list[CodingEnv] = []
+    try:
+        for _ in range(k):
+            envs.append(restore(make_env(), snap))
+    except BaseException:
+        for env in envs:  # no sandbox left behind
+            env.close()
+        raise
+    return envs

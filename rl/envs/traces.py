@@ -2,6 +2,7 @@
 
     python -m rl.envs.traces                 # rewrites the file (~10 min on a busy 2-core box)
     python -m rl.envs.traces --summary       # rewrites data/traces/summary_traces.jsonl
+    python -m rl.envs.traces --tools         # rewrites data/traces/tool_traces.jsonl
 
 In rl/envs/ (not data/): it plays the RL environment, and data/ never imports rl/. Benchmarks and
 tests import its functions (task_trace, make_trace, chain_traces).
@@ -28,10 +29,21 @@ chain, segment, segments besides the above): it ends with the trained summary tu
 message {"summary": text}), and the next segment's trace starts from the rebuilt context (the
 summary copied with "weight": 0, then the environment's continue note), so SFT teaches both
 writing a summary when asked and working from one.
+
+Tool traces (data/traces/tool_traces.jsonl, `--tools`): the training templates and the review and
+DevOps families (rl.envs.taskgen.TOOL_FAMILY_TEMPLATES) with the search tools switched on
+(`with_search`: Task.meta["tools"] gains search and code_search, so the system prompt lists them),
+played by the same oracle, which then searches for the function the statement names (or runs a
+ranked code search on its words) before opening files (rl.envs.scripted.locate) and, on review
+tasks, reports the defect with `report`. Same fields and checks as the coding traces, plus
+`tools` (the task's extra tools: regenerate with with_search(generate_task(...)); review_patch's
+own report first). A DevOps task gets its baseline test set from the reference solution first
+(rl.envs.devops.baseline_of, as the gate takes it): its grade needs one.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -40,10 +52,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 from data.chat import render_messages, summary_ids
 from data.tokenizers import ByteTokenizer, Tokenizer
-from rl.envs import TEMPLATES, CodingEnv, generate_task, run_episode
+from rl.envs import TEMPLATES, CodingEnv, generate_task, run_episode, tools
+from rl.envs.devops import baseline_of
 from rl.envs.env import DEFAULT_SYSTEM
 from rl.envs.scripted import SummarizingPolicy, TracePolicy
 from rl.envs.summary import SummaryConfig
+from rl.envs.taskgen import TOOL_FAMILY_TEMPLATES, training_templates
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo
 OUT_PATH = os.path.join(ROOT, "data", "traces", "coding_traces.jsonl")
@@ -52,11 +66,21 @@ NUM_SUMMARY_CHAINS = 24  # long_lookup, difficulty cycling 1-3
 SUMMARY_BUDGET, SUMMARY = 2560, SummaryConfig(trigger_tokens=1500, max_segments=6)
 NUM_TRACES = 312  # 12 templates x 26
 SEED = 0
+TOOL_PATH = os.path.join(ROOT, "data", "traces", "tool_traces.jsonl")
+TOOL_TEMPLATES = tuple(training_templates()) + tuple(sorted(TOOL_FAMILY_TEMPLATES))  # 10 + 5
+NUM_TOOL_TRACES = 3 * len(TOOL_TEMPLATES)  # each template at difficulty 1, 2, 3
+TOOL_SEED = 1  # task seeds apart from the coding traces'
+SEARCH_TOOLS = ("search", "code_search")
 
 
-def record_to_messages(tok: Tokenizer, rec, plan, prompt: str) -> list[dict]:
+def system_prompt(task) -> str:
+    """The environment's system prompt for `task` (CodingEnv.reset: extra tools' help lines)."""
+    return DEFAULT_SYSTEM + tools.extra_help(task.meta.get("tools", ()))
+
+
+def record_to_messages(tok: Tokenizer, rec, plan, prompt: str, system: str = DEFAULT_SYSTEM):
     """Chat messages for an episode: the plan's turns + the observations found in the record."""
-    messages = [{"role": "system", "content": DEFAULT_SYSTEM}, {"role": "user", "content": prompt}]
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": prompt}]
     tool, open_, close = (tok.special_id(n) for n in ("tool", "tool_result", "/tool_result"))
     spans = rec.turn_spans + [(len(rec.tokens), None)]
     for (text, name, args, trained), (_, end), (nxt, _) in zip(plan, spans, spans[1:]):
@@ -89,7 +113,7 @@ def task_trace(task, rng: random.Random, trace_id: str, mistake_rate: float = 0.
     tok = ByteTokenizer()
     policy = TracePolicy(tok, task, rng, mistake_rate)
     rec = run_episode(CodingEnv(tok), task, policy)
-    messages = record_to_messages(tok, rec, policy.plan, task.prompt)
+    messages = record_to_messages(tok, rec, policy.plan, task.prompt, system_prompt(task))
     errors = sum(m["role"] == "tool" and m["content"].startswith("error:") for m in messages)
     if (
         rec.done_reason != "submit"
@@ -109,8 +133,28 @@ def task_trace(task, rng: random.Random, trace_id: str, mistake_rate: float = 0.
         "flow": policy.flow,
         "mistake": policy.mistake,
         "grade": [rec.tests_passed, rec.tests_total],
+        **({"tools": list(task.meta["tools"])} if task.meta.get("tools") else {}),
         "messages": messages,
     }
+
+
+def with_search(task):
+    """`task` with the search tools switched on (besides any it has, e.g. review's report)."""
+    have = list(task.meta.get("tools", ()))
+    return dataclasses.replace(
+        task, meta={**task.meta, "tools": have + [t for t in SEARCH_TOOLS if t not in have]}
+    )
+
+
+def make_tool_trace(n: int) -> dict | None:
+    """Tool trace n: template n % 15 of TOOL_TEMPLATES, difficulty cycling 1-3, search tools on."""
+    seed = TOOL_SEED * 100_003 + n
+    template = TOOL_TEMPLATES[n % len(TOOL_TEMPLATES)]
+    difficulty = 1 + (n // len(TOOL_TEMPLATES)) % 3
+    task = with_search(generate_task(template, seed=seed, difficulty=difficulty))
+    if task.meta.get("grader") == "devops":  # its grade needs the gate's baseline test set
+        task.meta["devops"]["baseline"] = sorted(baseline_of(task))
+    return task_trace(task, random.Random(seed), f"tools-{n:04d}")
 
 
 def ids_to_messages(tok: Tokenizer, ids: list[int]) -> list[dict]:
@@ -193,6 +237,14 @@ def make_chain(n: int) -> list[dict] | None:
 
 
 def main() -> None:
+    if "--tools" in sys.argv[1:]:
+        with ThreadPoolExecutor(2) as pool:
+            traces = [t for t in pool.map(make_tool_trace, range(NUM_TOOL_TRACES)) if t]
+        with open(TOOL_PATH, "w") as f:
+            for trace in traces:
+                f.write(json.dumps(trace, ensure_ascii=False) + "\n")
+        print(f"wrote {len(traces)} traces, {os.path.getsize(TOOL_PATH) / 1e6:.2f} MB")
+        return
     if "--summary" in sys.argv[1:]:
         with ThreadPoolExecutor(2) as pool:
             chains = [c for c in pool.map(make_chain, range(NUM_SUMMARY_CHAINS)) if c]

@@ -59,7 +59,8 @@ def collate(
     (chain_advantages). Padding rows have loss_mask 0 and segment id 0. A record longer than seq_len + 1 tokens is an
     error (the caller sizes seq_len from the episode token budget). A negative episode advantage is
     multiplied by `negative_scale` (1 = plain GRPO; see configs/rl.py). Tokens of malformed turns
-    then get advantage min(A_i, -malformed_adv) (broken tool calls are negative examples)."""
+    then get advantage min(A_i, -malformed_adv) (broken tool calls are negative examples).
+    Tokens before a record's `shared_prefix` (best-of-K from a shared prefix) get loss_mask 0."""
     if len(records) > rows:
         raise ValueError(f"collate: {len(records)} episodes > {rows} batch rows")
     if not 0.0 <= negative_scale <= 1.0:
@@ -91,7 +92,10 @@ def collate(
         b["targets"][i, :n] = tok[1:]
         b["positions"][i, :n] = np.arange(n)
         b["segment_ids"][i, :n] = 1
-        mask = np.asarray(rec["mask"], np.float32)[1:]
+        mask = np.array(rec["mask"], np.float32)[1:]  # a copy: the record stays as it is
+        # a branched group's shared prefix (rl/sampling/rollout.py prefix_turns) is in no loss term: the
+        # same in all K records, its advantage-weighted terms carry no signal (they sum to 0)
+        mask[: max(rec.get("shared_prefix", 0) - 1, 0)] = 0.0  # mask[j] is token j + 1's
         b["loss_mask"][i, :n] = mask
         b["sampler_logprobs"][i, :n] = np.asarray(rec["logprobs"], np.float32)[1:] * mask
         a = np.full(n, adv[i], np.float32)

@@ -52,6 +52,10 @@ A multi-turn episode record (`episode_records`) also has:
     malformed_calls, summaries and summary_tokens (summary turns of the chain and their tokens,
     also in output_tokens).
 
+Best-of-K from a shared mid-episode prefix (rl/sampling/rollout.py `prefix_turns`): every record of the
+group also has `shared_prefix` = n, its tokens [0, n) being the group's shared prefix (the same
+tokens, mask, log-probs in all K records); rl/learning/batch.py gives them loss_mask 0. Absent: 0.
+
 Chains (self-summarization, rl/envs/summary.py): an episode longer than the context is a chain of
 segments; each segment is one record (one training sequence) with its own per-token arrays,
 prompt_len, turn_spans and malformed_turns (segment-local), and CHAIN_FIELDS: `chain` names the

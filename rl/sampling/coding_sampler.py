@@ -58,6 +58,7 @@ class CodingSampler:
         obs_token_budget: int = 256,
         max_malformed_streak: int = 0,
         summary=None,
+        shared_prefix_turns: int = 0,
         workers: int = 4,
         min_bucket: int = 64,
         speculative_k: int = 0,
@@ -67,7 +68,10 @@ class CodingSampler:
         """mesh / rules: the engine's own mesh (rl.sampler_mesh) and logical rules; None = one
         device, unsharded. speculative_k: MTP draft tokens per verify step (0 = plain).
         summary: rl.envs.summary.SummaryConfig (None = off): an episode is then a chain of
-        segments, one record each, all in its group."""
+        segments, one record each, all in its group.
+        shared_prefix_turns: N > 0 plays each group as best-of-K from a shared N-turn prefix
+        (rl/sampling/rollout.py: the prefix decoded and its tool calls run once, then K branches from a
+        snapshot; the prefix's tokens are kept out of the loss by rl/learning/batch.py)."""
         if max_tokens > cfg.max_position_embeddings:
             raise ValueError(
                 f"rl.max_tokens={max_tokens} > max_position_embeddings={cfg.max_position_embeddings}"
@@ -83,6 +87,7 @@ class CodingSampler:
             max_malformed_streak=max_malformed_streak,
             summary=summary,
         )
+        self.shared_prefix_turns = shared_prefix_turns
         self.mesh, self.rules, self.speculative_k = mesh, rules, speculative_k
         self.swaps = self.errors = 0
         self.counters = decode_counters()  # summed over play calls (speculative acceptance)
@@ -130,6 +135,7 @@ class CodingSampler:
             before_step=fetch_newer,
             log_every_s=0,
             reward=self.reward_cfg,
+            prefix_turns=self.shared_prefix_turns,
         )
         self.errors += out.stats["errors"]
         self.sandbox_wait_s += out.stats["wait_s"]

@@ -21,6 +21,24 @@ one record per segment, all with the chain's counts, grade and reward (`segment`
 Stats: `segments_started` and `prefix_reused_tokens` (prefill tokens the rewind saved);
 `reuse_prefix=False` prefills each segment's context whole instead (to measure the saving).
 
+Best-of-K from a shared mid-episode prefix (`prefix_turns=N`, group_size=K >= 2): a group's
+first episode plays its first N turns alone; then its sandbox and token state are snapshotted
+(rl/envs/snapshot.py: files + the env's episode state) and K-1 more episodes are branched from it,
+each in its own sandbox, so the prefix is decoded and its tool calls run once instead of K times.
+Branch 0 goes on in the prefix's own slot (its latent cache); each other branch is a new request
+whose prompt is the whole shared transcript (one prefill, no decode) and whose own seed gives it
+its own sampling stream; a scripted policy is copied at the branch point. Every branch's record is
+the whole episode (prefix included), equal to a fresh episode replayed to the same state, and
+carries `shared_prefix` = the number of leading tokens the group shares. Loss: rl/learning/batch.py keeps
+those tokens out of the loss. Their policy-gradient terms would be the same in all K records
+(same tokens, same context, same log-probs), so they would only add (sum_i A_i) x the same term,
+which is 0 for group-relative advantages, or noise (a malformed-turn override, a dropped episode,
+a k2 KL term counted K times); the group carries no signal about the prefix, whose turns learn
+only from unbranched groups. A prefix that ends before N turns is sample 0 of its group and the
+other K-1 play fresh. Stats: `branched_groups`, `shared_prefix_tokens` (policy tokens not decoded
+again) and `shared_tool_calls` (tool calls not run again). Not with summaries (a snapshot holds
+one segment) and only on CodingEnv.
+
 `scripted=lambda task: OraclePolicy(tok, task)` plays scripted turns through the same engine by
 teacher forcing (records get the model's log-probs and routing for those tokens): used by tests and
 benchmarks. `env_factory` replaces CodingEnv (a stand-in env for loop-mechanics tests).
@@ -36,6 +54,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures as cf
+import copy
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
@@ -68,6 +87,7 @@ class _Episode:
     pieces: list[list[int]] = dataclasses.field(default_factory=list)  # prompt, turn, obs, turn, ..
     turns: list = dataclasses.field(default_factory=list)  # engine Turns (this segment's)
     done_segments: list[dict] = dataclasses.field(default_factory=list)  # _segment_arrays of each
+    shared: int = 0  # a branched group's shared prefix: tokens [0, shared) (0: none)
 
 
 def _timed(stats: dict, fn, *args):
@@ -90,6 +110,9 @@ class _Rules:
     reward: RewardConfig
     reuse_prefix: bool
     on_record: Callable[[dict], None] | None
+    prefix_turns: int  # > 0: a group's episodes branch from its first episode after this many turns
+    group_size: int
+    env_factory: Callable  # the branches' environments
 
 
 @dataclasses.dataclass
@@ -99,13 +122,21 @@ class _Run:
 
     engine: object
     pool: cf.ThreadPoolExecutor
+    todo: collections.deque  # (group, sample, task) not started yet
     live: dict = dataclasses.field(default_factory=dict)  # rid -> _Episode
     inflight: dict = dataclasses.field(default_factory=dict)
     records: list[dict] = dataclasses.field(default_factory=list)
     errors: list[str] = dataclasses.field(default_factory=list)
     stats: dict = dataclasses.field(
         default_factory=lambda: dict(
-            sandbox_s=0.0, wait_s=0.0, errors=0, segments_started=0, prefix_reused_tokens=0
+            sandbox_s=0.0,
+            wait_s=0.0,
+            errors=0,
+            segments_started=0,
+            prefix_reused_tokens=0,
+            branched_groups=0,
+            shared_prefix_tokens=0,
+            shared_tool_calls=0,
         )
     )
 
@@ -128,37 +159,44 @@ def play_episodes(
     log: Callable[[str], None] = print,
     reuse_prefix: bool = True,
     reward: RewardConfig = RewardConfig(),
+    prefix_turns: int = 0,
 ) -> Rollouts:
     """Plays group_size episodes of every task; returns their records (in completion order),
     each rewarded by rl.learning.rewards.episode_reward under `reward`.
 
     `before_step()` runs on the driver thread before each engine.step (every `max_iterations`
-    decode iterations): the RL sampler swaps newer weights in there (engine.set_params)."""
-    if group_size < 1 or max_turn_tokens < 1 or workers < 1:
+    decode iterations): the RL sampler swaps newer weights in there (engine.set_params).
+    `prefix_turns` N > 0: best-of-K from a shared N-turn prefix per group (module docstring)."""
+    if group_size < 1 or max_turn_tokens < 1 or workers < 1 or prefix_turns < 0:
         raise ValueError(
             f"play_episodes: group_size={group_size}, max_turn_tokens={max_turn_tokens}, "
-            f"workers={workers} must all be >= 1"
+            f"workers={workers} must all be >= 1 and prefix_turns={prefix_turns} >= 0"
         )
+    if prefix_turns and (env_kwargs or {}).get("summary") is not None:
+        raise ValueError("play_episodes: prefix_turns does not work with summaries")
     cache = engine.spec.cache_len
     env_factory = env_factory or _coding_env_factory(tok, env_kwargs, cache)
     stops = (tok.special_id("end"), tok.eos_id)
+    branching = prefix_turns > 0 and group_size > 1
     rules = _Rules(
-        tok, max_turn_tokens, cache, stops, scripted is not None, reward, reuse_prefix, on_record
-    )
-    todo = collections.deque((g, i, t) for g, t in enumerate(tasks) for i in range(group_size))
-    total = len(todo)
+        tok, max_turn_tokens, cache, stops, scripted is not None, reward, reuse_prefix, on_record,
+        prefix_turns if branching else 0, group_size, env_factory,
+    )  # fmt: skip
+    first = 1 if branching else group_size  # a branched group starts with its prefix alone
+    todo = collections.deque((g, i, t) for g, t in enumerate(tasks) for i in range(first))
+    total = len(tasks) * group_size
     t_start = last_log = time.perf_counter()
     timing0, counters0 = dict(engine.timing), engine.counters()
     with cf.ThreadPoolExecutor(workers) as pool:
-        run = _Run(engine, pool)
-        while todo or run.live:
-            _start_episodes(run, todo, env_factory, scripted)
+        run = _Run(engine, pool, todo)
+        while run.todo or run.live:
+            _start_episodes(run, env_factory, scripted)
             for fut in _ready(run):
                 ep, kind = run.inflight.pop(fut)
                 try:
                     _advance(run, ep, kind, fut.result(), rules)
                 except Exception as e:  # a broken episode is skipped and counted, not fatal
-                    _drop(run, ep, e)
+                    _drop(run, ep, e, rules)
             if engine.busy:
                 _step_engine(run, max_iterations, before_step)
             now = time.perf_counter()
@@ -177,10 +215,10 @@ def _coding_env_factory(tok: Tokenizer, env_kwargs: dict | None, cache: int) -> 
     return lambda: CodingEnv(tok, **kw)
 
 
-def _start_episodes(run: _Run, todo: collections.deque, env_factory, scripted) -> None:
+def _start_episodes(run: _Run, env_factory, scripted) -> None:
     """Fills the engine's free slots with the next episodes; each starts with its env's reset."""
-    while todo and len(run.live) < run.engine.spec.slots:
-        g, i, task = todo.popleft()
+    while run.todo and len(run.live) < run.engine.spec.slots:
+        g, i, task = run.todo.popleft()
         ep = _Episode((g, i), task, env_factory(), scripted(task) if scripted else None)
         run.live[ep.rid] = ep
         run.inflight[run.pool.submit(_timed, run.stats, ep.env.reset, task)] = (ep, "reset")
@@ -199,14 +237,19 @@ def _ready(run: _Run) -> list[cf.Future]:
 
 
 def _advance(run: _Run, ep: _Episode, kind: str, result, rules: _Rules) -> None:
-    """An episode's sandbox call returned: a reset's prompt starts its first turn; a step's
-    (observation, finished) ends the episode, starts its next segment or its next turn."""
+    """An episode's sandbox call returned: a reset's prompt starts its first turn; a branch's
+    environments start the group's other episodes; a step's (observation, finished) ends the
+    episode, starts its next segment, branches its group (at the branch point) or its next turn."""
     if kind == "reset":
         ep.context, ep.pieces = list(result), [list(result)]
         run.engine.submit(ep.rid, result, **_turn_args(ep, rules))
         return
+    if kind == "branch":
+        _start_branches(run, ep, result, rules)
+        return
     obs, finished = result
     if finished:
+        _unbranched(run, ep, rules)
         ep.pieces.append(list(obs))  # context_limit ends with an observation
         _finish(run, ep, rules)
         return
@@ -216,7 +259,50 @@ def _advance(run: _Run, ep: _Episode, kind: str, result, rules: _Rules) -> None:
         return
     ep.pieces.append(list(obs))
     ep.context += obs
+    if _at_branch_point(ep, rules):  # snapshot + restore K-1 environments, off the driver thread
+        job = run.pool.submit(
+            _timed, run.stats, _branch_envs, ep.env, rules.group_size - 1, rules.env_factory
+        )
+        run.inflight[job] = (ep, "branch")
+        return
     run.engine.extend(ep.rid, obs, **_turn_args(ep, rules))
+
+
+def _at_branch_point(ep: _Episode, rules: _Rules) -> bool:
+    """A group's first episode (not yet branched) has played the shared prefix's turns."""
+    prefix = rules.prefix_turns and ep.rid[1] == 0 and not ep.shared
+    return bool(prefix) and len(ep.turns) == rules.prefix_turns
+
+
+def _unbranched(run: _Run, ep: _Episode, rules: _Rules) -> None:
+    """A group's prefix episode that ended (or broke) before its branch point: the rest of its
+    group then plays fresh."""
+    if rules.prefix_turns and ep.rid[1] == 0 and not ep.shared:
+        run.todo.extend((ep.rid[0], i, ep.task) for i in range(1, rules.group_size))
+
+
+def _start_branches(run: _Run, ep: _Episode, envs: list, rules: _Rules) -> None:
+    """The prefix episode `ep` at its branch point, and K-1 environments restored to it: K
+    episodes sharing its transcript; branch 0 is `ep` itself, in its own slot, the others new
+    engine requests whose prompt is the shared transcript (prefilled, not decoded)."""
+    ep.shared = len(ep.context)
+    run.stats["branched_groups"] += 1
+    run.stats["shared_prefix_tokens"] += len(envs) * sum(len(t.tokens) for t in ep.turns)
+    run.stats["shared_tool_calls"] += len(envs) * ep.env.record().tool_calls
+    for i, env in enumerate(envs, start=1):
+        child = _Episode(
+            (ep.rid[0], i),
+            ep.task,
+            env,
+            copy.deepcopy(ep.policy),  # a scripted policy's state at the branch point
+            context=list(ep.context),
+            pieces=[list(p) for p in ep.pieces],
+            turns=list(ep.turns),  # the prefix's turns: their log-probs and versions
+            shared=ep.shared,
+        )
+        run.live[child.rid] = child
+        run.engine.submit(child.rid, child.context, **_turn_args(child, rules))
+    run.engine.extend(ep.rid, ep.pieces[-1], **_turn_args(ep, rules))
 
 
 def _turn_args(ep: _Episode, rules: _Rules) -> dict:
@@ -269,8 +355,10 @@ def _step_engine(run: _Run, max_iterations: int, before_step) -> None:
         run.inflight[run.pool.submit(_timed, run.stats, ep.env.step, turn.tokens)] = (ep, "step")
 
 
-def _drop(run: _Run, ep: _Episode, err: BaseException) -> None:
-    """A broken episode (its sandbox or the engine raised): counted, its slot freed."""
+def _drop(run: _Run, ep: _Episode, err: BaseException, rules: _Rules) -> None:
+    """A broken episode (its sandbox or the engine raised): counted, its slot freed (a group's
+    prefix episode that broke before branching: the rest of the group plays fresh)."""
+    _unbranched(run, ep, rules)
     run.stats["errors"] += 1
     run.errors.append(f"{ep.task.id} #{ep.rid}: {type(err).__name__}: {err}")
     try:
@@ -293,6 +381,14 @@ def _final_stats(run: _Run, wall: float, timing0: dict, counters0: dict) -> dict
         error_messages=run.errors,
     )
     return stats
+
+
+def _branch_envs(env, k: int, make_env: Callable) -> list:
+    """K environments restored to `env`'s episode state now (rl/envs/snapshot.py); `env` goes on."""
+    from rl.envs.snapshot import branch, snapshot
+
+    with snapshot(env) as snap:
+        return branch(snap, k, make_env)
 
 
 def _progress(records, total: int, live: int, wall: float) -> str:
@@ -346,7 +442,7 @@ def _make_records(ep: _Episode, engine, tok: Tokenizer, forced: bool, reward) ->
     own tokens, mask, log-probs, versions and experts and the chain's grade, counts and reward."""
     segments = ep.env.record().all_segments()
     arrays = ep.done_segments + [_segment_arrays(ep, engine, segments[-1], finish=True)]
-    return rr.episode_records(
+    recs = rr.episode_records(
         ep.env.record(),
         arrays,
         tok,
@@ -355,6 +451,10 @@ def _make_records(ep: _Episode, engine, tok: Tokenizer, forced: bool, reward) ->
         sample=ep.rid[1],
         policy="forced" if forced else "model",
     )
+    if ep.shared:  # a branched group's: tokens [0, shared) are in every record of the group
+        for rec in recs:
+            rec["shared_prefix"] = ep.shared
+    return recs
 
 
 def summarize(records: Sequence[dict], stats: dict) -> dict:

@@ -134,6 +134,7 @@ def make_sampler(rl, cfg, mesh=None, rules=None):
             obs_token_budget=c.obs_token_budget,
             max_malformed_streak=c.max_malformed_streak,
             summary=summary_config(c.get("summary")),
+            shared_prefix_turns=c.get("shared_prefix_turns", 0),
             workers=c.workers,
             min_bucket=c.min_bucket,
             speculative_k=rl.speculative_k,
