@@ -34,9 +34,8 @@ def resolve(config):
 
     config = config.copy_and_resolve_references()
     rl, t = config.rl, config.train
-    per_chain = rl.get(
-        "segments_per_chain", 1
-    )  # rows per episode (summaries: rl/learning/records.py)
+    # rows per episode (summaries: rl/learning/records.py)
+    per_chain = rl.get("segments_per_chain", 1)
     rows = rl.groups_per_batch * rl.group_size * per_chain
     if t.batch_size != rows or t.seq_len != rl.max_tokens:
         raise ConfigError(

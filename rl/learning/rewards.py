@@ -77,9 +77,8 @@ def outcome_reward(passed: int, total: int, mode: str, tampered: bool = False) -
     if total <= 0:
         return 0.0  # no hidden test ran (e.g. the episode never submitted): no credit
     if mode == "all_pass":
-        return float(
-            all_pass(passed, total, tampered)
-        )  # the one pass rule (rl/learning/episode_metrics.py)
+        # the one pass rule (rl/learning/episode_metrics.py)
+        return float(all_pass(passed, total, tampered))
     return passed / total
 
 
