@@ -116,7 +116,12 @@ def _finish(procs, timeout=600):
 def _wait_for_checkpoint(workdir, procs, timeout=600):
     t0 = time.time()
     while not glob.glob(str(workdir / "checkpoints" / "*" / "commit_success.txt")):
-        assert time.time() - t0 < timeout and all(p.poll() is None for p in procs), "no checkpoint"
+        dead = [p for p in procs if p.poll() is not None]
+        if dead or time.time() - t0 > timeout:
+            for q in procs:
+                q.kill()
+            tails = [p.communicate()[0][-2000:] for p in procs]  # why it died (e.g. a timeout)
+            pytest.fail(f"no checkpoint after {time.time() - t0:.0f} s; output tails: {tails}")
         time.sleep(0.05)
 
 
