@@ -11,6 +11,7 @@ import pytest
 from data.chat import tool_call_text
 from data.tokenizers import ByteTokenizer
 from rl.envs import CodingEnv, OraclePolicy, generate_task, run_episode, verify_task
+from rl.envs.harden import iter_tests
 from rl.envs.repos import mine as M
 from rl.envs.repos.projects import PROJECTS, load_spec, project_files, suite_tasks
 from rl.envs.repos.setup import setup_repo
@@ -107,7 +108,7 @@ def test_committed_suite_is_held_out_terse_and_rebuilds_without_a_sandbox():
         assert t.files[path] != t.solution[path]  # the bug is in the repo the agent gets
         visible = set()  # graded ids of the tests the agent can see
         for p in load_spec(t.meta["project"]).test_files:
-            visible |= {f"{hidden_rel(p)}::{k}" for k, _ in M._test_nodes(ast.parse(t.files[p]))}
+            visible |= {f"{hidden_rel(p)}::{k}" for k, _ in iter_tests(ast.parse(t.files[p]))}
         assert t.meta["f2p"] and not visible & set(t.meta["f2p"])  # fail->pass tests hidden
     assert len({t.id for t in tasks}) == len(tasks)
 

@@ -40,7 +40,7 @@ import shlex
 import shutil
 import tempfile
 
-from rl.envs.repos.mine import _test_nodes, drop_tests
+from rl.envs.harden import drop_tests, iter_tests
 from rl.envs.sandbox import Limits, RepoTooLarge, Sandbox
 from rl.envs.tasks import Grade, Task
 
@@ -254,7 +254,7 @@ def cheats(task: Task) -> dict[str, dict[str, str | None]]:
         "conftest_forces_pass": {**task.files, "conftest.py": _CONFTEST_PASS},
     }
     for t in tests:  # drop one test function of a test file: the set shrinks by one
-        keys = [k for k, _ in _test_nodes(ast.parse(solved[t]))]
+        keys = [k for k, _ in iter_tests(ast.parse(solved[t]))]
         if keys:
             out["drop_one_test"] = {**solved, t: drop_tests(solved[t], {keys[-1]})}
             break

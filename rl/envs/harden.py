@@ -359,3 +359,43 @@ def _make_canary(
         )
         canary.body.append(ast.Assert(false, None))
     return ast.fix_missing_locations(canary)
+
+
+# ---------------------------------------------------------------- test functions (also used by
+# the DevOps grader and the repository miner, which sit above this module)
+
+
+def iter_tests(tree: ast.Module):
+    """(key as pytest names it after "::", node) of every test function and method."""
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test"):
+            yield node.name, node
+        elif isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name.startswith("test"):
+                    yield f"{node.name}::{item.name}", item
+
+
+def drop_tests(source: str, keys: set[str]) -> str:
+    """`source` without the named tests (their decorators too); a class left without a body
+    keeps `pass`."""
+    if not keys:
+        return source
+    tree = ast.parse(source)
+    spans = []
+    for key, node in iter_tests(tree):
+        if key in keys:
+            first = min([d.lineno for d in node.decorator_list] + [node.lineno])
+            spans.append((first, node.end_lineno, node.col_offset))
+    lines = source.splitlines(keepends=True)
+    for first, last, _ in sorted(spans, reverse=True):
+        lines[first - 1 : last] = []
+    out = "".join(lines)
+    try:
+        ast.parse(out)
+        return out
+    except SyntaxError:  # an emptied class: keep it with `pass`
+        lines = source.splitlines(keepends=True)
+        for first, last, col in sorted(spans, reverse=True):
+            lines[first - 1 : last] = [" " * col + "pass\n"]
+        return "".join(lines)

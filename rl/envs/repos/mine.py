@@ -28,6 +28,7 @@ import hashlib
 import json
 import random
 
+from rl.envs.harden import drop_tests, iter_tests
 from rl.envs.repos.spec import EnvSpec, hidden_rel, run_baseline, support_files
 from rl.envs.sandbox import Limits, Sandbox
 from rl.envs.tasks import Task, grade_in
@@ -221,45 +222,6 @@ def removal_sites(path: str, source: str) -> list[Site]:
     return out
 
 
-# ---------------------------------------------------------------- test files
-
-
-def _test_nodes(tree: ast.Module):
-    """(key as pytest names it after "::", node) of every test function and method."""
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name.startswith("test"):
-            yield node.name, node
-        elif isinstance(node, ast.ClassDef):
-            for item in node.body:
-                if isinstance(item, ast.FunctionDef) and item.name.startswith("test"):
-                    yield f"{node.name}::{item.name}", item
-
-
-def drop_tests(source: str, keys: set[str]) -> str:
-    """`source` without the named tests (their decorators too); a class left without a body
-    keeps `pass`."""
-    if not keys:
-        return source
-    tree = ast.parse(source)
-    spans = []
-    for key, node in _test_nodes(tree):
-        if key in keys:
-            first = min([d.lineno for d in node.decorator_list] + [node.lineno])
-            spans.append((first, node.end_lineno, node.col_offset))
-    lines = source.splitlines(keepends=True)
-    for first, last, _ in sorted(spans, reverse=True):
-        lines[first - 1 : last] = []
-    out = "".join(lines)
-    try:
-        ast.parse(out)
-        return out
-    except SyntaxError:  # an emptied class: keep it with `pass`
-        lines = source.splitlines(keepends=True)
-        for first, last, col in sorted(spans, reverse=True):
-            lines[first - 1 : last] = [" " * col + "pass\n"]
-        return "".join(lines)
-
-
 def hidden_suite(files: dict[str, str], spec: EnvSpec) -> dict[str, str]:
     """Graded name -> source of every test file with baseline-passing tests, failing ones removed."""
     passing, out = spec.passing(), {}
@@ -435,7 +397,7 @@ def _first_test(recipe: Recipe, files: dict[str, str], spec: EnvSpec) -> ast.Fun
     by_rel = {hidden_rel(p): p for p in spec.test_files}
     for tid in recipe.f2p:
         rel, key = tid.split("::", 1)
-        for k, node in _test_nodes(ast.parse(files[by_rel[rel]])):
+        for k, node in iter_tests(ast.parse(files[by_rel[rel]])):
             if k == key:
                 return node
     return None

@@ -21,14 +21,14 @@ import sys
 
 from rl.envs.repos import mine as M
 from rl.envs.repos.spec import Admission
-from rl.envs.repos.vendored import HERE, PROJECTS, SPECS, load_spec, project_files
+from rl.envs.repos.vendored import PROJECTS, ROOT, SPECS, load_spec, project_files
 from rl.envs.tasks import Task
 
-SUITE = HERE / "suite.jsonl"
+SUITE = ROOT / "rl/envs/repos/suite.jsonl"
 # The suite's review and DevOps tasks: review tasks of the first REVIEW_PER_PROJECT suite recipes
 # per project whose op keeps line numbers, and the mined DevOps tasks with their gated baselines
 # (committed: the eval rebuilds them without a sandbox). `python -m ... projects families`.
-FAMILIES = HERE / "families.json"
+FAMILIES = ROOT / "rl/envs/repos/families.json"
 REVIEW_PER_PROJECT = 2
 SUITE_PER_PROJECT, SUITE_TRIES = 18, 45  # recipes kept / candidate sites tried per project
 

@@ -8,9 +8,11 @@ from pathlib import Path
 
 from rl.envs.repos.spec import EnvSpec, read_tree
 
-HERE = Path(__file__).parent
-VENDOR = HERE / "vendor"
-SPECS = HERE / "specs"
+# Data, not code: found from the repository root by the paths the scripted moves
+# (tools/move_rl_layers.py) rewrite, so a move of the data is one table entry.
+ROOT = Path(__file__).resolve().parents[3]
+VENDOR = ROOT / "rl/envs/repos/vendor"
+SPECS = ROOT / "rl/envs/repos/specs"
 PROJECTS = ("inflection", "semver", "parse", "roman")
 
 
