@@ -133,7 +133,7 @@ def _run(config):
             raise ConfigError(f"realtime.gates: {e}") from None
         realtime.main(config, _WORKDIR.value, evaluate=promotion.suite_metrics, check=check)
     elif _MODE.value == "rl":  # configs/rl.py: the same trainer with the RL loss and batch source
-        from rl import loop as rl_loop
+        from rl.learning import loop as rl_loop
 
         rl_loop.main(config, _WORKDIR.value)
     elif _MODE.value in ("pretrain", "sft"):

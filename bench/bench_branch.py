@@ -6,7 +6,7 @@
 Each task's group of K episodes plays the same teacher-forced prefix (the oracle's first N turns:
 list_files, then its first edit) and then samples (temperature 1, up to `--max_turns`). "fresh"
 plays K full episodes per task (the prefix decoded and its tool calls run K times); "branched"
-plays the prefix once, snapshots it (rl/envs/snapshot.py) and branches K episodes from it. Both
+plays the prefix once, snapshots it (rl/envs/agent/snapshot.py) and branches K episodes from it. Both
 run on the same engine settings (tiny preset, float32 on CPU), the first repeat of each after a
 warm-up run that compiles the programs. Printed per mode (medians over repeats): wall seconds,
 decode / prefill / sandbox seconds, decode iterations, slot-steps (decoded tokens summed over
@@ -33,7 +33,8 @@ import jax  # noqa: E402
 from data.tokenizers import ByteTokenizer  # noqa: E402
 from model import init_params, presets  # noqa: E402
 from model.engine import RolloutEngine  # noqa: E402
-from rl.envs import OraclePolicy, generate_tasks, require_isolation, tools  # noqa: E402
+from rl.envs import OraclePolicy, generate_tasks, require_isolation  # noqa: E402
+from rl.envs.agent import tools  # noqa: E402
 from rl.sampling.rollout import play_episodes  # noqa: E402
 
 

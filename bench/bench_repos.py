@@ -3,10 +3,10 @@
     python bench/bench_repos.py                       # every project, 5 repeats, K=4 branches
     python bench/bench_repos.py --projects roman --repeats 2
 
-For each project (rl/envs/repos/vendor, spec in rl/envs/repos/specs) it times, on a quiet machine:
+For each project (data/repos/vendor, spec in data/repos/specs) it times, on a quiet machine:
 - fresh: what an episode start costs without snapshots: a Sandbox from the repo's files plus the
   spec's setup commands (CodingEnv.reset on the project's first suite task);
-- snapshot: rl.envs.snapshot.snapshot of that episode after its first tool call;
+- snapshot: rl.envs.agent.snapshot.snapshot of that episode after its first tool call;
 - restore: one branch (a fresh Sandbox from the snapshot, episode state copied);
 - branch K: K branches (best-of-K from a shared prefix).
 Medians in milliseconds, one JSON line per project, then a markdown table for bench/RESULTS.md.
@@ -26,8 +26,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from data.chat import tool_call_text  # noqa: E402
 from data.tokenizers import ByteTokenizer  # noqa: E402
 from rl.envs import CodingEnv, require_isolation  # noqa: E402
+from rl.envs.agent.snapshot import branch, restore, snapshot  # noqa: E402
 from rl.envs.repos.projects import PROJECTS, suite_tasks  # noqa: E402
-from rl.envs.snapshot import branch, restore, snapshot  # noqa: E402
 
 
 def timed(fn, *args) -> tuple[float, object]:

@@ -21,16 +21,16 @@ import numpy as np
 
 from configs import rl as rl_config
 from model import generate
-from rl import loop
+from rl.learning import loop
 from rl.sampling import sampler_process
 from train import trainer
 
 
 def heldout(cfg, params, rl, n_tasks=32):
     """-> (pass@1 greedy, best-of-4 at temperature 1) on tasks numbered past the pool, both by
-    rl.learning.episode_metrics.episode_metrics (best-of-4: the unbiased pass@4 over each task's 4
+    rl.episodes.episode_metrics.episode_metrics (best-of-4: the unbiased pass@4 over each task's 4
     samples)."""
-    from rl.learning.episode_metrics import episode_metrics
+    from rl.episodes.episode_metrics import episode_metrics
 
     reward = sampler_process.make_sampler(rl, cfg).reward_fn
     ids = [rl.pool_size + 1000 + j for j in range(n_tasks)]
@@ -52,7 +52,7 @@ def heldout(cfg, params, rl, n_tasks=32):
 
 
 def toy_records(sequences, task_ids, reward) -> list[dict]:
-    """Completions as rl.learning.episode_metrics records. The toy task has one check, every completion token
+    """Completions as rl.episodes.episode_metrics records. The toy task has one check, every completion token
     in the target set (reward 1.0), so it is graded as one test; no tools, one turn."""
     return [
         dict(

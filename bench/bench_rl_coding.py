@@ -10,7 +10,7 @@ The defaults are run 16's setting in bench/RESULTS.md: run 6's (lr 1e-5 raised h
 ~10 points in runs 6 and 8; lr 1e-4 lowered it, runs 3-4) with episodes ended after 2 consecutive
 broken turns (~1.5x the RL steps per minute) and RL stopped by the issue's 30-minute budget.
 
-1. Traces: the scripted oracle (rl.envs.scripted.TracePolicy, via rl/envs/traces.py) plays
+1. Traces: the scripted oracle (rl.envs.agent.scripted.TracePolicy, via rl/envs/traces.py) plays
    `--traces` tasks of the family in the sandbox (seeds 1_000_000 + i); only clean all-pass
    submits are kept. These are the SFT data (the same chat rendering as RL). With
    `--mistake_rate` some traces hold one typo, its error and the recovery (runs 10-11 in
@@ -21,12 +21,12 @@ broken turns (~1.5x the RL steps per minute) and RL stopped by the issue's 30-mi
    the RL start.
 3. Held-out "before": `--heldout` tasks of the family with seeds 2_000_000 + i, 4 episodes each at
    `--temperature` (default 0.5; RL samples at it too) in the same CodingSampler the loop uses,
-   counted by rl.learning.episode_metrics.episode_metrics (the agentic suite's and the RL logs' definition):
+   counted by rl.episodes.episode_metrics.episode_metrics (the agentic suite's and the RL logs' definition):
    pass@1 = mean over episodes of the hidden tests' all-pass (no tampering), best-of-4 = mean over
    tasks of the unbiased pass@4 estimator (with exactly 4 episodes a task, as here, that is the
    fraction of tasks with an all-pass episode), partial credit, endings; an episode the driver
    drops counts as failed.
-4. RL: rl/loop.py (task 'coding', rl.coding.templates = the family, pool seeded by rl.seed: seeds
+4. RL: rl/learning/loop.py (task 'coding', rl.coding.templates = the family, pool seeded by rl.seed: seeds
    drawn from [0, 2^30), disjoint from 1. and 3. with overwhelming probability; checked) for
    `--rl_steps` trainer steps or until `--rl_minutes` have passed (no trainer step starts after).
 5. Held-out "after", the reward curve (PNG) and a markdown table with wall times and load.
@@ -57,7 +57,7 @@ import numpy as np  # noqa: E402
 
 from configs import rl as rl_config  # noqa: E402
 from configs import sft as sft_config  # noqa: E402
-from rl import loop  # noqa: E402
+from rl.learning import loop  # noqa: E402
 from rl.sampling import sampler_process  # noqa: E402
 from rl.stores.weight_store import FixedWeights  # noqa: E402
 
@@ -69,7 +69,7 @@ def synthetic_package(rng: random.Random) -> str:
     (the task's tests import it: a shadowed module would break them) or one of PACKAGES."""
     import keyword
 
-    from rl.envs.taskgen.common import PACKAGES
+    from rl.envs.taskgen.helpers import PACKAGES
 
     while True:
         name = "".join(
@@ -245,9 +245,9 @@ def heldout(config, params, n_tasks: int, k: int = 4) -> dict:
 
 
 def heldout_metrics(task_ids: list[str], groups: list[list[dict]], k: int) -> dict:
-    """rl.learning.episode_metrics.episode_metrics (ks 1 and k) over the sampler's groups, one per task, each
+    """rl.episodes.episode_metrics.episode_metrics (ks 1 and k) over the sampler's groups, one per task, each
     topped up to k episodes with failures for the episodes the driver dropped."""
-    from rl.learning.episode_metrics import dropped_episode, episode_metrics
+    from rl.episodes.episode_metrics import dropped_episode, episode_metrics
 
     records = []
     for task_id, group in zip(task_ids, groups, strict=True):

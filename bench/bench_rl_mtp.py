@@ -18,7 +18,7 @@ RL, after N RL steps without the MTP self-distillation term, and after N steps w
    tokens per verify step, decoding held-out tasks (pool seed + 10000) at the RL temperature,
    --eval_groups x --eval_group_size episodes; with --timing also the batch-1 decode time of the
    same tasks with plain and speculative decoding (one task at a time, after a warm-up pass), and
-   the speedup. Also the RL runs' median train_step span (rl/timeline.py): the term's cost.
+   the speedup. Also the RL runs' median train_step span (rl/episodes/timeline.py): the term's cost.
 
 Prints a markdown table and one JSON line; writes the plot (--out). Acceptance and tokens per
 verify step are counts (fine on a loaded machine); timings only mean something on a quiet one.
@@ -40,7 +40,8 @@ import jax  # noqa: E402
 
 from configs import rl as rl_config  # noqa: E402
 from model.export import load_params, save_params  # noqa: E402
-from rl import loop, timeline  # noqa: E402
+from rl.episodes import timeline  # noqa: E402
+from rl.learning import loop  # noqa: E402
 from rl.sampling import sampler_process  # noqa: E402
 from rl.sampling.samplers import acceptance  # noqa: E402
 from rl.stores.weight_store import FixedWeights  # noqa: E402

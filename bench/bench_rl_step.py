@@ -6,7 +6,7 @@ side with another git revision of this repo in alternating subprocesses (the mac
 A shape `MODEL:ROWSxTOKENS` trains MODEL (`tiny`, or bench_rl_coding's `tiny4` on top of it:
 model/presets.py) on collated batches of ROWS episodes of TOKENS tokens (3/4 of them policy
 tokens, replayed routing, random rewards), float32, lr 1e-5. The step is whatever the revision's
-RL trainer jits: `rl.loop.state_and_step` (the one trainer, train/trainer.py) where it exists,
+RL trainer jits: `rl.learning.loop.state_and_step` (the one trainer, train/trainer.py) where it exists,
 else an older revision's own rl.trainer.jit_rl_step (since removed). Each round times 10 steps after 2 warm ones.
 """
 
@@ -32,7 +32,7 @@ cfg = dataclasses.replace(presets.get("tiny", **overrides), max_position_embeddi
 params = jax.device_get(init_params(cfg, jax.random.PRNGKey(0)))
 try:  # the one trainer
     from configs import rl as rl_config
-    from rl.loop import state_and_step
+    from rl.learning.loop import state_and_step
     c = rl_config.get_config()
     c.model_overrides = dict(overrides, max_position_embeddings=max(seq, 512))
     c.rl.update(max_tokens=seq, group_size=4, groups_per_batch=rows // 4)

@@ -5,7 +5,7 @@
         [--workdir /tmp/bench_rl_summary] [--out bench/rl_summary_curve.png]
     python bench/bench_rl_summary.py --seeds_plot DIR [DIR ...] --out bench/rl_summary_seeds.png
 
-rl/loop.py on rl.task='summary_toy' (rl/sampling/summary_toy.py): each episode is two segments, one
+rl/learning/loop.py on rl.task='summary_toy' (rl/sampling/summary_toy.py): each episode is two segments, one
 training row each; the fact (one of `--facts` ids) is in segment 0 only, the policy writes a
 2-token summary there, and segment 1 (summary only) answers with 2 tokens rewarded by how many
 name the fact. Both segments share the chain's reward and its group-relative advantage. Chance is
@@ -43,7 +43,7 @@ sys.path.insert(0, ROOT)
 import numpy as np  # noqa: E402
 
 from configs import rl as rl_config  # noqa: E402
-from rl import loop  # noqa: E402
+from rl.learning import loop  # noqa: E402
 from rl.sampling.summary_toy import vocab  # noqa: E402
 from rl.stores.store import RolloutStore  # noqa: E402
 
@@ -174,9 +174,9 @@ def measure_reuse(repeats: int) -> None:
     from model import init_params, presets
     from model.engine import RolloutEngine
     from rl.envs import generate_task
-    from rl.envs.scripted import SummarizingPolicy, TracePolicy
-    from rl.envs.summary import SummaryConfig
-    from rl.learning.records import policy_tokens
+    from rl.envs.agent.scripted import SummarizingPolicy, TracePolicy
+    from rl.envs.agent.summary import SummaryConfig
+    from rl.episodes.records import policy_tokens
     from rl.sampling.rollout import play_episodes
 
     tok, budget = ByteTokenizer(), 2560

@@ -9,7 +9,7 @@ idle fraction of each role, and steps per minute.
 Runs `main.py --mode=rl` (a subprocess: the production entry) with configs/rl.py's coding task on
 a small pool (random-init tiny: episodes end malformed quickly; give --extra
 --config.init_params_from=DIR for a trained start), then reads RUN_DIR/timeline.json
-(rl/timeline.py: spans per process and thread) and writes RUN_DIR/timeline.png (one row per
+(rl/episodes/timeline.py: spans per process and thread) and writes RUN_DIR/timeline.png (one row per
 thread; idle spans hatched), printing one JSON line: idle fraction per role, median span seconds
 by name, steps per minute (trainer steps over the wall time from the first train_step to the
 last, i.e. without start-up and compilation) and the share of the trainer's wall time per span
@@ -28,7 +28,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT]
 
-from rl import timeline  # noqa: E402
+from rl.episodes import timeline  # noqa: E402
 
 COLORS = {
     "generate": "C0",
@@ -116,7 +116,7 @@ def plot(workdir: str, path: str) -> None:
     ax.set_xlabel("seconds since the first span")
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in COLORS.values()]
     fig.legend(handles, list(COLORS), ncol=9, fontsize=7, loc="lower center")
-    ax.set_title("async RL timeline (rl/timeline.py; hatched: idle)")
+    ax.set_title("async RL timeline (rl/episodes/timeline.py; hatched: idle)")
     fig.tight_layout(rect=(0, 0.08, 1, 1))
     fig.savefig(path, dpi=110)
 

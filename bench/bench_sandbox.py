@@ -39,11 +39,11 @@ from rl.envs import (  # noqa: E402
     OraclePolicy,
     Sandbox,
     backend,
-    cgroups,
     generate_tasks,
     run_episode,
 )
-from rl.envs.tasks import apply_solution, grade_in  # noqa: E402
+from rl.envs.grading.tasks import apply_solution, grade_in  # noqa: E402
+from rl.envs.isolation import cgroups  # noqa: E402
 
 
 class _NoCaps:
@@ -89,8 +89,8 @@ def command_overhead(n: int) -> dict[str, tuple[float, float, float]]:
 
 
 def episodes(n: int, workers: int) -> tuple[float, list[float]]:
-    from rl.learning.records import episode_facts
-    from rl.learning.rewards import RewardConfig
+    from rl.episodes.records import episode_facts
+    from rl.episodes.rewards import RewardConfig
 
     tok = ByteTokenizer()
     tasks = generate_tasks(n, seed=123, difficulties=(1,))
@@ -99,7 +99,7 @@ def episodes(n: int, workers: int) -> tuple[float, list[float]]:
         rec = run_episode(CodingEnv(tok), task, OraclePolicy(tok, task))
         return episode_facts(rec, tok, RewardConfig())[
             "reward"
-        ]  # the RL reward, rl/learning/rewards.py
+        ]  # the RL reward, rl/episodes/rewards.py
 
     t = time.perf_counter()
     with ThreadPoolExecutor(workers) as pool:
@@ -110,7 +110,7 @@ def episodes(n: int, workers: int) -> tuple[float, list[float]]:
 def _baseline_grade_in(base: str):
     """grade_in as it was in an older tree: `base` is a git revision (e.g. db350dc, before the
     hardening) or a directory holding a copy of the tree (e.g. one made before a change). Its
-    rl/envs/tasks.py, harden.py and grader/ (where it has them) are loaded under other names;
+    rl/envs/grading/tasks.py, harden.py and grader/ (where it has them) are loaded under other names;
     the sandbox is today's."""
     import importlib.util
     import tempfile

@@ -100,7 +100,7 @@ def _stores(root: str, endpoint: str | None, dtypes) -> dict:
 
 def deltas(args, c, cfg, params0, endpoint) -> None:
     from rl.learning import batch as rb
-    from rl.loop import state_and_step
+    from rl.learning.loop import state_and_step
     from rl.stores.weight_store import WeightReader, WeightWriter
 
     n = sum(x.size for x in jax.tree.leaves(params0))
@@ -232,7 +232,7 @@ def main():
     sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]  # the project; tests/s3_fixture.py
     from configs import rl as rl_config
     from model import export
-    from rl.loop import model_config
+    from rl.learning.loop import model_config
 
     c = rl_config.get_config()
     c.init_params_from = args.params

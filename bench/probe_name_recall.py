@@ -3,7 +3,7 @@
     python bench/probe_name_recall.py PARAMS_DIR [PARAMS_DIR ...] [--tasks 32] [--family boundary]
 
 Held-out tasks of the family (seeds 3_000_000 + i) are played by the scripted oracle in the sandbox
-(rl.envs.scripted.TracePolicy, as for SFT traces), once under the generator's package name
+(rl.envs.agent.scripted.TracePolicy, as for SFT traces), once under the generator's package name
 (cycling through all 8) and once under a synthetic name never used in training. On each trace,
 teacher-forced, the model's log-probs at the package name's first mention in assistant text (after
 the task prompt and the `list_files` result, which both contain it) give:
@@ -35,7 +35,7 @@ from data.tokenizers import ByteTokenizer  # noqa: E402
 from model.export import load_params  # noqa: E402
 from model.transformer import Transformer  # noqa: E402
 from rl.envs import generate_task  # noqa: E402
-from rl.envs.taskgen.common import PACKAGES  # noqa: E402
+from rl.envs.taskgen.helpers import PACKAGES  # noqa: E402
 
 SEED_BASE = 3_000_000  # apart from bench_rl_coding's trace (1e6) and held-out (2e6) seeds
 

@@ -59,7 +59,7 @@ def get_config() -> ml_collections.ConfigDict:
                 n_tasks=12,  # generated held-out tasks (seed stream of eval/agentic.py)
                 templates="",  # comma-separated rl.envs.taskgen templates ('' = all)
                 difficulties="1,2,3",
-                tasks_jsonl="",  # bring-your-own tasks (rl.envs.tasks JSONL format)
+                tasks_jsonl="",  # bring-your-own tasks (rl.envs.grading.tasks JSONL format)
                 verify=True,  # keep only tasks that pass the rl.envs verification gate
                 ks="1,2,4",  # best-of-K; n_samples = max K
                 max_turns=8,
@@ -67,11 +67,11 @@ def get_config() -> ml_collections.ConfigDict:
                 temperature=1.0,
                 top_p=1.0,
                 max_tokens=0,  # episode context budget; 0 = the model's max positions
-                # self-summarization (rl/envs/summary.py): a trigger > 0 plays the suite with
+                # self-summarization (rl/envs/agent/summary.py): a trigger > 0 plays the suite with
                 # and without summaries at max_tokens and reports both pass rates per family
                 summary=dict(trigger_tokens=0, trigger_fraction=0.0, max_segments=4),
             ),
-            # The held-out real-repository suite (rl/envs/repos/suite.jsonl: bugs and feature
+            # The held-out real-repository suite (data/repos/suite.jsonl: bugs and feature
             # removals mined from vendored projects); not in the default `suites`: name it
             # (--config.eval.suites=repos). Same fields as agentic, played the same way.
             repos=dict(
@@ -79,7 +79,7 @@ def get_config() -> ml_collections.ConfigDict:
                 projects="",  # comma-separated vendored projects ('' = all)
                 limit=0,  # first N tasks (0 = all)
                 verify=False,  # gated when mined (rl/envs/repos/projects.py); True gates again
-                # + the suite's code review and DevOps tasks (rl/envs/repos/families.json: 8
+                # + the suite's code review and DevOps tasks (data/repos/families.json: 8
                 # review tasks of suite recipes, 4 DevOps tasks); False = the 65 mined tasks only
                 families=True,
                 ks="1",

@@ -20,7 +20,7 @@ Task: 'pattern' is the toy task of tests/test_rl_loop.py (reward = fraction of c
 with id < pattern_size; ~pattern_size/vocab at random init). 'coding' plays multi-turn CodingEnv
 episodes in the sandbox (rl/sampling/coding_sampler.py on rl/sampling/rollout.py's driver, ByteTokenizer) on a pool
 of `pool_size` generated tasks (training templates only, seeded by rl.seed); the reward is
-rl/learning/rewards.py under rl.reward on the hidden tests' grade and the episode's counts, carried by each
+rl/episodes/rewards.py under rl.reward on the hidden tests' grade and the episode's counts, carried by each
 record and logged (progress lines, TensorBoard) as reward/mean and per part: reward/outcome,
 reward/malformed, reward/len_<quantity> for each rl.reward.length term. It refuses to start without bubblewrap isolation (opt in to
 rlimits only with RL_ENVS_ALLOW_UNISOLATED=1). rl.max_tokens is then the episode's whole context
@@ -31,7 +31,7 @@ budget (engine cache, CodingEnv max_tokens and training row length; a generated 
         --config.rl.task=coding --config.rl.pool_size=4 --config.rl.group_size=2 \
         --config.rl.groups_per_batch=2 --config.rl.groups_per_call=2 --config.rl.max_tokens=768
 
-With self-summarization (rl/envs/summary.py) on the long-context family, each episode a chain of
+With self-summarization (rl/envs/agent/summary.py) on the long-context family, each episode a chain of
 up to max_segments segments, one training row each (rl.segments_per_chain = max_segments):
 
     python main.py --mode=rl --config=configs/rl.py --workdir=/tmp/rl_summary \\
@@ -49,7 +49,7 @@ Backpressure: a sampler writes a play call only while the groups the trainer has
 plus the call's stay within rl.max_ahead (>= groups_per_batch + groups_per_call - 1, checked).
 With rl.speculative_k > 0 the loss distills the MTP heads toward the policy (rl.mtp_weight) and
 the logs carry spec/acceptance and spec/tokens_per_verify; every run writes
-<workdir>/timeline.json (rl/timeline.py: spans per process and thread) and idle/* scalars.
+<workdir>/timeline.json (rl/episodes/timeline.py: spans per process and thread) and idle/* scalars.
 
 Expect (tiny preset, threads, 1 sampler, pool 256 = 64 steps of 4 groups x 8; measured
 2026-11-27 with the 4-device command above, 2 CPU cores at load ~5): mean reward 0.109 at step 1,
@@ -75,7 +75,7 @@ def get_config() -> ml_collections.ConfigDict:
             task="pattern",  # 'pattern' (toy, single turn) | 'summary_toy' | 'coding'
             pattern_size=32,  # toy task: target ids [0, pattern_size)
             # Training rows per episode: an episode that summarizes is a chain of segments, one
-            # row each (rl/learning/records.py); train.batch_size = groups x group_size x this
+            # row each (rl/episodes/records.py); train.batch_size = groups x group_size x this
             segments_per_chain=1,
             pool_size=256,  # tasks in the pool (one group each: single epoch)
             seed=0,  # pool order, tasks and sampling (the params init is train.seed's)
@@ -150,7 +150,7 @@ def get_config() -> ml_collections.ConfigDict:
             slots=8,  # episodes decoded at once on the engine
             workers=4,  # sandbox threads (env reset/step, grading)
             min_bucket=64,  # smallest prefill length bucket (fewer compiled programs)
-            # Self-summarization (rl/envs/summary.py): a trigger > 0 makes an episode a chain of
+            # Self-summarization (rl/envs/agent/summary.py): a trigger > 0 makes an episode a chain of
             # up to max_segments segments of rl.max_tokens each; set rl.segments_per_chain to
             # max_segments (one training row per segment)
             summary=dict(trigger_tokens=0, trigger_fraction=0.0, max_segments=4),

@@ -7,7 +7,7 @@
     python main.py --mode=rollout --config=configs/rollout.py --config.rl.scripted=True ...
         # the oracle's turns teacher-forced through the same engine (pass rate 1.0)
 
-Writes <workdir>/rollouts.jsonl (one record per line, rl/learning/records.py: rl.learning.records.from_json reads
+Writes <workdir>/rollouts.jsonl (one record per line, rl/episodes/records.py: rl.episodes.records.from_json reads
 one back) and <workdir>/rollout_summary.json (reward/mean and its parts under rl.reward, as
 configs/rl.py's, pass rate, mean tokens, malformed-call rate, tokens/s, where the wall time went), printing a progress line every rl.log_every_s seconds.
 Expect (smoke test, tiny random model, 8 tasks x 2): pass rate 0, most turns malformed (random
@@ -25,7 +25,7 @@ def get_config() -> ml_collections.ConfigDict:
     c.decode_dtype = "auto"
     c.rl = ml_collections.ConfigDict(
         dict(
-            tasks="",  # tasks.jsonl (rl/envs/tasks.py); '' = generate n_tasks procedurally
+            tasks="",  # tasks.jsonl (rl/envs/grading/tasks.py); '' = generate n_tasks procedurally
             n_tasks=8,
             task_seed=0,
             group_size=2,  # G episodes per task (group-relative advantages)
@@ -40,10 +40,10 @@ def get_config() -> ml_collections.ConfigDict:
             workers=4,  # sandbox threads
             seed=0,
             params_version=0,
-            scripted=False,  # teacher-force the oracle's turns (rl/envs/scripted.py)
+            scripted=False,  # teacher-force the oracle's turns (rl/envs/agent/scripted.py)
             log_every_s=10.0,
         )
     )
-    # The reward each record carries (rl/learning/rewards.py; the same block as configs/rl.py's rl.reward)
+    # The reward each record carries (rl/episodes/rewards.py; the same block as configs/rl.py's rl.reward)
     c.rl.reward = ml_collections.ConfigDict(dict(outcome="all_pass", malformed_penalty=0.5))
     return c

@@ -1,8 +1,8 @@
 """Agentic suite in the style of CursorBench: multi-turn episodes in `rl.envs.CodingEnv` on terse
 tasks, K samples per task; pass rate, partial credit, completion tokens, tool calls, turns and the
-malformed-call rate per family and best-of-K (all by rl.learning.episode_metrics.episode_metrics, the one
+malformed-call rate per family and best-of-K (all by rl.episodes.episode_metrics.episode_metrics, the one
 definition the RL loop and the benchmarks use too); score against completion tokens. With
-self-summarization (env_kwargs summary=SummaryConfig, rl/envs/summary.py) an episode's summaries
+self-summarization (env_kwargs summary=SummaryConfig, rl/envs/agent/summary.py) an episode's summaries
 and segments are reported too, and `compare_summaries` plays the suite with and without
 summaries at the same context budget (per family pass rates side by side).
 
@@ -10,13 +10,13 @@ A *policy* here is anything with `play(jobs) -> list[dict]` (episodes: `played_e
 job is (task, sample index): `ScriptedPolicy` (known behaviour, for tests), `ModelPolicy` (the model
 on the rollout driver, rl.sampling.rollout.play_episodes). Episodes are graded by the environment's hidden
 tests only; an episode whose grader caught tampering counts as failed (no pass, no partial credit).
-Each episode also carries the reward RL would train on (rl/learning/rewards.py under the policy's
-RewardConfig, default RewardConfig(): the record's own reward, rl/learning/records.py), reported as the
+Each episode also carries the reward RL would train on (rl/episodes/rewards.py under the policy's
+RewardConfig, default RewardConfig(): the record's own reward, rl/episodes/records.py), reported as the
 mean `reward`.
 
 Task sets: procedural families from rl.envs.taskgen drawn from a seed stream that training never
 uses (EVAL_SEED_BASE + seed), families in HELD_OUT_TEMPLATES that an RL task pool should leave out
-(`training_templates()`), and any bring-your-own task JSONL (rl.envs.tasks format).
+(`training_templates()`), and any bring-your-own task JSONL (rl.envs.grading.tasks format).
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from collections.abc import Callable, Sequence
 
 # HELD_OUT_TEMPLATES (never in an RL pool) live beside the templates, so rl/ need not import eval/
 from rl.envs.taskgen import HELD_OUT_TEMPLATES, training_templates  # noqa: F401
-from rl.learning.episode_metrics import credit, dropped_episode, episode_metrics, field, passes
-from rl.learning.records import chain_facts
-from rl.learning.rewards import RewardConfig
+from rl.episodes.episode_metrics import credit, dropped_episode, episode_metrics, field, passes
+from rl.episodes.records import chain_facts
+from rl.episodes.rewards import RewardConfig
 
 EVAL_SEED_BASE = 1_000_003  # eval task seeds: generate_tasks(n, seed=EVAL_SEED_BASE + seed)
 
@@ -53,8 +53,8 @@ def transcript_digest(tokens) -> str:
 
 
 def played_episode(task, sample: int, rec: dict, completion_tokens: int, tokens) -> dict:
-    """An episode as the suite keeps it: the chain's facts (rl.learning.records.chain_facts of a record, a
-    chain's last segment, or of rl.learning.records.episode_facts: grade, counts, reward) with the suite's
+    """An episode as the suite keeps it: the chain's facts (rl.episodes.records.chain_facts of a record, a
+    chain's last segment, or of rl.episodes.records.episode_facts: grade, counts, reward) with the suite's
     bookkeeping: family, sample, completion_tokens, transcript (`tokens`: the whole chain's ids)."""
     return dict(
         chain_facts(rec),
@@ -66,7 +66,7 @@ def played_episode(task, sample: int, rec: dict, completion_tokens: int, tokens)
 
 
 def dropped(task, sample: int) -> dict:
-    """An episode the driver dropped (rl.learning.episode_metrics.dropped_episode: a failure, not a gap),
+    """An episode the driver dropped (rl.episodes.episode_metrics.dropped_episode: a failure, not a gap),
     with the suite's bookkeeping; its reward counts as 0."""
     return dict(
         dropped_episode(task.id), family=family(task), sample=sample, transcript="", summaries=0,
@@ -118,7 +118,7 @@ class ScriptedPolicy:
     """Plays a known script through CodingEnv: when `solves(task_index, sample)` it writes the
     reference solution and submits, otherwise it submits the repo unchanged. Its pass rate is
     known in advance, which is what validates the suite's bookkeeping. `reads=True` solves like an
-    agent instead (rl.envs.scripted.TracePolicy: reads the files the fix needs first, summarizing
+    agent instead (rl.envs.agent.scripted.TracePolicy: reads the files the fix needs first, summarizing
     when the environment asks): its pass rate then depends on the context budget."""
 
     def __init__(
@@ -153,7 +153,7 @@ class ScriptedPolicy:
 
     def play(self, jobs: Sequence[tuple]) -> list[dict]:
         from rl.envs import CodingEnv, run_episode
-        from rl.learning.records import episode_facts
+        from rl.episodes.records import episode_facts
 
         out = []
         for task, sample in jobs:
@@ -173,7 +173,7 @@ class ScriptedPolicy:
 def _reading_oracle(tok, task, sample: int):
     import random
 
-    from rl.envs.scripted import SummarizingPolicy, TracePolicy
+    from rl.envs.agent.scripted import SummarizingPolicy, TracePolicy
 
     return SummarizingPolicy(tok, TracePolicy(tok, task, random.Random(sample)), task)
 
@@ -234,7 +234,7 @@ class ModelPolicy:
         return self.engine
 
     def play(self, jobs: Sequence[tuple]) -> list[dict]:
-        from rl.learning.records import policy_tokens as policy_tokens_of
+        from rl.episodes.records import policy_tokens as policy_tokens_of
         from rl.sampling.rollout import play_episodes
 
         tasks, k = _groups(jobs)
@@ -300,7 +300,7 @@ def run_suite(policy, tasks: Sequence, n_samples: int, progress=None, chunk: int
 
 
 def summarize(episodes: Sequence[dict], ks: Sequence[int]) -> tuple[dict, list[dict]]:
-    """(metrics, items): rl.learning.episode_metrics.episode_metrics overall (pass rate, best_of_<K>, partial
+    """(metrics, items): rl.episodes.episode_metrics.episode_metrics overall (pass rate, best_of_<K>, partial
     credit, tokens, calls, turns, malformed rate, summaries) and per family as '<family>/<metric>',
     and one item per task with its samples."""
     if not episodes:
@@ -350,7 +350,7 @@ def compare_summaries(
     make_policy: Callable, summary, tasks: Sequence, n_samples: int, ks
 ) -> tuple[dict, list[dict]]:
     """The suite twice at one context budget: `make_policy(s)` -> a policy whose episodes use
-    rl.envs.summary.SummaryConfig s (None: no summaries). -> (metrics, items) of the run with
+    rl.envs.agent.summary.SummaryConfig s (None: no summaries). -> (metrics, items) of the run with
     `summary`, the metrics gaining, overall and per family, 'pass_rate_without_summary' and
     'pass_rate_with_summary' side by side ('summaries' and 'segments' are per episode)."""
     m_with, items = summarize(run_suite(make_policy(summary), tasks, n_samples), ks)

@@ -43,7 +43,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from rl.learning.passk import mean_pass_at_k
+from rl.episodes.passk import mean_pass_at_k
 
 # Completions are cut at the first of these (the Codex paper's stop sequences): what follows the
 # function body is another top-level statement, which the tests never need.
@@ -86,8 +86,8 @@ GRADER_FILES = ("runner.py", "child.py", "wire.py")
 
 def grader_files() -> dict[str, str]:
     """{file name in the sandbox's grader dir: its source}: this grader's files and the modules it
-    shares with the hidden-test grader (rl/envs/grader/__init__.py)."""
-    from rl.envs.grader import shared_files
+    shares with the hidden-test grader (rl/envs/grading/grader/__init__.py)."""
+    from rl.envs.grading.grader import shared_files
 
     return {name: os.path.join(GRADER_DIR, name) for name in GRADER_FILES} | shared_files()
 

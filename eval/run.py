@@ -13,7 +13,7 @@ import time
 
 from eval import agentic, humaneval, plot
 from eval import report as rp
-from rl.envs.summary import summary_config
+from rl.envs.agent.summary import summary_config
 from train.tensorboard import SummaryWriter
 
 SUITES = ("nll", "humaneval", "agentic", "repos")

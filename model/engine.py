@@ -15,7 +15,7 @@ length, V vocab, D model, K draft tokens, n MoE layers, k experts per token.
     eng.extend("ep0", observation_ids, max_new=256, stop_tokens=[END, EOS])   # continue that sequence
     experts = eng.finish("ep0")                     # frees the slot -> [consumed, n, k] routing
 
-Rewinding (self-summarization, rl/envs/summary.py): `rewind(rid, keep)` cuts a paused sequence
+Rewinding (self-summarization, rl/envs/agent/summary.py): `rewind(rid, keep)` cuts a paused sequence
 back to its first `keep` tokens and `extend` then appends a rebuilt context. The cache entries of
 positions < keep - 1 were computed from exactly those tokens and are kept (no re-prefill of the
 shared prefix); token keep-1 becomes pending again; later entries are rewritten before any query

@@ -15,8 +15,8 @@ from data.chat import render_messages
 from data.packing import iter_pieces, join_pieces
 from data.tokenizers import ByteTokenizer
 from rl.envs import TEMPLATES, TOOL_SCHEMAS, CodingEnv, generate_task, parse_turn, run_episode
-from rl.envs.env import DEFAULT_SYSTEM
-from rl.envs.scripted import MISTAKES
+from rl.envs.agent.env import DEFAULT_SYSTEM
+from rl.envs.agent.scripted import MISTAKES
 from train.batches import data_config
 
 TOK = ByteTokenizer()
@@ -205,7 +205,7 @@ def test_shipped_traces_replay_token_exactly_in_the_environment():
         assert task.id == t["task"]
         turns = [_turn_ids(m) for m in t["messages"] if m["role"] == "assistant"]
         rec = run_episode(CodingEnv(TOK), task, lambda context, turns=turns: turns.pop(0))
-        # token-exact: test-runner durations are masked in observations (rl.envs.tools), both here
+        # token-exact: test-runner durations are masked in observations (rl.envs.agent.tools), both here
         # and in the shipped traces
         shipped = render_messages(TOK, t["messages"])[0]
         assert TOK.decode(rec.tokens) == TOK.decode(shipped)
@@ -278,7 +278,7 @@ def test_tool_traces_search_before_opening_files_report_and_pass():
     them; search / code_search come before the first read, review traces report the defect, every
     template appears and every episode passed; two traces (a search one, a review one) replay
     token-exactly through CodingEnv on their regenerated tasks and pass again (real sandbox)."""
-    from rl.envs import tools
+    from rl.envs.agent import tools
     from rl.envs.traces import TOOL_TEMPLATES, with_search
 
     traces = load_traces(TOOL_TRACES)
@@ -313,12 +313,12 @@ def test_tool_traces_search_before_opening_files_report_and_pass():
 
 
 def test_the_oracle_searches_for_what_the_statement_names():
-    """rl.envs.scripted.locate: a mined repository task (search tools on) searches for the
+    """rl.envs.agent.scripted.locate: a mined repository task (search tools on) searches for the
     function its terse statement names, from the words (not the mutated function in its meta);
     without a named function, a ranked code search on the words; nothing for tasks without the
     tools (the shipped coding traces) or for review (the patch names the file)."""
+    from rl.envs.agent.scripted import locate
     from rl.envs.repos.projects import suite_tasks
-    from rl.envs.scripted import locate
     from rl.envs.traces import with_search
 
     tasks = suite_tasks(("roman",))

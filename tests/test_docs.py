@@ -1,17 +1,17 @@
 """Docs that are true: every module path and dotted project name cited in backticks resolves.
 
 Where: README.md, docs/*.md, rl/envs/README.md, and the docstring of every project module
-(model/ train/ rl/ eval/ data/ configs/, vendored code under rl/envs/repos/vendor left out), of
+(model/ train/ rl/ eval/ data/ configs/, vendored code under data/repos/vendor left out), of
 main.py and of the bench/ scripts.
 
 What is checked, in inline backtick spans (`...`) only; fenced code blocks (```) are skipped
 whole (shell commands, sample output):
   - a path: one token with a '/' whose first component is a top-level folder of the repo and
-    that ends in '/' or in a file name with an extension (`eval/nll` is a metric tag) (`model/engine.py`, `rl/envs/`, `rl/loop.py:25`, `tests/test_x.py::test_y`: the ':' suffix is
+    that ends in '/' or in a file name with an extension (`eval/nll` is a metric tag) (`model/engine.py`, `rl/envs/`, `rl/learning/loop.py:25`, `tests/test_x.py::test_y`: the ':' suffix is
     dropped) must exist. Run-time paths (`groups/<id>.npz`, `<workdir>/rollouts`), globs and
     placeholders (any of `<>{}*$`) are skipped, as are file names without a '/'.
   - a dotted name whose first part is a project package (`model.decode.cache_bytes_per_token`,
-    `rl.envs.Sandbox`, `rl.learning.episode_metrics`; a trailing `()` is dropped) must resolve, from source
+    `rl.envs.Sandbox`, `rl.episodes.episode_metrics`; a trailing `()` is dropped) must resolve, from source
     (ast, nothing imported): its longest module prefix is a module file, the next part is a name
     that module defines or imports at top level (or the module has a `__getattr__`), and a part
     after a class is defined in the class body (or the class has bases: inherited names are not
@@ -179,7 +179,7 @@ def test_every_cited_path_and_name_resolves():
     [
         ("`model/engine.py`", False),
         ("`model/engine_v0.py`", True),  # a deleted file
-        ("`rl/loop.py:25`", False),
+        ("`rl/learning/loop.py:25`", False),
         ("`model.decode.cache_bytes_per_token`", False),
         ("`model.decode.cache_bytes_per_tok`", True),  # a renamed function
         ("`model.generate.PromptBatch`", True),  # a deleted module

@@ -15,9 +15,9 @@ import textwrap
 import pytest
 
 from rl.envs import Sandbox, Task, generate_task, verify_task
-from rl.envs.harden import harden_module
-from rl.envs.tasks import apply_solution, grade_in
-from rl.learning.rewards import TAMPER_SCORE, outcome_reward
+from rl.envs.grading.harden import harden_module
+from rl.envs.grading.tasks import apply_solution, grade_in
+from rl.episodes.rewards import TAMPER_SCORE, outcome_reward
 
 pytestmark = pytest.mark.needs_bwrap  # tamper-resistant grading relies on read-only binds
 
@@ -415,7 +415,7 @@ def unfixed():
 
 
 def reward(grade) -> float:
-    """The outcome term RL trains on for this grade (rl/learning/rewards.py, 'fraction' mode)."""
+    """The outcome term RL trains on for this grade (rl/episodes/rewards.py, 'fraction' mode)."""
     return outcome_reward(grade.passed, grade.total, "fraction", grade.tampered)
 
 

@@ -12,8 +12,8 @@ import pytest
 from data.chat import generation_prompt, tool_call_text
 from data.tokenizers import ByteTokenizer
 from rl.envs import TEMPLATES, CodingEnv, OraclePolicy, Task, generate_task, run_episode
-from rl.envs.env import DEFAULT_SYSTEM
-from rl.envs.scripted import minimal_edit
+from rl.envs.agent.env import DEFAULT_SYSTEM
+from rl.envs.agent.scripted import minimal_edit
 
 TOK = ByteTokenizer()
 END = TOK.special_id("end")
@@ -173,7 +173,7 @@ def test_malformed_calls_are_flagged_and_the_episode_continues():
     with pytest.raises(RuntimeError, match="after the episode ended"):
         env.step(fix)
     row = json.loads(json.dumps(rec.to_dict()))
-    # the grade, not a score of the env's own: the reward is rl/learning/rewards.py's (rl/learning/records.py)
+    # the grade, not a score of the env's own: the reward is rl/episodes/rewards.py's (rl/episodes/records.py)
     assert row["tokens"] == rec.tokens and row["all_pass"] is True and "reward" not in row
     assert (row["tests_passed"], row["tests_total"], row["tampered"]) == (1, 1, False)
 

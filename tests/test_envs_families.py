@@ -1,4 +1,4 @@
-"""Code review and DevOps families (rl/envs/review.py, rl/envs/devops.py), procedural and mined
+"""Code review and DevOps families (rl/envs/grading/grade_review.py, rl/envs/grading/grade_devops.py), procedural and mined
 from the vendored projects: through the task gate, through episodes, and against scripted cheats."""
 
 import time
@@ -7,12 +7,14 @@ import pytest
 
 from data.chat import tool_call_text
 from data.tokenizers import ByteTokenizer
-from rl.envs import CodingEnv, OraclePolicy, devops, generate_task, review, run_episode, verify_task
-from rl.envs.repos.families import devops_tasks, review_tasks
+from rl.envs import CodingEnv, OraclePolicy, generate_task, run_episode, verify_task
+from rl.envs.agent.snapshot import branch, snapshot
+from rl.envs.grading import grade_devops as devops
+from rl.envs.grading import grade_review as review
+from rl.envs.grading.tasks import Task
+from rl.envs.isolation.sandbox import Sandbox
 from rl.envs.repos.projects import load_recipes
-from rl.envs.sandbox import Sandbox
-from rl.envs.snapshot import branch, snapshot
-from rl.envs.tasks import Task
+from rl.envs.repos.review_devops import devops_tasks, review_tasks
 
 TOK = ByteTokenizer()
 END = TOK.special_id("end")

@@ -11,12 +11,12 @@ import pytest
 from data.chat import tool_call_text
 from data.tokenizers import ByteTokenizer
 from rl.envs import CodingEnv, OraclePolicy, generate_task, run_episode, verify_task
-from rl.envs.harden import iter_tests
+from rl.envs.agent.snapshot import branch, snapshot
+from rl.envs.grading.harden import iter_tests
 from rl.envs.repos import mine as M
 from rl.envs.repos.projects import PROJECTS, load_spec, project_files, suite_tasks
 from rl.envs.repos.setup import setup_repo
 from rl.envs.repos.spec import hidden_rel
-from rl.envs.snapshot import branch, snapshot
 
 TOK = ByteTokenizer()
 END = TOK.special_id("end")

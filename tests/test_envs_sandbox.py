@@ -15,8 +15,9 @@ import uuid
 
 import pytest
 
-from rl.envs import Limits, Sandbox, SandboxUnavailable, cgroups, require_isolation
-from rl.envs.sandbox import _uid_has_processes
+from rl.envs import Limits, Sandbox, SandboxUnavailable, require_isolation
+from rl.envs.isolation import cgroups
+from rl.envs.isolation.sandbox import _uid_has_processes
 
 IS_ROOT = os.geteuid() == 0
 CGROUPS = cgroups.probe()
@@ -282,7 +283,7 @@ def test_concurrent_episodes_do_not_interfere(repo):
 
 
 def test_without_bubblewrap_sandbox_refuses_unless_opted_in(monkeypatch, repo):
-    from rl.envs import sandbox
+    from rl.envs.isolation import sandbox
 
     monkeypatch.setenv("RL_ENVS_BWRAP", "/nonexistent/bwrap")  # a machine without bubblewrap
     for name in ("RL_ENVS_SANDBOX", "RL_ENVS_ALLOW_UNISOLATED"):
@@ -402,7 +403,7 @@ def test_special_files_and_oversized_repos_do_not_hang_grading(repo):
 
 
 def test_failed_construction_leaves_nothing_behind(repo, tmp_path_factory):
-    from rl.envs.sandbox import RepoTooLarge
+    from rl.envs.isolation.sandbox import RepoTooLarge
 
     base = tmp_path_factory.mktemp("episodes")
     with pytest.raises(ValueError, match="is inside the repo"):

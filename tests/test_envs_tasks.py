@@ -14,8 +14,8 @@ from rl.envs import (
     save_tasks,
     verify_tasks,
 )
-from rl.envs.harden import harden_module
-from rl.envs.tasks import grade_repo
+from rl.envs.grading.harden import harden_module
+from rl.envs.grading.tasks import grade_repo
 
 
 def test_generator_is_reproducible_by_seed_and_covers_every_kind():

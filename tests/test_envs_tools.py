@@ -8,7 +8,7 @@ import pytest
 from data.chat import tool_call_text
 from data.tokenizers import ByteTokenizer
 from rl.envs import Limits, Sandbox
-from rl.envs.tools import (
+from rl.envs.agent.tools import (
     DURATIONS_SECTION_BODY,
     Malformed,
     ToolCall,

@@ -1,4 +1,4 @@
-"""rl.learning.episode_metrics.episode_metrics, the one definition of episode metrics: hand-computed values
+"""rl.episodes.episode_metrics.episode_metrics, the one definition of episode metrics: hand-computed values
 on a small record set (a chain of two segments, a tampered all-pass, a malformed call), the
 unbiased best-of-K against the combinatorial formula, and its users (the agentic suite, the RL
 step logs, the rollout summary, bench_rl_coding) reporting its numbers."""
@@ -11,8 +11,8 @@ import random
 import pytest
 
 from eval import agentic
+from rl.episodes.episode_metrics import credit, dropped_episode, episode_metrics, passes
 from rl.learning import batch_source
-from rl.learning.episode_metrics import credit, dropped_episode, episode_metrics, passes
 from rl.sampling.rollout import summarize
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -32,7 +32,7 @@ def rec(task, sample, passed, total, *, tampered=False, turns=2, calls=2, malfor
 
 def segment(i: int, policy_tokens: int) -> dict:
     """Segment i of task a's sample 3: a chain of 2 (one summary) that passes 3/3, in the form
-    the rollout driver writes (rl.learning.records.episode_records: group and sample, not chain)."""
+    the rollout driver writes (rl.episodes.records.episode_records: group and sample, not chain)."""
     n = policy_tokens + 2
     return dict(
         task_id="a", group=0, sample=3, group_id="a/0", tokens=[1] * n,
@@ -43,7 +43,7 @@ def segment(i: int, policy_tokens: int) -> dict:
 
 
 def suite_episode(task, family, sample, passed, total, tokens, calls, malformed, turns) -> dict:
-    """An episode as eval/agentic.py keeps it, by hand: a chain's facts (rl.learning.records.FACTS) with
+    """An episode as eval/agentic.py keeps it, by hand: a chain's facts (rl.episodes.records.FACTS) with
     the suite's fields; ended by submit, reward 0."""
     return dict(
         task_id=task, segments=1, done_reason="submit", tests_passed=passed, tests_total=total,
@@ -89,11 +89,11 @@ def test_hand_computed_metrics_on_mixed_records():
 
 
 def test_pass_and_credit_follow_the_graders_rule():
-    """The pass rule is rl.learning.episode_metrics.all_pass, used by the grader (Grade.all_pass) and the
+    """The pass rule is rl.episodes.episode_metrics.all_pass, used by the grader (Grade.all_pass) and the
     reward's 'all_pass' outcome; credit restates the reward's 'fraction' outcome on stored counts (it
     imports no rl/ module): they agree on every grade."""
-    from rl.envs.tasks import Grade
-    from rl.learning.rewards import outcome_reward
+    from rl.envs.grading.tasks import Grade
+    from rl.episodes.rewards import outcome_reward
 
     for total in range(4):
         for passed in range(total + 1):

@@ -8,7 +8,7 @@ from test_episode_metrics import suite_episode
 from data.tokenizers import ByteTokenizer
 from eval import agentic, plot
 from eval.report import make_report
-from rl.learning.episode_metrics import credit, episode_metrics, passes
+from rl.episodes.episode_metrics import credit, episode_metrics, passes
 
 TEMPLATES = ("off_by_one", "boundary", "add_function")
 
@@ -94,7 +94,7 @@ def test_tiny_model_policy_is_reproducible(tasks, tiny_model, byte_tok):
 def test_agentic_report_is_byte_identical_when_episodes_run_tests(tasks, tiny_model, byte_tok):
     """Every episode opens with a scripted run_tests call (pytest prints its wall time), then the
     tiny model samples the next turns conditioned on that observation: two runs with the same seed
-    see the same observations (durations masked by rl.envs.tools) and write the same report."""
+    see the same observations (durations masked by rl.envs.agent.tools) and write the same report."""
     import json
 
     from data.chat import tool_call_text
@@ -140,11 +140,11 @@ def test_agentic_report_is_byte_identical_when_episodes_run_tests(tasks, tiny_mo
 
 def test_tampered_record_counts_as_failed(tasks):
     """A record whose grader caught tampering is a failure even with every test passing, and
-    the episode carries the record's RL reward (rl/learning/rewards.py: TAMPER_SCORE), not a score of its
+    the episode carries the record's RL reward (rl/episodes/rewards.py: TAMPER_SCORE), not a score of its
     own."""
-    from rl.envs.env import EpisodeRecord
-    from rl.learning.records import episode_records
-    from rl.learning.rewards import TAMPER_SCORE, RewardConfig
+    from rl.envs.agent.env import EpisodeRecord
+    from rl.episodes.records import episode_records
+    from rl.episodes.rewards import TAMPER_SCORE, RewardConfig
 
     def record(tampered):
         env_rec = EpisodeRecord(

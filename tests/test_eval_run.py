@@ -60,7 +60,7 @@ def test_compare_two_checkpoints(exports, tmp_path):
         assert he["metrics"]["pass@1"] == 1.0 and len(he["items"]) == 2
         ag = read_report(os.path.join(ckpt, "eval", "agentic", "report.json"))
         assert ag["metrics"]["pass_rate"] == 1.0 and ag["metrics"]["best_of_1"] == 1.0
-        # the RL reward (rl/learning/rewards.py) of every episode
+        # the RL reward (rl/episodes/rewards.py) of every episode
         assert ag["metrics"]["reward"] == 1.0
         assert os.path.getsize(os.path.join(ckpt, "eval", "agentic", "score_vs_tokens.png")) > 0
         # TensorBoard beside the reports: headline scalars and the plot as an image.

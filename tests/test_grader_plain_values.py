@@ -1,4 +1,4 @@
-"""rl/envs/grader/plain_values.py, the one value encoding of both sandboxed graders: round trips,
+"""rl/envs/grading/grader/plain_values.py, the one value encoding of both sandboxed graders: round trips,
 refusals (subclasses, always-equal objects, sizes) and the decoder's validation, in-process (the
 graders' sandboxed runs are tests/test_envs_adversarial.py and tests/test_eval_humaneval*.py)."""
 
@@ -7,8 +7,8 @@ import math
 import pytest
 
 from eval.humaneval_grader import wire
-from rl.envs.grader import plain_values as pv
-from rl.envs.grader import strict_eq
+from rl.envs.grading.grader import plain_values as pv
+from rl.envs.grading.grader import strict_eq
 
 VALUES = [
     None, True, False, 0, -7, 2**200, -(2**70), 1.5, -0.0, math.inf, 3 + 4j, "", "héllo",

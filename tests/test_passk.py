@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from rl.learning.passk import mean_pass_at_k, pass_at_k
+from rl.episodes.passk import mean_pass_at_k, pass_at_k
 
 
 @pytest.mark.parametrize(

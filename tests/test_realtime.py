@@ -24,8 +24,8 @@ from data.tokenizers import ByteTokenizer
 from eval.promotion import gate_check, no_regression, parse_gates, suite_metrics
 from model import Transformer
 from model.export import load_params, save_params
-from rl.learning.records import check_record, completion_record, to_json
-from rl.learning.rewards import feedback_reward
+from rl.episodes.records import check_record, completion_record, to_json
+from rl.episodes.rewards import feedback_reward
 from rl.serve import feedback as fbk
 from rl.serve.app import make_app
 from rl.serve.follow import PromotedFollower
@@ -208,7 +208,7 @@ def test_staleness_rule_orphans_and_cursor(tmp_path):
     assert [r["id"] for r in records] == ["ok"] and records[0]["reward"] == 1.0
     assert (stats["stale"], stats["orphan"], stats["signals"]) == (1, 1, 3)
     assert records[0]["staleness"] == 4 and records[0]["mask"].tolist() == [0, 0, 1]
-    # the one record form (rl/learning/records.py): the reward RL trains on with its one part
+    # the one record form (rl/episodes/records.py): the reward RL trains on with its one part
     assert check_record(records[0])["reward_terms"] == {"outcome": 1.0}
 
 

@@ -3,7 +3,7 @@
 Two tasks x G=2 episodes, one group per trainer step: records are token-exact (the trainer's
 forward with replayed experts reproduces the sampler's log-probs at step 1, and its policy-token
 count equals the records' mask sums), every group is trained exactly once, and there is one
-reward from the sandbox's grade to TensorBoard: each record's reward is rl.learning.rewards.episode_reward
+reward from the sandbox's grade to TensorBoard: each record's reward is rl.episodes.rewards.episode_reward
 of its hidden-test counts and episode counts (each part checked by hand), and the trainer's event
 file holds those records' means as reward/mean and reward/<part>. The sampler swaps weights
 inside an episode (a store whose version 1 appears mid-episode); the pool holds training templates
@@ -23,13 +23,13 @@ import numpy as np
 import pytest
 
 from configs import rl as rl_config
-from rl import loop
 from rl.envs import Sandbox, SandboxUnavailable, backend
-from rl.envs.scripted import SummarizingPolicy, TracePolicy
+from rl.envs.agent.scripted import SummarizingPolicy, TracePolicy
+from rl.envs.grading.tasks import grade_in
 from rl.envs.taskgen import HELD_OUT_TEMPLATES, LONG_CONTEXT_TEMPLATES, training_templates
-from rl.envs.tasks import grade_in
-from rl.learning.episode_metrics import episode_metrics
-from rl.learning.rewards import LengthTerm, RewardConfig, episode_reward
+from rl.episodes.episode_metrics import episode_metrics
+from rl.episodes.rewards import LengthTerm, RewardConfig, episode_reward
+from rl.learning import loop
 from rl.sampling import coding_sampler, sampler_process
 from rl.stores.store import RolloutStore
 from train import trainer
@@ -106,7 +106,7 @@ def test_coding_tasks_in_the_async_loop(tmp_path):
     for step, entry in zip(h, journal):
         recs = store.get(entry["groups"][0])
         assert len(recs) == 2
-        # the step's log is rl.learning.episode_metrics' count over the trained records (the one definition)
+        # the step's log is rl.episodes.episode_metrics' count over the trained records (the one definition)
         want = episode_metrics(recs)
         assert {k: step[k] for k in ("pass_rate", "partial_credit", "turns", "malformed_rate")} == {
             k: want[k] for k in ("pass_rate", "partial_credit", "turns", "malformed_rate")

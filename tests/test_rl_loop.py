@@ -20,8 +20,7 @@ import pytest
 from s3_fixture import s3_server  # noqa: F401 (the session fixture)
 
 from configs import rl as rl_config
-from rl import loop
-from rl.learning import batch_source
+from rl.learning import batch_source, loop
 from rl.stores.store import RolloutStore
 from train import trainer
 

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from data.tokenizers import ByteTokenizer
-from rl.envs.env import EpisodeRecord
+from rl.envs.agent.env import EpisodeRecord
+from rl.episodes import rewards as rw
+from rl.episodes.records import episode_records
 from rl.learning import batch as rb
-from rl.learning import rewards as rw
 from rl.learning.losses import make_rl_loss, model_apply, token_logprobs
-from rl.learning.records import episode_records
 
 TOK = ByteTokenizer()
 
@@ -222,7 +222,7 @@ def test_rewards_terms_and_malformed_penalty():
 
 
 def test_tampered_episode_scores_below_an_honest_failure():
-    # The grader flags tampering (rl/envs/tasks.py Grade.tampered); the reward must then be worse
+    # The grader flags tampering (rl/envs/grading/tasks.py Grade.tampered); the reward must then be worse
     # than an honest 0/total, whatever counts the record claims, in both outcome modes.
     for mode in ("fraction", "all_pass"):
         cfg = rw.RewardConfig(outcome=mode, malformed_penalty=0.0)
@@ -425,7 +425,7 @@ def test_mtp_weight_default_follows_heads_and_speculative_decoding(tiny_model):
 
     from configs import rl as rl_config
     from model.errors import ConfigError
-    from rl.loop import mtp_weight
+    from rl.learning.loop import mtp_weight
 
     cfg, _ = tiny_model
     rl = rl_config.get_config().rl

@@ -5,7 +5,7 @@ log-probs, experts) exactly, since the recorded log-probs are what RL's importan
 import numpy as np
 
 from configs import rl as rl_config
-from rl import loop
+from rl.learning import loop
 from rl.sampling import sampler_process
 from rl.sampling.samplers import acceptance
 from rl.stores.weight_store import FixedWeights

@@ -1,4 +1,4 @@
-"""The async-RL timeline (rl/timeline.py): per-thread spans to a Chrome trace whose spans nest
+"""The async-RL timeline (rl/episodes/timeline.py): per-thread spans to a Chrome trace whose spans nest
 and never overlap within a thread, idle fractions per role, and the sampler loop's spans (a
 stand-in sampler: the loop's bookkeeping alone)."""
 
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from configs import rl as rl_config
-from rl import timeline
+from rl.episodes import timeline
 from rl.sampling import sampler_process
 
 

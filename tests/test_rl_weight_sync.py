@@ -15,7 +15,7 @@ import numpy as np
 
 from configs import rl as rl_config
 from rl.learning import batch as rb
-from rl.loop import state_and_step
+from rl.learning.loop import state_and_step
 from rl.stores.weight_store import WeightReader, WeightWriter, flatten
 
 

@@ -1,7 +1,7 @@
 """Rollouts on the open engine (model/engine.py + rl/sampling/rollout.py), on the real tiny preset:
 continuing a slot == one fresh prefill; no sampled id outside the valid set; the number of compiled
 programs stays within the documented bound over a 50-episode run; real CodingEnv episodes (real
-sandbox) are token-exact, carry rl/learning/rewards.py's reward of their grade and counts (the summary
+sandbox) are token-exact, carry rl/episodes/rewards.py's reward of their grade and counts (the summary
 reports the same numbers), and a training forward with the replayed experts reproduces the
 sampler's log-probs on every policy token (blocked dispatch, float32); a group branched from a
 shared prefix (snapshots) equals fresh episodes replayed to the same state and runs the prefix once.
@@ -22,13 +22,14 @@ from model import Transformer, init_params, presets
 from model.decode import init_layer_caches, split_layers
 from model.engine import RolloutEngine, _decode_jit, _prefill_jit, forward_rows
 from model.sampling import SamplingParams, filtered_logprobs, mask_invalid, sample
-from rl.envs import CodingEnv, OraclePolicy, generate_task, generate_tasks, run_episode, tools
-from rl.envs.env import DEFAULT_SYSTEM, EpisodeRecord
-from rl.envs.scripted import minimal_edit
-from rl.learning import records as rr
-from rl.learning import rewards as rw
-from rl.learning.episode_metrics import passes
-from rl.learning.rewards import LengthTerm, RewardConfig
+from rl.envs import CodingEnv, OraclePolicy, generate_task, generate_tasks, run_episode
+from rl.envs.agent import tools
+from rl.envs.agent.env import DEFAULT_SYSTEM, EpisodeRecord
+from rl.envs.agent.scripted import minimal_edit
+from rl.episodes import records as rr
+from rl.episodes import rewards as rw
+from rl.episodes.episode_metrics import passes
+from rl.episodes.rewards import LengthTerm, RewardConfig
 from rl.sampling.rollout import play_episodes
 
 TOK = ByteTokenizer()
@@ -280,7 +281,7 @@ def test_real_episodes_are_token_exact(real_episodes):
 
 def test_records_carry_the_rl_reward_and_the_summary_reports_it(real_episodes):
     """The oracle's episode, graded by the hidden tests in the sandbox: outcome 1, no malformed
-    call, and the length term by hand; every record's reward is rl.learning.rewards.episode_reward of its
+    call, and the length term by hand; every record's reward is rl.episodes.rewards.episode_reward of its
     own grade and counts (no second score), and summary() shows the trainer's reward scalars."""
     _, _, task, forced, sampled = real_episodes
     (oracle,) = forced.records

@@ -1,4 +1,4 @@
-"""Self-summarization (rl/envs/summary.py): episodes longer than the context as chains of
+"""Self-summarization (rl/envs/agent/summary.py): episodes longer than the context as chains of
 segments. The scripted oracle solves long_lookup tasks through >= 2 summaries at a context budget
 where the same policy without summaries fails; the protocol's edges (a voluntary summary, the
 segment cap, an ignored instruction); on the real tiny preset, every segment's record is
@@ -22,12 +22,12 @@ from model import Transformer, init_params, presets
 from model.engine import RolloutEngine
 from model.sampling import mask_invalid
 from rl.envs import CodingEnv, Task, generate_task, run_episode
-from rl.envs.scripted import SummarizingPolicy, TracePolicy
-from rl.envs.summary import SummaryConfig, instruction_ids, summary_turn_ids
+from rl.envs.agent.scripted import SummarizingPolicy, TracePolicy
+from rl.envs.agent.summary import SummaryConfig, instruction_ids, summary_turn_ids
+from rl.episodes import rewards
+from rl.episodes.episode_metrics import passes
+from rl.episodes.rewards import LengthTerm, RewardConfig, episode_reward
 from rl.learning import batch as rb
-from rl.learning import rewards
-from rl.learning.episode_metrics import passes
-from rl.learning.rewards import LengthTerm, RewardConfig, episode_reward
 from rl.sampling.rollout import play_episodes
 from rl.stores.store import RolloutStore
 
@@ -265,7 +265,7 @@ def test_summary_toy_chains_carry_only_the_summary_across():
     """rl.task='summary_toy' (rl/sampling/summary_toy.py) on the tiny preset: two segments a chain, one
     reward and one chain id on both, segment 1 holds segment 0's summary but never the fact."""
     from configs import rl as rl_config
-    from rl import loop
+    from rl.learning import loop
     from rl.sampling import sampler_process, summary_toy
     from rl.stores.weight_store import FixedWeights
     from train import trainer
@@ -311,8 +311,8 @@ def test_summary_toy_batches_hold_every_fact_once():
     groups_per_batch = facts groups holds each fact once, so an answer that ignores the summary
     gains nothing from a batch's mix; balanced=False draws facts per task (the first recipe)."""
     from configs import rl as rl_config
-    from rl.run_config import pool_order
     from rl.sampling import sampler_process
+    from rl.sampling.run_config import pool_order
 
     c = rl_config.get_config()
     c.rl.update(task="summary_toy", pool_size=64, seed=3)
@@ -332,7 +332,7 @@ def test_summaries_with_a_speculative_engine_are_a_config_error():
     """A summary rewinds the slot (RolloutEngine.rewind), which a speculative engine refuses: the
     run must stop at resolve(), before any model loads, not in a sampler thread mid-run."""
     from configs import rl as rl_config
-    from rl import loop
+    from rl.learning import loop
 
     c = rl_config.get_config()
     c.rl.task = "coding"

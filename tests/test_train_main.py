@@ -33,7 +33,7 @@ def _main(*args, timeout=120):
         (["--config.train.steps=abc"], "--config.train.steps=abc"),
         (["--config=configs/nope.py"], "cannot load config file configs/nope.py"),
         (["--config=README.md"], "--config=README.md is not a config file"),  # not Python
-        (["--config=rl/learning/passk.py"], "defines no get_config()"),  # Python, but not a config
+        (["--config=rl/episodes/passk.py"], "defines no get_config()"),  # Python, but not a config
         (["--config.mesh.tensor=3"], "fixed axes (3) do not divide 8 devices"),
         (
             ["--config.model=tiny", "--config.mesh.data=1", "--config.mesh.tensor=8"],

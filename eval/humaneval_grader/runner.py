@@ -7,7 +7,7 @@ cannot ptrace it or read its /proc/<pid>/mem, fd or environ), then starts the ca
 (child.py: the prompt + completion, untrusted) and runs the problem's own `check` HERE, with the
 candidate replaced by a proxy that sends plain arguments to the server and decodes its plain
 answers (wire.py: exact builtin types only; the process handling is shared with the hidden-test
-runner, rl/envs/grader/runner_process.py). Only after `check` has returned, and the server is
+runner, rl/envs/grading/grader/runner_process.py). Only after `check` has returned, and the server is
 killed, does it print `HUMANEVAL-VERDICT <nonce> pass`. Everything else prints a failing verdict,
 or nothing (a killed runner): the host accepts a pass only with its own nonce.
 """
@@ -32,7 +32,7 @@ def _load_beside(name: str):
 
 
 wire = _load_beside("wire")
-runner_process = _load_beside("_grader_runner_process")  # rl/envs/grader/runner_process.py
+runner_process = _load_beside("_grader_runner_process")  # rl/envs/grading/grader/runner_process.py
 
 VERDICT = "HUMANEVAL-VERDICT"
 

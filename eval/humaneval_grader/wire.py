@@ -1,6 +1,6 @@
 """The line protocol between the trusted HumanEval runner and the untrusted candidate server: one
 JSON object per line, bounded in size, carrying plain builtin values in the one sandbox value
-encoding (rl/envs/grader/plain_values.py: `encode` refuses anything but exact builtin types, so an
+encoding (rl/envs/grading/grader/plain_values.py: `encode` refuses anything but exact builtin types, so an
 object whose `__eq__` always answers True never crosses; `decode` builds fresh values, runs no code
 of the sender and fails with ValueError on anything hostile instead of exhausting the runner).
 """
@@ -8,8 +8,8 @@ of the sender and fails with ValueError on anything hostile instead of exhaustin
 import json
 
 if __package__:  # on the host: eval.humaneval_grader.wire
-    from rl.envs.grader.plain_values import Refused, decode, encode
-else:  # in the sandbox: installed beside the shared module (rl/envs/grader/__init__.py)
+    from rl.envs.grading.grader.plain_values import Refused, decode, encode
+else:  # in the sandbox: installed beside the shared module (rl/envs/grading/grader/__init__.py)
     from _grader_plain_values import Refused, decode, encode
 
 __all__ = ["MAX_MESSAGE_BYTES", "Refused", "decode", "dumps_line", "encode", "loads_line"]

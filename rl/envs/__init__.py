@@ -11,7 +11,7 @@ Entry points that run model-written code call `require_isolation()` first: it ra
 `SandboxUnavailable` (install bubblewrap, or opt in to unisolated runs) before any model loads.
 
 Modules: sandbox (bubblewrap confinement; rlimits only by opt-in), tools (strict tool-call parsing +
-the tools), env (token-level episodes; they report the grade, the reward is rl/learning/rewards.py's), tasks
+the tools), env (token-level episodes; they report the grade, the reward is rl/episodes/rewards.py's), tasks
 (Task, JSONL + files, grading: `Grade` holds the hidden tests' passed / total and `tampered`),
 harden + grader (tamper-resistant hidden-test runs), cgroups (per-episode memory/process/CPU/disk
 caps), taskgen (procedural tasks), verify (the gate), scripted (an oracle policy for smoke tests and
@@ -20,20 +20,11 @@ review / devops / families (code review tasks graded by the first `report`, DevO
 a trusted check command; which grader a task uses).
 """
 
-from rl.envs import cgroups
-from rl.envs.env import CodingEnv, EpisodeRecord, run_episode
-from rl.envs.sandbox import (
-    Limits,
-    RunResult,
-    Sandbox,
-    SandboxUnavailable,
-    backend,
-    require_isolation,
-)
-from rl.envs.scripted import OraclePolicy
-from rl.envs.summary import SummaryConfig
-from rl.envs.taskgen import TEMPLATES, generate_task, generate_tasks
-from rl.envs.tasks import (
+from rl.envs.agent.env import CodingEnv, EpisodeRecord, run_episode
+from rl.envs.agent.scripted import OraclePolicy
+from rl.envs.agent.summary import SummaryConfig
+from rl.envs.agent.tools import TOOL_SCHEMAS, parse_turn
+from rl.envs.grading.tasks import (
     Grade,
     Task,
     apply_solution,
@@ -41,8 +32,17 @@ from rl.envs.tasks import (
     load_tasks,
     save_tasks,
 )
-from rl.envs.tools import TOOL_SCHEMAS, parse_turn
-from rl.envs.verify import Verdict, verify_task, verify_tasks
+from rl.envs.grading.verify import Verdict, verify_task, verify_tasks
+from rl.envs.isolation import cgroups
+from rl.envs.isolation.sandbox import (
+    Limits,
+    RunResult,
+    Sandbox,
+    SandboxUnavailable,
+    backend,
+    require_isolation,
+)
+from rl.envs.taskgen import TEMPLATES, generate_task, generate_tasks
 
 __all__ = [
     "CodingEnv",

@@ -15,10 +15,10 @@ import argparse
 import os
 import sys
 
-from rl.envs.sandbox import SandboxUnavailable, require_isolation
+from rl.envs.grading.tasks import load_tasks, save_tasks
+from rl.envs.grading.verify import verify_tasks
+from rl.envs.isolation.sandbox import SandboxUnavailable, require_isolation
 from rl.envs.taskgen import TOOL_FAMILY_TEMPLATES, generate_tasks
-from rl.envs.tasks import load_tasks, save_tasks
-from rl.envs.verify import verify_tasks
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
 def _mined_families(recipes: list, seed: int) -> list:
     """Review tasks of a pool's recipes (the suite's are held out) and the DevOps tasks of the
     vendored projects that the suite does not hold (same broken files = the same task), ungated."""
-    from rl.envs.repos import families
+    from rl.envs.repos import review_devops as families
     from rl.envs.repos.projects import PROJECTS, family_tasks
 
     def broken(task):  # what a DevOps task is: its project's broken editable files

@@ -8,7 +8,7 @@ In rl/envs/ (not data/): it plays the RL environment, and data/ never imports rl
 tests import its functions (task_trace, make_trace, chain_traces).
 
 Each trace is one episode of rl.envs.CodingEnv on a procedurally generated task (rl/envs/taskgen,
-the same tasks RL trains on), played by the scripted oracle rl.envs.scripted.TracePolicy: the same
+the same tasks RL trains on), played by the scripted oracle rl.envs.agent.scripted.TracePolicy: the same
 tools (list_files, read_file, edit, write_file, run, run_tests, submit), the same system prompt and
 the same chat template as RL. Tool results are the environment's real observations (sandboxed
 commands, truncation included). A trace is kept only if the episode ends in `submit`, has no
@@ -18,13 +18,13 @@ deterministic: the environment masks the durations pytest prints ("3 passed in X
 
 Fields: id, task (task id), template, seed, difficulty (regenerate the task with
 rl.envs.generate_task(template, seed, difficulty)), flow ("direct" | "reproduce"), mistake (None,
-or which one-byte mistake the trace shows and recovers from: rl.envs.scripted.MISTAKES; the shipped
+or which one-byte mistake the trace shows and recovers from: rl.envs.agent.scripted.MISTAKES; the shipped
 file has none, bench/bench_rl_coding.py --mistake_rate makes them), grade [passed, total], messages
 (a mistaken assistant turn carries "weight": 0: in the context, not in the loss).
 
 Summary traces (data/traces/summary_traces.jsonl, `--summary`): long_lookup tasks (the fix needs
 more context than the budget) played at a 2,560-token context with self-summarization
-(rl/envs/summary.py) by the summarizing oracle; every segment of the chain is one trace (fields
+(rl/envs/agent/summary.py) by the summarizing oracle; every segment of the chain is one trace (fields
 chain, segment, segments besides the above): it ends with the trained summary turn (an assistant
 message {"summary": text}), and the next segment's trace starts from the rebuilt context (the
 summary copied with "weight": 0, then the environment's continue note), so SFT teaches both
@@ -34,11 +34,11 @@ Tool traces (data/traces/tool_traces.jsonl, `--tools`): the training templates a
 DevOps families (rl.envs.taskgen.TOOL_FAMILY_TEMPLATES) with the search tools switched on
 (`with_search`: Task.meta["tools"] gains search and code_search, so the system prompt lists them),
 played by the same oracle, which then searches for the function the statement names (or runs a
-ranked code search on its words) before opening files (rl.envs.scripted.locate) and, on review
+ranked code search on its words) before opening files (rl.envs.agent.scripted.locate) and, on review
 tasks, reports the defect with `report`. Same fields and checks as the coding traces, plus
 `tools` (the task's extra tools: regenerate with with_search(generate_task(...)); review_patch's
 own report first). A DevOps task gets its baseline test set from the reference solution first
-(rl.envs.devops.baseline_of, as the gate takes it): its grade needs one.
+(rl.envs.grading.grade_devops.baseline_of, as the gate takes it): its grade needs one.
 """
 
 from __future__ import annotations
@@ -52,11 +52,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 from data.chat import render_messages, summary_ids
 from data.tokenizers import ByteTokenizer, Tokenizer
-from rl.envs import TEMPLATES, CodingEnv, generate_task, run_episode, tools
-from rl.envs.devops import baseline_of
-from rl.envs.env import DEFAULT_SYSTEM
-from rl.envs.scripted import SummarizingPolicy, TracePolicy
-from rl.envs.summary import SummaryConfig
+from rl.envs import TEMPLATES, CodingEnv, generate_task, run_episode
+from rl.envs.agent import tools
+from rl.envs.agent.env import DEFAULT_SYSTEM
+from rl.envs.agent.scripted import SummarizingPolicy, TracePolicy
+from rl.envs.agent.summary import SummaryConfig
+from rl.envs.grading.grade_devops import baseline_of
 from rl.envs.taskgen import TOOL_FAMILY_TEMPLATES, training_templates
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo

@@ -1,5 +1,5 @@
 """Trainer-side RL: what turns sampled episodes into a gradient step (the trainer itself is
-train/trainer.py's, shared by every stage; rl/loop.py wires it).
+train/trainer.py's, shared by every stage; rl/learning/loop.py wires it).
 
     batch_source.py  rollout store -> groups (staleness, dynamic sampling, exactly-once books in
                      the checkpoint) -> batch; publishes weights after each step

@@ -1,6 +1,6 @@
 """Training records -> the padded training batch the RL loss consumes (host-side numpy).
 
-A record (rl/learning/records.py: per-token tokens, mask, logprobs, versions, experts, malformed_mask, plus
+A record (rl/episodes/records.py: per-token tokens, mask, logprobs, versions, experts, malformed_mask, plus
 'reward' and 'group_id') is token-exact over the whole transcript.
 
 The training forward runs on tokens[:-1] and predicts tokens[1:] (targets): position t's loss is
@@ -31,7 +31,7 @@ def chain_advantages(records: Sequence[dict]) -> np.ndarray:
     """Per record, its chain's group-relative advantage: the group mean is over chains (episodes),
     not segments, so an episode that summarized k times weighs in its group's baseline once, and
     every segment of a chain gets the same advantage (ReSum-GRPO). A record without 'chain' is a
-    chain of its own. A chain's segments carry one reward (rl/learning/records.py); a mismatch is an error."""
+    chain of its own. A chain's segments carry one reward (rl/episodes/records.py); a mismatch is an error."""
     keys = [(r["group_id"], r.get("chain", ("solo", i))) for i, r in enumerate(records)]
     reward: dict = {}
     for key, r in zip(keys, records):
@@ -55,7 +55,7 @@ def collate(
 ) -> dict:
     """-> batch dict of numpy arrays [rows, seq_len] (+ forced_experts [rows, n, seq_len, k]).
 
-    Each record (one segment of a chain: rl/learning/records.py) is one row; advantages are per chain
+    Each record (one segment of a chain: rl/episodes/records.py) is one row; advantages are per chain
     (chain_advantages). Padding rows have loss_mask 0 and segment id 0. A record longer than seq_len + 1 tokens is an
     error (the caller sizes seq_len from the episode token budget). A negative episode advantage is
     multiplied by `negative_scale` (1 = plain GRPO; see configs/rl.py). Tokens of malformed turns

@@ -35,12 +35,12 @@ import time
 import jax
 import numpy as np
 
-from rl import timeline
+from rl.episodes import timeline
+from rl.episodes.episode_metrics import episode_metrics
+from rl.episodes.records import reward_metrics
 from rl.learning import batch as rb
-from rl.learning.episode_metrics import episode_metrics
 from rl.learning.losses import model_apply, policy_forward, token_logprobs
-from rl.learning.records import reward_metrics
-from rl.run_config import pool_order
+from rl.sampling.run_config import pool_order
 from rl.sampling.samplers import COUNTERS, acceptance
 from rl.stores.store import RolloutStore, rollout_store_path
 from rl.stores.weight_store import WeightWriter, weight_store_path
@@ -48,7 +48,7 @@ from train import trainer
 
 LOG_KEYS = ("reward/mean", "staleness/max", "sync/fraction_of_full")
 # rl.task values whose records carry the hidden tests' grade (rl/sampling/coding_sampler.py): their steps
-# also log rl.learning.episode_metrics.episode_metrics, and the progress line (and an eval gate) gets
+# also log rl.episodes.episode_metrics.episode_metrics, and the progress line (and an eval gate) gets
 # pass_rate.
 GRADED_TASKS = ("coding",)
 
@@ -141,7 +141,7 @@ def progress_of(books: Books, version: int) -> dict:
     ones read into `pending` and waiting for a batch, so a sampler sees the trainer's read-ahead
     as work still ahead of it (counting read groups let `pending` grow to 8-14 groups past
     max_ahead=6 and staleness drop a third of the pool: issue 44). No deadlock: while a batch
-    waits, pending < groups_per_batch, and rl/loop.py's resolve() requires max_ahead >=
+    waits, pending < groups_per_batch, and rl/learning/loop.py's resolve() requires max_ahead >=
     groups_per_batch + groups_per_call - 1, so a sampler can always write its next call."""
     return {
         "consumed": len(books.seen) - len(books.pending),
@@ -157,11 +157,11 @@ def graded(recs) -> bool:
 
 
 def step_metrics(recs, stats, train_metrics, sync, dt):
-    """Host scalars of one RL step: the reward and its parts (rl.learning.records.reward_metrics, as
+    """Host scalars of one RL step: the reward and its parts (rl.episodes.records.reward_metrics, as
     rollout summaries report them), staleness, throughput, weight-sync bytes, and for graded
-    records the episode metrics of rl.learning.episode_metrics.episode_metrics (pass rate, partial credit,
+    records the episode metrics of rl.episodes.episode_metrics.episode_metrics (pass rate, partial credit,
     tokens, calls, turns, malformed rates: the agentic suite's and the benchmarks' definition).
-    Episode means count each chain once (rl/learning/records.py); token counts take every record."""
+    Episode means count each chain once (rl/episodes/records.py); token counts take every record."""
     m = {k: float(v) for k, v in train_metrics.items()}
     m.update(reward_metrics(recs))
     if graded(recs):
@@ -185,7 +185,7 @@ def step_metrics(recs, stats, train_metrics, sync, dt):
     if decode:
         m.update(acceptance({k: sum(d.get(k, 0) for d in decode.values()) for k in COUNTERS}))
     # Samplers' idle share over the batch's play calls: waiting for the trainer (backpressure)
-    # or, inside a call, for sandboxes with nothing to decode (rl/timeline.py has the spans).
+    # or, inside a call, for sandboxes with nothing to decode (rl/episodes/timeline.py has the spans).
     timing = {r.get("group_id"): r["timing"] for r in recs if r.get("timing")}
     if timing:
         t = {k: sum(d.get(k, 0.0) for d in timing.values()) for k in next(iter(timing.values()))}

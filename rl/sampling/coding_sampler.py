@@ -1,14 +1,14 @@
 """Multi-turn coding sampler for the RL loop: CodingEnv episodes (rl/sampling/rollout.py's driver on one
-RolloutEngine) -> groups of records (rl/learning/records.py), with the same `play` contract as
+RolloutEngine) -> groups of records (rl/episodes/records.py), with the same `play` contract as
 rl.sampling.samplers.SingleTurnSampler.
 
     sampler = CodingSampler(cfg, reward_cfg, group_size=2, max_tokens=768, ...)
-    groups = sampler.play(tasks, follower, seed)    # one group (records, rl/learning/records.py) per task
+    groups = sampler.play(tasks, follower, seed)    # one group (records, rl/episodes/records.py) per task
 
 Weights are swapped in flight: before every engine step (`swap_every` decode iterations) the
 driver calls back here, and a newer version from the weight store replaces the engine's params
 (slot caches kept, later tokens record the new version). The driver rewards each record with
-rl/learning/rewards.py under `reward_cfg` (the run's rl.reward) on the grader's counts (tests_passed /
+rl/episodes/rewards.py under `reward_cfg` (the run's rl.reward) on the grader's counts (tests_passed /
 tests_total of the hidden tests, run after the episode ends) and the episode's counts.
 """
 
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rl.learning.records import EXPERTS, PER_TOKEN
+from rl.episodes.records import EXPERTS, PER_TOKEN
 from rl.sampling.rollout import play_episodes
 from rl.sampling.samplers import add_counters, decode_counters
 
@@ -67,7 +67,7 @@ class CodingSampler:
     ):
         """mesh / rules: the engine's own mesh (rl.sampler_mesh) and logical rules; None = one
         device, unsharded. speculative_k: MTP draft tokens per verify step (0 = plain).
-        summary: rl.envs.summary.SummaryConfig (None = off): an episode is then a chain of
+        summary: rl.envs.agent.summary.SummaryConfig (None = off): an episode is then a chain of
         segments, one record each, all in its group.
         shared_prefix_turns: N > 0 plays each group as best-of-K from a shared N-turn prefix
         (rl/sampling/rollout.py: the prefix decoded and its tool calls run once, then K branches from a

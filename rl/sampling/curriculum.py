@@ -1,6 +1,6 @@
 """Skipping tasks that are predicted to carry no signal (rl.curriculum), before they are sampled.
 
-Dynamic sampling (rl/loop.py) drops a group whose rewards are all equal only after its episodes
+Dynamic sampling (rl/learning/loop.py) drops a group whose rewards are all equal only after its episodes
 were played: on bench_rl_coding's pool a third of the sampled groups were such groups (run 21:
 97 of 296), most of them from task kinds the policy never solves (or always solves). Here a sampler keeps, per value
 of a task attribute (`rl.curriculum.key`, e.g. 'meta.package'), whether each of that kind's

@@ -5,7 +5,7 @@
     eng = RolloutEngine(cfg, params, slots=8, cache_len=2048, temperature=1.0,
                         valid_vocab=tok.vocab_size)
     out = play_episodes(eng, tok, tasks, group_size=4, reward=RewardConfig())  # G = 4 per task
-    out.records[0]["tokens"], ["reward"], ["reward_terms"]   # records: rl/learning/records.py
+    out.records[0]["tokens"], ["reward"], ["reward_terms"]   # records: rl/episodes/records.py
     out.summary()                                 # reward/*, pass rate, tokens/s, wait shares
 
 One thread drives the engine; sandbox work (env.reset, env.step: tool calls, grading) runs in worker
@@ -13,7 +13,7 @@ threads, so while some episodes wait on their sandbox the engine decodes the oth
 `engine.spec.slots` episodes are live; each holds its slot (and latent cache) across turns, and an
 observation is prefilled into that cache alone (no re-prefill of the transcript).
 
-Self-summarization (env_kwargs summary=SummaryConfig, rl/envs/summary.py): after a summary turn
+Self-summarization (env_kwargs summary=SummaryConfig, rl/envs/agent/summary.py): after a summary turn
 the env returns the next segment's rebuilt context; the driver keeps the finished segment's
 arrays, rewinds the episode's slot to the prefix the two contexts share (system + task prompt:
 its latent cache is kept, not prefilled again) and prefills only the rest. An episode then yields
@@ -23,7 +23,7 @@ Stats: `segments_started` and `prefix_reused_tokens` (prefill tokens the rewind 
 
 Best-of-K from a shared mid-episode prefix (`prefix_turns=N`, group_size=K >= 2): a group's
 first episode plays its first N turns alone; then its sandbox and token state are snapshotted
-(rl/envs/snapshot.py: files + the env's episode state) and K-1 more episodes are branched from it,
+(rl/envs/agent/snapshot.py: files + the env's episode state) and K-1 more episodes are branched from it,
 each in its own sandbox, so the prefix is decoded and its tool calls run once instead of K times.
 Branch 0 goes on in the prefix's own slot (its latent cache); each other branch is a new request
 whose prompt is the whole shared transcript (one prefill, no decode) and whose own seed gives it
@@ -43,11 +43,11 @@ one segment) and only on CodingEnv.
 teacher forcing (records get the model's log-probs and routing for those tokens): used by tests and
 benchmarks. `env_factory` replaces CodingEnv (a stand-in env for loop-mechanics tests).
 
-Rewards: each record carries rl/learning/rewards.py's episode_reward of its grade and counts under the
+Rewards: each record carries rl/episodes/rewards.py's episode_reward of its grade and counts under the
 `reward` RewardConfig (default RewardConfig(): all-pass outcome, malformed penalty 0.5, no length
 terms; the RL sampler passes the run's `rl.reward`), and summary() reports it with the same
-`reward/*` and `pass_rate` scalars as the RL trainer's logs (rl.learning.records.reward_metrics).
-Records: rl/learning/records.py.
+`reward/*` and `pass_rate` scalars as the RL trainer's logs (rl.episodes.records.reward_metrics).
+Records: rl/episodes/records.py.
 """
 
 from __future__ import annotations
@@ -62,15 +62,15 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from data.tokenizers import Tokenizer
-from rl import timeline
-from rl.learning import records as rr
-from rl.learning.episode_metrics import episode_metrics, passes
-from rl.learning.rewards import RewardConfig
+from rl.episodes import records as rr
+from rl.episodes import timeline
+from rl.episodes.episode_metrics import episode_metrics, passes
+from rl.episodes.rewards import RewardConfig
 
 
 @dataclasses.dataclass
 class Rollouts:
-    records: list[dict]  # rl/learning/records.py
+    records: list[dict]  # rl/episodes/records.py
     stats: dict  # wall_s, decode_s, prefill_s, wait_s, sandbox_s, errors, programs, ...
 
     def summary(self) -> dict:
@@ -162,7 +162,7 @@ def play_episodes(
     prefix_turns: int = 0,
 ) -> Rollouts:
     """Plays group_size episodes of every task; returns their records (in completion order),
-    each rewarded by rl.learning.rewards.episode_reward under `reward`.
+    each rewarded by rl.episodes.rewards.episode_reward under `reward`.
 
     `before_step()` runs on the driver thread before each engine.step (every `max_iterations`
     decode iterations): the RL sampler swaps newer weights in there (engine.set_params).
@@ -208,7 +208,7 @@ def play_episodes(
 
 
 def _coding_env_factory(tok: Tokenizer, env_kwargs: dict | None, cache: int) -> Callable:
-    from rl.envs.env import CodingEnv
+    from rl.envs.agent.env import CodingEnv
 
     kw = dict(env_kwargs or {})
     kw["max_tokens"] = min(kw.get("max_tokens", cache), cache)  # the context must fit the cache
@@ -384,8 +384,8 @@ def _final_stats(run: _Run, wall: float, timing0: dict, counters0: dict) -> dict
 
 
 def _branch_envs(env, k: int, make_env: Callable) -> list:
-    """K environments restored to `env`'s episode state now (rl/envs/snapshot.py); `env` goes on."""
-    from rl.envs.snapshot import branch, snapshot
+    """K environments restored to `env`'s episode state now (rl/envs/agent/snapshot.py); `env` goes on."""
+    from rl.envs.agent.snapshot import branch, snapshot
 
     with snapshot(env) as snap:
         return branch(snap, k, make_env)
@@ -403,7 +403,7 @@ def _progress(records, total: int, live: int, wall: float) -> str:
 
 def _segment_arrays(ep: _Episode, engine, segment: dict, finish: bool) -> dict:
     """One segment's engine-side arrays, checked token-exact against the env's segment:
-    {tokens, logprobs, versions, experts [n, L, k]} (rl/learning/records.py). `finish` frees the slot."""
+    {tokens, logprobs, versions, experts [n, L, k]} (rl/episodes/records.py). `finish` frees the slot."""
     tokens = list(segment["tokens"])
     joined = [t for piece in ep.pieces for t in piece]
     seq = engine.sequence(ep.rid)
@@ -438,7 +438,7 @@ def _next_segment(ep: _Episode, engine, context: list[int], keep: int) -> None:
 
 
 def _make_records(ep: _Episode, engine, tok: Tokenizer, forced: bool, reward) -> list[dict]:
-    """One record per segment of the episode's chain (rl.learning.records.episode_records), each with its
+    """One record per segment of the episode's chain (rl.episodes.records.episode_records), each with its
     own tokens, mask, log-probs, versions and experts and the chain's grade, counts and reward."""
     segments = ep.env.record().all_segments()
     arrays = ep.done_segments + [_segment_arrays(ep, engine, segments[-1], finish=True)]
@@ -458,8 +458,8 @@ def _make_records(ep: _Episode, engine, tok: Tokenizer, forced: bool, reward) ->
 
 
 def summarize(records: Sequence[dict], stats: dict) -> dict:
-    """The episode metrics (rl.learning.episode_metrics.episode_metrics: pass rate, partial credit, tokens,
-    turns, calls, malformed rate; a chain counts once), the reward scalars (rl.learning.records.
+    """The episode metrics (rl.episodes.episode_metrics.episode_metrics: pass rate, partial credit, tokens,
+    turns, calls, malformed rate; a chain counts once), the reward scalars (rl.episodes.records.
     reward_metrics: reward/mean, reward/<term>, as the RL trainer logs them), tokens/s and where
     the wall time went."""
     wall = max(stats.get("wall_s", 0.0), 1e-9)

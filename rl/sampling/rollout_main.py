@@ -29,12 +29,12 @@ def run_rollouts(config, workdir: str, params_dir: str = "") -> dict:
     from data.tokenizers import ByteTokenizer
     from model.engine import RolloutEngine
     from rl.envs import OraclePolicy, generate_tasks, load_tasks, require_isolation
-    from rl.learning.records import to_json
-    from rl.learning.rewards import reward_config_from_dict
+    from rl.episodes.records import to_json
+    from rl.episodes.rewards import reward_config_from_dict
     from rl.sampling.rollout import play_episodes
 
     # Episodes run model-written code: refuse before loading anything unless bubblewrap works or
-    # the caller opted in (RL_ENVS_ALLOW_UNISOLATED=1; see rl/envs/sandbox.py).
+    # the caller opted in (RL_ENVS_ALLOW_UNISOLATED=1; see rl/envs/isolation/sandbox.py).
     require_isolation()
     if "rl" not in config:
         from model.errors import ConfigError

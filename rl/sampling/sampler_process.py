@@ -33,10 +33,10 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from rl import timeline
-from rl.learning.rewards import pattern_reward
-from rl.run_config import model_config, pool_order
+from rl.episodes import timeline
+from rl.episodes.rewards import pattern_reward
 from rl.sampling.curriculum import Curriculum
+from rl.sampling.run_config import model_config, pool_order
 from rl.sampling.samplers import PromptTask, SingleTurnSampler, acceptance
 from rl.stores.store import RolloutStore, rollout_store_path
 from rl.stores.weight_store import Follower, WeightReader, weight_store_path
@@ -62,7 +62,7 @@ def make_task(rl, j: int):
 
 @functools.cache
 def _pool_positions(seed: int, pool_size: int) -> dict[int, int]:
-    """Task index -> its place in the training order (rl/run_config.py's pool_order)."""
+    """Task index -> its place in the training order (rl/sampling/run_config.py's pool_order)."""
     rl = ml_collections.ConfigDict(dict(seed=seed, pool_size=pool_size))
     return {j: p for p, j in enumerate(pool_order(rl))}
 
@@ -115,8 +115,8 @@ def make_sampler(rl, cfg, mesh=None, rules=None):
     """The task's sampler; `mesh` / `rules`: its engine's own mesh (None: one device)."""
     if rl.task == "coding":
         from data.tokenizers import ByteTokenizer
-        from rl.envs.summary import summary_config
-        from rl.learning.rewards import reward_config_from_dict
+        from rl.envs.agent.summary import summary_config
+        from rl.episodes.rewards import reward_config_from_dict
         from rl.sampling.coding_sampler import CodingSampler
 
         c = rl.coding

@@ -15,11 +15,11 @@ import dataclasses
 from collections.abc import Callable, Sequence
 
 from model.prompt_batch import PromptBatch
-from rl.learning.records import completion_record
+from rl.episodes.records import completion_record
 
 
 def records_from_generate(out, prompts, group_ids, rewards=None) -> list[dict]:
-    """model.generate output -> records (rl/learning/records.py). rewards: one per sequence, a task score
+    """model.generate output -> records (rl/episodes/records.py). rewards: one per sequence, a task score
     that is the whole reward (its one term the outcome); None = not rewarded yet (reward and
     reward_terms None until the caller sets them)."""
     return [

@@ -1,12 +1,12 @@
 """The toy task of self-summarization (rl.task='summary_toy'): success needs one fact carried
 across a summary, and the fact is visible only before it. Each episode is a chain of two
-segments, each one training sequence, sharing one reward (rl/learning/records.py, rl/learning/batch.py):
+segments, each one training sequence, sharing one reward (rl/episodes/records.py, rl/learning/batch.py):
 
     segment 0:  USER f f            s_1 .. s_K        (policy: the summary s)
     segment 1:  SUMMARY s_1 .. s_K  a_1 .. a_A        (policy: the answer a)
 
 The fact f is one of the ids 0 .. facts-1; the markers are the five ids after them, and every
-token is sampled from those facts + 5 ids (rl.valid_vocab, set by rl/loop.py: the training loss
+token is sampled from those facts + 5 ids (rl.valid_vocab, set by rl/learning/loop.py: the training loss
 masks the same ids, and a target outside them would score -inf). Reward = the fraction of answer
 tokens a_i equal to f. Segment 1 never sees f, only the summary: the
 answer can beat chance (1 / facts) only by copying what the summary kept, and the summary earns
@@ -37,7 +37,7 @@ import dataclasses
 
 import numpy as np
 
-from rl.learning import rewards
+from rl.episodes import rewards
 
 # ids facts .. facts + 4; the prompts use two: the others stay sampleable ids so that chance
 # (1 / (facts + 5)) is the first layout's, for comparison (bench/RESULTS.md)

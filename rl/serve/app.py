@@ -29,11 +29,11 @@ import uuid
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 
-from rl.learning.records import completion_record, to_json
+from rl.episodes.records import completion_record, to_json
 from rl.serve import protocol as pr
 from rl.serve.engine_loop import Job, Result
 from rl.serve.interaction_log import InteractionLog
-from rl.serve.metrics import Metrics
+from rl.serve.server_metrics import Metrics
 
 
 @dataclasses.dataclass
@@ -90,7 +90,7 @@ async def _events(server: Server, rid: str, req: pr.Request):
 def _exchange(
     server: Server, rid: str, i: int, endpoint: str, req: pr.Request, res: Result, text: str
 ):
-    """Choice i's log record: an RL record (rl.learning.records.completion_record over prompt + completion,
+    """Choice i's log record: an RL record (rl.episodes.records.completion_record over prompt + completion,
     its reward None until a user's signal arrives: rl/serve/feedback.py) with the exchange's facts."""
     record = completion_record(
         req.prompt,

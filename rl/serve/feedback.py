@@ -1,11 +1,11 @@
-"""User feedback on served responses -> RL records (rl/learning/records.py).
+"""User feedback on served responses -> RL records (rl/episodes/records.py).
 
 The interaction log (rl/serve/interaction_log.py) holds each served exchange token-exact
 (prompt + completion ids, the sampler's log-probs, params version per token, routed experts)
 and the signals users attach to it. A cycle (rl/serve/realtime.py) reads the signals that arrived since
 its cursor, joins each to its exchange (wherever in the log it is) and maps it to a reward.
 
-Reward mapping (rl/learning/rewards.py `feedback_reward`, the one rewards module; configs/realtime.py
+Reward mapping (rl/episodes/rewards.py `feedback_reward`, the one rewards module; configs/realtime.py
 `realtime.reward`, each value configurable):
     accepted       +1.0   the user kept the response as is
     rejected       -1.0   the user discarded it
@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from rl.episodes.records import completion_record, from_json, policy_tokens
+from rl.episodes.rewards import feedback_reward
 from rl.learning.batch import group_advantages
-from rl.learning.records import completion_record, from_json, policy_tokens
-from rl.learning.rewards import feedback_reward
 from rl.serve.interaction_log import exchange_key, feedback_key, read_log
 
 
@@ -48,7 +48,7 @@ def read_signals(log_dir: str, cursor: dict, end: dict):
 
 
 def served_record(ex: dict) -> dict:
-    """An exchange's RL record as rl/serve/app.py logs it (rl.learning.records.completion_record). Logs
+    """An exchange's RL record as rl/serve/app.py logs it (rl.episodes.records.completion_record). Logs
     written before 2026-11-28 hold the per-token layout over prompt + completion without the
     record's fields (no `mask`): those are rebuilt, so a log already written stays trainable."""
     if "mask" in ex:

@@ -1,4 +1,4 @@
-"""OpenAI request bodies -> prompt token ids (data/chat.py's template, rl/envs/tools.py's call
+"""OpenAI request bodies -> prompt token ids (data/chat.py's template, rl/envs/agent/tools.py's call
 syntax), and emitted ids -> OpenAI message content + tool_calls. Pure functions; every bad input
 raises ApiError with the OpenAI error shape and a 4xx status (never a deep crash).
 

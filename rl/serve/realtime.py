@@ -102,7 +102,7 @@ def _write_json(path: str, obj) -> None:
 def _train(config, records, adv, base_dir: str, train_dir: str, log) -> tuple:
     """The one trainer from the base export on the cycle's records -> (model config, trained
     host params)."""
-    from rl.loop import build_run
+    from rl.learning.loop import build_run
     from train import trainer
 
     config = config.copy_and_resolve_references()

@@ -7,7 +7,7 @@ local directory, or S3/GCS where samplers and the trainer run on different hosts
 
     RolloutStore(rollout_store_path(config.rl, workdir))   # '' = <workdir>/rollouts
 
-Records (rl/learning/records.py, the one record form) are stored as they are: ARRAY_FIELDS as arrays, every
+Records (rl/episodes/records.py, the one record form) are stored as they are: ARRAY_FIELDS as arrays, every
 other field as JSON. Groups written before records had one form read back unchanged and train the
 same (their arrays, reward, reward_terms, group_id and chain fields are the fields read now); their
 single-turn records lack malformed_mask, which the collator takes as all 0.
@@ -27,7 +27,7 @@ import zipfile
 
 import numpy as np
 
-from rl.learning.records import ARRAY_FIELDS
+from rl.episodes.records import ARRAY_FIELDS
 from rl.stores.kvstore import Kv
 
 GROUPS = "groups/"

@@ -82,7 +82,7 @@ import zlib
 import jax
 import numpy as np
 
-from rl import timeline
+from rl.episodes import timeline
 from rl.stores import weight_store_rans
 from rl.stores.kvstore import Kv, StoreError
 

@@ -17,7 +17,7 @@ positional arguments of a call), flipped boolean operator (and / or). Feature re
 (`removal_sites`): a function's body (after its docstring) becomes `raise NotImplementedError`.
 
 `mine` runs each candidate's tests through the trusted grader (spec.run_baseline) and keeps those
-with fail->pass tests; the task gate (rl/envs/verify.py) and `cheats_fail` then run on the Task.
+with fail->pass tests; the task gate (rl/envs/grading/verify.py) and `cheats_fail` then run on the Task.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ import hashlib
 import json
 import random
 
-from rl.envs.harden import drop_tests, iter_tests
+from rl.envs.grading.harden import drop_tests, iter_tests
+from rl.envs.grading.tasks import Task, grade_in
+from rl.envs.isolation.sandbox import Limits, Sandbox
 from rl.envs.repos.spec import EnvSpec, hidden_rel, run_baseline, support_files
-from rl.envs.sandbox import Limits, Sandbox
-from rl.envs.tasks import Task, grade_in
 
 FLIPS = {
     ast.Lt: ast.LtE,

@@ -19,16 +19,16 @@ import json
 import os
 import sys
 
+from rl.envs.grading.tasks import Task
 from rl.envs.repos import mine as M
 from rl.envs.repos.spec import Admission
 from rl.envs.repos.vendored import PROJECTS, ROOT, SPECS, load_spec, project_files
-from rl.envs.tasks import Task
 
-SUITE = ROOT / "rl/envs/repos/suite.jsonl"
+SUITE = ROOT / "data/repos/suite.jsonl"
 # The suite's review and DevOps tasks: review tasks of the first REVIEW_PER_PROJECT suite recipes
 # per project whose op keeps line numbers, and the mined DevOps tasks with their gated baselines
 # (committed: the eval rebuilds them without a sandbox). `python -m ... projects families`.
-FAMILIES = ROOT / "rl/envs/repos/families.json"
+FAMILIES = ROOT / "data/repos/families.json"
 REVIEW_PER_PROJECT = 2
 SUITE_PER_PROJECT, SUITE_TRIES = 18, 45  # recipes kept / candidate sites tried per project
 
@@ -72,10 +72,10 @@ def suite_tasks(projects=(), limit: int = 0) -> list[Task]:
 def gated(
     recipes: list[M.Recipe], workers: int = 2, log=print
 ) -> tuple[list[M.Recipe], list[Task]]:
-    """Recipes whose tasks pass the task gate (rl/envs/verify.py) and whose cheats all fail."""
+    """Recipes whose tasks pass the task gate (rl/envs/grading/verify.py) and whose cheats all fail."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from rl.envs.verify import verify_task
+    from rl.envs.grading.verify import verify_task
 
     tasks = tasks_from_recipes(recipes)
 
@@ -134,8 +134,8 @@ def pool_tasks(per_project: int, seed: int = 1, workers: int = 2, log=print) -> 
 
 def build_families(log=print) -> dict:
     """Gates the suite's review and DevOps tasks and writes FAMILIES (ids and baselines)."""
-    from rl.envs.repos import families
-    from rl.envs.verify import verify_task
+    from rl.envs.grading.verify import verify_task
+    from rl.envs.repos import review_devops as families
 
     picked, count = [], {}
     for r in load_recipes():
@@ -158,7 +158,7 @@ def build_families(log=print) -> dict:
 
 def family_tasks(projects=()) -> list[Task]:
     """The suite's review and DevOps tasks (FAMILIES), rebuilt without a sandbox."""
-    from rl.envs.repos import families
+    from rl.envs.repos import review_devops as families
 
     if not FAMILIES.exists():
         return []

@@ -1,5 +1,5 @@
 """The setup agent: turns a repository into a proposed EnvSpec by working in the sandbox through the
-same tool protocol as every coding episode (rl/envs/tools.py), then the gate (spec.admit) decides.
+same tool protocol as every coding episode (rl/envs/agent/tools.py), then the gate (spec.admit) decides.
 
     env = SetupEnv(tok)                                   # a CodingEnv that ends without grading
     record = run_episode(env, setup_task(name, files), ScriptedSetupPolicy(tok))
@@ -23,7 +23,8 @@ import re
 
 from data.chat import tool_call_text
 from data.tokenizers import Tokenizer
-from rl.envs.env import CodingEnv, run_episode
+from rl.envs.agent.env import CodingEnv, run_episode
+from rl.envs.grading.tasks import Task
 from rl.envs.repos.spec import (
     SETUP_TIMEOUT_S,
     SPEC_FILE,
@@ -32,7 +33,6 @@ from rl.envs.repos.spec import (
     EnvSpec,
     admit,
 )
-from rl.envs.tasks import Task
 
 SETUP_PROMPT = (
     "Set up this repository as a test environment, offline (no network, nothing to install from "

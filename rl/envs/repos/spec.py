@@ -25,9 +25,9 @@ import os
 import time
 from pathlib import Path
 
-from rl.envs.harden import is_test_module
-from rl.envs.sandbox import Limits, Sandbox
-from rl.envs.tasks import Grade, Task, grade_in
+from rl.envs.grading.harden import is_test_module
+from rl.envs.grading.tasks import Grade, Task, grade_in
+from rl.envs.isolation.sandbox import Limits, Sandbox
 
 SETUP_TIMEOUT_S = 120.0
 TEST_TIMEOUT_S = 120.0

@@ -1,4 +1,4 @@
-"""The vendored projects (rl/envs/repos/vendor/, each under its own license) and their cached
+"""The vendored projects (data/repos/vendor/, each under its own license) and their cached
 environment specs (specs/<project>.json): the leaf that projects.py (suite, pools) and families.py
 (review + DevOps tasks) both read."""
 
@@ -11,8 +11,8 @@ from rl.envs.repos.spec import EnvSpec, read_tree
 # Data, not code: found from the repository root by the paths the scripted moves
 # (tools/move_rl_layers.py) rewrite, so a move of the data is one table entry.
 ROOT = Path(__file__).resolve().parents[3]
-VENDOR = ROOT / "rl/envs/repos/vendor"
-SPECS = ROOT / "rl/envs/repos/specs"
+VENDOR = ROOT / "data/repos/vendor"
+SPECS = ROOT / "data/repos/specs"
 PROJECTS = ("inflection", "semver", "parse", "roman")
 
 

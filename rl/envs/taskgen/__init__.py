@@ -29,6 +29,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
+from rl.envs.grading.tasks import Task
 from rl.envs.taskgen import (
     bugfix,
     devops,
@@ -39,8 +40,7 @@ from rl.envs.taskgen import (
     review,
     tests_docs,
 )
-from rl.envs.taskgen.common import PACKAGES
-from rl.envs.tasks import Task
+from rl.envs.taskgen.helpers import PACKAGES
 
 TEMPLATES: dict[str, tuple[str, Callable]] = {
     "off_by_one": ("bugfix", bugfix.off_by_one),
@@ -61,7 +61,7 @@ TEMPLATES: dict[str, tuple[str, Callable]] = {
 LONG_CONTEXT_TEMPLATES: dict[str, tuple[str, Callable]] = {
     "long_lookup": ("context", lookup.long_lookup),
 }
-# Code review and DevOps (rl/envs/review.py, rl/envs/devops.py): graded by the reported location
+# Code review and DevOps (rl/envs/grading/grade_review.py, rl/envs/grading/grade_devops.py): graded by the reported location
 # or by the trusted check, not by hidden tests; their `make` also returns the task's meta. Named
 # explicitly (generate_task, templates=..., `python -m rl.envs make --families`), never by default,
 # so the default pools, traces and their tests stay as they were.

@@ -1,5 +1,5 @@
 """DevOps templates: a small project whose build / CI / test configuration is broken; solved when
-its check command passes (graded by rl/envs/devops.py: trusted check, file rules, test set).
+its check command passes (graded by rl/envs/grading/grade_devops.py: trusted check, file rules, test set).
 
     devops_pytest_config   setup.cfg [tool:pytest]: test files not collected, a plugin that is
                            not installed (required_plugins, addopts -p), a minversion typo
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import importlib.metadata
 
-from rl.envs.devops import PIN_CHECKER, PYTEST_LINE
-from rl.envs.taskgen.common import base_repo, dedent, pick_prompt
+from rl.envs.grading.grade_devops import PIN_CHECKER, PYTEST_LINE
+from rl.envs.taskgen.helpers import base_repo, dedent, pick_prompt
 
 
 def _project(rng, pkg, difficulty):

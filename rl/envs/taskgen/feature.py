@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rl.envs.taskgen.common import base_repo, dedent, pick_prompt
+from rl.envs.taskgen.helpers import base_repo, dedent, pick_prompt
 
 FEATURES = {
     "slugify": (

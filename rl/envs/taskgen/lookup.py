@@ -1,5 +1,5 @@
 """Long-context template: the fix needs one fact from each of several long files, more text than a
-small context holds at once (the self-summarization family: rl/envs/summary.py).
+small context holds at once (the self-summarization family: rl/envs/agent/summary.py).
 
     docs/part_1.md .. docs/part_N.md   long notes, each hiding one line "The <word> code is <n>."
     <pkg>/access.py                    ACCESS = ""  -> the N codes in order, joined by "-"
@@ -12,7 +12,7 @@ them): neither is visible to the policy.
 
 from __future__ import annotations
 
-from rl.envs.taskgen.common import base_repo, pick_prompt
+from rl.envs.taskgen.helpers import base_repo, pick_prompt
 
 WORDS = (
     "the ledger",

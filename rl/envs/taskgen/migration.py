@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
-from rl.envs.taskgen.common import base_repo, dedent, pick_prompt
+from rl.envs.taskgen.helpers import base_repo, dedent, pick_prompt
 
 
 def api_migration(rng, pkg, difficulty):

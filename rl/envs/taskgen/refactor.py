@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
-from rl.envs.taskgen.common import base_repo, dedent, pick_prompt
+from rl.envs.taskgen.helpers import base_repo, dedent, pick_prompt
 
 
 def rename(rng, pkg, difficulty):
@@ -32,7 +32,7 @@ def rename(rng, pkg, difficulty):
         solution[f"{pkg}/report_{i}.py"] = caller.format(name=new)
         callers.append(i)
     imports = "".join(f"from {pkg} import report_{i}\n" for i in callers)
-    # Expected values as literals (the grader seals them: see rl/envs/harden.py).
+    # Expected values as literals (the grader seals them: see rl/envs/grading/harden.py).
     checks = "".join(
         f"    assert report_{i}.report_{i}([100, 200]) == {(i + 1) * 300 * (100 + rate) // 100}\n"
         for i in callers

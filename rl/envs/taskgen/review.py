@@ -1,7 +1,7 @@
 """Code review template: a patch adds two functions to a module; one line of it has a planted
 defect (an AST mutation of rl/envs/repos/mine.py: flipped comparison, off-by-one, swapped
 arguments, flipped and/or). The policy reports the file and line (`report` tool); graded by
-location (rl/envs/review.py: the mutated statement's line span).
+location (rl/envs/grading/grade_review.py: the mutated statement's line span).
 
 The hidden tests exercise both added functions: the gate runs them to check the defect is real
 (they fail with it and pass with the reference, the module without the defect).
@@ -9,9 +9,9 @@ The hidden tests exercise both added functions: the gate runs them to check the 
 
 from __future__ import annotations
 
+from rl.envs.grading.grade_review import REVIEW_OPS, answer_span, unified_diff
 from rl.envs.repos.mine import bug_sites
-from rl.envs.review import REVIEW_OPS, answer_span, unified_diff
-from rl.envs.taskgen.common import base_repo, dedent, pick_prompt
+from rl.envs.taskgen.helpers import base_repo, dedent, pick_prompt
 
 # name -> (source, [(call, expected)]): correct code, and cases that catch its mutants.
 FUNCTIONS = {

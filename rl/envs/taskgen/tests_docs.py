@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from rl.envs.taskgen.common import base_repo, dedent, pick_prompt
 from rl.envs.taskgen.feature import FEATURES
+from rl.envs.taskgen.helpers import base_repo, dedent, pick_prompt
 
 _VERSION_IMPL = '''
 def parse_version(s):

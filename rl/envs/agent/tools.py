@@ -11,7 +11,7 @@ Parsing works on ids, not text, so a file that merely contains the string "<|too
 as bytes) can never be mistaken for a call.
 
 A summary turn (<|summary|>text<|/summary|><|end|>, self-summarization) is not a tool call: the
-environment recognizes it before parsing (rl/envs/summary.py) when summaries are on; here its
+environment recognizes it before parsing (rl/envs/agent/summary.py) when summaries are on; here its
 control tokens are malformed like any other.
 """
 
@@ -25,7 +25,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from data.tokenizers import SPECIAL_TOKENS, Tokenizer, special_text
-from rl.envs import review, search
+from rl.envs.agent import search
+from rl.envs.grading import grade_review as review
 
 # name -> {argument: (type(s), required)}. bool is excluded from int explicitly below.
 TOOL_SCHEMAS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {

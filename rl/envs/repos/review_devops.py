@@ -1,5 +1,5 @@
-"""Code review and DevOps tasks mined from the vendored real projects (rl/envs/review.py and
-rl/envs/devops.py grade them; the task gate, rl/envs/verify.py, checks them all).
+"""Code review and DevOps tasks mined from the vendored real projects (rl/envs/grading/grade_review.py and
+rl/envs/grading/grade_devops.py grade them; the task gate, rl/envs/grading/verify.py, checks them all).
 
 - Review (`review_task`): a mined mutation recipe (mine.Recipe, ops in review.REVIEW_OPS) becomes
   a patch that implements the mutated function: the diff goes from the function stubbed out
@@ -25,12 +25,12 @@ import importlib.util
 import random
 import re
 
-from rl.envs.devops import PYTEST_LINE
+from rl.envs.grading.grade_devops import PYTEST_LINE
+from rl.envs.grading.grade_review import REVIEW_OPS, answer_span, unified_diff
+from rl.envs.grading.tasks import Task
 from rl.envs.repos import mine as M
 from rl.envs.repos.spec import EnvSpec
 from rl.envs.repos.vendored import load_spec, project_files
-from rl.envs.review import REVIEW_OPS, answer_span, unified_diff
-from rl.envs.tasks import Task
 
 # addopts options that belong to a plugin, by the module that provides them.
 PLUGIN_OPTIONS = {"pytest_cov": ("--cov", "--no-cov"), "xdist": ("-n", "--dist")}
@@ -153,7 +153,7 @@ def makefile_task(project: str, files: dict[str, str], spec: EnvSpec, seed: int 
 
 
 def _devops_task(project, task_id, prompt, files, solution, *, check, editable) -> Task:
-    """A mined DevOps task: graded by its trusted `check` command (rl/envs/devops.py), the agent
+    """A mined DevOps task: graded by its trusted `check` command (rl/envs/grading/grade_devops.py), the agent
     editing only what `editable` allows; no hidden tests."""
     return Task(
         id=task_id,
@@ -173,7 +173,7 @@ def _devops_task(project, task_id, prompt, files, solution, *, check, editable) 
 
 
 def devops_tasks(projects, seed: int = 0) -> list[Task]:
-    """The mined DevOps tasks of `projects` (ungated: rl/envs/verify.py takes their baseline)."""
+    """The mined DevOps tasks of `projects` (ungated: rl/envs/grading/verify.py takes their baseline)."""
     out = []
     for name in projects:
         files, spec = project_files(name), load_spec(name)

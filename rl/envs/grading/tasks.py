@@ -12,7 +12,7 @@ the JSONL file) at plain directories:
 `solution_deletes` lists repo files the solution removes. Users bring their own tasks this way.
 
 Grading copies the agent's final repo into a fresh sandbox and runs the hidden tests (after submit,
-so the agent never sees them) through the trusted runner in rl/envs/grader (see `grade_in` and
+so the agent never sees them) through the trusted runner in rl/envs/grading/grader (see `grade_in` and
 rl/envs/README.md for what it trusts). Hidden tests may carry their own conftest.py; a task's root
 conftest.py (from its original repo) serves them too, whatever the agent made of it. Hidden tests,
 generated or brought by users, are graded under the same rules: they run from a read-only copy
@@ -32,11 +32,17 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from rl.envs.grader import plain_values, shared_files
-from rl.envs.grader.strict_eq import OVERFLOW, RECORD_NODES, REFUSED
-from rl.envs.harden import EQ_MODULE, PARAMETRIZE_WORDS, Hardened, harden_module, is_test_module
-from rl.envs.sandbox import SANDBOX_REPO, Limits, RepoTooLarge, Sandbox
-from rl.learning.episode_metrics import all_pass
+from rl.envs.grading.grader import plain_values, shared_files
+from rl.envs.grading.grader.strict_eq import OVERFLOW, RECORD_NODES, REFUSED
+from rl.envs.grading.harden import (
+    EQ_MODULE,
+    PARAMETRIZE_WORDS,
+    Hardened,
+    harden_module,
+    is_test_module,
+)
+from rl.envs.isolation.sandbox import SANDBOX_REPO, Limits, RepoTooLarge, Sandbox
+from rl.episodes.episode_metrics import all_pass
 
 GRADER_FILES = {"run.py": "runner.py", "child.py": "child.py", f"{EQ_MODULE}.py": "strict_eq.py"}
 GRADER_FILES |= {name: os.path.basename(src) for name, src in shared_files().items()}
@@ -80,7 +86,7 @@ class Grade:
 
     @property
     def all_pass(self) -> bool:
-        # the one rule: rl/learning/episode_metrics.py
+        # the one rule: rl/episodes/episode_metrics.py
         return all_pass(self.passed, self.total, self.tampered)
 
 
@@ -106,7 +112,7 @@ def grade_in(sandbox: Sandbox, task: Task, timeout_s: float = 60.0) -> Grade:
     framed by a nonce given on stdin; no file in the repo is read back. The repo's code can still
     lie about the tests run in its own process: a canary reported passed or missing, garbage on a
     report channel, or a runner that ends without its summary marks the grade tampered
-    (rl/learning/rewards.py rewards it below failure); a sealed value that differs from the expected one fails its test.
+    (rl/episodes/rewards.py rewards it below failure); a sealed value that differs from the expected one fails its test.
     """
     host, inside = sandbox.readonly_dir(f"grader_{secrets.token_hex(4)}")
     repo = SANDBOX_REPO if sandbox.backend == "bwrap" else sandbox.root

@@ -8,7 +8,7 @@ plugin autoloading is off (PYTEST_DISABLE_PLUGIN_AUTOLOAD in the sandbox env), s
 
 Agent code still runs in this process (the tests import it) and can forge what it reports; the host
 catches that with canary tests, strict comparisons and sealed expected values (see
-rl/envs/harden.py), not here. The report carries the values the sealed asserts recorded
+rl/envs/grading/harden.py), not here. The report carries the values the sealed asserts recorded
 (`_rl_grader.RECORDS`); the host compares them with expected values that never entered this process.
 """
 

@@ -1,16 +1,17 @@
 """Which grader a task uses: hidden tests (the default), a review report, or a DevOps check.
 
 `Task.meta["grader"]`: absent = the hidden tests (rl/envs/tasks.grade_repo), "review" = the
-location of the policy's first `report` call (rl/envs/review.py), "devops" = the trusted check
-command with the file rules and the baseline test set (rl/envs/devops.py). Any other value grades
+location of the policy's first `report` call (rl/envs/grading/grade_review.py), "devops" = the trusted check
+command with the file rules and the baseline test set (rl/envs/grading/grade_devops.py). Any other value grades
 0 (fail closed).
 """
 
 from __future__ import annotations
 
-from rl.envs import devops, review
-from rl.envs.sandbox import Limits
-from rl.envs.tasks import Grade, Task, grade_repo
+from rl.envs.grading import grade_devops as devops
+from rl.envs.grading import grade_review as review
+from rl.envs.grading.tasks import Grade, Task, grade_repo
+from rl.envs.isolation.sandbox import Limits
 
 GRADERS = ("review", "devops")
 

@@ -40,9 +40,9 @@ import shlex
 import shutil
 import tempfile
 
-from rl.envs.harden import drop_tests, iter_tests
-from rl.envs.sandbox import Limits, RepoTooLarge, Sandbox
-from rl.envs.tasks import Grade, Task
+from rl.envs.grading.harden import drop_tests, iter_tests
+from rl.envs.grading.tasks import Grade, Task
+from rl.envs.isolation.sandbox import Limits, RepoTooLarge, Sandbox
 
 CACHE_DIRS = {"__pycache__", ".pytest_cache"}
 # A repaired script line: a pytest run with plain arguments (letters, digits, - _ . / = : ,).

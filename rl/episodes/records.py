@@ -36,9 +36,9 @@ Per-token fields, all of length L = len(tokens), aligned with `tokens`:
 
 Every record (REQUIRED):
     group_id       records of one group share it (group-relative advantages, rl/learning/batch.py)
-    reward         the reward RL trains on: rl/learning/rewards.py, the only reward (no second score)
+    reward         the reward RL trains on: rl/episodes/rewards.py, the only reward (no second score)
     reward_terms   its parts, each signed as it enters the total: 'outcome', and for episodes
-                 'malformed' and 'len_<quantity>' (rl.learning.rewards.episode_reward); summed they give
+                 'malformed' and 'len_<quantity>' (rl.episodes.rewards.episode_reward); summed they give
                  `reward`
 A multi-turn episode record (`episode_records`) also has:
     task_id, group, sample (index within the group), policy ('model' | 'forced': scripted turns
@@ -56,7 +56,7 @@ Best-of-K from a shared mid-episode prefix (rl/sampling/rollout.py `prefix_turns
 group also has `shared_prefix` = n, its tokens [0, n) being the group's shared prefix (the same
 tokens, mask, log-probs in all K records); rl/learning/batch.py gives them loss_mask 0. Absent: 0.
 
-Chains (self-summarization, rl/envs/summary.py): an episode longer than the context is a chain of
+Chains (self-summarization, rl/envs/agent/summary.py): an episode longer than the context is a chain of
 segments; each segment is one record (one training sequence) with its own per-token arrays,
 prompt_len, turn_spans and malformed_turns (segment-local), and CHAIN_FIELDS: `chain` names the
 chain within its group (the sample index), `segment` (0-based) of `segments`. Counts, grade and so
@@ -70,7 +70,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rl.learning.rewards import RewardConfig, episode_reward
+from rl.episodes.rewards import RewardConfig, episode_reward
 
 # Written once: the builders, the rollout store, record fitting and the collator read these.
 PER_TOKEN = ("tokens", "mask", "logprobs", "versions", "malformed_mask")  # [L] each
@@ -157,7 +157,7 @@ def episode_facts(env_rec, tok, reward_cfg: RewardConfig) -> dict:
     """The chain-level fields of an episode's records, from the environment's record (rl.envs
     EpisodeRecord, the episode done): task_id, done_reason, the grader's tests_passed /
     tests_total / tampered, `counts` (COUNTS) and the reward with its terms:
-    rl.learning.rewards.episode_reward of those under `reward_cfg`. Eval reads the same (eval/agentic.py)."""
+    rl.episodes.rewards.episode_reward of those under `reward_cfg`. Eval reads the same (eval/agentic.py)."""
     segments = env_rec.all_segments()
     classes = [_emitted_classes(tok, s["tokens"], s["turn_spans"]) for s in segments]
     facts = {
@@ -240,7 +240,7 @@ def completion_record(
     """A single-turn episode (a prompt, then one sampled completion) as a record: the prompt
     untrained (mask 0, logprob 0, version -1), no malformed turns. logprobs / versions: one per
     completion token; experts: [n_moe_layers, L, k] over the whole transcript; reward /
-    reward_terms: rl/learning/rewards.py's (None until the caller rewards it); `fields`: producer
+    reward_terms: rl/episodes/rewards.py's (None until the caller rewards it); `fields`: producer
     bookkeeping (e.g. served feedback's id and staleness)."""
     plen, m = len(prompt), len(completion)
     return {
@@ -304,7 +304,7 @@ def reward_metrics(records) -> dict:
     """The reward scalars every report shows (rollout summaries, the RL trainer's logs and
     TensorBoard): 'reward/mean' and 'reward/<term>' per part (the mean over episodes that have
     it), over episodes (`episode_ends`: each chain once). Pass rate and the other episode metrics:
-    rl.learning.episode_metrics.episode_metrics."""
+    rl.episodes.episode_metrics.episode_metrics."""
     eps = episode_ends(records)
     out = {"reward/mean": float(np.mean([r["reward"] for r in eps])) if eps else 0.0}
     terms: dict[str, list[float]] = {}

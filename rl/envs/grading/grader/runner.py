@@ -22,7 +22,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)  # -I leaves the script's dir off sys.path; the dir is read-only and ours
 sys.dont_write_bytecode = True
-import _grader_runner_process as runner_process  # noqa: E402  (rl/envs/grader/runner_process.py)
+import _grader_runner_process as runner_process  # noqa: E402  (rl/envs/grading/grader/runner_process.py)
 
 REPORT_CAP = 1 << 20  # a report larger than this is garbage on the channel
 LOG_BUDGET = 8000  # characters of the children's output kept for the log (the summary must

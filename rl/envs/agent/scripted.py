@@ -7,9 +7,9 @@ import re
 
 from data.chat import tool_call_text
 from data.tokenizers import Tokenizer
-from rl.envs.review import reference_report as review_answer
-from rl.envs.summary import instruction_ids, summary_turn_ids
-from rl.envs.tasks import Task
+from rl.envs.agent.summary import instruction_ids, summary_turn_ids
+from rl.envs.grading.grade_review import reference_report as review_answer
+from rl.envs.grading.tasks import Task
 
 
 class OraclePolicy:
@@ -221,7 +221,7 @@ CHECK = ("Now the tests.", "Running the tests.", "Checking with the tests.")
 
 
 class SummarizingPolicy:
-    """A TracePolicy that answers the environment's summarize instruction (rl/envs/summary.py) with
+    """A TracePolicy that answers the environment's summarize instruction (rl/envs/agent/summary.py) with
     a summary turn and then goes on with its plan: the oracle of self-summarization, for tests and
     SFT traces. Its summary keeps what the rest of the plan needs: the steps done, the facts of the
     files read so far (task.meta["facts"], long_lookup) and the next step. `summaries` holds

@@ -20,7 +20,7 @@ Backends:
   cannot (pyenv under a 0700 /root) commands run as the caller (no process limit, no uid sweep).
 
 Resource caps for the episode's whole process tree (cgroup memory/pids/cpu) and its directory
-(a size-limited tmpfs) come from `rl.envs.cgroups` where the machine offers them; else the
+(a size-limited tmpfs) come from `rl.envs.isolation.cgroups` where the machine offers them; else the
 per-process rlimits below are all there is (said once). Threat model: rl/envs/README.md.
 
 Without root the uid switch is impossible: commands then run as the caller under bwrap's user
@@ -46,7 +46,7 @@ import time
 import warnings
 from pathlib import Path
 
-from rl.envs import cgroups
+from rl.envs.isolation import cgroups
 
 SANDBOX_REPO = "/repo"  # where the episode directory appears inside bwrap
 
@@ -63,7 +63,7 @@ class Limits:
     output_kill_bytes: int = 16 << 20  # output beyond this ends the command (limit "output")
     tmp_bytes: int = 256 << 20  # size of the private /tmp tmpfs (bwrap only)
     repo_bytes: int = 1 << 30  # largest repo Sandbox() agrees to copy (e.g. for grading)
-    # Whole-episode caps (cgroups / tmpfs, where the machine offers them; see rl.envs.cgroups):
+    # Whole-episode caps (cgroups / tmpfs, where the machine offers them; see rl.envs.isolation.cgroups):
     tree_memory_bytes: int = 4 << 30  # all processes of the episode together (+ their tmpfs)
     tree_cpus: float = 2.0  # CPU bandwidth of the whole tree, in cores
     disk_bytes: int = 2 << 30  # the episode dir (repo + tmp); tmpfs, so it is RAM too

@@ -14,11 +14,11 @@ from __future__ import annotations
 import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 
-from rl.envs.devops import verify_devops
-from rl.envs.harden import harden_module, is_test_module
-from rl.envs.review import verify_review
-from rl.envs.sandbox import Limits, Sandbox
-from rl.envs.tasks import Task, apply_solution, grade_in
+from rl.envs.grading.grade_devops import verify_devops
+from rl.envs.grading.grade_review import verify_review
+from rl.envs.grading.harden import harden_module, is_test_module
+from rl.envs.grading.tasks import Task, apply_solution, grade_in
+from rl.envs.isolation.sandbox import Limits, Sandbox
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,7 +29,7 @@ class Verdict:
 
 
 def verify_task(task: Task, timeout_s: float = 60.0, limits: Limits = Limits()) -> Verdict:
-    """The gate for every grader (rl/envs/families.py): DevOps tasks by their own gate; review
+    """The gate for every grader (rl/envs/grading/dispatch.py): DevOps tasks by their own gate; review
     tasks must have a real defect (their hidden tests fail with it, pass without: the checks
     below) and a well-posed location grading."""
     grader = task.meta.get("grader")

@@ -20,7 +20,7 @@ import jax
 
 from rl.learning.batch_source import RLBatchSource
 from rl.learning.losses import make_rl_loss, model_apply, model_mtp_apply
-from rl.run_config import model_config  # noqa: F401  (rl.loop.model_config: callers' name)
+from rl.sampling.run_config import model_config  # noqa: F401  (rl.learning.loop.model_config: callers' name)
 from rl.sampling.sampler_process import Samplers, compile_cache
 
 
@@ -34,7 +34,7 @@ def resolve(config):
 
     config = config.copy_and_resolve_references()
     rl, t = config.rl, config.train
-    # rows per episode (summaries: rl/learning/records.py)
+    # rows per episode (summaries: rl/episodes/records.py)
     per_chain = rl.get("segments_per_chain", 1)
     rows = rl.groups_per_batch * rl.group_size * per_chain
     if t.batch_size != rows or t.seq_len != rl.max_tokens:
@@ -82,7 +82,7 @@ def resolve(config):
             )
     if rl.task != "coding":
         return config
-    from rl.envs.summary import summary_config
+    from rl.envs.agent.summary import summary_config
 
     summary = summary_config(rl.coding.get("summary"))
     if summary is not None and per_chain < summary.max_segments:

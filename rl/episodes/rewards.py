@@ -7,7 +7,7 @@ grader's counts in the record (`tests_passed`, `tests_total`), which come from t
 hidden tests run outside the policy's reach; a record the grader flagged as tampered gets
 TAMPER_SCORE (-1), below every honest outcome. This module is the only reward: the environment
 reports the grade (rl/envs: passed, total, tampered, all_pass), never a score of its own, and every
-record (rl/learning/records.py) carries the reward computed here and its terms.
+record (rl/episodes/records.py) carries the reward computed here and its terms.
 
 Concave length penalty, per quantity q in LENGTH_QUANTITIES (thinking tokens, tool-I/O tokens,
 output tokens, tool calls, turns):
@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from rl.learning.episode_metrics import all_pass
+from rl.episodes.episode_metrics import all_pass
 
 TAMPER_SCORE = -1.0  # below every honest outcome (an honest failure scores 0)
 LENGTH_QUANTITIES = ("thinking_tokens", "tool_io_tokens", "output_tokens", "tool_calls", "turns")
@@ -77,7 +77,7 @@ def outcome_reward(passed: int, total: int, mode: str, tampered: bool = False) -
     if total <= 0:
         return 0.0  # no hidden test ran (e.g. the episode never submitted): no credit
     if mode == "all_pass":
-        # the one pass rule (rl/learning/episode_metrics.py)
+        # the one pass rule (rl/episodes/episode_metrics.py)
         return float(all_pass(passed, total, tampered))
     return passed / total
 

@@ -29,7 +29,7 @@ import ast
 import difflib
 import posixpath
 
-from rl.envs.tasks import Grade, Task
+from rl.envs.grading.tasks import Grade, Task
 
 SCHEMA = {"report": {"path": ((str,), True), "line": ((int,), True)}}
 HELP = {

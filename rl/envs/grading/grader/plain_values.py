@@ -2,10 +2,10 @@
 send values to a process that trusts none of its sender's objects.
 
 Users: the hidden-test grader's sealed asserts (strict_eq.py records `encode(value)` in the sandbox;
-the host, rl/envs/tasks.py, reads the report back with `decode`) and eval's HumanEval grader
+the host, rl/envs/grading/tasks.py, reads the report back with `decode`) and eval's HumanEval grader
 (eval/humaneval_grader/wire.py: arguments and answers between the trusted runner and the candidate
 server). Standard library only, imports nothing of the project: in a sandbox it is installed beside
-its users (rl/envs/grader/__init__.py says under which name).
+its users (rl/envs/grading/grader/__init__.py says under which name).
 
     None -> ["n"]        bool -> ["b", v]        int -> ["i", hex(v)]      float -> ["f", v.hex()]
     complex -> ["c", real.hex(), imag.hex()]     str -> ["s", v]           bytes -> ["y", v.hex()]

@@ -26,8 +26,8 @@ import tempfile
 import time
 from collections.abc import Callable
 
-from rl.envs.env import CodingEnv
-from rl.envs.sandbox import Sandbox, cow_copy
+from rl.envs.agent.env import CodingEnv
+from rl.envs.isolation.sandbox import Sandbox, cow_copy
 
 
 def copy_tree(src: str, dst: str) -> None:

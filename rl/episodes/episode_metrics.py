@@ -5,7 +5,7 @@
     episode_metrics(records, ks=(1, 4)) -> {"pass_rate": ..., "best_of_4": ..., ...}
 
 A record is an object or a dict; each field is read either way, and the counts also from a
-training record's 'counts' dict (rl/learning/records.py):
+training record's 'counts' dict (rl/episodes/records.py):
 
     task_id                          the task: best-of-K groups a task's episodes
     tests_passed, tests_total        the hidden tests' grade
@@ -17,25 +17,25 @@ training record's 'counts' dict (rl/learning/records.py):
     reward                           optional: its mean is reported when every episode has one
                                      (dropped_episode has none)
 
-Chains (rl/learning/records.py, rl/envs/summary.py): a record with a `segment` field is one segment of the
+Chains (rl/episodes/records.py, rl/envs/agent/summary.py): a record with a `segment` field is one segment of the
 episode named by (task_id, group / group_id, sample / chain). Every segment must be present; the
 episode counts once, with the grade, counts and reward of its last segment (they are the chain's,
 identical on every segment) and the tokens of all. A record without `segment` is a whole episode
-(eval/agentic.py's episodes: a record's chain facts, rl.learning.records.FACTS, plus the suite's own
+(eval/agentic.py's episodes: a record's chain facts, rl.episodes.records.FACTS, plus the suite's own
 fields).
 
 Metrics, means over episodes unless said:
 
     episodes, tasks                  counts
     pass_rate                        every hidden test passed and no tampering (`passes`)
-    best_of_<k>                      mean over tasks of the unbiased pass@k (rl/learning/passk.py) from
+    best_of_<k>                      mean over tasks of the unbiased pass@k (rl/episodes/passk.py) from
                                      all n episodes of the task: P(some of k samples passes). Not
                                      the fraction of tasks with any pass among n (that is pass@n,
                                      and is biased for k < n). Needs n >= k for every task.
     partial_credit                   tests_passed / tests_total (`credit`: 0 if tampered)
     completion_tokens, tool_calls, turns, summaries, segments     per episode
     malformed_rate                   malformed calls / all calls (well-formed + malformed)
-    malformed_episodes               episodes with a malformed call (rl/learning/rewards.py's penalty)
+    malformed_episodes               episodes with a malformed call (rl/episodes/rewards.py's penalty)
     done/<reason>                    fraction of episodes that ended that way
     reward                           mean reward, when every episode's record carries one
 """
@@ -47,7 +47,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from rl.learning.passk import pass_at_k
+from rl.episodes.passk import pass_at_k
 
 _MISSING = object()
 _WHOLE = object()  # _chains' key for a record that is a whole episode
@@ -73,7 +73,7 @@ def field(rec, name: str, default=_MISSING):
 
 
 def all_pass(passed: int, total: int, tampered: bool) -> bool:
-    """The pass rule, defined once (episodes, rl.envs.tasks.Grade, rl/learning/rewards.py's 'all_pass'
+    """The pass rule, defined once (episodes, rl.envs.grading.tasks.Grade, rl/episodes/rewards.py's 'all_pass'
     outcome): every hidden test ran and passed, and the grader caught no tampering."""
     return total > 0 and passed == total and not tampered
 

@@ -13,7 +13,7 @@ The record is exactly the concatenation of those ids: RL trains on it without re
 Every tool call's result is one tool message; a turn without tool calls, a `submit`, or the turn
 limit ends the episode, after which the hidden tests grade a fresh copy of the repo.
 
-With `summary=SummaryConfig(...)` (rl/envs/summary.py) an episode is a chain of segments: at the
+With `summary=SummaryConfig(...)` (rl/envs/agent/summary.py) an episode is a chain of segments: at the
 trigger the observation ends with a summarize instruction; after the policy's summary turn, step()
 returns the next segment's whole rebuilt context (not an observation to append) and sets
 `env.segment_start` to the number of leading tokens it shares with the previous segment (the
@@ -28,10 +28,8 @@ from collections.abc import Callable, Sequence
 
 from data.chat import generation_prompt
 from data.tokenizers import Tokenizer
-from rl.envs import tools
-from rl.envs.families import grade_episode
-from rl.envs.sandbox import Limits, Sandbox
-from rl.envs.summary import (
+from rl.envs.agent import tools
+from rl.envs.agent.summary import (
     SUMMARY_HELP,
     SummaryConfig,
     changed_files,
@@ -39,8 +37,10 @@ from rl.envs.summary import (
     instruction_ids,
     is_summary_turn,
 )
-from rl.envs.tasks import Grade, Task
-from rl.learning.episode_metrics import all_pass
+from rl.envs.grading.dispatch import grade_episode
+from rl.envs.grading.tasks import Grade, Task
+from rl.envs.isolation.sandbox import Limits, Sandbox
+from rl.episodes.episode_metrics import all_pass
 
 DEFAULT_SYSTEM = (
     "You are a coding agent working in a repository. Use tools to inspect and change it, "
@@ -66,7 +66,7 @@ class EpisodeRecord:
     tests_passed: int = 0
     tests_total: int = 0
     tampered: bool = False  # the grader caught the repo bending its results (Grade.tampered)
-    # Chains (rl/envs/summary.py): finished segments, each {tokens, mask, prompt_len, turn_spans,
+    # Chains (rl/envs/agent/summary.py): finished segments, each {tokens, mask, prompt_len, turn_spans,
     # first_turn, malformed_turns (segment-local)}; the current segment's first chain turn index.
     segments: list[dict] = dataclasses.field(default_factory=list)
     first_turn: int = 0
@@ -99,8 +99,8 @@ class EpisodeRecord:
         return sum(sum(s["mask"]) for s in self.all_segments())
 
     def to_dict(self) -> dict:
-        """JSON-ready, with the grader's all_pass included (the reward is rl/learning/rewards.py's, carried
-        by the episode's records: rl/learning/records.py)."""
+        """JSON-ready, with the grader's all_pass included (the reward is rl/episodes/rewards.py's, carried
+        by the episode's records: rl/episodes/records.py)."""
         return dict(dataclasses.asdict(self), all_pass=self.all_pass)
 
 
@@ -126,7 +126,7 @@ class CodingEnv:
         consecutive turns with a malformed call or no <|end|>: a policy that has lost the tool
         format rarely recovers (2 of 262 successes in an RL run of bench/RESULTS.md did), and its
         remaining turns are the longest and costliest to sample. 0 = never.
-        summary: self-summarization (rl/envs/summary.py); None = an episode ends at max_tokens
+        summary: self-summarization (rl/envs/agent/summary.py); None = an episode ends at max_tokens
         ("context_limit") and a summary turn is a malformed one."""
         self.tok = tok
         self.max_turns, self.max_tokens = max_turns, max_tokens
@@ -147,7 +147,7 @@ class CodingEnv:
         self.grade: Grade | None = None
         self._extra: tuple[str, ...] = ()
         # The first `report` call's (path, line): kept here on the host, graded at the end
-        # (rl/envs/review.py); the policy's code never sees or writes it.
+        # (rl/envs/grading/grade_review.py); the policy's code never sees or writes it.
         self._report: tuple[str, int] | None = None
 
     # -- episode
@@ -239,7 +239,7 @@ class CodingEnv:
             self.sandbox.close()
             self.sandbox = None
 
-    # -- summaries (rl/envs/summary.py)
+    # -- summaries (rl/envs/agent/summary.py)
 
     def _segments_left(self) -> bool:
         return (
