@@ -257,3 +257,108 @@ def test_the_sampler_process_reaches_no_trainer_module_even_in_functions():
             seen.add(m)
             todo.append(m)
     assert not {m for m in seen if m.startswith(TRAINER_MODULES)}, sorted(seen)
+
+
+# --- folders inside rl/ (and inside rl/envs) import downward only --------------------------------
+#
+# rl/ is layered: each folder may import its own modules and the folders before it in RL_LAYERS,
+# never one after it; rl/envs is layered the same way inside. Top-level modules of a layered
+# package (its __init__, __main__, rl/envs/traces.py) wire its folders and may import any of them;
+# a folder never imports them (that would be upward). A folder missing from the order fails, so a
+# new folder is placed on purpose. Imports inside functions count, as for cycles above.
+
+RL_LAYERS = ("episodes", "envs", "stores", "sampling", "learning", "serve")
+ENVS_LAYERS = ("isolation", "grading", "agent", "repos", "taskgen")
+LAYERED = {"rl": RL_LAYERS, "rl.envs": ENVS_LAYERS}
+
+
+def _folder(module: str, package: str, modules) -> str | None:
+    """The folder (sub-package) of `package` a module lives in; None for the package's top level."""
+    rest = module[len(package) + 1 :].split(".") if module != package else []
+    head = f"{package}.{rest[0]}" if rest else None
+    if head is None or (len(rest) == 1 and not modules[head].endswith("__init__.py")):
+        return None
+    return rest[0]
+
+
+def layer_violations(graph, modules, package: str, layers) -> list[str]:
+    """'a -> b' for every import from a folder of `package` to a later folder or to the package's
+    top level; 'folder x: not in the layer order' for a folder the order does not name."""
+    out = []
+    inside = [m for m in graph if m == package or m.startswith(package + ".")]
+    for m in sorted(inside):
+        src = _folder(m, package, modules)
+        if src is None:
+            continue
+        if src not in layers:
+            out.append(f"folder {package}.{src}: not in the layer order {layers}")
+            continue
+        for t in sorted(graph[m]):
+            if t != package and not t.startswith(package + "."):
+                continue
+            dst = _folder(t, package, modules)
+            if dst is None or (dst in layers and layers.index(dst) > layers.index(src)):
+                out.append(f"{m} -> {t}")
+    return sorted(set(out))
+
+
+@pytest.mark.parametrize("package", sorted(LAYERED))
+def test_folders_import_downward_only(package):
+    modules = project_modules(ROOT)
+    bad = layer_violations(project_graph(), modules, package, LAYERED[package])
+    assert not bad, f"{package}/: upward imports (order {LAYERED[package]}): {bad}"
+
+
+def test_the_layer_check_fails_on_a_planted_upward_import(tmp_path):
+    pkg = tmp_path / "pkg"
+    for folder in ("low", "high"):
+        (pkg / folder).mkdir(parents=True)
+        (pkg / folder / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("from pkg.high import b\n")  # the top level wires: allowed
+    (pkg / "wire.py").write_text("from pkg.low import a\n")
+    (pkg / "high" / "b.py").write_text("from pkg.low import a\n")  # downward: allowed
+    (pkg / "low" / "a.py").write_text("def f():\n    from pkg.high import b\n")  # upward
+    (pkg / "low" / "c.py").write_text("import pkg.wire\n")  # a folder importing the top: upward
+
+    def found():
+        modules = project_modules(str(tmp_path), dirs=("pkg",), scripts=())
+        graph = import_graph(str(tmp_path), dirs=("pkg",), scripts=())
+        return layer_violations(graph, modules, "pkg", ("low", "high"))
+
+    assert found() == ["pkg.low.a -> pkg.high.b", "pkg.low.c -> pkg.wire"]
+    (pkg / "low" / "a.py").write_text("def f():\n    pass\n")
+    (pkg / "low" / "c.py").write_text("")
+    assert found() == []
+    (pkg / "new").mkdir()
+    (pkg / "new" / "d.py").write_text("")
+    assert found() == ["folder pkg.new: not in the layer order ('low', 'high')"]
+
+
+# --- no two modules share a file name unless they are one concept --------------------------------
+#
+# Pairs that are the same concept on two levels: a layer and its kernel (attention), the training
+# and the RL losses, model sharding names and train's batch sharding, a mode and its config
+# (realtime, rollout), the two graders' child process and its runner (HumanEval's, the repos').
+
+SAME_CONCEPT = {
+    "__init__",
+    "__main__",
+    "attention",
+    "losses",
+    "sharding",
+    "realtime",
+    "rollout",
+    "child",
+    "runner",
+}
+NAMED_DIRS = ("model", "train", "rl", "data", "eval", "configs", "bench", "tools")
+
+
+def test_no_two_modules_share_a_file_name():
+    seen = {}
+    for path in project_modules(ROOT, dirs=NAMED_DIRS, scripts=()).values():
+        seen.setdefault(os.path.basename(path)[:-3], []).append(os.path.relpath(path, ROOT))
+    twice = {n: ps for n, ps in seen.items() if len(ps) > 1 and n not in SAME_CONCEPT}
+    assert not twice, (
+        f"one file name, different modules (rename one, or add to SAME_CONCEPT): {twice}"
+    )
