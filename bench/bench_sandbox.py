@@ -110,8 +110,8 @@ def episodes(n: int, workers: int) -> tuple[float, list[float]]:
 def _baseline_grade_in(base: str):
     """grade_in as it was in an older tree: `base` is a git revision (e.g. db350dc, before the
     hardening) or a directory holding a copy of the tree (e.g. one made before a change). Its
-    rl/envs/grading/tasks.py, harden.py and grader/ (where it has them) are loaded under other names;
-    the sandbox is today's."""
+    tasks.py, harden.py and grader/ (rl/envs/, or rl/envs/grading/ after the issue-49 move; where it
+    has them) are loaded under other names; the sandbox is today's."""
     import importlib.util
     import tempfile
 
@@ -124,12 +124,16 @@ def _baseline_grade_in(base: str):
         subprocess.run(["tar", "-x", "-C", tree], input=archive, check=True)
         base = tree
     envs = os.path.join(base, "rl", "envs")
+    if os.path.exists(os.path.join(envs, "grading", "tasks.py")):  # the layered tree
+        envs = os.path.join(envs, "grading")
+    from tools.move_rl_layers import rewrite  # an old tree's imports, in today's module names
+
     renames = {}
     for name in ("harden", "tasks"):  # harden first: the old tasks.py imports it
         path = os.path.join(envs, f"{name}.py")
         if not os.path.exists(path):
             continue
-        src = open(path).read()
+        src = rewrite(open(path).read(), is_py=True)
         for old, new in renames.items():
             src = src.replace(old, new)
         module = importlib.util.module_from_spec(
@@ -138,7 +142,7 @@ def _baseline_grade_in(base: str):
         module.__file__ = path  # the old tasks.py finds its grader/ beside it
         sys.modules[module.__name__] = module
         exec(compile(src, path, "exec"), module.__dict__)
-        renames[f"rl.envs.{name} "] = f"baseline_{name} "
+        renames[f"rl.envs.grading.{name} "] = f"baseline_{name} "
     return sys.modules["baseline_tasks"].grade_in
 
 

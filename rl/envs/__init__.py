@@ -10,14 +10,22 @@
 Entry points that run model-written code call `require_isolation()` first: it raises
 `SandboxUnavailable` (install bubblewrap, or opt in to unisolated runs) before any model loads.
 
-Modules: sandbox (bubblewrap confinement; rlimits only by opt-in), tools (strict tool-call parsing +
-the tools), env (token-level episodes; they report the grade, the reward is rl/episodes/rewards.py's), tasks
-(Task, JSONL + files, grading: `Grade` holds the hidden tests' passed / total and `tampered`),
-harden + grader (tamper-resistant hidden-test runs), cgroups (per-episode memory/process/CPU/disk
-caps), taskgen (procedural tasks), verify (the gate), scripted (an oracle policy for smoke tests and
-benchmarks), summary (self-summarization: episodes longer than the context as chains of segments),
-review / devops / families (code review tasks graded by the first `report`, DevOps tasks graded by
-a trusted check command; which grader a task uses).
+Sub-packages by role, in layers (each imports only itself and the ones before it; checked by
+tests/test_imports.py; this __init__, __main__ and traces.py wire them):
+
+    isolation/  sandbox (bubblewrap confinement; rlimits only by opt-in), cgroups (per-episode
+                memory/process/CPU/disk caps)
+    grading/    tasks (Task, JSONL + files, grading: `Grade` holds the hidden tests' passed / total
+                and `tampered`), harden + grader/ (tamper-resistant hidden-test runs), grade_review /
+                grade_devops (code review graded by the first `report`, DevOps by a trusted check
+                command), dispatch (which grader a task uses), verify (the gate)
+    agent/      env (token-level episodes; they report the grade, the reward is
+                rl/episodes/rewards.py's), tools + search (strict tool-call parsing + the tools),
+                summary (self-summarization: episodes longer than the context as chains of
+                segments), scripted (oracle policies for smoke tests and benchmarks), snapshot
+    repos/      real repositories as environments (setup agent, spec, gate, mined tasks); the
+                vendored projects and committed suites are data, in data/repos/
+    taskgen/    procedural task templates
 """
 
 from rl.envs.agent.env import CodingEnv, EpisodeRecord, run_episode

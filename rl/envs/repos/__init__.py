@@ -2,6 +2,7 @@
 
 Modules: spec (EnvSpec, the admission gate), setup (the setup agent and its scripted policy),
 mine (AST-mutation bugs and feature removals with fail->pass hidden tests), projects (the vendored
-projects and the task pool / held-out suite built from them). Vendored snapshots live in vendor/
-under their own licenses (vendor/README.md).
+projects and the task pool / held-out suite built from them), review_devops (their code review and
+DevOps tasks), vendored (where the data is). The vendored snapshots (under their own licenses:
+data/repos/vendor/README.md), their specs and the committed suites are data, in data/repos/.
 """

@@ -1,13 +1,13 @@
 """The vendored projects as environments: cached specs, the held-out suite, training pools.
 
-    python -m rl.envs.repos.projects specs          # setup agent + gate per project -> specs/*.json
+    python -m rl.envs.repos.projects specs          # setup agent + gate per project -> specs
     python -m rl.envs.repos.projects suite          # mine + gate the held-out suite -> suite.jsonl
     python -m rl.envs.repos.projects families       # its review + DevOps tasks -> families.json
     python -m rl.envs make --repos 8 --out pool/    # a training pool (suite tasks left out)
 
-specs/<project>.json and suite.jsonl are committed: built once (minutes, sandboxed), they make
-the suite a pure function of the vendored files (no sandbox needed to load it; `--mode=eval` with
-`eval.repos.verify=True` gates every task again). Each suite line is a mine.Recipe; its Task is
+data/repos/specs/<project>.json, suite.jsonl and families.json are committed data: built once
+(minutes, sandboxed), they make the suite a pure function of the vendored files (no sandbox
+needed to load it; `--mode=eval` with `eval.repos.verify=True` gates every task again). Each suite line is a mine.Recipe; its Task is
 rebuilt by mine.build_task. Training pools mine the same projects from another seed and skip every
 suite id, so no held-out task is ever trained on.
 """

@@ -1,6 +1,6 @@
 """The vendored projects (data/repos/vendor/, each under its own license) and their cached
-environment specs (specs/<project>.json): the leaf that projects.py (suite, pools) and families.py
-(review + DevOps tasks) both read."""
+environment specs (data/repos/specs/<project>.json): the leaf that projects.py (suite, pools) and
+review_devops.py (review + DevOps tasks) both read."""
 
 from __future__ import annotations
 
