@@ -439,3 +439,51 @@ def test_cgroup_v2_layout_on_a_stand_in_tree(monkeypatch, tmp_path):
     assert group.limit_hit() == "processes"
     r = subprocess.run(group.wrap(["/bin/sh", "-c", "echo $$"]), capture_output=True, text=True)
     assert read("cgroup.procs").split() == r.stdout.split()  # it joined, then exec'd the command
+
+
+_WHICH_PYTHON = (
+    "python3 -c 'import sys, pytest; print(sys.prefix, pytest.__version__)'; "
+    "pytest --version 2>&1 | tail -1"
+)
+
+
+@pytest.mark.needs_bwrap
+def test_sandbox_python_is_the_callers_interpreter(repo):
+    """`python3` and `pytest` inside the sandbox are the interpreter the project runs under, with
+    its packages: in a venv, the venv's (PATH once put the base interpreter's bin first)."""
+    import sys
+
+    with Sandbox(repo, limits=FAST) as sb:
+        r = sb.run(_WHICH_PYTHON, timeout_s=20)
+    assert r.ok, r.output
+    prefix, version = r.output.splitlines()[0].split()
+    assert prefix == os.path.realpath(sys.prefix)
+    assert version == pytest.__version__ and r.output.splitlines()[1].endswith(pytest.__version__)
+
+
+@pytest.mark.needs_bwrap
+def test_sandbox_from_a_venv_under_tmp_runs_the_venvs_python(repo, tmp_path):
+    """A venv under /tmp (as CI and newcomers make them) is visible inside the sandbox's private
+    /tmp and leads its PATH: the sandbox's `python3` reports the venv's prefix."""
+    import sys
+    import venv
+
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(system_site_packages=True, with_pip=False, symlinks=True).create(env_dir)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    script = (
+        "from rl.envs import Sandbox, Limits\n"
+        f"with Sandbox({str(repo)!r}, limits=Limits(cpu_s=10)) as sb:\n"
+        f"    print(sb.run({_WHICH_PYTHON!r}, timeout_s=20).output)\n"
+    )
+    out = subprocess.run(
+        [str(env_dir / "bin" / "python"), "-c", script],
+        env={**os.environ, "PYTHONPATH": root},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    prefix, version = out.stdout.splitlines()[0].split()
+    assert prefix == os.path.realpath(env_dir) != os.path.realpath(sys.base_prefix)
+    assert version == pytest.__version__

@@ -102,9 +102,13 @@ def _is_root() -> bool:
 
 
 def _python_prefixes() -> list[str]:
-    """Python installations the sandbox must see read-only (the interpreter + its site-packages)."""
-    prefixes = {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)}
-    return sorted(p for p in prefixes if p not in ("/usr", "/"))
+    """Python installations the sandbox must see read-only (the interpreter + its site-packages),
+    the caller's own first: in a virtual environment `sys.prefix` is the venv and `sys.base_prefix`
+    the interpreter it was made from, and `python3`/`pytest` inside must be the venv's (with the
+    venv's packages), so its `bin` leads PATH. Sorting them put /root/.pyenv/... before a venv
+    under /tmp and ran the base interpreter with the base's packages."""
+    prefixes = [os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)]
+    return [p for i, p in enumerate(prefixes) if p not in ("/usr", "/") and p not in prefixes[:i]]
 
 
 _ETC_FILES = ("ld.so.cache", "ld.so.conf", "passwd", "group", "nsswitch.conf", "localtime", "hosts")
@@ -126,6 +130,9 @@ def _bwrap_prefix(
             args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
     if os.path.isdir("/etc/alternatives"):
         args += ["--ro-bind", "/etc/alternatives", "/etc/alternatives"]
+    args += ["--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
+    # The Python prefixes are bound after the private /tmp, so a venv under /tmp (CI's, a user's)
+    # stays visible instead of being hidden by the tmpfs mounted over it.
     for prefix in _python_prefixes():
         # Parents (e.g. /root/.pyenv under a 0700 /root) are created empty and traversable, so the
         # prefix is usable while the rest of the host home stays invisible.
@@ -134,12 +141,6 @@ def _bwrap_prefix(
             args += ["--perms", "0755", "--dir", str(parent)]
         args += ["--ro-bind", prefix, prefix]
     args += [
-        "--perms",
-        "1777",
-        "--size",
-        str(limits.tmp_bytes),
-        "--tmpfs",
-        "/tmp",
         "--proc",
         "/proc",
         "--dev",
