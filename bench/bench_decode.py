@@ -1,4 +1,4 @@
-"""Decode benchmarks for the engine (model/engine.py, through model/prompt_batch.py), side by side in one process (the machine is shared):
+"""Decode benchmarks for the engine (model/engine/, through model/prompt_batch.py), side by side in one process (the machine is shared):
 
     python bench/bench_decode.py                       # small preset: trains its MTP head once (the run
                                                        # is kept in runs/bench_decode), then benchmarks

@@ -11,7 +11,7 @@ the coding RL loop decodes with. Each slot is prefilled with a 59-token prompt, 
 calls of 16 iterations (as the rollout driver calls the engine between turns); no stop tokens, so
 every slot stays active. The decode-at-context check fills 8 slots with ctx-token prompts and
 decodes turns of <= 192 tokens (the coding sampler's budget), so the decode's cache window
-(model/engine.py) is sized to ctx + 192; the first check's turns may run to the cache's end. The prefill check submits a ctx-token prompt to one slot, then times
+(model/engine/) is sized to ctx + 192; the first check's turns may run to the cache's end. The prefill check submits a ctx-token prompt to one slot, then times
 `extend` by --obs tokens plus the one decode iteration that runs it (best of 3 after a compiling
 first). `--against REV` checks REV out into a temporary git worktree and runs
 the same measurement there, alternating old/new each round.

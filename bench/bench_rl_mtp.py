@@ -14,7 +14,7 @@ RL, after N RL steps without the MTP self-distillation term, and after N steps w
 2. Two RL runs from it with the same seeds (pool order, sampling, params init): rl.mtp_weight=0
    (the heads stay as they were while RL moves the policy) and rl.mtp_weight=1 (the default with
    speculative samplers). Samplers decode speculatively (rl.speculative_k) in both.
-3. Each of the three params: acceptance (accepted / drafted, model/engine.py's counters) and
+3. Each of the three params: acceptance (accepted / drafted, model/engine/'s counters) and
    tokens per verify step, decoding held-out tasks (pool seed + 10000) at the RL temperature,
    --eval_groups x --eval_group_size episodes; with --timing also the batch-1 decode time of the
    same tasks with plain and speculative decoding (one task at a time, after a warm-up pass), and

@@ -1,4 +1,4 @@
-"""Rollout driver throughput and the bf16 log-prob gap (rl/sampling/rollout.py on model/engine.py).
+"""Rollout driver throughput and the bf16 log-prob gap (rl/sampling/rollout.py on model/engine/).
 
     python bench/bench_rollout.py [--tasks 16] [--slots 8,16] [--rounds 2]
 

@@ -13,7 +13,7 @@ the small-preset MFU part.
    model.hf.load_hf_checkpoint (the project's converter); the first loss is checked to agree.
    The two steps alternate, best-of-N each; prints the tokens/s ratio (> 1: this project is faster).
 2. Batched greedy decode, batch 1/16/64, --prompt_len prompt + --new_tokens new tokens:
-   the engine (model/engine.py through `model.prompt_batch.PromptBatch`, prefill excluded) vs `model.generate(..., do_sample=False)` timed the
+   the engine (model/engine/ through `model.prompt_batch.PromptBatch`, prefill excluded) vs `model.generate(..., do_sample=False)` timed the
    same way (its prefill included — one forward of the prompt, a few % of the run). Alternating.
 3. Small-preset MFU: the same train step on model.presets 'small' (batch 8 x 256), with
    6 x active params per token, vs a same-run f32 matmul peak at 2048^3 (bench.common) and at the

@@ -31,7 +31,7 @@ def get_config() -> ml_collections.ConfigDict:
             group_size=2,  # G episodes per task (group-relative advantages)
             slots=8,  # concurrent episodes on the engine
             cache_len=2048,  # per-episode context (prompt + turns + observations)
-            min_bucket=64,  # smallest prefill length bucket (compiled programs: model/engine.py)
+            min_bucket=64,  # smallest prefill length bucket (compiled programs: model/engine/programs.py)
             max_turn_tokens=256,
             temperature=1.0,
             speculative_k=0,  # MTP draft tokens per verify step (0 = plain decoding; needs MTP)

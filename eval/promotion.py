@@ -107,7 +107,7 @@ def spec_acceptance(cfg, params, batches, temperature: float = 1.0, valid_vocab:
     head's next-token distribution one position on and q the head's, at `temperature` over ids
     < valid_vocab (0: all). That is the probability model/sampling.py's rule accepts a first
     draft sampled from q (at temperature 0 the engine accepts iff the argmaxes agree): the rate
-    model/engine.py's counters measure when it decodes the same text."""
+    model/engine/'s counters measure when it decodes the same text."""
     import jax
 
     sums = _acceptance_sums(cfg, float(temperature), int(valid_vocab))

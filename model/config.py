@@ -67,7 +67,7 @@ class ModelConfig:
     initializer_range: float = 0.02
     # Runtime knobs
     dtype: str = "float32"  # compute dtype of matmuls; params stay float32
-    # The decode engine's (model/engine.py) params, latent cache and compute dtype: 'bfloat16'
+    # The decode engine's (model/engine/) params, latent cache and compute dtype: 'bfloat16'
     # halves the cache bytes per token and the weight bytes a decode step reads (sampling,
     # log-probs and the router stay float32); 'float32' keeps the cache and params float32 and
     # computes in `dtype`, as training does; 'auto' = bfloat16 on GPU/TPU, float32 on CPU.

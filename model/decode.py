@@ -1,5 +1,5 @@
 """Latent-cache decoding: prefill and step-by-step decode through the Transformer's own blocks, one
-layer at a time (the decode engine, model/engine.py, is the user).
+layer at a time (the decode engine, model/engine/, is the user).
 
 The cache holds, per layer and token, the normalized KV latent (kv_lora_rank values) and the
 roped shared key (qk_rope_head_dim values); attention runs in latent space with W_UK absorbed into
@@ -20,7 +20,7 @@ from model.attention import empty_cache
 from model.config import ModelConfig
 from model.transformer import Block, ModelOutput, Transformer
 
-# --- per-layer layout (model/engine.py's decode loop) ----------------------------------------------
+# --- per-layer layout (the decode loop of model/engine/programs.py) ---------------------------------
 #
 # Inside a jitted decode loop, a stacked layout costs copies on XLA:CPU: each block slices its layer
 # of a stacked cache ([N,B,S,..] -> [B,S,..]) and of the stacked params out of the stack on every

@@ -326,7 +326,7 @@ def dispatch_blocked(x, r: Routing, wi_gate, wi_up, wo, block: int = 0, valid=No
     """valid [N] bool (None = all): a token that is False gets no expert at all, its assignments
     are left out of the groups (an expert no valid token chose is not visited, its weights not
     read) and its routed output is 0. Decoding uses this for rows whose output nobody reads:
-    padding rows, and the MTP catch-up's rows that only write the cache (model/engine.py)."""
+    padding rows, and the MTP catch-up's rows that only write the cache (model/engine/speculation.py)."""
     n, k = r.expert_ids.shape
     n_experts, d = wi_gate.shape[0], x.shape[1]
     a = n * k

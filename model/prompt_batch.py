@@ -1,4 +1,4 @@
-"""`generate`: a fixed list of prompts through the one decode engine (model/engine.py).
+"""`generate`: a fixed list of prompts through the one decode engine (model/engine/).
 
     out = generate(cfg, params, prompts, max_new_tokens, temperature=0.0, num_draft=2)
     out.tokens, out.sequences[i].logprobs / .experts / .versions / .replay_experts(), out.stats
@@ -263,7 +263,7 @@ def generate(
     speculative tokens per step; 0 = plain), seed, params_version, cache_len, valid_vocab (ids >=
     it are never sampled: the tokenizer's vocab size; 0 = all), mesh and rules (the engine's own
     mesh: sharded decode, model.sharding.role_mesh; None = one device). See PromptBatch; for multi-turn
-    episodes (continuable sequences, an open request queue) use model/engine.py directly."""
+    episodes (continuable sequences, an open request queue) use model/engine/ directly."""
     return (
         PromptBatch(cfg, params, prompts, max_new_tokens, temperature=temperature, **kwargs)
         .run_until_done()

@@ -7,7 +7,7 @@ main.py and of the bench/ scripts.
 What is checked, in inline backtick spans (`...`) only; fenced code blocks (```) are skipped
 whole (shell commands, sample output):
   - a path: one token with a '/' whose first component is a top-level folder of the repo and
-    that ends in '/' or in a file name with an extension (`eval/nll` is a metric tag) (`model/engine.py`, `rl/envs/`, `rl/learning/loop.py:25`, `tests/test_x.py::test_y`: the ':' suffix is
+    that ends in '/' or in a file name with an extension (`eval/nll` is a metric tag) (`model/engine/slots.py`, `rl/envs/`, `rl/learning/loop.py:25`, `tests/test_x.py::test_y`: the ':' suffix is
     dropped) must exist. Run-time paths (`groups/<id>.npz`, `<workdir>/rollouts`), globs and
     placeholders (any of `<>{}*$`) are skipped, as are file names without a '/'.
   - a dotted name whose first part is a project package (`model.decode.cache_bytes_per_token`,
@@ -177,7 +177,7 @@ def test_every_cited_path_and_name_resolves():
 @pytest.mark.parametrize(
     "ref, stale",
     [
-        ("`model/engine.py`", False),
+        ("`model/engine/slots.py`", False),
         ("`model/engine_v0.py`", True),  # a deleted file
         ("`rl/learning/loop.py:25`", False),
         ("`model.decode.cache_bytes_per_token`", False),

@@ -1,4 +1,4 @@
-"""Sharded decode (model/engine.py with mesh=): on the real tiny preset (float32, 8 simulated CPU
+"""Sharded decode (model/engine/ with mesh=): on the real tiny preset (float32, 8 simulated CPU
 devices), an engine whose params and latent cache are sharded over its own mesh decodes what the
 one-device engine decodes (same greedy tokens, log-probs within 1e-5, same routed experts) over a
 multi-turn episode, on meshes over devices [0:4] and [4:8]; an in-flight set_params keeps the

@@ -1,4 +1,4 @@
-"""Generation on the one engine (model/engine.py, through model/prompt_batch.py's prompt-list
+"""Generation on the one engine (model/engine/, through model/prompt_batch.py's prompt-list
 wrapper): greedy == repeated argmax of the full forward, speculative == plain, sampler log-probs ==
 filtered log-softmax of the forward, router replay, continuous batching, in-flight weight updates
 (plain and speculative), multi-turn extend and teacher forcing under speculation, the speculative
@@ -13,7 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import model.engine as engine_module
+import model.engine.programs as engine_programs
+import model.engine.speculation as engine_speculation
 from model import Transformer, init_params, presets
 from model.engine import RolloutEngine, Sampling
 from model.prompt_batch import PromptBatch, generate
@@ -333,10 +334,10 @@ def test_speculative_samples_follow_the_model_distribution_and_a_wrong_rule_fail
     # the swap (a stale trace would run the wrong rule as the real one, or the reverse). The wrong
     # rule runs first: the real rule passing afterwards also shows the swap did not leak.
     with monkeypatch.context() as m:
-        m.setattr(engine_module, "speculative_accept", _resample_from_target)
-        engine_module._decode_jit.clear_cache()
+        m.setattr(engine_speculation, "speculative_accept", _resample_from_target)
+        engine_programs._decode_jit.clear_cache()
         p_wrong = p_value(sample_pairs([0.7] * n)[0], 0.7)
-    engine_module._decode_jit.clear_cache()
+    engine_programs._decode_jit.clear_cache()
     assert p_wrong < 1e-6, p_wrong
     temperatures = np.array([1.0, 0.7] * n + [0.0] * 16)
     toks, acc = sample_pairs(temperatures)

@@ -1,4 +1,4 @@
-"""Rollouts on the open engine (model/engine.py + rl/sampling/rollout.py), on the real tiny preset:
+"""Rollouts on the open engine (model/engine/ + rl/sampling/rollout.py), on the real tiny preset:
 continuing a slot == one fresh prefill; no sampled id outside the valid set; the number of compiled
 programs stays within the documented bound over a 50-episode run; real CodingEnv episodes (real
 sandbox) are token-exact, carry rl/episodes/rewards.py's reward of their grade and counts (the summary
@@ -20,7 +20,8 @@ from data.chat import generation_prompt, tool_call_text
 from data.tokenizers import ByteTokenizer
 from model import Transformer, init_params, presets
 from model.decode import init_layer_caches, split_layers
-from model.engine import RolloutEngine, _decode_jit, _prefill_jit, forward_rows
+from model.engine import RolloutEngine, forward_rows
+from model.engine.programs import _decode_jit, _prefill_jit
 from model.sampling import SamplingParams, filtered_logprobs, mask_invalid, sample
 from rl.envs import CodingEnv, OraclePolicy, generate_task, generate_tasks, run_episode
 from rl.envs.agent import tools
