@@ -22,8 +22,8 @@ episodes in the sandbox (rl/sampling/coding_sampler.py on rl/sampling/rollout.py
 of `pool_size` generated tasks (training templates only, seeded by rl.seed); the reward is
 rl/episodes/rewards.py under rl.reward on the hidden tests' grade and the episode's counts, carried by each
 record and logged (progress lines, TensorBoard) as reward/mean and per part: reward/outcome,
-reward/malformed, reward/len_<quantity> for each rl.reward.length term. It refuses to start without bubblewrap isolation (opt in to
-rlimits only with RL_ENVS_ALLOW_UNISOLATED=1). rl.max_tokens is then the episode's whole context
+reward/malformed, reward/len_<quantity> for each length term under rl.reward. It refuses to
+start without bubblewrap isolation (opt in to rlimits only with RL_ENVS_ALLOW_UNISOLATED=1). rl.max_tokens is then the episode's whole context
 budget (engine cache, CodingEnv max_tokens and training row length; a generated task's prompt is
 ~650 tokens), rl.valid_vocab is set to the tokenizer's, and the `rl.coding` block sizes episodes:
 
