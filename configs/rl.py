@@ -23,9 +23,10 @@ of `pool_size` generated tasks (training templates only, seeded by rl.seed); the
 rl/episodes/rewards.py under rl.reward on the hidden tests' grade and the episode's counts, carried by each
 record and logged (progress lines, TensorBoard) as reward/mean and per part: reward/outcome,
 reward/malformed, reward/len_<quantity> for each length term under rl.reward. It refuses to
-start without bubblewrap isolation (opt in to rlimits only with RL_ENVS_ALLOW_UNISOLATED=1). rl.max_tokens is then the episode's whole context
-budget (engine cache, CodingEnv max_tokens and training row length; a generated task's prompt is
-~650 tokens), rl.valid_vocab is set to the tokenizer's, and the `rl.coding` block sizes episodes:
+start without bubblewrap isolation (opt in to rlimits only with RL_ENVS_ALLOW_UNISOLATED=1).
+rl.max_tokens is then the episode's whole context budget (engine cache, CodingEnv max_tokens and
+training row length; a generated task's prompt is ~650 tokens), rl.valid_vocab is set to the
+tokenizer's, and the `rl.coding` block sizes episodes:
 
     python main.py --mode=rl --config=configs/rl.py --workdir=/tmp/rl_coding \
         --config.rl.task=coding --config.rl.pool_size=4 --config.rl.group_size=2 \

@@ -12,19 +12,19 @@ URLs and absolute paths are left alone) or a dotted name (`rl.envs.agent.env`; a
 `model.py`, whose last part is a file extension, is left alone; a sentence's full stop is
 dropped). Fenced code blocks (```) are skipped whole (shell commands, sample output). A word
 followed by a placeholder character (`groups/<id>.npz`) is a run-time path and skipped:
-  - a path: one token with a '/' whose first component is a top-level folder of the repo and
-    that ends in '/' or in a file name with an extension (`eval/nll` is a metric tag)
-    (`model/engine.py`, `rl/envs/`, `rl/learning/loop.py:25`, `tests/test_x.py::test_y`: the ':'
-    suffix is dropped) must exist. Run-time paths (`groups/<id>.npz`, `<workdir>/rollouts`), globs and
-    placeholders (any of `<>{}*$`) are skipped, as are file names without a '/'.
+  - a path: one token with a '/' whose first component is a top-level folder of the repo and that
+    ends in '/' or in a file name with an extension (`eval/nll` is a metric tag) (`model/engine.py`,
+    `rl/envs/`, `rl/learning/loop.py:25`, `tests/test_x.py::test_y`: the ':' suffix is dropped) must
+    exist. Run-time paths (`groups/<id>.npz`, `<workdir>/rollouts`), globs and placeholders (any of
+    `<>{}*$`) are skipped, as are file names without a '/'.
   - a dotted name whose first part is a project package (`model.decode.cache_bytes_per_token`,
-    `rl.envs.Sandbox`, `rl.episodes.episode_metrics`; a trailing `()` is dropped) must resolve,
-    from source (ast, nothing imported): its longest module prefix is a module file, the next part is a name
-    that module defines or imports at top level (or the module has a `__getattr__`), and a part
+    `rl.envs.Sandbox`, `rl.episodes.episode_metrics`; a trailing `()` is dropped) must resolve, from
+    source (ast, nothing imported): its longest module prefix is a module file, the next part is a
+    name that module defines or imports at top level (or the module has a `__getattr__`), and a part
     after a class is defined in the class body (or the class has bases: inherited names are not
-    followed), a function has no attributes, and a re-export (`from m import x`) is followed. A
-    name that does not resolve but is a config key of some configs/*.py `get_config()` (`rl.seed`, `train.lr`, `rl.curriculum.key`) is a
-    config key, not a reference, and is skipped.
+    followed), a function has no attributes, and a re-export (`from m import x`) is followed. A name
+    that does not resolve but is a config key of some configs/*.py `get_config()` (`rl.seed`,
+    `train.lr`, `rl.curriculum.key`) is a config key, not a reference, and is skipped.
 
 Code that no longer exists, cited on purpose (bench_rl_step.py runs older revisions), is written
 in prose and marked: the name followed by "(removed)" or "(since removed)".
