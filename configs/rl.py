@@ -54,7 +54,7 @@ the logs carry spec/acceptance and spec/tokens_per_verify; every run writes
 
 Expect (tiny preset, threads, 1 sampler, pool 256 = 64 steps of 4 groups x 8; measured
 2026-11-27 with the 4-device command above, 2 CPU cores at load ~5): mean reward 0.109 at step 1,
-0.969 at 50, 0.984 at 64, step times 174-260 ms after compilation (bench/RESULTS.md, "RL on the
+0.969 at 50, 0.984 at 64, step times 174-260 ms after compilation (bench/RESULTS_LOG.md, "RL on the
 one trainer and on a mesh"). Re-running the same command resumes from the latest checkpoint; a
 finished pool (single epoch) stops at once.
 """
