@@ -1,4 +1,4 @@
-"""Entry point: python main.py [--config=configs/X.py] [--config.train.steps=N] [--workdir=DIR]
+"""Entry point: python main.py [--config=configs/<name>.py] [--config.train.steps=N] [--workdir=DIR]
                               [--mode=pretrain|sft|convert|sample|rollout|rl|eval|serve] [--dry_run]
 
 With no flags: trains the default small preset on local code text on CPU for a few minutes,

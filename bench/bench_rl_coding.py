@@ -6,15 +6,15 @@ then the asynchronous RL loop on other seeds of that family, then held-out pass@
         [--temperature 0.5] [--groups_per_batch 2] [--heldout 48] [--workdir runs/bench_rl_coding]
         [--out bench/rl_coding_curve.png]
 
-The defaults are run 16's setting in bench/RESULTS.md: run 6's (lr 1e-5 raised held-out pass@1 by
-~10 points in runs 6 and 8; lr 1e-4 lowered it, runs 3-4) with episodes ended after 2 consecutive
+The defaults are run 16's setting in bench/RESULTS_LOG.md: run 6's (lr 1e-5 raised held-out pass@1
+by ~10 points in runs 6 and 8; lr 1e-4 lowered it, runs 3-4) with episodes ended after 2 consecutive
 broken turns (~1.5x the RL steps per minute) and RL stopped by the issue's 30-minute budget.
 
 1. Traces: the scripted oracle (rl.envs.agent.scripted.TracePolicy, via rl/envs/traces.py) plays
    `--traces` tasks of the family in the sandbox (seeds 1_000_000 + i); only clean all-pass
    submits are kept. These are the SFT data (the same chat rendering as RL). With
    `--mistake_rate` some traces hold one typo, its error and the recovery (runs 10-11 in
-   bench/RESULTS.md; the default 0 is the clean-trace setting).
+   bench/RESULTS_LOG.md; the default 0 is the clean-trace setting).
 2. SFT: train/'s loop (configs/sft.py's loss: assistant tokens only) on those traces, from a random
    init of the `--preset` (default a 4-layer, hidden-256 MoE: tiny's shape scaled up, chosen as the
    largest that trains in minutes here; `--preset tiny` itself was not benchmarked), exported as
@@ -33,7 +33,8 @@ broken turns (~1.5x the RL steps per minute) and RL stopped by the issue's 30-mi
 
 Re-running reuses finished stages found in --workdir (traces, the SFT export).
 `--eval_only RUN_DIR[,RUN_DIR]` evaluates the SFT export and each RL run's newest published params
-(RUN_DIR/weights) on `--heldout` tasks and exits (how the 48-task table in bench/RESULTS.md was made).
+(RUN_DIR/weights) on `--heldout` tasks and exits (how the 48-task table in bench/RESULTS_LOG.md
+was made).
 """
 
 from __future__ import annotations

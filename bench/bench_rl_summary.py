@@ -16,8 +16,8 @@ records: the summary holds the fact's id, or the fact is decodable from it under
 the policy adopted) and of groups whose chains all tied (zero advantage), and writes the curve.
 The recipe: balanced pools (rl.summary_toy.balanced; `--unbalanced` draws each task's fact
 independently, as the first recipe did), a k2 KL of 0.02 to the initial policy (rl/sampling/summary_toy.py
-says why), 16 chains a group and a cosine lr decay to 0.1x over the pool (bench/RESULTS.md). `--report_only` redoes the report of a finished run; `--seeds_plot` draws finished
-runs' reward curves together and prints their 10-step means.
+says why), 16 chains a group and a cosine lr decay to 0.1x over the pool (bench/RESULTS_LOG.md).
+`--report_only` redoes the report of a finished run; `--seeds_plot` draws finished runs' reward curves together and prints their 10-step means.
 
     python bench/bench_rl_summary.py --reuse [--repeats 2]
 
@@ -142,7 +142,7 @@ def plot(c: dict, chance: float, blind: float, path: str) -> None:
 
 def plot_seeds(workdirs: list[str], facts: int, path: str) -> None:
     """Every finished run's reward (10-step moving average) in one figure, one line per run, and
-    an ASCII table of its 10-step means (every 10th step) for bench/RESULTS.md."""
+    an ASCII table of its 10-step means (every 10th step) for bench/RESULTS_LOG.md."""
     import matplotlib
 
     matplotlib.use("Agg")

@@ -1,4 +1,4 @@
-"""Does a model find the repo's package name in its context? (issue 11's limit, bench/RESULTS.md)
+"""Does a model find the repo's package name in its context? (issue 11's limit, RESULTS_LOG.md)
 
     python bench/probe_name_recall.py PARAMS_DIR [PARAMS_DIR ...] [--tasks 32] [--family boundary]
 

@@ -19,7 +19,7 @@ stderr. Without --params the newest <workdir>/export/params_* is used. The data 
 Expect for the small CPU models of the README stages: NLL/bits-per-byte equal to the training
 loop's final held-out figure for that checkpoint (eval.nll's defaults take the stage's own
 seq_len, batch size and eval_batches; with eval.data_config, that stage's), HumanEval and agentic pass rates
-near 0 (bench/RESULTS.md); same command, same report (up to wall_time_s). At these defaults two
+near 0 (bench/RESULTS_LOG.md); same command, same report (up to wall_time_s). At these defaults two
 checkpoints take ~2.5 h on 2 CPU cores; --config.eval.humaneval.limit=20
 --config.eval.agentic.n_tasks=6 --config.eval.agentic.ks=1,2 took 24 min.
 """

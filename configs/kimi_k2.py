@@ -11,8 +11,8 @@ Expect from --dry_run: 1.026e12 params, 3.29e10 active, 2.06e11 training FLOPs/t
 microbatches holds one microbatch's full gradient beside the accumulator) + 17.0 GiB bfloat16
 AdamW moments + 10.3 GiB activations, buffers and one layer's gathered weights = 78.3 GiB (parts
 rounded; fused attention, as 'auto' is on TPU/GPU): fits a v5p-512 (95 GB = 88.5 GiB chips), not
-256 x H100-80GB (more chips there; bench/RESULTS.md has the table). With float32 moments it plans
-to 95.3 GiB. Longer rows: configs/kimi_k2_32k.py and kimi_k2_256k.py (a context axis).
+256 x H100-80GB (more chips there; bench/RESULTS_LOG.md has the table). With float32 moments it
+plans to 95.3 GiB. Longer rows: configs/kimi_k2_32k.py and kimi_k2_256k.py (a context axis).
 """
 
 from configs import default

@@ -13,7 +13,7 @@ per chip 15.9 GiB params + 15.9 grads + 15.9 accumulation gradient + 15.9 bf16 m
 layer inputs + 8.4 one layer's working set (2.0 of it MoE buffers, the gathered layer weights and
 their gradient included) + 0.6 logits = 75.9 GiB: fits a v5p-512 (95 GB = 88.5 GiB chips) and
 256 x H200 (141 GB), not 256 x H100-80GB (74.5 GiB). H100s: --config.dry_run_devices=512
---config.mesh.expert=8 plans 44.7 GiB (512 x H100-80GB). bench/RESULTS.md: how far the plan is
+--config.mesh.expert=8 plans 44.7 GiB (512 x H100-80GB). bench/RESULTS_LOG.md: how far the plan is
 from XLA's compiled memory (within 15% on scaled-down configs).
 """
 

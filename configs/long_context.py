@@ -19,7 +19,7 @@ none fit 512). 2048 holds the prompt and a few turns with their observations.
 
 Expect (small preset, after configs/pretrain.py's 40 steps; 453 s on 2 shared CPU cores):
 held-out NLL at 2048 tokens 3.374 -> 3.261 (bits/byte 4.868 -> 4.706) over the 30 steps;
-bench/RESULTS.md, section "Evaluation (eval/)".
+bench/RESULTS_LOG.md, section "Evaluation (eval/)".
 """
 
 import ml_collections

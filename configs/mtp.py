@@ -21,7 +21,7 @@ next-token distribution one position ahead: what a temperature-1 speculative ver
 stage: the traffic the heads will draft for. The exported params are the SFT model's, bit for bit,
 plus new MTP modules.
 
-On the small preset (bench/RESULTS.md, "MTP stage and unread MoE rows"): after a 300-step joint
+On the small preset (bench/RESULTS_LOG.md, "MTP stage and unread MoE rows"): after a 300-step joint
 run on the stdlib corpus, 300 steps of these settings on the same corpus (lr 1e-3; not the SFT
 data and step count above) lowered the MTP distillation loss 0.097 -> 0.016 and raised
 the temperature-1 acceptance of K=2 drafts 0.76 -> 0.92, batch-1 speculative decoding 1.28-1.39x

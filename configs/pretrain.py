@@ -16,7 +16,7 @@ tokenizer, 8 x 128-token packed rows; held-out stdlib files evaluated before the
 eval/nll and eval/bits_per_byte in TensorBoard.
 
 Expect (small preset from a random init, 2 shared CPU cores, ~3 min): held-out NLL 6.35 -> 3.71,
-bits/byte 9.17 -> 5.35 over the 40 steps (bench/RESULTS.md, section "Evaluation (eval/)").
+bits/byte 9.17 -> 5.35 over the 40 steps (bench/RESULTS_LOG.md, section "Evaluation (eval/)").
 """
 
 import ml_collections

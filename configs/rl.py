@@ -22,10 +22,11 @@ episodes in the sandbox (rl/sampling/coding_sampler.py on rl/sampling/rollout.py
 of `pool_size` generated tasks (training templates only, seeded by rl.seed); the reward is
 rl/episodes/rewards.py under rl.reward on the hidden tests' grade and the episode's counts, carried by each
 record and logged (progress lines, TensorBoard) as reward/mean and per part: reward/outcome,
-reward/malformed, reward/len_<quantity> for each rl.reward.length term. It refuses to start without bubblewrap isolation (opt in to
-rlimits only with RL_ENVS_ALLOW_UNISOLATED=1). rl.max_tokens is then the episode's whole context
-budget (engine cache, CodingEnv max_tokens and training row length; a generated task's prompt is
-~650 tokens), rl.valid_vocab is set to the tokenizer's, and the `rl.coding` block sizes episodes:
+reward/malformed, reward/len_<quantity> for each length term under rl.reward. It refuses to
+start without bubblewrap isolation (opt in to rlimits only with RL_ENVS_ALLOW_UNISOLATED=1).
+rl.max_tokens is then the episode's whole context budget (engine cache, CodingEnv max_tokens and
+training row length; a generated task's prompt is ~650 tokens), rl.valid_vocab is set to the
+tokenizer's, and the `rl.coding` block sizes episodes:
 
     python main.py --mode=rl --config=configs/rl.py --workdir=/tmp/rl_coding \
         --config.rl.task=coding --config.rl.pool_size=4 --config.rl.group_size=2 \
@@ -53,7 +54,7 @@ the logs carry spec/acceptance and spec/tokens_per_verify; every run writes
 
 Expect (tiny preset, threads, 1 sampler, pool 256 = 64 steps of 4 groups x 8; measured
 2026-11-27 with the 4-device command above, 2 CPU cores at load ~5): mean reward 0.109 at step 1,
-0.969 at 50, 0.984 at 64, step times 174-260 ms after compilation (bench/RESULTS.md, "RL on the
+0.969 at 50, 0.984 at 64, step times 174-260 ms after compilation (bench/RESULTS_LOG.md, "RL on the
 one trainer and on a mesh"). Re-running the same command resumes from the latest checkpoint; a
 finished pool (single epoch) stops at once.
 """

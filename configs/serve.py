@@ -9,7 +9,7 @@
 Every exchange is logged token-exact under W/interactions (POST /v1/feedback attaches a signal);
 the server swaps to each newer *promoted* version of W/weights between decode steps (what
 `--mode=rl --config=configs/realtime.py --workdir=W` publishes). Expect (small preset, CPU):
-bench/RESULTS.md "Serving".
+bench/RESULTS_LOG.md "Serving".
 """
 
 import ml_collections

@@ -19,7 +19,7 @@ Expect: held-out NLL and bits/byte on held-out traces (assistant tokens only) pr
 first step and every 20 steps, going down over 60 steps of 2 x 2048-token rows (the same 4,096
 tokens per step as the earlier 8 x 512). Measured after the README's stages (a) and (b), small
 preset, 1,218 s on 2 shared CPU cores: NLL 4.075 -> 2.096, bits/byte 6.043 -> 3.109
-(bench/RESULTS.md, section "Evaluation (eval/)"; measured before the summary traces joined the
+(bench/RESULTS_LOG.md, section "Evaluation (eval/)"; measured before the summary traces joined the
 mix). Without --config.init_params_from it starts from a
 random init (a smoke test).
 """

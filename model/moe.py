@@ -246,7 +246,8 @@ def expert_blocks(sizes, xs, wi_gate, wi_up, wo, groups):
     einsum slow on CPU; slicing per expert rather than per block saves the copies between blocks.
     Gate and up stay two matmuls: fusing them needs a concatenation of the weights every step
     ([E,D,2F], or [D,2F] per expert) and its split in the backward, which cost as much as or more
-    than the wider matmul saves (bench/RESULTS.md). Backward is one loop too (_expert_blocks_bwd)."""
+    than the wider matmul saves (bench/RESULTS_LOG.md). Backward is one loop too
+    (_expert_blocks_bwd)."""
     return _expert_blocks_fwd(sizes, xs, wi_gate, wi_up, wo, groups)[0]
 
 

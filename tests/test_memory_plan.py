@@ -252,7 +252,7 @@ def _compiled_step_bytes(mesh, seq, seqs, remat, microbatches, moments) -> tuple
 def test_plan_total_within_15_percent_of_xla(mesh, remat, microbatches, moments):
     """model/memory_plan.py's per-device total against XLA's compiled memory analysis, with a
     context axis, fused attention, a remat policy, microbatches and bf16 moments (measured
-    2026-11-28: plan/XLA 1.07 and 1.10; bench/RESULTS.md has the other layouts)."""
+    2026-11-28: plan/XLA 1.07 and 1.10; bench/RESULTS_LOG.md has the other layouts)."""
     xla, cfg = _compiled_step_bytes(mesh, 4096, 1, remat, microbatches, moments)
     sizes = dict(zip(sh.MESH_AXES, mesh))
     plan = memory_plan.memory_plan(

@@ -31,7 +31,7 @@ def cross_entropy(logits, targets, mask):
 
     NLL = logsumexp(logits) - logits[target], the target logit picked by a compare against an iota
     rather than a gather: its backward is then one fused elementwise pass instead of a scatter into
-    a zeroed [B,T,V] buffer (head + loss fwd+bwd 27.1 -> 24.7 ms on CPU, bench/RESULTS.md)."""
+    a zeroed [B,T,V] buffer (head + loss fwd+bwd 27.1 -> 24.7 ms on CPU, bench/RESULTS_LOG.md)."""
     logits = logits.astype(jnp.float32)
     vocab = jnp.arange(logits.shape[-1], dtype=targets.dtype)
     target_logit = jnp.sum(jnp.where(vocab == targets[..., None], logits, 0.0), axis=-1)  # [B,T]

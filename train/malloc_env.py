@@ -3,11 +3,11 @@
 XLA:CPU allocates a per-execution temp buffer of hundreds of MB from a worker thread; glibc serves a
 request that large with a fresh `mmap`, so every step faults it back in 4 KiB at a time (~64,000
 faults a step for bench_vs_pytorch's config). `GLIBC_TUNABLES=glibc.malloc.hugetlb=1` makes malloc
-`madvise(MADV_HUGEPAGE)` its mappings, so the same buffer faults in 2 MiB pages. bench/RESULTS.md
-("Issue 15 on a second host") has the measurements: a small-preset train step 1.12-1.20x faster
-on one host; on another, bench_vs_pytorch's A/B moved 0.98x and 1.07x (within noise). It changes no numbers, only page sizes, and glibc reads it
-once at process start, so it can only be applied by re-executing the process before anything else
-is imported.
+`madvise(MADV_HUGEPAGE)` its mappings, so the same buffer faults in 2 MiB pages.
+bench/RESULTS_LOG.md ("Issue 15 on a second host") has the measurements: a small-preset train step
+1.12-1.20x faster on one host; on another, bench_vs_pytorch's A/B moved 0.98x and 1.07x (within
+noise). It changes no numbers, only page sizes, and glibc reads it once at process start, so it can
+only be applied by re-executing the process before anything else is imported.
 
 Skipped when the caller already set GLIBC_TUNABLES (theirs wins), when COMPOSER_JAX_HUGEPAGES=0, or
 where glibc is older than 2.35 (no such tunable) or absent (macOS, musl).

@@ -1,4 +1,4 @@
-"""Rollout driver: many CodingEnv episodes at once on one RolloutEngine (model/engine.py).
+"""Rollout driver: many CodingEnv episodes at once on one RolloutEngine (model/engine/).
 
     from model.engine import RolloutEngine
     from rl.sampling.rollout import play_episodes

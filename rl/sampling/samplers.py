@@ -3,7 +3,7 @@
 rl/sampling/sampler_process.py only needs `sampler.play(tasks, weights, seed) -> list of groups` (one list
 of records per task) where `weights` is a `rl.stores.weight_store.Follower` (newest params + version,
 polled between decode iterations). This file holds the single-turn sampler on the one engine
-(model/engine.py, through `model.prompt_batch.PromptBatch`: prompts -> completions, graded by a
+(model/engine/, through `model.prompt_batch.PromptBatch`: prompts -> completions, graded by a
 pure function of the tokens) and the decode counters every sampler reports; the multi-turn
 CodingEnv sampler (`rl.sampling.coding_sampler.CodingSampler`, episodes from rl/sampling/rollout.py) and the
 summary chain (`rl.sampling.summary_toy.SummaryToySampler`) plug in the same way with their own `play`.

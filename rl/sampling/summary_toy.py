@@ -14,12 +14,12 @@ credit only through the answer it makes possible, i.e. through the chain's share
 
 Each prompt ends with what the next tokens should copy (no closing markers): a first layout with
 the fact two tokens and four markers back (and the summary between markers in segment 1) did not
-learn in 240 steps at lr 3e-3 (bench/RESULTS.md): every segment collapsed onto one constant id,
+learn in 240 steps at lr 3e-3 (bench/RESULTS_LOG.md): every segment collapsed onto one constant id,
 which scores 1 / facts and leaves GRPO no signal (all-fail and all-pass groups). The policy is
 free to keep the fact in any code (the answer only has to decode it): bench/bench_rl_summary.py
 measures both the literal id and whether the fact is decodable from the summary.
 
-That layout learned in 1 run of 4. Two causes, measured (bench/RESULTS.md): (1) a group is one
+That layout learned in 1 run of 4. Two causes, measured (bench/RESULTS_LOG.md): (1) a group is one
 fact's chains, so an answer that ignores the summary is pushed toward the facts of its batch, and
 4 groups with independently drawn facts are rarely balanced: the answer chased each batch's
 majority fact onto one constant (per-step reward swinging 0.03-0.67), where all of a group's
@@ -61,7 +61,8 @@ class FactTask:
 
 def make_fact_task(seed: int, j: int, facts: int, position: int | None = None) -> FactTask:
     """Task j of the pool. `position` (its place in the pool's training order): the fact is
-    balanced_fact's; None: drawn independently per task (the first recipe's, bench/RESULTS.md)."""
+    balanced_fact's; None: drawn independently per task (the first recipe's,
+    bench/RESULTS_LOG.md)."""
     if position is not None:
         return FactTask(f"{j:06d}", balanced_fact(seed, position, facts))
     rng = np.random.default_rng(seed * 7919 + j)

@@ -1,4 +1,4 @@
-"""The one thread that owns the decode engine (model/engine.py is not thread-safe) and steps it.
+"""The one thread that owns the decode engine (model/engine/ is not thread-safe) and steps it.
 
     loop = EngineLoop(engine, stream_every=8); loop.start()
     loop.submit(Job(rid, prompt, max_new, stops, sink, sampling))   # from any thread (HTTP handlers)

@@ -45,7 +45,7 @@ class Metrics:
             return sum(n for _, n in self.recent) / span
 
     def text(self, *, waiting: int, running: int, version: int, decode: dict | None = None) -> str:
-        """decode: the engine's counters (model/engine.py Engine.counters), or None."""
+        """decode: the engine's counters (model/engine/ Engine.counters), or None."""
         with self.lock:
             lat = np.asarray(self.latencies) if self.latencies else np.zeros(1)
             lines = ["# TYPE serve_requests_total counter"]

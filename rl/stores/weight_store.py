@@ -60,7 +60,7 @@ interleaved lanes). Whether an element moves, and by how many ulps, depends most
 (its ulp): an update of ~lr moves every bf16 weight below ~512 lr in magnitude and few above. So
 the coder pays about the conditional entropy H(z | exponent): on a trained small model 11-17%
 fewer bytes than format 4's zlib'd gaps and byte planes (bf16, lr 1e-5: 4.54% of a snapshot on
-the first step after a fresh optimizer state, where format 4 paid 5.45%; bench/RESULTS.md).
+the first step after a fresh optimizer state, where format 4 paid 5.45%; bench/RESULTS_LOG.md).
   - 'same': an unchanged shard (frozen parameters; the MTP heads when rl.mtp_weight is 0, as
     RL's self-distillation term is what moves them) is an empty blob.
   - a delta that would not be smaller than the shard's raw bytes is written as a full snapshot

@@ -10,7 +10,7 @@ are entropy-coded with static frequencies per *context*, the old value's exponen
 element moves, and by how many ulps, depends mostly on its ulp, i.e. its exponent (an update of
 ~lr moves a bf16 weight when lr exceeds half an ulp, |w|/512), so each exponent gets its own
 distribution and the coder pays close to the conditional entropy H(z | exponent): +1% on the
-trained small model's biggest leaf, where format 4's zlib paid +20% (bench/RESULTS.md, "Weight
+trained small model's biggest leaf, where format 4's zlib paid +20% (bench/RESULTS_LOG.md, "Weight
 deltas with an entropy coder"). Where the per-exponent tables cost more than they save (few
 elements per exponent) one shared distribution is used; a context with a single token (nothing
 of that exponent changed) is not coded at all.

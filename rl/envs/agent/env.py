@@ -124,8 +124,8 @@ class CodingEnv:
     ):
         """max_malformed_streak > 0 ends the episode ("malformed_streak") after that many
         consecutive turns with a malformed call or no <|end|>: a policy that has lost the tool
-        format rarely recovers (2 of 262 successes in an RL run of bench/RESULTS.md did), and its
-        remaining turns are the longest and costliest to sample. 0 = never.
+        format rarely recovers (2 of 262 successes in an RL run of bench/RESULTS_LOG.md did), and
+        its remaining turns are the longest and costliest to sample. 0 = never.
         summary: self-summarization (rl/envs/agent/summary.py); None = an episode ends at max_tokens
         ("context_limit") and a summary turn is a malformed one."""
         self.tok = tok

@@ -192,7 +192,7 @@ def one_byte_off(text: str, rng, avoid) -> str:
 def _wrong_read(path: str, task: Task, rng) -> tuple[list[tuple], str]:
     """A read of a mistyped path (not trained), half the time a look at the file list, and the
     sentence that opens the right read. No trained sentence repeats the typo: a trained copy of it
-    teaches the model to write typos (run 10 in bench/RESULTS.md)."""
+    teaches the model to write typos (run 10 in bench/RESULTS_LOG.md)."""
     typo = one_byte_off(path, rng, lambda p: p in task.files)
     turns = [(f"Reading {typo}.", "read_file", {"path": typo}, False)]
     if rng.random() < 0.5:

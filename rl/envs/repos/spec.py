@@ -8,9 +8,9 @@ sandbox, trusting nothing the proposal or the repository's code says:
 
 - every setup command succeeds within SETUP_TIMEOUT_S;
 - the test command completes within TEST_TIMEOUT_S with pytest's exit status 0 or 1 (tests ran);
-- the baseline, taken twice through the hardened grader (rl/envs/tasks.grade_in: canaries, sealed
-  asserts, one interpreter per test file), agrees test by test (determinism), and at least one
-  test passes; a grading run takes at most GRADE_TIMEOUT_S.
+- the baseline, taken twice through the hardened grader (rl.envs.grading.tasks.grade_in:
+  canaries, sealed asserts, one interpreter per test file), agrees test by test (determinism),
+  and at least one test passes; a grading run takes at most GRADE_TIMEOUT_S.
 
 Test files are graded under names the grader treats as test modules (`hidden_rel`): roman's
 `src/tests.py` is graded as `src/test_tests.py`. Test ids in the baseline are

@@ -1,7 +1,7 @@
 """Long-context template: the fix needs one fact from each of several long files, more text than a
 small context holds at once (the self-summarization family: rl/envs/agent/summary.py).
 
-    docs/part_1.md .. docs/part_N.md   long notes, each hiding one line "The <word> code is <n>."
+    docs/part_<i>.md, i = 1..N          long notes, each hiding one line "The <word> code is <n>."
     <pkg>/access.py                    ACCESS = ""  -> the N codes in order, joined by "-"
 
 An agent reads every part (or greps, if it knows to), and a context too small for all of them
