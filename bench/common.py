@@ -11,21 +11,8 @@ import functools
 import time
 
 import jax
-import numpy as np
 
 from train.metrics import matmul_peak
-
-
-def time_fn(fn, *args, repeats: int = 5, warmup: int = 1) -> float:
-    """Median seconds per call of an already-jitted fn (outputs blocked on)."""
-    for _ in range(warmup):
-        jax.block_until_ready(fn(*args))
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
 
 
 def matmul_peak_flops(n: int = 2048, repeats: int = 5) -> float:

@@ -101,12 +101,6 @@ def is_summary_turn(tok: Tokenizer, ids: Sequence[int]) -> bool:
     return not any(t in specials for t in body[1:-1])
 
 
-def mentions_summary(tok: Tokenizer, ids: Sequence[int]) -> bool:
-    """A turn that uses a summary token at all (well-formed or not)."""
-    marks = {tok.special_id("summary"), tok.special_id("/summary")}
-    return any(int(t) in marks for t in ids)
-
-
 def _special_ids(tok: Tokenizer) -> set[int]:
     return {tok.special_id(n) for n in SPECIAL_TOKENS}
 

@@ -127,11 +127,6 @@ def pool(
     return gated(recipes, workers, log=log)
 
 
-def pool_tasks(per_project: int, seed: int = 1, workers: int = 2, log=print) -> list[Task]:
-    """A training pool mined from every project, gated, with the suite's tasks left out."""
-    return pool(per_project, seed, workers, log)[1]
-
-
 def build_families(log=print) -> dict:
     """Gates the suite's review and DevOps tasks and writes FAMILIES (ids and baselines)."""
     from rl.envs.grading.verify import verify_task
