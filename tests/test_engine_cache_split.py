@@ -134,7 +134,7 @@ def test_split_cache_bytes_per_device(model, sizes, split, k):
     temporaries do not grow, and it all-gathers no layer's cache (the attention runs on each
     chip's part of it)."""
     cfg, params, _ = model
-    s = 256  # the cache dominates: 4 slots x 256 positions x 2 layers x 41 values x 4 B = 335,872 B
+    s = 256  # the cache dominates: 4 slots x 256 positions x 2 layers x 41 values x 4 B = 335,872
     mesh = role_mesh(sizes, DEV)
     kw = dict(temperature=0.0, slots=4, cache_len=s, mesh=mesh)
     whole = RolloutEngine(cfg, params, **kw)

@@ -20,6 +20,13 @@ expert 8 x tensor 8 engine). `cache_split` names what else the engine splits it 
               a call's tokens over context, so its decode and prefill programs keep T whole.
   'slots+sequence'  both.
 
+In the compiled decode step of a sequence split (tiny preset, context 4 x tensor 2), each layer's
+attention crosses the context axis in three all-reduces of partials, none of the cache: the
+scores' max [B,H,T], the sum of exp(scores - max) [B,H,T] and the value contraction [B,H,T,L];
+no program all-gathers a layer's cache (tests/test_engine_cache_split.py). A hand-written
+combine (one all-gather of each chip's (max, sum, output)) would save two of those round trips
+per layer; it is not written.
+
 Per device, the cache's bytes are divided by the product of the split axes' sizes (the slot
 split: data x fsdp x expert; the sequence split: context). The split is a rule of the engine's
 own logical rules (`engine_rules`): params are placed as before; the slot state's specs
