@@ -74,11 +74,14 @@ def init_layer_caches(cfg: ModelConfig, batch: int, max_len: int, dtype=jnp.floa
 
 
 def _slots_layout(cache: dict) -> dict:
-    """A layer's updated cache kept in the engine's layout, slots over BATCH and the rest whole (a
-    no-op outside a mesh + rules context). Unconstrained, GSPMD may carry a decode loop's caches
+    """A layer's updated cache kept in the engine's layout, slots over BATCH, positions over
+    CACHE_SEQ (model/engine/split.py; unmapped: whole) and the rest whole (a no-op outside a mesh
+    + rules context). Unconstrained, GSPMD may carry a decode loop's caches
     split as the tokens were (all_to_all dispatch splits slots over the expert axes) and all-gather
     them after the loop: kimi_k2, 8 slots x 8192 positions x 576 values x 4 B = 151 MB per layer."""
-    return jax.tree.map(lambda c: sh.constrain(c, (sh.BATCH,) + (None,) * (c.ndim - 1)), cache)
+    return jax.tree.map(
+        lambda c: sh.constrain(c, (sh.BATCH, sh.CACHE_SEQ) + (None,) * (c.ndim - 2)), cache
+    )
 
 
 def forward_cached_layers(cfg: ModelConfig, split_params, tokens, positions, caches) -> ModelOutput:

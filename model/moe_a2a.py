@@ -206,7 +206,10 @@ def _body(x, expert_ids, weights, valid, wi_gate, wi_up, wo, *, lay: A2ALayout, 
     out = jnp.einsum("nkD,nk->nD", y.astype(jnp.float32), weights)  # [n,D] float32
     if lay.mlp:
         out = jax.lax.psum(out, lay.mlp)
-    return out.astype(x.dtype), jax.lax.psum(dropped, lay.rows + lay.expert)
+    # Every device's rows are its own over rows + expert axes (an expert axis already in rows,
+    # as in the engine's slot split, model/engine/split.py, is named once).
+    owners = lay.rows + tuple(a for a in lay.expert if a not in lay.rows)
+    return out.astype(x.dtype), jax.lax.psum(dropped, owners)
 
 
 def dispatch_alltoall(
@@ -249,10 +252,16 @@ def dispatch_alltoall(
     w_in = P(lay.expert or None, lay.embed or None, lay.mlp or None)
     w_out = P(lay.expert or None, lay.mlp or None, lay.embed or None)
     body = lambda *a: _body(*a, lay=lay, cap_factor=capacity_factor, impl=impl)
+    # An embed axis the rows are not split over (the decode engine's sequence split: a context
+    # axis splits the cache and the weights' D, never a call's tokens, model/engine/split.py):
+    # each device gathers the same whole D, so y is equal across that axis, which shard_map's
+    # type check cannot infer (this JAX has no invariant all-gather). Only then is it off.
+    out_axes = set(lay.rows) | (set(lay.expert) if lay.split_tokens else set())
     y, dropped = jax.shard_map(
         body,
         in_specs=(rows, rows, rows, P(rows[0]), w_in, w_in, w_out),
         out_specs=(rows, P()),
         mesh=jax.sharding.get_abstract_mesh(),
+        check_vma=set(lay.embed) <= out_axes,
     )(x, expert_ids, weights.astype(jnp.float32), valid, wi_gate, wi_up, wo)
     return (y[: y.shape[0] - pad] if pad else y), dropped

@@ -30,6 +30,9 @@ EXPERT = "expert"  # E
 # Activation axes.
 BATCH = "batch"
 SEQ = "seq"
+# The positions of the decode engine's latent cache (model/engine/split.py: unmapped unless the
+# engine splits its cache by sequence; no trainer rule names it).
+CACHE_SEQ = "cache_seq"
 ACT_EMBED = "act_embed"
 
 # 'context' is last: positional (data, fsdp, expert, tensor) tuples still name the first four, and

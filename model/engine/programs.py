@@ -257,12 +257,20 @@ def _sharded_programs(cfg: ModelConfig, spec: Spec, mesh, rules):
     is created sharded (never whole on one device), and a donated state comes back in the layout it
     went in (so its buffers are reused and the next call is not a new program). Params keep the
     shardings they are placed with (set_params). Cached per (cfg, spec, mesh, rules): engines alike
-    share compiled programs, and rules, which jit does not see, are part of the key."""
+    share compiled programs, and rules, which jit does not see, are part of the key.
+
+    Each program wraps its function in a new functools.partial: JAX caches a function's trace
+    by the function and its arguments, not by flax's logical rules (read while tracing), so two
+    engines on one mesh with different rules (model/engine/split.py's cache splits) would
+    otherwise share the first one's trace, its sharding constraints included, and compile it
+    against the second one's out_shardings (measured: a slot-split decode all-gathered every
+    layer's cache after an unsplit engine on the same mesh had traced it)."""
     abstract = jax.eval_shape(functools.partial(init_state, cfg, spec))
     st_sh = sh.logical_shardings(state_logical_specs(abstract), mesh, rules)
+    own = functools.partial  # a new function object per (cfg, spec, mesh, rules): its own trace
     return (
-        jax.jit(init_state, static_argnums=(0, 1), out_shardings=st_sh),
-        jax.jit(prefill, static_argnums=(0, 1, 2), donate_argnums=(4,), out_shardings=st_sh),
-        jax.jit(decode, static_argnums=(0, 1, 2), donate_argnums=(6,), out_shardings=st_sh),
-        jax.jit(_end_turns, donate_argnums=(0,), out_shardings=st_sh),
+        jax.jit(own(init_state), static_argnums=(0, 1), out_shardings=st_sh),
+        jax.jit(own(prefill), static_argnums=(0, 1, 2), donate_argnums=(4,), out_shardings=st_sh),
+        jax.jit(own(decode), static_argnums=(0, 1, 2), donate_argnums=(6,), out_shardings=st_sh),
+        jax.jit(own(_end_turns), donate_argnums=(0,), out_shardings=st_sh),
     )

@@ -18,10 +18,8 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
-import math
 import time
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -40,6 +38,7 @@ from model.engine.programs import (
     _sharded_programs,
 )
 from model.engine.slots import Spec
+from model.engine.split import check_split, engine_rules
 from model.params import param_logical_specs
 from model.sampling import SamplingParams, check
 
@@ -132,6 +131,7 @@ class RolloutEngine:
         rules=None,
         compact: bool = True,
         top_logprobs: int = -1,
+        cache_split: str = "none",
     ):
         """mesh (model.sharding.role_mesh; None: one device): params and the latent cache are
         sharded over it by the logical `rules` (default model.sharding.DEFAULT_RULES): heads, FFN
@@ -146,7 +146,12 @@ class RolloutEngine:
         baseline).
         top_logprobs: W >= 0 keeps, for requests submitted with logprobs=True, each emitted
         token's raw log-prob and its top-W alternatives (`raw_logprobs`); -1 (default) keeps no
-        buffers. Decode calls with no such request running do not compute them (a static flag)."""
+        buffers. Decode calls with no such request running do not compute them (a static flag).
+        cache_split: 'none' | 'slots' | 'sequence' | 'slots+sequence', what the latent cache is
+        split by across the mesh besides data and fsdp (model/engine/split.py): slots over the
+        expert axis too (data-parallel attention), positions over the context axis. A sequence
+        split decodes and prefills every slot in place over the whole cache (no row gathers, no
+        windows: a window would sit on the first chips of the context axis)."""
         if speculative_k < 0 or (speculative_k and cfg.num_mtp_modules == 0):
             raise ValueError(
                 f"speculative_k={speculative_k}: speculative decoding needs speculative_k >= 0 and "
@@ -168,7 +173,10 @@ class RolloutEngine:
         self.sampling = Sampling(float(temperature), int(top_k), float(top_p))
         self.valid = valid_vocab or cfg.vocab_size
         self.compact = compact
-        self._shard(mesh, rules)
+        if cache_split != "none" and mesh is None:
+            raise ValueError(f"cache_split={cache_split!r} needs a mesh to split the cache over")
+        self._shard(mesh, engine_rules(rules or sh.DEFAULT_RULES, cache_split))
+        self.seq_split = "sequence" in cache_split and mesh.shape["context"] > 1
         self.set_params(params, params_version)
         self.t_buckets = _buckets(min(min_bucket, cache_len), cache_len)
         self.r_buckets = _buckets(1, slots)
@@ -208,13 +216,7 @@ class RolloutEngine:
         if mesh is None:
             return
         sh.check_model_mesh(self.cfg, mesh)
-        slot_axes = nn.logical_to_mesh_axes((sh.BATCH,), self.rules)[0] or ()
-        slot_axes = (slot_axes,) if isinstance(slot_axes, str) else slot_axes
-        n = math.prod(mesh.shape[a] for a in slot_axes)
-        if self.spec.slots % n:
-            raise ValueError(
-                f"slots={self.spec.slots} is not divisible by mesh axes {slot_axes} ({n})"
-            )
+        check_split(mesh, self.rules, self.spec.slots, self.spec.cache_len)
         specs = split_layer_specs(self.cfg, param_logical_specs(self.cfg))
         self._param_shardings = sh.logical_shardings(specs, mesh, self.rules)
         programs = _sharded_programs(self.cfg, self.spec, mesh, self.rules)
@@ -438,6 +440,8 @@ class RolloutEngine:
         whole cache unless the window is at most half of it (bench/RESULTS.md: 1.28x the time at
         1536 of 2048); gathered rows are copied anyway, so they always take the smallest window."""
         b = self.spec.slots
+        if self.seq_split:  # every slot over the whole (split) cache (cache_split, __init__)
+            return np.arange(b, dtype=np.int32), self.spec.cache_len
         kv = _bucket(max(r.length - 1 + r.max_new for r in running), self.kv_buckets)
         r = _bucket(len(running), self.r_buckets) if self.compact else b
         if r == b:
@@ -533,6 +537,7 @@ class RolloutEngine:
             req.length += len(req.new)
             req.state, req.new = "running", []
         kv = _bucket(int((start + n_seq).max()), self.kv_buckets)  # the positions written
+        kv = self.spec.cache_len if self.seq_split else kv
         self.programs.add(("prefill", r, t, kv))
         assert len(self.programs) <= self.max_programs, (self.programs, self.max_programs)
         with self._context():

@@ -247,15 +247,20 @@ def state_logical_specs(st: SlotState) -> SlotState:
     """Logical axes of the slot state: every slot-indexed leaf ([B, ...]: the per-layer latent
     caches, the [B,S] record buffers, the [B] counters) over BATCH, i.e. slots split over the
     data-like axes (data, fsdp) by the default rules (the per-slot rng keys too); stats replicated.
+    The caches' positions S over CACHE_SEQ (whole unless the engine splits its cache by sequence,
+    model/engine/split.py, which also says how a slot split adds the expert axis to BATCH).
 
-    The cache's S and latent dims stay whole on each device. Every head reads all L + R values of
+    Otherwise the cache's S and latent dims stay whole on each device. Every head reads all L + R values of
     a position (MLA's latent is shared by the heads, like MQA's one K/V head), so a cache split over
     the tensor axis would make each head's scores [B,H,T,S] a partial sum to all-reduce per layer
     and step, where tensor-parallel attention otherwise all-reduces only its [B,T,D] output after wo.
     Replicated over tensor and expert it costs (L + R) x itemsize x S per slot and layer on each
     device: kimi_k2, 576 values, S = 8192: 9.4 MB per slot per layer in bf16 (18.9 MB in f32)."""
     slots = lambda tree: jax.tree.map(lambda _: P(sh.BATCH), tree)
+    caches = lambda tree: jax.tree.map(lambda _: P(sh.BATCH, sh.CACHE_SEQ), tree)  # [B,S,..]
     per_slot = {
-        f.name: slots(getattr(st, f.name)) for f in dataclasses.fields(st) if f.name != "stats"
+        f.name: slots(getattr(st, f.name))
+        for f in dataclasses.fields(st)
+        if f.name not in _CACHES + _GLOBAL
     }
-    return st.replace(**per_slot, stats=P())
+    return st.replace(**per_slot, cache=caches(st.cache), mtp_cache=caches(st.mtp_cache), stats=P())
