@@ -192,7 +192,7 @@ def test_staleness_rule_orphans_and_cursor(tmp_path):
     cursor = end_positions(str(tmp_path))
     for rid in ("old", "ok", "ghost"):
         log.append({"kind": "feedback", "response_id": rid, "signal": "accepted"})
-    rt = realtime_config.get_config().realtime
+    rt = dict_rt(realtime_config.get_config().realtime, max_key_share=1.0)  # keyless: no guard
     records, stats = fbk.training_records(
         str(tmp_path), cursor, end_positions(str(tmp_path)), base_version=6, rt=rt, max_tokens=8
     )
@@ -293,6 +293,7 @@ def _poison_logs(root: str) -> tuple[str, str]:
     return works[0], works[1]
 
 
+@pytest.mark.slow  # two cycles (train + eval): ~1 min quiet, 3.5 min at load 8-10
 def test_one_key_flooding_positive_signals_moves_nothing_beyond_its_cap(tmp_path, tiny_model):
     """The poisoning guard (issue 54): F posts 80 'accepted' signals on its own 40 responses
     against 12 mixed signals of four honest keys. The window keeps F's latest 4 (key_cap: 4 <=
@@ -311,6 +312,8 @@ def test_one_key_flooding_positive_signals_moves_nothing_beyond_its_cap(tmp_path
         reads[name] = fbk.training_records(log_dir, {}, end_positions(log_dir), base_version=0,
                                            rt=rt, max_tokens=32)  # fmt: skip
     (recs, stats), (recs_c, stats_c) = reads["flood"], reads["capped"]
+    assert fbk.key_cap([3, 3, 3, 3, 40], 0.25) == 4 and fbk.key_cap([40], 0.25) == 0
+    assert fbk.key_cap([3, 3, 3, 3, 40], 1.0) == 40  # off
     assert stats["signals"] == 52 and stats["capped"] == 36 and stats["by_key"]["F"] == 4
     assert [r["id"] for r in recs] == [r["id"] for r in recs_c]
     assert [r["id"] for r in recs if r["key_id"] == "F"] == ["r48", "r49", "r50", "r51"]

@@ -77,7 +77,7 @@ def cap_keys(records: list[dict], share: float) -> tuple[list[dict], int]:
     for r in records:
         by_key.setdefault(r["key_id"], []).append(r)
     cap = key_cap([len(v) for v in by_key.values()], share)
-    keep = {id(r) for v in by_key.values() for r in v[len(v) - cap :]} if cap else set()
+    keep = {id(r) for v in by_key.values() for r in v[max(0, len(v) - cap) :]} if cap else set()
     kept = [r for r in records if id(r) in keep]
     return kept, len(records) - len(kept)
 
