@@ -11,6 +11,12 @@ streams drops no request and every token is the argmax of the version it records
 (chat and legacy shapes, streamed and not) equal a float64 reference of the model's raw
 distribution; n choices are independent, seeded-reproducible and logged per choice; the server
 and any process that never stopped its threads exit cleanly.
+
+Exposed (issue 54; the fixture serves two API keys from a file): 401 without a valid key, /health
+open, /metrics keyed; feedback only from the key that got the response (403), one signal per
+(response, choice) with the replacement logged, the feedback window; keys never in the log in
+clear; 413 / 400 / 429 limits; a client that disconnects (streamed or not) or stops reading
+frees its slot; a public bind without keys is refused; the load bench's tiny run with SIGTERM.
 """
 
 from __future__ import annotations
@@ -873,6 +879,26 @@ def test_concurrency_limit_and_a_vanished_client_frees_its_slot(limited):
     assert server.loop.depth == (0, 0) and server.limiter.running[key_id(KEY_A)] == 0
     assert server.loop.cancels == before + 1  # ended by the cancel, not by its 200 tokens
     assert rid not in logged(limited["log"])  # never answered, never logged
+    # the same request whole (not streamed): the client goes once it is decoding
+    sock = socket.create_connection(("127.0.0.1", port))
+    body = json.dumps(dict(args, seed=seed)).encode()
+    sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 + f"Authorization: Bearer {KEY_A}\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+                 + body)  # fmt: skip
+    while server.loop.depth[1] == 0 and time.monotonic() < deadline + 30:
+        time.sleep(0.01)
+    sock.close()
+    while server.loop.cancels == before + 1 and time.monotonic() < deadline + 60:
+        time.sleep(0.02)
+    assert server.loop.cancels == before + 2
+    # a client that stops reading holds its slot until serve.request_timeout_s at most
+    server.loop.timeout_s = 0.05
+    try:
+        with pytest.raises(openai.InternalServerError, match=r"cancelled: past 0.05 s"):
+            limited["client"].completions.create(**args, seed=seed)
+    finally:
+        server.loop.timeout_s = serve_block().request_timeout_s
+    assert server.loop.cancels == before + 3
     assert limited["client"].completions.create(model=MODEL, prompt="x", max_tokens=2).choices
 
 
@@ -894,6 +920,18 @@ def test_public_bind_needs_keys_and_keys_come_from_a_file_or_the_environment(tmp
     with pytest.raises(ConfigError, match="not 'env:NAME' nor an existing file") as e:
         load_keys(KEY_A)  # a key typed on the command line: refused, never echoed
     assert KEY_A not in str(e.value)
+
+
+def test_bad_serve_limits_are_one_line_config_errors():
+    from model.errors import ConfigError
+    from rl.serve.server import check_block
+
+    check_block(serve_block())
+    for name, value, text in [("max_body_bytes", 0, "must be a number > 0"),
+                              ("rate_per_s", -1.0, "must be a number >= 0"),
+                              ("max_stop", 5, "at most 4")]:  # fmt: skip
+        with pytest.raises(ConfigError, match=f"serve.{name}={value}: .*{text}"):
+            check_block(serve_block(**{name: value}))
 
 
 def test_rate_limit_bucket_refills_at_its_rate():

@@ -42,7 +42,8 @@ def check_block(s) -> None:
 
     for name in POSITIVE + AT_LEAST_0:
         x = s[name]
-        if isinstance(x, bool) or not isinstance(x, (int, float)) or x < (name in POSITIVE):
+        number = isinstance(x, (int, float)) and not isinstance(x, bool)
+        if not number or (x <= 0 if name in POSITIVE else x < 0):
             bound = "> 0" if name in POSITIVE else ">= 0"
             raise ConfigError(f"serve.{name}={x!r}: must be a number {bound}")
     if s.max_stop > 4:
