@@ -293,7 +293,7 @@ def _poison_logs(root: str) -> tuple[str, str]:
     return works[0], works[1]
 
 
-@pytest.mark.slow  # two cycles (train + eval): ~1 min quiet, 3.5 min at load 8-10
+@pytest.mark.slow  # two cycles (train + eval): 50-210 s measured at load 8-10
 def test_one_key_flooding_positive_signals_moves_nothing_beyond_its_cap(tmp_path, tiny_model):
     """The poisoning guard (issue 54): F posts 80 'accepted' signals on its own 40 responses
     against 12 mixed signals of four honest keys. The window keeps F's latest 4 (key_cap: 4 <=

@@ -33,6 +33,7 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import queue
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -99,9 +100,16 @@ class EngineLoop:
         return self
 
     def stop(self) -> None:
+        """Ends the loop after its round in progress and joins the thread, however long that
+        round takes: a thread left inside JAX at interpreter exit aborts the process (a 30 s
+        join did, exit -6, when SIGTERM found the thread in a compile at load 14)."""
         atexit.unregister(self.stop)
         self.stopping.set()
-        self.thread.join(timeout=30)
+        while self.thread.is_alive():
+            self.thread.join(timeout=30)
+            if self.thread.is_alive():
+                print("engine loop: waiting for its round in progress to end", file=sys.stderr,
+                      flush=True)  # fmt: skip
 
     def submit(self, job: Job) -> None:
         if not self.alive:
