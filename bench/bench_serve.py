@@ -41,9 +41,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import jax  # noqa: E402
-import ml_collections  # noqa: E402
 import numpy as np  # noqa: E402
 
+from configs import serve as serve_config  # noqa: E402
 from data.tokenizers import ByteTokenizer  # noqa: E402
 from model import init_params, presets, save_hf_checkpoint  # noqa: E402
 
@@ -99,21 +99,12 @@ def start_server(cfg, params, args, root: str, compact: bool = True):
     from rl.serve.follow import PromotedFollower
     from rl.serve.server import build, start_http, stop_threads
 
-    block = ml_collections.ConfigDict(
-        dict(
-            model_name=MODEL,
-            tokenizer="byte",
-            slots=args.slots,
-            cache_len=args.cache_len,
-            min_bucket=16,
-            temperature=0.0,
-            seed=0,
-            max_new_tokens=args.new_tokens,
-            speculative_k=0,
-            stream_every=8,
-            log_max_bytes=64 << 20,
-        )  # fmt: skip
-    )
+    block = serve_config.get_config().serve
+    block.update(
+        model_name=MODEL, slots=args.slots, cache_len=args.cache_len, temperature=0.0,
+        max_new_tokens=args.new_tokens, speculative_k=0, rate_per_s=0.0, max_concurrent=0,
+        max_n=args.slots,
+    )  # fmt: skip
     server = build(block, cfg, params, ByteTokenizer(), log_dir=os.path.join(root, "log"))
     server.loop.engine.compact = compact
     warm(server.loop.engine, args)

@@ -41,6 +41,11 @@ def get_config() -> ml_collections.ConfigDict:
             max_staleness=4,  # versions; older responses are dropped (rl/serve/feedback.py)
             baseline="cycle",  # advantage = reward - the cycle's mean reward | 'none': reward
             epochs=1,  # passes over the cycle's signals
+            # Poisoning guard (rl/serve/feedback.py): no API key holds more than this share of
+            # a cycle's signals (its latest kept), nor of one batch's rows; with 0.25 a cycle
+            # needs signals from >= 4 keys. 1.0 = off (a single-user server)
+            max_key_share=0.25,
+            batch_key_share=0.25,
             reward=dict(
                 accepted=1.0, rejected=-1.0, dissatisfied=-0.5, edited_min=-0.5, edited_max=0.5
             ),

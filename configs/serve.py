@@ -42,6 +42,29 @@ def get_config() -> ml_collections.ConfigDict:
             follow=True,  # follow the weight store's promoted versions
             weight_store="",  # '' = <workdir>/weights (path, URL or kvstore JSON spec)
             poll_s=1.0,  # seconds between promoted-version polls
+            # API keys (rl/serve/auth.py): 'env:NAME' (a variable holding keys, comma or newline
+            # separated) or a file of keys, one per line; never the keys themselves, which `ps`
+            # would show. '' = no keys: allowed on a loopback host only, unless allow_open.
+            api_keys="",
+            allow_open=False,  # serve a non-loopback host without keys (you mean it)
+            metrics_open=False,  # /metrics without a key (a scraper on a trusted network)
+            # Limits on one request (400 / 413 with an OpenAI-shaped error naming the field)
+            max_body_bytes=1 << 20,  # request body bytes (413)
+            max_messages=128,  # chat messages
+            max_tools=32,  # tools described to the model
+            max_stop=4,  # stop strings (OpenAI's bound)
+            max_n=4,  # choices (and never more than `slots`)
+            max_tokens_limit=1024,  # the largest max_tokens a request may ask
+            # Per key (429 with Retry-After): a token bucket of `burst` requests refilled at
+            # rate_per_s (0 = no rate limit), and requests in flight at once (0 = no limit)
+            rate_per_s=5.0,
+            burst=20,
+            max_concurrent=4,
+            # A request still decoding after this long is ended (its slot freed) with an error:
+            # bounds what a slow client, one that stops reading its stream, can hold
+            request_timeout_s=300.0,
+            feedback_window_s=7 * 24 * 3600.0,  # feedback on an older response is refused (400)
+            shutdown_grace_s=30.0,  # SIGTERM: in-flight requests get this long to finish
         )
     )
     return c

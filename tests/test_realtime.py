@@ -14,12 +14,12 @@ import time
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 import openai
 import pytest
 
 from configs import realtime as realtime_config
+from configs import serve as serve_config
 from data.tokenizers import ByteTokenizer
 from eval.promotion import gate_check, no_regression, parse_gates, suite_metrics
 from model import Transformer
@@ -38,8 +38,11 @@ TOK = ByteTokenizer()
 MODEL = "composer-tiny"
 
 
-def cycle_config(base_dir: str, lr: float):
+def cycle_config(base_dir: str, lr: float, guard: bool = True):
+    """guard=False: one user (the open server's signals share one key id) may train alone."""
     c = realtime_config.get_config()
+    if not guard:
+        c.realtime.update(max_key_share=1.0, batch_key_share=1.0)
     c.realtime.params = base_dir
     c.realtime.gates = "nll/nll@32:min:1.0"
     c.realtime.epochs = 4
@@ -114,21 +117,9 @@ def test_cycle_promotes_what_users_favour_and_refuses_a_regression(tmp_path, tin
     base_dir, work = str(tmp_path / "base"), str(tmp_path / "work")
     save_params(base_dir, cfg, jax.device_get(params))
     cfg, params0 = load_params(base_dir)
-    block = ml_collections.ConfigDict(
-        dict(
-            model_name=MODEL,
-            tokenizer="byte",
-            slots=8,
-            cache_len=64,
-            min_bucket=16,
-            temperature=1.0,
-            seed=0,
-            max_new_tokens=8,
-            speculative_k=0,
-            stream_every=4,
-            log_max_bytes=1 << 20,
-        )  # fmt: skip
-    )
+    block = serve_config.get_config().serve
+    block.update(model_name=MODEL, slots=8, cache_len=64, temperature=1.0, max_new_tokens=8,
+                 stream_every=4, log_max_bytes=1 << 20, rate_per_s=0.0)  # fmt: skip
     server = build(block, cfg, params0, TOK, log_dir=os.path.join(work, "interactions"))
     server.loop.start()
     follower = PromotedFollower(os.path.join(work, "weights"), server.loop, poll_s=0.05).start()
@@ -136,7 +127,7 @@ def test_cycle_promotes_what_users_favour_and_refuses_a_regression(tmp_path, tin
     client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="-", max_retries=0)
     try:
         ids = play(client, 32, 0)
-        report = cycle(cycle_config(base_dir, lr=6e-3), work)
+        report = cycle(cycle_config(base_dir, lr=6e-3, guard=False), work)
         assert report["decision"] == "promoted", report["why"]
         assert report["data"]["signals"] == 32 and report["rewards"]["n"] == 32
         assert report["version"] == 1 and Promotions(os.path.join(work, "weights")).latest() == 1
@@ -157,7 +148,7 @@ def test_cycle_promotes_what_users_favour_and_refuses_a_regression(tmp_path, tin
         assert after > before + 0.02, (before, after)  # measured 0.4692 -> 0.4987
 
         play(client, 8, 100)  # new signals for the next cycle, served by version 1
-        bad = cycle(cycle_config(base_dir, lr=1.0), work)
+        bad = cycle(cycle_config(base_dir, lr=1.0, guard=False), work)
         assert bad["decision"] == "refused" and "nll/nll@32" in bad["why"]
         assert bad["base_version"] == 1 and bad["eval"]["deltas"]["nll/nll@32"] > 1.0
         assert Promotions(os.path.join(work, "weights")).latest() == 1
@@ -201,7 +192,7 @@ def test_staleness_rule_orphans_and_cursor(tmp_path):
     cursor = end_positions(str(tmp_path))
     for rid in ("old", "ok", "ghost"):
         log.append({"kind": "feedback", "response_id": rid, "signal": "accepted"})
-    rt = realtime_config.get_config().realtime
+    rt = dict_rt(realtime_config.get_config().realtime, max_key_share=1.0)  # keyless: no guard
     records, stats = fbk.training_records(
         str(tmp_path), cursor, end_positions(str(tmp_path)), base_version=6, rt=rt, max_tokens=8
     )
@@ -267,3 +258,92 @@ def test_gates_fail_closed():
     assert not ok and len(why) == 2  # nll regressed, pass_rate missing
     with pytest.raises(ValueError, match="tolerance"):
         parse_gates("nll:lower:1")
+
+
+def _poison_logs(root: str) -> tuple[str, str]:
+    """Two logs of the same 52 hand-written exchanges (3 per honest key h0..h3, 40 of a flooder
+    F; the loop's mechanics, not the model's behaviour): 'flood' holds the honest keys' mixed
+    signals then F's 'accepted' on all 40 of its responses (each posted twice: the second
+    replaces the first); 'capped' holds the same honest signals and F's on its last 4 only.
+    -> (flood workdir, capped workdir)."""
+    rng = np.random.default_rng(0)
+    keys = [f"h{i}" for i in range(4) for _ in range(3)] + ["F"] * 40
+    exchanges = []
+    for i, key in enumerate(keys):
+        completion = [int(t) for t in rng.integers(32, 127, 6)]
+        experts = rng.integers(0, 8, (1, 9, 2)).tolist()  # tiny: 1 MoE layer, top-2 of 8
+        rec = completion_record([1, 40 + i % 50, 2], completion, [-1.5] * 6, [0] * 6, experts,
+                                group_id=f"r{i}", reward=None, reward_terms=None,
+                                kind="exchange", id=f"r{i}", choice=0, key_id=key, prompt_len=3,
+                                completion_text=TOK.decode(completion))  # fmt: skip
+        exchanges.append(to_json(rec))
+    honest = [(f"r{i}", ["accepted", "rejected", "dissatisfied"][i % 3]) for i in range(12)]
+    flood = [(f"r{i}", "accepted") for i in range(12, 52) for _ in range(2)]
+    works = []
+    for name, signals in [("flood", honest + flood), ("capped", honest + flood[-8:])]:
+        work = os.path.join(root, name)
+        log = InteractionLog(os.path.join(work, "interactions"))
+        for ex in exchanges:
+            log.append(ex)
+        for j, (rid, signal) in enumerate(signals):
+            log.append_signal({"kind": "feedback", "id": f"fb{j}", "response_id": rid, "choice": 0,
+                               "signal": signal, "key_id": keys[int(rid[1:])]})  # fmt: skip
+        log.close()
+        works.append(work)
+    return works[0], works[1]
+
+
+@pytest.mark.slow  # two cycles (train + eval): 50-210 s measured at load 8-10
+def test_one_key_flooding_positive_signals_moves_nothing_beyond_its_cap(tmp_path, tiny_model):
+    """The poisoning guard (issue 54): F posts 80 'accepted' signals on its own 40 responses
+    against 12 mixed signals of four honest keys. The window keeps F's latest 4 (key_cap: 4 <=
+    0.25 * (12 + 4), 5 > 0.25 * 17), so F holds 25% of the cycle; every batch holds <= 2 of F's
+    8 rows; and the cycle trains on exactly what it would have had F posted only those 4: the
+    same records, the same batches, the same candidate and eval gate result. Without the guard
+    F would hold 40 of 52 records and whole batches."""
+    from rl.serve.realtime import FeedbackSource
+
+    cfg, params = tiny_model
+    flood, capped = _poison_logs(str(tmp_path))
+    rt = cycle_config("", 1e-3).realtime  # the default guard: max_key_share 0.25
+    reads = {}
+    for name, work in (("flood", flood), ("capped", capped)):
+        log_dir = os.path.join(work, "interactions")
+        reads[name] = fbk.training_records(log_dir, {}, end_positions(log_dir), base_version=0,
+                                           rt=rt, max_tokens=32)  # fmt: skip
+    (recs, stats), (recs_c, stats_c) = reads["flood"], reads["capped"]
+    assert fbk.key_cap([3, 3, 3, 3, 40], 0.25) == 4 and fbk.key_cap([40], 0.25) == 0
+    assert fbk.key_cap([3, 3, 3, 3, 40], 1.0) == 40  # off
+    assert stats["signals"] == 52 and stats["capped"] == 36 and stats["by_key"]["F"] == 4
+    assert [r["id"] for r in recs] == [r["id"] for r in recs_c]
+    assert [r["id"] for r in recs if r["key_id"] == "F"] == ["r48", "r49", "r50", "r51"]
+    assert stats["by_signal"] == stats_c["by_signal"] == {"accepted": 8, "rejected": 4,
+                                                           "dissatisfied": 4}  # fmt: skip
+
+    def batches(records, share):
+        src = FeedbackSource(records, np.zeros(len(records)), rows=8, seq_len=32, cfg=cfg,
+                             epochs=1, seed=0, key_share=share)  # fmt: skip
+        return [[records[i]["id"] for i in b] for b in src.batches]
+
+    guarded = batches(recs, 0.25)
+    assert guarded == batches(recs_c, 0.25)
+    assert all(sum(rid in ("r48", "r49", "r50", "r51") for rid in b) <= 2 for b in guarded)
+    off, _ = fbk.training_records(os.path.join(flood, "interactions"), {},
+                                  end_positions(os.path.join(flood, "interactions")),
+                                  base_version=0, rt=dict_rt(rt, max_key_share=1.0),
+                                  max_tokens=32)  # fmt: skip
+    unguarded = batches(off, 1.0)
+    assert len(off) == 52 and max(sum(int(x[1:]) >= 12 for x in b) for b in unguarded) > 2
+
+    base_dir = str(tmp_path / "base")
+    save_params(base_dir, cfg, jax.device_get(params))
+    reports = [cycle(cycle_config(base_dir, lr=1e-3), w) for w in (flood, capped)]
+    assert [r["decision"] for r in reports] == ["promoted", "promoted"], reports[0]["why"]
+    assert reports[0]["data"]["by_key"] == {"h0": 3, "h1": 3, "h2": 3, "h3": 3, "F": 4}
+    assert reports[0]["eval"]["candidate"] == reports[1]["eval"]["candidate"]
+
+
+def dict_rt(rt, **kw):
+    out = rt.copy_and_resolve_references()
+    out.update(kw)
+    return out

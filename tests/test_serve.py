@@ -11,12 +11,20 @@ streams drops no request and every token is the argmax of the version it records
 (chat and legacy shapes, streamed and not) equal a float64 reference of the model's raw
 distribution; n choices are independent, seeded-reproducible and logged per choice; the server
 and any process that never stopped its threads exit cleanly.
+
+Exposed (issue 54; the fixture serves two API keys from a file): 401 without a valid key, /health
+open, /metrics keyed; feedback only from the key that got the response (403), one signal per
+(response, choice) with the replacement logged, the feedback window; keys never in the log in
+clear; 413 / 400 / 429 limits; a client that disconnects (streamed or not) or stops reading
+frees its slot; a public bind without keys is refused; the load bench's tiny run with SIGTERM.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import functools
+import glob
 import json
 import os
 import subprocess
@@ -27,18 +35,19 @@ import urllib.request
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 import openai
 import optax
 import pytest
 
+from configs import serve as serve_config
 from data.chat import generation_prompt, render_messages, tool_call_text
 from data.tokenizers import ByteTokenizer
 from model import Transformer, generate, init_params, presets
 from model.engine import RolloutEngine
 from rl.serve import protocol as pr
 from rl.serve.app import make_app
+from rl.serve.auth import key_id, load_keys
 from rl.serve.follow import PromotedFollower
 from rl.serve.interaction_log import read_log
 from rl.serve.server import build, start_http
@@ -49,13 +58,32 @@ TOK = ByteTokenizer()
 STOPS = [TOK.special_id("end"), TOK.eos_id]
 
 
+KEY_A, KEY_B = "sk-test-alice-0123456789", "sk-test-bob-9876543210"  # the fixture's two keys
+
+
 def serve_block(**kw):
-    base = dict(
-        model_name=MODEL, tokenizer="byte", slots=4, cache_len=256, min_bucket=16,
-        temperature=0.0, seed=0, max_new_tokens=12, speculative_k=2, stream_every=4,
-        log_max_bytes=1 << 20,
-    )  # fmt: skip
-    return ml_collections.ConfigDict(dict(base, **kw))
+    """configs/serve.py's block with the tests' sizes; no rate or concurrency limit (the tests
+    that check them set their own on the running server)."""
+    s = serve_config.get_config().serve
+    s.update(
+        dict(
+            model_name=MODEL,
+            tokenizer="byte",
+            slots=4,
+            cache_len=256,
+            min_bucket=16,
+            temperature=0.0,
+            seed=0,
+            max_new_tokens=12,
+            speculative_k=2,
+            stream_every=4,
+            log_max_bytes=1 << 20,
+            rate_per_s=0.0,
+            max_concurrent=0,
+        ),  # fmt: skip
+        **kw,
+    )
+    return s
 
 
 @pytest.fixture(scope="module")
@@ -68,12 +96,14 @@ def tiny():
 def served(tiny, tmp_path_factory):
     cfg, params = tiny
     root = tmp_path_factory.mktemp("serve")
-    server = build(serve_block(), cfg, params, TOK, log_dir=str(root / "log"))
+    (root / "keys").write_text(f"# the tests' keys\n{KEY_A}\n{KEY_B}\n")
+    keys = load_keys(str(root / "keys"))
+    server = build(serve_block(), cfg, params, TOK, log_dir=str(root / "log"), keys=keys)
     server.loop.start()
     store = str(root / "weights")
     follower = PromotedFollower(store, server.loop, poll_s=0.05, log=lambda _: None).start()
     http, _, port = start_http(make_app(server), "127.0.0.1", 0)
-    client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="-", max_retries=0)
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=KEY_A, max_retries=0)
     yield dict(server=server, client=client, port=port, store=store, log=str(root / "log"))
     http.should_exit = True
     follower.stop()
@@ -85,13 +115,17 @@ def reference(cfg, params, prompt, max_new):
     return out.sequences[0].tokens
 
 
-def http(port: int, path: str, data: bytes | None = None) -> tuple[int, str]:
-    """A raw request (what the openai client cannot send: malformed JSON, /health, /metrics)."""
+def http(port: int, path: str, data: bytes | None = None, key: str | None = KEY_A, headers=None):
+    """A raw request (what the openai client cannot send: malformed JSON, /health, /metrics)
+    -> (status, body text[, headers if `headers` is "return"])."""
+    head = {"Authorization": f"Bearer {key}"} if key else {}
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, headers=head)
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", data=data) as r:
-            return r.status, r.read().decode()
+        with urllib.request.urlopen(req) as r:
+            out = r.status, r.read().decode(), {k.lower(): v for k, v in r.headers.items()}
     except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
+        out = e.code, e.read().decode(), {k.lower(): v for k, v in e.headers.items()}
+    return out if headers == "return" else out[:2]
 
 
 def logged(log_dir: str) -> dict:
@@ -629,42 +663,24 @@ def test_hot_swap_mid_stream_drops_and_corrupts_nothing(served, tiny):
     assert json.loads(http(served["port"], "/health")[1])["params_version"] == 1
 
 
-def test_serve_exits_cleanly_on_sigterm(tiny, tmp_path):
-    """`main.py --mode=serve` (tiny params, exported), one request answered (the engine thread has
-    run the model), then SIGTERM: exit 0 with no C++ abort at interpreter exit (every thread that
-    enters JAX or tensorstore is stopped and joined first, server.py `serve`)."""
-    import signal
-    import socket
-    import time
-
-    from model.export import save_params
-
-    cfg, params = tiny
-    save_params(str(tmp_path / "params"), cfg, params)
-    with socket.socket() as sock:  # a free port for the child (it prints none for port 0)
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+def test_load_bench_tiny_then_sigterm_under_load():
+    """bench/load_serve.py --tiny: `main.py --mode=serve` (tiny params, keys from an environment
+    variable) under 4 clients over 2 keys with a share of invalid requests, then SIGTERM with
+    streams in flight. Every status is a deliberate one (no 500, no cut stream), no accepted
+    response is missing from the log, each in-flight stream completes or gets a clean error, and
+    the server exits 0 with no C++ abort at interpreter exit (every thread that enters JAX or
+    tensorstore is stopped and joined first, server.py `serve`), its log intact."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    args = [sys.executable, "main.py", "--mode=serve", f"--params={tmp_path / 'params'}",
-            f"--port={port}", f"--workdir={tmp_path}", "--config=configs/serve.py",
-            "--config.serve.slots=1", "--config.serve.cache_len=64", "--config.serve.poll_s=0.05",
-            f"--config.serve.model_name={MODEL}"]  # fmt: skip
-    child = subprocess.Popen(args, cwd=root, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and child.poll() is None:
-            try:
-                if http(port, "/health")[0] == 200:
-                    break
-            except OSError:  # not listening yet
-                time.sleep(0.5)
-        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="-", max_retries=0)
-        client.completions.create(model=MODEL, prompt="hi", max_tokens=2, temperature=0)
-        child.send_signal(signal.SIGTERM)
-        _, err = child.communicate(timeout=120)
-    finally:
-        child.kill()
-    assert child.returncode == 0 and "terminate called" not in err, err[-3000:]
+    out = subprocess.run([sys.executable, "bench/load_serve.py", "--tiny"], cwd=root,
+                         capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    assert r["accepted"] > 0 and set(r["status"]) <= {"200", "400", "401", "404", "413", "429"}
+    assert r["missing"] == 0 and r["completed_missing"] == 0 and r["torn"] == 0
+    assert r["sigterm_outcomes"] and all(
+        x == "completed" or x.startswith("clean error") for x in r["sigterm_outcomes"]
+    )
+    assert r["exit"] == 0 and not r["abort"] and not r["keys_in_stderr"]
 
 
 UNSTOPPED = """
@@ -702,6 +718,14 @@ def test_unstopped_threads_are_joined_at_exit():
     [
         (["--mode=serve", "--params=/nonexistent/params"], "error: --params=/nonexistent/params"),
         (["--mode=rl", "--config=configs/realtime.py"], "config error: realtime.params"),
+        (
+            ["--mode=serve", "--config=configs/serve.py", "--config.serve.host=0.0.0.0"],
+            "config error: serve.host=0.0.0.0: a non-loopback bind needs serve.api_keys",
+        ),
+        (
+            ["--mode=serve", "--config=configs/serve.py", f"--config.serve.api_keys={KEY_A}"],
+            "config error: serve.api_keys: not 'env:NAME' nor an existing file",
+        ),
     ],
 )
 def test_cli_bad_input_is_one_line(args, expected, tmp_path):
@@ -712,3 +736,218 @@ def test_cli_bad_input_is_one_line(args, expected, tmp_path):
     )  # fmt: skip
     lines = [line for line in out.stderr.splitlines() if "error: " in line]
     assert out.returncode == 2 and len(lines) == 1 and expected in lines[0], out.stderr[-2000:]
+    assert KEY_A not in out.stderr + out.stdout
+
+
+# -- exposing the server (issue 54): keys, attribution, limits, vanished clients
+
+
+def test_keys_401_without_a_valid_key_health_open_metrics_keyed(served):
+    port, base = served["port"], f"http://127.0.0.1:{served['port']}/v1"
+    args = dict(model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=2)
+    for key in ("sk-wrong-key-000000", ""):
+        c = openai.OpenAI(base_url=base, api_key=key or "-", max_retries=0)
+        with pytest.raises(openai.AuthenticationError, match="API key") as e:
+            c.chat.completions.create(**args)
+        assert e.value.body["type"] == "invalid_request_error"
+        assert e.value.body["code"] == "invalid_api_key"
+    for path in ("/v1/models", "/v1/completions", "/v1/feedback", "/metrics"):
+        status, body = http(port, path, b"{}" if "v1/c" in path or "feed" in path else None, None)
+        assert status == 401 and "Authorization: Bearer" in json.loads(body)["error"]["message"]
+    assert http(port, "/health", key=None)[0] == 200  # a load balancer's probe needs no key
+    assert http(port, "/metrics")[0] == 200
+    bob = openai.OpenAI(base_url=base, api_key=KEY_B, max_retries=0)
+    assert bob.chat.completions.create(**args).choices  # every configured key works
+
+
+def test_feedback_only_from_the_key_that_got_the_response(served):
+    """403 for another key's response; one signal per (response, choice): a later one replaces
+    the earlier, the log says which, and the cycle reads only the latest; the window refuses
+    feedback on an older response; every record carries the key id, never the key."""
+    from rl.serve.auth import key_id
+    from rl.serve.feedback import read_signals
+    from rl.serve.interaction_log import end_positions
+
+    alice, server = served["client"], served["server"]
+    bob = openai.OpenAI(base_url=str(alice.base_url), api_key=KEY_B, max_retries=0)
+    r = alice.completions.create(model=MODEL, prompt="fb", max_tokens=3)
+    start = end_positions(served["log"])
+    with pytest.raises(openai.PermissionDeniedError, match="not served to this API key"):
+        bob.post("/feedback", body={"response_id": r.id, "signal": "accepted"}, cast_to=object)
+    first = alice.post(
+        "/feedback", body={"response_id": r.id, "signal": "accepted"}, cast_to=object
+    )
+    second = alice.post(
+        "/feedback", body={"response_id": r.id, "signal": "rejected"}, cast_to=object
+    )
+    assert first["replaces"] is None and second["replaces"] == first["id"]
+    log = [rec for _, rec in read_log(served["log"])]
+    ex = next(x for x in log if x["kind"] == "exchange" and x["id"] == r.id)
+    fbs = [x for x in log if x["kind"] == "feedback" and x["response_id"] == r.id]
+    assert ex["key_id"] == key_id(KEY_A) and [f["key_id"] for f in fbs] == [key_id(KEY_A)] * 2
+    assert [f["replaces"] for f in fbs] == [None, first["id"]]  # bob's 403 was never logged
+    _, latest = read_signals(served["log"], start, end_positions(served["log"]))
+    assert latest[(r.id, 0)]["signal"] == "rejected"
+    server.feedback_window_s = 1e-3  # the response is older than that by now
+    try:
+        with pytest.raises(openai.BadRequestError, match="older than the feedback window"):
+            alice.post(
+                "/feedback", body={"response_id": r.id, "signal": "accepted"}, cast_to=object
+            )
+    finally:
+        server.feedback_window_s = serve_block().feedback_window_s
+
+
+def test_keys_are_never_in_the_log_or_the_server_in_clear(served):
+    served["client"].completions.create(model=MODEL, prompt="k", max_tokens=2)
+    blob = b"".join(open(p, "rb").read() for p in glob.glob(os.path.join(served["log"], "*")))
+    assert KEY_A.encode() not in blob and KEY_B.encode() not in blob
+    assert KEY_A not in repr(vars(served["server"].keys))
+
+
+@pytest.fixture
+def limited(served):
+    """The running server with small limits, restored afterwards (no second engine to compile)."""
+    from rl.serve.auth import Limiter
+
+    server = served["server"]
+    saved = server.limits, server.max_body_bytes, server.max_n, server.limiter
+    server.limits = pr.Limits(max_messages=3, max_tools=1, max_stop=2, max_tokens=20)
+    server.max_body_bytes, server.max_n = 4096, 2
+    server.limiter = Limiter(rate_per_s=0.2, burst=3, max_concurrent=1)
+    yield served
+    server.limits, server.max_body_bytes, server.max_n, server.limiter = saved
+
+
+def test_limits_413_400_and_429_with_retry_after(limited):
+    from rl.serve.auth import Limiter
+
+    port, server = limited["port"], limited["server"]
+    server.limiter.rate = 0  # the size limits first
+    status, body = http(port, "/v1/completions", b'{"prompt": "' + b"a" * 5000 + b'"}')
+    assert status == 413 and "over 4096 bytes" in json.loads(body)["error"]["message"]
+    tool = {"type": "function", "function": {"name": "f"}}
+    many = [{"role": "user", "content": "x"}] * 4
+    for kw, text in [(dict(messages=many), "messages: 4 given"), (dict(tools=[tool] * 2), "tools"),
+                     (dict(stop=["a", "b", "c"]), "stop: 3"), (dict(n=3), "n=3"),
+                     (dict(max_tokens=21), "max_tokens=21: this server allows at most 20")]:  # fmt: skip
+        args = dict(model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=2)
+        with pytest.raises(openai.BadRequestError, match=text) as e:
+            limited["client"].chat.completions.create(**dict(args, **kw))
+        assert "\n" not in e.value.body["message"]  # one line
+    # a bucket of 2 refilled at 0.2/s: two requests pass (here to a 404), the third waits 5 s
+    server.limiter = Limiter(rate_per_s=0.2, burst=2, max_concurrent=0)
+    assert [http(port, "/v1/completions", b"{}")[0] for _ in range(2)] == [404, 404]
+    status, body, head = http(port, "/v1/completions", b"{}", headers="return")
+    assert status == 429 and json.loads(body)["error"]["code"] == "rate_limit_exceeded"
+    assert 4 <= int(head["retry-after"]) <= 5
+    assert http(port, "/v1/completions", b"{}", key=KEY_B)[0] == 404  # per key: bob's is full
+
+
+def test_concurrency_limit_and_a_vanished_client_frees_its_slot(limited):
+    """max_concurrent 1: a second request of the key while a stream is open gets 429; the first
+    client then disconnects mid-stream: the engine ends its turn at the next round (the job is
+    cancelled, not finished: nothing logged), the slot and the key's concurrency are freed."""
+    import socket
+    import time
+
+    server, port = limited["server"], limited["port"]
+    server.limiter.rate = 0  # only the concurrency limit here
+    server.limits = dataclasses.replace(server.limits, max_tokens=200)
+    args = dict(model=MODEL, prompt="long", max_tokens=200, temperature=1.0)
+    seed = next(s for s in range(20)  # one whose completion runs to max_tokens (seeded: again)
+                if limited["client"].completions.create(**args, seed=s).usage.completion_tokens
+                == 200)  # fmt: skip
+    before = server.loop.cancels
+    body = json.dumps(dict(args, stream=True, seed=seed)).encode()
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 + f"Authorization: Bearer {KEY_A}\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+                 + body)  # fmt: skip
+    got = b""
+    while b"data: " not in got:  # streaming: its slot is held
+        got += sock.recv(4096)
+    rid = json.loads(got.split(b"data: ")[1].split(b"\n")[0])["id"]
+    with pytest.raises(openai.RateLimitError, match="concurrency limit") as e:
+        limited["client"].completions.create(model=MODEL, prompt="x", max_tokens=2)
+    assert e.value.response.headers["Retry-After"] == "1"
+    sock.close()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (server.loop.cancels == before or server.loop.depth
+                                           != (0, 0) or server.limiter.running[key_id(KEY_A)]):  # fmt: skip
+        time.sleep(0.02)
+    assert server.loop.depth == (0, 0) and server.limiter.running[key_id(KEY_A)] == 0
+    assert server.loop.cancels == before + 1  # ended by the cancel, not by its 200 tokens
+    assert rid not in logged(limited["log"])  # never answered, never logged
+    # the same request whole (not streamed): the client goes once it is decoding
+    sock = socket.create_connection(("127.0.0.1", port))
+    body = json.dumps(dict(args, seed=seed)).encode()
+    sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 + f"Authorization: Bearer {KEY_A}\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+                 + body)  # fmt: skip
+    while server.loop.depth[1] == 0 and time.monotonic() < deadline + 30:
+        time.sleep(0.01)
+    sock.close()
+    while server.loop.cancels == before + 1 and time.monotonic() < deadline + 60:
+        time.sleep(0.02)
+    assert server.loop.cancels == before + 2
+    # a client that stops reading holds its slot until serve.request_timeout_s at most
+    server.loop.timeout_s = 0.05
+    try:
+        with pytest.raises(openai.InternalServerError, match=r"cancelled: past 0.05 s"):
+            limited["client"].completions.create(**args, seed=seed)
+    finally:
+        server.loop.timeout_s = serve_block().request_timeout_s
+    assert server.loop.cancels == before + 3
+    assert limited["client"].completions.create(model=MODEL, prompt="x", max_tokens=2).choices
+
+
+def test_public_bind_needs_keys_and_keys_come_from_a_file_or_the_environment(tmp_path):
+    from model.errors import ConfigError
+    from rl.serve.auth import check_bind, load_keys
+
+    with pytest.raises(ConfigError, match=r"serve.host=0.0.0.0: a non-loopback bind needs"):
+        check_bind("0.0.0.0", load_keys(""), allow_open=False)
+    check_bind("0.0.0.0", load_keys(""), allow_open=True)  # said explicitly
+    check_bind("::1", load_keys(""), allow_open=False)  # loopback
+    os.environ["TEST_SERVE_KEYS"] = f"{KEY_A},{KEY_B}"
+    try:
+        keys = load_keys("env:TEST_SERVE_KEYS")
+    finally:
+        del os.environ["TEST_SERVE_KEYS"]
+    assert keys.check(f"Bearer {KEY_B}") == key_id(KEY_B) != key_id(KEY_A)
+    check_bind("0.0.0.0", keys, allow_open=False)
+    with pytest.raises(ConfigError, match="not 'env:NAME' nor an existing file") as e:
+        load_keys(KEY_A)  # a key typed on the command line: refused, never echoed
+    assert KEY_A not in str(e.value)
+
+
+def test_bad_serve_limits_are_one_line_config_errors():
+    from model.errors import ConfigError
+    from rl.serve.server import check_block
+
+    check_block(serve_block())
+    for name, value, text in [("max_body_bytes", 0, "must be a number > 0"),
+                              ("rate_per_s", -1.0, "must be a number >= 0"),
+                              ("max_stop", 5, "at most 4")]:  # fmt: skip
+        with pytest.raises(ConfigError, match=f"serve.{name}={value}: .*{text}"):
+            check_block(serve_block(**{name: value}))
+
+
+def test_rate_limit_bucket_refills_at_its_rate():
+    """The token bucket by hand (a stand-in clock): burst 2 at 0.5 requests/s."""
+    from rl.serve.auth import Limiter
+
+    now = [0.0]
+    lim = Limiter(rate_per_s=0.5, burst=2, max_concurrent=0, clock=lambda: now[0])
+    lim.admit("a"), lim.admit("a")
+    with pytest.raises(pr.ApiError) as e:
+        lim.admit("a")
+    assert e.value.status == 429 and e.value.headers == {"Retry-After": "2"}  # 1 token / 0.5
+    lim.admit("b")  # another key's bucket is its own
+    now[0] = 1.0  # half a token back: still 429, a second to go
+    with pytest.raises(pr.ApiError) as e:
+        lim.admit("a")
+    assert e.value.headers == {"Retry-After": "1"}
+    now[0] = 2.0
+    lim.admit("a")

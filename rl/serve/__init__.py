@@ -5,6 +5,7 @@ logging every exchange token-exact, and the cycle that trains on users' signals 
     engine_loop.py      the thread that owns the engine
     interaction_log.py  the crash-safe exchange + feedback log
     follow.py           promoted weight versions      metrics.py    Prometheus text
+    auth.py             API keys (hashed), the public-bind check, per-key rate/concurrency limits
     server.py           wiring for main.py --mode=serve
     realtime.py         the real-time cycle (--mode=rl with configs/realtime.py): feedback ->
                         RL step -> gated promotion

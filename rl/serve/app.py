@@ -6,6 +6,18 @@
     POST /v1/feedback           {"response_id", "choice"?, "signal", ...}: 404 for an unknown one
     GET  /health, /metrics      (Prometheus text)
 
+Every /v1 route needs `Authorization: Bearer KEY` when the server has keys (rl/serve/auth.py;
+401 otherwise); /health is open, /metrics needs a key unless serve.metrics_open. Each request
+is admitted by its key's rate limit and, for generation, its concurrency limit (429 with
+Retry-After); its body is read up to serve.max_body_bytes (413 past it) and its counts are
+bounded (protocol.check_limits, 400). Every logged exchange and feedback record carries the key
+id. Feedback is taken only from the key that received the response (403 otherwise) and within
+serve.feedback_window_s of it; a later signal on the same (response, choice) replaces the
+earlier, and its record names the one it replaces (`replaces`).
+
+A client that disconnects cancels its request: the engine ends its turn at the next round
+(engine_loop.py "Cancellation") and frees the slot.
+
 Handlers run on the event loop; generation runs on the engine thread (rl/serve/engine_loop.py),
 whose events come back through an asyncio queue. A response is logged (fsync'd) before it is
 returned, or before the stream's last chunk, so feedback may follow at once. Responses carry
@@ -31,6 +43,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 
 from rl.episodes.records import completion_record, to_json
 from rl.serve import protocol as pr
+from rl.serve.auth import Keys, Limiter
 from rl.serve.engine_loop import Job, Result
 from rl.serve.interaction_log import InteractionLog
 from rl.serve.server_metrics import Metrics
@@ -45,8 +58,16 @@ class Server:
     temperature: float  # a request's when it names none
     cache_len: int
     max_new_default: int
-    max_n: int = 1  # choices a request may ask for (the engine's slots)
+    max_n: int = 1  # choices a request may ask for (<= the engine's slots)
     metrics: Metrics = dataclasses.field(default_factory=Metrics)
+    keys: Keys = dataclasses.field(default_factory=lambda: Keys({}))
+    limiter: Limiter = dataclasses.field(
+        default_factory=lambda: Limiter(rate_per_s=0, burst=1, max_concurrent=0)
+    )
+    limits: pr.Limits = pr.Limits()
+    max_body_bytes: int = 1 << 20
+    metrics_open: bool = False
+    feedback_window_s: float = 7 * 24 * 3600.0
 
     @property
     def stops(self) -> list[int]:
@@ -54,14 +75,58 @@ class Server:
 
 
 def _error(e: pr.ApiError) -> JSONResponse:
-    return JSONResponse(e.body(), status_code=e.status)
+    return JSONResponse(e.body(), status_code=e.status, headers=e.headers)
 
 
-async def _body(request: Request):
+def _too_large(limit: int) -> pr.ApiError:
+    return pr.ApiError(413, f"request body is over {limit} bytes", code="request_too_large")
+
+
+async def _body(request: Request, limit: int):
+    """The JSON body, read up to `limit` bytes (413 past it: a declared Content-Length over it is
+    refused before anything is read, and a chunked body is cut once it passes it)."""
+    size = request.headers.get("content-length", "")
+    if size.isdigit() and int(size) > limit:
+        raise _too_large(limit)
+    chunks, n = [], 0
+    async for chunk in request.stream():
+        n += len(chunk)
+        if n > limit:
+            raise _too_large(limit)
+        chunks.append(chunk)
     try:
-        return json.loads(await request.body())
+        return json.loads(b"".join(chunks))
     except ValueError:
         raise pr.ApiError(400, "request body is not valid JSON") from None
+
+
+def _key(server: Server, request: Request) -> str:
+    """The request's key id (401 without a valid key when the server has keys)."""
+    return server.keys.check(request.headers.get("authorization"))
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns when the client has gone (the body is read: what comes next is its disconnect)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _released(gen, release):
+    """A stream that gives back its concurrency slot however it ends (done, error, client gone)."""
+    try:
+        async for x in gen:
+            yield x
+    finally:
+        release()
+
+
+def _post(aloop, q: asyncio.Queue, i: int, ev: tuple) -> None:
+    """An engine event to its request's queue, from the engine thread. After the server's event
+    loop closed (shutdown) nobody waits for it: dropped, never raised into the engine thread."""
+    try:
+        aloop.call_soon_threadsafe(q.put_nowait, (i, ev))
+    except RuntimeError:  # 'Event loop is closed'
+        pass
 
 
 def _sampling(req: pr.Request, i: int):
@@ -76,15 +141,20 @@ async def _events(server: Server, rid: str, req: pr.Request):
     aloop = asyncio.get_running_loop()
     stop_at = functools.partial(pr.stop_cut, server.tok, stops=req.stop) if req.stop else None
     for i in range(req.n):
-        sink = functools.partial(lambda i, ev: aloop.call_soon_threadsafe(q.put_nowait, (i, ev)), i)
+        sink = functools.partial(_post, aloop, q, i)
         job = Job(f"{rid}/{i}", req.prompt, req.max_new, server.stops, sink, _sampling(req, i),
                   stop_at=stop_at, logprobs=req.logprobs is not None)  # fmt: skip
         server.loop.submit(job)
-    running = req.n
-    while running:
-        i, ev = await q.get()
-        yield i, ev
-        running -= ev[0] != "delta"
+    live = set(range(req.n))
+    try:
+        while live:
+            i, ev = await q.get()
+            if ev[0] != "delta":
+                live.discard(i)
+            yield i, ev
+    finally:  # the consumer stopped early (client gone, cancelled task): stop decoding for it
+        for i in live:
+            server.loop.cancel(f"{rid}/{i}")
 
 
 def _exchange(
@@ -115,6 +185,7 @@ def _exchange(
         stop=req.stop,
         finish_reason=res.finish_reason,
         latency_s=res.seconds,
+        key_id=req.key_id,  # who received it: only this key may post feedback on it
     )
     return to_json(record)
 
@@ -195,7 +266,8 @@ def make_app(server: Server) -> FastAPI:
         return _error(e)
 
     @app.get("/v1/models")
-    async def models():
+    async def models(request: Request):
+        _key(server, request)
         return {
             "object": "list",
             "data": [
@@ -210,7 +282,9 @@ def make_app(server: Server) -> FastAPI:
         return JSONResponse(body, status_code=200 if ok else 503)
 
     @app.get("/metrics")
-    async def metrics():
+    async def metrics(request: Request):
+        if not server.metrics_open:
+            _key(server, request)
         waiting, running = server.loop.depth
         return PlainTextResponse(
             server.metrics.text(
@@ -223,17 +297,27 @@ def make_app(server: Server) -> FastAPI:
 
     @app.post("/v1/feedback")
     async def feedback(request: Request):
-        fb = pr.feedback_request(await _body(request))
-        if fb["response_id"] not in server.log.ids:
+        kid = _key(server, request)
+        server.limiter.admit(kid)
+        fb = pr.feedback_request(await _body(request, server.max_body_bytes))
+        owner, at = _owner(server, fb)
+        if owner != kid:
             raise pr.ApiError(
-                404, f"no response with id {fb['response_id']!r}", param="response_id"
+                403,
+                f"response {fb['response_id']!r} was not served to this API key",
+                param="response_id",
+                kind="permission_error",
             )
-        if (fb["response_id"], fb["choice"]) not in server.log.keys:
+        if time.time() - at > server.feedback_window_s:
             raise pr.ApiError(
-                404, f"response {fb['response_id']!r} has no choice {fb['choice']}", param="choice"
+                400,
+                f"response {fb['response_id']!r} is older than the feedback window "
+                f"({server.feedback_window_s:g} s)",
+                param="response_id",
             )
-        record = {"kind": "feedback", "id": f"fb-{uuid.uuid4().hex}", "time": time.time(), **fb}
-        await asyncio.to_thread(server.log.append, record)
+        record = {"kind": "feedback", "id": f"fb-{uuid.uuid4().hex}", "time": time.time(),
+                  "key_id": kid, **fb}  # fmt: skip
+        record = await asyncio.to_thread(server.log.append_signal, record)
         server.metrics.request("/v1/feedback", 200)
         return {
             "object": "feedback",
@@ -241,21 +325,38 @@ def make_app(server: Server) -> FastAPI:
             "response_id": fb["response_id"],
             "choice": fb["choice"],
             "signal": fb["signal"],
+            "replaces": record["replaces"],  # the earlier signal this one supersedes, or null
         }
 
     async def respond(request: Request, parse, endpoint: str):
-        """One generation endpoint: the body checked and parsed by `parse` (rl/serve/protocol.py)
-        under the server's defaults, then generated (streamed or not) and logged."""
-        body = await _body(request)
+        """One generation endpoint: the key checked and admitted, the body checked and parsed by
+        `parse` (rl/serve/protocol.py) under the server's defaults and limits, then generated
+        (streamed or not) and logged, holding one of the key's concurrency slots throughout."""
+        kid = _key(server, request)
+        server.limiter.admit(kid)
+        body = await _body(request, server.max_body_bytes)
         pr.check_common(body, model=server.model)
+        pr.check_limits(body, server.limits)
         req = parse(
             server.tok,
             body,
-            max_new_default=server.max_new_default,
+            max_new_default=min(server.max_new_default, server.limits.max_tokens),
             temperature=server.temperature,
             max_n=server.max_n,
         )
-        return await _generate(server, req, endpoint)
+        req = dataclasses.replace(req, key_id=kid)
+        server.limiter.enter(kid)
+        release = functools.partial(server.limiter.leave, kid)
+        try:
+            out = await _generate(server, req, endpoint, request)
+        except BaseException:
+            release()
+            raise
+        if isinstance(out, StreamingResponse):
+            out.body_iterator = _released(out.body_iterator, release)
+        else:
+            release()
+        return out
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request):
@@ -268,7 +369,29 @@ def make_app(server: Server) -> FastAPI:
     return app
 
 
-async def _generate(server: Server, req: pr.Request, endpoint: str):
+def _owner(server: Server, fb: dict) -> tuple[str | None, float]:
+    """(key id, time) of the exchange a feedback body names; 404 for an unknown one."""
+    rid, choice = fb["response_id"], fb["choice"]
+    if rid not in server.log.ids:
+        raise pr.ApiError(404, f"no response with id {rid!r}", param="response_id")
+    if (rid, choice) not in server.log.owners:
+        raise pr.ApiError(404, f"response {rid!r} has no choice {choice}", param="choice")
+    return server.log.owners[(rid, choice)]
+
+
+async def _whole(server: Server, req: pr.Request, rid: str, endpoint: str) -> list[Result]:
+    """The results of a non-streamed request's choices (500 if one failed)."""
+    results: dict[int, Result] = {}
+    async for i, ev in _events(server, rid, req):
+        if ev[0] == "error":
+            server.metrics.request(PATHS[endpoint], 500)
+            raise pr.ApiError(500, ev[1], kind="server_error")
+        if ev[0] == "done":
+            results[i] = ev[1]
+    return [results[i] for i in range(req.n)]
+
+
+async def _generate(server: Server, req: pr.Request, endpoint: str, request: Request):
     pr.check_fits(req, cache_len=server.cache_len, vocab=server.tok.vocab_size)
     if not server.loop.alive:
         raise pr.ApiError(503, "engine is not running", kind="server_error")
@@ -278,14 +401,15 @@ async def _generate(server: Server, req: pr.Request, endpoint: str):
             _stream_chat(server, req, rid) if endpoint == "chat" else _stream_text(server, req, rid)
         )
         return StreamingResponse(gen, media_type="text/event-stream")
-    results: dict[int, Result] = {}
-    async for i, ev in _events(server, rid, req):
-        if ev[0] == "error":
-            server.metrics.request(PATHS[endpoint], 500)
-            raise pr.ApiError(500, ev[1], kind="server_error")
-        if ev[0] == "done":
-            results[i] = ev[1]
-    done = [results[i] for i in range(req.n)]
+    work = asyncio.ensure_future(_whole(server, req, rid, endpoint))
+    gone = asyncio.ensure_future(_disconnected(request))
+    await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+    if not work.done():  # the client went away: cancelling the work cancels its engine jobs
+        work.cancel()
+        server.metrics.request(PATHS[endpoint], 499)  # nginx's "client closed request"
+        return JSONResponse({}, status_code=499)  # nobody reads it
+    gone.cancel()
+    done = work.result()
     choices = [await _choice(server, req, rid, endpoint, i, res) for i, res in enumerate(done)]
     server.metrics.request(PATHS[endpoint], 200, max(res.seconds for res in done))
     return dict(_head(server, rid, endpoint, done), choices=choices, usage=_usage(req, done))

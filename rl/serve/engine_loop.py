@@ -20,6 +20,12 @@ Each job samples with its own settings (engine Sampling). A job with `stop_at` (
 is checked after every round: once its tokens complete a stop string the engine ends its turn
 (RolloutEngine.end_turn) and the result keeps the tokens up to the one that completed it, so no
 delta ever goes past it; the slot is free for the next request at once.
+
+Cancellation (a client that went away, rl/serve/app.py): `cancel(rid)` from any thread; at the
+start of the next round the engine thread ends that job's turn (or drops it from the queue),
+frees its slot and sends ('error', 'cancelled: ...'). So a cancelled job decodes at most the
+round in progress when it was cancelled: `stream_every` iterations. A job older than `timeout_s`
+(a client that stopped reading its stream holds its slot otherwise) is cancelled the same way.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import queue
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -64,8 +71,11 @@ class Result:
 
 
 class EngineLoop:
-    def __init__(self, engine, *, stream_every: int = 8, on_tokens=None):
-        self.engine, self.stream_every = engine, stream_every
+    def __init__(self, engine, *, stream_every: int = 8, on_tokens=None, timeout_s: float = 0):
+        self.engine, self.stream_every, self.timeout_s = engine, stream_every, timeout_s
+        self.cancelled: set[str] = set()  # rids to end at the next round (guarded by lock)
+        self.retry: set[str] = set()  # cancels that found no job last round (kept one more)
+        self.cancels = 0  # jobs ended early (cancel or timeout), for tests and metrics
         self.inbox: queue.Queue[Job] = queue.Queue()
         self.jobs: dict[str, Job] = {}
         self.offered = None  # (params, version) waiting for the next round
@@ -90,14 +100,26 @@ class EngineLoop:
         return self
 
     def stop(self) -> None:
+        """Ends the loop after its round in progress and joins the thread, however long that
+        round takes: a thread left inside JAX at interpreter exit aborts the process (a 30 s
+        join did, exit -6, when SIGTERM found the thread in a compile at load 14)."""
         atexit.unregister(self.stop)
         self.stopping.set()
-        self.thread.join(timeout=30)
+        while self.thread.is_alive():
+            self.thread.join(timeout=30)
+            if self.thread.is_alive():
+                print("engine loop: waiting for its round in progress to end", file=sys.stderr,
+                      flush=True)  # fmt: skip
 
     def submit(self, job: Job) -> None:
         if not self.alive:
             raise RuntimeError(f"engine loop is not running ({self.error!r})")
         self.inbox.put(job)
+
+    def cancel(self, rid: str) -> None:
+        """Ends a job at the next round (a job already done or unknown: nothing happens)."""
+        with self.lock:
+            self.cancelled.add(rid)
 
     def offer_params(self, params, version: int) -> None:
         with self.lock:
@@ -119,6 +141,7 @@ class EngineLoop:
         try:
             while not self.stopping.is_set():
                 self._admit(block=not self.jobs)
+                self._cancel()
                 self._swap()
                 if self.jobs:
                     self._round()
@@ -147,6 +170,30 @@ class EngineLoop:
                 job.sink(("error", str(e)))
                 continue
             self.jobs[job.rid] = job
+
+    def _cancel(self) -> None:
+        """Ends the jobs cancelled since the last round and those past timeout_s: the engine
+        stops decoding them now and frees their slots. A cancel that finds no job is kept one
+        more round (its job may have reached the inbox after this round's admission)."""
+        with self.lock:
+            gone, self.cancelled = self.cancelled, set()
+        now = time.perf_counter()
+        late = {
+            r for r, j in self.jobs.items() if self.timeout_s and now - j.t_submit > self.timeout_s
+        }
+        ending = (gone | late) & set(self.jobs)
+        self.retry = {r for r in gone - ending if r not in self.retry}
+        with self.lock:
+            self.cancelled |= self.retry
+        running = self.engine.partial() if ending else {}
+        for rid in ending:
+            job = self.jobs.pop(rid)
+            if rid in running:  # decoding: end the turn, then free the slot
+                self.engine.end_turn(rid)
+            self.engine.finish(rid)
+            self.cancels += 1
+            why = "client disconnected" if rid in gone else f"past {self.timeout_s:g} s"
+            job.sink(("error", f"cancelled: {why}"))
 
     def _swap(self) -> None:
         with self.lock:

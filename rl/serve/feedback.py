@@ -22,6 +22,16 @@ the loss's truncated importance weight, rl/learning/losses.py TIS with rl.tis_c,
 sampler log-probs), and dropped (counted in `stale`) otherwise. A response longer than
 rl.max_tokens + 1 tokens is dropped (counted in `too_long`); a signal for an id the log does not
 hold is counted in `orphan`.
+
+Poisoning guard (Composer 2 trains on real users' signals: one user's flood of thumbs-up must not
+steer the next checkpoint). Every signal carries the API key id that sent it (rl/serve/app.py
+takes feedback only from the key that received the response). A cycle's window keeps at most
+`key_cap` signals per key: the largest c with c <= realtime.max_key_share * (the window's size
+once every key is cut to c), so no key holds more than that share of what is trained; a key over
+it keeps its latest c signals, the rest counted in `capped`. With share s the window needs at
+least 1/s keys to train at all (one key alone is capped to nothing). Signals without a key id
+(logs written before keys) count as one key. Within the cycle, FeedbackSource (realtime.py)
+also caps each key's rows per batch (realtime.batch_key_share).
 """
 
 from __future__ import annotations
@@ -43,8 +53,33 @@ def read_signals(log_dir: str, cursor: dict, end: dict):
         if rec.get("kind") == "exchange":
             exchanges[exchange_key(rec)] = rec
         elif cursor.get(name, 0) <= offset < end.get(name, -1):
+            latest.pop(feedback_key(rec), None)  # ordered by each one's latest signal
             latest[feedback_key(rec)] = rec
     return exchanges, latest
+
+
+def key_cap(counts: list[int], share: float) -> int:
+    """The most signals one key may keep: the largest c with c <= share * sum(min(n, c)) over
+    the keys' counts n. share * sum(min(n, c)) - c is concave in c and 0 at c = 0, so the c that
+    satisfy it are 0..c*: scanning up to the largest count finds c*. share >= 1: no cap."""
+    if share >= 1 or not counts:
+        return max(counts, default=0)
+    best = 0
+    for c in range(1, max(counts) + 1):
+        if c <= share * sum(min(n, c) for n in counts):
+            best = c
+    return best
+
+
+def cap_keys(records: list[dict], share: float) -> tuple[list[dict], int]:
+    """records (oldest signal first) with each key's cut to key_cap's latest; -> (kept, dropped)."""
+    by_key: dict = {}
+    for r in records:
+        by_key.setdefault(r["key_id"], []).append(r)
+    cap = key_cap([len(v) for v in by_key.values()], share)
+    keep = {id(r) for v in by_key.values() for r in v[max(0, len(v) - cap) :]} if cap else set()
+    kept = [r for r in records if id(r) in keep]
+    return kept, len(records) - len(kept)
 
 
 def served_record(ex: dict) -> dict:
@@ -70,7 +105,7 @@ def served_record(ex: dict) -> dict:
 def training_records(log_dir, cursor, end, *, base_version, rt, max_tokens):
     """-> (records for rl/learning/batch.py's collate, stats). rt: the realtime block."""
     exchanges, latest = read_signals(log_dir, cursor, end)
-    stats = dict(signals=len(latest), orphan=0, stale=0, too_long=0, by_signal={})
+    stats = dict(signals=len(latest), orphan=0, stale=0, too_long=0, capped=0, by_signal={})
     records = []
     for key, fb in latest.items():
         ex = exchanges.get(key)
@@ -88,7 +123,6 @@ def training_records(log_dir, cursor, end, *, base_version, rt, max_tokens):
             stats["too_long"] += 1
             continue
         reward = feedback_reward(fb, ex.get("completion_text", ""), rt.reward)
-        stats["by_signal"][fb["signal"]] = stats["by_signal"].get(fb["signal"], 0) + 1
         records.append(
             dict(
                 rec,
@@ -97,8 +131,16 @@ def training_records(log_dir, cursor, end, *, base_version, rt, max_tokens):
                 reward_terms={"outcome": reward},  # the user's signal is the whole reward
                 group_id="cycle",
                 staleness=base_version - oldest,
+                key_id=fb.get("key_id"),  # who sent the signal (the guard's unit)
+                signal=fb["signal"],
             )
         )
+    records, stats["capped"] = cap_keys(records, rt.max_key_share)
+    for r in records:
+        stats["by_signal"][r["signal"]] = stats["by_signal"].get(r["signal"], 0) + 1
+    stats["by_key"] = {}
+    for r in records:
+        stats["by_key"][str(r["key_id"])] = stats["by_key"].get(str(r["key_id"]), 0) + 1
     return records, stats
 
 

@@ -89,7 +89,9 @@ def feedback_key(record: dict) -> tuple[str, int]:
 class InteractionLog:
     """The writer (one per directory; thread-safe). `ids` holds every exchange id in the log and
     `keys` every (id, choice index) (a response of n choices logs n exchanges under one id), so
-    feedback for an unknown one is refused (the server answers 404)."""
+    feedback for an unknown one is refused (the server answers 404). `owners` maps each
+    (id, choice) to (the key id that received it, its time), for the server's feedback checks,
+    and `signals` to the id of its latest feedback record (the one a new signal replaces)."""
 
     def __init__(self, directory: str, *, max_bytes: int = 64 << 20):
         if max_bytes <= 0:
@@ -97,11 +99,11 @@ class InteractionLog:
         os.makedirs(directory, exist_ok=True)
         self.directory, self.max_bytes = directory, max_bytes
         self.stats: dict = {}
-        self.keys = {
-            exchange_key(r)
-            for _, r in read_log(directory, stats=self.stats)
-            if r.get("kind") == "exchange"
-        }
+        self.owners: dict[tuple[str, int], tuple[str | None, float]] = {}
+        self.signals: dict[tuple[str, int], str] = {}
+        for _, r in read_log(directory, stats=self.stats):
+            self._index(r)
+        self.keys = set(self.owners)
         self.ids = {rid for rid, _ in self.keys}
         files = _files(directory)
         self.seq = int(os.path.basename(files[-1])[4:10]) + 1 if files else 0
@@ -123,19 +125,39 @@ class InteractionLog:
 
     def append(self, record: dict) -> None:
         """Appends one record; returns once it is on disk (fsync)."""
-        data = frame(record)
         with self.lock:
-            if self.size and self.size + len(data) > self.max_bytes:
-                self.seq += 1
-                self._open()
-            view = memoryview(data)
-            while view:  # a regular file takes it in one write; loop anyway (short writes)
-                view = view[os.write(self.fd, view) :]
-            os.fsync(self.fd)
-            self.size += len(data)
-            if record.get("kind") == "exchange":
-                self.ids.add(record["id"])
-                self.keys.add(exchange_key(record))
+            self._write(record)
+
+    def append_signal(self, record: dict) -> dict:
+        """Appends a feedback record ({"kind": "feedback", "id", "response_id", "choice", ...})
+        with `replaces`: the id of the signal on the same (response, choice) it supersedes, or
+        None (read and written under one lock: two racing signals chain, neither is lost).
+        -> the record as logged."""
+        with self.lock:
+            record = dict(record, replaces=self.signals.get(feedback_key(record)))
+            self._write(record)
+        return record
+
+    def _write(self, record: dict) -> None:
+        data = frame(record)
+        if self.size and self.size + len(data) > self.max_bytes:
+            self.seq += 1
+            self._open()
+        view = memoryview(data)
+        while view:  # a regular file takes it in one write; loop anyway (short writes)
+            view = view[os.write(self.fd, view) :]
+        os.fsync(self.fd)
+        self.size += len(data)
+        self._index(record)
+        if record.get("kind") == "exchange":
+            self.ids.add(record["id"])
+            self.keys.add(exchange_key(record))
+
+    def _index(self, r: dict) -> None:
+        if r.get("kind") == "exchange":
+            self.owners[exchange_key(r)] = (r.get("key_id"), r.get("time", 0.0))
+        elif r.get("kind") == "feedback" and "id" in r:
+            self.signals[feedback_key(r)] = r["id"]
 
     def close(self) -> None:
         with self.lock:

@@ -58,6 +58,7 @@ class ApiError(Exception):
         super().__init__(message)
         self.status, self.message, self.param, self.code = status, message, param, code
         self.kind = kind or ("not_found_error" if status == 404 else "invalid_request_error")
+        self.headers: dict[str, str] = {}  # e.g. a 429's Retry-After
 
     def body(self) -> dict:
         return {
@@ -83,6 +84,7 @@ class Request:
     stop: list[str] = dataclasses.field(default_factory=list)  # stop strings
     n: int = 1  # choices
     logprobs: int | None = None  # top alternatives per token to report (None: no log-probs)
+    key_id: str | None = None  # the API key's id that sent it (rl/serve/auth.py), for the log
 
 
 def _bad(message: str, param: str | None = None) -> ApiError:
@@ -100,6 +102,30 @@ def check_common(body: Any, *, model: str) -> None:
             param="model",
             code="model_not_found",
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """A request's bounds (configs/serve.py): counts past them get a 400 naming the field."""
+
+    max_messages: int = 128
+    max_tools: int = 32
+    max_stop: int = 4
+    max_tokens: int = 1024
+
+
+def check_limits(body: dict, limits: Limits) -> None:
+    """The sizes a client chooses, bounded before anything is parsed or tokenized."""
+    for name, most in (("messages", limits.max_messages), ("tools", limits.max_tools)):
+        x = body.get(name)
+        if isinstance(x, list) and len(x) > most:
+            raise _bad(f"{name}: {len(x)} given, this server takes at most {most}", name)
+    stop = body.get("stop")
+    if isinstance(stop, list) and len(stop) > limits.max_stop:
+        raise _bad(f"stop: {len(stop)} strings given, at most {limits.max_stop}", "stop")
+    n = body.get("max_completion_tokens", body.get("max_tokens"))
+    if isinstance(n, int) and not isinstance(n, bool) and n > limits.max_tokens:
+        raise _bad(f"max_tokens={n}: this server allows at most {limits.max_tokens}", "max_tokens")
 
 
 def choices(body: dict, max_n: int) -> int:

@@ -31,18 +31,42 @@ from rl.serve.interaction_log import end_positions
 from train.trainer import BatchSource
 
 
+def capped_batches(order: list[int], keys: list, rows: int, cap: int) -> list[list[int]]:
+    """Record indices in `order` packed into batches of <= rows with <= cap of one key each:
+    each batch takes, in order, every record whose key still has room; the rest wait for the
+    next. A batch always takes the first waiting record, so this ends; when only one key is left
+    its batches are short (cap rows) rather than over the cap."""
+    batches, waiting = [], list(order)
+    while waiting:
+        batch, per_key, rest = [], {}, []
+        for i in waiting:
+            if len(batch) < rows and per_key.get(keys[i], 0) < cap:
+                batch.append(i)
+                per_key[keys[i]] = per_key.get(keys[i], 0) + 1
+            else:
+                rest.append(i)
+        batches.append(batch)
+        waiting = rest
+    return batches
+
+
 class FeedbackSource(BatchSource):
     """The trainer's batch source over one cycle's records: `epochs` passes in a seeded order,
-    train.batch_size rows per step, advantages per rl/serve/feedback.py `advantages` (precomputed over the
-    whole cycle, not per batch). The trainer's defaults (start, device_batch, close) are kept."""
+    up to train.batch_size rows per step with at most max(1, floor(key_share * rows)) rows of one
+    API key (the poisoning guard, rl/serve/feedback.py), advantages per rl/serve/feedback.py
+    `advantages` (precomputed over the whole cycle, not per batch). The trainer's defaults
+    (start, device_batch, close) are kept."""
 
     log_keys = ("reward/mean",)
 
-    def __init__(self, records, adv, *, rows: int, seq_len: int, cfg, epochs: int, seed: int):
+    def __init__(self, records, adv, *, rows: int, seq_len: int, cfg, epochs: int, seed: int,
+                 key_share: float = 1.0):  # fmt: skip
         self.records, self.adv, self.rows, self.seq_len, self.cfg = records, adv, rows, seq_len, cfg
-        order = np.random.default_rng(seed).permutation(len(records)) if records else []
-        self.order = [int(i) for _ in range(epochs) for i in order]
-        self.next = 0
+        order = [int(i) for i in np.random.default_rng(seed).permutation(len(records))]
+        keys = [r.get("key_id") for r in records]
+        epoch = capped_batches(order, keys, rows, cap=max(1, int(key_share * rows)))
+        self.batches = epoch * epochs  # every pass in the same seeded order
+        self.next = 0  # the next batch
 
     def set_state(self, state) -> None:
         self.next = int(state["next"])
@@ -52,10 +76,10 @@ class FeedbackSource(BatchSource):
 
     def next_batch(self, step: int):
         del step
-        take = self.order[self.next : self.next + self.rows]
-        if not take:
+        if self.next >= len(self.batches):
             return None
-        self.next += len(take)
+        take = self.batches[self.next]
+        self.next += 1
         recs = [self.records[i] for i in take]
         b = rb.collate(
             recs,
@@ -117,6 +141,7 @@ def _train(config, records, adv, base_dir: str, train_dir: str, log) -> tuple:
         cfg=run.cfg,
         epochs=config.realtime.epochs,
         seed=config.rl.seed,
+        key_share=config.realtime.batch_key_share,
     )
     state = trainer.train(config, train_dir, run=run, source=source, log=log)
     return run.cfg, jax.device_get(state.params)

@@ -17,6 +17,7 @@ import time
 
 from rl.serve import protocol as pr
 from rl.serve.app import Server, make_app
+from rl.serve.auth import Keys, Limiter, check_bind, load_keys
 from rl.serve.engine_loop import EngineLoop
 from rl.serve.follow import PromotedFollower
 from rl.serve.interaction_log import InteractionLog
@@ -30,10 +31,31 @@ def serve_paths(s, workdir: str) -> tuple[str, str]:
     )
 
 
-def build(s, cfg, params, tok, *, log_dir: str, params_version: int = 0):
-    """-> the Server of the `serve` block `s`, its engine loop not started yet."""
+POSITIVE = ("slots", "cache_len", "max_new_tokens", "max_body_bytes", "max_messages", "max_tools",
+            "max_stop", "max_n", "max_tokens_limit", "burst", "feedback_window_s")  # fmt: skip
+AT_LEAST_0 = ("rate_per_s", "max_concurrent", "request_timeout_s", "shutdown_grace_s")
+
+
+def check_block(s) -> None:
+    """One-line ConfigError for a serve block's bad limits (before anything is loaded)."""
+    from model.errors import ConfigError
+
+    for name in POSITIVE + AT_LEAST_0:
+        x = s[name]
+        number = isinstance(x, (int, float)) and not isinstance(x, bool)
+        if not number or (x <= 0 if name in POSITIVE else x < 0):
+            bound = "> 0" if name in POSITIVE else ">= 0"
+            raise ConfigError(f"serve.{name}={x!r}: must be a number {bound}")
+    if s.max_stop > 4:
+        raise ConfigError(f"serve.max_stop={s.max_stop}: OpenAI's API takes at most 4")
+
+
+def build(s, cfg, params, tok, *, log_dir: str, params_version: int = 0, keys: Keys | None = None):
+    """-> the Server of the `serve` block `s` (configs/serve.py's fields, all of them), its
+    engine loop not started yet. keys: the API keys (rl/serve/auth.py; None = none)."""
     from model.engine import RolloutEngine
 
+    check_block(s)
     engine = RolloutEngine(
         cfg,
         params,  # cast to the engine's decode dtype and placed by the engine
@@ -56,9 +78,20 @@ def build(s, cfg, params, tok, *, log_dir: str, params_version: int = 0):
         temperature=s.temperature,
         cache_len=engine.spec.cache_len,
         max_new_default=s.max_new_tokens,
-        max_n=s.slots,
+        max_n=min(s.max_n, s.slots),  # one slot per choice
+        keys=keys or Keys({}),
+        limiter=Limiter(rate_per_s=s.rate_per_s, burst=s.burst, max_concurrent=s.max_concurrent),
+        limits=pr.Limits(s.max_messages, s.max_tools, s.max_stop, s.max_tokens_limit),
+        max_body_bytes=s.max_body_bytes,
+        metrics_open=s.metrics_open,
+        feedback_window_s=s.feedback_window_s,
     )
-    server.loop = EngineLoop(engine, stream_every=s.stream_every, on_tokens=server.metrics.emitted)
+    server.loop = EngineLoop(
+        engine,
+        stream_every=s.stream_every,
+        on_tokens=server.metrics.emitted,
+        timeout_s=s.request_timeout_s,
+    )
     return server
 
 
@@ -116,6 +149,9 @@ def serve(config, params_dir: str, workdir: str, port: int = 0) -> None:
 
     s = config.serve
     _exit_on_signals()
+    check_block(s)
+    keys = load_keys(s.api_keys)  # before the params: a refusal costs nothing
+    check_bind(s.host, keys, allow_open=s.allow_open)
     if not params_dir:
         raise InputError("--mode=serve needs --params=DIR (an exported params checkpoint)")
     try:
@@ -124,13 +160,17 @@ def serve(config, params_dir: str, workdir: str, port: int = 0) -> None:
     except (FileNotFoundError, ValueError) as e:
         raise InputError(f"--params={params_dir}: {' '.join(str(e).split())}") from None
     log_dir, store = serve_paths(s, workdir)
-    server = build(s, cfg, params, load_tokenizer(s.tokenizer), log_dir=log_dir)
+    server = build(s, cfg, params, load_tokenizer(s.tokenizer), log_dir=log_dir, keys=keys)
     server.loop.start()
     follower = PromotedFollower(store, server.loop, poll_s=s.poll_s).start() if s.follow else None
+    auth = f"{len(keys.hashes)} API keys" if not keys.open else "no API keys"
     print(
-        f"serving {s.model_name} on http://{s.host}:{port or s.port} (log {log_dir}, weights {store})"
+        f"serving {s.model_name} on http://{s.host}:{port or s.port} ({auth}; log {log_dir}, "
+        f"weights {store})",
+        flush=True,
     )
-    try:
-        uvicorn.run(make_app(server), host=s.host, port=port or s.port, log_level="warning")
+    try:  # SIGTERM: uvicorn stops accepting, lets in-flight requests finish (a bound), returns
+        uvicorn.run(make_app(server), host=s.host, port=port or s.port, log_level="warning",
+                    timeout_graceful_shutdown=s.shutdown_grace_s or None)  # fmt: skip
     finally:
         stop_threads(server, follower=follower)
