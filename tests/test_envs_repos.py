@@ -5,6 +5,7 @@ smallest vendored project (roman: 9 tests); the committed suite is checked witho
 
 import ast
 import dataclasses
+import json
 import pathlib
 
 import pytest
@@ -311,3 +312,70 @@ def test_repos_suite_in_eval_oracle_one_empty_zero():
         metrics, _ = agentic.summarize(agentic.run_suite(policy, tasks, 1), [1])
         assert metrics["pass_rate"] == want
         assert metrics["repo_bugfix/pass_rate"] == want  # the per-family report
+
+
+# ---------------------------------------------------------------- python -m rl.envs.repos add
+
+
+def _leftovers(*dirs):
+    """Temporary files the add command must not leave behind (staging, half-written specs)."""
+    return [p for d in dirs if d.exists() for p in d.rglob(".*")]
+
+
+def test_add_a_folder_keeps_the_spec_and_writes_a_gated_pool(tmp_path):
+    from rl.envs.grading.tasks import load_tasks
+    from rl.envs.repos.add import add
+
+    specs, out, lines = tmp_path / "specs", tmp_path / "pool" / "tasks.jsonl", []
+    spec = add(str(SHELF), specs=specs, out=out, tasks=1, tries=8, timeout_s=60, log=lines.append)
+    assert spec.name == "shelf" and len(spec.baseline) == 17
+    assert any(line.startswith("proposal: ") and "ln -s src/shelf shelf" in line for line in lines)
+    assert EnvSpec.from_json((specs / "shelf.json").read_text()) == spec
+    (task,) = load_tasks(out)  # mined, gated (reference passes, unchanged repo fails, cheats fail)
+    assert task.meta["project"] == "shelf" and task.setup == ["ln -s src/shelf shelf"]
+    assert not _leftovers(specs, out.parent) and not (specs / "shelf.rejected.json").exists()
+
+
+def test_add_an_sdist_names_the_project_without_its_version(tmp_path):
+    import tarfile
+
+    from rl.envs.repos.add import add
+
+    sdist = tmp_path / "shelf-0.1.0.tar.gz"
+    with tarfile.open(sdist, "w:gz") as t:
+        t.add(SHELF, arcname="shelf-0.1.0")
+    specs, out = tmp_path / "specs", tmp_path / "pool" / "tasks.jsonl"
+    spec = add(str(sdist), specs=specs, out=out, tasks=0, timeout_s=60, log=lambda _: None)
+    assert spec.name == "shelf" and (specs / "shelf.json").exists() and out.read_text() == ""
+    assert spec.baseline == EnvSpec.from_json((specs / "shelf.json").read_text()).baseline
+
+
+def test_add_bad_inputs_get_one_line_errors_and_leave_no_spec(tmp_path, capsys):
+    from rl.envs.repos.add import main
+
+    no_tests, broken, hangs = (tmp_path / n for n in ("no_tests", "broken", "hangs"))
+    for folder, files in (
+        (no_tests, {"lib.py": "X = 1\n"}),
+        (broken, {"lib.py": "X = 1\n", "setup.py": "setup(\n", "test_lib.py": "import lib\n"}),
+        (hangs, {"test_slow.py": "import time\n\n\ndef test_wait():\n    time.sleep(600)\n"}),
+    ):
+        folder.mkdir()
+        for rel, text in files.items():
+            (folder / rel).write_text(text)
+    (tmp_path / "notes.txt").write_text("x")
+    specs = tmp_path / "specs"
+    expect = {
+        str(tmp_path / "missing"): "does not exist",
+        str(tmp_path / "notes.txt"): "is not a folder or an sdist archive",
+        str(no_tests): "has no tests",
+        str(broken): "setup.py does not parse (line 1: '(' was never closed)",
+        str(hangs): "did not finish in 5 s: the tests hang",
+    }
+    for path, message in expect.items():
+        code = main(["add", path, "--specs", str(specs), "--timeout", "5", "--tasks", "0"])
+        err = capsys.readouterr().err
+        assert code == 2 and err.startswith("error: ") and message in err, err
+        assert err.count("\n") == 1, err  # one line
+    # only the hanging project got as far as a proposal: kept with its reason, no spec
+    assert sorted(p.name for p in specs.iterdir()) == ["hangs.rejected.json"]
+    assert "did not finish" in json.loads((specs / "hangs.rejected.json").read_text())["reason"]
