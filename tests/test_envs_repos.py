@@ -5,6 +5,8 @@ smallest vendored project (roman: 9 tests); the committed suite is checked witho
 
 import ast
 import dataclasses
+import json
+import pathlib
 
 import pytest
 
@@ -12,11 +14,13 @@ from data.chat import tool_call_text
 from data.tokenizers import ByteTokenizer
 from rl.envs import CodingEnv, OraclePolicy, generate_task, run_episode, verify_task
 from rl.envs.agent.snapshot import branch, snapshot
-from rl.envs.grading.harden import iter_tests
+from rl.envs.grading.harden import harden_suite, iter_tests
+from rl.envs.grading.tasks import apply_solution, grade_in
+from rl.envs.isolation.sandbox import Sandbox
 from rl.envs.repos import mine as M
 from rl.envs.repos.projects import PROJECTS, load_spec, project_files, suite_tasks
 from rl.envs.repos.setup import setup_repo
-from rl.envs.repos.spec import hidden_rel
+from rl.envs.repos.spec import EnvSpec, admit, hidden_rel, read_tree
 
 TOK = ByteTokenizer()
 END = TOK.special_id("end")
@@ -54,6 +58,142 @@ def test_roman_setup_gate_mine_oracle_noop_and_cheats():
     solved = run_episode(CodingEnv(TOK), task, OraclePolicy(TOK, task))
     noop = run_episode(CodingEnv(TOK), task, submit_only)
     assert solved.all_pass and not noop.all_pass and noop.tests_passed < noop.tests_total
+
+
+SHELF = pathlib.Path(__file__).parent / "envs_fixtures" / "shelf"  # unittest style, src layout
+INHERITED = "tests/test_eviction.py::LRUBehaviour::test_length_never_exceeds_capacity"
+
+
+@pytest.fixture(scope="module")
+def shelf_task():
+    """shelf as shipped (test classes not named Test*, the contract's tests inherited from a
+    mixin in tests/__init__.py) through the setup agent and the gate, and one mined task."""
+    files = read_tree(SHELF)
+    admission = setup_repo("shelf", files, TOK)
+    assert admission.admitted, admission.reason
+    spec = admission.spec
+    site = next(
+        s
+        for s in M.candidate_sites(files, spec)
+        if s.op == "flip_comparison" and "len(self._data) > self.capacity" in s.apply(files[s.path])
+    )
+    f2p = M.fail_to_pass(site, files, spec)
+    recipe = M.Recipe(M.site_id("shelf", site), "shelf", "bugfix", site, f2p)
+    recipe.prompt = M.statement(recipe, files, spec)
+    return spec, M.build_task(recipe, files, spec)
+
+
+def test_unittest_repository_with_mixin_tests_is_admitted_and_mined_as_shipped(shelf_task):
+    spec, task = shelf_task
+    assert spec.setup == ["ln -s src/shelf shelf"]
+    assert spec.test_files == ["tests/test_eviction.py", "tests/test_stats.py"]
+    # 2 classes x (6 inherited from the mixin + 1 own) + 3 = 17, under the names as written
+    assert len(spec.baseline) == 17 and all(spec.baseline.values()), spec.baseline
+    assert "tests/test_eviction.py::FIFOBehaviour::test_put_overwrites" in spec.baseline
+    # ">=" -> ">" lets the cache grow past capacity: the inherited test fails in both classes
+    assert INHERITED in task.meta["f2p"]
+    assert INHERITED.replace("LRU", "FIFO") in task.meta["f2p"]
+    # the inherited fail->pass test is dropped from the visible class by shadowing it
+    assert "test_length_never_exceeds_capacity = None" in task.files["tests/test_eviction.py"]
+    assert verify_task(task).accepted  # the unchanged repo fails, the reference passes
+    assert M.cheats_fail(task) is None
+
+
+def _grade(task, edits):
+    with Sandbox.from_files(task.files) as box:
+        for command in task.setup:
+            assert box.run(command, 60).ok
+        apply_solution(box, edits)
+        return grade_in(box, task, timeout_s=60)
+
+
+TRIVIAL_MIXIN = "class CacheContract:\n    cache_class = None\n\n" + "".join(
+    f"    def test_{n}(self):\n        pass\n\n"
+    for n in ("get_returns_what_was_put", "length_never_exceeds_capacity", "put_overwrites")
+)
+SKIP_ALL = "\nimport unittest\nunittest.TestCase.setUp = lambda self: self.skipTest('later')\n"
+ALWAYS_EQUAL = (
+    "\nclass _Any:\n    def __eq__(self, other):\n        return True\n\n\n"
+    "BoundedCache.get = lambda self, key, default=None: _Any()\n"
+    "BoundedCache.__len__ = lambda self: 0\n"
+)
+
+
+def test_shelf_edits_to_the_mixin_a_skip_or_always_equal_values_are_not_paid(shelf_task):
+    spec, task = shelf_task
+    (path,) = task.solution
+    fixed = _grade(task, {"tests/__init__.py": TRIVIAL_MIXIN, **task.solution})
+    assert fixed.all_pass and not fixed.tampered, fixed.output  # the grader's mixin is the original
+    unfixed = _grade(task, {})
+    assert not unfixed.all_pass and not unfixed.tampered, unfixed.output
+    cheats = {
+        "trivial mixin": {"tests/__init__.py": TRIVIAL_MIXIN},
+        "skip every test": {
+            "src/shelf/__init__.py": task.files["src/shelf/__init__.py"] + SKIP_ALL
+        },
+        "always-equal values": {path: task.files[path] + ALWAYS_EQUAL},
+    }
+    for name, edits in cheats.items():
+        grade = _grade(task, edits)
+        assert not grade.all_pass and grade.passed <= unfixed.passed, (name, grade.output)
+
+
+STYLES = {
+    "tests/__init__.py": (
+        "class Contract:\n    def test_a(self):\n        assert f() == 1\n"
+        "    def test_b(self):\n        pass\n"
+    ),
+    "tests/base.py": (
+        "import unittest\nfrom . import Contract\n\n\n"
+        "class Base(Contract, unittest.TestCase):\n    def test_c(self):\n        pass\n"
+    ),
+    "tests/test_styles.py": (
+        "from tests.base import Base\nfrom . import Contract\n\n\n"
+        "class Checks(Base):\n    test_b = None\n\n    def test_a(self):\n        pass\n\n\n"
+        "class TestPlain(Contract):\n    pass\n\n\n"
+        "class TestOff(Contract):\n    __test__ = False\n\n\n"
+        "class TestInit:\n    def __init__(self):\n        pass\n\n"
+        "    def test_never(self):\n        pass\n"
+    ),
+}
+
+
+def test_hardening_keys_on_what_pytest_collects():
+    # Inherited tests through a helper module and the tests package, an override, a test removed
+    # by `test_b = None`, an imported unittest class (pytest collects it under its import name),
+    # and classes pytest skips (__test__ = False, an __init__).
+    layout, support = harden_suite(STYLES)
+    h = layout["tests/test_styles.py"]
+    assert sorted(h.origin.values()) == [
+        "Base::test_a", "Base::test_b", "Base::test_c",
+        "Checks::test_a", "Checks::test_c",
+        "TestPlain::test_a", "TestPlain::test_b",
+    ]  # fmt: skip
+    assert all(k.split("::")[1] not in ("test_a", "test_b", "test_c") for k in h.real)
+    # the mixin's canaries reach every class that inherits it; its expected value is sealed
+    for cls in ("Base", "Checks", "TestPlain"):
+        assert sum(c.startswith(cls + "::") for c in h.canaries) >= 2, h.canaries
+    assert "== 1" not in support["tests/__init__.py"] and 1 in h.sealed.values()
+    # test_a keeps one fresh name in the mixin and in Checks, so Checks' override still wins
+    fresh = {v: k.split("::")[1] for k, v in h.origin.items()}
+    assert fresh["Checks::test_a"] == fresh["Base::test_a"]
+    assert f"def {fresh['Checks::test_a']}(self):\n        pass" in h.source
+
+
+def test_tests_from_the_projects_own_code_are_rejected_with_the_whole_reason():
+    files = {
+        "lib/__init__.py": "class Contract:\n    def test_x(self):\n        assert 1 == 1\n",
+        "tests/test_a.py": (
+            "import unittest\nfrom lib import Contract\n\n\n"
+            "class Checks(Contract, unittest.TestCase):\n    def test_y(self):\n        pass\n"
+        ),
+    }
+    spec = EnvSpec("contract", [], "python3 -m pytest -q", ["tests/test_a.py"])
+    admission = admit(files, spec)
+    assert not admission.admitted
+    reason = admission.reason
+    assert "tests/test_a.py (" in reason and "class Checks inherits from Contract" in reason
+    assert "what to change" in reason and len(reason) > 200 and "\n" not in reason
 
 
 def test_repository_without_tests_is_rejected_with_the_reason():
@@ -172,3 +312,70 @@ def test_repos_suite_in_eval_oracle_one_empty_zero():
         metrics, _ = agentic.summarize(agentic.run_suite(policy, tasks, 1), [1])
         assert metrics["pass_rate"] == want
         assert metrics["repo_bugfix/pass_rate"] == want  # the per-family report
+
+
+# ---------------------------------------------------------------- python -m rl.envs.repos add
+
+
+def _leftovers(*dirs):
+    """Temporary files the add command must not leave behind (staging, half-written specs)."""
+    return [p for d in dirs if d.exists() for p in d.rglob(".*")]
+
+
+def test_add_a_folder_keeps_the_spec_and_writes_a_gated_pool(tmp_path):
+    from rl.envs.grading.tasks import load_tasks
+    from rl.envs.repos.add import add
+
+    specs, out, lines = tmp_path / "specs", tmp_path / "pool" / "tasks.jsonl", []
+    spec = add(str(SHELF), specs=specs, out=out, tasks=1, tries=8, timeout_s=60, log=lines.append)
+    assert spec.name == "shelf" and len(spec.baseline) == 17
+    assert any(line.startswith("proposal: ") and "ln -s src/shelf shelf" in line for line in lines)
+    assert EnvSpec.from_json((specs / "shelf.json").read_text()) == spec
+    (task,) = load_tasks(out)  # mined, gated (reference passes, unchanged repo fails, cheats fail)
+    assert task.meta["project"] == "shelf" and task.setup == ["ln -s src/shelf shelf"]
+    assert not _leftovers(specs, out.parent) and not (specs / "shelf.rejected.json").exists()
+
+
+def test_add_an_sdist_names_the_project_without_its_version(tmp_path):
+    import tarfile
+
+    from rl.envs.repos.add import add
+
+    sdist = tmp_path / "shelf-0.1.0.tar.gz"
+    with tarfile.open(sdist, "w:gz") as t:
+        t.add(SHELF, arcname="shelf-0.1.0")
+    specs, out = tmp_path / "specs", tmp_path / "pool" / "tasks.jsonl"
+    spec = add(str(sdist), specs=specs, out=out, tasks=0, timeout_s=60, log=lambda _: None)
+    assert spec.name == "shelf" and (specs / "shelf.json").exists() and out.read_text() == ""
+    assert spec.baseline == EnvSpec.from_json((specs / "shelf.json").read_text()).baseline
+
+
+def test_add_bad_inputs_get_one_line_errors_and_leave_no_spec(tmp_path, capsys):
+    from rl.envs.repos.add import main
+
+    no_tests, broken, hangs = (tmp_path / n for n in ("no_tests", "broken", "hangs"))
+    for folder, files in (
+        (no_tests, {"lib.py": "X = 1\n"}),
+        (broken, {"lib.py": "X = 1\n", "setup.py": "setup(\n", "test_lib.py": "import lib\n"}),
+        (hangs, {"test_slow.py": "import time\n\n\ndef test_wait():\n    time.sleep(600)\n"}),
+    ):
+        folder.mkdir()
+        for rel, text in files.items():
+            (folder / rel).write_text(text)
+    (tmp_path / "notes.txt").write_text("x")
+    specs = tmp_path / "specs"
+    expect = {
+        str(tmp_path / "missing"): "does not exist",
+        str(tmp_path / "notes.txt"): "is not a folder or an sdist archive",
+        str(no_tests): "has no tests",
+        str(broken): "setup.py does not parse (line 1: '(' was never closed)",
+        str(hangs): "did not finish in 5 s: the tests hang",
+    }
+    for path, message in expect.items():
+        code = main(["add", path, "--specs", str(specs), "--timeout", "5", "--tasks", "0"])
+        err = capsys.readouterr().err
+        assert code == 2 and err.startswith("error: ") and message in err, err
+        assert err.count("\n") == 1, err  # one line
+    # only the hanging project got as far as a proposal: kept with its reason, no spec
+    assert sorted(p.name for p in specs.iterdir()) == ["hangs.rejected.json"]
+    assert "did not finish" in json.loads((specs / "hangs.rejected.json").read_text())["reason"]

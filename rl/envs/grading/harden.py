@@ -1,10 +1,17 @@
 """Host-side rewrite of hidden test files before each grading: fresh names, sealed and strict
 asserts, canaries.
 
-For every test module (test_*.py / *_test.py; other files are copied as they are):
-- every test function (top-level, or a method of a `Test*` class) gets a fresh random name
-  (test_<hex>), so nothing the agent wrote can single out a hidden test by name; test docstrings
-  are dropped (they may spell out expected values);
+Hardening keys on what pytest collects (rl/envs/grading/collect.py, read statically): top-level
+test functions and the test methods of every class it collects from a test module (`Test*`
+classes, `unittest.TestCase` subclasses under any name), inherited ones included, wherever they are
+defined (the module, a base class, a mixin in the tests package's `__init__.py` or a helper module
+beside the tests: those support modules are hardened and installed too; conftest.py is not).
+- every test gets a fresh random name (test_<hex>; one per name as written across the suite, so
+  overriding still works), so nothing the agent wrote can single out a hidden test by name; test
+  docstrings are dropped (they may spell out expected values); a report id the grader did not
+  derive is forged, so a test brought by a base class outside the test directories (the project's
+  own code) makes the file unsound: the gate rejects it and names the class;
+- `self.assertEqual(L, R)` is hardened as `assert L == R` (below);
 - `assert A and B` becomes `assert A` then `assert B` (same outcome; each part is hardened alone);
 - `assert L == R` where one side is a closed constant expression (only literals, containers and
   arithmetic on them: no names, calls or attributes) and the other is not is SEALED: it becomes
@@ -40,8 +47,11 @@ import ast
 import copy
 import dataclasses
 import operator
+import posixpath
 import secrets
 from typing import Any
+
+from rl.envs.grading.collect import ClassInfo, Suite
 
 EQ_MODULE = "_rl_grader"  # strict_eq.py is installed in the grader dir under this name
 # Words that let pytest add "[...]" ids to a test that has no decorator of its own (a parametrized
@@ -64,6 +74,9 @@ class Hardened:
     # real key -> the test's key in the source as written (host only: per-test baselines of
     # real repositories, rl/envs/repos, name tests as their authors did)
     origin: dict[str, str] = dataclasses.field(default_factory=dict)
+    # What the grader could not resolve about the collected classes (why a report of this file
+    # may name tests it does not know): shown by the gate when it rejects a repository.
+    unresolved: list[str] = dataclasses.field(default_factory=list)
 
 
 def is_test_module(rel: str) -> bool:
@@ -72,65 +85,205 @@ def is_test_module(rel: str) -> bool:
 
 
 def harden_module(source: str, canaries: int = 2, parametrized_elsewhere: bool = True) -> Hardened:
-    """`parametrized_elsewhere`: a conftest the tests see may parametrize them (then no test is
-    known to be plain)."""
-    tree = ast.parse(source)
+    """One test module on its own. `parametrized_elsewhere`: a conftest the tests see may
+    parametrize them (then no test is known to be plain)."""
+    return harden_suite({"test_module.py": source}, canaries, parametrized_elsewhere)[0][
+        "test_module.py"
+    ]
+
+
+def harden_suite(
+    modules: dict[str, str], canaries: int = 2, parametrized_elsewhere: bool = True
+) -> tuple[dict[str, Hardened], dict[str, str]]:
+    """Hidden test modules and their support modules (rel -> source) hardened together:
+    ({test module: Hardened}, {support module: source to install}).
+
+    Test ids are what pytest collects (rl/envs/grading/collect.py): module-level tests, and the
+    test methods of every class it collects from a test module (a `Test*` class or a
+    `unittest.TestCase` subclass under any name), inherited ones included. A test method keeps
+    one fresh name wherever it is defined (a mixin in tests/__init__.py, a base class, the class
+    itself), so overriding still works; its key is "<class as the module names it>::<fresh>".
+    Classes of support modules that collected classes inherit from are hardened like test
+    classes (asserts rewritten, canaries added) and installed in place of the originals.
+    conftest.py files are left as they are."""
+    trees = {
+        rel: ast.parse(src, filename=rel)
+        for rel, src in modules.items()
+        if rel.endswith(".py") and posixpath.basename(rel) != "conftest.py"
+    }
+    suite = Suite(trees)
+    test_rels = sorted(rel for rel in trees if is_test_module(rel))
+    plan, problems = {}, {}
+    for rel in test_rels:  # computed on the names as written, before anything is renamed
+        plan[rel], problems[rel] = _plan(suite, rel)
+    relevant = {id(c): c for entries in plan.values() for e in entries for c in e[2]}
+    for rel in test_rels:
+        for node in trees[rel].body:
+            if isinstance(node, ast.ClassDef):
+                relevant.setdefault(
+                    id(suite.classes[(rel, node.name)]), suite.classes[(rel, node.name)]
+                )
     eq_name = f"_rl_eq_{secrets.token_hex(4)}"
     seal_name = f"_rl_seal_{secrets.token_hex(4)}"
-    rewrite = _Rewrite(eq_name, seal_name)
-    out = Hardened("", set(), set())
-    may_parametrize = parametrized_elsewhere or any(w in source for w in PARAMETRIZE_WORDS)
-    tests: list[tuple[list, ast.FunctionDef, str]] = []  # (body holding it, test, key prefix)
-    for node in tree.body:
-        if _is_test(node):
-            key, ids = _harden_test(node, rewrite, out)
-            out.checks[key] = ids
-            if not (may_parametrize or node.decorator_list):
-                out.plain.add(key)
-            tests.append((tree.body, node, ""))
-        elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
-            _strip_docstring(node)
-            shared = rewrite.collect(node, skip=_is_test)  # helper methods: ids of every test
-            for item in node.body:
-                if _is_test(item):
-                    key, (required, ids) = _harden_test(item, rewrite, out, f"{node.name}::")
-                    out.checks[key] = (required, ids | shared)
-                    if not (may_parametrize or node.decorator_list or item.decorator_list):
-                        out.plain.add(key)
-                    tests.append((node.body, item, f"{node.name}::"))
-    out.sealed = rewrite.sealed
-    candidates = [t for t in tests if _always_runs(t[1])]
-    # Undecorated tests first: a canary of a parametrized suite test would rerun the whole suite.
-    candidates = [t for t in candidates if not t[1].decorator_list] or candidates
-    picked = [
-        candidates[secrets.randbelow(len(candidates))] for _ in range(canaries * bool(candidates))
-    ]
-    for i, (body, func, prefix) in enumerate(picked):
-        canary = _make_canary(func, rewrite, out.canary_seals, compare_mutation=(i % 2 == 1))
-        out.canaries.add(prefix + canary.name)
-        # After the original: its decorators may use names defined above it (MUTANTS = ...).
-        after = body.index(func) + 1
-        body.insert(after + secrets.randbelow(len(body) - after + 1), canary)
+    state = _State(_Rewrite(eq_name, seal_name))
+    for cls in relevant.values():
+        state.harden_class(cls)
+    homes: dict[str, list] = {rel: [] for rel in trees}  # rel -> canary candidates
+    for rel in test_rels:
+        homes[rel] += state.harden_functions(trees[rel])
+    for cls in relevant.values():
+        if cls.rel in homes and (not is_test_module(cls.rel) or _in_plan(cls, plan[cls.rel])):
+            key = cls.rel if is_test_module(cls.rel) else (cls.rel, cls.node.name)
+            homes.setdefault(key, []).extend(state.candidates.get(id(cls), []))
+    for cands in homes.values():
+        state.add_canaries(cands, canaries)
     header = ast.parse(f"from {EQ_MODULE} import eq as {eq_name}, seal as {seal_name}").body
-    tree.body = _after_future_imports(tree.body, header)
-    out.source = ast.unparse(ast.fix_missing_locations(tree)) + "\n"
-    return out
+    out, support = {}, {}
+    for rel, tree in trees.items():
+        touched = is_test_module(rel) or any(c.rel == rel for c in relevant.values())
+        if touched:
+            tree.body = _after_future_imports(tree.body, header)
+            text = ast.unparse(ast.fix_missing_locations(tree)) + "\n"
+        else:
+            text = modules[rel]
+        if is_test_module(rel):
+            may = parametrized_elsewhere or any(w in modules[rel] for w in PARAMETRIZE_WORDS)
+            out[rel] = state.keys(rel, trees[rel], plan[rel], may, text)
+            out[rel].unresolved = problems[rel]
+        else:
+            support[rel] = text
+    return out, support
+
+
+def _plan(suite: Suite, rel: str) -> tuple[list, list[str]]:
+    """[(name in module, class, its MRO classes, {test name: defining class})] for the classes
+    pytest collects from `rel`, and what the grader cannot resolve about them."""
+    entries, problems = [], []
+    for binding, info in suite.collected(rel):
+        try:
+            mro = [c for c in suite.mro(info) if isinstance(c, ClassInfo)]
+            tests = suite.tests_of(info)
+        except ValueError as e:
+            problems.append(str(e))
+            continue
+        for base in suite.unresolved_bases(info):
+            problems.append(
+                f"class {binding} inherits from {base}, which is not in the test directories "
+                "(the grader cannot see which tests it brings)"
+            )
+        entries.append((binding, info, mro, tests))
+    return entries, problems
+
+
+def _in_plan(cls: ClassInfo, entries: list) -> bool:
+    return any(cls in e[2] for e in entries)
+
+
+class _State:
+    """Renames and rewrites shared by every module of one suite."""
+
+    def __init__(self, rewrite: _Rewrite):
+        self.rewrite = rewrite
+        self.names: dict[str, str] = {}  # test name as written -> fresh name (suite-wide)
+        self.methods: dict[tuple[int, str], tuple] = {}  # (class, name) -> (required, ids, func)
+        self.shared: dict[int, frozenset] = {}  # class -> sealed ids of its helper methods
+        self.candidates: dict[int, list] = {}  # class -> [(body, test, class)]
+        self.canaries: dict[int | None, list[str]] = {}  # class (None: module level) -> names
+        self.functions: dict[str, tuple] = {}  # module-level fresh -> (name, required, ids, func)
+        self.canary_seals: set[str] = set()
+
+    def fresh(self, name: str) -> str:
+        return self.names.setdefault(name, _fresh_name())
+
+    def harden_class(self, cls: ClassInfo) -> None:
+        node = cls.node
+        _strip_docstring(node)
+        self.shared[id(cls)] = self.rewrite.collect(node, skip=_is_test)
+        for item in node.body:
+            if _is_test(item):
+                original = item.name
+                required, ids = _harden_test(item, self.rewrite)
+                item.name = self.fresh(original)
+                self.methods[(id(cls), original)] = (required, ids, item)
+                self.candidates.setdefault(id(cls), []).append((node.body, item, cls))
+            elif isinstance(item, ast.Assign):  # `test_x = None` removes an inherited test
+                for target in item.targets:
+                    if isinstance(target, ast.Name) and target.id.startswith("test"):
+                        target.id = self.fresh(target.id)
+
+    def harden_functions(self, tree: ast.Module) -> list:
+        cands = []
+        for node in tree.body:
+            if _is_test(node):
+                original = node.name
+                required, ids = _harden_test(node, self.rewrite)
+                node.name = self.fresh(original)
+                self.functions[node.name] = (original, required, ids, node)
+                cands.append((tree.body, node, None))
+        return cands
+
+    def add_canaries(self, cands: list, count: int) -> None:
+        candidates = [t for t in cands if _always_runs(t[1])]
+        # Undecorated tests first: a canary of a parametrized suite test would rerun the suite.
+        candidates = [t for t in candidates if not t[1].decorator_list] or candidates
+        picked = [
+            candidates[secrets.randbelow(len(candidates))] for _ in range(count * bool(candidates))
+        ]
+        for i, (body, func, cls) in enumerate(picked):
+            canary = _make_canary(
+                func, self.rewrite, self.canary_seals, compare_mutation=i % 2 == 1
+            )
+            self.canaries.setdefault(id(cls) if cls else None, []).append(canary.name)
+            # After the original: its decorators may use names defined above it (MUTANTS = ...).
+            after = body.index(func) + 1
+            body.insert(after + secrets.randbelow(len(body) - after + 1), canary)
+
+    def keys(self, rel: str, tree: ast.Module, entries: list, may: bool, text: str) -> Hardened:
+        out = Hardened(text, set(), set())
+        out.sealed, out.canary_seals = self.rewrite.sealed, self.canary_seals
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if node.name in self.functions and self.functions[node.name][3] is node:
+                    original, required, ids, func = self.functions[node.name]
+                    out.real.add(node.name)
+                    out.origin[node.name] = original
+                    out.checks[node.name] = (required, ids)
+                    if not (may or func.decorator_list):
+                        out.plain.add(node.name)
+                elif node.name in self.canaries_in(None):
+                    out.canaries.add(node.name)
+        for binding, info, mro, tests in entries:
+            shared = frozenset().union(*(self.shared.get(id(c), frozenset()) for c in mro))
+            for original, definer in tests.items():
+                required, ids, func = self.methods[(id(definer), original)]
+                key = f"{binding}::{self.names[original]}"
+                out.real.add(key)
+                out.origin[key] = f"{binding}::{original}"
+                out.checks[key] = (required, ids | shared)
+                own = definer is info and info.rel == rel
+                if own and not (may or info.node.decorator_list or func.decorator_list):
+                    out.plain.add(key)
+            for c in mro:
+                out.canaries |= {f"{binding}::{name}" for name in self.canaries.get(id(c), [])}
+        return out
+
+    def canaries_in(self, cls) -> list[str]:
+        return self.canaries.get(cls, [])
 
 
 def _is_test(node: ast.AST) -> bool:
     """A function pytest collects as a test (a fixture named test_* is not one: renaming it would
     break the tests that request it)."""
     return (
-        isinstance(node, ast.FunctionDef)
+        isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
         and node.name.startswith("test")
         and not any("fixture" in ast.unparse(d) for d in node.decorator_list)
     )
 
 
-def _harden_test(func: ast.FunctionDef, rewrite, out: Hardened, prefix: str = ""):
-    """Renames and rewrites one test; returns (its key, (required sealed ids, all sealed ids))."""
-    original = prefix + func.name
-    func.name = _fresh_name()
+def _harden_test(func, rewrite):
+    """Rewrites one test's asserts, drops its docstring; returns (required sealed ids, all
+    sealed ids). The caller renames it."""
     _strip_docstring(func)
     ids = rewrite.collect(func)
     required = set()
@@ -139,10 +292,7 @@ def _harden_test(func: ast.FunctionDef, rewrite, out: Hardened, prefix: str = ""
             sid = rewrite.sealed_id(stmt)
             if sid is not None:
                 required.add(sid)
-    key = prefix + func.name
-    out.real.add(key)
-    out.origin[key] = original
-    return key, (frozenset(required), frozenset(ids))
+    return frozenset(required), frozenset(ids)
 
 
 def _strip_docstring(node) -> None:
@@ -190,6 +340,26 @@ class _Rewrite(ast.NodeTransformer):
         ):
             return stmt.test.args[1].value
         return None
+
+    def visit_Expr(self, node: ast.Expr):
+        """`self.assertEqual(L, R[, msg])` is hardened as `assert L == R` (same outcome for plain
+        values; unittest-style tests get sealed and strict asserts too)."""
+        call = node.value
+        if (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Attribute)
+            and isinstance(call.func.value, ast.Name)
+            and call.func.value.id == "self"
+            and call.func.attr in ("assertEqual", "assertEquals")
+            and len(call.args) in (2, 3)
+            and not call.keywords
+            and not any(isinstance(a, ast.Starred) for a in call.args)
+        ):
+            left, right = call.args[:2]
+            msg = call.args[2] if len(call.args) == 3 else None
+            test = ast.Compare(left, [ast.Eq()], [right])
+            return self.visit_Assert(ast.copy_location(ast.Assert(test, msg), node))
+        return self.generic_visit(node)
 
     def visit_Assert(self, node: ast.Assert):
         test = node.test
@@ -378,9 +548,15 @@ def iter_tests(tree: ast.Module):
 
 def drop_tests(source: str, keys: set[str]) -> str:
     """`source` without the named tests (their decorators too); a class left without a body
-    keeps `pass`."""
+    keeps `pass`; a test a class inherits is dropped by shadowing (`_shadow_inherited`)."""
     if not keys:
         return source
+    out = _drop_defined(source, keys)
+    inherited = keys - {k for k, _ in iter_tests(ast.parse(source))}
+    return _shadow_inherited(out, ast.parse(out), inherited) if inherited else out
+
+
+def _drop_defined(source: str, keys: set[str]) -> str:
     tree = ast.parse(source)
     spans = []
     for key, node in iter_tests(tree):
@@ -399,3 +575,22 @@ def drop_tests(source: str, keys: set[str]) -> str:
         for first, last, col in sorted(spans, reverse=True):
             lines[first - 1 : last] = [" " * col + "pass\n"]
         return "".join(lines)
+
+
+def _shadow_inherited(source: str, tree: ast.Module, keys: set[str]) -> str:
+    """Tests a class of this module inherits ("Class::test_x" not defined in it) are dropped by
+    a `test_x = None` line at the top of the class body (pytest and unittest collect only
+    callables); the lines of the file above stay where they are."""
+    lines = source.splitlines(keepends=True)
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    inserts = []
+    for key in sorted(keys):
+        cls, _, name = key.partition("::")
+        if cls in classes and name and "::" not in name:
+            node = classes[cls]
+            first = node.body[0]
+            at = min([d.lineno for d in getattr(first, "decorator_list", [])] + [first.lineno])
+            inserts.append((at, " " * first.col_offset + f"{name} = None\n"))
+    for at, line in sorted(inserts, reverse=True):
+        lines.insert(at - 1, line)
+    return "".join(lines)

@@ -38,7 +38,7 @@ from rl.envs.grading.harden import (
     EQ_MODULE,
     PARAMETRIZE_WORDS,
     Hardened,
-    harden_module,
+    harden_suite,
     is_test_module,
 )
 from rl.envs.isolation.sandbox import SANDBOX_REPO, Limits, RepoTooLarge, Sandbox
@@ -105,7 +105,7 @@ def grade_in(sandbox: Sandbox, task: Task, timeout_s: float = 60.0) -> Grade:
     """Runs the task's hidden tests against `sandbox`'s repo; trusts nothing the repo's code can
     write or patch.
 
-    The hidden tests (rewritten by `harden_module`: fresh names, sealed and strict asserts,
+    The hidden tests (rewritten by `harden_suite`: fresh names, sealed and strict asserts,
     canaries), the task's original root conftest.py and the runner go to a directory the sandbox
     sees read-only; the expected values of sealed asserts stay here. The runner (stdlib only,
     never imports the repo) runs each test file in a fresh interpreter and prints one summary
@@ -150,12 +150,9 @@ def _install_grader(host: str, repo: str, task: Task, timeout_s: float) -> dict[
     support = [c for r, c in task.hidden_tests.items() if not is_test_module(r)]
     support.append(task.files.get("conftest.py", ""))
     elsewhere = any(word in text for text in support for word in PARAMETRIZE_WORDS)
-    layout = {}
+    layout, support = harden_suite(task.hidden_tests, parametrized_elsewhere=elsewhere)
     for rel, content in sorted(task.hidden_tests.items()):
-        if is_test_module(rel):
-            hardened = harden_module(content, parametrized_elsewhere=elsewhere)
-            content = hardened.source
-            layout[rel] = hardened
+        content = layout[rel].source if rel in layout else support.get(rel, content)
         _write(os.path.join(host, "tests", rel), content)
     manifest = {
         "files": sorted(layout),

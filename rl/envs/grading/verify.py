@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from rl.envs.grading.grade_devops import verify_devops
 from rl.envs.grading.grade_review import verify_review
-from rl.envs.grading.harden import harden_module, is_test_module
+from rl.envs.grading.harden import harden_suite
 from rl.envs.grading.tasks import Task, apply_solution, grade_in
 from rl.envs.isolation.sandbox import Limits, Sandbox
 
@@ -46,10 +46,9 @@ def verify_task(task: Task, timeout_s: float = 60.0, limits: Limits = Limits()) 
 
 
 def _verify_hidden(task: Task, timeout_s: float, limits: Limits) -> Verdict:
-    for rel, content in sorted(task.hidden_tests.items()):
-        problem = _unhardenable(rel, content)
-        if problem:
-            return Verdict(task.id, False, problem)
+    problem = _unhardenable(task.hidden_tests)
+    if problem:
+        return Verdict(task.id, False, problem)
     with Sandbox.from_files(task.files, limits=limits) as box:
         for i, command in enumerate(task.setup):
             result = box.run(command, timeout_s)
@@ -100,21 +99,20 @@ def verify_tasks(
     return accepted, [v for v in verdicts if not v.accepted]
 
 
-def _unhardenable(rel: str, content: str) -> str | None:
-    """Why a hidden test file cannot be graded safely (None when it can): it does not parse, or
-    it has tests but none a canary can be built from (all of them `return` or `yield`), so a
+def _unhardenable(hidden: dict[str, str]) -> str | None:
+    """Why the hidden tests cannot be graded safely (None when they can): a file does not parse,
+    or one has tests but none a canary can be built from (all of them `return` or `yield`), so a
     forged all-passed report of it would go unnoticed."""
-    if not is_test_module(rel):
-        return None
     try:
-        hardened = harden_module(content)
+        layout, _ = harden_suite(hidden)
     except SyntaxError as e:
-        return f"hidden test file {rel} does not parse: {e}"
-    if hardened.real and not hardened.canaries:
-        return (
-            f"hidden test file {rel} has no test a canary can be built from "
-            "(every test returns or yields): its reports could be forged unnoticed"
-        )
+        return f"hidden test file {e.filename or ''} does not parse: {e}"
+    for rel, hardened in sorted(layout.items()):
+        if hardened.real and not hardened.canaries:
+            return (
+                f"hidden test file {rel} has no test a canary can be built from "
+                "(every test returns or yields): its reports could be forged unnoticed"
+            )
     return None
 
 

@@ -67,6 +67,7 @@ class SetupEnv(CodingEnv):
         kwargs.setdefault("obs_token_budget", 4096)
         super().__init__(tok, **kwargs)
         self.proposal: dict | None = None
+        self.raw = None  # what the agent wrote, parsed but not validated (kept when rejected)
         self.problem = ""
 
     def _finish(self, reason: str) -> None:
@@ -74,7 +75,7 @@ class SetupEnv(CodingEnv):
         self.proposal, self.problem = None, ""
         raw = None
         try:
-            raw = json.loads(self.sandbox.read_text(SPEC_FILE))
+            raw = self.raw = json.loads(self.sandbox.read_text(SPEC_FILE))
             self.proposal = validate_proposal(raw)
         except OSError:
             self.problem = f"the setup agent wrote no {SPEC_FILE}"
@@ -136,8 +137,9 @@ class ScriptedSetupPolicy:
     """`policy(context_ids) -> emitted_ids`: one tool call per turn, chosen from what the previous
     observations said (a generator holds the plan; see the module docstring)."""
 
-    def __init__(self, tok: Tokenizer):
+    def __init__(self, tok: Tokenizer, test_timeout_s: float = TEST_TIMEOUT_S):
         self.tok = tok
+        self.test_timeout_s = test_timeout_s
         self._plan = self._steps()
         self._started = False
 
@@ -194,9 +196,15 @@ class ScriptedSetupPolicy:
     def _try_command(self, command: str, files: list[str], notes: list[str]):
         """Runs `command`, repairing it by rule until tests run (returns it) or no rule applies."""
         for _ in range(4):
-            out = yield ("run", {"command": command, "timeout_s": TEST_TIMEOUT_S})
+            out = yield ("run", {"command": command, "timeout_s": self.test_timeout_s})
             if tests_ran(out):
                 return command
+            if out.startswith("[timeout]"):
+                limit = f"{self.test_timeout_s:.0f} s"
+                notes.append(
+                    f"{command!r} did not finish in {limit}: the tests hang (or need the network)"
+                )
+                return None
             repaired = repair(command, out, files)
             if repaired is None:
                 notes.append(f"{command!r} does not run the tests: {_last(out)}")

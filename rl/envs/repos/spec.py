@@ -25,7 +25,7 @@ import os
 import time
 from pathlib import Path
 
-from rl.envs.grading.harden import is_test_module
+from rl.envs.grading.harden import harden_suite, is_test_module
 from rl.envs.grading.tasks import Grade, Task, grade_in
 from rl.envs.isolation.sandbox import Limits, Sandbox
 
@@ -89,15 +89,29 @@ def hidden_rel(path: str) -> str:
 
 
 def support_files(files: dict[str, str], test_files: list[str]) -> dict[str, str]:
-    """conftest.py / __init__.py beside the test files (below the root: the grader installs the
-    task's root conftest.py itself), graded under the same directories."""
+    """What the test files import from beside them, graded from the original (never the agent's
+    copy): conftest.py / __init__.py beside the test files and in the test directories above
+    them (below the root: the grader installs the task's root conftest.py itself), and helper
+    modules (mixins, base classes) in test directories, at the same paths."""
     dirs = {os.path.dirname(t) for t in test_files} - {""}
+    for d in list(dirs):
+        while "/" in d:
+            d = os.path.dirname(d)
+            if _test_dir(d):
+                dirs.add(d)
     out = {}
-    for d in sorted(dirs):
-        for name in ("conftest.py", "__init__.py"):
-            if f"{d}/{name}" in files:
-                out[f"{d}/{name}"] = files[f"{d}/{name}"]
-    return out
+    for path, text in files.items():
+        d, name = os.path.split(path)
+        if d not in dirs or path in test_files or not name.endswith(".py"):
+            continue
+        if name in ("conftest.py", "__init__.py") or (_test_dir(d) and not is_test_module(path)):
+            out[path] = text
+    return dict(sorted(out.items()))
+
+
+def _test_dir(d: str) -> bool:
+    """A directory that holds tests by name (tests/, test/, testing/, tests/unit/)."""
+    return any(part.startswith("test") for part in d.split("/"))
 
 
 def suite_task(name: str, files: dict[str, str], spec: EnvSpec, tests: dict[str, str]) -> Task:
@@ -150,9 +164,10 @@ def admit(files: dict[str, str], spec: EnvSpec, limits: Limits = Limits()) -> Ad
             if not unsound or unsound == set(spec.test_files):
                 break
             kept = [t for t in spec.test_files if t not in unsound]
-            note = f"left out, the grader cannot run them soundly: {sorted(unsound)}"
+            why = unsound_reason(first.tamper_reasons + second.tamper_reasons, files, spec)
+            note = f"left out {sorted(unsound)}: {why}"
             spec = dataclasses.replace(spec, test_files=kept, notes=[*spec.notes, note])
-    problem = _baseline_problem(first, second, grade_s)
+    problem = _baseline_problem(first, second, grade_s, files, spec)
     if problem:
         return Admission(name, False, problem, None)
     spec = dataclasses.replace(spec, baseline=dict(first.results))
@@ -169,10 +184,11 @@ def _unsound_files(first: Grade, second: Grade, spec: EnvSpec) -> set[str]:
     return {by_rel[n] for n in named if n in by_rel}
 
 
-def _baseline_problem(first: Grade, second: Grade, grade_s: float) -> str | None:
+def _baseline_problem(
+    first: Grade, second: Grade, grade_s: float, files: dict[str, str], spec: EnvSpec
+) -> str | None:
     if first.tampered or second.tampered:
-        reasons = "; ".join(first.tamper_reasons or second.tamper_reasons)
-        return f"the grader cannot run the repository's tests soundly: {reasons[:200]}"
+        return unsound_reason(first.tamper_reasons + second.tamper_reasons, files, spec)
     if grade_s > GRADE_TIMEOUT_S:
         return f"a graded run of the tests took {grade_s:.0f} s (limit {GRADE_TIMEOUT_S:.0f} s)"
     a, b = dict(first.results), dict(second.results)
@@ -184,6 +200,35 @@ def _baseline_problem(first: Grade, second: Grade, grade_s: float) -> str | None
     if not any(a.values()):
         return f"no test passes at baseline ({len(a)} graded): {_last_line(first.output)}"
     return None
+
+
+ADVICE = (
+    "what to change: keep test methods in the test modules or in classes of the test directories "
+    "(a tests package's __init__.py, helper modules beside the tests), not in the project's own "
+    "code (which the agent edits); give each test a statement that always runs (no early "
+    "return or yield); tests the project only runs as doctests are not graded"
+)
+
+
+def unsound_reason(tamper_reasons, files: dict[str, str], spec: EnvSpec) -> str:
+    """The whole reason the grader cannot run the tests soundly, file by file, with what it
+    could not resolve statically and what the user can change (one line, not cut)."""
+    by_file: dict[str, list[str]] = {}
+    for reason in tamper_reasons:
+        rel, _, why = reason.partition(": ")
+        if why not in by_file.setdefault(rel, []):
+            by_file[rel].append(why)
+    tests = {hidden_rel(t): files[t] for t in spec.test_files if t in files}
+    tests.update(support_files(files, spec.test_files))
+    try:
+        layout, _ = harden_suite(tests)
+    except (SyntaxError, ValueError):
+        layout = {}
+    parts = []
+    for rel, whys in sorted(by_file.items()):
+        extra = layout[rel].unresolved if rel in layout else []
+        parts.append(f"{rel} ({'; '.join(whys + extra)})")
+    return f"the grader cannot run the repository's tests soundly: {', '.join(parts)}; {ADVICE}"
 
 
 def _last_line(output: str) -> str:
