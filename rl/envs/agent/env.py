@@ -40,7 +40,7 @@ from rl.envs.agent.summary import (
 from rl.envs.grading.dispatch import grade_episode
 from rl.envs.grading.tasks import Grade, Task
 from rl.envs.isolation.sandbox import Limits, Sandbox
-from rl.episodes.episode_metrics import all_pass
+from rl.episodes.schema import all_pass
 
 DEFAULT_SYSTEM = (
     "You are a coding agent working in a repository. Use tools to inspect and change it, "
