@@ -44,8 +44,8 @@ def segment(i: int, policy_tokens: int) -> dict:
 
 
 def suite_episode(task, family, sample, passed, total, tokens, calls, malformed, turns) -> dict:
-    """An episode as eval/agentic.py keeps it, by hand: a chain's facts (rl.episodes.schema.Episode.to_dict()) with
-    the suite's fields; ended by submit, reward 0."""
+    """An episode as eval/agentic.py keeps it, by hand: a chain's facts (rl.episodes.schema
+    Episode.to_dict()) with the suite's fields; ended by submit, reward 0."""
     return dict(
         task_id=task, segments=1, done_reason="submit", tests_passed=passed, tests_total=total,
         tampered=False, reward=0.0, reward_terms={},

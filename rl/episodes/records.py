@@ -48,11 +48,11 @@ A multi-turn episode record (`episode_records`) also has:
     malformed_turns (indices of this segment's turns with a malformed call or cut off before
     <|end|>), done_reason (submit | no_tool_call | malformed_streak | turn_limit | context_limit
     | no_summary), the grader's facts tests_passed / tests_total / tampered of the hidden tests,
-    segments, and counts (rl.episodes.schema.Counts): turns, tool_calls (well-formed, executed), tool_io_tokens (call tokens +
-    observation tokens), thinking_tokens (emitted tokens inside <|think|>..<|/think|>, tags
-    included), output_tokens (the other emitted tokens outside tool calls: free text and <|end|>),
-    malformed_calls, summaries and summary_tokens (summary turns of the chain and their tokens,
-    also in output_tokens).
+    segments, and counts (rl.episodes.schema.Counts): turns, tool_calls (well-formed,
+    executed), tool_io_tokens (call tokens + observation tokens), thinking_tokens (emitted tokens
+    inside <|think|>..<|/think|>, tags included), output_tokens (the other emitted tokens outside
+    tool calls: free text and <|end|>), malformed_calls, summaries and summary_tokens (summary
+    turns of the chain and their tokens, also in output_tokens).
 
 Best-of-K from a shared mid-episode prefix (rl/sampling/rollout.py `prefix_turns`): every record of the
 group also has `shared_prefix` = n, its tokens [0, n) being the group's shared prefix (the same

@@ -8,6 +8,7 @@
         if done: break
         ids = ids + emitted + obs
     rec = env.record()                     # rec.tokens == ids + emitted; rec.mask; grade; counts
+    episode = rl.episodes.records.episode_facts(rec, tok, reward_cfg)   # the one schema's Episode
 
 The record is exactly the concatenation of those ids: RL trains on it without re-tokenizing.
 Every tool call's result is one tool message; a turn without tool calls, a `submit`, or the turn
