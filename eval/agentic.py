@@ -45,10 +45,13 @@ def transcript_digest(tokens) -> str:
     return hashlib.sha256(",".join(map(str, tokens)).encode()).hexdigest()[:16]
 
 
-def played_episode(task, sample: int, episode: Episode, completion_tokens: int, tokens) -> dict:
+def played_episode(task, sample: int, episode, completion_tokens: int, tokens) -> dict:
     """An episode as the suite keeps it: the one schema's record form (rl.episodes.schema.Episode:
-    grade, counts, reward) with the suite's bookkeeping: family, sample, completion_tokens,
-    transcript (`tokens`: the whole chain's ids)."""
+    grade, counts, reward; `episode` is one, or a record to read it from, e.g. a chain's last
+    segment) with the suite's bookkeeping: family, sample, completion_tokens, transcript
+    (`tokens`: the whole chain's ids)."""
+    if not isinstance(episode, Episode):
+        episode = Episode.from_record(episode)
     return dict(
         episode.to_dict(),
         family=family(task),
@@ -253,8 +256,7 @@ class ModelPolicy:
             task, sample = jobs[i]
             tokens = [int(t) for r in recs for t in r["tokens"]]
             policy_tokens = sum(policy_tokens_of(r) for r in recs)
-            episode = Episode.from_record(recs[-1])  # the chain's, on every segment
-            episodes[i] = played_episode(task, sample, episode, policy_tokens, tokens)
+            episodes[i] = played_episode(task, sample, recs[-1], policy_tokens, tokens)
         for i, (task, sample) in enumerate(jobs):  # dropped by the driver: a failure, not a gap
             if episodes[i] is None:
                 episodes[i] = dropped(task, sample)
