@@ -52,20 +52,19 @@ def heldout(cfg, params, rl, n_tasks=32):
 
 
 def toy_records(sequences, task_ids, reward) -> list[dict]:
-    """Completions as rl.episodes.episode_metrics records. The toy task has one check, every completion token
-    in the target set (reward 1.0), so it is graded as one test; no tools, one turn."""
+    """Completions as episodes (rl.episodes.schema.Episode's record form). The toy task has one
+    check, every completion token in the target set (reward 1.0), so it is graded as one test; no
+    tools, one turn."""
+    from rl.episodes.schema import Counts, Episode
+
+    one_turn = Counts(turns=1, tool_calls=0, malformed_calls=0)
     return [
         dict(
-            task_id=str(t),
-            tests_passed=int(reward(s.tokens, "")[0] == 1.0),
-            tests_total=1,
-            tampered=False,
-            done_reason="completion",
-            turns=1,
-            tool_calls=0,
-            malformed_calls=0,
+            Episode(
+                str(t), "completion", int(reward(s.tokens, "")[0] == 1.0), 1, False, one_turn
+            ).to_dict(),
             completion_tokens=len(s.tokens),
-        )  # fmt: skip
+        )
         for t, s in zip(task_ids, sequences, strict=True)
     ]
 

@@ -248,12 +248,13 @@ def heldout(config, params, n_tasks: int, k: int = 4) -> dict:
 def heldout_metrics(task_ids: list[str], groups: list[list[dict]], k: int) -> dict:
     """rl.episodes.episode_metrics.episode_metrics (ks 1 and k) over the sampler's groups, one per task, each
     topped up to k episodes with failures for the episodes the driver dropped."""
-    from rl.episodes.episode_metrics import dropped_episode, episode_metrics
+    from rl.episodes.episode_metrics import episode_metrics
+    from rl.episodes.schema import Episode
 
     records = []
     for task_id, group in zip(task_ids, groups, strict=True):
         ends = sum(r.get("segment", 0) == r.get("segments", 1) - 1 for r in group)  # episodes
-        records += group + [dropped_episode(task_id) for _ in range(k - ends)]
+        records += group + [Episode.dropped(task_id).to_dict() for _ in range(k - ends)]
     return episode_metrics(records, ks=(1, k))
 
 

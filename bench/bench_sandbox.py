@@ -97,9 +97,7 @@ def episodes(n: int, workers: int) -> tuple[float, list[float]]:
 
     def one(task):
         rec = run_episode(CodingEnv(tok), task, OraclePolicy(tok, task))
-        return episode_facts(rec, tok, RewardConfig())[
-            "reward"
-        ]  # the RL reward, rl/episodes/rewards.py
+        return episode_facts(rec, tok, RewardConfig()).reward  # the RL reward (rewards.py)
 
     t = time.perf_counter()
     with ThreadPoolExecutor(workers) as pool:

@@ -21,6 +21,7 @@ uses (EVAL_SEED_BASE + seed), families in HELD_OUT_TEMPLATES that an RL task poo
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 from collections import defaultdict
@@ -28,19 +29,11 @@ from collections.abc import Callable, Sequence
 
 # HELD_OUT_TEMPLATES (never in an RL pool) live beside the templates, so rl/ need not import eval/
 from rl.envs.taskgen import HELD_OUT_TEMPLATES, training_templates  # noqa: F401
-from rl.episodes.episode_metrics import credit, dropped_episode, episode_metrics, field, passes
-from rl.episodes.records import chain_facts
+from rl.episodes.episode_metrics import episode_metrics
 from rl.episodes.rewards import RewardConfig
+from rl.episodes.schema import Episode
 
 EVAL_SEED_BASE = 1_000_003  # eval task seeds: generate_tasks(n, seed=EVAL_SEED_BASE + seed)
-
-
-# The report's per-sample fields (one JSON schema for every run): the episode's, flat.
-SAMPLE_FIELDS = (
-    "task_id", "family", "sample", "tests_passed", "tests_total", "completion_tokens",
-    "tool_calls", "malformed_calls", "turns", "done_reason", "tampered", "transcript",
-    "summaries", "reward",
-)  # fmt: skip
 
 
 def family(task) -> str:
@@ -52,12 +45,15 @@ def transcript_digest(tokens) -> str:
     return hashlib.sha256(",".join(map(str, tokens)).encode()).hexdigest()[:16]
 
 
-def played_episode(task, sample: int, rec: dict, completion_tokens: int, tokens) -> dict:
-    """An episode as the suite keeps it: the chain's facts (rl.episodes.records.chain_facts of a record, a
-    chain's last segment, or of rl.episodes.records.episode_facts: grade, counts, reward) with the suite's
-    bookkeeping: family, sample, completion_tokens, transcript (`tokens`: the whole chain's ids)."""
+def played_episode(task, sample: int, episode, completion_tokens: int, tokens) -> dict:
+    """An episode as the suite keeps it: the one schema's record form (rl.episodes.schema.Episode:
+    grade, counts, reward; `episode` is one, or a record to read it from, e.g. a chain's last
+    segment) with the suite's bookkeeping: family, sample, completion_tokens, transcript
+    (`tokens`: the whole chain's ids)."""
+    if not isinstance(episode, Episode):
+        episode = Episode.from_record(episode)
     return dict(
-        chain_facts(rec),
+        episode.to_dict(),
         family=family(task),
         sample=sample,
         completion_tokens=completion_tokens,
@@ -66,12 +62,10 @@ def played_episode(task, sample: int, rec: dict, completion_tokens: int, tokens)
 
 
 def dropped(task, sample: int) -> dict:
-    """An episode the driver dropped (rl.episodes.episode_metrics.dropped_episode: a failure, not a gap),
+    """An episode the driver dropped (rl.episodes.schema.Episode.dropped: a failure, not a gap),
     with the suite's bookkeeping; its reward counts as 0."""
-    return dict(
-        dropped_episode(task.id), family=family(task), sample=sample, transcript="", summaries=0,
-        reward=0.0,
-    )  # fmt: skip
+    episode = dataclasses.replace(Episode.dropped(task.id), reward=0.0)
+    return dict(played_episode(task, sample, episode, 0, []), transcript="")
 
 
 # ----------------------------------------------------------------------------- task sets
@@ -320,7 +314,7 @@ def summarize(episodes: Sequence[dict], ks: Sequence[int]) -> tuple[dict, list[d
             id=tid,
             family=eps[0]["family"],
             held_out_family=eps[0]["family"] in HELD_OUT_TEMPLATES,
-            solved=sum(passes(e) for e in eps),
+            solved=sum(Episode.from_record(e).passes for e in eps),
             n=len(eps),
             samples=[_sample(e) for e in sorted(eps, key=lambda e: e["sample"])],
         )
@@ -330,10 +324,12 @@ def summarize(episodes: Sequence[dict], ks: Sequence[int]) -> tuple[dict, list[d
 
 
 def _sample(episode: dict) -> dict:
-    """One sample of a report item: SAMPLE_FIELDS (counts read from the facts' 'counts'), whether
-    it passed and its partial credit."""
-    out = {name: field(episode, name) for name in SAMPLE_FIELDS}
-    return dict(out, solved=passes(episode), partial=credit(episode))
+    """One sample of a report item: the episode flat (rl.episodes.schema.Episode.flat: grade,
+    counts, reward), the suite's bookkeeping, whether it passed and its partial credit. A sample
+    reads back as the same Episode (Episode.from_record)."""
+    ep = Episode.from_record(episode)
+    keep = {k: episode[k] for k in ("family", "sample", "completion_tokens", "transcript")}
+    return dict(ep.flat(), **keep, solved=ep.passes, partial=ep.credit)
 
 
 def tokens_curve(metrics: dict, ks: Sequence[int]) -> list[tuple[float, float, int]]:

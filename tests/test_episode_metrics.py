@@ -11,7 +11,8 @@ import random
 import pytest
 
 from eval import agentic
-from rl.episodes.episode_metrics import credit, dropped_episode, episode_metrics, passes
+from rl.episodes.episode_metrics import credit, episode_metrics, passes
+from rl.episodes.schema import Episode
 from rl.learning import batch_source
 from rl.sampling.rollout import summarize
 
@@ -43,8 +44,8 @@ def segment(i: int, policy_tokens: int) -> dict:
 
 
 def suite_episode(task, family, sample, passed, total, tokens, calls, malformed, turns) -> dict:
-    """An episode as eval/agentic.py keeps it, by hand: a chain's facts (rl.episodes.records.FACTS) with
-    the suite's fields; ended by submit, reward 0."""
+    """An episode as eval/agentic.py keeps it, by hand: a chain's facts (rl.episodes.schema
+    Episode.to_dict()) with the suite's fields; ended by submit, reward 0."""
     return dict(
         task_id=task, segments=1, done_reason="submit", tests_passed=passed, tests_total=total,
         tampered=False, reward=0.0, reward_terms={},
@@ -89,7 +90,7 @@ def test_hand_computed_metrics_on_mixed_records():
 
 
 def test_pass_and_credit_follow_the_graders_rule():
-    """The pass rule is rl.episodes.episode_metrics.all_pass, used by the grader (Grade.all_pass) and the
+    """The pass rule is rl.episodes.schema.all_pass, used by the grader (Grade.all_pass) and the
     reward's 'all_pass' outcome; credit restates the reward's 'fraction' outcome on stored counts (it
     imports no rl/ module): they agree on every grade."""
     from rl.envs.grading.tasks import Grade
@@ -146,7 +147,7 @@ def test_bad_records_get_one_line_errors():
     with pytest.raises(ValueError, match="no episodes"):
         episode_metrics([])
     # a reward mean over some of the episodes would not compare with one over all: omitted
-    assert "reward" not in episode_metrics([rec("a", 0, 1, 1), dropped_episode("a")])
+    assert "reward" not in episode_metrics([rec("a", 0, 1, 1), Episode.dropped("a").to_dict()])
 
 
 def test_agentic_suite_reports_the_function_overall_and_per_family():
@@ -196,7 +197,7 @@ def test_bench_rl_coding_counts_heldout_with_the_function(monkeypatch):
     spec.loader.exec_module(bench)
     groups = [[rec("a", s, int(s == 0), 1) for s in range(4)], [rec("b", 0, 1, 1)]]
     m = bench.heldout_metrics(["a", "b"], groups, 4)  # task b: 3 episodes dropped by the driver
-    want = groups[0] + groups[1] + [dropped_episode("b")] * 3
+    want = groups[0] + groups[1] + [Episode.dropped("b").to_dict()] * 3
     assert m == episode_metrics(want, ks=(1, 4))
     assert (m["pass_rate"], m["best_of_4"], m["done/error"]) == (2 / 8, 1.0, 3 / 8)
     assert "pass@1 0.250 best-of-4 1.000" in bench.describe(m) and "'error': 3" in bench.describe(m)

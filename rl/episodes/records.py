@@ -9,9 +9,11 @@ because the record crosses every boundary as data: the rollout store holds it as
 (no pickle), `--mode=rollout` as JSON lines, and producers add their own bookkeeping fields
 (a sampler's 'task' and 'sample_seconds', served feedback's 'id' and 'staleness'); a class would
 need a to/from-dict pair at each of those boundaries, which is the second form this replaces.
-The field lists are written once, here; `check_record` checks one; the builders
-(`episode_records`, `completion_record`) are the only places a record is assembled. An episode,
-to eval (eval/agentic.py), is its chain's FACTS (`chain_facts`) plus the suite's bookkeeping.
+The per-token fields are written once, here, and the episode's (grade, counts, reward) once in
+rl/episodes/schema.py (`Episode`, carried by every record as `Episode.to_dict()` and read back by
+`Episode.from_record`); `check_record` checks one; the builders (`episode_records`,
+`completion_record`) are the only places a record is assembled. An episode, to eval
+(eval/agentic.py), is its chain's `Episode` plus the suite's bookkeeping.
 
 Per-token fields, all of length L = len(tokens), aligned with `tokens`:
 
@@ -46,11 +48,11 @@ A multi-turn episode record (`episode_records`) also has:
     malformed_turns (indices of this segment's turns with a malformed call or cut off before
     <|end|>), done_reason (submit | no_tool_call | malformed_streak | turn_limit | context_limit
     | no_summary), the grader's facts tests_passed / tests_total / tampered of the hidden tests,
-    and counts = {COUNTS}: turns, tool_calls (well-formed, executed), tool_io_tokens (call tokens +
-    observation tokens), thinking_tokens (emitted tokens inside <|think|>..<|/think|>, tags
-    included), output_tokens (the other emitted tokens outside tool calls: free text and <|end|>),
-    malformed_calls, summaries and summary_tokens (summary turns of the chain and their tokens,
-    also in output_tokens).
+    segments, and counts (rl.episodes.schema.Counts): turns, tool_calls (well-formed,
+    executed), tool_io_tokens (call tokens + observation tokens), thinking_tokens (emitted tokens
+    inside <|think|>..<|/think|>, tags included), output_tokens (the other emitted tokens outside
+    tool calls: free text and <|end|>), malformed_calls, summaries and summary_tokens (summary
+    turns of the chain and their tokens, also in output_tokens).
 
 Best-of-K from a shared mid-episode prefix (rl/sampling/rollout.py `prefix_turns`): every record of the
 group also has `shared_prefix` = n, its tokens [0, n) being the group's shared prefix (the same
@@ -58,7 +60,7 @@ tokens, mask, log-probs in all K records); rl/learning/batch.py gives them loss_
 
 Chains (self-summarization, rl/envs/agent/summary.py): an episode longer than the context is a chain of
 segments; each segment is one record (one training sequence) with its own per-token arrays,
-prompt_len, turn_spans and malformed_turns (segment-local), and CHAIN_FIELDS: `chain` names the
+prompt_len, turn_spans and malformed_turns (segment-local), and its place: `chain` names the
 chain within its group (the sample index), `segment` (0-based) of `segments`. Counts, grade and so
 the reward are the chain's, identical on every segment (summary turns are emitted output tokens,
 so they count in the length penalty); rl/learning/batch.py computes group-relative advantages over chains,
@@ -68,9 +70,15 @@ chain of its own.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from rl.episodes.rewards import RewardConfig, episode_reward
+from rl.episodes.schema import COUNT_NAMES, Counts, Episode
+
+# The counts the environment's record does not keep: classes of its emitted tokens (tokenizer's).
+_TOKEN_CLASSES = ("thinking_tokens", "output_tokens")
 
 # Written once: the builders, the rollout store, record fitting and the collator read these.
 PER_TOKEN = ("tokens", "mask", "logprobs", "versions", "malformed_mask")  # [L] each
@@ -79,30 +87,7 @@ ARRAY_FIELDS = PER_TOKEN + (EXPERTS,)
 DTYPES = dict(
     tokens=np.int32, mask=np.int32, logprobs=np.float32, versions=np.int32, malformed_mask=np.int32
 )
-CHAIN_FIELDS = ("chain", "segment", "segments")  # which chain of the group, which segment
-# The chain's facts (episode_facts), identical on every segment: what an episode is to eval.
-FACTS = (
-    "task_id",
-    "segments",
-    "done_reason",
-    "tests_passed",
-    "tests_total",
-    "tampered",
-    "counts",
-    "reward",
-    "reward_terms",
-)
 REQUIRED = ARRAY_FIELDS + ("group_id", "reward", "reward_terms")
-COUNTS = (
-    "turns",
-    "tool_calls",
-    "tool_io_tokens",
-    "thinking_tokens",
-    "output_tokens",
-    "malformed_calls",
-    "summaries",
-    "summary_tokens",
-)
 
 
 def _arrays(tokens, mask, logprobs, versions, experts, malformed_mask) -> dict:
@@ -135,7 +120,7 @@ def _malformed_mask(n_tokens: int, turn_spans, malformed_turns) -> np.ndarray:
 
 
 def _emitted_classes(tok, tokens, spans) -> tuple[int, int]:
-    """(thinking tokens, output tokens) over the emitted turns `spans` of `tokens` (COUNTS)."""
+    """(thinking tokens, output tokens) over the emitted turns `spans` of `tokens` (Counts)."""
     think, end_think = tok.special_id("think"), tok.special_id("/think")
     call, end_call = tok.special_id("tool_call"), tok.special_id("/tool_call")
     thinking = output = 0
@@ -153,43 +138,30 @@ def _emitted_classes(tok, tokens, spans) -> tuple[int, int]:
     return thinking, output
 
 
-def episode_facts(env_rec, tok, reward_cfg: RewardConfig) -> dict:
-    """The chain-level fields of an episode's records, from the environment's record (rl.envs
-    EpisodeRecord, the episode done): task_id, done_reason, the grader's tests_passed /
-    tests_total / tampered, `counts` (COUNTS) and the reward with its terms:
-    rl.episodes.rewards.episode_reward of those under `reward_cfg`. Eval reads the same (eval/agentic.py)."""
+def episode_facts(env_rec, tok, reward_cfg: RewardConfig) -> Episode:
+    """The environment's finished episode (rl.envs EpisodeRecord) as the one schema's Episode
+    (rl/episodes/schema.py): its grade, its counts (each Counts field the environment counts read
+    from its record by name; the token classes from its emitted turns) and the reward with its
+    terms, rl.episodes.rewards.episode_reward under `reward_cfg`. Eval reads the same
+    (eval/agentic.py)."""
     segments = env_rec.all_segments()
     classes = [_emitted_classes(tok, s["tokens"], s["turn_spans"]) for s in segments]
-    facts = {
-        "task_id": env_rec.task_id,
-        "segments": len(segments),
-        "done_reason": env_rec.done_reason,
-        "tests_passed": env_rec.tests_passed,
-        "tests_total": env_rec.tests_total,
-        "tampered": env_rec.tampered,
-        "counts": {
-            "turns": env_rec.turns,
-            "tool_calls": env_rec.tool_calls,
-            "tool_io_tokens": env_rec.tool_io_tokens,
-            "thinking_tokens": sum(c[0] for c in classes),
-            "output_tokens": sum(c[1] for c in classes),
-            "malformed_calls": env_rec.malformed_calls,
-            "summaries": env_rec.summaries,
-            "summary_tokens": env_rec.summary_tokens,
-        },
-    }
-    facts["reward"], facts["reward_terms"] = episode_reward(facts, reward_cfg)
-    return facts
-
-
-def chain_facts(rec: dict) -> dict:
-    """The FACTS of a record (any segment of its chain) or of `episode_facts`' dict; a ValueError
-    naming the record and the fields when some are missing."""
-    missing = [f for f in FACTS if f not in rec]
-    if missing:
-        name = rec.get("group_id", rec.get("task_id", "?"))
-        raise ValueError(f"record {name}: missing chain fact(s) {missing}")
-    return {f: rec[f] for f in FACTS}
+    counted = {n: getattr(env_rec, n) for n in COUNT_NAMES if n not in _TOKEN_CLASSES}
+    ep = Episode(
+        task_id=env_rec.task_id,
+        done_reason=env_rec.done_reason,
+        tests_passed=env_rec.tests_passed,
+        tests_total=env_rec.tests_total,
+        tampered=env_rec.tampered,
+        counts=Counts(
+            **counted,
+            thinking_tokens=sum(c[0] for c in classes),
+            output_tokens=sum(c[1] for c in classes),
+        ),
+        segments=len(segments),
+    )
+    reward, terms = episode_reward(ep.to_dict(), reward_cfg)
+    return dataclasses.replace(ep, reward=reward, reward_terms=terms)
 
 
 def episode_records(
@@ -200,7 +172,7 @@ def episode_records(
     engine's {tokens, logprobs, versions, experts [n, L, k]}; group / sample: the episode's place
     in its group; policy: 'model' | 'forced'. Every segment carries the chain's facts
     (`episode_facts`: grade, counts, the reward under `reward_cfg`)."""
-    facts = episode_facts(env_rec, tok, reward_cfg)
+    facts = dict(episode_facts(env_rec, tok, reward_cfg).to_dict())
     facts.update(group=group, sample=sample, policy=policy)
     segments = env_rec.all_segments()
     if len(arrays) != len(segments):

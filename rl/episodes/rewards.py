@@ -4,8 +4,10 @@
 
 outcome: 'all_pass' (1 if every hidden test passed else 0) or 'fraction' (passed / total), from the
 grader's counts in the record (`tests_passed`, `tests_total`), which come from the environment's
-hidden tests run outside the policy's reach; a record the grader flagged as tampered gets
-TAMPER_SCORE (-1), below every honest outcome. This module is the only reward: the environment
+hidden tests run outside the policy's reach: rl/episodes/schema.py's all_pass and partial_credit,
+the rules the grader and the metrics use too. A record the grader flagged as tampered gets
+TAMPER_SCORE (-1), below every honest outcome, in either mode: its pass count is never read
+(fail closed; rl/episodes/schema.py says why). This module is the only reward: the environment
 reports the grade (rl/envs: passed, total, tampered, all_pass), never a score of its own, and every
 record (rl/episodes/records.py) carries the reward computed here and its terms.
 
@@ -34,7 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from rl.episodes.episode_metrics import all_pass
+from rl.episodes.schema import all_pass, partial_credit
 
 TAMPER_SCORE = -1.0  # below every honest outcome (an honest failure scores 0)
 LENGTH_QUANTITIES = ("thinking_tokens", "tool_io_tokens", "output_tokens", "tool_calls", "turns")
@@ -74,12 +76,9 @@ def length_penalty(x: float, term: LengthTerm) -> float:
 def outcome_reward(passed: int, total: int, mode: str, tampered: bool = False) -> float:
     if tampered:  # the grader caught the repo bending its results: worse than an honest failure
         return TAMPER_SCORE
-    if total <= 0:
-        return 0.0  # no hidden test ran (e.g. the episode never submitted): no credit
-    if mode == "all_pass":
-        # the one pass rule (rl/episodes/episode_metrics.py)
+    if mode == "all_pass":  # the one pass rule (rl/episodes/schema.py)
         return float(all_pass(passed, total, tampered))
-    return passed / total
+    return partial_credit(passed, total, tampered)  # the one partial credit (0: no test ran)
 
 
 def episode_reward(record: Mapping, cfg: RewardConfig) -> tuple[float, dict]:

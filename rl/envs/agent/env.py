@@ -8,6 +8,7 @@
         if done: break
         ids = ids + emitted + obs
     rec = env.record()                     # rec.tokens == ids + emitted; rec.mask; grade; counts
+    episode = rl.episodes.records.episode_facts(rec, tok, reward_cfg)   # the one schema's Episode
 
 The record is exactly the concatenation of those ids: RL trains on it without re-tokenizing.
 Every tool call's result is one tool message; a turn without tool calls, a `submit`, or the turn
@@ -40,7 +41,7 @@ from rl.envs.agent.summary import (
 from rl.envs.grading.dispatch import grade_episode
 from rl.envs.grading.tasks import Grade, Task
 from rl.envs.isolation.sandbox import Limits, Sandbox
-from rl.episodes.episode_metrics import all_pass
+from rl.episodes.schema import all_pass
 
 DEFAULT_SYSTEM = (
     "You are a coding agent working in a repository. Use tools to inspect and change it, "

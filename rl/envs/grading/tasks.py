@@ -42,7 +42,7 @@ from rl.envs.grading.harden import (
     is_test_module,
 )
 from rl.envs.isolation.sandbox import SANDBOX_REPO, Limits, RepoTooLarge, Sandbox
-from rl.episodes.episode_metrics import all_pass
+from rl.episodes.schema import all_pass, partial_credit
 
 GRADER_FILES = {"run.py": "runner.py", "child.py": "child.py", f"{EQ_MODULE}.py": "strict_eq.py"}
 GRADER_FILES |= {name: os.path.basename(src) for name, src in shared_files().items()}
@@ -82,11 +82,12 @@ class Grade:
 
     @property
     def fraction(self) -> float:
-        return self.passed / self.total if self.total else 0.0
+        # the one partial credit (rl/episodes/schema.py): 0 when tampered, whatever `passed` says
+        return partial_credit(self.passed, self.total, self.tampered)
 
     @property
     def all_pass(self) -> bool:
-        # the one rule: rl/episodes/episode_metrics.py
+        # the one rule: rl/episodes/schema.py
         return all_pass(self.passed, self.total, self.tampered)
 
 
