@@ -254,5 +254,10 @@ def dispatch_alltoall(
         in_specs=(rows, rows, rows, P(rows[0]), w_in, w_in, w_out),
         out_specs=(rows, P()),
         mesh=jax.sharding.get_abstract_mesh(),
+        # tokamax's Pallas kernels type their VJP's cotangents as not varying over the mesh axes
+        # (e.g. bfloat16[R,F] for a bfloat16[R,F]{V:expert} input), which the varying-axes check
+        # rejects in the backward (issue 53, seen lowering the Mosaic GPU kernel; its XLA
+        # reference on CPU passes). The values are per device, as the specs say. As in context.py.
+        check_vma=impl != "tokamax",
     )(x, expert_ids, weights.astype(jnp.float32), valid, wi_gate, wi_up, wo)
     return (y[: y.shape[0] - pad] if pad else y), dropped
