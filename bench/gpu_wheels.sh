@@ -9,7 +9,9 @@
 # On the GPU machine bench/gpu_window.sh installs them (pip --no-index --no-deps --target).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude
+exclude="$(git rev-parse --git-path info/exclude)" # a worktree's .git is a file
+mkdir -p "$(dirname "$exclude")"
+grep -qx '/.whl/' "$exclude" 2>/dev/null || echo '/.whl/' >>"$exclude"
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
   --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl \

@@ -9,7 +9,7 @@
 #
 # Environment: WINDOW_S  total seconds (default 540: a 600-s command limit less start-up and copy);
 #              BENCH_ARGS extra bench_gpu.py arguments (e.g. "--parts train,decode");
-#              PYTHON    the interpreter (default python3).
+#              PYTHON    the interpreter (default python3); WHEELS the wheel folder (default .whl).
 # Leaves in the folder: env.txt (date, GPU, versions), install.log, rows.jsonl (bench_gpu.py's rows,
 # each appended as it is measured), bench.log (its printed lines and errors), status (its exit code).
 # The wheels go to a folder outside it ($TMPDIR), so they are not copied back.
@@ -23,12 +23,13 @@ start=$(date +%s)
 left() { echo $((limit - ($(date +%s) - start))); }
 
 site="${TMPDIR:-/tmp}/gpu_window_site"
-if compgen -G ".whl/*.whl" >/dev/null; then
-  "$python" -m pip install -q --no-index --no-deps --no-compile --target "$site" .whl/*.whl \
-    >"$out/install.log" 2>&1 || echo "warning: installing .whl/ failed (install.log)" >&2
+wheels="${WHEELS:-.whl}"
+if compgen -G "$wheels/*.whl" >/dev/null; then
+  "$python" -m pip install -q --no-index --no-deps --no-compile --target "$site" "$wheels"/*.whl \
+    >"$out/install.log" 2>&1 || echo "warning: installing $wheels/ failed (install.log)" >&2
   export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 else
-  echo "no .whl/: running on what is installed" >"$out/install.log"
+  echo "no $wheels/*.whl: running on what is installed" >"$out/install.log"
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" # this checkout's model/, train/, bench/ first
 

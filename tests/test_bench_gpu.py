@@ -100,12 +100,14 @@ def test_cases_may_take_the_gpu_but_never_set_both_memory_fractions(monkeypatch)
 
 
 def test_window_script_dry_run_leaves_everything_in_its_folder(tmp_path):
-    env = dict(ENV, WINDOW_DRY_RUN="1", PYTHON=sys.executable, WINDOW_S="200")
+    # No wheels here (.whl/ holds Python 3.12 wheels for the GPU image, when gpu_wheels.sh ran).
+    env = dict(ENV, WINDOW_DRY_RUN="1", PYTHON=sys.executable, WINDOW_S="200", WHEELS=str(tmp_path))
     p = subprocess.run(["bash", "bench/gpu_window.sh", str(tmp_path)], cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=300)  # fmt: skip
     assert p.returncode == 0, p.stderr[-2000:]
     assert (tmp_path / "status").read_text().strip() == "0"
     assert "date:" in (tmp_path / "env.txt").read_text()
+    assert "running on what is installed" in (tmp_path / "install.log").read_text()
     rows = _rows(tmp_path / "rows.jsonl")
     assert [r["part"] for r in rows] == ["run", "env", "ceiling", "end"]
     assert rows[0]["budget_s"] <= 200 - 20 and rows[1]["platform"] == "cpu"
