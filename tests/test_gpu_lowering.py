@@ -107,22 +107,31 @@ def test_train_step_holds_no_attention_scores(lowering, train_text):
     assert lowering.score_tensors(text, B, cfg.num_attention_heads, blocks, T) == []
 
 
-def test_the_detectors_see_what_they_look_for(lowering):
-    """The checks above can fail: blocked attention's scores and ragged_dot are found."""
+def _attention(impl: str, b: int, t: int):
+    """train_attention over one document per row, as a function of (q, k, v)."""
     from model.kernels import attention as attn
+
+    pos = jnp.zeros((b, t), jnp.int32)
+    return lambda q, k, v: attn.train_attention(
+        q, k, v, q_positions=pos, q_segments=pos, k_positions=pos, k_segments=pos, scale=0.1,
+        impl=impl,
+    )  # fmt: skip
+
+
+def test_the_detectors_see_what_they_look_for(lowering):
+    """The checks above can fail: blocked attention's scores, a Triton fallback (float32 flash
+    attention, which Mosaic refuses) and XLA's ragged_dot are found."""
     from model.kernels import gmm
 
     h = 16
     q = jax.ShapeDtypeStruct((B, T, h, 192), jnp.bfloat16)
     v = jax.ShapeDtypeStruct((B, T, h, 128), jnp.bfloat16)
-    pos = jnp.zeros((B, T), jnp.int32)
-    run = lambda q, k, v: attn.train_attention(
-        q, k, v, q_positions=pos, q_segments=pos, k_positions=pos, k_segments=pos, scale=0.1,
-        impl="blocked",
-    )  # fmt: skip
+    f32 = jax.ShapeDtypeStruct((1, 256, 2, 64), jnp.float32)
     with lowering.emulate("h200"):
-        text = lowering.export_text(run, q, q, v, target="h200")
-    assert lowering.score_tensors(text, B, h, (T, 128), T)  # [B,H,128,S] float32 blocks
+        blocked = lowering.export_text(_attention("blocked", B, T), q, q, v, target="h200")
+        triton = lowering.export_text(_attention("tokamax", 1, 256), f32, f32, f32, target="h200")
+    assert lowering.score_tensors(blocked, B, h, (T, 128), T)  # [B,H,128,S] float32 blocks
+    assert lowering.kernel_counts(triton)["triton"] == 1
     x = jax.ShapeDtypeStruct((256, 64), jnp.bfloat16)
     w = jax.ShapeDtypeStruct((4, 64, 32), jnp.bfloat16)
     sizes = jnp.full((4,), 64, jnp.int32)
@@ -202,7 +211,6 @@ def test_tpu_grouped_gemm_lowers_to_pallas_and_attention_refuses_the_document_ma
     kernels. Not the train step: under the trainer's mesh of this machine's CPU devices Pallas TPU
     reads the chip as 'cpu' and refuses. And tokamax 0.0.17's TPU flash attention refuses the
     packed-document mask (`k_start`): on TPU, attention 'auto' has no kernel yet (RESULTS)."""
-    from model.kernels import attention as attn
     from model.kernels import gmm
 
     x, w = (
@@ -218,13 +226,8 @@ def test_tpu_grouped_gemm_lowers_to_pallas_and_attention_refuses_the_document_ma
     }  # fmt: skip
     q = jax.ShapeDtypeStruct((2, 256, 4, 192), jnp.bfloat16)
     v = jax.ShapeDtypeStruct((2, 256, 4, 128), jnp.bfloat16)
-    pos = jnp.zeros((2, 256), jnp.int32)
-    run = lambda q, k, v: attn.train_attention(
-        q, k, v, q_positions=pos, q_segments=pos, k_positions=pos, k_segments=pos, scale=0.1,
-        impl="tokamax",
-    )  # fmt: skip
     with lowering.emulate("tpu"), pytest.raises(NotImplementedError, match="k_start"):
-        lowering.export_text(run, q, q, v, target="tpu")
+        lowering.export_text(_attention("tokamax", 2, 256), q, q, v, target="tpu")
 
 
 def test_a_jitted_kernel_call_compiles_once():

@@ -70,23 +70,24 @@ def emulate(target: str):
     backend.platform = lambda: platform
     jax_backend.get_default_device = lambda: device
     try:
-        with tokamax_config.cross_compile(True), _tpu_mesh(target):
+        with tokamax_config.cross_compile(True), _abstract_mesh(target):
             yield
     finally:
         backend.platform, jax_backend.get_default_device = saved
 
 
-def _tpu_mesh(target: str):
-    """Pallas TPU reads the chip generation from the abstract mesh's device when there is no TPU
-    (jax._src.tpu_info): a one-device abstract mesh of the target's kind. Under a concrete mesh
-    of this machine's devices (the trainer's) it reads 'cpu' and refuses: so only programs lowered
-    outside a mesh get TPU kernels here."""
-    if target != "tpu":
-        return contextlib.nullcontext()
+def _abstract_mesh(target: str):
+    """Pallas TPU and Pallas Triton read the chip from the abstract mesh's device when there is
+    none here (jax._src.tpu_info; pallas/triton): a one-device abstract mesh of the target's kind.
+    Under a concrete mesh of this machine's devices (the trainer's) they read 'cpu' and refuse
+    (Mosaic GPU does not ask): so only programs lowered outside a mesh get TPU kernels here."""
     from jax._src.mesh import AbstractDevice  # not exported by jax.sharding in 0.11
 
     device = TARGETS[target][2]
-    abstract = AbstractDevice(device_kind=device.device_kind, num_cores=2, platform="tpu")
+    cores = 2 if device.platform == "tpu" else device.core_count  # v5p: 2 TensorCores per chip
+    abstract = AbstractDevice(
+        device_kind=device.device_kind, num_cores=cores, platform=device.platform
+    )
     return jax.sharding.use_abstract_mesh(
         jax.sharding.AbstractMesh((1,), ("x",), abstract_device=abstract)
     )
@@ -96,7 +97,11 @@ def export_text(fn, *args, target: str) -> str:
     """fn (jitted or not) lowered for `target` at args (arrays or ShapeDtypeStructs): its
     StableHLO text. Call it inside `emulate(target)` so the kernels are the target's."""
     fn = fn if hasattr(fn, "trace") else jax.jit(fn)
-    return jax.export.export(fn, platforms=[TARGETS[target][0]])(*args).mlir_module()
+    # Triton calls are not on export's list of stable custom calls; lowered anyway, so that a
+    # fallback to them is counted rather than raised.
+    triton = jax.export.DisabledSafetyCheck.custom_call("__gpu$xla.gpu.triton")
+    export = jax.export.export(fn, platforms=[TARGETS[target][0]], disabled_checks=[triton])
+    return export(*args).mlir_module()
 
 
 def kernel_counts(text: str) -> dict:
