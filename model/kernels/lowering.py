@@ -70,7 +70,7 @@ def emulate(target: str):
     backend.platform = lambda: platform
     jax_backend.get_default_device = lambda: device
     try:
-        with tokamax_config.cross_compile(True), _abstract_mesh(target):
+        with tokamax_config.cross_compile(True):
             yield
     finally:
         backend.platform, jax_backend.get_default_device = saved
@@ -78,9 +78,11 @@ def emulate(target: str):
 
 def _abstract_mesh(target: str):
     """Pallas TPU and Pallas Triton read the chip from the abstract mesh's device when there is
-    none here (jax._src.tpu_info; pallas/triton): a one-device abstract mesh of the target's kind.
-    Under a concrete mesh of this machine's devices (the trainer's) they read 'cpu' and refuse
-    (Mosaic GPU does not ask): so only programs lowered outside a mesh get TPU kernels here."""
+    none here (jax._src.tpu_info; pallas/triton): a one-device abstract mesh of the target's kind,
+    entered by export_text around the export only (eager ops refuse to run under it) and only
+    outside a mesh. Under a concrete mesh of this machine's devices (the trainer's) they read
+    'cpu' and refuse (Mosaic GPU does not ask): so only programs lowered outside a mesh get TPU
+    kernels here."""
     from jax._src.mesh import AbstractDevice  # not exported by jax.sharding in 0.11
 
     device = TARGETS[target][2]
@@ -89,7 +91,9 @@ def _abstract_mesh(target: str):
         device_kind=device.device_kind, num_cores=cores, platform=device.platform
     )
     return jax.sharding.use_abstract_mesh(
-        jax.sharding.AbstractMesh((1,), ("x",), abstract_device=abstract)
+        jax.sharding.AbstractMesh(
+            (1,), ("x",), axis_types=(jax.sharding.AxisType.Auto,), abstract_device=abstract
+        )
     )
 
 
@@ -101,7 +105,9 @@ def export_text(fn, *args, target: str) -> str:
     # fallback to them is counted rather than raised.
     triton = jax.export.DisabledSafetyCheck.custom_call("__gpu$xla.gpu.triton")
     export = jax.export.export(fn, platforms=[TARGETS[target][0]], disabled_checks=[triton])
-    return export(*args).mlir_module()
+    outside_a_mesh = jax.sharding.get_abstract_mesh().empty
+    with _abstract_mesh(target) if outside_a_mesh else contextlib.nullcontext():
+        return export(*args).mlir_module()
 
 
 def kernel_counts(text: str) -> dict:
