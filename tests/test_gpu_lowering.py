@@ -3,12 +3,13 @@ AdamW, the trainer's own jitted step) and a decode step lowered for CUDA with `j
 backend and tokamax's device query answering as an H200 (sm90; model/kernels/lowering.py). The
 lowered StableHLO must call tokamax's Mosaic GPU kernels the expected number of times, at the
 model's shapes, in bfloat16, and hold no XLA ragged_dot, no Triton fallback and no [T, S] score
-tensor. Plus: one compile of a jitted kernel call (tokamax imported before any trace); the all-to-all dispatch's backward through the Mosaic
-kernel; TPU where JAX can lower Pallas TPU kernels here.
+tensor. Plus: one compile of a jitted kernel call (tokamax imported before any trace); the
+all-to-all dispatch's backward through the Mosaic kernel; TPU where JAX lowers Pallas TPU here.
 
 Needs tokamax (the Python 3.12 leg of .ci/run); skips without it unless REQUIRE_TOKAMAX=1.
-Time: ~60 s for the mid train step (15 Mosaic kernels are lowered to PTX-ready modules, ~2 s each
-at load ~8), ~15 s for the rest. The decode step runs mid's shapes with 2 layers (1 dense + 1
+Time: 232 s at load ~10 (2 shared cores, another test run beside it), most of it the mid train
+step's 15 Mosaic kernels lowered (~2-5 s each under that load; 50 s for the fixture at load 8
+alone); the rest ~50 s. The decode step runs mid's shapes with 2 layers (1 dense + 1
 MoE): its layers are unrolled, one array per layer (model/decode.py), so each MoE layer adds 3
 identical kernel lowerings (~6 s) and nothing new to check.
 """
