@@ -1,22 +1,26 @@
-"""One GPU benchmark, sized for six minutes on one H100/H200 (issue 41; not yet run on a GPU: its
---budget_s guard skips parts past 330 s): the matmul ceiling, the
-kernels, the mid config's train step per MoE and attention implementation beside transformers', and
-bf16 decode against the HBM roofline.
+"""One GPU benchmark for a short device window (issue 53), that survives its own failures: the mid
+config's train step per MoE and attention implementation beside transformers', bf16 decode
+against the HBM roofline, the matmul ceiling and the kernels alone.
 
-    python bench/bench_gpu.py                     # on the GPU: every part, the mid preset
+    bash bench/gpu_window.sh                      # on the GPU: the whole window (wheels, env, this)
+    python bench/bench_gpu.py --jsonl rows.jsonl  # this part alone
     python bench/bench_gpu.py --tiny              # smoke scale on CPU (tests/test_bench_gpu.py)
     python bench/bench_gpu.py --parts memory      # compiled memory of the mid config, no GPU needed
+    python bench/bench_gpu.py --parts lowering    # the GPU program's kernels, lowered on CPU
 
-What a GPU image lacks travels as wheels: `bash bench/gpu_wheels.sh` fills .whl/ (tokamax and its
-pure-Python needs, grain, tensorboardX); the device command installs them with
-`pip install --no-index --no-deps --target /tmp/site .whl/*.whl` first. tokamax imports
-`xprof.cli.tools` at import time; xprof (~100 MB) stays behind and model/kernels/backend.py stubs it.
+How it survives (issue 53: the first version ran parts in the parent, which then held 75% of the
+GPU; checked its budget only between parts; wrote its JSON at the end):
+  - this process never imports JAX: every case runs in a subprocess of its own (its memory peak is
+    its own, and an out-of-memory or a crash fails that case alone), with the time left of the
+    --budget_s as its limit (and at most --case_s, or a part's --part_s);
+  - each row is printed and appended to --jsonl (one JSON object per line) the moment the case
+    prints it; a case that fails, runs out of memory or times out leaves its row saying so
+    (`error`, `oom`, `timeout`) and the run goes on with the next;
+  - the train step runs first, the riskiest parts last; `ragged:tokamax` (ragged_dot's dense
+    fallback: 216.6 GiB planned at batch 8, bench/RESULTS.md) is not a default variant.
 
-Parts (--parts, comma-separated; each train/hf/decode case runs in its own subprocess, so its peak
-memory is its own and an out-of-memory fails that case only):
-  ceiling  bf16 n^3 matmul TFLOP/s (n = 8192; 1024 with --tiny)
-  kernels  grouped GEMM (tokamax) at the mid config's expert shapes, forward and forward+backward;
-           training attention at B 8, T 2048, H 16, K 192 / V 128, causal, per implementation
+Parts (--parts, comma-separated, run in that order; each is one or more cases):
+  env      JAX, jaxlib, tokamax and device versions, memory limit of the device
   train    the train step (AdamW, clip 1.0, bf16 compute, f32 params) at batch 8 x 2048 per
            --variants 'moe:attention': ms, tokens/s, MFU vs the chip's datasheet bf16 peak (CPU: a
            measured matmul peak), peak memory (device peak; on CPU the compiled plan)
@@ -25,8 +29,20 @@ memory is its own and an out-of-memory fails that case only):
   decode   greedy decode with bf16 params and cache, prompt 256 + 128 new tokens, batch 16 and 64:
            tokens/s and % of the HBM roofline (bytes each step must read: every weight an expert
            choice can touch + the latent cache / the datasheet HBM bandwidth)
+  ceiling  bf16 n^3 matmul TFLOP/s (n = 8192; 1024 with --tiny)
+  kernels  grouped GEMM per implementation at the mid config's expert shapes, forward and
+           forward+backward; training attention at B 8, T 2048, H 16, K 192 / V 128, causal, per
+           implementation (one case each)
   memory   compiled memory analysis (no run) of the train step per variant, with 'opaque' shape-only
            kernels standing in for tokamax's where the backend has none (CPU)
+  lowering the train step per variant lowered for an H200 on any machine (needs tokamax): kernel
+           calls by kind (Mosaic GPU, Triton, cuDNN, XLA ragged_dot), float32 kernel operands,
+           [B, H, t, S] score tensors (model/kernels/lowering.py)
+  _fail, _hang   planted cases (a raise; a sleep past its limit) for the CPU test of the above
+
+What a GPU image lacks travels as wheels (bench/gpu_wheels.sh fills .whl/; gpu_window.sh installs
+them). tokamax imports `xprof.cli.tools` at import time; xprof (~100 MB) stays behind and
+model/kernels/backend.py stubs it.
 
 Attention and MoE FLOPs are model FLOPs (causal attention counts the lower triangle; forward +
 backward = 3x forward), the same counting as train MFU (model/params.py flops_per_token).
@@ -37,29 +53,37 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
+import signal
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-
-from model import presets  # noqa: E402
-
-DEFAULT_VARIANTS = "tokamax:tokamax,tokamax:cudnn,blocked:tokamax,ragged:tokamax,tokamax:blocked"
+DEFAULT_PARTS = "env,train,hf,decode,ceiling,kernels"
+# Riskiest last: blocked MoE on a GPU runs the CPU loop's aligned layout (76.9 GiB planned).
+DEFAULT_VARIANTS = "tokamax:tokamax,tokamax:cudnn,tokamax:blocked,blocked:tokamax"
 TINY_VARIANTS = "blocked:blocked,ragged:blocked,dense:blocked"
+GMM_IMPLS, TINY_GMM_IMPLS = ("tokamax", "ragged"), ("ragged",)
+ATTENTION_IMPLS, TINY_ATTENTION_IMPLS = ("tokamax", "cudnn", "blocked"), ("blocked",)
+MIN_CASE_S = 10  # a case given less than this is skipped: a JAX process takes seconds to start
 # Datasheet HBM bandwidth per chip, bytes/s, by a substring of device_kind (most specific first).
 HBM_BANDWIDTH = (("H100 PCIe", 2.0e12), ("H100", 3.35e12), ("H200", 4.8e12), ("A100", 2.0e12))
+# Out-of-memory as XLA (RESOURCE_EXHAUSTED) and torch say it.
+OOM_MARKERS = ("RESOURCE_EXHAUSTED", "out of memory", "OutOfMemoryError")
 
 
 def load() -> str:
-    return "load {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+    return "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
 
 
 def best_seconds(fn, repeats: int) -> float:
+    import jax
+
     jax.block_until_ready(fn())  # compile + warm up
     best = float("inf")
     for _ in range(repeats):
@@ -77,72 +101,95 @@ def sizes(tiny: bool) -> dict:
 
 
 def model_config(tiny: bool, moe_impl: str = "auto", attention_impl: str = "auto"):
+    from model import presets
+
     cfg = presets.get(sizes(tiny)["preset"], moe_impl=moe_impl, attention_impl=attention_impl)
     return cfg.replace(dtype="bfloat16", num_mtp_modules=0)
 
 
-# --- parts that run in this process ---------------------------------------------------------------
+# --- cases: each runs in a subprocess of its own and yields its rows ---------------------------
 
 
-def part_ceiling(args) -> dict:
+def case_env(args):
+    import jax
+    import jaxlib
+
+    dev = jax.local_devices()[0]
+    try:
+        from model.kernels import backend
+
+        tokamax = getattr(backend.tokamax(), "__version__", "importable")
+    except ImportError as e:
+        tokamax = f"missing ({e})"
+    stats = dev.memory_stats() or {}
+    yield {"part": "env", "jax": jax.__version__, "jaxlib": jaxlib.__version__,
+           "platform": dev.platform, "device_kind": dev.device_kind,
+           "devices": jax.local_device_count(), "tokamax": tokamax,
+           "bytes_limit_gib": stats.get("bytes_limit", 0) / 2**30 or None,
+           "mem_fraction": os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION")}  # fmt: skip
+
+
+def case_ceiling(args):
+    import jax
+    import jax.numpy as jnp
+
     n = 1024 if args.tiny else 8192
     a = jnp.ones((n, n), jnp.bfloat16)
     f = jax.jit(lambda x: x @ x)
     s = best_seconds(lambda: f(a), 5)
-    return {"part": "ceiling", "n": n, "tflops": 2 * n**3 / s / 1e12}
+    yield {"part": "ceiling", "n": n, "tflops": 2 * n**3 / s / 1e12}
 
 
-def part_kernels(args) -> list[dict]:
-    from model.kernels import attention as attn
+def case_gmm(args, impl: str):
+    """The grouped GEMM alone at the expert shapes, balanced groups: forward, forward+backward."""
+    import jax
+    import jax.numpy as jnp
+
     from model.kernels import gmm
 
-    cfg = model_config(args.tiny)
-    sz = sizes(args.tiny)
+    cfg, sz = model_config(args.tiny), sizes(args.tiny)
     rows = sz["batch"] * sz["seq"] * cfg.num_experts_per_tok
     d, f, e = cfg.hidden_size, cfg.moe_intermediate_size, cfg.n_routed_experts
-    keys = jax.random.split(jax.random.PRNGKey(0), 4)
+    keys = jax.random.split(jax.random.PRNGKey(0), 2)
     xs = jax.random.normal(keys[0], (rows, d), jnp.bfloat16)
     w = jax.random.normal(keys[1], (e, d, f), jnp.bfloat16) * 0.02
     group_sizes = jnp.full((e,), rows // e, jnp.int32)  # balanced: what the bias steers toward
-    out = []
-    gmm_impls = ("ragged",) if args.tiny else ("tokamax", "ragged")
-    for impl in gmm_impls:
-        run = lambda x, w, impl=impl: gmm.grouped_matmul(x, w, group_sizes, impl=impl)
-        fwd = jax.jit(run)
-        bwd = jax.jit(jax.grad(lambda x, w, run=run: run(x, w).astype(jnp.float32).sum(), (0, 1)))
-        flops = 2 * rows * d * f
-        for name, fn, mult in (("fwd", fwd, 1), ("fwd+bwd", bwd, 3)):
-            s = best_seconds(lambda fn=fn: fn(xs, w), args.repeats)
-            out.append({"part": "gmm", "impl": impl, "pass": name, "ms": s * 1e3,
-                        "tflops": mult * flops / s / 1e12})  # fmt: skip
+    run = lambda x, w: gmm.grouped_matmul(x, w, group_sizes, impl=impl)
+    fwd = jax.jit(run)
+    bwd = jax.jit(jax.grad(lambda x, w: run(x, w).astype(jnp.float32).sum(), (0, 1)))
+    flops = 2 * rows * d * f
+    for name, fn, mult in (("fwd", fwd, 1), ("fwd+bwd", bwd, 3)):
+        s = best_seconds(lambda fn=fn: fn(xs, w), args.repeats)
+        yield {"part": "gmm", "impl": impl, "pass": name, "ms": s * 1e3,
+               "tflops": mult * flops / s / 1e12}  # fmt: skip
+
+
+def case_attention(args, impl: str):
+    """Training attention alone, causal over one document per row: forward, forward+backward."""
+    import jax
+    import jax.numpy as jnp
+
+    from model.kernels import attention as attn
+
+    cfg, sz = model_config(args.tiny), sizes(args.tiny)
     b, t, h = sz["batch"], sz["seq"], cfg.num_attention_heads
-    kq, kk, kv = jax.random.split(keys[2], 3)
+    kq, kk, kv = jax.random.split(jax.random.PRNGKey(2), 3)
     q = jax.random.normal(kq, (b, t, h, cfg.qk_head_dim), jnp.bfloat16)
     k = jax.random.normal(kk, (b, t, h, cfg.qk_head_dim), jnp.bfloat16)
     v = jax.random.normal(kv, (b, t, h, cfg.v_head_dim), jnp.bfloat16)
     pos = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), (b, t))
     seg = jnp.ones((b, t), jnp.int32)
     flops = 2 * b * h * (t * (t + 1) / 2) * (cfg.qk_head_dim + cfg.v_head_dim)  # causal
-    attn_impls = ("blocked",) if args.tiny else ("tokamax", "cudnn", "blocked")
-    for impl in attn_impls:
-        run = lambda q, k, v, impl=impl: attn.train_attention(
-            q, k, v, q_positions=pos, q_segments=seg, k_positions=pos, k_segments=seg,
-            scale=cfg.qk_head_dim**-0.5, impl=impl,
-        )  # fmt: skip
-        fwd = jax.jit(run)
-        bwd = jax.jit(jax.grad(lambda *a, run=run: run(*a).astype(jnp.float32).sum(), (0, 1, 2)))
-        for name, fn, mult in (("fwd", fwd, 1), ("fwd+bwd", bwd, 3)):
-            try:
-                s = best_seconds(lambda fn=fn: fn(q, k, v), args.repeats)
-            except Exception as e:  # noqa: BLE001  (a kernel that does not fit this GPU: say so)
-                out.append({"part": "attention", "impl": impl, "pass": name, "error": str(e)[:200]})
-                continue
-            out.append({"part": "attention", "impl": impl, "pass": name, "ms": s * 1e3,
-                        "tflops": mult * flops / s / 1e12})  # fmt: skip
-    return out
-
-
-# --- cases that run in a subprocess each -----------------------------------------------------------
+    run = lambda q, k, v: attn.train_attention(
+        q, k, v, q_positions=pos, q_segments=seg, k_positions=pos, k_segments=seg,
+        scale=cfg.qk_head_dim**-0.5, impl=impl,
+    )  # fmt: skip
+    fwd = jax.jit(run)
+    bwd = jax.jit(jax.grad(lambda *a: run(*a).astype(jnp.float32).sum(), (0, 1, 2)))
+    for name, fn, mult in (("fwd", fwd, 1), ("fwd+bwd", bwd, 3)):
+        s = best_seconds(lambda fn=fn: fn(q, k, v), args.repeats)
+        yield {"part": "attention", "impl": impl, "pass": name, "ms": s * 1e3,
+               "tflops": mult * flops / s / 1e12}  # fmt: skip
 
 
 def _compiled_gib(m) -> float:
@@ -154,6 +201,8 @@ def _compiled_gib(m) -> float:
 def _peak_memory_gib(step, state, batch, mesh) -> float:
     """The device's own peak (this process ran one case), or on CPU, which keeps no such
     statistic, the compiled program's plan."""
+    import jax
+
     from model.sharding import DEFAULT_RULES, mesh_context
 
     stats = jax.local_devices()[0].memory_stats()
@@ -163,7 +212,9 @@ def _peak_memory_gib(step, state, batch, mesh) -> float:
         return _compiled_gib(step.jitted.lower(state, batch).compile().memory_analysis())
 
 
-def case_train(args, variant: str) -> dict:
+def case_train(args, variant: str):
+    import jax
+
     from bench.common import synthetic_batch, train_setup
     from model.params import flops_per_token
     from train import metrics as mx
@@ -184,7 +235,7 @@ def case_train(args, variant: str) -> dict:
     tokens = sz["batch"] * sz["seq"]
     peak = mx.mfu_peak(mx.peak_matmul_size(cfg), "bfloat16", [jax.local_devices()[0]])
     achieved = tokens / s * flops_per_token(cfg, sz["seq"])
-    return {"part": "train", "variant": variant, "ms": s * 1e3, "tokens_per_s": tokens / s,
+    yield {"part": "train", "variant": variant, "ms": s * 1e3, "tokens_per_s": tokens / s,
             "mfu": achieved / peak.flops, "peak": peak.describe(),
             "peak_memory_gib": _peak_memory_gib(step, box["state"], batch, mesh)}  # fmt: skip
 
@@ -206,7 +257,7 @@ def hf_config(cfg) -> dict:
     )  # fmt: skip
 
 
-def case_hf(args) -> dict:
+def case_hf(args):
     import torch
     from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
 
@@ -245,7 +296,7 @@ def case_hf(args) -> dict:
         best = min(best, time.perf_counter() - t0)
     mem = torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None
     used = getattr(model.config, "_experts_implementation", None)
-    return {"part": "hf", "ms": best * 1e3, "tokens_per_s": sz["batch"] * sz["seq"] / best,
+    yield {"part": "hf", "ms": best * 1e3, "tokens_per_s": sz["batch"] * sz["seq"] / best,
             "peak_memory_gib": mem, "experts": used,
             "attention": model.config._attn_implementation}  # fmt: skip
 
@@ -269,10 +320,14 @@ def hbm_bandwidth(kind: str) -> float | None:
     return next((bw for name, bw in HBM_BANDWIDTH if name in kind), None)
 
 
-def case_decode(args, batch: int) -> dict:
+def case_decode(args, batch: str):
+    import jax
+    import numpy as np
+
     from model import init_params
     from model.prompt_batch import PromptBatch
 
+    batch = int(batch)
     cfg = model_config(args.tiny).replace(decode_dtype="bfloat16")  # params + cache, also on CPU
     sz = sizes(args.tiny)
     params = init_params(
@@ -293,14 +348,16 @@ def case_decode(args, batch: int) -> dict:
     context = sz["prompt"] + sz["new"] // 2  # the mean context over the new tokens
     bw = hbm_bandwidth(jax.local_devices()[0].device_kind)
     roofline = batch * bw / decode_bytes_per_step(cfg, batch, context) if bw else None
-    return {"part": "decode", "batch": batch, "tokens_per_s": tok_s,
+    yield {"part": "decode", "batch": batch, "tokens_per_s": tok_s,
             "roofline_tokens_per_s": roofline,
             "roofline_fraction": tok_s / roofline if roofline else None}  # fmt: skip
 
 
-def case_memory(args, variant: str) -> dict:
+def case_memory(args, variant: str):
     """Compiled memory of one train step, nothing allocated; tokamax's kernels become the 'opaque'
     stand-ins where the backend cannot compile them (CPU)."""
+    import jax
+
     from bench.common import synthetic_batch, train_setup
     from model.sharding import DEFAULT_RULES, mesh_context
     from train import sharding as shd
@@ -315,39 +372,145 @@ def case_memory(args, variant: str) -> dict:
     batch = shd.global_batch(synthetic_batch(sz["batch"], sz["seq"], cfg.vocab_size), mesh)
     with mesh_context(mesh, DEFAULT_RULES):
         m = step.jitted.lower(state, batch).compile().memory_analysis()
-    return {"part": "memory", "variant": variant, "compiled_as": f"{moe_impl}:{attention_impl}",
+    yield {"part": "memory", "variant": variant, "compiled_as": f"{moe_impl}:{attention_impl}",
             "arguments_gib": m.argument_size_in_bytes / 2**30,
             "temp_gib": m.temp_size_in_bytes / 2**30, "total_gib": _compiled_gib(m)}  # fmt: skip
 
 
-CASES = {"train": case_train, "hf": case_hf, "decode": case_decode, "memory": case_memory}
+def case_lowering(args, variant: str):
+    """The train step lowered for an H200 on any machine (model/kernels/lowering.py): kernel calls
+    by kind, float32 kernel operands other than the attention residuals, score-shaped tensors."""
+    import jax
+
+    from bench.common import synthetic_batch, train_setup
+    from model.kernels import lowering
+    from model.sharding import DEFAULT_RULES, mesh_context
+
+    moe_impl, attention_impl = variant.split(":")
+    cfg, sz = model_config(args.tiny, moe_impl, attention_impl), sizes(args.tiny)
+    b, t = sz["batch"], sz["seq"]
+    t0 = time.perf_counter()
+    with lowering.emulate("h200"):
+        state, step, mesh = train_setup(cfg, {"data": 1}, allocate=False)
+        batch = synthetic_batch(b, t, cfg.vocab_size)
+        batch = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), batch)
+        with mesh_context(mesh, DEFAULT_RULES):
+            text = lowering.export_text(step.jitted, state, batch, target="h200")
+    lse = f"{b}x{cfg.num_attention_heads}x{t}xf32"  # flash attention's log-sum-exp residuals
+    f32 = [x for c in lowering.kernel_operands(text) for x in c if x.endswith("f32") and x != lse]
+    scores = lowering.score_tensors(text, b, cfg.num_attention_heads, (t, 128), t)
+    yield {"part": "lowering", "variant": variant, **lowering.kernel_counts(text),
+           "f32_kernel_operands": len(f32), "score_tensors": len(scores),
+           "lower_s": time.perf_counter() - t0}  # fmt: skip
 
 
-def run_case(args, name: str, arg=None, timeout: int = 600) -> dict:
-    """One case in a fresh process (its own memory peak; an OOM or crash fails it alone), or in
-    this one with --in_process (the CPU smoke test: no process start-ups to pay for)."""
-    if args.in_process:
-        return CASES[name](args, *([] if arg is None else [arg]))
+def case_fail(args):
+    """Planted: a case that measures one row, then raises (the CPU test's failing case)."""
+    yield {"part": "_fail", "measured": 1}
+    raise RuntimeError("planted failure")
+
+
+def case_hang(args):
+    """Planted: a case that never finishes (the CPU test's time-out)."""
+    time.sleep(3600)
+    yield {"part": "_hang"}
+
+
+CASES = {
+    "env": case_env,
+    "train": case_train,
+    "hf": case_hf,
+    "decode": case_decode,
+    "ceiling": case_ceiling,
+    "gmm": case_gmm,
+    "attention": case_attention,
+    "memory": case_memory,
+    "lowering": case_lowering,
+    "_fail": case_fail,
+    "_hang": case_hang,
+}
+
+
+def plan(args) -> list[tuple[str, str, str | None]]:
+    """(part, case, its argument) in run order, from --parts and --variants."""
+    variants = (args.variants or (TINY_VARIANTS if args.tiny else DEFAULT_VARIANTS)).split(",")
+    out = []
+    for part in args.parts.split(","):
+        if part in ("train", "memory", "lowering"):
+            out += [(part, part, v) for v in variants]
+        elif part == "decode":
+            out += [(part, part, str(b)) for b in sizes(args.tiny)["decode_batches"]]
+        elif part == "kernels":
+            out += [(part, "gmm", i) for i in (TINY_GMM_IMPLS if args.tiny else GMM_IMPLS)]
+            attention = TINY_ATTENTION_IMPLS if args.tiny else ATTENTION_IMPLS
+            out += [(part, "attention", i) for i in attention]
+        elif part in CASES:
+            out.append((part, part, None))
+        else:
+            raise SystemExit(f"error: unknown part {part!r}; known: {', '.join(CASES)}, kernels")
+    return out
+
+
+def child_env() -> dict:
+    """The case's environment: JAX may take 95% of the GPU (the parent holds none of it). Only one
+    of the two fraction variables may be set: jaxlib raises a ValueError when both are."""
+    env = dict(os.environ)
+    if "XLA_CLIENT_MEM_FRACTION" not in env:
+        env.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.95")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def error_row(part: str, case: str, arg, stderr: str, rc) -> dict:
+    """A failed case's row: the last line of its error (the exception's, when one was raised)."""
+    lines = stderr.strip().splitlines() or [f"exit status {rc}, no output"]
+    raised = [ln for ln in lines if ln.split(":")[0].endswith(("Error", "Exception"))]
+    oom = any(m in stderr for m in OOM_MARKERS)
+    return {"part": part, "case": case, "arg": arg, "error": (raised or lines)[-1][:300],
+            "oom": oom, "rc": rc}  # fmt: skip
+
+
+def run_case(args, part: str, case: str, arg, limit_s: float, emit) -> None:
+    """Runs one case in a subprocess, emitting each row it prints as it prints it; a time-out
+    kills the case's process group and emits a row saying so, like a failure or an OOM."""
     cmd = [
         sys.executable,
         os.path.abspath(__file__),
         "--case",
-        name,
+        case,
         "--repeats",
         str(args.repeats),
     ]
-    cmd += (["--case_arg", str(arg)] if arg is not None else []) + (["--tiny"] if args.tiny else [])
-    env = dict(os.environ, XLA_PYTHON_CLIENT_MEM_FRACTION="0.95")
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        return {"part": name, "case": arg, "error": f"timed out after {timeout} s"}
-    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
-    if p.returncode or not lines:
-        err = p.stderr.strip().splitlines() or ["no output"]
-        raised = [ln for ln in err if ln.split(":")[0].endswith(("Error", "Exception"))]
-        return {"part": name, "case": arg, "error": (raised or err)[-1][:300]}
-    return json.loads(lines[-1])
+    cmd += (["--case_arg", arg] if arg is not None else []) + (["--tiny"] if args.tiny else [])
+    with tempfile.TemporaryFile("w+") as err:
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=child_env(),
+                             start_new_session=True)  # fmt: skip
+        lines: queue.Queue = queue.Queue()
+
+        def read():
+            for line in p.stdout:
+                lines.put(line)
+            lines.put(None)
+
+        threading.Thread(target=read, daemon=True).start()
+        deadline = time.monotonic() + limit_s
+        while True:
+            try:
+                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                os.killpg(p.pid, signal.SIGKILL)  # the case and anything it started
+                p.wait()
+                emit({"part": part, "case": case, "arg": arg,
+                      "error": f"timed out after {limit_s:.0f} s", "timeout": True})  # fmt: skip
+                return
+            if line is None:
+                break
+            if line.startswith("{"):
+                emit(json.loads(line))
+        rc = p.wait()
+        if rc:
+            err.seek(0)
+            emit(error_row(part, case, arg, err.read(), rc))
 
 
 def fmt(row: dict) -> str:
@@ -356,52 +519,67 @@ def fmt(row: dict) -> str:
     return f"  {row['part']:9s} " + "  ".join(f"{k} {show(row[k])}" for k in keys)
 
 
-def main():
+def make_emit(path: str | None):
+    """print + append one JSON line to `path`, flushed: what was measured is on disk at once."""
+
+    def emit(row: dict) -> None:
+        print(fmt(row), flush=True)
+        if path:
+            with open(path, "a") as f:
+                f.write(json.dumps(row) + "\n")
+
+    return emit
+
+
+def run_child(args) -> None:
+    """A case's own process: each row on stdout as it is measured."""
+    for row in CASES[args.case](args, *([] if args.case_arg is None else [args.case_arg])):
+        print(json.dumps(row), flush=True)
+
+
+def run_in_process(args, emit) -> None:
+    """--in_process (the CPU smoke test of every part: no process start-ups to pay for)."""
+    for _, case, arg in plan(args):
+        for row in CASES[case](args, *([] if arg is None else [arg])):
+            emit(row)
+
+
+def parse(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--parts", default="ceiling,kernels,train,hf,decode")
+    ap.add_argument("--parts", default=DEFAULT_PARTS)
     ap.add_argument("--variants", default=None, help="moe_impl:attention_impl,...")
     ap.add_argument("--tiny", action="store_true", help="CPU smoke scale (the tiny preset)")
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--in_process", action="store_true", help="no subprocess per case")
-    ap.add_argument("--budget_s", type=float, default=330, help="skip parts past this wall time")
-    ap.add_argument("--json", default=None, help="also write every row to this JSON file")
+    ap.add_argument("--budget_s", type=float, default=480, help="total wall time of the run")
+    ap.add_argument("--case_s", type=float, default=300, help="at most this per case")
+    ap.add_argument("--part_s", default="", help="per-part caps, e.g. 'hf=120,_hang=3'")
+    ap.add_argument("--jsonl", default=None, help="append every row to this JSON Lines file")
+    ap.add_argument("--in_process", action="store_true", help="no subprocess per case (CPU test)")
     ap.add_argument("--case", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--case_arg", default=None, help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    if args.case:  # a subprocess of run_case
-        arg = args.case_arg
-        arg = int(arg) if args.case == "decode" else arg
-        print(json.dumps(CASES[args.case](args, *([] if arg is None else [arg]))))
-        return
-    t_start = time.perf_counter()
-    dev = jax.local_devices()[0]
-    print(f"bench_gpu: jax {jax.__version__} on {dev.platform} ({dev.device_kind}), {load()}")
-    variants = (args.variants or (TINY_VARIANTS if args.tiny else DEFAULT_VARIANTS)).split(",")
-    rows = []
-    for part in args.parts.split(","):
-        if time.perf_counter() - t_start > args.budget_s:
-            rows.append({"part": part, "skipped": f"past the {args.budget_s:.0f} s budget"})
-            print(fmt(rows[-1]), flush=True)
+    return ap.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse(argv)
+    if args.case:
+        return run_child(args)
+    t_start = time.monotonic()
+    emit = make_emit(args.jsonl)
+    caps = dict(kv.split("=") for kv in args.part_s.split(",") if kv)
+    emit({"part": "run", "parts": args.parts, "budget_s": args.budget_s, "tiny": args.tiny,
+          "load": load(), "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})  # fmt: skip
+    if args.in_process:
+        run_in_process(args, emit)
+    for part, case, arg in [] if args.in_process else plan(args):
+        left = args.budget_s - (time.monotonic() - t_start)
+        limit = min(left, args.case_s, float(caps.get(part, args.case_s)))
+        if limit < min(MIN_CASE_S, float(caps.get(part, MIN_CASE_S))):
+            emit({"part": part, "case": case, "arg": arg,
+                  "skipped": f"{left:.0f} s left of the {args.budget_s:.0f} s budget"})  # fmt: skip
             continue
-        if part == "ceiling":
-            new = [part_ceiling(args)]
-        elif part == "kernels":
-            new = part_kernels(args)
-        elif part in ("train", "memory"):
-            new = [run_case(args, part, v) for v in variants]
-        elif part == "hf":
-            new = [run_case(args, "hf")]
-        elif part == "decode":
-            new = [run_case(args, "decode", b) for b in sizes(args.tiny)["decode_batches"]]
-        else:
-            raise SystemExit(f"error: unknown part {part!r}")
-        for row in new:
-            print(fmt(row), flush=True)
-        rows += new
-    print(f"bench_gpu: {time.perf_counter() - t_start:.0f} s, {load()}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"device": dev.device_kind, "rows": rows}, f, indent=1)
+        run_case(args, part, case, arg, limit, emit)
+    emit({"part": "end", "wall_s": time.monotonic() - t_start, "load": load()})
 
 
 if __name__ == "__main__":

@@ -47,7 +47,9 @@ def get_config() -> ml_collections.ConfigDict:
             clip_norm=1.0,
             moment_dtype="float32",  # optimizer moments: 'float32' | 'bfloat16' (half the bytes)
             microbatches=1,  # gradient accumulation inside the step
-            compute_dtype="float32",  # 'float32' | 'bfloat16' (params stay float32)
+            # 'auto' (bfloat16 on GPU/TPU, where the kernels take bf16; float32 on CPU) | 'float32'
+            # | 'bfloat16'; params stay float32
+            compute_dtype="auto",
             remat="none",  # 'none' | 'full' | 'dots' | 'dots_no_batch'
             z_loss=0.0,
             mtp_mode="ce",

@@ -14,6 +14,9 @@ ATTENTION_IMPLS = ("auto", "blocked", "tokamax", "cudnn", "opaque")  # model/ker
 MOE_COMMS = ("auto", "gspmd", "alltoall")  # model/moe.py resolve_comm
 REMAT_POLICIES = ("none", "full", "dots", "dots_no_batch")
 DTYPES = ("float32", "bfloat16")
+# The run's compute dtype (configs' train.compute_dtype -> ModelConfig.dtype, resolved by
+# `resolve_compute_dtype`): 'auto' = bfloat16 on GPU/TPU, float32 on CPU.
+COMPUTE_DTYPES = ("auto", *DTYPES)
 # The decode engine's params + latent cache dtype (model/decode.py `resolve_decode_dtype`): 'auto' =
 # bfloat16 on GPU/TPU, float32 on CPU.
 DECODE_DTYPES = ("auto", *DTYPES)
@@ -193,6 +196,19 @@ def validate(cfg: ModelConfig) -> None:
         cfg.rope_scaling.factor >= 1.0,
         f"rope_scaling.factor must be >= 1, got {cfg.rope_scaling.factor}",
     )
+
+
+def resolve_compute_dtype(name: str, platform: str) -> str:
+    """A run's compute_dtype -> 'float32' | 'bfloat16' for ModelConfig.dtype (a static jit key,
+    so never 'auto'). 'auto': bfloat16 on an accelerator ('gpu', 'tpu'), because tokamax's Mosaic
+    grouped GEMM and flash attention take bfloat16 operands only (in float32 the grouped GEMM
+    refuses, model/kernels/gmm.py, and attention leaves Mosaic); float32 on 'cpu', where the
+    blocked kernels run either and the tests compare against float32 references."""
+    if name == "auto":
+        return "float32" if platform == "cpu" else "bfloat16"
+    if name not in DTYPES:
+        raise ValueError(f"compute_dtype must be one of {COMPUTE_DTYPES}, got {name!r}")
+    return name
 
 
 def config_from_dict(fields: dict[str, Any]) -> ModelConfig:

@@ -34,14 +34,22 @@ _COMPUTE_ONLY_FIELDS = (
 )
 
 
+# What init computes with: the CPU reference kernels on every backend. Init traces the model on
+# one token in float32; 'auto' would resolve to tokamax's kernels on GPU/TPU, whose Mosaic flash
+# attention refuses float32 ("Unsupported precision") and whose grouped GEMM refuses it too
+# (model/kernels/gmm.py). The blocked kernels on one token cost nothing, and the params are the same.
+_INIT_KERNELS = {"moe_impl": "blocked", "attention_impl": "blocked", "moe_comm": "gspmd"}
+
+
 def param_config(cfg: ModelConfig) -> ModelConfig:
-    """cfg with its compute-only fields at their defaults: what init sees. Configs that differ only
-    in those get the same params and share one compiled init (a static config is a jit cache key,
-    and init's per-param random draws take seconds to compile even for the tiny preset)."""
+    """cfg with its compute-only fields at their defaults and the reference kernels: what init
+    sees. Configs that differ only in those get the same params and share one compiled init (a
+    static config is a jit cache key, and init's per-param random draws take seconds to compile
+    even for the tiny preset)."""
     defaults = {
         f.name: f.default for f in dataclasses.fields(ModelConfig) if f.name in _COMPUTE_ONLY_FIELDS
     }
-    return cfg.replace(**defaults)
+    return cfg.replace(**{**defaults, **_INIT_KERNELS})
 
 
 def abstract_variables(cfg: ModelConfig):

@@ -8,7 +8,7 @@ _CHOICES = {
     "optimizer": ("adamw", "muon"),
     "schedule": ("cosine", "wsd", "constant"),
     "mtp_mode": ("none", "ce", "distill"),
-    "compute_dtype": ("float32", "bfloat16"),
+    "compute_dtype": ("auto", "float32", "bfloat16"),
     "trainable": ("all", "mtp"),
 }
 

@@ -8,8 +8,11 @@ from __future__ import annotations
 import dataclasses
 import os
 
+import jax
+
 import model
 from model import sharding as model_sharding
+from model.config import resolve_compute_dtype
 from train import sharding as shd
 
 
@@ -58,11 +61,11 @@ def _base_model_config(config) -> tuple[model.ModelConfig, str | None]:
 
 def model_config(config) -> tuple[model.ModelConfig, str | None]:
     """(ModelConfig, HF folder or None): exported params' config, an HF folder or a preset,
-    with the run's compute dtype, remat, the engines' decode_dtype and `model_overrides`."""
+    with the run's compute dtype ('auto' resolved for this backend), remat, the engines' decode_dtype and `model_overrides`."""
     cfg, hf_dir = _base_model_config(config)
     cfg = dataclasses.replace(
         cfg,
-        dtype=config.train.compute_dtype,
+        dtype=resolve_compute_dtype(config.train.compute_dtype, jax.default_backend()),
         remat=config.train.remat,
         decode_dtype=config.get("decode_dtype", "auto"),
     )
