@@ -1,0 +1,70 @@
+"""The training memory plan (model/memory_plan.py) against XLA's compiled memory analysis on
+bench/bench_memory_plan.py's grid: 9 layouts over 1 to 8 simulated CPU devices (data, fsdp,
+expert, tensor and context axes; 1, 2 and 4 microbatches; remat none, full and dots; the
+all-to-all and the gspmd MoE dispatch), each within 10% above or below.
+
+The default run compiles two of them (the multi-device accumulation: data 2 x tensor 2 x context
+2 with 1 and 2 microbatches); the whole grid is `long` (one compilation each, 25-95 s at load
+2-9): python -m pytest -q -n 0 -m long tests/test_memory_plan_grid.py."""
+
+import functools
+
+import pytest
+
+from bench import bench_memory_plan as grid
+from model import memory_plan, presets
+
+SEQ = 512  # the bench's --tiny rows: the state and the step's phases, at a compile's cost
+ACCUMULATION = ("data2_tensor2_context2_full_1micro_a2a", "data2_tensor2_context2_full_2micro_a2a")
+
+
+@functools.cache
+def _measured(name: str) -> dict:
+    return grid.measure(name, SEQ)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.slow if n in ACCUMULATION else pytest.mark.long)
+        for n in grid.GRID
+    ],
+)
+def test_plan_within_10_percent_of_xla(name):
+    r = _measured(name)
+    assert 0.9 <= r["ratio"] <= 1.1, (name, r["ratio"], r["plan"], r["xla"])
+
+
+@pytest.mark.slow  # the two compilations of the test above (one file: the same worker)
+def test_accumulation_on_a_multi_device_mesh_adds_what_xla_adds():
+    """data 2 x tensor 2 x context 2, 1 vs 2 microbatches of the same shape: XLA's compiled bytes
+    grow by what the plan's do (the accumulator beside the microbatch's gradient, measured
+    2026-11-29: XLA +50.8 MiB, the plan +46.6, one float32 gradient), within 15%."""
+    one, two = (_measured(n) for n in ACCUMULATION)
+    xla = two["xla"]["total"] - one["xla"]["total"]
+    plan = two["plan"]["total"] - one["plan"]["total"]
+    assert xla > 0.5 * two["plan"]["params"]  # the accumulator is there at all
+    assert abs(plan - xla) <= 0.15 * xla, (plan, xla)
+
+
+def test_kimi_256k_plans_the_embedding_transient():
+    """configs/kimi_k2_256k.py's layout: the embedding table's D is sharded over (fsdp, context)
+    and the tokens over context 16, so the lookup's gradient rebuilds one whole 256k row
+    [T, D] in float32 on every chip: 262,144 x 7168 x 4 B = 7.0 GiB, beside the gradient and the
+    accumulator (a phase of its own, not the backward's peak)."""
+    from configs import kimi_k2, kimi_k2_256k
+    from train.trainer import model_rules
+
+    cfg = presets.get("kimi_k2", dtype="bfloat16", remat="full")
+    sizes = {"data": 1, "fsdp": 1, "expert": 4, "tensor": 8, "context": 16}
+    p = memory_plan.memory_plan(
+        cfg, sizes, 262_144, 1, model_rules(kimi_k2_256k.get_config()), moment_bytes=2, fused_attention=True,
+        microbatches=16,
+    )  # fmt: skip
+    assert p["embedding_transient"] == 262_144 * 7168 * 4
+    assert p["phase_embedding"] == 2 * p["params"] + p["embedding_transient"]
+    # Without a context axis the table's D shards (fsdp) split rows, not a row's tokens: with
+    # fsdp 4 the lookup rebuilds the 4 rows of the fsdp group's tokens.
+    sizes = {"data": 1, "fsdp": 4, "expert": 8, "tensor": 8}
+    p = memory_plan.memory_plan(cfg, sizes, 4096, 1, model_rules(kimi_k2.get_config()))
+    assert p["embedding_transient"] == 4 * 4096 * 7168 * 4
