@@ -21,5 +21,5 @@ from configs import kimi_k2
 
 
 def get_config():
-    mesh = dict(data=1, fsdp=1, expert=4, tensor=8, context=16)
+    mesh = dict(data=1, fsdp=1, expert=2, tensor=8, context=32)
     return kimi_k2.long_context_config(262_144, 16, mesh, 512)

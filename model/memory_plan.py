@@ -145,6 +145,10 @@ LAYOUTS = {
     "v5p-1024 (512 chips x 95 GB)": (512, 95e9),
     "512 x H100-80GB": (512, 80e9),
 }
+# The plan's measured error: the lowest and highest plan / XLA compiled bytes over
+# bench/bench_memory_plan.py's grid (its GRID layouts, 512- and 2048-token rows; bench/RESULTS.md).
+# A config keeps 10% of the chip free when total / MEASURED_PLAN_OVER_XLA[0] <= 0.9 x HBM.
+MEASURED_PLAN_OVER_XLA = (0.0, 0.0)
 CANDIDATE_MESHES = (  # (data, fsdp, expert, tensor[, context]) over 256 or 512 devices
     (1, 16, 16, 1),
     (1, 32, 8, 1),
@@ -330,10 +334,6 @@ def memory_plan(
                  + activations saved under cfg.remat + one layer's working set (its recomputed
                  forward, their gradients, its gathered weights and their gradient, its MoE
                  dispatch buffers) + the output logits and their gradient;
-      reduce     with microbatches > 1 on a mesh whose batch or context axes replicate the
-                 params: each microbatch's gradient is all-reduced over them after its backward,
-                 and the all-reduce's input (this device's partial sum) and output are both
-                 full-size, beside the accumulator: 3 gradients;
       optimizer  the (averaged) gradient and optax's `updates` tree (float32, one more gradient)
                  before apply_updates: 2 gradients;
       embedding  the embedding lookup's gradient: when the table's D axis is sharded over axes
@@ -368,10 +368,13 @@ def memory_plan(
     else:  # 'dots' policies keep matmul outputs, recompute the rest
         saved = n_dense * dense["dots"] + n_moe * moe["dots"] + (n_dense + n_moe) * boundary
     # One layer's recomputed forward and its gradients are live at once during its backward, with
-    # its gathered weights and their gradient.
+    # its gathered weights and their gradient. Without remat nothing is recomputed (the forward's
+    # intermediates are in `saved`): only their gradients.
+    copies = 1 if cfg.remat == "none" else 2
     working = max(
-        2 * layer_all(dense) + gathered_weight_bytes(cfg, lay, False) * (n_dense > 0),
-        2 * (layer_all(moe) + moe["moe_buffers"]) + gathered_weight_bytes(cfg, lay, True, gspmd),
+        copies * layer_all(dense) + gathered_weight_bytes(cfg, lay, False) * (n_dense > 0),
+        copies * (layer_all(moe) + moe["moe_buffers"])
+        + gathered_weight_bytes(cfg, lay, True, gspmd),
     )
     logits = 2 * tokens * -(-cfg.vocab_size // lay.size(lay.mlp)) * 4  # float32 logits + grads
     accumulator = params if microbatches > 1 else 0
@@ -380,10 +383,8 @@ def memory_plan(
     remat_axes = [a for a in lay.rows if a in lay.embed]
     embed_rows = tokens * math.prod(lay.sizes[a] for a in remat_axes) if remat_axes else 0
     embedding = embed_rows * cfg.hidden_size * 4
-    replicating = [a for a in lay.rows if a not in lay.embed]  # gradients all-reduced over these
     phases = {
         "backward": params + accumulator + saved + working + logits,
-        "reduce": 3 * params if microbatches > 1 and replicating else 0,
         "optimizer": 2 * params,
         "embedding": params + accumulator + embedding,
     }

@@ -85,6 +85,7 @@ def breakdown(config) -> list[str]:
     state that lives throughout plus the step's largest phase, then every phase's size."""
     p = planned_step_bytes(config)
     gib = lambda k: f"{p[k] / 2.0**30:.1f}"
+    low = memory_plan.MEASURED_PLAN_OVER_XLA[0]
     if p["peak_phase"] == "backward":
         peak = (
             f"grads {gib('grads')} + accumulation gradient {gib('grad_accumulator')} + saved "
@@ -98,9 +99,12 @@ def breakdown(config) -> list[str]:
         f"per-chip plan: params {gib('params')} + AdamW moments {gib('optimizer')} + {peak} = "
         f"{gib('total')} GiB",
         f"phases of the step beside params + moments (the largest counts): backward "
-        f"{gib('phase_backward')}, gradient all-reduce with accumulation {gib('phase_reduce')}, "
+        f"{gib('phase_backward')}, "
         f"optimizer update {gib('phase_optimizer')}, embedding gradient {gib('phase_embedding')} "
         f"(its rematerialized lookup {gib('embedding_transient')})",
+        f"with the plan's worst measured error (plan/XLA {low:.2f}, bench/RESULTS.md) XLA may "
+        f"need {p['total'] / low / 2.0**30:.1f} GiB: 10% of the chip stays free on chips of "
+        f"{p['total'] / low / 0.9 / 2.0**30:.1f} GiB or more",
     ]
 
 
