@@ -102,7 +102,7 @@ def breakdown(config) -> list[str]:
         f"{gib('phase_backward')}, "
         f"optimizer update {gib('phase_optimizer')}, embedding gradient {gib('phase_embedding')} "
         f"(its rematerialized lookup {gib('embedding_transient')})",
-        f"with the plan's worst measured error (plan/XLA {low:.2f}, bench/RESULTS.md) XLA may "
+        f"with the plan's worst measured error (plan/XLA {low:.3f}, bench/RESULTS.md) XLA may "
         f"need {p['total'] / low / 2.0**30:.1f} GiB: 10% of the chip stays free on chips of "
         f"{p['total'] / low / 0.9 / 2.0**30:.1f} GiB or more",
     ]
