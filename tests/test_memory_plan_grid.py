@@ -1,7 +1,8 @@
 """The training memory plan (model/memory_plan.py) against XLA's compiled memory analysis on
 bench/bench_memory_plan.py's grid: 9 layouts over 1 to 8 simulated CPU devices (data, fsdp,
 expert, tensor and context axes; 1, 2 and 4 microbatches; remat none, full and dots; the
-all-to-all and the gspmd MoE dispatch), each within 10% above or below but one (KNOWN_HIGH).
+all-to-all and the gspmd MoE dispatch) at 512-token rows, each within 10% above or below but
+one (KNOWN_HIGH). At 2048-token rows the plan is not (0.815-1.099, bench/RESULTS.md, issue 51).
 
 The default run compiles two of them (the multi-device accumulation: data 2 x tensor 2 x context
 2 with 1 and 2 microbatches); the whole grid is `long` (one compilation each, 25-95 s at load
