@@ -10,9 +10,13 @@ Expect from --dry_run: 1.026e12 params, 3.29e10 active, 2.06e11 training FLOPs/t
 17.0 GiB float32 params + 17.0 GiB grads + 17.0 GiB for the gradient accumulation (the scan over
 microbatches holds one microbatch's full gradient beside the accumulator) + 17.0 GiB bfloat16
 AdamW moments + 10.3 GiB activations, buffers and one layer's gathered weights = 78.3 GiB (parts
-rounded; fused attention, as 'auto' is on TPU/GPU): fits a v5p-512 (95 GB = 88.5 GiB chips), not
-256 x H100-80GB (more chips there; bench/RESULTS_LOG.md has the table). With float32 moments it
-plans to 95.3 GiB. Longer rows: configs/kimi_k2_32k.py and kimi_k2_256k.py (a context axis).
+rounded; fused attention, as 'auto' is on TPU/GPU): the plan fits a v5p-512 (95 GB = 88.5 GiB
+chips), not 256 x H100-80GB. After the plan's worst measured error against XLA (plan/XLA
+0.815, model/memory_plan.py MEASURED_PLAN_OVER_XLA; bench/RESULTS.md, issue 51) XLA may need
+96.0 GiB: 10% of the chip stays free on 256 x H200-141GB (131.3 GiB usable), which this layout
+names now, not on a v5p-512 (90% of 88.5 = 79.7 GiB). On v5p use 512 chips:
+--config.dry_run_devices=512 --config.mesh.fsdp=8 plans 44.2 GiB. With float32 moments it plans
+to 95.3 GiB. Longer rows: configs/kimi_k2_32k.py and kimi_k2_256k.py (a context axis).
 """
 
 from configs import default

@@ -145,6 +145,10 @@ LAYOUTS = {
     "v5p-1024 (512 chips x 95 GB)": (512, 95e9),
     "512 x H100-80GB": (512, 80e9),
 }
+# The plan's measured error: the lowest and highest plan / XLA compiled bytes over
+# bench/bench_memory_plan.py's grid (its GRID layouts, 512- and 2048-token rows; bench/RESULTS.md).
+# A config keeps 10% of the chip free when total / MEASURED_PLAN_OVER_XLA[0] <= 0.9 x HBM.
+MEASURED_PLAN_OVER_XLA = (0.815, 1.104)
 CANDIDATE_MESHES = (  # (data, fsdp, expert, tensor[, context]) over 256 or 512 devices
     (1, 16, 16, 1),
     (1, 32, 8, 1),
@@ -205,13 +209,20 @@ def attention_score_bytes(seqs: int, h_loc: int, seq: int, cp: int, fused: bool)
 
 
 def _layer_activation_bytes(
-    cfg: ModelConfig, lay, tokens: int, seq: int, moe: bool, fused_attention: bool = False
+    cfg: ModelConfig,
+    lay,
+    tokens: int,
+    seq: int,
+    moe: bool,
+    fused_attention: bool = False,
+    gspmd: bool = False,
 ) -> dict:
     """Bytes of one layer's forward intermediates on one device (what backward needs without
     remat), split into matmul outputs ('dots') and the rest. tokens: rows this device computes
     (seq_len / cp per sequence with a context axis of cp); keys are the whole row: with cp > 1
     the gathered latent + rope key (576 values/token for kimi_k2) and their per-head expansion
-    are [seq] long on every context shard (model/context.py)."""
+    are [seq] long on every context shard (model/context.py). gspmd: the MoE dispatch is
+    moe_comm='gspmd' (see _gspmd_moe_bytes), else the all-to-all one (model/moe_a2a.py)."""
     b, d, h = _itemsize(cfg.dtype), cfg.hidden_size, cfg.num_attention_heads
     tp, cp = lay.size(lay.mlp), lay.size(lay.seq)
     h_loc = -(-h // tp)
@@ -236,21 +247,43 @@ def _layer_activation_bytes(
         out["moe_buffers"] = out["moe_saved"] = 0
         return out
     e, k, f_loc = cfg.n_routed_experts, cfg.num_experts_per_tok, cfg.moe_intermediate_size // tp
-    ep = lay.size(lay.expert)
-    n_disp = -(-tokens // ep) if lay.split_tokens else tokens
-    rows = ep * moe_a2a.capacity(n_disp * k, ep, cfg.moe_capacity_factor)  # R = ep·C
-    # send + recv + expert output + returned rows [R, D]; gate, up, h [R, F_loc]; combine [a, D] f32
-    out["moe_buffers"] = rows * (4 * d * b + 3 * f_loc * b) + n_disp * k * d * 4
-    # What the backward keeps of them (remat 'none'): the received rows, gate/up/h, the combine;
-    # the send and return buffers are transient.
-    out["moe_saved"] = rows * (d * b + 3 * f_loc * b) + n_disp * k * d * 4
+    if gspmd:
+        out["moe_buffers"], out["moe_saved"] = _gspmd_moe_bytes(cfg, lay, tokens)
+    else:
+        ep = lay.size(lay.expert)
+        n_disp = -(-tokens // ep) if lay.split_tokens else tokens
+        rows = ep * moe_a2a.capacity(n_disp * k, ep, cfg.moe_capacity_factor)  # R = ep·C
+        # send + recv + expert output + returned rows [R, D]; gate, up, h [R, F_loc]; combine
+        # [a, D] f32
+        out["moe_buffers"] = rows * (4 * d * b + 3 * f_loc * b) + n_disp * k * d * 4
+        # What the backward keeps of them (remat 'none'): the received rows, gate/up/h, the
+        # combine; the send and return buffers are transient.
+        out["moe_saved"] = rows * (d * b + 3 * f_loc * b) + n_disp * k * d * 4
     fs_loc = cfg.moe_intermediate_size * cfg.n_shared_experts // tp
     out["dots"] += tokens * (e * 4 + 3 * fs_loc * b)  # router logits, shared expert
     out["other"] += tokens * (e * 4 + fs_loc * b)
     return out
 
 
-def layer_weight_count(cfg: ModelConfig, lay, moe: bool) -> int:
+def _gspmd_moe_bytes(cfg: ModelConfig, lay, tokens: int) -> tuple[int, int]:
+    """(buffers, saved) of one MoE layer's moe_comm='gspmd' dispatch (model/moe.py
+    dispatch_grouped) on one device. Its grouped matmul is a custom call GSPMD cannot partition,
+    so every device runs it whole: on all A = N·k assignments of the step's global rows (this
+    device's tokens x the batch and context shards: [A, D] rows gathered) against all experts'
+    full-width weights. Buffers: the sorted rows, the kernel's output and the unsorted output
+    [A, D] (compute dtype), gate/up/h [A, F] and the float32 combine [A, D]; the backward keeps
+    the sorted rows, gate/up/h and the combine."""
+    b, d, k, f = (
+        _itemsize(cfg.dtype),
+        cfg.hidden_size,
+        cfg.num_experts_per_tok,
+        cfg.moe_intermediate_size,
+    )
+    a = tokens * lay.size(lay.rows) * k
+    return a * (3 * d * b + 3 * f * b + d * 4), a * (d * b + 3 * f * b + d * 4)
+
+
+def layer_weight_count(cfg: ModelConfig, lay, moe: bool, gspmd: bool = False) -> int:
     """Params of one layer one device computes with (expert and tensor shards; the FSDP axes
     gathered): MLA, then the MoE's local experts, shared expert and router, or the dense MLP."""
     d, tp = cfg.hidden_size, lay.size(lay.mlp)
@@ -261,18 +294,24 @@ def layer_weight_count(cfg: ModelConfig, lay, moe: bool) -> int:
     attn += d * (lat + r) + lat * h_loc * (n + v) + h_loc * v * d
     if not moe:
         return attn + 3 * d * (cfg.intermediate_size // tp)
-    e_loc = cfg.n_routed_experts // lay.size(lay.expert)
     f_loc = cfg.moe_intermediate_size // tp
     shared = 3 * d * f_loc * cfg.n_shared_experts
-    return attn + 3 * e_loc * d * f_loc + shared + d * cfg.n_routed_experts
+    # The gspmd dispatch's kernel runs whole on every device: all experts at full width.
+    e_loc = cfg.n_routed_experts if gspmd else cfg.n_routed_experts // lay.size(lay.expert)
+    f_routed = cfg.moe_intermediate_size if gspmd else f_loc
+    return attn + 3 * e_loc * d * f_routed + shared + d * cfg.n_routed_experts
 
 
-def gathered_weight_bytes(cfg: ModelConfig, lay, moe: bool) -> int:
+def gathered_weight_bytes(cfg: ModelConfig, lay, moe: bool, gspmd: bool = False) -> int:
     """One layer's weights while it runs: a compute-dtype copy gathered over the FSDP axes (or
-    just cast, without them) and, with FSDP, the layer's full float32 weight gradient before its
-    reduce-scatter (without FSDP it accumulates in place: counted in 'grads')."""
-    count = layer_weight_count(cfg, lay, moe)
-    return count * (_itemsize(cfg.dtype) + (4 if lay.size(lay.embed) > 1 else 0))
+    just cast, without them) and, with FSDP (or the gspmd dispatch's whole expert weights), the
+    layer's full float32 weight gradient before its reduce-scatter or slice (without either it
+    accumulates in place: counted in 'grads')."""
+    count = layer_weight_count(cfg, lay, moe, gspmd)
+    gathered = lay.size(lay.embed) > 1 or (
+        gspmd and moe and lay.size(lay.expert) * lay.size(lay.mlp) > 1
+    )
+    return count * (_itemsize(cfg.dtype) + (4 if gathered else 0))
 
 
 def memory_plan(
@@ -285,14 +324,32 @@ def memory_plan(
     moment_bytes: int = 4,
     fused_attention: bool = False,
     microbatches: int = 1,
+    moe_comm: str = "alltoall",
 ) -> dict[str, float]:
-    """Per-device bytes of one training step: float32 params, grads and `optimizer_moments` float32
-    moments (AdamW: 2; moment_bytes each element), activations under cfg.remat, MoE dispatch buffers (one layer's, live while
-    it runs) and the output logits. Each batch shard (data x fsdp) holds seqs_per_shard sequences
-    of seq_len tokens per microbatch; expert and tensor replicas compute the same rows outside the
-    MoE dispatch. With microbatches > 1 (train/step.py's scan) the accumulator and one
-    microbatch's full-size float32 gradient are live at once: one more gradient (checked against
-    XLA's compiled memory in tests/test_memory_plan.py)."""
+    """Per-device bytes of one training step (train/step.py under train/trainer.py's jit, state
+    donated): float32 params and `optimizer_moments` moments (moment_bytes each element), which
+    live throughout, plus the largest of the step's phases, each a set of buffers live at once:
+
+      backward   the gradient (float32, params' shards) + the accumulator with microbatches > 1
+                 + activations saved under cfg.remat + one layer's working set (its recomputed
+                 forward, their gradients, its gathered weights and their gradient, its MoE
+                 dispatch buffers) + the output logits and their gradient;
+      optimizer  the (averaged) gradient and optax's `updates` tree (float32, one more gradient)
+                 before apply_updates: 2 gradients;
+      embedding  the embedding lookup's gradient: when the table's D axis is sharded over axes
+                 that also split the tokens, GSPMD resolves the lookup by a full
+                 rematerialization (its "Involuntary full rematerialization" warning): one
+                 float32 [rows, T, D] copy of the tokens of every such shard, beside the
+                 gradient and the accumulator.
+
+    Each batch shard (data x fsdp) holds seqs_per_shard sequences of seq_len tokens per
+    microbatch; expert and tensor replicas compute the same rows outside the MoE dispatch.
+    moe_comm: 'alltoall' (model/moe_a2a.py) or 'gspmd' (the dispatch runs whole on every
+    device). Checked against XLA's compiled memory on a grid of layouts in
+    tests/test_memory_plan.py (bench/bench_memory_plan.py prints it)."""
+    if moe_comm not in ("alltoall", "gspmd"):
+        raise ValueError(f"moe_comm must be 'alltoall' or 'gspmd' in a plan, got {moe_comm!r}")
+    gspmd = moe_comm == "gspmd"
     lay = moe_a2a.layout_from_rules(rules, sizes)
     params = param_bytes_per_device(cfg, sizes, rules)
     cp = lay.size(lay.seq)
@@ -300,7 +357,7 @@ def memory_plan(
         raise ValueError(f"seq_len {seq_len} does not split over a context axis of {cp}")
     tokens = seqs_per_shard * seq_len // cp  # this device's tokens (its context shard's)
     dense = _layer_activation_bytes(cfg, lay, tokens, seq_len, False, fused_attention)
-    moe = _layer_activation_bytes(cfg, lay, tokens, seq_len, True, fused_attention)
+    moe = _layer_activation_bytes(cfg, lay, tokens, seq_len, True, fused_attention, gspmd)
     n_dense, n_moe = cfg.num_dense_layers, cfg.num_moe_layers
     layer_all = lambda a: a["dots"] + a["other"]
     boundary = tokens * cfg.hidden_size * _itemsize(cfg.dtype)  # each layer's input, always saved
@@ -311,26 +368,41 @@ def memory_plan(
     else:  # 'dots' policies keep matmul outputs, recompute the rest
         saved = n_dense * dense["dots"] + n_moe * moe["dots"] + (n_dense + n_moe) * boundary
     # One layer's recomputed forward and its gradients are live at once during its backward, with
-    # its gathered weights and their gradient.
+    # its gathered weights and their gradient. Without remat nothing is recomputed (the forward's
+    # intermediates are in `saved`): only their gradients.
+    copies = 1 if cfg.remat == "none" else 2
     working = max(
-        2 * layer_all(dense) + gathered_weight_bytes(cfg, lay, False) * (n_dense > 0),
-        2 * (layer_all(moe) + moe["moe_buffers"]) + gathered_weight_bytes(cfg, lay, True),
+        copies * layer_all(dense) + gathered_weight_bytes(cfg, lay, False) * (n_dense > 0),
+        copies * (layer_all(moe) + moe["moe_buffers"])
+        + gathered_weight_bytes(cfg, lay, True, gspmd),
     )
     logits = 2 * tokens * -(-cfg.vocab_size // lay.size(lay.mlp)) * 4  # float32 logits + grads
+    accumulator = params if microbatches > 1 else 0
+    # The embedding's full rematerialization: the token-splitting axes the table's D is sharded
+    # over each hold a 1/size part of the rows' [T, D]; the lookup rebuilds all of it.
+    remat_axes = [a for a in lay.rows if a in lay.embed]
+    embed_rows = tokens * math.prod(lay.sizes[a] for a in remat_axes) if remat_axes else 0
+    embedding = embed_rows * cfg.hidden_size * 4
+    phases = {
+        "backward": params + accumulator + saved + working + logits,
+        "optimizer": 2 * params,
+        "embedding": params + accumulator + embedding,
+    }
+    peak = max(phases, key=phases.get)
     out = {
         "params": params,
         "grads": params,
-        "grad_accumulator": params if microbatches > 1 else 0,
+        "grad_accumulator": accumulator,
         "optimizer": optimizer_moments * params * moment_bytes // 4,
         "activations_saved": saved,
         "layer_working_set": working,
         "moe_buffers_per_layer": moe["moe_buffers"],
         "logits": logits,
+        "embedding_transient": embedding,
+        "peak_phase": peak,
+        **{f"phase_{k}": v for k, v in phases.items()},
     }
-    # MoE buffers: inside the working set
-    out["total"] = (
-        2 * params + out["grad_accumulator"] + out["optimizer"] + saved + working + logits
-    )
+    out["total"] = params + out["optimizer"] + phases[peak]
     return out
 
 
@@ -352,6 +424,14 @@ def planned_fused(cfg: ModelConfig, accelerator: bool = True) -> bool:
     return impl != "blocked"
 
 
+def planned_comm(cfg: ModelConfig, devices: int, accelerator: bool = True) -> str:
+    """The MoE dispatch the plan counts: cfg.moe_comm, with 'auto' meaning what model/moe.py
+    resolve_comm picks on the target ('alltoall' on a multi-device GPU/TPU mesh, else 'gspmd')."""
+    if cfg.moe_comm != "auto":
+        return cfg.moe_comm
+    return "alltoall" if accelerator and devices > 1 else "gspmd"
+
+
 def table_row(
     cfg: ModelConfig,
     name: str,
@@ -363,6 +443,7 @@ def table_row(
     microbatches=1,
     moment_bytes=4,
     fused: bool | None = None,
+    moe_comm: str | None = None,
 ) -> str:
     """One table row: the plan of `mesh` (data, fsdp, expert, tensor[, context]) at context `seq`
     with seqs_per_shard sequences per batch shard per microbatch, optimizer moments of
@@ -371,9 +452,10 @@ def table_row(
     mesh = tuple(mesh) + (1,) * (len(sh.MESH_AXES) - len(mesh))
     sizes = dict(zip(sh.MESH_AXES, mesh))
     fused = planned_fused(cfg) if fused is None else fused
+    moe_comm = moe_comm or planned_comm(cfg, math.prod(mesh))
     p = memory_plan(
         cfg, sizes, seq, seqs_per_shard, rules, moment_bytes=moment_bytes, fused_attention=fused,
-        microbatches=microbatches,
+        microbatches=microbatches, moe_comm=moe_comm,
     )  # fmt: skip
     tokens = seq * seqs_per_shard * mesh[0] * mesh[1]  # one microbatch of the global batch
     comm = sum(moe_comm_bytes(cfg, sizes, tokens, rules).values()) if cfg.num_moe_layers else 0

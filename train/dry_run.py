@@ -67,31 +67,44 @@ def _accelerator(config) -> bool:
 
 
 def _plan_args(config):
-    """(cfg, sizes, seqs per shard per microbatch, moment bytes, fused) of the configured run."""
+    """(cfg, sizes, seqs per shard per microbatch, moment bytes, fused, MoE dispatch) of the
+    configured run."""
     cfg, _ = model_config(config)
-    n_dev = config.dry_run_devices or jax.device_count()
+    n_dev = config.dry_run_devices or len(trainer.trainer_devices(config))
     sizes = check_config(config, cfg, n_dev)
     t = config.train
     seqs = max(1, t.batch_size // (sizes["data"] * sizes["fsdp"]) // t.microbatches)
     moment_bytes = 2 if t.get("moment_dtype", "float32") == "bfloat16" else 4
-    return cfg, sizes, seqs, moment_bytes, memory_plan.planned_fused(cfg, _accelerator(config))
+    acc = _accelerator(config)
+    comm = memory_plan.planned_comm(cfg, n_dev, acc)
+    return cfg, sizes, seqs, moment_bytes, memory_plan.planned_fused(cfg, acc), comm
 
 
 def breakdown(config) -> list[str]:
-    """The configured run's per-chip plan, component by component (model/memory_plan.py)."""
-    cfg, sizes, seqs, moment_bytes, fused = _plan_args(config)
-    t = config.train
-    p = memory_plan.memory_plan(
-        cfg, sizes, t.seq_len, seqs, model_rules(config), moment_bytes=moment_bytes,
-        fused_attention=fused, microbatches=t.microbatches,
-    )  # fmt: skip
+    """The configured run's per-chip plan, component by component (model/memory_plan.py): the
+    state that lives throughout plus the step's largest phase, then every phase's size."""
+    p = planned_step_bytes(config)
     gib = lambda k: f"{p[k] / 2.0**30:.1f}"
+    low = memory_plan.MEASURED_PLAN_OVER_XLA[0]
+    if p["peak_phase"] == "backward":
+        peak = (
+            f"grads {gib('grads')} + accumulation gradient {gib('grad_accumulator')} + saved "
+            f"layer inputs/activations {gib('activations_saved')} + one layer's working set "
+            f"{gib('layer_working_set')} (MoE buffers {gib('moe_buffers_per_layer')}) + logits "
+            f"{gib('logits')}"
+        )
+    else:
+        peak = f"the {p['peak_phase']} phase {gib('phase_' + p['peak_phase'])}"
     return [
-        f"per-chip plan: params {gib('params')} + grads {gib('grads')} + accumulation gradient "
-        f"{gib('grad_accumulator')} + AdamW moments {gib('optimizer')} + saved layer inputs/"
-        f"activations {gib('activations_saved')} + one layer's working set "
-        f"{gib('layer_working_set')} (MoE buffers {gib('moe_buffers_per_layer')}) + logits "
-        f"{gib('logits')} = {gib('total')} GiB",
+        f"per-chip plan: params {gib('params')} + AdamW moments {gib('optimizer')} + {peak} = "
+        f"{gib('total')} GiB",
+        f"phases of the step beside params + moments (the largest counts): backward "
+        f"{gib('phase_backward')}, "
+        f"optimizer update {gib('phase_optimizer')}, embedding gradient {gib('phase_embedding')} "
+        f"(its rematerialized lookup {gib('embedding_transient')})",
+        f"with the plan's worst measured error (plan/XLA {low:.3f}, bench/RESULTS.md) XLA may "
+        f"need {p['total'] / low / 2.0**30:.1f} GiB: 10% of the chip stays free on chips of "
+        f"{p['total'] / low / 0.9 / 2.0**30:.1f} GiB or more",
     ]
 
 
@@ -117,7 +130,7 @@ def run_rows(config, budgets: dict | None = None) -> list[str]:
     computes at once (batch_size / (data x fsdp) / microbatches), its attention, remat and
     moments and, with microbatches, the accumulation's extra gradient, against `budgets` (label
     -> bytes per device; default: the devices', see _budgets)."""
-    cfg, sizes, seqs, moment_bytes, fused = _plan_args(config)
+    cfg, sizes, seqs, moment_bytes, fused, comm = _plan_args(config)
     n_dev = config.dry_run_devices or jax.device_count()
     mesh = tuple(sizes[a] for a in model.sharding.MESH_AXES)
     t = config.train
@@ -134,6 +147,7 @@ def run_rows(config, budgets: dict | None = None) -> list[str]:
             t.microbatches,
             moment_bytes,
             fused,
+            comm,
         )
         for name, hbm in budgets.items()
     ]
@@ -142,7 +156,7 @@ def run_rows(config, budgets: dict | None = None) -> list[str]:
 def table(config) -> str:
     """The run's own rows on top of the candidate layouts' table (at the run's context and at 8k
     and 32k; moments as configured)."""
-    cfg, _, _, moment_bytes, _ = _plan_args(config)
+    cfg, _, _, moment_bytes, _, _ = _plan_args(config)
     seq_lens = sorted({config.train.seq_len, 8192, 32768})
     return memory_plan.dry_run_table(
         cfg, seq_lens, rules=model_rules(config), first_rows=tuple(run_rows(config)),
@@ -189,3 +203,46 @@ def sampler_report(config) -> str:
         f"{push['delta_5pct'] / 1e9:.2f} GB"
     )
     return "\n".join(lines)
+
+
+# --- the plan against XLA's compiled memory (bench/bench_memory_plan.py, tests) -----------------
+
+
+def compiled_step_bytes(config) -> dict:
+    """XLA's compiled memory analysis of the configured train step on the real (or simulated CPU)
+    devices, per device: arguments (state + batch), outputs, donated aliases, temporaries, and
+    'total' = arguments + outputs - aliases + temporaries (what one device holds at the peak).
+    Compiles, allocates nothing: the state and batch are shapes."""
+    import jax.numpy as jnp
+
+    run = trainer.build(config)
+    t = config.train
+    step = trainer.jit_train_step(
+        run.loss_fn, run.state_shardings(), run.mesh, run.rules, num_microbatches=t.microbatches
+    )
+    shape = (t.batch_size, t.seq_len)
+    batch = {k: jax.ShapeDtypeStruct(shape, jnp.int32) for k in ("tokens", "targets")}
+    batch |= {k: jax.ShapeDtypeStruct(shape, jnp.int32) for k in ("positions", "segment_ids")}
+    batch["loss_mask"] = jax.ShapeDtypeStruct(shape, jnp.float32)
+    with trainer.mesh_context(run.mesh, run.rules):
+        compiled = step.jitted.lower(run.abstract_state(), batch).compile()
+    m = compiled.memory_analysis()
+    out = {
+        "arguments": m.argument_size_in_bytes,
+        "outputs": m.output_size_in_bytes,
+        "aliases": m.alias_size_in_bytes,
+        "temporaries": m.temp_size_in_bytes,
+    }
+    out["total"] = out["arguments"] + out["outputs"] - out["aliases"] + out["temporaries"]
+    out["compiled"] = compiled
+    return out
+
+
+def planned_step_bytes(config) -> dict:
+    """The plan (model/memory_plan.py) of the configured run, as breakdown() prints it."""
+    cfg, sizes, seqs, moment_bytes, fused, comm = _plan_args(config)
+    t = config.train
+    return memory_plan.memory_plan(
+        cfg, sizes, t.seq_len, seqs, model_rules(config), moment_bytes=moment_bytes,
+        fused_attention=fused, microbatches=t.microbatches, moe_comm=comm,
+    )  # fmt: skip
