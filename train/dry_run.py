@@ -73,7 +73,7 @@ def _plan_args(config):
     sizes = check_config(config, cfg, n_dev)
     t = config.train
     seqs = max(1, t.batch_size // (sizes["data"] * sizes["fsdp"]) // t.microbatches)
-    moment_bytes = 2 if t.get("moment_dtype", "float32") == "bfloat16" else 4
+    moment_bytes = 2 if t.moment_dtype == "bfloat16" else 4
     return cfg, sizes, seqs, moment_bytes, memory_plan.planned_fused(cfg, _accelerator(config))
 
 

@@ -64,7 +64,7 @@ def model_config(config) -> tuple[model.ModelConfig, str | None]:
         cfg,
         dtype=config.train.compute_dtype,
         remat=config.train.remat,
-        decode_dtype=config.get("decode_dtype", "auto"),
+        decode_dtype=config.decode_dtype,
     )
     overrides = config.get("model_overrides")
     if overrides:
