@@ -103,12 +103,11 @@ def _init_distributed():
 
 def _run(config):
     """The chosen mode; user-facing failures raise ConfigError / InputError (one line each)."""
-    from model.config import DECODE_DTYPES
     from model.errors import ConfigError, InputError
     from train import convert
+    from train.config_check import check_run_config
 
-    if config.get("decode_dtype", "auto") not in DECODE_DTYPES:  # every mode's engines read it
-        raise ConfigError(f"decode_dtype={config.decode_dtype!r}: expected one of {DECODE_DTYPES}")
+    check_run_config(config)  # every mode's engines read decode_dtype
     if _DRY_RUN.value:
         from train import dry_run
 
@@ -167,7 +166,7 @@ def _run(config):
                 _PROMPT.value,
                 max_new_tokens=_MAX_NEW.value,
                 temperature=_TEMPERATURE.value,
-                decode_dtype=config.get("decode_dtype", "auto"),
+                decode_dtype=config.decode_dtype,
             )
         except (FileNotFoundError, ValueError) as e:  # a params dir that is not an export
             raise InputError(f"--params={params_dir}: {' '.join(str(e).split())}") from None

@@ -73,7 +73,7 @@ def get_config() -> ml_collections.ConfigDict:
     c.init_params_from = ""  # exported params dir (model.export layout); '' = model
     c.rl = ml_collections.ConfigDict(
         dict(
-            task="pattern",  # 'pattern' (toy, single turn) | 'summary_toy' | 'coding'
+            task="pattern",  # 'pattern' (toy) | 'summary_toy' | 'coding': rl/sampling/rl_tasks.py
             pattern_size=32,  # toy task: target ids [0, pattern_size)
             # Training rows per episode: an episode that summarizes is a chain of segments, one
             # row each (rl/episodes/records.py); train.batch_size = groups x group_size x this

@@ -16,6 +16,8 @@ ids include control tokens), every record token-exact; a scripted run passes eve
 
 import ml_collections
 
+from configs import engine_block
+
 
 def get_config() -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
@@ -25,20 +27,18 @@ def get_config() -> ml_collections.ConfigDict:
     c.decode_dtype = "auto"
     c.rl = ml_collections.ConfigDict(
         dict(
+            # the engine (configs/engine_block.py): concurrent episodes, per-episode context
+            # (prompt + turns + observations), smallest prefill bucket (compiled programs:
+            # model/engine.py)
+            **engine_block.decode(cache_len=2048, min_bucket=64),
             tasks="",  # tasks.jsonl (rl/envs/grading/tasks.py); '' = generate n_tasks procedurally
             n_tasks=8,
             task_seed=0,
             group_size=2,  # G episodes per task (group-relative advantages)
-            slots=8,  # concurrent episodes on the engine
-            cache_len=2048,  # per-episode context (prompt + turns + observations)
-            min_bucket=64,  # smallest prefill length bucket (compiled programs: model/engine/programs.py)
             max_turn_tokens=256,
-            temperature=1.0,
-            speculative_k=0,  # MTP draft tokens per verify step (0 = plain decoding; needs MTP)
             max_turns=10,
             obs_token_budget=512,
             workers=4,  # sandbox threads
-            seed=0,
             params_version=0,
             scripted=False,  # teacher-force the oracle's turns (rl/envs/agent/scripted.py)
             log_every_s=10.0,

@@ -14,6 +14,8 @@ bench/RESULTS_LOG.md "Serving".
 
 import ml_collections
 
+from configs import engine_block
+
 
 def get_config() -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
@@ -26,16 +28,11 @@ def get_config() -> ml_collections.ConfigDict:
             port=8000,  # --port overrides
             model_name="composer",  # the one model id of /v1/models; requests must name it
             tokenizer="byte",  # data.tokenizers.load_tokenizer spec
-            slots=8,  # requests decoded at once (continuous batching over them)
-            cache_len=512,  # context per request (prompt + completion), <= the model's positions
-            min_bucket=16,  # smallest prefill length bucket
-            # The temperature of a request that names none (each request may bring its own
-            # temperature / top_p / top_k, sampled per slot in one batch). 1.0 = the policy's own
-            # distribution (what RL on the log expects); 0 = greedy.
-            temperature=1.0,
-            seed=0,
+            # the engine (configs/engine_block.py): requests decoded at once, context per
+            # request; the temperature of a request that names none (each request may bring its
+            # own temperature / top_p / top_k, sampled per slot in one batch)
+            **engine_block.decode(cache_len=512),
             max_new_tokens=256,  # when a request gives no max_tokens
-            speculative_k=0,  # MTP draft tokens per verify step (0 = plain decoding)
             stream_every=8,  # decode iterations between deltas / admissions of new requests
             log_dir="",  # '' = <workdir>/interactions
             log_max_bytes=64 << 20,  # the interaction log rotates to a new file past this size

@@ -211,20 +211,25 @@ class ModelPolicy:
         self.errors: list[str] = []  # episodes the driver dropped (scored as failed)
         self.engine = None  # made on the first play; its key stream runs on across calls
 
+    def engine_config(self):
+        from model.engine_config import EngineConfig
+
+        return EngineConfig(
+            slots=1,  # one slot: reproducible (class docstring)
+            cache_len=self.cache_len,
+            min_bucket=16,
+            temperature=self.temperature,
+            seed=self.seed,
+            speculative_k=0,
+            top_p=self.top_p,
+        )
+
     def _engine(self):
-        from model.engine import RolloutEngine
+        from model.engine_config import build_engine
 
         if self.engine is None:
-            self.engine = RolloutEngine(
-                self.cfg,
-                self.params,
-                slots=1,
-                cache_len=self.cache_len,
-                temperature=self.temperature,
-                top_p=self.top_p,
-                valid_vocab=self.tok.vocab_size,
-                seed=self.seed,
-            )
+            ec = self.engine_config()
+            self.engine = build_engine(self.cfg, self.params, ec, valid_vocab=self.tok.vocab_size)
         return self.engine
 
     def play(self, jobs: Sequence[tuple]) -> list[dict]:

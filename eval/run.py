@@ -142,7 +142,7 @@ def repos_suite(ckpt, cfg, params, config, tok) -> dict:
 
     e = config.eval.repos
     tasks = suite_tasks(tuple(names(e.projects)), e.limit)
-    if e.get("families", True):  # + its code review and DevOps tasks (repo_review, repo_devops)
+    if e.families:  # + its code review and DevOps tasks (repo_review, repo_devops)
         from rl.envs.repos.projects import family_tasks
 
         tasks += family_tasks(tuple(names(e.projects)))
@@ -157,7 +157,7 @@ def _play_suite(suite: str, e, tasks, ckpt, cfg, params, config, tok) -> dict:
     """Plays `tasks` under the agentic settings `e` (policy, ks, turns, budget, summary)."""
     ks = ints(e.ks)
     env_kwargs = dict(max_turns=e.max_turns)
-    if e.get("max_tokens", 0):  # the context budget (default: the model's positions)
+    if e.max_tokens:  # the context budget (default: the model's positions)
         env_kwargs["max_tokens"] = e.max_tokens
 
     def make_policy(summary):
@@ -183,7 +183,7 @@ def _play_suite(suite: str, e, tasks, ckpt, cfg, params, config, tok) -> dict:
 
     n = max(ks)
     t0 = time.perf_counter()
-    summary = summary_config(e.get("summary"))
+    summary = summary_config(e.summary)
     if summary is None:
         policy = make_policy(None)
         episodes = agentic.run_suite(policy, tasks, n, rp.Progress(suite, len(tasks) * n))
@@ -249,7 +249,7 @@ def evaluate_checkpoint(ckpt: str, config, suites, tok, out_root: str, log=print
     from model.export import load_params
 
     cfg, params = load_params(ckpt)
-    cfg = cfg.replace(decode_dtype=config.get("decode_dtype", "auto"))  # the engines' dtype
+    cfg = cfg.replace(decode_dtype=config.decode_dtype)  # the engines' dtype
     reports = {}
     writer = SummaryWriter(os.path.join(out_root, "eval", "tb"))
     step = checkpoint_step(ckpt)

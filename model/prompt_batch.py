@@ -25,7 +25,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from model.config import ModelConfig
-from model.engine import RolloutEngine, Turn
+from model.engine import Turn
+from model.engine_config import EngineConfig, build_engine
 
 
 @dataclasses.dataclass
@@ -159,19 +160,23 @@ class PromptBatch:
         b = len(prompts) if batch_size is None else batch_size
         if b <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
-        self.engine = RolloutEngine(
-            cfg,
-            params,
+        ec = EngineConfig(
             slots=min(b, len(prompts)),
             cache_len=cache_len,
+            min_bucket=16,
             temperature=temperature,
+            seed=seed,
+            speculative_k=num_draft,
             top_k=top_k,
             top_p=top_p,
-            valid_vocab=valid_vocab,
-            seed=seed,
-            params_version=params_version,
             stop_width=max(1, max(len(s) for s in stops)),
-            speculative_k=num_draft,
+        )
+        self.engine = build_engine(
+            cfg,
+            params,
+            ec,
+            valid_vocab=valid_vocab,
+            params_version=params_version,
             mesh=mesh,
             rules=rules,
         )

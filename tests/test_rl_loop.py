@@ -423,6 +423,7 @@ def test_sampler_read_ahead_never_exceeds_max_ahead_untrained_groups():
                 max_ahead=max_ahead,
                 max_staleness=max_ahead // 2,  # the batches max_ahead holds
                 dynamic_sampling=True,
+                synchronous=False,
             )
         )
         ahead_max, books = _fast_sampler_slow_trainer(rl, pool=48)

@@ -13,6 +13,14 @@ _CHOICES = {
 }
 
 
+def check_run_config(config) -> None:
+    """What every mode reads, checked before it loads anything: the engines' decode dtype."""
+    from model.config import DECODE_DTYPES
+
+    if config.decode_dtype not in DECODE_DTYPES:
+        raise ConfigError(f"decode_dtype={config.decode_dtype!r}: expected one of {DECODE_DTYPES}")
+
+
 def check_config(config, model_cfg, num_devices: int, num_processes: int = 1) -> dict:
     """Returns the resolved mesh sizes; raises ConfigError naming the field at fault."""
     t = config.train

@@ -74,7 +74,7 @@ def _plan_args(config):
     sizes = check_config(config, cfg, n_dev)
     t = config.train
     seqs = max(1, t.batch_size // (sizes["data"] * sizes["fsdp"]) // t.microbatches)
-    moment_bytes = 2 if t.get("moment_dtype", "float32") == "bfloat16" else 4
+    moment_bytes = 2 if t.moment_dtype == "bfloat16" else 4
     acc = _accelerator(config)
     comm = memory_plan.planned_comm(cfg, n_dev, acc)
     return cfg, sizes, seqs, moment_bytes, memory_plan.planned_fused(cfg, acc), comm

@@ -67,7 +67,7 @@ def model_config(config) -> tuple[model.ModelConfig, str | None]:
         cfg,
         dtype=resolve_compute_dtype(config.train.compute_dtype, jax.default_backend()),
         remat=config.train.remat,
-        decode_dtype=config.get("decode_dtype", "auto"),
+        decode_dtype=config.decode_dtype,
     )
     overrides = config.get("model_overrides")
     if overrides:

@@ -118,7 +118,7 @@ def build_optimizer(config, cfg) -> tuple[optax.GradientTransformation, optax.Sc
         b2=t.b2,
         eps=t.eps,
         clip_norm=t.clip_norm,
-        moment_dtype=t.get("moment_dtype", "float32"),
+        moment_dtype=t.moment_dtype,
         trainable=model.trainable_mask(shapes, t.trainable),
     )
     return tx, schedule
@@ -127,7 +127,7 @@ def build_optimizer(config, cfg) -> tuple[optax.GradientTransformation, optax.Sc
 def trainer_devices(config) -> list:
     """The devices the trainer's mesh spans: all, or the first `trainer_devices` of them (a
     trainer beside samplers that hold the other devices of the same process)."""
-    devices, n = jax.devices(), config.get("trainer_devices", 0)
+    devices, n = jax.devices(), config.trainer_devices
     if not n:
         return devices
     if jax.process_count() > 1 or not 0 < n <= len(devices):
@@ -590,7 +590,7 @@ def train(
     `heldout` batches are evaluated every train.eval_every steps (none: no evaluation).
     `stop_after_steps` ends the run early after that many steps of this invocation (tests).
     """
-    max_s = config.train.get("max_seconds", 0.0)  # counted from this invocation's start
+    max_s = config.train.max_seconds  # counted from this invocation's start
     deadline = time.monotonic() + max_s if max_s else float("inf")
     run = run or build(config)
     t = config.train

@@ -103,10 +103,11 @@ def episode_reward(record: Mapping, cfg: RewardConfig) -> tuple[float, dict]:
 def reward_config_from_dict(d: Mapping) -> RewardConfig:
     """From the ml_collections `rl.reward` block: {outcome, malformed_penalty, length: {q: {lam,
     scale, power}}}."""
+    # `length` is optional: configs set no length terms unless a run names some
     length = {q: LengthTerm(**dict(v)) for q, v in dict(d.get("length", {})).items()}
     return RewardConfig(
-        outcome=d.get("outcome", "all_pass"),
-        malformed_penalty=float(d.get("malformed_penalty", 0.5)),
+        outcome=d["outcome"],
+        malformed_penalty=float(d["malformed_penalty"]),
         length=length,
     )
 

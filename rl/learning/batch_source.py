@@ -40,6 +40,7 @@ from rl.episodes.episode_metrics import episode_metrics
 from rl.episodes.records import reward_metrics
 from rl.learning import batch as rb
 from rl.learning.losses import model_apply, policy_forward, token_logprobs
+from rl.sampling.rl_tasks import rl_task
 from rl.sampling.run_config import pool_order
 from rl.sampling.samplers import COUNTERS, acceptance
 from rl.stores.store import RolloutStore, rollout_store_path
@@ -50,7 +51,6 @@ LOG_KEYS = ("reward/mean", "staleness/max", "sync/fraction_of_full")
 # rl.task values whose records carry the hidden tests' grade (rl/sampling/coding_sampler.py): their steps
 # also log rl.episodes.episode_metrics.episode_metrics, and the progress line (and an eval gate) gets
 # pass_rate.
-GRADED_TASKS = ("coding",)
 
 
 class Books:
@@ -249,8 +249,8 @@ class RLBatchSource(trainer.BatchSource):
 
     def __init__(self, config, workdir: str, cfg, *, start_samplers=None, log=print):
         self.config, self.rl, self.cfg = config, config.rl, cfg
-        self.log_keys = LOG_KEYS + (("pass_rate",) if self.rl.task in GRADED_TASKS else ())
-        if self.rl.get("speculative_k", 0):
+        self.log_keys = LOG_KEYS + (("pass_rate",) if rl_task(self.rl.task).graded else ())
+        if self.rl.speculative_k:
             self.log_keys += ("spec/acceptance", "spec/tokens_per_verify")
         self.workdir, self.log = workdir, log
         self.books = Books(pool_order(config.rl))

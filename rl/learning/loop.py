@@ -20,6 +20,7 @@ import jax
 
 from rl.learning.batch_source import RLBatchSource
 from rl.learning.losses import make_rl_loss, model_apply, model_mtp_apply
+from rl.sampling.rl_tasks import rl_task
 from rl.sampling.run_config import model_config  # noqa: F401  (rl.learning.loop.model_config: callers' name)
 from rl.sampling.sampler_process import Samplers, compile_cache
 
@@ -34,8 +35,9 @@ def resolve(config):
 
     config = config.copy_and_resolve_references()
     rl, t = config.rl, config.train
+    task = rl_task(rl.task)  # an unknown name fails here, naming the known ones
     # rows per episode (summaries: rl/episodes/records.py)
-    per_chain = rl.get("segments_per_chain", 1)
+    per_chain = rl.segments_per_chain
     rows = rl.groups_per_batch * rl.group_size * per_chain
     if t.batch_size != rows or t.seq_len != rl.max_tokens:
         raise ConfigError(
@@ -44,7 +46,7 @@ def resolve(config):
             f"rl.max_tokens = {rl.max_tokens} tokens (leave train.batch_size and train.seq_len "
             "to configs/rl.py)"
         )
-    if rl.get("synchronous", False) and rl.get("dynamic_sampling", False):
+    if rl.synchronous and rl.dynamic_sampling:
         # a synchronous sampler starts batch b's groups only after step b; a skipped (tied) group
         # of batch b is then never replaced and the trainer waits for it forever
         raise ConfigError(
@@ -52,7 +54,7 @@ def resolve(config):
             "the next step, so the run would wait forever (turn one off)"
         )
     need = rl.groups_per_batch + rl.groups_per_call - 1
-    if not rl.get("synchronous", False) and rl.max_ahead < need:
+    if not rl.synchronous and rl.max_ahead < need:
         # a batch waits with up to groups_per_batch - 1 groups read (pending), which count as
         # ahead of the trainer (rl/learning/batch_source.py progress_of): a sampler must still be able to
         # write its next groups_per_call, or both sides wait for each other
@@ -60,16 +62,7 @@ def resolve(config):
             f"rl.max_ahead={rl.max_ahead}: must be >= rl.groups_per_batch + rl.groups_per_call"
             f" - 1 = {need}, or the trainer and the samplers can wait for each other forever"
         )
-    if rl.task == "summary_toy":  # two segments a chain; samples and loss on the toy's ids
-        from rl.sampling.summary_toy import vocab
-
-        if per_chain < 2 or rl.valid_vocab not in (0, vocab(rl.summary_toy.facts)):
-            raise ConfigError(
-                f"rl.task=summary_toy: needs rl.segments_per_chain >= 2 (got {per_chain}) and "
-                f"rl.valid_vocab 0 (set to {vocab(rl.summary_toy.facts)}), got {rl.valid_vocab}"
-            )
-        config.rl.valid_vocab = vocab(rl.summary_toy.facts)
-    if rl.get("sampler_devices", 0) and rl.mode == "threads":
+    if rl.sampler_devices and rl.mode == "threads":
         # roles mapped to meshes in one process: samplers on the last N devices, the trainer on
         # the others (disjoint sets)
         n_all, n_sampler = jax.device_count(), rl.sampler_devices
@@ -80,37 +73,7 @@ def resolve(config):
                 f"rl.sampler_devices={n_sampler} + trainer_devices={config.trainer_devices}: "
                 f"more than the {n_all} devices of this process (threads share one process)"
             )
-    if rl.task != "coding":
-        return config
-    from rl.envs.agent.summary import summary_config
-
-    summary = summary_config(rl.coding.get("summary"))
-    if summary is not None and per_chain < summary.max_segments:
-        raise ConfigError(
-            f"rl.coding.summary.max_segments={summary.max_segments}: set rl.segments_per_chain "
-            f"to it (one training row per segment; got {per_chain})"
-        )
-    if summary is not None and rl.get("speculative_k", 0):
-        # a summary rewinds the episode's slot to the shared prefix (RolloutEngine.rewind), which
-        # the speculative engine's MTP buffer (the old sequence's last positions) cannot follow
-        raise ConfigError(
-            f"rl.speculative_k={rl.speculative_k} with rl.coding.summary: summaries need a plain "
-            "engine (set rl.speculative_k=0)"
-        )
-    n = rl.coding.get("shared_prefix_turns", 0)
-    if n and not (0 < n < rl.coding.max_turns and summary is None):
-        raise ConfigError(
-            f"rl.coding.shared_prefix_turns={n}: needs 0 < it < rl.coding.max_turns="
-            f"{rl.coding.max_turns} and no rl.coding.summary (a snapshot holds one segment)"
-        )
-    from data.tokenizers import ByteTokenizer
-    from rl.envs import require_isolation
-
-    require_isolation()
-    vocab = ByteTokenizer().vocab_size
-    if config.rl.valid_vocab not in (0, vocab):
-        raise ConfigError(f"rl.valid_vocab={config.rl.valid_vocab}: coding samples from {vocab}")
-    config.rl.valid_vocab = vocab
+    task.resolve(config, per_chain)  # the task's own checks (rl/sampling/rl_tasks.py)
     return config
 
 
@@ -120,9 +83,9 @@ def mtp_weight(cfg, rl) -> float:
     else 0. A weight > 0 on a model without MTP heads is an error."""
     from model.errors import ConfigError
 
-    w = rl.get("mtp_weight", -1.0)
+    w = rl.mtp_weight
     if w < 0:
-        return 1.0 if cfg.num_mtp_modules and rl.get("speculative_k", 0) else 0.0
+        return 1.0 if cfg.num_mtp_modules and rl.speculative_k else 0.0
     if w and not cfg.num_mtp_modules:
         raise ConfigError(f"rl.mtp_weight={w}: the model has no MTP modules (set it to 0)")
     return float(w)

@@ -8,5 +8,6 @@ Nothing here imports a trainer module (tests/test_imports.py), so a sampler proc
     rollout.py          the rollout driver: CodingEnv episodes on one engine (+ rollout_main.py,
                         `--mode=rollout`)
     curriculum.py       skip tasks predicted to carry no signal
+    rl_tasks.py         the RL tasks by name (rl.task): pool tasks, samplers, config checks
     summary_toy.py      the self-summarization toy task's chains
 """

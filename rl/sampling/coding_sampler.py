@@ -93,20 +93,28 @@ class CodingSampler:
         self.counters = decode_counters()  # summed over play calls (speculative acceptance)
         self.sandbox_wait_s = 0.0  # the driver waiting for sandboxes with nothing to decode
 
-    def _engine(self, params, version: int, seed: int):
-        from model.engine import RolloutEngine
+    def engine_config(self, seed: int):
+        from model.engine_config import EngineConfig
 
-        return RolloutEngine(
-            self.cfg,
-            params,
+        return EngineConfig(
             slots=self.slots,
             cache_len=self.max_tokens,  # the episode's context budget (CodingEnv max_tokens)
-            temperature=self.temperature,
-            valid_vocab=self.tok.vocab_size,
-            seed=seed,
-            params_version=version,
             min_bucket=self.min_bucket,
+            temperature=self.temperature,
+            seed=seed,
             speculative_k=self.speculative_k,
+        )
+
+    def _engine(self, params, version: int, seed: int):
+        from model.engine_config import build_engine
+
+        ec = self.engine_config(seed)
+        return build_engine(
+            self.cfg,
+            params,
+            ec,
+            valid_vocab=self.tok.vocab_size,
+            params_version=version,
             mesh=self.mesh,
             rules=self.rules,
         )

@@ -14,7 +14,7 @@ def _model(config, params_dir: str, cache_len: int):
     from model.errors import InputError
     from model.export import load_params
 
-    decode_dtype = config.get("decode_dtype", "auto")  # the engine's params + cache dtype
+    decode_dtype = config.decode_dtype  # the engine's params + cache dtype
     if params_dir:
         try:
             cfg, params = load_params(params_dir)
@@ -27,7 +27,7 @@ def _model(config, params_dir: str, cache_len: int):
 
 def run_rollouts(config, workdir: str, params_dir: str = "") -> dict:
     from data.tokenizers import ByteTokenizer
-    from model.engine import RolloutEngine
+    from model.engine_config import EngineConfig, build_engine
     from rl.envs import OraclePolicy, generate_tasks, load_tasks, require_isolation
     from rl.episodes.records import to_json
     from rl.episodes.rewards import reward_config_from_dict
@@ -46,17 +46,9 @@ def run_rollouts(config, workdir: str, params_dir: str = "") -> dict:
     tok = ByteTokenizer()
     cfg, params = _model(config, params_dir, r.cache_len)
     tasks = load_tasks(r.tasks) if r.tasks else generate_tasks(r.n_tasks, seed=r.task_seed)
-    engine = RolloutEngine(
-        cfg,
-        params,
-        slots=r.slots,
-        cache_len=min(r.cache_len, cfg.max_position_embeddings),
-        temperature=r.temperature,
-        valid_vocab=tok.vocab_size,
-        seed=r.seed,
-        params_version=r.params_version,
-        min_bucket=r.min_bucket,
-        speculative_k=r.speculative_k,
+    ec = EngineConfig.from_block(r, cfg)  # the block's decode keys (configs/engine_block.py)
+    engine = build_engine(
+        cfg, params, ec, valid_vocab=tok.vocab_size, params_version=r.params_version
     )
     os.makedirs(workdir, exist_ok=True)
     records_path = os.path.join(workdir, "rollouts.jsonl")

@@ -4,9 +4,8 @@ params from the weight store swapped in flight.
     sampler_loop(config, workdir, sampler_id)          # one sampler (a thread or a process)
     python -m rl.sampling.sampler_process WORKDIR ID PARENT_PID  # a sampler process (reads rl_config.json)
 
-`rl.task`: 'pattern' (toy single-turn prompts, rl/sampling/samplers.py), 'summary_toy' (toy two-segment
-chains joined by a summary, rl/sampling/summary_toy.py) or 'coding' (multi-turn CodingEnv episodes in the
-sandbox, rl/sampling/coding_sampler.py). Sampler i produces the pool positions j with
+`rl.task`: a name registered in rl/sampling/rl_tasks.py ('pattern', 'summary_toy', 'coding'), which
+makes the pool's tasks and the sampler. Sampler i produces the pool positions j with
 j % rl.samplers == i, `rl.groups_per_call` groups per play call, and skips groups whose file
 exists (a restarted sampler never repeats one). Backpressure: it writes a play call's groups only
 while they and the groups the trainer has not settled stay within `rl.max_ahead` (may_produce). With `rl.synchronous` it starts the groups of batch b
@@ -34,67 +33,25 @@ import ml_collections
 import numpy as np
 
 from rl.episodes import timeline
-from rl.episodes.rewards import pattern_reward
 from rl.sampling.curriculum import Curriculum
-from rl.sampling.run_config import model_config, pool_order
-from rl.sampling.samplers import PromptTask, SingleTurnSampler, acceptance
+from rl.sampling.rl_tasks import coding_pool, rl_task  # noqa: F401  (coding_pool: tests, benches)
+from rl.sampling.run_config import model_config
+from rl.sampling.samplers import acceptance
 from rl.stores.store import RolloutStore, rollout_store_path
 from rl.stores.weight_store import Follower, WeightReader, weight_store_path
 from train.model_config import model_rules
 
 
 def make_task(rl, j: int):
-    """Task j of the pool: a toy 'pattern' prompt, or a generated coding task."""
-    if rl.task == "coding":
-        templates = tuple(rl.coding.get("templates", ()) or ())
-        return coding_pool(rl.seed, rl.pool_size, tuple(rl.coding.difficulties), templates)[j]
-    if rl.task == "summary_toy":
-        from rl.sampling.summary_toy import make_fact_task
-
-        t = rl.summary_toy
-        position = _pool_positions(rl.seed, rl.pool_size)[j] if t.get("balanced", True) else None
-        return make_fact_task(rl.seed, j, t.facts, position)
-    if rl.task != "pattern":
-        raise ValueError(f"rl.task={rl.task!r}: expected 'pattern', 'summary_toy' or 'coding'")
-    rng = np.random.default_rng(rl.seed * 7919 + j)
-    return PromptTask(f"{j:06d}", [int(x) for x in rng.integers(rl.pattern_size, 320, size=4)])
-
-
-@functools.cache
-def _pool_positions(seed: int, pool_size: int) -> dict[int, int]:
-    """Task index -> its place in the training order (rl/sampling/run_config.py's pool_order)."""
-    rl = ml_collections.ConfigDict(dict(seed=seed, pool_size=pool_size))
-    return {j: p for p, j in enumerate(pool_order(rl))}
-
-
-@functools.cache
-def coding_pool(
-    seed: int, n: int, difficulties: tuple[int, ...], templates: tuple[str, ...] = ()
-) -> list:
-    """The RL pool: n procedural tasks from `templates` (default: every training template; the
-    held-out families are the agentic eval's, and naming one is an error; the long-context
-    families, e.g. long_lookup for self-summarization, only when named), seeded; the eval draws
-    from its own seed stream (EVAL_SEED_BASE)."""
-    from rl.envs import generate_tasks
-    from rl.envs.taskgen import LONG_CONTEXT_TEMPLATES, training_templates
-
-    allowed = training_templates() + tuple(LONG_CONTEXT_TEMPLATES)
-    bad = [t for t in templates if t not in allowed]
-    if bad:
-        raise ValueError(
-            f"rl.coding.templates: {', '.join(bad)} not a training template "
-            f"(choose from {', '.join(allowed)})"
-        )
-    return generate_tasks(
-        n, seed=seed, difficulties=difficulties, templates=tuple(templates) or training_templates()
-    )
+    """Task j of the pool (rl/sampling/rl_tasks.py: the task registered as rl.task)."""
+    return rl_task(rl.task).make_task(rl, j)
 
 
 def sampler_devices(rl) -> list | None:
     """The devices a sampler's engine spans (rl.sampler_devices): None (0) = one device,
     unsharded; N = the last N local devices beside a trainer in the same process (threads), or
     the first N of a sampler process's own."""
-    n = rl.get("sampler_devices", 0)
+    n = rl.sampler_devices
     if not n:
         return None
     devices = jax.local_devices()
@@ -113,55 +70,7 @@ def sampler_mesh(rl):
 
 def make_sampler(rl, cfg, mesh=None, rules=None):
     """The task's sampler; `mesh` / `rules`: its engine's own mesh (None: one device)."""
-    if rl.task == "coding":
-        from data.tokenizers import ByteTokenizer
-        from rl.envs.agent.summary import summary_config
-        from rl.episodes.rewards import reward_config_from_dict
-        from rl.sampling.coding_sampler import CodingSampler
-
-        c = rl.coding
-        return CodingSampler(
-            cfg,
-            ByteTokenizer(),
-            reward_config_from_dict(rl.reward.to_dict()),
-            group_size=rl.group_size,
-            max_tokens=rl.max_tokens,
-            temperature=rl.temperature,
-            swap_every=rl.swap_every,
-            slots=c.slots,
-            max_turns=c.max_turns,
-            max_turn_tokens=c.max_turn_tokens,
-            obs_token_budget=c.obs_token_budget,
-            max_malformed_streak=c.max_malformed_streak,
-            summary=summary_config(c.get("summary")),
-            shared_prefix_turns=c.get("shared_prefix_turns", 0),
-            workers=c.workers,
-            min_bucket=c.min_bucket,
-            speculative_k=rl.speculative_k,
-            mesh=mesh,
-            rules=rules,
-        )
-    reward = pattern_reward(range(rl.pattern_size))
-    single = SingleTurnSampler(
-        cfg,
-        reward,
-        group_size=rl.group_size,
-        max_new_tokens=rl.max_new_tokens,
-        temperature=rl.temperature,
-        swap_every=rl.swap_every,
-        speculative_k=rl.speculative_k,
-        valid_vocab=rl.valid_vocab,
-        mesh=mesh,
-        rules=rules,
-    )
-    if rl.task == "summary_toy":
-        from rl.sampling.summary_toy import SummaryToySampler
-
-        t = rl.summary_toy
-        return SummaryToySampler(
-            single, facts=t.facts, summary_tokens=t.summary_tokens, answer_tokens=t.answer_tokens
-        )
-    return single
+    return rl_task(rl.task).make_sampler(rl, cfg, mesh, rules)
 
 
 def to_engine(params, sharded: bool = False):
@@ -174,8 +83,8 @@ def to_engine(params, sharded: bool = False):
 
 
 def curriculum_of(rl) -> Curriculum:
-    c = rl.get("curriculum") or {}
-    return Curriculum(c.get("key", ""), c.get("after", 0), c.get("prob", 0.0), rl.seed)
+    c = rl.curriculum
+    return Curriculum(c.key, c.after, c.prob, rl.seed)
 
 
 def may_produce(listed: int, progress: dict, rl, first: int, n: int) -> bool:
@@ -186,7 +95,7 @@ def may_produce(listed: int, progress: dict, rl, first: int, n: int) -> bool:
     several samplers two may pass at once (up to (samplers - 1) x groups_per_call more).
     Synchronous mode: batch `first // groups_per_batch` is sampled only with the params of that
     many steps."""
-    if rl.get("synchronous", False):
+    if rl.synchronous:
         return progress.get("version", -1) >= first // rl.groups_per_batch
     return listed - progress.get("consumed", 0) + n <= rl.max_ahead
 
@@ -239,7 +148,7 @@ def sampler_loop(
     # a sampler thread (threads mode) records as itself; a sampler process for all its threads
     timeline.start(workdir, f"sampler{sampler_id}", thread_only=parent_pid is None)
     reader = WeightReader(weight_store_path(rl, workdir))
-    prefetch = rl.get("prefetch_weights", False)  # download while the engine decodes
+    prefetch = rl.prefetch_weights  # download while the engine decodes
     follower = Follower(reader, cast=cast, shardings=shardings, prefetch=prefetch)
     sampler = make_sampler(rl, cfg, mesh, rules)
     have = set(store.list())

@@ -53,22 +53,14 @@ def check_block(s) -> None:
 def build(s, cfg, params, tok, *, log_dir: str, params_version: int = 0, keys: Keys | None = None):
     """-> the Server of the `serve` block `s` (configs/serve.py's fields, all of them), its
     engine loop not started yet. keys: the API keys (rl/serve/auth.py; None = none)."""
-    from model.engine import RolloutEngine
+    from model.engine_config import EngineConfig, build_engine
 
     check_block(s)
-    engine = RolloutEngine(
-        cfg,
-        params,  # cast to the engine's decode dtype and placed by the engine
-        slots=s.slots,
-        cache_len=min(s.cache_len, cfg.max_position_embeddings),
-        temperature=s.temperature,
-        valid_vocab=tok.vocab_size,
-        seed=s.seed,
-        params_version=params_version,
-        stop_width=2,
-        min_bucket=s.min_bucket,
-        speculative_k=s.speculative_k,
-        top_logprobs=pr.MAX_TOP_LOGPROBS,  # computed only while a request asks (engine docstring)
+    # top_logprobs: computed only while a request asks (engine docstring)
+    ec = EngineConfig.from_block(s, cfg, stop_width=2, top_logprobs=pr.MAX_TOP_LOGPROBS)
+    # params: cast to the engine's decode dtype and placed by the engine
+    engine = build_engine(
+        cfg, params, ec, valid_vocab=tok.vocab_size, params_version=params_version
     )
     server = Server(
         tok=tok,
@@ -156,7 +148,7 @@ def serve(config, params_dir: str, workdir: str, port: int = 0) -> None:
         raise InputError("--mode=serve needs --params=DIR (an exported params checkpoint)")
     try:
         cfg, params = load_params(params_dir)
-        cfg = cfg.replace(decode_dtype=config.get("decode_dtype", "auto"))
+        cfg = cfg.replace(decode_dtype=config.decode_dtype)
     except (FileNotFoundError, ValueError) as e:
         raise InputError(f"--params={params_dir}: {' '.join(str(e).split())}") from None
     log_dir, store = serve_paths(s, workdir)

@@ -39,7 +39,7 @@ class DamagedGroup(Exception):
 
 def rollout_store_path(rl, workdir: str) -> str:
     """`rl.rollout_store` of configs/rl.py: '' = <workdir>/rollouts, else a path/URL/JSON spec."""
-    return rl.get("rollout_store", "") or os.path.join(workdir, "rollouts")
+    return rl.rollout_store or os.path.join(workdir, "rollouts")
 
 
 def _jsonable(v):

@@ -112,7 +112,7 @@ def _np_dtype(name: str):
 
 def weight_store_path(rl, workdir: str) -> str:
     """`rl.weight_store` of configs/rl.py: '' = <workdir>/weights, else the path/URL/JSON spec."""
-    return rl.get("weight_store", "") or os.path.join(workdir, "weights")
+    return rl.weight_store or os.path.join(workdir, "weights")
 
 
 def flatten(params) -> dict:

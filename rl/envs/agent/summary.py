@@ -75,12 +75,12 @@ def summary_config(block) -> SummaryConfig | None:
     if block is None:
         return None
     tokens, fraction = (
-        int(block.get("trigger_tokens", 0)),
-        float(block.get("trigger_fraction", 0.0)),
+        int(block["trigger_tokens"]),
+        float(block["trigger_fraction"]),
     )
     if not (tokens or fraction):
         return None
-    return SummaryConfig(tokens, fraction, int(block.get("max_segments", 4)))
+    return SummaryConfig(tokens, fraction, int(block["max_segments"]))
 
 
 def summary_turn_ids(tok: Tokenizer, text: str) -> list[int]:

@@ -1,0 +1,210 @@
+"""The RL tasks by name (`rl.task`): each entry says how to make pool task j, how to make its
+sampler, whether its episodes are graded (a pass rate to log), and what it checks and sets in the
+run config before any model loads. A new task is one entry here; no caller compares `rl.task`
+with a string.
+
+    spec = rl_task(config.rl.task)       # ConfigError naming the known tasks if unknown
+    task, sampler = spec.make_task(rl, j), spec.make_sampler(rl, cfg, mesh, rules)
+
+'pattern': toy single-turn prompts (rl/sampling/samplers.py); 'summary_toy': toy two-segment
+chains joined by a summary (rl/sampling/summary_toy.py); 'coding': multi-turn CodingEnv episodes
+in the sandbox (rl/sampling/coding_sampler.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+
+import ml_collections
+import numpy as np
+
+from rl.episodes.rewards import pattern_reward
+from rl.sampling.run_config import pool_order
+from rl.sampling.samplers import PromptTask, SingleTurnSampler
+
+
+@dataclasses.dataclass(frozen=True)
+class RLTask:
+    make_task: Callable  # (rl block, j) -> pool task j
+    make_sampler: Callable  # (rl block, model cfg, mesh, rules) -> a sampler with `play`
+    graded: bool  # episodes carry a hidden-test grade (the trainer logs pass_rate)
+    resolve: Callable  # (resolved run config, segments per chain) -> None: checks, sets fields
+
+
+def _pattern_task(rl, j: int):
+    rng = np.random.default_rng(rl.seed * 7919 + j)
+    return PromptTask(f"{j:06d}", [int(x) for x in rng.integers(rl.pattern_size, 320, size=4)])
+
+
+def _single_turn(rl, cfg, mesh=None, rules=None):
+    return SingleTurnSampler(
+        cfg,
+        pattern_reward(range(rl.pattern_size)),
+        group_size=rl.group_size,
+        max_new_tokens=rl.max_new_tokens,
+        temperature=rl.temperature,
+        swap_every=rl.swap_every,
+        speculative_k=rl.speculative_k,
+        valid_vocab=rl.valid_vocab,
+        mesh=mesh,
+        rules=rules,
+    )
+
+
+def _nothing_to_resolve(config, per_chain: int) -> None:
+    pass
+
+
+@functools.cache
+def _pool_positions(seed: int, pool_size: int) -> dict[int, int]:
+    """Task index -> its place in the training order (rl/sampling/run_config.py's pool_order)."""
+    rl = ml_collections.ConfigDict(dict(seed=seed, pool_size=pool_size))
+    return {j: p for p, j in enumerate(pool_order(rl))}
+
+
+def _summary_toy_task(rl, j: int):
+    from rl.sampling.summary_toy import make_fact_task
+
+    t = rl.summary_toy
+    position = _pool_positions(rl.seed, rl.pool_size)[j] if t.balanced else None
+    return make_fact_task(rl.seed, j, t.facts, position)
+
+
+def _summary_toy_sampler(rl, cfg, mesh=None, rules=None):
+    from rl.sampling.summary_toy import SummaryToySampler
+
+    t = rl.summary_toy
+    return SummaryToySampler(
+        _single_turn(rl, cfg, mesh, rules),
+        facts=t.facts,
+        summary_tokens=t.summary_tokens,
+        answer_tokens=t.answer_tokens,
+    )
+
+
+def _summary_toy_resolve(config, per_chain: int) -> None:
+    """Two segments a chain; samples and loss on the toy's ids."""
+    from model.errors import ConfigError
+    from rl.sampling.summary_toy import vocab
+
+    rl = config.rl
+    if per_chain < 2 or rl.valid_vocab not in (0, vocab(rl.summary_toy.facts)):
+        raise ConfigError(
+            f"rl.task=summary_toy: needs rl.segments_per_chain >= 2 (got {per_chain}) and "
+            f"rl.valid_vocab 0 (set to {vocab(rl.summary_toy.facts)}), got {rl.valid_vocab}"
+        )
+    rl.valid_vocab = vocab(rl.summary_toy.facts)
+
+
+@functools.cache
+def coding_pool(
+    seed: int, n: int, difficulties: tuple[int, ...], templates: tuple[str, ...] = ()
+) -> list:
+    """The RL pool: n procedural tasks from `templates` (default: every training template; the
+    held-out families are the agentic eval's, and naming one is an error; the long-context
+    families, e.g. long_lookup for self-summarization, only when named), seeded; the eval draws
+    from its own seed stream (EVAL_SEED_BASE)."""
+    from rl.envs import generate_tasks
+    from rl.envs.taskgen import LONG_CONTEXT_TEMPLATES, training_templates
+
+    allowed = training_templates() + tuple(LONG_CONTEXT_TEMPLATES)
+    bad = [t for t in templates if t not in allowed]
+    if bad:
+        raise ValueError(
+            f"rl.coding.templates: {', '.join(bad)} not a training template "
+            f"(choose from {', '.join(allowed)})"
+        )
+    return generate_tasks(
+        n, seed=seed, difficulties=difficulties, templates=tuple(templates) or training_templates()
+    )
+
+
+def _coding_task(rl, j: int):
+    templates = tuple(rl.coding.templates or ())
+    return coding_pool(rl.seed, rl.pool_size, tuple(rl.coding.difficulties), templates)[j]
+
+
+def _coding_sampler(rl, cfg, mesh=None, rules=None):
+    from data.tokenizers import ByteTokenizer
+    from rl.envs.agent.summary import summary_config
+    from rl.episodes.rewards import reward_config_from_dict
+    from rl.sampling.coding_sampler import CodingSampler
+
+    c = rl.coding
+    return CodingSampler(
+        cfg,
+        ByteTokenizer(),
+        reward_config_from_dict(rl.reward.to_dict()),
+        group_size=rl.group_size,
+        max_tokens=rl.max_tokens,
+        temperature=rl.temperature,
+        swap_every=rl.swap_every,
+        slots=c.slots,
+        max_turns=c.max_turns,
+        max_turn_tokens=c.max_turn_tokens,
+        obs_token_budget=c.obs_token_budget,
+        max_malformed_streak=c.max_malformed_streak,
+        summary=summary_config(c.summary),
+        shared_prefix_turns=c.shared_prefix_turns,
+        workers=c.workers,
+        min_bucket=c.min_bucket,
+        speculative_k=rl.speculative_k,
+        mesh=mesh,
+        rules=rules,
+    )
+
+
+def _coding_resolve(config, per_chain: int) -> None:
+    """Summaries, shared prefixes and the engine agree; the sandbox must isolate (fail closed:
+    rl.envs.require_isolation raises unless bubblewrap works or the caller opted in), and the
+    trainer's valid vocab is the tokenizer's (the engine samples from it; log-probs must match)."""
+    from data.tokenizers import ByteTokenizer
+    from model.errors import ConfigError
+    from rl.envs import require_isolation
+    from rl.envs.agent.summary import summary_config
+
+    rl = config.rl
+    summary = summary_config(rl.coding.summary)
+    if summary is not None and per_chain < summary.max_segments:
+        raise ConfigError(
+            f"rl.coding.summary.max_segments={summary.max_segments}: set rl.segments_per_chain "
+            f"to it (one training row per segment; got {per_chain})"
+        )
+    if summary is not None and rl.speculative_k:
+        # a summary rewinds the episode's slot to the shared prefix (RolloutEngine.rewind), which
+        # the speculative engine's MTP buffer (the old sequence's last positions) cannot follow
+        raise ConfigError(
+            f"rl.speculative_k={rl.speculative_k} with rl.coding.summary: summaries need a plain "
+            "engine (set rl.speculative_k=0)"
+        )
+    n = rl.coding.shared_prefix_turns
+    if n and not (0 < n < rl.coding.max_turns and summary is None):
+        raise ConfigError(
+            f"rl.coding.shared_prefix_turns={n}: needs 0 < it < rl.coding.max_turns="
+            f"{rl.coding.max_turns} and no rl.coding.summary (a snapshot holds one segment)"
+        )
+    require_isolation()
+    vocab = ByteTokenizer().vocab_size
+    if rl.valid_vocab not in (0, vocab):
+        raise ConfigError(f"rl.valid_vocab={rl.valid_vocab}: coding samples from {vocab}")
+    rl.valid_vocab = vocab
+
+
+RL_TASKS = {
+    "pattern": RLTask(_pattern_task, _single_turn, graded=False, resolve=_nothing_to_resolve),
+    "summary_toy": RLTask(
+        _summary_toy_task, _summary_toy_sampler, graded=False, resolve=_summary_toy_resolve
+    ),
+    "coding": RLTask(_coding_task, _coding_sampler, graded=True, resolve=_coding_resolve),
+}
+
+
+def rl_task(name: str) -> RLTask:
+    """The registered task `name`; ConfigError (one line, naming the known ones) otherwise."""
+    from model.errors import ConfigError
+
+    if name not in RL_TASKS:
+        raise ConfigError(f"rl.task={name!r}: unknown RL task (known: {', '.join(RL_TASKS)})")
+    return RL_TASKS[name]
