@@ -13,6 +13,10 @@ DECODE = dict(
     temperature=1.0,  # 1.0 = the policy's own distribution (what RL expects); 0 = greedy
     seed=0,  # the engine's sampling key stream
     speculative_k=0,  # MTP draft tokens per verify step (0 = plain decoding; needs MTP heads)
+    # The latent cache over the engine's mesh (model/engine/split.py): 'none' (whole on every chip
+    # of a slot's row), 'slots' (over expert too: data-parallel attention), 'sequence' (positions
+    # over context), 'slots+sequence'
+    cache_split="none",
 )
 
 

@@ -151,6 +151,9 @@ def get_config() -> ml_collections.ConfigDict:
             slots=8,  # episodes decoded at once on the engine
             workers=4,  # sandbox threads (env reset/step, grading)
             min_bucket=64,  # smallest prefill length bucket (fewer compiled programs)
+            # The latent cache over the sampler's mesh (rl.sampler_mesh; model/engine/split.py):
+            # 'none' | 'slots' (data-parallel attention) | 'sequence' | 'slots+sequence'
+            cache_split="none",
             # Self-summarization (rl/envs/agent/summary.py): a trigger > 0 makes an episode a chain of
             # up to max_segments segments of rl.max_tokens each; set rl.segments_per_chain to
             # max_segments (one training row per segment)

@@ -10,16 +10,20 @@ on its own 64-chip mesh (expert 8 x tensor 8), rl.coding.slots episodes at once.
 the trainer's table and then the samplers' per-device bytes at 32k and 256k tokens and the bytes
 each trainer host pushes per weight version.
 
-Expect (2026-11-28): the trainer at 32k now fits: 15.9 GiB each of params, grads, accumulation
-gradient and bf16 moments, 3.3 GiB of saved layer inputs (4k tokens per chip: the row is split
-over 8 context shards), 8.4 GiB layer working set, 0.6 GiB logits = 75.9 GiB per chip: a v5p-512
-or 256 x H200, not 256 x H100-80GB (before context parallelism: 264 GiB, nowhere). A 256k trainer
-is configs/kimi_k2_256k.py's layout (512 chips, context 16: 73.7 GiB). Samplers (64 chips, expert
-8 x tensor 8): 34.0 GiB of bf16 weights per chip; the latent cache is 68.6 KiB per token per
-sequence in bf16 (61 x (512 + 64) x 2 B; + 0.2 KiB of int32 positions), not split over
-expert/tensor, so 16 episodes hold 34.4 GiB at 32k (72.3 GiB per chip with an 8k-token prefill's
-MoE buffers: fits a v5p or H200 chip) and 275.5 GiB at 256k (313 GiB: does not; 2 episodes per
-64-chip engine, --config.rl.coding.slots=2, hold the same 34.4 GiB at 256k and fit).
+Expect (2026-11-29): the trainer at 32k plans 75.9 GiB per chip: 15.9 GiB each of params, grads,
+accumulation gradient and bf16 moments, 3.3 GiB of saved layer inputs (4k tokens per chip: the row
+is split over 8 context shards), 8.4 GiB layer working set, 0.6 GiB logits; with the plan's worst
+measured error against XLA (configs/kimi_k2_32k.py) that keeps 10% free on 256 x H200. A 256k
+trainer is configs/kimi_k2_256k.py's layout. Samplers (64 chips, expert 8 x tensor 8): 34.0 GiB of
+bf16 weights per chip; the latent cache is 68.6 KiB per token per sequence in bf16 (61 x (512 +
+64) x 2 B; + 0.2 KiB of int32 positions). MLA's cache has no head axis, so unsplit it sits whole
+on every chip of the engine: 16 episodes at 256k are 275.5 GiB per chip (313.3 GiB in all: fits
+nothing). rl.coding.cache_split='slots' (model/engine/split.py: data-parallel attention, each of
+the 8 expert-group chips holds the caches of its own 2 episodes) makes it 34.4 GiB at 256k; with
+one layer's dropless all-to-all buffers for an 8k-token prefill (30.5 GiB: a chip prefilling its
+own slot may receive all 65,536 assignments from each source) the engine plans 99.0 GiB per chip
+at 256k and 68.8 at 32k: 16 concurrent 256k episodes per 64 x H200 engine (141 GB = 131.3 GiB,
+25% free), not a v5p chip (88.5 GiB).
 A full bf16 snapshot is 32.08 GB per trainer host (64 hosts of 4 chips); a delta at the 2% goal
 0.64 GB.
 """
@@ -55,4 +59,5 @@ def get_config():
         sampler_mesh=dict(data=1, fsdp=1, expert=8, tensor=8),
     )
     c.rl.coding.slots = 16
+    c.rl.coding.cache_split = "slots"  # 2 episodes' caches per expert-group chip (docstring)
     return c

@@ -20,7 +20,10 @@ from model.config import ModelConfig
 
 # The decode keys a config block carries (configs/engine_block.py DECODE): slots, context per
 # sequence, smallest prefill bucket, sampling temperature, key seed, MTP draft tokens per verify.
-BLOCK_KEYS = ("slots", "cache_len", "min_bucket", "temperature", "seed", "speculative_k")
+# cache_split: how the latent cache is split over the engine's mesh (model/engine/split.py).
+BLOCK_KEYS = (
+    "slots", "cache_len", "min_bucket", "temperature", "seed", "speculative_k", "cache_split"
+)  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +36,7 @@ class EngineConfig:
     temperature: float
     seed: int
     speculative_k: int
+    cache_split: str = "none"  # model/engine/split.py CACHE_SPLITS
     top_k: int = 0  # the engine's defaults (model.engine.RolloutEngine)
     top_p: float = 1.0
     stop_width: int = 4
@@ -77,5 +81,6 @@ def build_engine(
         speculative_k=ec.speculative_k,
         mesh=mesh,
         rules=rules,
+        cache_split=ec.cache_split,
         top_logprobs=ec.top_logprobs,
     )

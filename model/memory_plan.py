@@ -508,19 +508,27 @@ def sampler_plan(
     rules=sh.DEFAULT_RULES,
     dtype: str = "bfloat16",
     prefill_tokens: int = 8192,
+    cache_split: str = "none",
 ) -> dict[str, float]:
     """Per-device bytes of a sampler engine on a mesh of `sizes`: weights in the engine's `dtype`
     (its resolved decode_dtype; the float32 router and norm scales, < 0.1% of them, counted alike)
     under `rules`, the latent cache of `episodes` concurrent sequences of `context` tokens in
-    `dtype` (model/decode.py `cache_bytes_per_token`; slots over the batch axes, latent and rope
-    whole on every device of a slot's row: MLA's cache has no head axis to split), and one MoE
-    layer's dispatch buffers for a decode step of every slot and for one prefill call of
-    `prefill_tokens` (a turn's new tokens)."""
+    `dtype` (model/decode.py `cache_bytes_per_token`), and one MoE layer's dispatch buffers for a
+    decode step of every slot and for one prefill call of `prefill_tokens` (a turn's new tokens).
+
+    The cache is split as the engine splits it (model/engine/split.py, the same `engine_rules`):
+    slots over the batch axes (with `cache_split` 'slots', over expert too: data-parallel
+    attention), positions over context with 'sequence'; with 'none' MLA's cache, which has no
+    head axis, is whole on every device of a slot's row (kimi_k2 at 256k: 17.2 GiB a slot)."""
+    from model.engine.split import engine_rules
+
+    rules = engine_rules(rules, cache_split)
     lay = moe_a2a.layout_from_rules(rules, sizes)
     size = _itemsize(dtype)
     weights = sum(_local_bytes(s, p, rules, sizes, size) for s, p in _shapes_and_specs(cfg))
-    slots = -(-episodes // lay.size(lay.batch))  # slots per batch shard
-    cache = slots * context * cache_bytes_per_token(cfg, dtype)
+    slots = -(-episodes // _axes_size(sh.BATCH, rules, sizes))  # slots per device
+    positions = -(-context // _axes_size(sh.CACHE_SEQ, rules, sizes))  # cache positions per device
+    cache = slots * positions * cache_bytes_per_token(cfg, dtype)
     bf16 = dataclasses.replace(cfg, dtype="bfloat16")
     decode = _layer_activation_bytes(bf16, lay, slots, 1, True, fused_attention=True)
     prefill = _layer_activation_bytes(
@@ -534,6 +542,15 @@ def sampler_plan(
     }
     out["total"] = weights + cache + max(decode["moe_buffers"], prefill["moe_buffers"])
     return out
+
+
+def _axes_size(logical: str, rules, sizes: dict) -> int:
+    """How many shards the mesh axes that `rules` map `logical` to make (1 if unmapped)."""
+    import flax.linen as nn
+
+    axes = nn.logical_to_mesh_axes((logical,), rules)[0]
+    axes = () if axes is None else (axes,) if isinstance(axes, str) else tuple(axes)
+    return math.prod(sizes.get(a, 1) for a in axes)
 
 
 def weight_push_bytes(cfg: ModelConfig, trainer_devices: int, devices_per_host: int) -> dict:

@@ -19,9 +19,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from model import init_params, presets
+from model import init_params, memory_plan, presets
 from model.engine import RolloutEngine
-from model.sharding import role_mesh
+from model.sharding import MESH_AXES, role_mesh
 
 DEV = jax.devices()
 ENGINE = dict(slots=4, cache_len=32, min_bucket=16)
@@ -141,6 +141,13 @@ def test_split_cache_bytes_per_device(model, sizes, split, k):
     eng = RolloutEngine(cfg, params, cache_split=split, **kw)
     caches = lambda e: (e.state.cache, e.state.mtp_cache)
     assert _per_device_bytes(caches(eng)) * 4 == _per_device_bytes(caches(whole))
+    # The sampler's memory plan (what --dry_run prints for an RL run) counts the same bytes.
+    for e, e_split in ((whole, "none"), (eng, split)):
+        plan = memory_plan.sampler_plan(
+            cfg, {**dict.fromkeys(MESH_AXES, 1), **sizes}, 4, s, dtype="float32",
+            cache_split=e_split,
+        )  # fmt: skip
+        assert plan["kv_cache"] == _per_device_bytes(e.state.cache), (e_split, plan)
     m_whole, m_split = (_decode_program(e, s).memory_analysis() for e in (whole, eng))
     state_drop = _per_device_bytes(whole.state) - _per_device_bytes(eng.state)
     assert _per_device_bytes(caches(whole)) * 3 // 4 <= state_drop

@@ -140,6 +140,30 @@ def test_dry_run_table_leads_with_the_runs_own_mesh():
     assert table.splitlines()[2] == row and "v5p-512" in table.splitlines()[3]
 
 
+def test_rl_kimi_sampler_fits_16_episodes_at_256k_with_the_slot_split():
+    """configs/rl_kimi_k2.py: 16 concurrent 256k episodes per 64-chip engine (expert 8 x tensor 8).
+    Unsplit, every chip holds all 16 caches (16 x 262,144 x 61 x 1,156 B = 275.5 GiB: fits no
+    chip); with cache_split 'slots' each expert-group chip holds its own 2, and the engine plans
+    within 90% of an H200 (141 GB = 131.3 GiB). The cache bytes per chip are what the engine
+    allocates (tests/test_engine_cache_split.py compares them on 8 devices)."""
+    from configs import rl_kimi_k2
+    from train import dry_run
+
+    config = rl_kimi_k2.get_config()
+    assert config.rl.coding.cache_split == "slots" and config.rl.coding.slots == 16
+    cfg = presets.get("kimi_k2")
+    sizes = {"data": 1, "fsdp": 1, "expert": 8, "tensor": 8, "context": 1}
+    per_token = 61 * (576 * 2 + 4)
+    whole = memory_plan.sampler_plan(cfg, sizes, 16, 262_144)
+    split = memory_plan.sampler_plan(cfg, sizes, 16, 262_144, cache_split="slots")
+    assert whole["kv_cache"] == 16 * 262_144 * per_token
+    assert split["kv_cache"] == 2 * 262_144 * per_token and split["weights"] == whole["weights"]
+    h200 = 141e9  # bytes
+    assert whole["total"] > h200 and split["total"] <= 0.9 * h200
+    report = dry_run.sampler_report(config)
+    assert "cache split 'slots'" in report and "latent cache 34.4 GiB" in report
+
+
 def test_rl_kimi_plan_prints_the_sampler_mesh_and_the_pretraining_plan_fits():
     """configs/rl_kimi_k2.py's sampler lines (latent cache per token by hand: 61 layers x (512 +
     64) x 2 B = 70,272 B = 68.6 KiB) and configs/kimi_k2.py's v5p-512 plan: with the

@@ -182,13 +182,17 @@ def sampler_report(config) -> str:
     values = cache_bytes_per_token(cfg, dt, positions=False)
     per_token = cache_bytes_per_token(cfg, dt)
     lines = [
-        f"sampler mesh {sizes} on {n} devices, {episodes} concurrent episodes per engine; latent "
+        f"sampler mesh {sizes} on {n} devices, {episodes} concurrent episodes per engine, cache "
+        f"split {rl.coding.cache_split!r}; latent "
         f"cache per token per sequence: {values / 1024:.1f} KiB of {dt} latent + rope, "
         f"{per_token / 1024:.1f} KiB with the int32 positions (counted below; decode_dtype="
         f"{cfg.decode_dtype}; float32 cache: {cache_bytes_per_token(cfg, 'float32') / 1024:.1f} KiB)"
     ]
     for context in SAMPLER_CONTEXTS:
-        p = memory_plan.sampler_plan(cfg, sizes, episodes, context, model_rules(config), dt)
+        p = memory_plan.sampler_plan(
+            cfg, sizes, episodes, context, model_rules(config), dt,
+            cache_split=rl.coding.cache_split,
+        )  # fmt: skip
         lines.append(
             f"  {context // 1024}k tokens: per device {dt} weights {p['weights'] / gib:.1f} GiB + "
             f"latent cache {p['kv_cache'] / gib:.1f} GiB + MoE buffers (one layer; decode "

@@ -64,6 +64,7 @@ class CodingSampler:
         speculative_k: int = 0,
         mesh=None,
         rules=None,
+        cache_split: str = "none",
     ):
         """mesh / rules: the engine's own mesh (rl.sampler_mesh) and logical rules; None = one
         device, unsharded. speculative_k: MTP draft tokens per verify step (0 = plain).
@@ -89,6 +90,9 @@ class CodingSampler:
         )
         self.shared_prefix_turns = shared_prefix_turns
         self.mesh, self.rules, self.speculative_k = mesh, rules, speculative_k
+        self.cache_split = (
+            cache_split  # the latent cache over the engine's mesh (model/engine/split.py)
+        )
         self.swaps = self.errors = 0
         self.counters = decode_counters()  # summed over play calls (speculative acceptance)
         self.sandbox_wait_s = 0.0  # the driver waiting for sandboxes with nothing to decode
@@ -103,6 +107,7 @@ class CodingSampler:
             temperature=self.temperature,
             seed=seed,
             speculative_k=self.speculative_k,
+            cache_split=self.cache_split,
         )
 
     def _engine(self, params, version: int, seed: int):

@@ -153,6 +153,7 @@ def _coding_sampler(rl, cfg, mesh=None, rules=None):
         speculative_k=rl.speculative_k,
         mesh=mesh,
         rules=rules,
+        cache_split=c.cache_split,
     )
 
 
