@@ -83,3 +83,21 @@ def test_default_pretraining_corpus_holds_no_held_out_source():
     assert {"kind": "stdlib"} in sources
     index = H.held_out_index()
     assert H.contamination(index, H.corpus_documents(sources)) == []
+
+
+def test_training_pool_never_mines_a_held_out_repository(monkeypatch):
+    from rl.envs.repos import projects
+
+    seen = {}
+
+    def fake_mine(per_project, tries, seed, skip, projects_, log=print):
+        seen["projects"], seen["skip"] = list(projects_), skip
+        return []
+
+    monkeypatch.setattr(projects, "mine_projects", fake_mine)
+    monkeypatch.setattr(projects, "gated", lambda recipes, workers, log: (recipes, []))
+    projects.pool(2)
+    assert seen["projects"] == ["inflection", "semver", "parse"]  # roman held out whole
+    assert seen["skip"] == {r.id for r in load_recipes()}  # the suite's sites held out too
+    projects.pool(2, held_out=("parse",))
+    assert "parse" not in seen["projects"] and "roman" in seen["projects"]
