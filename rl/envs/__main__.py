@@ -97,6 +97,7 @@ def _mined_families(recipes: list, seed: int) -> list:
     """Review tasks of a pool's recipes (the suite's are held out) and the DevOps tasks of the
     vendored projects that the suite does not hold (same broken files = the same task), ungated."""
     from rl.envs.repos import review_devops as families
+    from rl.envs.repos.holdout import split_projects
     from rl.envs.repos.projects import PROJECTS, family_tasks
 
     def broken(task):  # what a DevOps task is: its project's broken editable files
@@ -105,7 +106,8 @@ def _mined_families(recipes: list, seed: int) -> list:
         )
 
     held_out = {broken(t) for t in family_tasks() if t.meta["grader"] == "devops"}
-    devops = [t for t in families.devops_tasks(PROJECTS, seed) if broken(t) not in held_out]
+    train, _ = split_projects(PROJECTS)  # a held-out repository gives no training task
+    devops = [t for t in families.devops_tasks(train, seed) if broken(t) not in held_out]
     return families.review_tasks(recipes) + devops
 
 

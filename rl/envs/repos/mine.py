@@ -27,6 +27,7 @@ import dataclasses
 import hashlib
 import json
 import random
+import re
 
 from rl.envs.grading.harden import drop_tests, iter_tests
 from rl.envs.grading.tasks import Task, grade_in
@@ -261,6 +262,7 @@ def build_task(recipe: Recipe, files: dict[str, str], spec: EnvSpec) -> Task:
             "project": recipe.project,
             "op": site.op,
             "symbol": site.symbol,
+            "statements": statements(recipe, files, spec),  # full (the prompt), terse, vague
             "f2p": list(recipe.f2p),
             "tools": ["search", "code_search"],  # real repos are big enough to search
         },
@@ -355,42 +357,93 @@ def mine(
 
 # ---------------------------------------------------------------- statements
 
-BUG_PHRASES = (
-    "{api} gives wrong results for some inputs",
-    "{api} is broken, a few cases come out wrong",
-    "something's off with {api}, some results changed",
-    "{api} misbehaves on some inputs, please fix",
+# Verbs a docstring's summary starts with (imperative or third person): "Return x" / "Returns x"
+# reads as "It should return x"; any other summary is a noun phrase and is quoted whole instead
+# ("The current size" would otherwise give "it should the current size").
+DOC_VERBS = frozenset(
+    "add apply build bump calculate call check clear close compare compile compute construct "
+    "convert count create decode delete determine drop emit encode ensure escape evaluate extract "
+    "find format generate get handle initialize insert join load make match merge normalize open "
+    "parse process pull put raise read register remove render replace reset resolve return run "
+    "save search set sort split strip take test transform turn update validate wrap write yield".split()
 )
-EXAMPLE_PHRASES = ("{call} should be {expected}, fix", "{call} no longer gives {expected}")
-FEATURE_PHRASES = ("{api} isn't implemented: it should {doc}", "implement {api}: it should {doc}")
+BUG_OPENERS = (
+    "There is a bug in `{symbol}`.",
+    "`{symbol}` has a regression.",
+    "Something is wrong in `{symbol}`.",
+)
 
 
 def statement(recipe: Recipe, files: dict[str, str], spec: EnvSpec) -> str:
-    """A terse user-style report: what behaves wrongly (the public API a failing test exercises,
-    with a concrete example when the test has one), never the file or the line."""
+    """The full statement (the task's prompt): whole sentences that name the function or method
+    holding the change (class-qualified, e.g. `Cache.get`) and the symptom, never the file."""
+    return statements(recipe, files, spec)["full"]
+
+
+def statements(recipe: Recipe, files: dict[str, str], spec: EnvSpec) -> dict[str, str]:
+    """Three phrasings of one task, as users write them: "full" (names the changed symbol, says
+    what goes wrong and what is expected), "terse" (one or two sentences, still naming the
+    symbol) and "vague" (the symptom only: the public call that misbehaves, no symbol)."""
     rng = random.Random(recipe.id)
     site = recipe.site
-    name = site.symbol.split(".")[-1]
-    if recipe.kind == "feature":
-        doc = _doc_line(files[site.path], site.symbol)
-        phrase = rng.choice(FEATURE_PHRASES) if doc else "implement {api}, it's missing"
-        return phrase.format(api=f"{name}()", doc=doc)
+    symbol = site.symbol
     test = _first_test(recipe, files, spec)
-    example = _example(test, name) if test is not None else None
+    api = (_api_in_test(test, files[site.path]) if test is not None else None) or symbol
+    if recipe.kind == "feature":
+        doc = _doc_sentence(files[site.path], symbol)
+        full = f"`{symbol}` is not implemented: calling it raises NotImplementedError. {doc}"
+        full = (
+            full.rstrip() + f" Please implement `{symbol}` so that the existing callers work again."
+        )
+        terse = f"Implement `{symbol}`; it raises NotImplementedError. {doc}"
+        vague = f"Calling `{api}()` now fails with NotImplementedError. Please make it work."
+        return {"full": full.strip(), "terse": terse.strip(), "vague": vague}
+    example = _example(test, symbol.split(".")[-1]) if test is not None else None
+    opener = rng.choice(BUG_OPENERS).format(symbol=symbol)
     if example is not None:
         call, expected = example
-        return rng.choice(EXAMPLE_PHRASES).format(call=call, expected=expected)
-    api = _api_in_test(test, files[site.path]) if test is not None else None
-    return rng.choice(BUG_PHRASES).format(api=f"{api or name}()")
+        seen = f"`{call}` should return `{expected}`, but it no longer does."
+    elif api != symbol:
+        seen = f"It shows up through `{api}()`, which now gives wrong results for some inputs."
+    else:
+        seen = "It now gives wrong results for some inputs."
+    full = (
+        f"{opener} {seen} The rest of the behaviour is fine; please fix `{symbol}` so the"
+        " expected results come back without changing the other functions."
+    )
+    terse = f"{opener} {seen}"
+    if example is not None:
+        vague = seen
+    else:  # the call a user sees misbehave, never the changed symbol when that is internal
+        vague = f"`{api.split('.')[-1]}()` gives wrong results for some inputs now. Please fix it."
+    return {"full": full, "terse": terse, "vague": vague}
 
 
-def _doc_line(source: str, symbol: str) -> str:
+def _doc_sentence(source: str, symbol: str) -> str:
+    """The docstring's first paragraph (all its lines) as a whole sentence about the function:
+    "It should <verb> ..." for a verb summary, the summary quoted for a noun phrase, "" when none."""
     for sym, func in functions(ast.parse(source)):
-        if sym == symbol:
-            doc = (ast.get_docstring(func) or "").strip().split("\n")[0].rstrip(".")
-            if doc and len(doc) < 90:
-                return doc[0].lower() + doc[1:]
+        if sym != symbol:
+            continue
+        para = (ast.get_docstring(func) or "").strip().split("\n\n")[0]
+        text = " ".join(para.split()).rstrip(".")
+        text = re.sub(r"^[A-Za-z]+:\s+", "", text)  # "subcommand: Compare two versions"
+        if not text or len(text) > 300:
+            return ""
+        first, _, rest = text.partition(" ")
+        verb = _base_verb(first.lower())
+        if verb in DOC_VERBS:
+            return f"It should {verb} {rest}.".replace(" .", ".") if rest else f"It should {verb}."
+        return f'Its documentation describes it as "{text[0].upper() + text[1:]}."'
     return ""
+
+
+def _base_verb(word: str) -> str:
+    """ "returns" -> "return", "pushes" -> "push" when the base is a known docstring verb."""
+    for base in (word, word.removesuffix("s"), word.removesuffix("es")):
+        if base in DOC_VERBS:
+            return base
+    return word
 
 
 def _first_test(recipe: Recipe, files: dict[str, str], spec: EnvSpec) -> ast.FunctionDef | None:

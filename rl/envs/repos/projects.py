@@ -3,13 +3,15 @@
     python -m rl.envs.repos.projects specs          # setup agent + gate per project -> specs
     python -m rl.envs.repos.projects suite          # mine + gate the held-out suite -> suite.jsonl
     python -m rl.envs.repos.projects families       # its review + DevOps tasks -> families.json
+    python -m rl.envs.repos.projects counts         # the suite's tasks per family
     python -m rl.envs make --repos 8 --out pool/    # a training pool (suite tasks left out)
 
 data/repos/specs/<project>.json, suite.jsonl and families.json are committed data: built once
 (minutes, sandboxed), they make the suite a pure function of the vendored files (no sandbox
 needed to load it; `--mode=eval` with `eval.repos.verify=True` gates every task again). Each suite line is a mine.Recipe; its Task is
-rebuilt by mine.build_task. Training pools mine the same projects from another seed and skip every
-suite id, so no held-out task is ever trained on.
+rebuilt by mine.build_task. Training pools mine the projects not held out by repository
+(holdout.HELD_OUT_REPOS) from another seed and skip every suite id (held out by site), so no
+held-out task is ever trained on.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import sys
 
 from rl.envs.grading.tasks import Task
 from rl.envs.repos import mine as M
+from rl.envs.repos.holdout import HELD_OUT_REPOS, split_projects
 from rl.envs.repos.spec import Admission
 from rl.envs.repos.vendored import PROJECTS, ROOT, SPECS, load_spec, project_files
 
@@ -118,12 +121,13 @@ def build_suite(per_project: int = SUITE_PER_PROJECT, tries: int = SUITE_TRIES, 
 
 
 def pool(
-    per_project: int, seed: int = 1, workers: int = 2, log=print
+    per_project: int, seed: int = 1, workers: int = 2, log=print, held_out=HELD_OUT_REPOS
 ) -> tuple[list[M.Recipe], list[Task]]:
-    """(recipes, tasks) of a training pool mined from every project, gated, with the suite's
-    tasks left out."""
+    """(recipes, tasks) of a training pool, gated: mined from every project not held out by
+    repository (`held_out`), with the suite's tasks (held out by site) left out."""
     skip = frozenset(r.id for r in load_recipes()) if SUITE.exists() else frozenset()
-    recipes = mine_projects(per_project, 3 * per_project, seed, skip, log=log)
+    train, _ = split_projects(PROJECTS, held_out)
+    recipes = mine_projects(per_project, 3 * per_project, seed, skip, train, log=log)
     return gated(recipes, workers, log=log)
 
 
@@ -169,14 +173,31 @@ def family_tasks(projects=()) -> list[Task]:
     return out
 
 
+def family_of(task: Task) -> str:
+    """bugfix | feature | review | devops: the family a suite task belongs to."""
+    grader = task.meta.get("grader")
+    return grader if grader in ("review", "devops") else task.kind
+
+
+def family_counts(tasks: list[Task]) -> dict[str, int]:
+    """Tasks per family (`python -m rl.envs.repos.projects counts` prints the suite's)."""
+    out: dict[str, int] = {}
+    for task in tasks:
+        out[family_of(task)] = out.get(family_of(task), 0) + 1
+    return dict(sorted(out.items()))
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rl.envs.repos.projects")
-    parser.add_argument("what", choices=("specs", "suite", "families"))
+    parser.add_argument("what", choices=("specs", "suite", "families", "counts"))
     parser.add_argument("--projects", default=",".join(PROJECTS))
     args = parser.parse_args(argv)
     if args.what == "specs":
         admissions = build_specs(tuple(args.projects.split(",")))
         return 0 if all(a.admitted for a in admissions) else 1
+    if args.what == "counts":
+        print(json.dumps(family_counts(suite_tasks() + family_tasks()), sort_keys=True))
+        return 0
     if args.what == "families":
         build_families()
         return 0
