@@ -19,7 +19,7 @@ import pytest
 from model import Transformer, init_params, presets
 from model import moe as moe_lib
 from model.kernels import attention as attn
-from model.kernels import backend, gmm
+from model.kernels import backend, choice, gmm
 
 REQUIRE_TOKAMAX = os.environ.get("REQUIRE_TOKAMAX") == "1"
 
@@ -175,11 +175,11 @@ def test_auto_picks_blocked_on_cpu_and_tokamax_on_accelerators(
 ):
     monkeypatch.setattr(backend, "platform", lambda: platform)
     assert backend.resolve("auto", "blocked", "tokamax") == attention
-    assert moe_lib.resolve_impl("auto") == moe
-    assert moe_lib.resolve_impl("dense") == "dense"  # a name given explicitly stays
+    assert choice.moe_impl("auto") == moe
+    assert choice.moe_impl("dense") == "dense"  # a name given explicitly stays
     comm = "gspmd" if platform == "cpu" else "alltoall"  # one device: nothing to exchange
-    assert moe_lib.resolve_comm("auto", 8) == comm and moe_lib.resolve_comm("auto", 1) == "gspmd"
-    assert moe_lib.resolve_comm("gspmd", 8) == "gspmd"
+    assert choice.moe_comm("auto", 8) == comm and choice.moe_comm("auto", 1) == "gspmd"
+    assert choice.moe_comm("gspmd", 8) == "gspmd"
     assert presets.get("tiny").moe_impl == "auto" and presets.get("tiny").attention_impl == "auto"
 
 
