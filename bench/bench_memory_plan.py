@@ -27,8 +27,6 @@ if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", "")
         os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
     ).strip()
 
-import jax  # noqa: E402  (after XLA_FLAGS)
-
 MESH_AXES = ("data", "fsdp", "expert", "tensor", "context")
 
 # name -> (mesh (data, fsdp, expert, tensor, context), remat, microbatches, moe_comm)
@@ -55,33 +53,6 @@ OUTSIDE = {
     "data4_context2_dots_4micro_gspmd": ((4, 1, 1, 1, 2), "dots", 4, "gspmd"),
     "data2_context4_none_gspmd": ((2, 1, 1, 1, 4), "none", 1, "gspmd"),
 }
-
-
-def shard_opaque_attention():
-    """Run model/kernels/attention.py's 'opaque' stand-in per shard, as its tokamax path runs the
-    real kernel (a shard_map over the queries' batch and head shardings, `_q_sharding`). Left to
-    GSPMD, the stand-in's custom call is replicated: every device would hold the attention of the
-    global batch and all heads, which no pod program does (measured: a data-2 layout at 2k rows
-    held [2, 2048, 8, 96] float32 copies). Inside a shard_map (context parallelism) it is already
-    local. This belongs in model/kernels (another change's files); the bench patches its module."""
-
-    from model.kernels import attention
-
-    if getattr(attention, "_bench_sharded", False):
-        return
-    opaque = attention._opaque
-
-    def per_shard(q, k, v):
-        sharding = attention._q_sharding()
-        if sharding is None:
-            return opaque(q, k, v)
-        spec = sharding.spec
-        return jax.shard_map(
-            opaque, mesh=sharding.mesh, in_specs=(spec, spec, spec), out_specs=spec
-        )(q, k, v)
-
-    attention._opaque = per_shard
-    attention._bench_sharded = True
 
 
 def layout_config(
@@ -114,7 +85,6 @@ def measure(name: str, seq_len: int, hlo_dir: str | None = None, layers: int = 3
     the layout `name` (GRID or OUTSIDE)."""
     from train import dry_run
 
-    shard_opaque_attention()
     config = layout_config(*{**GRID, **OUTSIDE}[name], seq_len, layers=layers)
     xla = dry_run.compiled_step_bytes(config)
     compiled = xla.pop("compiled")

@@ -1,11 +1,14 @@
 """MoE dispatch FLOP rate vs a dense matmul of the same active FLOPs, forward+backward.
 
     python bench/bench_moe.py [--tokens 4096 --experts 16 --top_k 2 --d 512 --f 512]
+    python bench/bench_moe.py --tiny     # seconds: the smoke scale tests/test_bench_moe.py runs
 
 Every dispatch computes, per token, top_k SwiGLU experts: 3 matmuls of D x F, i.e. 6·D·F·k FLOPs
 forward and 2x that backward. The dense baseline runs one SwiGLU FFN of width k·F over the same
 tokens (identical FLOPs, no routing). Reported: each implementation's useful FLOP rate and its ratio
-to the dense rate, measured side by side in one process, plus the f32 matmul peak.
+to the dense rate, measured side by side in one process, plus the f32 matmul peak (not under
+--tiny). Each implementation's loss is checked against the blocked dispatch's (the CPU reference):
+the `max |loss - blocked|` line; the bench fails when one is off by more than a float32 sum allows.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import jax.numpy as jnp  # noqa: E402
 
 from bench.common import interleaved_min_times, matmul_peak_flops  # noqa: E402
 from model import presets  # noqa: E402
-from model.moe import DISPATCH, dispatch_blocked, route  # noqa: E402
+from model.moe import route, select_dispatch  # noqa: E402
 
 
 def main():
@@ -38,7 +41,10 @@ def main():
     ap.add_argument("--impls", default="blocked,ragged,dense")
     ap.add_argument("--block", type=int, default=0)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--tiny", action="store_true", help="64 tokens, 4 experts, d=f=32, 1 round")
     args = ap.parse_args()
+    if args.tiny:
+        args.tokens, args.experts, args.d, args.f, args.rounds = 64, 4, 32, 32, 1
     n, e, k, d, f = args.tokens, args.experts, args.top_k, args.d, args.f
     cfg = presets.get(
         "tiny",
@@ -48,6 +54,7 @@ def main():
         num_experts_per_tok=k,
         n_group=1,
         topk_group=1,
+        moe_block_size=args.block,
     )
     keys = jax.random.split(jax.random.PRNGKey(0), 6)
     x = jax.random.normal(keys[0], (n, d))
@@ -66,19 +73,25 @@ def main():
         return jnp.sum((jax.nn.silu(x @ wg) * (x @ wu)) @ wd)
 
     def moe_loss(impl):
+        dispatch = select_dispatch(cfg.replace(moe_impl=impl))  # model/kernels/choice.py resolves
+
         def loss(x, wg, wu, wd):
-            r = route(x, kernel, jnp.zeros((e,)), cfg)
-            if impl == "blocked":
-                return jnp.sum(dispatch_blocked(x, r, wg, wu, wd, block=args.block))
-            return jnp.sum(DISPATCH[impl](x, r, wg, wu, wd))
+            return jnp.sum(dispatch(x, route(x, kernel, jnp.zeros((e,)), cfg), wg, wu, wd))
 
         return loss
 
-    peak = matmul_peak_flops()
+    impls = args.impls.split(",")
+    losses = {impl: float(jax.jit(moe_loss(impl))(x, *w)) for impl in impls}
+    ref = float(jax.jit(moe_loss("blocked"))(x, *w))
+    off = max(abs(v - ref) for v in losses.values())
+    print(f"max |loss - blocked| over {','.join(impls)}: {off:.3g} (blocked loss {ref:.4g})")
+    if off > 1e-3 * max(1.0, abs(ref)):
+        raise SystemExit(f"an implementation's loss is off the blocked reference: {losses}")
+    peak = float("nan") if args.tiny else matmul_peak_flops()
     grad = lambda fn: jax.jit(jax.grad(fn, argnums=(0, 1, 2, 3)))
     fns = {"dense matmul FFN": grad(dense_loss)}
     args_of = {"dense matmul FFN": (x, *dense_w)}
-    for impl in args.impls.split(","):
+    for impl in impls:
         fns[impl], args_of[impl] = grad(moe_loss(impl)), (x, *w)
     best = interleaved_min_times(fns, args_of, rounds=args.rounds)
     dense_t = best["dense matmul FFN"]

@@ -11,7 +11,7 @@ from typing import Any
 
 MOE_IMPLS = ("auto", "blocked", "tokamax", "ragged", "dense", "opaque")  # model/moe.py
 ATTENTION_IMPLS = ("auto", "blocked", "tokamax", "cudnn", "opaque")  # model/kernels/attention.py
-MOE_COMMS = ("auto", "gspmd", "alltoall")  # model/moe.py resolve_comm
+MOE_COMMS = ("auto", "gspmd", "alltoall")  # model/kernels/choice.py moe_comm
 REMAT_POLICIES = ("none", "full", "dots", "dots_no_batch")
 DTYPES = ("float32", "bfloat16")
 # The run's compute dtype (configs' train.compute_dtype -> ModelConfig.dtype, resolved by

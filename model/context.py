@@ -37,7 +37,7 @@ from jax.sharding import PartitionSpec as P
 
 from model import sharding as sh
 from model.kernels import attention as kernels
-from model.kernels import backend
+from model.kernels import choice
 
 
 def _axes(logical: str, rules, sizes: dict) -> tuple:
@@ -153,7 +153,7 @@ def gathered_attention(
         mesh=mesh,
         # tokamax's kernels (like its own shard_map) do not type their VJP's per-device cotangents
         # as varying over the mesh axes, which the check would reject; the values are per device.
-        check_vma=backend.resolve(impl, "blocked", "tokamax") == "blocked",
+        check_vma=choice.attention_impl(impl) == "blocked",
     )(q, latent, k_rope, wk_b, wv_b, positions, segment_ids)
 
 

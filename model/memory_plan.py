@@ -425,8 +425,9 @@ def planned_fused(cfg: ModelConfig, accelerator: bool = True) -> bool:
 
 
 def planned_comm(cfg: ModelConfig, devices: int, accelerator: bool = True) -> str:
-    """The MoE dispatch the plan counts: cfg.moe_comm, with 'auto' meaning what model/moe.py
-    resolve_comm picks on the target ('alltoall' on a multi-device GPU/TPU mesh, else 'gspmd')."""
+    """The MoE dispatch the plan counts: cfg.moe_comm, with 'auto' meaning what
+    model/kernels/choice.py moe_comm picks on the target ('alltoall' on a multi-device GPU/TPU
+    mesh, else 'gspmd')."""
     if cfg.moe_comm != "auto":
         return cfg.moe_comm
     return "alltoall" if accelerator and devices > 1 else "gspmd"

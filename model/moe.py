@@ -40,7 +40,7 @@ import jax.numpy as jnp
 from model import context, moe_a2a
 from model import sharding as sh
 from model.config import ModelConfig
-from model.kernels import backend
+from model.kernels import choice
 from model.kernels.gmm import grouped_swiglu
 from model.layers import MLP, cast, dense_init, logical_param
 
@@ -348,29 +348,19 @@ def dispatch_blocked(x, r: Routing, wi_gate, wi_up, wo, block: int = 0, valid=No
     return jnp.einsum("NKD,NK->ND", y.astype(jnp.float32), r.weights).astype(x.dtype)
 
 
-def resolve_impl(moe_impl: str) -> str:
-    """'auto' -> 'blocked' on CPU, 'tokamax' on GPU/TPU; other names as given."""
-    return backend.resolve(moe_impl, "blocked", "tokamax")
-
-
-def resolve_comm(moe_comm: str, mesh_devices: int) -> str:
-    """ModelConfig.moe_comm -> 'gspmd' | 'alltoall'. 'auto': 'alltoall' on GPU/TPU under a mesh of
-    more than one device (the grouped-GEMM kernel is a custom call GSPMD would run unpartitioned,
-    whole on every device), else 'gspmd' (CPU; one device, where there is nothing to exchange)."""
-    if moe_comm == "auto" and mesh_devices <= 1:
-        return "gspmd"
-    return backend.resolve(moe_comm, "gspmd", "alltoall")
-
-
-def select_dispatch(cfg: ModelConfig):
-    """The one place a moe_impl name becomes a dispatch function
+def dispatch_for(impl: str, block: int = 0):
+    """A resolved moe_impl name (model/kernels/choice.py) -> its dispatch function
     (x [N,D], routing, wi_gate, wi_up [E,D,F], wo [E,F,D], valid=) -> [N,D]."""
-    impl = resolve_impl(cfg.moe_impl)
     if impl == "blocked":
-        return lambda *a, valid=None: dispatch_blocked(*a, block=cfg.moe_block_size, valid=valid)
+        return lambda *a, valid=None: dispatch_blocked(*a, block=block, valid=valid)
     if impl == "dense":
         return lambda *a, valid=None: dispatch_dense(*a)
     return lambda *a, valid=None: dispatch_grouped(*a, impl, valid=valid)  # tokamax|ragged|opaque
+
+
+def select_dispatch(cfg: ModelConfig):
+    """cfg.moe_impl ('auto' resolved by model/kernels/choice.py) -> its dispatch function."""
+    return dispatch_for(choice.moe_impl(cfg.moe_impl), cfg.moe_block_size)
 
 
 def sequence_balance_loss(scores, expert_ids, segment_ids, top_k: int):
@@ -432,8 +422,8 @@ class MoE(nn.Module):
         w_c = (cast(wi_gate, c.dtype), cast(wi_up, c.dtype), cast(wo, c.dtype))
         valid = context.token_rows(segment_ids > 0)  # [N]
         mesh = jax.sharding.get_abstract_mesh()
-        comm = resolve_comm(c.moe_comm, 1 if mesh.empty else mesh.size)
-        lay = moe_a2a.current_layout() if comm == "alltoall" else None
+        kernel_choice = choice.moe(c, 1 if mesh.empty else mesh.size)  # the one choice, by backend
+        lay = moe_a2a.current_layout() if kernel_choice.comm == "alltoall" else None
         dropped = jnp.int32(0)
         # Padding rows (segment 0) get no expert: their routed output is 0 on every path, and
         # the blocked dispatch skips them (an expert only padding chose is never read).
@@ -441,10 +431,12 @@ class MoE(nn.Module):
         if lay is not None:  # expert-parallel shard_map path; the GSPMD one below is the reference
             routed, dropped = moe_a2a.dispatch_alltoall(
                 x_c, gated.expert_ids, gated.weights, *w_c, lay,
-                capacity_factor=c.moe_capacity_factor, impl=resolve_impl(c.moe_impl), valid=valid,
+                capacity_factor=c.moe_capacity_factor, impl=kernel_choice.impl, valid=valid,
             )  # fmt: skip
         else:
-            routed = select_dispatch(c)(x_c, gated, *w_c, valid=valid)
+            routed = dispatch_for(kernel_choice.impl, kernel_choice.block)(
+                x_c, gated, *w_c, valid=valid
+            )
         y = context.token_grid(routed, b, t)  # [B,T,D]
         if c.n_shared_experts:
             y = y + MLP(d, f * c.n_shared_experts, c.initializer_range, c.dtype, name="shared")(x)

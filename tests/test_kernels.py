@@ -19,7 +19,7 @@ import pytest
 from model import Transformer, init_params, presets
 from model import moe as moe_lib
 from model.kernels import attention as attn
-from model.kernels import backend, gmm
+from model.kernels import backend, choice, gmm
 
 REQUIRE_TOKAMAX = os.environ.get("REQUIRE_TOKAMAX") == "1"
 
@@ -156,6 +156,22 @@ def test_fused_attention_under_a_mesh_runs_per_shard_and_equals_blocked(impl):
     assert attn._q_sharding() is None  # outside a mesh: a plain call
 
 
+def test_opaque_attention_under_a_mesh_runs_per_shard():
+    """The shape-only stand-in is wrapped per shard like the real kernel: its callback's output is
+    one shard's [B/2, T, H/2, V] (batch over data, heads over tensor), not the global [B, T, H, V]
+    GSPMD would replicate on every device."""
+    from model import sharding as sh
+
+    q, k, v = _qkv(seed=3)
+    pos, seg = _rows()
+    mesh = sh.role_mesh({"data": 2, "tensor": 2}, jax.devices()[:4])
+    with sh.mesh_context(mesh, sh.DEFAULT_RULES):
+        text = jax.jit(lambda *a: _attend("opaque", *a, pos, seg, 1.0)).lower(q, k, v).as_text()
+    calls = [line for line in text.splitlines() if "custom_call" in line and "callback" in line]
+    assert calls and all(f"tensor<{B // 2}x{T}x{H // 2}x{V}xf32>" in c for c in calls), calls
+    assert not any(f"tensor<{B}x{T}x{H}x{V}xf32>" in c for c in calls), calls
+
+
 def test_document_starts_mark_each_run_of_a_segment():
     seg = jnp.array([[1, 1, 1, 2, 2, 0, 0], [3, 3, 3, 3, 3, 3, 3]])
     np.testing.assert_array_equal(
@@ -175,11 +191,11 @@ def test_auto_picks_blocked_on_cpu_and_tokamax_on_accelerators(
 ):
     monkeypatch.setattr(backend, "platform", lambda: platform)
     assert backend.resolve("auto", "blocked", "tokamax") == attention
-    assert moe_lib.resolve_impl("auto") == moe
-    assert moe_lib.resolve_impl("dense") == "dense"  # a name given explicitly stays
+    assert choice.moe_impl("auto") == moe
+    assert choice.moe_impl("dense") == "dense"  # a name given explicitly stays
     comm = "gspmd" if platform == "cpu" else "alltoall"  # one device: nothing to exchange
-    assert moe_lib.resolve_comm("auto", 8) == comm and moe_lib.resolve_comm("auto", 1) == "gspmd"
-    assert moe_lib.resolve_comm("gspmd", 8) == "gspmd"
+    assert choice.moe_comm("auto", 8) == comm and choice.moe_comm("auto", 1) == "gspmd"
+    assert choice.moe_comm("gspmd", 8) == "gspmd"
     assert presets.get("tiny").moe_impl == "auto" and presets.get("tiny").attention_impl == "auto"
 
 

@@ -4,8 +4,10 @@ the implementation (docs/architecture.md, "Kernels by backend").
     attention.train_attention   training attention over packed rows   blocked einsums | tokamax flash
     gmm.grouped_matmul          expert matmuls over grouped rows       tokamax GMM | ragged_dot
 
-The MoE's CPU path, the blocked loop, is not a grouped matmul: it is `model.moe.dispatch_blocked`,
-and `model.moe.select_dispatch` chooses between it and the grouped matmul by `moe_impl`.
+`choice.py` is where a configured name ('auto' or explicit) becomes the implementation that runs:
+attention's, the MoE's dispatch and the MoE's communication. The MoE's CPU path, the blocked loop,
+is not a grouped matmul: it is `model.moe.dispatch_blocked`, which `model.moe.dispatch_for` runs
+when the choice is 'blocked'.
 
 On CPU the plain XLA code runs (what every test checks the kernels against); on GPU/TPU the
 maintained Pallas kernels of `tokamax` run (Mosaic GPU on Hopper, Pallas TPU), installed by the
