@@ -547,11 +547,7 @@ def sampler_plan(
 
 def _axes_size(logical: str, rules, sizes: dict) -> int:
     """How many shards the mesh axes that `rules` map `logical` to make (1 if unmapped)."""
-    import flax.linen as nn
-
-    axes = nn.logical_to_mesh_axes((logical,), rules)[0]
-    axes = () if axes is None else (axes,) if isinstance(axes, str) else tuple(axes)
-    return math.prod(sizes.get(a, 1) for a in axes)
+    return math.prod(sizes.get(a, 1) for a in sh.mesh_axes_of(logical, rules))
 
 
 def weight_push_bytes(cfg: ModelConfig, trainer_devices: int, devices_per_host: int) -> dict:

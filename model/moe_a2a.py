@@ -76,23 +76,16 @@ class A2ALayout(NamedTuple):
         return not set(self.expert) <= set(self.rows)
 
 
-def _axes(logical: str, rules) -> tuple:
-    spec = nn.logical_to_mesh_axes((logical,), rules)[0]
-    if spec is None:
-        return ()
-    return (spec,) if isinstance(spec, str) else tuple(spec)
-
-
 def layout_from_rules(rules, sizes: dict) -> A2ALayout:
     """rules: flax logical rules ((name, mesh axes), ...); sizes: {mesh axis: size}."""
     keep = lambda axes: tuple(a for a in axes if sizes.get(a, 1) > 1)  # size-1 axes: no comm
     return A2ALayout(
-        batch=keep(_axes(sh.BATCH, rules)),
-        expert=keep(_axes(sh.EXPERT, rules)),
-        embed=keep(_axes(sh.EMBED, rules)),
-        mlp=keep(_axes(sh.MLP, rules)),
+        batch=keep(sh.mesh_axes_of(sh.BATCH, rules)),
+        expert=keep(sh.mesh_axes_of(sh.EXPERT, rules)),
+        embed=keep(sh.mesh_axes_of(sh.EMBED, rules)),
+        mlp=keep(sh.mesh_axes_of(sh.MLP, rules)),
         sizes=dict(sizes),
-        seq=keep(_axes(sh.SEQ, rules)),
+        seq=keep(sh.mesh_axes_of(sh.SEQ, rules)),
     )
 
 

@@ -135,6 +135,14 @@ def check_divisible(tree, shardings, what: str) -> None:
                 )
 
 
+def mesh_axes_of(logical: str, rules) -> tuple:
+    """The mesh axes `rules` map the logical axis `logical` to, as a tuple (() if unmapped)."""
+    spec = nn.logical_to_mesh_axes((logical,), rules)[0]
+    if spec is None:
+        return ()
+    return (spec,) if isinstance(spec, str) else tuple(spec)
+
+
 def normalize_rules(rules) -> tuple:
     """Rules as hashable tuples (a config may give lists): part of a compiled program's key."""
     return tuple((name, tuple(t) if isinstance(t, list) else t) for name, t in rules)

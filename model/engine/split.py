@@ -38,18 +38,9 @@ from __future__ import annotations
 
 import math
 
-import flax.linen as nn
-
 from model import sharding as sh
 
 CACHE_SPLITS = ("none", "slots", "sequence", "slots+sequence")
-
-
-def _axes(logical: str, rules) -> tuple:
-    spec = nn.logical_to_mesh_axes((logical,), rules)[0]
-    if spec is None:
-        return ()
-    return (spec,) if isinstance(spec, str) else tuple(spec)
 
 
 def engine_rules(rules, cache_split: str) -> tuple:
@@ -59,7 +50,7 @@ def engine_rules(rules, cache_split: str) -> tuple:
     if cache_split not in CACHE_SPLITS:
         raise ValueError(f"cache_split must be one of {CACHE_SPLITS}, got {cache_split!r}")
     rules = tuple(sh.normalize_rules(rules))
-    batch = _axes(sh.BATCH, rules)
+    batch = sh.mesh_axes_of(sh.BATCH, rules)
     if "slots" in cache_split and "expert" not in batch:
         batch = batch + ("expert",)
     seq = "context" if "sequence" in cache_split else None
@@ -71,7 +62,7 @@ def engine_rules(rules, cache_split: str) -> tuple:
 def check_split(mesh, rules, slots: int, cache_len: int) -> None:
     """One-line errors for a slot count or cache length the split axes cannot divide."""
     for logical, size, what in ((sh.BATCH, slots, "slots"), (sh.CACHE_SEQ, cache_len, "cache_len")):
-        axes = _axes(logical, rules)
+        axes = sh.mesh_axes_of(logical, rules)
         n = math.prod(mesh.shape[a] for a in axes)
         if size % n:
             raise ValueError(f"{what}={size} is not divisible by mesh axes {axes} ({n})")
