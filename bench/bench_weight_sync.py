@@ -209,7 +209,8 @@ def pause(args, cfg, params0) -> None:
         extra = [a - med for a in after] or [0.0]
         print(
             f"| {'prefetch' if prefetch else 'poll downloads'} | {len(swaps)} | "
-            f"{1e3 * np.median(swaps):.1f}, {1e3 * max(swaps):.1f} | {1e3 * np.median(extra):.1f} | "
+            f"{1e3 * np.median(swaps):.1f}, {1e3 * max(swaps):.1f} | "
+            f"{1e3 * np.median(extra):.1f} | "
             f"{1e3 * med:.1f} | {follower.fetch_seconds / max(follower.fetches, 1):.2f} | "
             f"{os.getloadavg()[0]:.1f} |",
             flush=True,
