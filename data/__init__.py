@@ -8,7 +8,8 @@ Quick use
     batch = next(it)                            # this host's [B / process_count, T] slice
     state = it.get_state(); it.set_state(state) # exact resume (JSON-able dict)
     for batch in held_out_batches(cfg): ...     # finite, one deterministic pass
-    log(counters.snapshot())                    # {'stdlib/documents': .., 'stdlib/skipped_undecodable': ..}
+    log(counters.snapshot())                    # {'stdlib/documents': ..,
+                                                  'stdlib/skipped_undecodable': ..}
 
 Checkpointing with Orbax (grain's handler writes one JSON file per process):
     mngr.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(train_state),

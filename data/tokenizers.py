@@ -164,7 +164,8 @@ def _decode_with_specials(
 
 
 def _gpt2_unicode_to_byte() -> dict[str, int]:
-    """Inverse of GPT-2's bytes_to_unicode: the alphabet ByteLevel BPE vocabularies are written in."""
+    """Inverse of GPT-2's bytes_to_unicode: the alphabet ByteLevel BPE vocabularies are written
+    in."""
     keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
     chars, extra = {}, 0
     for b in range(256):
