@@ -4,7 +4,8 @@
 
     tasks, rejected = verify_tasks(generate_tasks(100, seed=0))   # the gate: only well-posed tasks
     env = CodingEnv(tokenizer)                                     # one per rollout worker thread
-    record = run_episode(env, tasks[0], policy)                    # policy(context_ids) -> emitted_ids
+    record = run_episode(env, tasks[0], policy)                    # policy(context_ids) ->
+                                                                     emitted_ids
     record.tokens, record.mask, record.all_pass, record.tests_passed   # exactly these ids; the grade
 
 Entry points that run model-written code call `require_isolation()` first: it raises

@@ -1,6 +1,6 @@
 """Episode metrics, defined once. The agentic suite (eval/agentic.py), the RL loop's logs
-(rl/learning/batch_source.py), the rollout driver's summary (rl/sampling/rollout.py) and the benchmarks
-(bench/bench_rl_coding.py, bench/bench_rl.py) all call `episode_metrics`:
+(rl/learning/batch_source.py), the rollout driver's summary (rl/sampling/rollout.py) and the
+benchmarks (bench/bench_rl_coding.py, bench/bench_rl.py) all call `episode_metrics`:
 
     episode_metrics(records, ks=(1, 4)) -> {"pass_rate": ..., "best_of_4": ..., ...}
 
@@ -12,11 +12,12 @@ is reported when every episode has one; a dropped episode, `Episode.dropped`, ha
 the episode, the policy's tokens: `completion_tokens` (eval's episodes), else the records' masks
 summed over segments.
 
-Chains (rl/episodes/records.py, rl/envs/agent/summary.py): a record with a `segment` field is one segment of the
-episode named by (task_id, group / group_id, sample / chain). Every segment must be present; the
-episode counts once, with the grade, counts and reward of its last segment (they are the chain's,
-identical on every segment) and the tokens of all. A record without `segment` is a whole episode
-(eval/agentic.py's episodes: a record's `Episode.to_dict()` plus the suite's own fields).
+Chains (rl/episodes/records.py, rl/envs/agent/summary.py): a record with a `segment` field is one
+segment of the episode named by (task_id, group / group_id, sample / chain). Every segment must be
+present; the episode counts once, with the grade, counts and reward of its last segment (they are
+the chain's, identical on every segment) and the tokens of all. A record without `segment` is a
+whole episode (eval/agentic.py's episodes: a record's `Episode.to_dict()` plus the suite's own
+fields).
 
 Metrics, means over episodes unless said:
 

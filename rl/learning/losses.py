@@ -21,8 +21,8 @@ No per-episode length normalization: token terms are summed and divided by a fix
 episode's weight never depends on its own length. `weight` = B rows, so train_step's microbatch
 accumulation (weighted mean of microbatch losses) reproduces the full-batch loss exactly.
 
-Advantages A_t come in the batch (rl/learning/batch.py: A_i = r_i - mean_group(r), no division by the
-group's std, broadcast over the episode's tokens; malformed-call turns may carry their own).
+Advantages A_t come in the batch (rl/learning/batch.py: A_i = r_i - mean_group(r), no division by
+the group's std, broadcast over the episode's tokens; malformed-call turns may carry their own).
 
 KL to a frozen reference (beta > 0; reference logprobs `ref_logprobs` come in the batch, computed
 by the trainer with the frozen params, so beta = 0 holds no reference at all):
@@ -135,8 +135,8 @@ def mtp_distillation(mtp_logits, logits, mask, segment_ids, temperature, valid_v
 
 def policy_forward(apply_fn, params, batch, *, router_replay: bool = True):
     """The policy's forward on an RL batch (the loss's, and the frozen reference's in
-    rl/learning/batch_source.py): apply_fn (model_apply) on tokens/positions/segment_ids, replaying the
-    sampler's routing when router_replay and the batch has forced_experts [B,n,T,k] (the one
+    rl/learning/batch_source.py): apply_fn (model_apply) on tokens/positions/segment_ids, replaying
+    the sampler's routing when router_replay and the batch has forced_experts [B,n,T,k] (the one
     layout: train.losses.forced_experts; n = 0: a dense model, nothing to replay)."""
     return apply_fn(
         params,

@@ -373,7 +373,8 @@ def check_fits(req: Request, *, cache_len: int, vocab: int) -> None:
     if len(req.prompt) + 1 > cache_len:
         raise ApiError(
             400,
-            f"prompt of {len(req.prompt)} tokens leaves no room in the context of {cache_len} tokens",
+            f"prompt of {len(req.prompt)} tokens leaves no room in the context of {cache_len} "
+            "tokens",
             param="messages" if req.messages is not None else "prompt",
             code="context_length_exceeded",
         )

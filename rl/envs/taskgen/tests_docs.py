@@ -248,7 +248,8 @@ def regression_test(rng, pkg, difficulty):
     prompt = pick_prompt(
         difficulty,
         (
-            f"{fn} ({pkg}/series.py) used to drop the last window; add a regression test in {test_file}",
+            f"{fn} ({pkg}/series.py) used to drop the last window; add a regression test in "
+            f"{test_file}",
             f"add a regression test for the {fn} last-window bug ({test_file})",
             f"we fixed a last-window bug in {fn}; pin it with a test in {test_file}",
         ),
