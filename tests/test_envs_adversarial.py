@@ -143,7 +143,8 @@ def cheat_detect_test_run():
 
 
 def cheat_exit_early():
-    # Ends the test process "successfully" at import: sys.exit(0) in one module, os._exit(0) in another.
+    # Ends the test process "successfully" at import: sys.exit(0) in one module, os._exit(0) in
+    # another.
     return {
         SERIES: "import os\nos._exit(0)\n" + buggy(),
         f"{PKG}/__init__.py": "import sys\nif 'pytest' in sys.modules:\n    sys.exit(0)\n",
@@ -529,7 +530,8 @@ def test_gate_rejects_hidden_tests_it_cannot_harden():
     assert not verdict.accepted and "canary" in verdict.reason
 
 
-# ---------------------------------------------------------------- suites that test bytes, not behaviour
+# ---------------------------------------------------------------- suites that test bytes, not
+# behaviour
 
 
 def _pinning_suite(target: str, source: str, how: str) -> str:

@@ -169,7 +169,8 @@ def _step_losses(log_path) -> dict:
 
 
 def _sampler_process(trainer_pid: int, sampler_id: int) -> int:
-    """The pid of `python -m rl.sampling.sampler_process WORKDIR ID PPID` among the trainer's children."""
+    """The pid of `python -m rl.sampling.sampler_process WORKDIR ID PPID` among the trainer's
+    children."""
     with open(f"/proc/{trainer_pid}/task/{trainer_pid}/children") as f:
         children = [int(c) for c in f.read().split()]
     for pid in children:

@@ -1,5 +1,5 @@
-"""The async-RL timeline (rl/episodes/timeline.py): per-thread spans to a Chrome trace whose spans nest
-and never overlap within a thread, idle fractions per role, and the sampler loop's spans (a
+"""The async-RL timeline (rl/episodes/timeline.py): per-thread spans to a Chrome trace whose spans
+nest and never overlap within a thread, idle fractions per role, and the sampler loop's spans (a
 stand-in sampler: the loop's bookkeeping alone)."""
 
 import json
