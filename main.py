@@ -65,7 +65,8 @@ _PROMPT = flags.DEFINE_string("prompt", "", "--mode=sample: the text to complete
 _PARAMS = flags.DEFINE_string(
     "params",
     "",
-    "--mode=sample/rollout/eval: exported params dir (sample: default exports the newest checkpoint "
+    "--mode=sample/rollout/eval: exported params dir (sample: default exports the newest "
+    "checkpoint "
     "under --workdir; rollout: default a random-init smoke model; eval: default the newest "
     "<workdir>/export/params_*).",
 )
@@ -138,7 +139,8 @@ def _run(config):
     elif _MODE.value in ("pretrain", "sft"):
         from train import trainer
 
-        # SFT is the same loop; its data has a loss mask and it starts from --config.init_params_from.
+        # SFT is the same loop; its data has a loss mask and it starts
+        # from --config.init_params_from.
         trainer.train(config, _WORKDIR.value)
     elif _MODE.value == "convert":
         print(convert.export_latest(config, _WORKDIR.value))
