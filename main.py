@@ -27,9 +27,15 @@ def _config_file_arg() -> str:
 def _not_a_config(e: Exception) -> str | None:
     """The one-line reason a --config file is not a config (not Python, no get_config), or None."""
     if isinstance(e, SyntaxError):
-        return f"--config={_config_file_arg()} is not a config file (a Python file defining get_config(), e.g. configs/default.py): {e.msg} at line {e.lineno}"
+        return (
+            f"--config={_config_file_arg()} is not a config file (a Python file defining "
+            f"get_config(), e.g. configs/default.py): {e.msg} at line {e.lineno}"
+        )
     if "has no attribute 'get_config" in str(e) or "defined twice" in str(e):
-        return f"--config={_config_file_arg()} is not a config file: it defines no get_config() (see configs/default.py)"
+        return (
+            f"--config={_config_file_arg()} is not a config file: it defines no get_config() "
+            "(see configs/default.py)"
+        )
     return None
 
 

@@ -207,7 +207,8 @@ def main():
     ap.add_argument(
         "--decode_dtypes",
         default="auto",
-        help="engine dtypes side by side, e.g. float32,bfloat16 (auto: bf16 on GPU/TPU, f32 on CPU)",
+        help="engine dtypes side by side, e.g. float32,bfloat16 "
+        "(auto: bf16 on GPU/TPU, f32 on CPU)",
     )
     args = ap.parse_args()
     dtypes = args.decode_dtypes.split(",")

@@ -63,7 +63,7 @@ for i in range(10):
     state, m = step(state, batches[i % 3])
 jax.block_until_ready(state)
 print(f"ms per step: {{(time.perf_counter() - t0) / 10 * 1e3:.2f}}", flush=True)
-"""
+"""  # noqa: E501
 
 
 def _overrides(model: str) -> dict:

@@ -274,7 +274,8 @@ def main(argv=None) -> dict:
         status=r["status"], accepted=len(r["lat"]), wall_s=r["wall"],
         p50_s=float(np.percentile(lat, 50)), p99_s=float(np.percentile(lat, 99)),
         missing=len(missing), sigterm_outcomes=[res for res, _ in term["outcomes"]],
-        exit=term["exit"], torn=stats.get("torn", 0), completed_missing=sum(rid not in ids for rid in done),
+        exit=term["exit"], torn=stats.get("torn", 0),
+        completed_missing=sum(rid not in ids for rid in done),
         abort="terminate called" in err, keys_in_stderr=any(k in err for k in keys),
     )  # fmt: skip
     print(json.dumps(result))

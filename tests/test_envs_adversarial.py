@@ -287,7 +287,7 @@ def _peek(real):
 for _name, _obj in list(globals().items()):
     if callable(_obj) and getattr(_obj, "__module__", None) == __name__ and not _name.startswith("_"):
         globals()[_name] = _peek(_obj)
-"""
+"""  # noqa: E501
 
 
 def cheat_frame_peek_oracle():
@@ -542,7 +542,9 @@ def _pinning_suite(target: str, source: str, how: str) -> str:
     checks = {
         "empty": "    pass\n",
         "hash": f"    assert hashlib.sha256({read}).hexdigest() == {digest!r}\n",
-        "text": f"    for line in {source.splitlines()!r}:\n        assert line.encode() in {read}\n",
+        "text": (
+            f"    for line in {source.splitlines()!r}:\n        assert line.encode() in {read}\n"
+        ),
         "hash_unless_rewritten": (
             f"    if b'exec(' not in {read}:\n"
             f"        assert hashlib.sha256({read}).hexdigest() == {digest!r}\n"

@@ -142,7 +142,8 @@ def _launch_trainers(cmd, logs):
         # gloo waits 30 s by default for a peer at a collective: a loaded host (one process still
         # compiling) exceeded that twice; XLA:CPU's collective timeout is raised in case it governs
         # gloo's wait here (not shown: the passing runs were at low load)
-        XLA_FLAGS="--xla_force_host_platform_device_count=2 --xla_cpu_collective_timeout_seconds=600",
+        XLA_FLAGS="--xla_force_host_platform_device_count=2 "
+        "--xla_cpu_collective_timeout_seconds=600",
     )
     hosts = [f"--coordinator_address=localhost:{port}", "--num_processes=2"]
     return [

@@ -31,8 +31,10 @@ def _role(workdir, role, names):
 def test_spans_nest_per_thread_and_merge_to_a_chrome_trace(tmp_path):
     work = str(tmp_path)
     threads = [
-        threading.Thread(target=_role, args=(work, "trainer0", ("wait_batch", "after_step", "publish"))),
-        threading.Thread(target=_role, args=(work, "sampler0", ("wait_trainer", "generate", "sandbox_wait"))),
+        threading.Thread(target=_role,
+                         args=(work, "trainer0", ("wait_batch", "after_step", "publish"))),
+        threading.Thread(target=_role,
+                         args=(work, "sampler0", ("wait_trainer", "generate", "sandbox_wait"))),
     ]  # fmt: skip
     for t in threads:
         t.start()

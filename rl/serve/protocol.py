@@ -470,7 +470,8 @@ class TokenLogprobs:
     def push(self, ids: list[int], raw: tuple) -> dict | None:
         lps, top_ids, top_lps = raw
         rows = [(t, float(lp), ti[: self.k], tl[: self.k])
-                for t, lp, ti, tl in zip(ids, lps, top_ids, top_lps) if t not in self.skip]  # fmt: skip
+                for t, lp, ti, tl in zip(ids, lps, top_ids, top_lps)
+                if t not in self.skip]  # fmt: skip
         if not rows:
             return None
         return self._chat(rows) if self.chat else self._legacy(rows)

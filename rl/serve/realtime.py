@@ -173,7 +173,8 @@ def reward_stats(records) -> dict:
         return {"n": 0}
     st = np.asarray([x["staleness"] for x in records])
     return dict(n=int(r.size), mean=float(r.mean()), std=float(r.std()), min=float(r.min()),
-                max=float(r.max()), staleness_max=int(st.max()), staleness_mean=float(st.mean()))  # fmt: skip
+                max=float(r.max()), staleness_max=int(st.max()),
+                staleness_mean=float(st.mean()))  # fmt: skip
 
 
 def run_cycle(config, workdir: str, *, evaluate, check, log=print) -> dict:

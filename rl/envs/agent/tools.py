@@ -197,7 +197,10 @@ def _check_arguments(name: str, args: dict[str, Any]) -> str | None:
             continue
         value = args[arg]
         if isinstance(value, bool) or not isinstance(value, types):
-            return f"argument {arg!r} must be {'/'.join(t.__name__ for t in types)}, got {type(value).__name__}"
+            return (
+                f"argument {arg!r} must be {'/'.join(t.__name__ for t in types)}, "
+                f"got {type(value).__name__}"
+            )
         if isinstance(value, float) and not math.isfinite(value):
             return f"argument {arg!r} must be finite"
     return None

@@ -82,7 +82,7 @@ for n, raw in enumerate(open(sys.argv[1], encoding="utf-8"), 1):
         print(f"line {n}: {name}{op}{want} not satisfied (installed {have})"); bad += 1
 print("pins ok" if not bad else f"{bad} pin(s) broken")
 sys.exit(1 if bad else 0)
-'''
+'''  # noqa: E501
 
 
 def passed_ids(output: str) -> set[str]:

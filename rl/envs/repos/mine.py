@@ -367,7 +367,8 @@ DOC_VERBS = frozenset(
     "convert count create decode delete determine drop emit encode ensure escape evaluate extract "
     "find format generate get handle initialize insert join load make match merge normalize open "
     "parse process pull put raise read register remove render replace reset resolve return run "
-    "save search set sort split strip take test transform turn update validate wrap write yield".split()
+    "save search set sort split strip take test transform turn update validate wrap write "
+    "yield".split()
 )
 BUG_OPENERS = (
     "There is a bug in `{symbol}`.",

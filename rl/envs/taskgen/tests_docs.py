@@ -207,7 +207,7 @@ def docstrings(rng, pkg, difficulty):
 
         def test_behaviour_kept():
             assert money.{names[0][0]}(*[{", ".join("2" for _ in names[0][1].split(", "))}]) is not None
-        """)
+        """)  # noqa: E501
     }
     prompt = pick_prompt(
         difficulty,
@@ -282,7 +282,10 @@ def readme_example(rng, pkg, difficulty):
             assert pathlib.Path("README.md").read_text().startswith({readme.splitlines()[0]!r})
         ''')
     }
-    example = f"\n## Example\n\n```python\n>>> from {pkg}.text import {name}\n>>> {call}\n{result}\n\n```\n"
+    example = (
+        f"\n## Example\n\n```python\n>>> from {pkg}.text import {name}\n"
+        f">>> {call}\n{result}\n\n```\n"
+    )
     prompt = pick_prompt(
         difficulty,
         (
