@@ -4,7 +4,7 @@ baseline a user would write: one request at a time), on the `small` preset with 
 weights, on CPU; then a hot swap under load.
 
     python bench/bench_serve.py [--levels 1,8,32] [--requests 8,16,32] [--new_tokens 32]
-    python bench/bench_serve.py --levels 1 --requests 8 --all_slots --swap_clients 0   # before/after
+    python bench/bench_serve.py --levels 1 --requests 8 --all_slots --swap_clients 0  # before/after
 
 Workload: closed loop, c concurrent clients (c in --levels) share a list of requests (prompts of
 --prompt_len random byte ids, greedy, --new_tokens new tokens); each client sends its next

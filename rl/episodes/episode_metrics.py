@@ -23,15 +23,16 @@ Metrics, means over episodes unless said:
 
     episodes, tasks                  counts
     pass_rate                        every hidden test passed and no tampering (schema.all_pass)
-    best_of_<k>                      mean over tasks of the unbiased pass@k (rl/episodes/passk.py) from
-                                     all n episodes of the task: P(some of k samples passes). Not
-                                     the fraction of tasks with any pass among n (that is pass@n,
-                                     and is biased for k < n). Needs n >= k for every task.
+    best_of_<k>                      mean over tasks of the unbiased pass@k (rl/episodes/passk.py)
+                                     from all n episodes of the task: P(some of k samples passes).
+                                     Not the fraction of tasks with any pass among n (that is
+                                     pass@n, and is biased for k < n). Needs n >= k for every task.
     partial_credit                   tests_passed / tests_total (schema.partial_credit: 0 if
                                      tampered, whatever the tampered run counted as passed)
     completion_tokens, tool_calls, turns, summaries, segments     per episode
     malformed_rate                   malformed calls / all calls (well-formed + malformed)
-    malformed_episodes               episodes with a malformed call (rl/episodes/rewards.py's penalty)
+    malformed_episodes               episodes with a malformed call (rl/episodes/rewards.py's
+                                     penalty)
     done/<reason>                    fraction of episodes that ended that way
     reward                           mean reward, when every episode's record carries one
 """

@@ -19,10 +19,11 @@ Per-token fields, all of length L = len(tokens), aligned with `tokens`:
 
     tokens[t]    the episode transcript: prompt, then each emitted turn, then each observation
                  (exactly what the model consumed; the trainer never re-tokenizes)
-    mask[t]      1 exactly on tokens the policy emitted (sampled, or teacher-forced for scripted runs)
-    logprobs[t]  policy tokens: log p(tokens[t] | tokens[:t]) under the distribution the sampler drew
-                 from (model/sampling.py: log_softmax(mask_invalid(logits) / temperature) with the
-                 RL settings top_k = 0, top_p = 1); 0.0 elsewhere
+    mask[t]      1 exactly on tokens the policy emitted (sampled, or teacher-forced for scripted
+                 runs)
+    logprobs[t]  policy tokens: log p(tokens[t] | tokens[:t]) under the distribution the sampler
+                 drew from (model/sampling.py: log_softmax(mask_invalid(logits) / temperature) with
+                 the RL settings top_k = 0, top_p = 1); 0.0 elsewhere
     versions[t]  policy tokens: the params version of the forward that produced it; -1 elsewhere
     experts      [n_moe_layers, L, k]: experts[:, t] routed the forward that *consumed* tokens[t]
                  (the forward whose logits scored tokens[t+1]). It is `forced_experts` for ONE
@@ -38,10 +39,11 @@ Per-token fields, all of length L = len(tokens), aligned with `tokens`:
 
 Every record (REQUIRED):
     group_id       records of one group share it (group-relative advantages, rl/learning/batch.py)
-    reward         the reward RL trains on: rl/episodes/rewards.py, the only reward (no second score)
+    reward         the reward RL trains on: rl/episodes/rewards.py, the only reward (no second
+                   score)
     reward_terms   its parts, each signed as it enters the total: 'outcome', and for episodes
-                 'malformed' and 'len_<quantity>' (rl.episodes.rewards.episode_reward); summed they give
-                 `reward`
+                 'malformed' and 'len_<quantity>' (rl.episodes.rewards.episode_reward); summed they
+                 give `reward`
 A multi-turn episode record (`episode_records`) also has:
     task_id, group, sample (index within the group), policy ('model' | 'forced': scripted turns
     teacher-forced), prompt_len, turn_spans ([start, end) of each emitted turn),

@@ -7,13 +7,14 @@ so the RL step *is* `train_step(state, batch, make_rl_loss(...))`.
 Shapes: B episodes (rows), T tokens, V vocab, n MoE layers, k experts per token.
 
 Per policy token t of episode i (mask m_t = 1 on tokens the sampler emitted):
-    logp_t   = log softmax(logits / temperature)[target]        (the sampler's logprob convention:
-                                                                  temperature-scaled, no top-k/top-p)
-    ratio_t  = exp(logp_t - sampler_logp_t)                      trainer vs sampler (mismatch + staleness)
-    w_t      = stop_grad(min(ratio_t, C))                        truncated importance sampling (TIS)
-    pg_t     = -w_t * A_t * logp_t                               gradient w_t * A_t * grad logp_t
-               (with ppo_clip=eps: -min(ratio_t A_t, clip(ratio_t, 1-eps, 1+eps) A_t), ratio vs sampler)
-    kl_t     = w_t * beta * 0.5 * (logp_t - ref_logp_t)^2        kl_mode='k2' (see below)
+    logp_t   = log softmax(logits / temperature)[target]  (the sampler's logprob convention:
+                                                            temperature-scaled, no top-k/top-p)
+    ratio_t  = exp(logp_t - sampler_logp_t)                trainer vs sampler (mismatch + staleness)
+    w_t      = stop_grad(min(ratio_t, C))                  truncated importance sampling (TIS)
+    pg_t     = -w_t * A_t * logp_t                         gradient w_t * A_t * grad logp_t
+               (with ppo_clip=eps: -min(ratio_t A_t, clip(ratio_t, 1-eps, 1+eps) A_t),
+               ratio vs sampler)
+    kl_t     = w_t * beta * 0.5 * (logp_t - ref_logp_t)^2  kl_mode='k2' (see below)
     loss     = sum_{i,t} m_t (pg_t + kl_t) / (norm_tokens * B)
 
 No per-episode length normalization: token terms are summed and divided by a fixed constant
