@@ -2,13 +2,14 @@
 sandbox, and the agentic suite (pass rate, tokens, tool calls, best-of-K, score-vs-tokens plot).
 
     python main.py --mode=eval --config=configs/eval.py --params=workdir/default/export/params_40
-    python main.py --mode=eval --config=configs/eval.py --params=DIR --config.eval.suites=nll,humaneval
+    python main.py --mode=eval --config=configs/eval.py --params=DIR \\
+        --config.eval.suites=nll,humaneval
     python main.py --mode=eval --config=configs/eval.py --workdir=workdir/cmp \\
         --config.eval.compare=workdir/default/export/params_40,workdir/sft/export/params_60
     # harness checks: canonical HumanEval solutions (expect pass@1 = 1.0 on 164/164) and the
     # oracle agent (expect pass_rate = 1.0 on verified tasks)
-    python main.py --mode=eval --config=configs/eval.py --params=DIR --config.eval.suites=humaneval \\
-        --config.eval.humaneval.policy=canonical
+    python main.py --mode=eval --config=configs/eval.py --params=DIR \\
+        --config.eval.suites=humaneval --config.eval.humaneval.policy=canonical
     python main.py --mode=eval --config=configs/eval.py --params=DIR --config.eval.suites=agentic \\
         --config.eval.agentic.policy=oracle
 
