@@ -127,8 +127,7 @@ def main() -> None:
     seconds, batches, tokens = held_out_pass(cfg)
     print(
         f"\nheld-out pass (1% of stdlib by content hash): {batches} batches, {tokens:,} target "
-        "tokens, "
-        f"{seconds:.2f} s"
+        f"tokens, {seconds:.2f} s"
     )
     print(
         "restore mid-epoch (after 200 batches) and fetch one batch: "

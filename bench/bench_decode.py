@@ -1,14 +1,11 @@
 """Decode benchmarks for the engine (model/engine/, through model/prompt_batch.py), side by side in
 one process (the machine is shared):
 
-    python bench/bench_decode.py                       # small preset: trains its MTP head once (the
-                                                         run
-                                                       # is kept in runs/bench_decode), then
-                                                         benchmarks
-    python bench/bench_decode.py --train_steps 0       # random weights (acceptance is then
-                                                         meaningless)
+    python bench/bench_decode.py                  # small preset: trains its MTP head once (the run
+                                                  # is kept in runs/bench_decode), then benchmarks
+    python bench/bench_decode.py --train_steps 0  # random weights (acceptance is then meaningless)
     python bench/bench_decode.py --train_steps 0 --mtp_stage_steps 0 --variants "1::0;32::0;64::0" \
-        --decode_dtypes float32,bfloat16               # plain greedy, float32 vs bfloat16 engine
+        --decode_dtypes float32,bfloat16          # plain greedy, float32 vs bfloat16 engine
 
 1. MTP heads: the main model and its MTP module are trained together by train/'s loop (main.py's
    default config: AdamW, next-token CE + an MTP loss of weight --mtp_weight; module 0 at t predicts
@@ -228,8 +225,7 @@ def main():
         return
     print(
         f"\n## decode, prompt {args.prompt_len} tokens (held-out stdlib file), {args.max_new} new "
-        "tokens, "
-        f"median of {args.repeats}"
+        f"tokens, median of {args.repeats}"
     )
     print(
         "| batch | decode dtype | temperature | draft K | decode tokens/s | speedup vs K=0 "

@@ -2,8 +2,8 @@
 RL, after N RL steps without the MTP self-distillation term, and after N steps with it.
 
     python bench/bench_rl_mtp.py                                  # toy task, tiny, small scale
-    python bench/bench_rl_mtp.py --rl_steps 40 --timing           # + batch-1 speedups (quiet
-                                                                    machine)
+    python bench/bench_rl_mtp.py --rl_steps 40 --timing           # + batch-1 speedups
+                                                                    (quiet machine)
     python bench/bench_rl_mtp.py --task coding --params DIR --rl_steps 40 --timing
         # DIR: an export with trained MTP heads, e.g. bench_rl_coding.py's SFT export after
         # configs/mtp.py's stage

@@ -100,8 +100,7 @@ def main():
         "at the end: other jobs shared the cores, so compare rows only within one run)\n",
         f"Command: `{cmd.strip()}`\n",
         "| devices | mesh | batch x seq | step (s) | tokens/s | FLOPs/token | matmul peak 1 dev "
-        "(GFLOP/s) "
-        "| matmul peak all devs (GFLOP/s) | MFU vs all-dev peak |",
+        "(GFLOP/s) | matmul peak all devs (GFLOP/s) | MFU vs all-dev peak |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:

@@ -1,8 +1,8 @@
 """This project vs PyTorch transformers' DeepSeek-V3 on the same config and the same weights, on
 CPU.
 
-    python bench/bench_vs_pytorch.py                  # train step + decode + small-preset MFU (~3
-                                                        min)
+    python bench/bench_vs_pytorch.py                  # train step + decode +
+                                                        small-preset MFU (~3 min)
     python bench/bench_vs_pytorch.py --parts train    # only the train-step A/B
 
 Needs torch and transformers (`pip install -e .[fixtures]`); without them it says so and only runs

@@ -126,8 +126,7 @@ def check_prompts(
         if len(p) + max_new_tokens > cache_len:
             raise ValueError(
                 f"prompt {n}: {len(p)} tokens + max_new_tokens={max_new_tokens} do not fit the "
-                "cache "
-                f"of {cache_len} tokens"
+                f"cache of {cache_len} tokens"
             )
     return stops, cache_len
 

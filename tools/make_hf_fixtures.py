@@ -348,8 +348,7 @@ def check_properties(name, ref, cfg):
     n_differs = int(ref["unbiased_differs"].sum())
     print(
         f"[{name}] mean max-prob {max_prob:.3f}  mean logit std {logit_std:.2f}  distinct expert "
-        "sets/layer "
-        f"{distinct}  bias-changed tokens {n_differs}/{ref['unbiased_differs'].size}  "
+        f"sets/layer {distinct}  bias-changed tokens {n_differs}/{ref['unbiased_differs'].size}  "
         f"min routing margin {min_margin(ref):.2e}"
     )
     assert max_prob > 0.2 and logit_std > 1.0, f"{name}: logits too uniform"

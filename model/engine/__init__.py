@@ -11,8 +11,8 @@ length, V vocab, D model, K draft tokens, n MoE layers, k experts per token.
     eng.submit("ep0", prompt_ids, max_new=256, stop_tokens=[END, EOS])  # queued until a slot frees
     eng.submit("r1", ids, max_new=64, sampling=Sampling(temperature=0.7, top_p=0.9))  # its own
     for turn in eng.step():                         # decodes until some request's turn ends
-        ...                                         # turn.tokens / .logprobs / .versions /
-                                                      .finish_reason
+        ...                                         # turn.tokens / .logprobs /
+                                                      .versions / .finish_reason
     eng.extend("ep0", observation_ids, max_new=256, stop_tokens=[END, EOS])  # continue
                                                                              that sequence
     experts = eng.finish("ep0")                     # frees the slot -> [consumed, n, k] routing

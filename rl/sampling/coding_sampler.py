@@ -3,8 +3,8 @@ one RolloutEngine) -> groups of records (rl/episodes/records.py), with the same 
 rl.sampling.samplers.SingleTurnSampler.
 
     sampler = CodingSampler(cfg, reward_cfg, group_size=2, max_tokens=768, ...)
-    groups = sampler.play(tasks, follower, seed)    # one group (records, rl/episodes/records.py)
-                                                      per task
+    groups = sampler.play(tasks, follower, seed)    # one group (records,
+                                                      rl/episodes/records.py) per task
 
 Weights are swapped in flight: before every engine step (`swap_every` decode iterations) the
 driver calls back here, and a newer version from the weight store replaces the engine's params

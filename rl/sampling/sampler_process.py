@@ -2,8 +2,8 @@
 params from the weight store swapped in flight.
 
     sampler_loop(config, workdir, sampler_id)          # one sampler (a thread or a process)
-    python -m rl.sampling.sampler_process WORKDIR ID PARENT_PID  # a sampler process (reads
-                                                                   rl_config.json)
+    python -m rl.sampling.sampler_process WORKDIR ID PARENT_PID  # a sampler process
+                                                                   (reads rl_config.json)
 
 `rl.task`: a name registered in rl/sampling/rl_tasks.py ('pattern', 'summary_toy', 'coding'), which
 makes the pool's tasks and the sampler. Sampler i produces the pool positions j with

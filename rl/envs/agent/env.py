@@ -3,8 +3,8 @@
     env = CodingEnv(tok)
     ids = env.reset(task)                  # bos, [system], user prompt, "<|assistant|>"  (mask 0)
     while True:
-        emitted = sampler(ids)             # the policy's turn, ending at <|end|> / <|eos|>
-                                             (mask 1)
+        emitted = sampler(ids)             # the policy's turn, ending at
+                                             <|end|> / <|eos|> (mask 1)
         obs, done = env.step(emitted)      # tool results + next "<|assistant|>"            (mask 0)
         if done: break
         ids = ids + emitted + obs

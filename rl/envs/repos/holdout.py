@@ -5,8 +5,8 @@ training pool (projects.pool skips them). By repository: every project in HELD_O
 out whole; training pools never mine it, and its source must not appear in anything the model is
 trained on:
 
-    python -m rl.envs.repos.holdout                 # split + check the default corpora, exit 1 on a
-                                                      hit
+    python -m rl.envs.repos.holdout                 # split + check the default
+                                                      corpora, exit 1 on a hit
     python -m rl.envs.repos.holdout --held-out roman,parse --traces 'data/traces/*.jsonl'
 
 The check (`contamination`): every held-out project's .py files (its modules and its tests) are cut
