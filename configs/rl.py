@@ -166,8 +166,7 @@ def get_config() -> ml_collections.ConfigDict:
             # first N turns are played once, snapshotted (sandbox files + token state) and the
             # group's group_size episodes branch from there; the prefix is decoded and its tool
             # calls run once, and its tokens are out of the loss (the group holds no signal about
-            # them:
-            # its turns learn only from unbranched groups). Needs N < max_turns, no summaries.
+            # them: its turns learn only from unbranched groups). Needs N < max_turns, no summaries.
             shared_prefix_turns=0,
         )
     )
@@ -175,8 +174,8 @@ def get_config() -> ml_collections.ConfigDict:
     # attribute (e.g. 'meta.package' of a coding task; '' = off) had no outcome spread in each of
     # its last `after` groups is skipped with probability `prob` (counted, never trained).
     # rl.task='summary_toy' (rl/sampling/summary_toy.py): a fact among `facts` ids is visible only
-    # before a summary of summary_tokens; the answer (answer_tokens) after it is rewarded for naming
-    # it.
+    # before a summary of summary_tokens; the answer (answer_tokens) after it is rewarded for
+    # naming it.
     # Needs rl.segments_per_chain = 2 (bench/bench_rl_summary.py); rl.valid_vocab is set to its ids.
     # balanced: every `facts` consecutive tasks of the training order hold each fact once (so
     # each batch of groups_per_batch = facts groups does: rl/sampling/summary_toy.py's

@@ -530,8 +530,7 @@ def test_gate_rejects_hidden_tests_it_cannot_harden():
     assert not verdict.accepted and "canary" in verdict.reason
 
 
-# ---------------------------------------------------------------- suites that test bytes, not
-# behaviour
+# ---------------------------------------------------- suites that test bytes, not behaviour
 
 
 def _pinning_suite(target: str, source: str, how: str) -> str:

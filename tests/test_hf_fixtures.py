@@ -93,8 +93,7 @@ def fixture(request):
     return (request.param,) + load_fixture(request.param)
 
 
-# ---------------------------------------------------------------- expected names (the loader's
-# contract)
+# --------------------------------------------------------- expected names (the loader's contract)
 
 
 def expected_layer_names(cfg, i, moe):
@@ -369,10 +368,10 @@ def test_total_size_small():
     assert total < 3_000_000
 
 
-# ---------------------------------------------------------------- numpy forward, written from
-# tools/HF_SEMANTICS.md An independent float64 re-implementation of the documented semantics (MLA
-# with interleaved rope, YaRN, router, MTP) must reproduce HF's float32 logits. This validates
-# HF_SEMANTICS.md and the fixture weights together.
+# ----------------------------------------------- numpy forward, written from tools/HF_SEMANTICS.md
+# An independent float64 re-implementation of the documented semantics (MLA with interleaved rope,
+# YaRN, router, MTP) must reproduce HF's float32 logits. This validates HF_SEMANTICS.md and the
+# fixture weights together.
 # Letters: B batch, T tokens, D model, H heads, n nope dim, r rope dim, v value dim, L kv latent
 # rank.
 
