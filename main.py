@@ -27,9 +27,15 @@ def _config_file_arg() -> str:
 def _not_a_config(e: Exception) -> str | None:
     """The one-line reason a --config file is not a config (not Python, no get_config), or None."""
     if isinstance(e, SyntaxError):
-        return f"--config={_config_file_arg()} is not a config file (a Python file defining get_config(), e.g. configs/default.py): {e.msg} at line {e.lineno}"
+        return (
+            f"--config={_config_file_arg()} is not a config file (a Python file defining "
+            f"get_config(), e.g. configs/default.py): {e.msg} at line {e.lineno}"
+        )
     if "has no attribute 'get_config" in str(e) or "defined twice" in str(e):
-        return f"--config={_config_file_arg()} is not a config file: it defines no get_config() (see configs/default.py)"
+        return (
+            f"--config={_config_file_arg()} is not a config file: it defines no get_config() "
+            "(see configs/default.py)"
+        )
     return None
 
 
@@ -65,7 +71,8 @@ _PROMPT = flags.DEFINE_string("prompt", "", "--mode=sample: the text to complete
 _PARAMS = flags.DEFINE_string(
     "params",
     "",
-    "--mode=sample/rollout/eval: exported params dir (sample: default exports the newest checkpoint "
+    "--mode=sample/rollout/eval: exported params dir (sample: default exports the newest "
+    "checkpoint "
     "under --workdir; rollout: default a random-init smoke model; eval: default the newest "
     "<workdir>/export/params_*).",
 )
@@ -138,7 +145,8 @@ def _run(config):
     elif _MODE.value in ("pretrain", "sft"):
         from train import trainer
 
-        # SFT is the same loop; its data has a loss mask and it starts from --config.init_params_from.
+        # SFT is the same loop; its data has a loss mask and it starts
+        # from --config.init_params_from.
         trainer.train(config, _WORKDIR.value)
     elif _MODE.value == "convert":
         print(convert.export_latest(config, _WORKDIR.value))

@@ -4,9 +4,10 @@ forward + backward on 8 simulated CPU devices, run in turn (interleaved best-of-
     python bench/bench_a2a.py [--tokens 2048] [--rounds 3]
 
 The GSPMD path runs model/moe.py's blocked loop; the all-to-all path's local experts run as one
-batched einsum over the device's experts (see model/moe_a2a.py). Shapes are the `small` preset's MoE (D=512, 16 experts, top-2, F=512). On simulated devices the
-collectives are memory copies inside one process, so this measures the dispatch's compute and
-data movement, not a network. Prints the load average beside the numbers (the machine is shared).
+batched einsum over the device's experts (see model/moe_a2a.py). Shapes are the `small` preset's MoE
+(D=512, 16 experts, top-2, F=512). On simulated devices the collectives are memory copies inside one
+process, so this measures the dispatch's compute and data movement, not a network. Prints the load
+average beside the numbers (the machine is shared).
 """
 
 from __future__ import annotations

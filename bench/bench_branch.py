@@ -1,4 +1,5 @@
-"""Best-of-K from a shared mid-episode prefix (rl/sampling/rollout.py `prefix_turns`) vs K fresh episodes.
+"""Best-of-K from a shared mid-episode prefix (rl/sampling/rollout.py `prefix_turns`) vs K fresh
+episodes.
 
     python bench/bench_branch.py                          # 4 tasks x K=4, 2-turn prefix, tiny
     python bench/bench_branch.py --groups 2 --k 2 --repeats 1   # a quick check
@@ -6,8 +7,8 @@
 Each task's group of K episodes plays the same teacher-forced prefix (the oracle's first N turns:
 list_files, then its first edit) and then samples (temperature 1, up to `--max_turns`). "fresh"
 plays K full episodes per task (the prefix decoded and its tool calls run K times); "branched"
-plays the prefix once, snapshots it (rl/envs/agent/snapshot.py) and branches K episodes from it. Both
-run on the same engine settings (tiny preset, float32 on CPU), the first repeat of each after a
+plays the prefix once, snapshots it (rl/envs/agent/snapshot.py) and branches K episodes from it.
+Both run on the same engine settings (tiny preset, float32 on CPU), the first repeat of each after a
 warm-up run that compiles the programs. Printed per mode (medians over repeats): wall seconds,
 decode / prefill / sandbox seconds, decode iterations, slot-steps (decoded tokens summed over
 slots: the decode compute), tool calls run and the driver's shared-prefix counters; then the

@@ -126,11 +126,12 @@ def main() -> None:
     cfg = DataConfig(seq_len=1024, global_batch_size=8, **host)
     seconds, batches, tokens = held_out_pass(cfg)
     print(
-        f"\nheld-out pass (1% of stdlib by content hash): {batches} batches, {tokens:,} target tokens, "
-        f"{seconds:.2f} s"
+        f"\nheld-out pass (1% of stdlib by content hash): {batches} batches, {tokens:,} target "
+        f"tokens, {seconds:.2f} s"
     )
     print(
-        f"restore mid-epoch (after 200 batches) and fetch one batch: {restore_seconds(cfg, 200):.2f} s"
+        "restore mid-epoch (after 200 batches) and fetch one batch: "
+        f"{restore_seconds(cfg, 200):.2f} s"
     )
 
 

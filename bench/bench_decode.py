@@ -1,10 +1,11 @@
-"""Decode benchmarks for the engine (model/engine/, through model/prompt_batch.py), side by side in one process (the machine is shared):
+"""Decode benchmarks for the engine (model/engine/, through model/prompt_batch.py), side by side in
+one process (the machine is shared):
 
-    python bench/bench_decode.py                       # small preset: trains its MTP head once (the run
-                                                       # is kept in runs/bench_decode), then benchmarks
-    python bench/bench_decode.py --train_steps 0       # random weights (acceptance is then meaningless)
+    python bench/bench_decode.py                  # small preset: trains its MTP head once (the run
+                                                  # is kept in runs/bench_decode), then benchmarks
+    python bench/bench_decode.py --train_steps 0  # random weights (acceptance is then meaningless)
     python bench/bench_decode.py --train_steps 0 --mtp_stage_steps 0 --variants "1::0;32::0;64::0" \
-        --decode_dtypes float32,bfloat16               # plain greedy, float32 vs bfloat16 engine
+        --decode_dtypes float32,bfloat16          # plain greedy, float32 vs bfloat16 engine
 
 1. MTP heads: the main model and its MTP module are trained together by train/'s loop (main.py's
    default config: AdamW, next-token CE + an MTP loss of weight --mtp_weight; module 0 at t predicts
@@ -18,9 +19,11 @@
    The runs live in --workdir (re-running resumes and re-exports them).
 2. Plain greedy decode tokens/s at batch 1 and 32 (the prefill is excluded: PromptBatch.prefill()
    runs first, the timed part is the decode loop), median of --repeats.
-3. Speculative decode (greedy and temperature 1) at batch 1 (and 32) with K = 1..3 MTP drafts: tokens/s, speedup over
-   plain measured in the same loop (runs alternate), and the acceptance rate (accepted / drafted).
-4. Latent-cache bytes/token for the small preset (measured from init_layer_caches) and the big presets.
+3. Speculative decode (greedy and temperature 1) at batch 1 (and 32) with K = 1..3 MTP drafts:
+   tokens/s, speedup over plain measured in the same loop (runs alternate), and the acceptance rate
+   (accepted / drafted).
+4. Latent-cache bytes/token for the small preset (measured from init_layer_caches) and the big
+   presets.
 
 --decode_dtypes: the engine's dtypes (ModelConfig.decode_dtype: float32, bfloat16, auto) run side by
 side, alternating within each repeat; the 'vs first dtype' column is each row's tokens/s over the
@@ -201,7 +204,8 @@ def main():
     ap.add_argument(
         "--decode_dtypes",
         default="auto",
-        help="engine dtypes side by side, e.g. float32,bfloat16 (auto: bf16 on GPU/TPU, f32 on CPU)",
+        help="engine dtypes side by side, e.g. float32,bfloat16 "
+        "(auto: bf16 on GPU/TPU, f32 on CPU)",
     )
     args = ap.parse_args()
     dtypes = args.decode_dtypes.split(",")
@@ -220,8 +224,8 @@ def main():
     if args.train_only:
         return
     print(
-        f"\n## decode, prompt {args.prompt_len} tokens (held-out stdlib file), {args.max_new} new tokens, "
-        f"median of {args.repeats}"
+        f"\n## decode, prompt {args.prompt_len} tokens (held-out stdlib file), {args.max_new} new "
+        f"tokens, median of {args.repeats}"
     )
     print(
         "| batch | decode dtype | temperature | draft K | decode tokens/s | speedup vs K=0 "

@@ -6,15 +6,16 @@ revision of this repo in alternating subprocesses (the machine is shared):
         [--contexts 256,1024,1792] [--obs 200]
     python bench/bench_engine_decode.py --against 53845dd    # this tree vs that commit
 
-The model is bench_rl_coding's `tiny4` preset (model/presets.py) (random init, float32), the RL sampler's shape: what
-the coding RL loop decodes with. Each slot is prefilled with a 59-token prompt, then decodes in
-calls of 16 iterations (as the rollout driver calls the engine between turns); no stop tokens, so
-every slot stays active. The decode-at-context check fills 8 slots with ctx-token prompts and
-decodes turns of <= 192 tokens (the coding sampler's budget), so the decode's cache window
-(model/engine/) is sized to ctx + 192; the first check's turns may run to the cache's end. The prefill check submits a ctx-token prompt to one slot, then times
-`extend` by --obs tokens plus the one decode iteration that runs it (best of 3 after a compiling
-first). `--against REV` checks REV out into a temporary git worktree and runs
-the same measurement there, alternating old/new each round.
+The model is bench_rl_coding's `tiny4` preset (model/presets.py) (random init, float32), the RL
+sampler's shape: what the coding RL loop decodes with. Each slot is prefilled with a 59-token
+prompt, then decodes in calls of 16 iterations (as the rollout driver calls the engine between
+turns); no stop tokens, so every slot stays active. The decode-at-context check fills 8 slots with
+ctx-token prompts and decodes turns of <= 192 tokens (the coding sampler's budget), so the decode's
+cache window (model/engine/) is sized to ctx + 192; the first check's turns may run to the cache's
+end. The prefill check submits a ctx-token prompt to one slot, then times `extend` by --obs tokens
+plus the one decode iteration that runs it (best of 3 after a compiling first). `--against REV`
+checks REV out into a temporary git worktree and runs the same measurement there, alternating
+old/new each round.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@
 
 1. f32 matmul peak (the MFU denominator).
 2. train/'s jitted training step (forward + backward + AdamW + router-bias update, LM + MTP loss)
-   of the preset on one device: tokens/s and MFU with FLOPs/token counted analytically (model.flops_per_token: MLA, active + shared experts, router, head, MTP, attention).
+   of the preset on one device: tokens/s and MFU with FLOPs/token counted analytically
+   (model.flops_per_token: MLA, active + shared experts, router, head, MTP, attention).
    One row per MoE dispatch implementation.
 3. Compile time of the training step at 4 vs 32 layers (nn.scan keeps it nearly flat).
 4. Latent-cache bytes/token vs an uncompressed multi-head cache for kimi_k2 and deepseek_v3.

@@ -2,7 +2,7 @@
 
     python bench/bench_rl_backpressure.py                       # this checkout
     python bench/bench_rl_backpressure.py --repo /tmp/main_copy # another tree (e.g. before the fix:
-                                                                #   git archive main | tar -x -C DIR)
+                                                                #  git archive main | tar -x -C DIR)
     python bench/bench_rl_backpressure.py --pool 48 --groups 4 --max_ahead 8 --max_staleness 4
                                                                 # configs/rl.py's defaults
 

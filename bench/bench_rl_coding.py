@@ -21,13 +21,14 @@ broken turns (~1.5x the RL steps per minute) and RL stopped by the issue's 30-mi
    the RL start.
 3. Held-out "before": `--heldout` tasks of the family with seeds 2_000_000 + i, 4 episodes each at
    `--temperature` (default 0.5; RL samples at it too) in the same CodingSampler the loop uses,
-   counted by rl.episodes.episode_metrics.episode_metrics (the agentic suite's and the RL logs' definition):
+   counted by rl.episodes.episode_metrics.episode_metrics (the agentic suite's and the RL logs'
+   definition):
    pass@1 = mean over episodes of the hidden tests' all-pass (no tampering), best-of-4 = mean over
    tasks of the unbiased pass@4 estimator (with exactly 4 episodes a task, as here, that is the
    fraction of tasks with an all-pass episode), partial credit, endings; an episode the driver
    drops counts as failed.
-4. RL: rl/learning/loop.py (task 'coding', rl.coding.templates = the family, pool seeded by rl.seed: seeds
-   drawn from [0, 2^30), disjoint from 1. and 3. with overwhelming probability; checked) for
+4. RL: rl/learning/loop.py (task 'coding', rl.coding.templates = the family, pool seeded by rl.seed:
+   seeds drawn from [0, 2^30), disjoint from 1. and 3. with overwhelming probability; checked) for
    `--rl_steps` trainer steps or until `--rl_minutes` have passed (no trainer step starts after).
 5. Held-out "after", the reward curve (PNG) and a markdown table with wall times and load.
 
@@ -246,8 +247,8 @@ def heldout(config, params, n_tasks: int, k: int = 4) -> dict:
 
 
 def heldout_metrics(task_ids: list[str], groups: list[list[dict]], k: int) -> dict:
-    """rl.episodes.episode_metrics.episode_metrics (ks 1 and k) over the sampler's groups, one per task, each
-    topped up to k episodes with failures for the episodes the driver dropped."""
+    """rl.episodes.episode_metrics.episode_metrics (ks 1 and k) over the sampler's groups, one per
+    task, each topped up to k episodes with failures for the episodes the driver dropped."""
     from rl.episodes.episode_metrics import episode_metrics
     from rl.episodes.schema import Episode
 
@@ -269,7 +270,8 @@ def describe(m: dict, k: int = 4) -> str:
 
 
 def evaluate_only(config, params_dir: str, runs: list[str], n_tasks: int) -> None:
-    """Held-out pass@1 / best-of-4 of the SFT export and of each RL run's newest published params."""
+    """Held-out pass@1 / best-of-4 of the SFT export and of each RL run's newest published
+    params."""
     from model.export import load_params
     from rl.stores.weight_store import WeightReader
 

@@ -2,7 +2,8 @@
 RL, after N RL steps without the MTP self-distillation term, and after N steps with it.
 
     python bench/bench_rl_mtp.py                                  # toy task, tiny, small scale
-    python bench/bench_rl_mtp.py --rl_steps 40 --timing           # + batch-1 speedups (quiet machine)
+    python bench/bench_rl_mtp.py --rl_steps 40 --timing           # + batch-1 speedups
+                                                                    (quiet machine)
     python bench/bench_rl_mtp.py --task coding --params DIR --rl_steps 40 --timing
         # DIR: an export with trained MTP heads, e.g. bench_rl_coding.py's SFT export after
         # configs/mtp.py's stage
@@ -177,7 +178,8 @@ def main() -> None:
         rows[name] = measure(c, runs[name]["params"], args)
     print(f"\n{args.rl_steps} RL steps, task {args.task}, K={args.k}, seed {args.seed}\n")
     print(
-        "| params | acceptance | tokens / verify step | batch-1 speedup | reward (last step) | median RL step |"
+        "| params | acceptance | tokens / verify step | batch-1 speedup | reward (last step) | "
+        "median RL step |"
     )
     print("|---|---|---|---|---|---|")
     for name, r in rows.items():
@@ -185,7 +187,8 @@ def main() -> None:
         reward = f"{run['history'][-1]['reward/mean']:.3f}" if run else "-"
         step = f"{run['median_step_s'] * 1e3:.0f} ms" if run else "-"
         speed = f"{r['speedup']:.2f}x" if "speedup" in r else "-"
-        print(f"| {name} | {r['spec/acceptance']:.3f} | {r['spec/tokens_per_verify']:.3f} | {speed} | {reward} | {step} |")  # fmt: skip
+        print(f"| {name} | {r['spec/acceptance']:.3f} | {r['spec/tokens_per_verify']:.3f} | "
+            f"{speed} | {reward} | {step} |")  # fmt: skip
     plot(rows, args.out)
     print(
         json.dumps(

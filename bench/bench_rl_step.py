@@ -6,8 +6,9 @@ side with another git revision of this repo in alternating subprocesses (the mac
 A shape `MODEL:ROWSxTOKENS` trains MODEL (`tiny`, or bench_rl_coding's `tiny4` on top of it:
 model/presets.py) on collated batches of ROWS episodes of TOKENS tokens (3/4 of them policy
 tokens, replayed routing, random rewards), float32, lr 1e-5. The step is whatever the revision's
-RL trainer jits: `rl.learning.loop.state_and_step` (the one trainer, train/trainer.py) where it exists,
-else an older revision's own rl.trainer.jit_rl_step (since removed). Each round times 10 steps after 2 warm ones.
+RL trainer jits: `rl.learning.loop.state_and_step` (the one trainer, train/trainer.py) where it
+exists, else an older revision's own rl.trainer.jit_rl_step (since removed). Each round times 10
+steps after 2 warm ones.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ for i in range(10):
     state, m = step(state, batches[i % 3])
 jax.block_until_ready(state)
 print(f"ms per step: {{(time.perf_counter() - t0) / 10 * 1e3:.2f}}", flush=True)
-"""
+"""  # noqa: E501
 
 
 def _overrides(model: str) -> dict:

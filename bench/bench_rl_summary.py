@@ -5,19 +5,21 @@
         [--workdir /tmp/bench_rl_summary] [--out bench/rl_summary_curve.png]
     python bench/bench_rl_summary.py --seeds_plot DIR [DIR ...] --out bench/rl_summary_seeds.png
 
-rl/learning/loop.py on rl.task='summary_toy' (rl/sampling/summary_toy.py): each episode is two segments, one
-training row each; the fact (one of `--facts` ids) is in segment 0 only, the policy writes a
-2-token summary there, and segment 1 (summary only) answers with 2 tokens rewarded by how many
-name the fact. Both segments share the chain's reward and its group-relative advantage. Chance is
-1 / (facts + 5) (answers are sampled among the facts and the toy's 5 markers); the reward
+rl/learning/loop.py on rl.task='summary_toy' (rl/sampling/summary_toy.py): each episode is two
+segments, one training row each; the fact (one of `--facts` ids) is in segment 0 only, the policy
+writes a 2-token summary there, and segment 1 (summary only) answers with 2 tokens rewarded by how
+many name the fact. Both segments share the chain's reward and its group-relative advantage. Chance
+is 1 / (facts + 5) (answers are sampled among the facts and the toy's 5 markers); the reward
 can rise above 1 / facts (one fixed guess) only if summaries learn to keep the fact. Per step it
 prints the mean reward and the fraction of summaries that kept the fact (from the rollout store's
 records: the summary holds the fact's id, or the fact is decodable from it under whatever code
 the policy adopted) and of groups whose chains all tied (zero advantage), and writes the curve.
 The recipe: balanced pools (rl.summary_toy.balanced; `--unbalanced` draws each task's fact
-independently, as the first recipe did), a k2 KL of 0.02 to the initial policy (rl/sampling/summary_toy.py
-says why), 16 chains a group and a cosine lr decay to 0.1x over the pool (bench/RESULTS_LOG.md).
-`--report_only` redoes the report of a finished run; `--seeds_plot` draws finished runs' reward curves together and prints their 10-step means.
+independently, as the first recipe did), a k2 KL of 0.02 to the initial policy
+(rl/sampling/summary_toy.py says why), 16 chains a group and a cosine lr decay to 0.1x over the pool
+(bench/RESULTS_LOG.md).
+`--report_only` redoes the report of a finished run; `--seeds_plot` draws finished runs' reward
+curves together and prints their 10-step means.
 
     python bench/bench_rl_summary.py --reuse [--repeats 2]
 

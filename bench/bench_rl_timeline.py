@@ -103,7 +103,9 @@ def plot(workdir: str, path: str) -> None:
     fig, ax = plt.subplots(figsize=(12, 1 + 0.6 * len(rows)))
     for y, (_role, pid, tid) in enumerate(rows):
         mine = [e for e in spans if (e["pid"], e["tid"]) == (pid, tid)]
-        for e in timeline._outermost(mine) + [e for e in mine if e["name"] in ("sandbox_wait", "weight_fetch", "publish")]:  # fmt: skip
+        for e in timeline._outermost(mine) + [
+                e for e in mine
+                if e["name"] in ("sandbox_wait", "weight_fetch", "publish")]:  # fmt: skip
             nested = e["name"] in ("sandbox_wait", "weight_fetch", "publish")
             ax.broken_barh(
                 [((e["ts"] - start) / 1e6, e["dur"] / 1e6)],

@@ -129,7 +129,8 @@ def main() -> None:
                 f" tok/s while decoding, wall {s['wall_s']:.1f}s; share "
                 f"decode {s['decode_share']:.2f} prefill {s['prefill_share']:.2f} "
                 f"sandbox-wait {s['sandbox_wait_share']:.2f}; "
-                f"{s['mean_active_slots']:.1f} slots active per decode step; pass {s['pass_rate']:.2f}; {load()}",
+                f"{s['mean_active_slots']:.1f} slots active per decode step; pass "
+                f"{s['pass_rate']:.2f}; {load()}",
                 flush=True,
             )
     if args.gap_tasks == 0:

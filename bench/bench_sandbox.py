@@ -47,7 +47,8 @@ from rl.envs.isolation import cgroups  # noqa: E402
 
 
 class _NoCaps:
-    """Within: new sandboxes get neither cgroups nor a tmpfs quota (as on a machine without them)."""
+    """Within: new sandboxes get neither cgroups nor a tmpfs quota (as on a machine without
+    them)."""
 
     def __enter__(self):
         self.saved = cgroups.probe, cgroups.can_mount_tmpfs
@@ -252,7 +253,8 @@ def main():
         f"load average at start: {os.getloadavg()[0]:.1f}"
     )
     print(
-        "\n| backend | median `true` sandboxed (ms) | p90 sandboxed (ms) | median bare (ms) | median overhead (ms) |"
+        "\n| backend | median `true` sandboxed (ms) | p90 sandboxed (ms) | median bare (ms) | "
+        "median overhead (ms) |"
     )
     print("|---|---|---|---|---|")
     for name, (boxed, p90, bare) in command_overhead(args.commands).items():
@@ -263,10 +265,12 @@ def main():
     print(f"\n| {n} episodes (oracle, d1) | wall (s) | episodes/s | mean reward |")
     print("|---|---|---|---|")
     print(
-        f"| sequential | {serial_s:.2f} | {n / serial_s:.2f} | {statistics.mean(serial_rewards):.2f} |"
+        f"| sequential | {serial_s:.2f} | {n / serial_s:.2f} | "
+        f"{statistics.mean(serial_rewards):.2f} |"
     )
     print(
-        f"| {n} concurrent | {conc_s:.2f} | {n / conc_s:.2f} | {statistics.mean(conc_rewards):.2f} |"
+        f"| {n} concurrent | {conc_s:.2f} | {n / conc_s:.2f} | "
+        f"{statistics.mean(conc_rewards):.2f} |"
     )
     print(
         f"\nconcurrent / sequential throughput: {serial_s / conc_s:.2f}x  "

@@ -4,7 +4,7 @@ baseline a user would write: one request at a time), on the `small` preset with 
 weights, on CPU; then a hot swap under load.
 
     python bench/bench_serve.py [--levels 1,8,32] [--requests 8,16,32] [--new_tokens 32]
-    python bench/bench_serve.py --levels 1 --requests 8 --all_slots --swap_clients 0   # before/after
+    python bench/bench_serve.py --levels 1 --requests 8 --all_slots --swap_clients 0  # before/after
 
 Workload: closed loop, c concurrent clients (c in --levels) share a list of requests (prompts of
 --prompt_len random byte ids, greedy, --new_tokens new tokens); each client sends its next
@@ -22,9 +22,9 @@ mean completion tokens per level (the server stops at <|end|>/<|eos|>, the basel
 (RolloutEngine(compact=False), the engine before it decoded only the live slots), measured in the
 same run beside the default one: the before/after of decoding live rows only.
 
-Hot swap (skipped with --swap_clients 0): at --levels' largest level, a new version is published and promoted to the weight store
-in the middle of the run; every request must complete, and the versions the responses report
-are counted.
+Hot swap (skipped with --swap_clients 0): at --levels' largest level, a new version is published and
+promoted to the weight store in the middle of the run; every request must complete, and the versions
+the responses report are counted.
 """
 
 from __future__ import annotations
@@ -252,7 +252,8 @@ def hot_swap(cfg, send, server, store: str, prompts, clients: int) -> None:
         f"hot swap under load (c={clients}, {len(prompts)} requests, version 1 promoted 2 s in): "
         f"{r['done']}/{len(prompts)} completed, {len(r['errors'])} errors, versions seen "
         f"{r['versions']}, p50 {r['p50']:.2f} s p99 {r['p99']:.2f} s; promoted -> serving "
-        f"{seen:.1f} s, of which set_params on the engine thread {(server.loop.swap_seconds or [float('nan')])[-1]:.2f} s "
+        f"{seen:.1f} s, of which set_params on the engine thread "
+        f"{(server.loop.swap_seconds or [float('nan')])[-1]:.2f} s "
         f"({load()})"
     )
 

@@ -9,9 +9,9 @@ measures, in the same process, the matmul peak it is compared against:
   peak_1dev  an n x n float32 matmul on one device (the others idle);
   peak_all   the same matmul on every device at once (one sharded batched matmul), i.e. what the
              machine's cores deliver when all simulated devices compete for them.
-The step is train/'s own jitted step (train.trainer.jit_train_step: AdamW, LM + MTP loss, router-bias
-update). MFU = tokens/s x training FLOPs/token (model.flops_per_token) / peak_all. Prints a
-markdown table (with the load average) for bench/RESULTS.md.
+The step is train/'s own jitted step (train.trainer.jit_train_step: AdamW, LM + MTP loss,
+router-bias update). MFU = tokens/s x training FLOPs/token (model.flops_per_token) / peak_all.
+Prints a markdown table (with the load average) for bench/RESULTS.md.
 """
 
 import argparse
@@ -99,8 +99,8 @@ def main():
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, 5-min load average {load:.1f} "
         "at the end: other jobs shared the cores, so compare rows only within one run)\n",
         f"Command: `{cmd.strip()}`\n",
-        "| devices | mesh | batch x seq | step (s) | tokens/s | FLOPs/token | matmul peak 1 dev (GFLOP/s) "
-        "| matmul peak all devs (GFLOP/s) | MFU vs all-dev peak |",
+        "| devices | mesh | batch x seq | step (s) | tokens/s | FLOPs/token | matmul peak 1 dev "
+        "(GFLOP/s) | matmul peak all devs (GFLOP/s) | MFU vs all-dev peak |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:

@@ -1,6 +1,8 @@
-"""This project vs PyTorch transformers' DeepSeek-V3 on the same config and the same weights, on CPU.
+"""This project vs PyTorch transformers' DeepSeek-V3 on the same config and the same weights, on
+CPU.
 
-    python bench/bench_vs_pytorch.py                  # train step + decode + small-preset MFU (~3 min)
+    python bench/bench_vs_pytorch.py                  # train step + decode +
+                                                        small-preset MFU (~3 min)
     python bench/bench_vs_pytorch.py --parts train    # only the train-step A/B
 
 Needs torch and transformers (`pip install -e .[fixtures]`); without them it says so and only runs
@@ -13,15 +15,17 @@ the small-preset MFU part.
    model.hf.load_hf_checkpoint (the project's converter); the first loss is checked to agree.
    The two steps alternate, best-of-N each; prints the tokens/s ratio (> 1: this project is faster).
 2. Batched greedy decode, batch 1/16/64, --prompt_len prompt + --new_tokens new tokens:
-   the engine (model/engine/ through `model.prompt_batch.PromptBatch`, prefill excluded) vs `model.generate(..., do_sample=False)` timed the
-   same way (its prefill included — one forward of the prompt, a few % of the run). Alternating.
+   the engine (model/engine/ through `model.prompt_batch.PromptBatch`, prefill excluded) vs
+   `model.generate(..., do_sample=False)` timed the same way (its prefill included — one forward of
+   the prompt, a few % of the run). Alternating.
 3. Small-preset MFU: the same train step on model.presets 'small' (batch 8 x 256), with
    6 x active params per token, vs a same-run f32 matmul peak at 2048^3 (bench.common) and at the
    model's own matmul shapes ([B*T, D] x [D, F] etc.).
 
 Every printed line carries the load average: the machine is shared, compare ratios, not seconds.
-On a heavily loaded machine torch's OpenMP threads suffer more from oversubscription than XLA's, which
-flatters this project; `taskset -c 0 python bench/bench_vs_pytorch.py` (one core each) is steadier.
+On a heavily loaded machine torch's OpenMP threads suffer more from oversubscription than XLA's,
+which flatters this project; `taskset -c 0 python bench/bench_vs_pytorch.py` (one core each) is
+steadier.
 """
 
 from __future__ import annotations
@@ -47,7 +51,8 @@ from bench.common import matmul_peak_flops  # noqa: E402
 from model import presets  # noqa: E402
 from train import losses, optim, state, step  # noqa: E402
 
-# The issue's config: hidden 256, 4 layers (1 dense), 8 experts top-2 + 1 shared, q_lora 128, kv_lora 64.
+# The issue's config: hidden 256, 4 layers (1 dense), 8 experts top-2 + 1 shared, q_lora 128,
+# kv_lora 64.
 HF_CONFIG = dict(
     vocab_size=2048,
     hidden_size=256,
@@ -212,7 +217,8 @@ def part_train(args, folder, hf_model):
     jax_run, jax_first, tokens = jax_train(cfg, params, args.batch, args.seq_len)
     torch_run, torch_first = torch_train(hf_model, tokens)
     print(
-        f"first loss: project {jax_first:.5f}  transformers {torch_first:.5f}  (same weights + batch)"
+        f"first loss: project {jax_first:.5f}  transformers {torch_first:.5f}  (same weights + "
+        "batch)"
     )
     best = alternate({"project": jax_run, "transformers": torch_run}, args.rounds)
     n = args.batch * args.seq_len
@@ -272,7 +278,8 @@ def part_decode(args, folder, hf_model):
         agree = _greedy_agreement(eng, theirs()[1], args.prompt_len)
         print(
             f"  batch {b:3d}: project {n / best['project']:7.0f} tok/s  transformers "
-            f"{n / best['transformers']:7.0f} tok/s  ratio {best['transformers'] / best['project']:.2f}x"
+            f"{n / best['transformers']:7.0f} tok/s  ratio "
+            f"{best['transformers'] / best['project']:.2f}x"
             f"  (first-token agreement {agree:.2f}; {load()})"
         )
 
@@ -370,7 +377,8 @@ def main():
         # (`taskset -c 0 python bench/...` then compares one core each, steadier on a busy machine).
         torch.set_num_threads(len(os.sched_getaffinity(0)))
         print(
-            f"torch {torch.__version__} ({torch.get_num_threads()} threads), transformers {transformers.__version__}"
+            f"torch {torch.__version__} ({torch.get_num_threads()} threads), transformers "
+            f"{transformers.__version__}"
         )
         with tempfile.TemporaryDirectory() as folder:
             hf_model = torch_model(folder)

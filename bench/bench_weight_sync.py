@@ -3,7 +3,8 @@ publish/fetch seconds, to a local directory and to an S3 server; and the sampler
 in-flight swap.
 
     python main.py --config=configs/default.py --config.train.steps=20 --workdir=/tmp/pre
-    python main.py --mode=convert --config=configs/default.py --config.train.steps=20 --workdir=/tmp/pre
+    python main.py --mode=convert --config=configs/default.py --config.train.steps=20 \\
+        --workdir=/tmp/pre
     python bench/bench_weight_sync.py --params /tmp/pre/export/params_20 [--lrs 1e-6,3e-6,1e-5]
         [--steps 3] [--s3] [--pause_swaps 6]
     # the pause alone (no deltas), e.g. for the small preset's export on a quiet host:
@@ -209,7 +210,8 @@ def pause(args, cfg, params0) -> None:
         extra = [a - med for a in after] or [0.0]
         print(
             f"| {'prefetch' if prefetch else 'poll downloads'} | {len(swaps)} | "
-            f"{1e3 * np.median(swaps):.1f}, {1e3 * max(swaps):.1f} | {1e3 * np.median(extra):.1f} | "
+            f"{1e3 * np.median(swaps):.1f}, {1e3 * max(swaps):.1f} | "
+            f"{1e3 * np.median(extra):.1f} | "
             f"{1e3 * med:.1f} | {follower.fetch_seconds / max(follower.fetches, 1):.2f} | "
             f"{os.getloadavg()[0]:.1f} |",
             flush=True,

@@ -6,12 +6,13 @@ loopback with API keys, driven by the official `openai` client, then SIGTERM und
 
 Load: --clients threads, client c on key c % --keys, each sending its next request when the last
 is answered until --duration seconds or --max_requests requests in all (both bounds: it stops by
-itself), after --warm_s seconds of the same load unmeasured (compilation of the engine's buckets). A seeded mix: chat or completion, streamed or not; a share --invalid of them is bad on
-purpose (a wrong key: 401, max_tokens over the server's limit: 400, an unknown model: 404, a body
-over the size limit: 413). Rate and concurrency limits are the server's defaults, so a client
-may meet 429 (counted with the rest). Reported: requests/s, completion tokens/s, p50/p99 latency
-of the answered requests, responses by status, and the accepted (200) responses missing from the
-interaction log (read back from disk: must be 0).
+itself), after --warm_s seconds of the same load unmeasured (compilation of the engine's buckets). A
+seeded mix: chat or completion, streamed or not; a share --invalid of them is bad on purpose (a
+wrong key: 401, max_tokens over the server's limit: 400, an unknown model: 404, a body over the size
+limit: 413). Rate and concurrency limits are the server's defaults, so a client may meet 429
+(counted with the rest). Reported: requests/s, completion tokens/s, p50/p99 latency of the answered
+requests, responses by status, and the accepted (200) responses missing from the interaction log
+(read back from disk: must be 0).
 
 SIGTERM: --sigterm_clients clients each start a streamed request (max_tokens --sigterm_tokens)
 and the server gets SIGTERM once all are streaming. Each request must end completed (its
@@ -273,7 +274,8 @@ def main(argv=None) -> dict:
         status=r["status"], accepted=len(r["lat"]), wall_s=r["wall"],
         p50_s=float(np.percentile(lat, 50)), p99_s=float(np.percentile(lat, 99)),
         missing=len(missing), sigterm_outcomes=[res for res, _ in term["outcomes"]],
-        exit=term["exit"], torn=stats.get("torn", 0), completed_missing=sum(rid not in ids for rid in done),
+        exit=term["exit"], torn=stats.get("torn", 0),
+        completed_missing=sum(rid not in ids for rid in done),
         abort="terminate called" in err, keys_in_stderr=any(k in err for k in keys),
     )  # fmt: skip
     print(json.dumps(result))

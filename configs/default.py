@@ -34,7 +34,8 @@ def get_config() -> ml_collections.ConfigDict:
             batch_size=8,
             seq_len=128,
             seed=0,
-            optimizer="adamw",  # 'adamw' | 'muon' (every weight matrix; AdamW for embeddings, head, norms)
+            # 'adamw' | 'muon' (every weight matrix; AdamW for embeddings, head, norms)
+            optimizer="adamw",
             lr=1e-3,
             schedule="cosine",  # 'cosine' | 'wsd' | 'constant'
             warmup_steps=5,
@@ -68,8 +69,10 @@ def get_config() -> ml_collections.ConfigDict:
     )
     c.data = ml_collections.ConfigDict(
         dict(
-            source="pipeline",  # 'pipeline' (data/) | 'local_text' | 'synthetic' (train/synthetic_data.py)
-            # pipeline: data.pipeline.SourceSpec fields; 'stdlib' = the embedded corpus (Python's own stdlib)
+            # 'pipeline' (data/) | 'local_text' | 'synthetic' (train/synthetic_data.py)
+            source="pipeline",
+            # pipeline: data.pipeline.SourceSpec fields; 'stdlib' = the embedded corpus (Python's
+            # own stdlib)
             sources=({"kind": "stdlib"},),
             tokenizer="byte",
             strict=False,

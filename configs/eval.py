@@ -2,13 +2,14 @@
 sandbox, and the agentic suite (pass rate, tokens, tool calls, best-of-K, score-vs-tokens plot).
 
     python main.py --mode=eval --config=configs/eval.py --params=workdir/default/export/params_40
-    python main.py --mode=eval --config=configs/eval.py --params=DIR --config.eval.suites=nll,humaneval
+    python main.py --mode=eval --config=configs/eval.py --params=DIR \\
+        --config.eval.suites=nll,humaneval
     python main.py --mode=eval --config=configs/eval.py --workdir=workdir/cmp \\
         --config.eval.compare=workdir/default/export/params_40,workdir/sft/export/params_60
     # harness checks: canonical HumanEval solutions (expect pass@1 = 1.0 on 164/164) and the
     # oracle agent (expect pass_rate = 1.0 on verified tasks)
-    python main.py --mode=eval --config=configs/eval.py --params=DIR --config.eval.suites=humaneval \\
-        --config.eval.humaneval.policy=canonical
+    python main.py --mode=eval --config=configs/eval.py --params=DIR \\
+        --config.eval.suites=humaneval --config.eval.humaneval.policy=canonical
     python main.py --mode=eval --config=configs/eval.py --params=DIR --config.eval.suites=agentic \\
         --config.eval.agentic.policy=oracle
 
@@ -18,9 +19,9 @@ stderr. Without --params the newest <workdir>/export/params_* is used. The data 
 `eval.data_config`, a stage config file whose data section replaces it) names the held-out split.
 Expect for the small CPU models of the README stages: NLL/bits-per-byte equal to the training
 loop's final held-out figure for that checkpoint (eval.nll's defaults take the stage's own
-seq_len, batch size and eval_batches; with eval.data_config, that stage's), HumanEval and agentic pass rates
-near 0 (bench/RESULTS_LOG.md); same command, same report (up to wall_time_s). At these defaults two
-checkpoints take ~2.5 h on 2 CPU cores; --config.eval.humaneval.limit=20
+seq_len, batch size and eval_batches; with eval.data_config, that stage's), HumanEval and agentic
+pass rates near 0 (bench/RESULTS_LOG.md); same command, same report (up to wall_time_s). At these
+defaults two checkpoints take ~2.5 h on 2 CPU cores; --config.eval.humaneval.limit=20
 --config.eval.agentic.n_tasks=6 --config.eval.agentic.ks=1,2 took 24 min.
 """
 
@@ -42,7 +43,8 @@ def get_config() -> ml_collections.ConfigDict:
             # very batches the training loop's held-out figure comes from (tests/test_eval_nll.py)
             nll=dict(context_lengths="", batch_size=0, batches=0),
             humaneval=dict(
-                policy="model",  # 'model' | 'canonical' (the problems' own solutions: harness check)
+                # 'model' | 'canonical' (the problems' own solutions: harness check)
+                policy="model",
                 limit=0,  # first N problems (0 = all 164)
                 n_samples=10,
                 ks="1,10",
@@ -50,7 +52,8 @@ def get_config() -> ml_collections.ConfigDict:
                 top_p=0.95,
                 max_new_tokens=128,
                 batch_size=16,  # generation slots
-                chunks=8,  # length-sorted prompt groups, one compiled engine each (progress, less padding)
+                # length-sorted prompt groups, one compiled engine each (progress, less padding)
+                chunks=8,
                 timeout_s=10.0,
                 workers=2,
             ),

@@ -1,6 +1,7 @@
 """Kimi K2 (1.04T total / 32B active) continued pretraining on a 256-chip pod (described mesh).
 
-    python main.py --config=configs/kimi_k2.py --dry_run    # sizes, FLOPs, per-device bytes; allocates nothing
+    python main.py --config=configs/kimi_k2.py --dry_run    # sizes, FLOPs, per-device
+                                                              bytes; allocates nothing
     python main.py --config=configs/kimi_k2.py --workdir=gs://... --distributed   # on the pod
 
 Mesh 256 = data 1 x fsdp 4 x expert 8 x tensor 8: experts (384) over 8 expert groups, attention

@@ -1,6 +1,7 @@
 """Kimi K2 continued pretraining at 256k tokens per row (Composer 2's context extension).
 
-    python main.py --config=configs/kimi_k2_256k.py --dry_run   # the per-chip plan; allocates nothing
+    python main.py --config=configs/kimi_k2_256k.py --dry_run   # the per-chip plan;
+                                                                  allocates nothing
 
 YaRN 4k -> 256k (factor 64, Kimi's own config.json; configs/kimi_k2.py otherwise: bf16 compute,
 full remat, bf16 AdamW moments, the context rules). Mesh 512 chips = expert 2 x tensor 8 x

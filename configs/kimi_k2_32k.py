@@ -1,6 +1,7 @@
 """Kimi K2 continued pretraining at 32k tokens per row (Composer 2's first stage), context-parallel.
 
-    python main.py --config=configs/kimi_k2_32k.py --dry_run   # the per-chip plan; allocates nothing
+    python main.py --config=configs/kimi_k2_32k.py --dry_run   # the per-chip plan;
+                                                                 allocates nothing
 
 YaRN 4k -> 32k (factor 8; configs/kimi_k2.py's get_config otherwise: bf16 compute, full remat,
 bf16 AdamW moments, its rules with the sequence and the FSDP-sharded weights over 'context').

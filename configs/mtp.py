@@ -17,9 +17,9 @@ Everything outside the MTP modules is frozen (train.trainable='mtp': optimizer r
 router-bias updates in the trunk, and the loss sees the trunk through stop_gradient, so a step
 runs the trunk forward only). Module 0 learns, by self-distillation, the frozen model's own
 next-token distribution one position ahead: what a temperature-1 speculative verifier accepts
-(model/engine/speculation.py drafts with it; `serve.speculative_k`, `rl.speculative_k`). Same data as the SFT
-stage: the traffic the heads will draft for. The exported params are the SFT model's, bit for bit,
-plus new MTP modules.
+(model/engine/speculation.py drafts with it; `serve.speculative_k`, `rl.speculative_k`). Same data
+as the SFT stage: the traffic the heads will draft for. The exported params are the SFT model's, bit
+for bit, plus new MTP modules.
 
 On the small preset (bench/RESULTS_LOG.md, "MTP stage and unread MoE rows"): after a 300-step joint
 run on the stdlib corpus, 300 steps of these settings on the same corpus (lr 1e-3; not the SFT

@@ -4,8 +4,8 @@
     python main.py --mode=rl --config=configs/realtime.py --workdir=W --config.realtime.params=DIR
 
 A cycle reads the signals POSTed to /v1/feedback since the last cycle (W/interactions), maps them
-to rewards (rl/serve/feedback.py: accepted +1, rejected -1, dissatisfied -0.5, edited by similarity to
-the kept text in [-0.5, 0.5], rating (r - 3) / 2), trains the newest promoted params on them with
+to rewards (rl/serve/feedback.py: accepted +1, rejected -1, dissatisfied -0.5, edited by similarity
+to the kept text in [-0.5, 0.5], rating (r - 3) / 2), trains the newest promoted params on them with
 the one trainer and the RL loss (importance correction against the logged log-probs, router
 replay), evaluates the candidate with `eval.suites`, and publishes it to W/weights as promoted
 only if no `realtime.gates` metric regresses beyond its tolerance; the server swaps to it between

@@ -1,5 +1,5 @@
-"""Asynchronous on-policy RL (Composer-2-style GRPO): samplers + trainer sharing a weight store and a
-rollout store under the workdir.
+"""Asynchronous on-policy RL (Composer-2-style GRPO): samplers + trainer sharing a weight store and
+a rollout store under the workdir.
 
     python main.py --mode=rl --config=configs/rl.py --workdir=/tmp/rl
     python main.py --mode=rl --config=configs/rl.py --workdir=/tmp/rl \\
@@ -18,12 +18,13 @@ and rl.max_tokens.
 Start: `model` is a preset name or an HF folder; `init_params_from` (exported params) wins.
 Task: 'pattern' is the toy task of tests/test_rl_loop.py (reward = fraction of completion tokens
 with id < pattern_size; ~pattern_size/vocab at random init). 'coding' plays multi-turn CodingEnv
-episodes in the sandbox (rl/sampling/coding_sampler.py on rl/sampling/rollout.py's driver, ByteTokenizer) on a pool
-of `pool_size` generated tasks (training templates only, seeded by rl.seed); the reward is
-rl/episodes/rewards.py under rl.reward on the hidden tests' grade and the episode's counts, carried by each
-record and logged (progress lines, TensorBoard) as reward/mean and per part: reward/outcome,
-reward/malformed, reward/len_<quantity> for each length term under rl.reward. It refuses to
-start without bubblewrap isolation (opt in to rlimits only with RL_ENVS_ALLOW_UNISOLATED=1).
+episodes in the sandbox (rl/sampling/coding_sampler.py on rl/sampling/rollout.py's driver,
+ByteTokenizer) on a pool of `pool_size` generated tasks (training templates only, seeded by
+rl.seed); the reward is rl/episodes/rewards.py under rl.reward on the hidden tests' grade and the
+episode's counts, carried by each record and logged (progress lines, TensorBoard) as reward/mean and
+per part: reward/outcome, reward/malformed, reward/len_<quantity> for each length term under
+rl.reward. It refuses to start without bubblewrap isolation (opt in to rlimits only with
+RL_ENVS_ALLOW_UNISOLATED=1).
 rl.max_tokens is then the episode's whole context budget (engine cache, CodingEnv max_tokens and
 training row length; a generated task's prompt is ~650 tokens), rl.valid_vocab is set to the
 tokenizer's, and the `rl.coding` block sizes episodes:
@@ -32,8 +33,8 @@ tokenizer's, and the `rl.coding` block sizes episodes:
         --config.rl.task=coding --config.rl.pool_size=4 --config.rl.group_size=2 \
         --config.rl.groups_per_batch=2 --config.rl.groups_per_call=2 --config.rl.max_tokens=768
 
-With self-summarization (rl/envs/agent/summary.py) on the long-context family, each episode a chain of
-up to max_segments segments, one training row each (rl.segments_per_chain = max_segments):
+With self-summarization (rl/envs/agent/summary.py) on the long-context family, each episode a chain
+of up to max_segments segments, one training row each (rl.segments_per_chain = max_segments):
 
     python main.py --mode=rl --config=configs/rl.py --workdir=/tmp/rl_summary \\
         --config.rl.task=coding --config.rl.coding.templates="('long_lookup',)" \\
@@ -115,17 +116,20 @@ def get_config() -> ml_collections.ConfigDict:
             negative_adv_scale=1.0,
             valid_vocab=0,  # > 0: logits of ids >= valid_vocab masked (the sampler's valid set)
             router_replay=True,
-            dynamic_sampling=False,  # never train zero-signal groups (all rewards equal): batches wait for groups with signal
+            # never train zero-signal groups (all rewards equal): batches wait for groups with
+            # signal
+            dynamic_sampling=False,
             # what the weight store ships: 'bfloat16' | 'float32' (engines cast to decode_dtype)
             weight_dtype="float32",
             full_every=10,
             # Where weights go: '' = <workdir>/weights; a path, a URL (gs://b/x) or a tensorstore
             # kvstore spec as JSON, e.g. '{"driver": "s3", "bucket": "b", "path": "run/",
-            # "endpoint": "http://127.0.0.1:8333", "aws_region": "us-east-1"}' (rl/stores/weight_store.py)
+            # "endpoint": "http://127.0.0.1:8333", "aws_region": "us-east-1"}'
+            # (rl/stores/weight_store.py)
             weight_store="",
             # Where episode groups go: '' = <workdir>/rollouts; a path, a URL or a kvstore spec
-            # as JSON as for weight_store (rl/stores/store.py), e.g. the same S3 bucket under another
-            # path when samplers run on other hosts
+            # as JSON as for weight_store (rl/stores/store.py), e.g. the same S3 bucket under
+            # another path when samplers run on other hosts
             rollout_store="",
             # > 0: each sampler's engine runs sharded over N devices with the mesh below (tensor
             # and expert parallel decode): in threads mode the last N devices of the process
@@ -154,27 +158,29 @@ def get_config() -> ml_collections.ConfigDict:
             # The latent cache over the sampler's mesh (rl.sampler_mesh; model/engine/split.py):
             # 'none' | 'slots' (data-parallel attention) | 'sequence' | 'slots+sequence'
             cache_split="none",
-            # Self-summarization (rl/envs/agent/summary.py): a trigger > 0 makes an episode a chain of
-            # up to max_segments segments of rl.max_tokens each; set rl.segments_per_chain to
+            # Self-summarization (rl/envs/agent/summary.py): a trigger > 0 makes an episode a chain
+            # of up to max_segments segments of rl.max_tokens each; set rl.segments_per_chain to
             # max_segments (one training row per segment)
             summary=dict(trigger_tokens=0, trigger_fraction=0.0, max_segments=4),
-            # > 0: best-of-K from a shared mid-episode prefix (rl/sampling/rollout.py): each group's first
-            # N turns are played once, snapshotted (sandbox files + token state) and the group's
-            # group_size episodes branch from there; the prefix is decoded and its tool calls run
-            # once, and its tokens are out of the loss (the group holds no signal about them:
-            # its turns learn only from unbranched groups). Needs N < max_turns, no summaries.
+            # > 0: best-of-K from a shared mid-episode prefix (rl/sampling/rollout.py): each group's
+            # first N turns are played once, snapshotted (sandbox files + token state) and the
+            # group's group_size episodes branch from there; the prefix is decoded and its tool
+            # calls run once, and its tokens are out of the loss (the group holds no signal about
+            # them: its turns learn only from unbranched groups). Needs N < max_turns, no summaries.
             shared_prefix_turns=0,
         )
     )
-    # Skip tasks predicted to carry no signal (rl/sampling/curriculum.py): a task whose `key` attribute
-    # (e.g. 'meta.package' of a coding task; '' = off) had no outcome spread in each of its last
-    # `after` groups is skipped with probability `prob` (counted, never trained).
-    # rl.task='summary_toy' (rl/sampling/summary_toy.py): a fact among `facts` ids is visible only before
-    # a summary of summary_tokens; the answer (answer_tokens) after it is rewarded for naming it.
+    # Skip tasks predicted to carry no signal (rl/sampling/curriculum.py): a task whose `key`
+    # attribute (e.g. 'meta.package' of a coding task; '' = off) had no outcome spread in each of
+    # its last `after` groups is skipped with probability `prob` (counted, never trained).
+    # rl.task='summary_toy' (rl/sampling/summary_toy.py): a fact among `facts` ids is visible only
+    # before a summary of summary_tokens; the answer (answer_tokens) after it is rewarded for
+    # naming it.
     # Needs rl.segments_per_chain = 2 (bench/bench_rl_summary.py); rl.valid_vocab is set to its ids.
     # balanced: every `facts` consecutive tasks of the training order hold each fact once (so
-    # each batch of groups_per_batch = facts groups does: rl/sampling/summary_toy.py's balanced_fact);
-    # False draws each task's fact independently (the first recipe, which stalled in 3 of 4 runs)
+    # each batch of groups_per_batch = facts groups does: rl/sampling/summary_toy.py's
+    # balanced_fact); False draws each task's fact independently (the first recipe, which stalled in
+    # 3 of 4 runs)
     c.rl.summary_toy = ml_collections.ConfigDict(
         dict(facts=4, summary_tokens=2, answer_tokens=2, balanced=True)
     )

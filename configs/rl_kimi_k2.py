@@ -52,7 +52,8 @@ def get_config():
         task="coding",
         group_size=8,
         groups_per_batch=32,
-        max_ahead=64,  # two batches ahead (rl/learning/loop.py: >= groups_per_batch + groups_per_call - 1)
+        # two batches ahead (rl/learning/loop.py: >= groups_per_batch + groups_per_call - 1)
+        max_ahead=64,
         max_tokens=32_768,
         weight_dtype="bfloat16",
         sampler_devices=64,

@@ -7,9 +7,10 @@
     python main.py --mode=rollout --config=configs/rollout.py --config.rl.scripted=True ...
         # the oracle's turns teacher-forced through the same engine (pass rate 1.0)
 
-Writes <workdir>/rollouts.jsonl (one record per line, rl/episodes/records.py: rl.episodes.records.from_json reads
-one back) and <workdir>/rollout_summary.json (reward/mean and its parts under rl.reward, as
-configs/rl.py's, pass rate, mean tokens, malformed-call rate, tokens/s, where the wall time went), printing a progress line every rl.log_every_s seconds.
+Writes <workdir>/rollouts.jsonl (one record per line, rl/episodes/records.py:
+rl.episodes.records.from_json reads one back) and <workdir>/rollout_summary.json (reward/mean and
+its parts under rl.reward, as configs/rl.py's, pass rate, mean tokens, malformed-call rate,
+tokens/s, where the wall time went), printing a progress line every rl.log_every_s seconds.
 Expect (smoke test, tiny random model, 8 tasks x 2): pass rate 0, most turns malformed (random
 ids include control tokens), every record token-exact; a scripted run passes every task.
 """
@@ -44,6 +45,7 @@ def get_config() -> ml_collections.ConfigDict:
             log_every_s=10.0,
         )
     )
-    # The reward each record carries (rl/episodes/rewards.py; the same block as configs/rl.py's rl.reward)
+    # The reward each record carries (rl/episodes/rewards.py; the same block as configs/rl.py's
+    # rl.reward)
     c.rl.reward = ml_collections.ConfigDict(dict(outcome="all_pass", malformed_penalty=0.5))
     return c

@@ -8,12 +8,14 @@ Quick use
     batch = next(it)                            # this host's [B / process_count, T] slice
     state = it.get_state(); it.set_state(state) # exact resume (JSON-able dict)
     for batch in held_out_batches(cfg): ...     # finite, one deterministic pass
-    log(counters.snapshot())                    # {'stdlib/documents': .., 'stdlib/skipped_undecodable': ..}
+    log(counters.snapshot())                    # {'stdlib/documents': ..,
+                                                  'stdlib/skipped_undecodable': ..}
 
 Checkpointing with Orbax (grain's handler writes one JSON file per process):
     mngr.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(train_state),
                                             data=grain.checkpoint.CheckpointSave(it)))
-    mngr.restore(step, args=ocp.args.Composite(state=..., data=grain.checkpoint.CheckpointRestore(it)))
+    mngr.restore(step, args=ocp.args.Composite(state=...,
+                                               data=grain.checkpoint.CheckpointRestore(it)))
 
 Batch contract (numpy; B = global_batch_size / process_count, T = seq_len)
     tokens       int32   [B, T]  input ids (pad_id where empty)
@@ -23,7 +25,8 @@ Batch contract (numpy; B = global_batch_size / process_count, T = seq_len)
     loss_mask    float32 [B, T]  1 where targets is a trained real next token: 0 on padding; chats
                                  (SFT) 0 unless the target is an assistant token
     target_bytes int32   [B, T]  UTF-8 bytes each target covers (0: specials, padding);
-                                 bits/byte = sum(nll * loss_mask) / ln 2 / sum(target_bytes * loss_mask)
+                                 bits/byte = sum(nll * loss_mask) / ln 2
+                                             / sum(target_bytes * loss_mask)
 
 Document boundaries: a text document is [bos] + ids + [eos]; a chat is data/chat.py's rendering
 (bos first). A document of n ids is packed as its n-1 (input, target) pairs, so each document's

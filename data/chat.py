@@ -4,7 +4,8 @@ One message renders as   <|role|> content <|end|>
 An assistant message may carry tool calls, rendered inside its content as
     <|tool_call|>{"name": "read_file", "arguments": {"path": "a.py"}}<|/tool_call|>
 A tool result is a message with role "tool":   <|tool|><|tool_result|>...<|/tool_result|><|end|>
-A summary turn (self-summarization, rl/envs/agent/summary.py) is an assistant message with a "summary"
+A summary turn (self-summarization, rl/envs/agent/summary.py) is an assistant message with a
+"summary"
 key and nothing else:   <|assistant|><|summary|>text<|/summary|><|end|>
 The conversation starts with <|bos|>. Generation for the assistant starts after "<|assistant|>".
 

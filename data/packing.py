@@ -179,7 +179,8 @@ def iter_pieces(batch: dict[str, np.ndarray]):
 
 
 def join_pieces(pieces, bos_id: int) -> list[np.ndarray]:
-    """Reassembles split documents: a piece that does not start with bos continues the previous one."""
+    """Reassembles split documents: a piece that does not start with bos continues the previous
+    one."""
     docs: list[np.ndarray] = []
     for piece in pieces:
         if piece["ids"][0] == bos_id or not docs:

@@ -1,7 +1,8 @@
 """Grain pipelines: sources -> documents -> tokens -> packed rows -> mixture -> per-host batches.
 
     it = train_iterator(DataConfig(...), counters)     # infinite; it.get_state() / it.set_state()
-    batch = next(it)                                   # dict of numpy arrays, [B / process_count, T]
+    batch = next(it)                                   # dict of numpy arrays,
+                                                         [B / process_count, T]
     for batch in held_out_batches(cfg): ...            # finite, one deterministic pass
 
 Per source (one grain chain each):

@@ -6,12 +6,14 @@ A document's value is either text (str) or a chat (list of message dicts, render
 data/chat.py so that only assistant tokens are trained).
 
 Kinds (SourceSpec.kind):
-  files         paths are globs ('**' recurses) or directories (every file below them); one file = one text.
+  files         paths are globs ('**' recurses) or directories (every file below them); one file =
+              one text.
   stdlib        the Python standard library's own .py files (site-packages excluded): real code
                 on every machine, no download. The default pretraining corpus.
   jsonl         one JSON object per line; `field` names the document ('text' or 'messages').
   parquet       one row = one document; `field` names the column (needs pyarrow).
-  array_record  one record = one JSON object (like a JSONL line); field='' reads the record as raw text.
+  array_record  one record = one JSON object (like a JSONL line); field='' reads the record as raw
+              text.
 
 Bad input raises `DataError` naming file and line (or row/record); the pipeline either re-raises
 it (strict) or skips the document and counts it under `DataError.kind`.
@@ -129,7 +131,8 @@ def _walk_files(root: str, suffix: str = "") -> list[str]:
 
 
 def resolve_paths(patterns: Sequence[str], label: str) -> list[str]:
-    """Expands globs and directories to a sorted list of files; a pattern matching nothing is an error."""
+    """Expands globs and directories to a sorted list of files; a pattern matching nothing is an
+    error."""
     files: list[str] = []
     for pattern in patterns:
         if os.path.isdir(pattern):
@@ -326,7 +329,8 @@ class ArrayRecordSource:
 
 
 def open_source(spec: SourceSpec):
-    """Builds the reader for one spec. Missing paths and empty sources fail here, naming the path."""
+    """Builds the reader for one spec. Missing paths and empty sources fail here, naming the
+    path."""
     if spec.kind == "stdlib":
         roots = spec.paths or (stdlib_root(),)
         files = [f for root in roots for f in _walk_files(root, ".py")]

@@ -128,7 +128,8 @@ class ByteTokenizer(_SpecialIds):
 
 # GPT-2 / tiktoken-style pre-tokenisation regex (cl100k); Kimi's file needs its own (pass pat_str).
 DEFAULT_PAT_STR = (
-    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"""
+    r"""| ?[^\s\p{L}\p{N}]+[\r\n]*"""
     r"""|\s*[\r\n]+|\s+(?!\S)|\s+"""
 )
 
@@ -164,7 +165,8 @@ def _decode_with_specials(
 
 
 def _gpt2_unicode_to_byte() -> dict[str, int]:
-    """Inverse of GPT-2's bytes_to_unicode: the alphabet ByteLevel BPE vocabularies are written in."""
+    """Inverse of GPT-2's bytes_to_unicode: the alphabet ByteLevel BPE vocabularies are written
+    in."""
     keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
     chars, extra = {}, 0
     for b in range(256):

@@ -9,5 +9,6 @@ rl.envs.Sandbox execution), agentic (CodingEnv episodes, policies, per-family me
 plot (score vs completion tokens), promotion (is a candidate checkpoint no worse than the baseline
 on every gated metric), sample (the --mode=sample entry: complete a text prompt), run (the
 --mode=eval entry and --config.eval.compare). Episode metrics and the pass@k estimator are rl/'s
-(rl/episodes/episode_metrics.py, rl/episodes/passk.py): the RL loop logs them too, and rl/ imports nothing of eval/.
+(rl/episodes/episode_metrics.py, rl/episodes/passk.py): the RL loop logs them too, and rl/ imports
+nothing of eval/.
 """

@@ -1,18 +1,19 @@
 """Agentic suite in the style of CursorBench: multi-turn episodes in `rl.envs.CodingEnv` on terse
 tasks, K samples per task; pass rate, partial credit, completion tokens, tool calls, turns and the
-malformed-call rate per family and best-of-K (all by rl.episodes.episode_metrics.episode_metrics, the one
-definition the RL loop and the benchmarks use too); score against completion tokens. With
-self-summarization (env_kwargs summary=SummaryConfig, rl/envs/agent/summary.py) an episode's summaries
-and segments are reported too, and `compare_summaries` plays the suite with and without
+malformed-call rate per family and best-of-K (all by rl.episodes.episode_metrics.episode_metrics,
+the one definition the RL loop and the benchmarks use too); score against completion tokens. With
+self-summarization (env_kwargs summary=SummaryConfig, rl/envs/agent/summary.py) an episode's
+summaries and segments are reported too, and `compare_summaries` plays the suite with and without
 summaries at the same context budget (per family pass rates side by side).
 
 A *policy* here is anything with `play(jobs) -> list[dict]` (episodes: `played_episode`), where a
 job is (task, sample index): `ScriptedPolicy` (known behaviour, for tests), `ModelPolicy` (the model
-on the rollout driver, rl.sampling.rollout.play_episodes). Episodes are graded by the environment's hidden
-tests only; an episode whose grader caught tampering counts as failed (no pass, no partial credit).
+on the rollout driver, rl.sampling.rollout.play_episodes). Episodes are graded by the environment's
+hidden tests only; an episode whose grader caught tampering counts as failed (no pass, no partial
+credit).
 Each episode also carries the reward RL would train on (rl/episodes/rewards.py under the policy's
-RewardConfig, default RewardConfig(): the record's own reward, rl/episodes/records.py), reported as the
-mean `reward`.
+RewardConfig, default RewardConfig(): the record's own reward, rl/episodes/records.py), reported as
+the mean `reward`.
 
 Task sets: procedural families from rl.envs.taskgen drawn from a seed stream that training never
 uses (EVAL_SEED_BASE + seed), families in HELD_OUT_TEMPLATES that an RL task pool should leave out
@@ -112,8 +113,8 @@ class ScriptedPolicy:
     """Plays a known script through CodingEnv: when `solves(task_index, sample)` it writes the
     reference solution and submits, otherwise it submits the repo unchanged. Its pass rate is
     known in advance, which is what validates the suite's bookkeeping. `reads=True` solves like an
-    agent instead (rl.envs.agent.scripted.TracePolicy: reads the files the fix needs first, summarizing
-    when the environment asks): its pass rate then depends on the context budget."""
+    agent instead (rl.envs.agent.scripted.TracePolicy: reads the files the fix needs first,
+    summarizing when the environment asks): its pass rate then depends on the context budget."""
 
     def __init__(
         self,
@@ -179,12 +180,14 @@ class ModelPolicy:
     and ids past the tokenizer's vocab (the model vocab is padded) are never sampled.
 
     `play(jobs)` takes whole groups: consecutive jobs of one task, the same number K of each, played
-    with group_size=K. Reproducible: one engine per policy, seeded by `seed`, with ONE slot: episodes
-    run one after another and the engine's key stream never depends on when a sandbox call returns
-    (with several slots, the order in which episodes resume after their tool calls is a race).
+    with group_size=K. Reproducible: one engine per policy, seeded by `seed`, with ONE slot:
+    episodes run one after another and the engine's key stream never depends on when a sandbox call
+    returns (with several slots, the order in which episodes resume after their tool calls is a
+    race).
 
-    `scripted(task) -> f(context) -> ids` (rl.sampling.rollout.play_episodes) teacher-forces the turns f
-    returns; an empty list lets the model sample that turn (a fixed opening, for harness tests)."""
+    `scripted(task) -> f(context) -> ids` (rl.sampling.rollout.play_episodes) teacher-forces the
+    turns f returns; an empty list lets the model sample that turn (a fixed opening, for harness
+    tests)."""
 
     def __init__(
         self,
@@ -299,9 +302,9 @@ def run_suite(policy, tasks: Sequence, n_samples: int, progress=None, chunk: int
 
 
 def summarize(episodes: Sequence[dict], ks: Sequence[int]) -> tuple[dict, list[dict]]:
-    """(metrics, items): rl.episodes.episode_metrics.episode_metrics overall (pass rate, best_of_<K>, partial
-    credit, tokens, calls, turns, malformed rate, summaries) and per family as '<family>/<metric>',
-    and one item per task with its samples."""
+    """(metrics, items): rl.episodes.episode_metrics.episode_metrics overall (pass rate,
+    best_of_<K>, partial credit, tokens, calls, turns, malformed rate, summaries) and per family as
+    '<family>/<metric>', and one item per task with its samples."""
     if not episodes:
         raise ValueError("agentic: no episodes to summarize")
     metrics = episode_metrics(episodes, ks)

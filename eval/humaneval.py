@@ -5,8 +5,8 @@ a timeout, scored with the unbiased pass@k estimator.
 How a pass is decided (eval/humaneval_grader/): the completion never runs in the process that runs
 the problem's `check`. In the sandbox a trusted runner (`python3 -I -S`, standard library only,
 non-dumpable) reads the hidden test and a fresh per-run nonce from its stdin, starts the candidate
-server (prompt + completion, untrusted) and runs `check` itself against a proxy: each call sends plain
-arguments to the server and decodes a plain answer (exact builtin types: no object of the
+server (prompt + completion, untrusted) and runs `check` itself against a proxy: each call sends
+plain arguments to the server and decodes a plain answer (exact builtin types: no object of the
 completion's ever reaches `check`). Only after `check` returns, with the server killed, does the
 runner print `HUMANEVAL-VERDICT <nonce> pass`; the host passes a completion only when that exact
 line is in the output AND the run exited cleanly within its timeout. So these all fail:
@@ -215,8 +215,8 @@ def sample_completions(
     The prompts are sorted by length and generated in `chunks` groups, one model.generate
     PromptBatch (an engine of its own cache length: a group sized to its longest prompt, so short
     prompts do not pay for the longest one's context), seeded by (seed, group).
-    `progress_factory(total)` gives an object whose update(k) is called as completions finish. Reproducible: the same
-    problems, n, seed and chunks give the same completions."""
+    `progress_factory(total)` gives an object whose update(k) is called as completions finish.
+    Reproducible: the same problems, n, seed and chunks give the same completions."""
     from model.prompt_batch import PromptBatch
 
     if not 1 <= chunks <= 1000:

@@ -145,7 +145,8 @@ class Progress:
         elapsed = now - self.t0
         eta = elapsed / self.done * (self.total - self.done) if self.done else float("nan")
         print(
-            f"[{self.suite}] {self.done}/{self.total} {note} {elapsed:.0f}s elapsed, eta {eta:.0f}s",
+            f"[{self.suite}] {self.done}/{self.total} {note} {elapsed:.0f}s elapsed, eta "
+            f"{eta:.0f}s",
             file=self.stream,
             flush=True,
         )

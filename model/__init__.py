@@ -2,8 +2,10 @@
 HF checkpoint interop.
 
 Public API:
-    from model import ModelConfig, Transformer, load_hf_checkpoint, save_hf_checkpoint, count_params, presets
-    from model import generate   # the function (model/prompt_batch.py): a prompt list through model/engine/
+    from model import ModelConfig, Transformer, load_hf_checkpoint, save_hf_checkpoint, \\
+        count_params, presets
+    from model import generate   # the function (model/prompt_batch.py): a prompt list
+                                   through model/engine/
 """
 
 from model import presets

@@ -20,7 +20,7 @@ from model.attention import empty_cache
 from model.config import ModelConfig
 from model.transformer import Block, ModelOutput, Transformer
 
-# --- per-layer layout (the decode loop of model/engine/programs.py) ---------------------------------
+# --- per-layer layout (the decode loop of model/engine/programs.py) -------------------------------
 #
 # Inside a jitted decode loop, a stacked layout costs copies on XLA:CPU: each block slices its layer
 # of a stacked cache ([N,B,S,..] -> [B,S,..]) and of the stacked params out of the stack on every
@@ -47,7 +47,8 @@ def split_layers(params) -> dict:
 def split_layer_specs(cfg: ModelConfig, specs) -> dict:
     """model.param_logical_specs(cfg) (stacked: a stack's leaves are P('layers', ...)) -> the specs
     of split_layers(params): each stack a list of per-layer trees without the leading layer axis
-    (e.g. wq_b P('layers', 'q_latent', 'heads', 'head_dim') -> P('q_latent', 'heads', 'head_dim'))."""
+    (e.g. wq_b P('layers', 'q_latent', 'heads', 'head_dim') -> P('q_latent', 'heads',
+    'head_dim'))."""
     counts = {"dense_layers": cfg.num_dense_layers, "moe_layers": cfg.num_moe_layers}
     is_spec = lambda x: isinstance(x, P)
     out = dict(specs)
@@ -108,7 +109,7 @@ def forward_cached_layers(cfg: ModelConfig, split_params, tokens, positions, cac
     return ModelOutput(logits=logits, hidden=h, expert_ids=ids, cache=new_caches)
 
 
-# --- the engine's dtype: params, latent cache and compute ------------------------------------------
+# --- the engine's dtype: params, latent cache and compute -----------------------------------------
 
 # Leaves kept float32 in a bfloat16 engine: the router (model/moe.py routes in float32 at HIGHEST
 # precision; a bf16-rounded router kernel would pick other experts than training on near-ties)

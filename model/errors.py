@@ -31,4 +31,5 @@ class DataError(ValueError):
 
 
 class StoreError(Exception):
-    """A store (weights, rollouts) could not be read or written (unreachable, refused, timed out)."""
+    """A store (weights, rollouts) could not be read or written (unreachable, refused, timed
+    out)."""

@@ -260,7 +260,8 @@ class TensorSource:
             )
         if tuple(w.shape) != tuple(shape):
             raise CheckpointError(
-                f"{self.path}: tensor {name} has shape {tuple(w.shape)}, config.json implies {tuple(shape)}"
+                f"{self.path}: tensor {name} has shape {tuple(w.shape)}, config.json implies "
+                f"{tuple(shape)}"
             )
         return w.astype(np.float32)
 
@@ -272,7 +273,8 @@ def dequantize_fp8(w: np.ndarray, scale_inv: np.ndarray, block: tuple, name: str
     want = (-(-rows // bi), -(-cols // bj))
     if scale_inv.shape != want:
         raise ValueError(
-            f"tensor {name}_scale_inv has shape {scale_inv.shape}, expected {want} for {w.shape} in {bi}x{bj} blocks"
+            f"tensor {name}_scale_inv has shape {scale_inv.shape}, expected {want} for {w.shape} "
+            f"in {bi}x{bj} blocks"
         )
     scale = np.repeat(np.repeat(scale_inv.astype(np.float32), bi, 0), bj, 1)[:rows, :cols]
     return w.astype(np.float32) * scale

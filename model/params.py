@@ -37,7 +37,8 @@ _COMPUTE_ONLY_FIELDS = (
 # What init computes with: the CPU reference kernels on every backend. Init traces the model on
 # one token in float32; 'auto' would resolve to tokamax's kernels on GPU/TPU, whose Mosaic flash
 # attention refuses float32 ("Unsupported precision") and whose grouped GEMM refuses it too
-# (model/kernels/gmm.py). The blocked kernels on one token cost nothing, and the params are the same.
+# (model/kernels/gmm.py). The blocked kernels on one token cost nothing, and the params are the
+# same.
 _INIT_KERNELS = {"moe_impl": "blocked", "attention_impl": "blocked", "moe_comm": "gspmd"}
 
 
@@ -187,9 +188,9 @@ def flops_per_token(
 def update_router_bias(params, expert_counts, mtp_expert_counts=None, rate: float = 1e-3):
     """Aux-loss-free balancing (DeepSeek-V3): bias += rate · sign(mean load − load), per layer.
 
-    expert_counts [n_moe_layers, E] must be GLOBAL (summed over every data shard) so all replicas agree;
-    under jit with sharded batches the model's counts already are; None leaves the main stack's
-    biases alone (a frozen trunk). Returns new params.
+    expert_counts [n_moe_layers, E] must be GLOBAL (summed over every data shard) so all replicas
+    agree; under jit with sharded batches the model's counts already are; None leaves the main
+    stack's biases alone (a frozen trunk). Returns new params.
     """
 
     def nudge(bias, counts):

@@ -2,7 +2,8 @@
 
 tiny         tests: 2 layers (1 dense + 1 MoE), 8 experts in 4 groups, MTP 1. Runs in milliseconds.
 tiny4        benchmarks (bench_rl_coding.py trains it): tiny at width 256 with 4 heads, no MTP.
-small        CPU demos: ~100M total / ~25M active params, byte-level vocab (512 ≥ 272 byte+special ids).
+small        CPU demos: ~100M total / ~25M active params, byte-level vocab (512 ≥ 272 byte+special
+             ids).
 deepseek_v3  DeepSeek-V3 (671B total / 37B active).
 kimi_k2      Kimi K2 / K2.5 text stack (1.04T total / 32B active), YaRN to 256K.
 """

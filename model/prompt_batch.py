@@ -12,7 +12,8 @@ stay and every token records the version that produced it (rl/sampling/samplers.
 Letters: n MoE layers, k experts per token.
 
 Router replay: `experts[i]` is the routing of the forward step whose logits produced token i, i.e.
-of the input token at position prompt_len - 1 + i; `prompt_experts` covers positions 0..prompt_len-2.
+of the input token at position prompt_len - 1 + i; `prompt_experts` covers positions
+0..prompt_len-2.
 `SequenceResult.replay_experts()` assembles the [n, prompt_len + len(tokens), k] array that
 `Transformer.apply(..., forced_experts=...)` takes (batch axis added by the caller).
 """
@@ -31,7 +32,8 @@ from model.engine_config import EngineConfig, build_engine
 
 @dataclasses.dataclass
 class SequenceResult:
-    """One prompt's generation. experts[i] / versions[i] belong to tokens[i]; see the module docstring."""
+    """One prompt's generation. experts[i] / versions[i] belong to tokens[i]; see the module
+    docstring."""
 
     tokens: list[int]
     logprobs: np.ndarray  # [n] float32: log p(token) under the distribution it was sampled from
@@ -42,8 +44,8 @@ class SequenceResult:
     prompt_experts: np.ndarray  # [prompt_len-1, n_moe_layers, k] int32
 
     def replay_experts(self) -> np.ndarray:
-        """[n_moe_layers, prompt_len + n, k] forced_experts for the forward over prompt + tokens (the
-        last position, which predicts past the end, reuses the previous row)."""
+        """[n_moe_layers, prompt_len + n, k] forced_experts for the forward over prompt + tokens
+        (the last position, which predicts past the end, reuses the previous row)."""
         rows = np.concatenate([self.prompt_experts, self.experts, self.experts[-1:]], 0)
         return np.moveaxis(rows, 1, 0)
 
@@ -123,8 +125,8 @@ def check_prompts(
     for n, p in enumerate(prompts):
         if len(p) + max_new_tokens > cache_len:
             raise ValueError(
-                f"prompt {n}: {len(p)} tokens + max_new_tokens={max_new_tokens} do not fit the cache "
-                f"of {cache_len} tokens"
+                f"prompt {n}: {len(p)} tokens + max_new_tokens={max_new_tokens} do not fit the "
+                f"cache of {cache_len} tokens"
             )
     return stops, cache_len
 
@@ -263,12 +265,13 @@ def generate(
     temperature: float = 0.0,
     **kwargs,
 ) -> GenerateOutput:
-    """Generates for each prompt (a list of token ids). kwargs: top_k, top_p, stop_tokens (ids for all
-    prompts or one list per prompt), batch_size (slots; default all prompts at once), num_draft (MTP
-    speculative tokens per step; 0 = plain), seed, params_version, cache_len, valid_vocab (ids >=
-    it are never sampled: the tokenizer's vocab size; 0 = all), mesh and rules (the engine's own
-    mesh: sharded decode, model.sharding.role_mesh; None = one device). See PromptBatch; for multi-turn
-    episodes (continuable sequences, an open request queue) use model/engine/ directly."""
+    """Generates for each prompt (a list of token ids). kwargs: top_k, top_p, stop_tokens (ids for
+    all prompts or one list per prompt), batch_size (slots; default all prompts at once), num_draft
+    (MTP speculative tokens per step; 0 = plain), seed, params_version, cache_len, valid_vocab
+    (ids >= it are never sampled: the tokenizer's vocab size; 0 = all), mesh and rules (the engine's
+    own mesh: sharded decode, model.sharding.role_mesh; None = one device). See PromptBatch; for
+    multi-turn episodes (continuable sequences, an open request queue) use model/engine/
+    directly."""
     return (
         PromptBatch(cfg, params, prompts, max_new_tokens, temperature=temperature, **kwargs)
         .run_until_done()

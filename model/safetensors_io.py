@@ -1,7 +1,8 @@
 """Minimal safetensors reader over mmap: one tensor at a time, any dtype the format stores
 (bfloat16 and float8 through ml_dtypes, which numpy lacks), with errors that name file and tensor.
 
-Format: 8-byte little-endian header length, a JSON header {name: {dtype, shape, data_offsets}}, raw bytes.
+Format: 8-byte little-endian header length, a JSON header {name: {dtype, shape, data_offsets}}, raw
+bytes.
 """
 
 from __future__ import annotations

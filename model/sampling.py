@@ -2,10 +2,10 @@
 
 Letters: B batch, K draft tokens, V vocab.
 
-The distribution a token is "sampled from" is the one `filtered_logprobs` returns: logits / temperature,
-then top-k, then top-p (nucleus over what top-k kept). Greedy (temperature == 0) takes the argmax and
-reports the log-prob of that token under the plain softmax of the logits (temperature 1, no filtering),
-so greedy rollouts still carry a meaningful sampler log-prob.
+The distribution a token is "sampled from" is the one `filtered_logprobs` returns: logits /
+temperature, then top-k, then top-p (nucleus over what top-k kept). Greedy (temperature == 0) takes
+the argmax and reports the log-prob of that token under the plain softmax of the logits (temperature
+1, no filtering), so greedy rollouts still carry a meaningful sampler log-prob.
 
 Valid ids: the model's vocab is padded (tiny 320, small 512) past the tokenizer's ids (272 for the
 byte tokenizer). `valid` (ids < valid may be sampled; <= 0 = all) masks the padded logits to -inf
@@ -13,8 +13,8 @@ byte tokenizer). `valid` (ids < valid may be sampled; <= 0 = all) masks the padd
 
 RL log-prob convention (what a trainer recomputes): sample with top_k = 0 and top_p = 1, so the
 recorded log-prob is log_softmax(mask_invalid(logits) / temperature)[token], the full
-temperature-scaled softmax over valid ids; top-k/top-p truncation is an eval option whose log-probs a
-trainer cannot recompute from logits alone. Greedy records the temperature-1 log-softmax.
+temperature-scaled softmax over valid ids; top-k/top-p truncation is an eval option whose log-probs
+a trainer cannot recompute from logits alone. Greedy records the temperature-1 log-softmax.
 
 Sampling settings are traced arrays (changing them does not recompile): scalars, or one value per
 row ([B], a prefix of the logits' leading shape) so that each slot of a continuous batch samples
@@ -104,8 +104,9 @@ def _top_k_top_p_keep(scaled, sp: SamplingParams):
     kidx = jnp.broadcast_to(jnp.clip(sp.top_k - 1, 0, v - 1), scaled.shape[:-1] + (1,))
     kth = jnp.take_along_axis(desc, kidx, axis=-1)  # [..., 1]
     keep = (sp.top_k <= 0) | (scaled >= kth)
-    # Nucleus: the smallest prefix of the sorted (top-k filtered) distribution whose mass reaches top_p;
-    # a token is kept if the mass strictly before it is < top_p (so the crossing token is kept).
+    # Nucleus: the smallest prefix of the sorted (top-k filtered) distribution whose mass reaches
+    # top_p; a token is kept if the mass strictly before it is < top_p (so the crossing token is
+    # kept).
     desc_kept = jnp.where((sp.top_k <= 0) | (desc >= kth), desc, NEG_INF)
     probs = jax.nn.softmax(desc_kept, axis=-1)
     mass_before = jnp.cumsum(probs, axis=-1) - probs

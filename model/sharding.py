@@ -1,7 +1,8 @@
 """Logical axis names: defined here once, mapped to mesh axes by rules from the run config.
 
 Modules annotate params (and a few activations at block boundaries) with these names; they never
-name mesh axes. `DEFAULT_RULES` maps them onto the mesh axes ('data', 'fsdp', 'expert', 'tensor', 'context'):
+name mesh axes. `DEFAULT_RULES` maps them onto the mesh axes ('data', 'fsdp', 'expert', 'tensor',
+'context'):
 FSDP shards every large weight over 'fsdp' along the model dim; experts go over 'expert'; heads and
 FFN width over 'tensor'; the batch over ('data', 'fsdp'); the sequence over 'context' (long-context
 training: model/context.py; a size-1 axis changes nothing).
@@ -62,7 +63,7 @@ def constrain(x, axes: tuple):
     return nn.with_logical_constraint(x, axes)
 
 
-# --- meshes for a role (a sampler's engine, a trainer) over a chosen device subset -----------------
+# --- meshes for a role (a sampler's engine, a trainer) over a chosen device subset ----------------
 
 
 def mesh_shape(sizes: dict, num_devices: int) -> tuple[int, ...]:
@@ -84,8 +85,9 @@ def mesh_shape(sizes: dict, num_devices: int) -> tuple[int, ...]:
 
 
 def role_mesh(sizes: dict, devices: Sequence) -> Mesh:
-    """A (data, fsdp, expert, tensor, context) mesh over exactly `devices`, e.g. jax.devices()[4:8] for an
-    engine beside a trainer on [0:4] in the same process (disjoint sets, one mesh per role)."""
+    """A (data, fsdp, expert, tensor, context) mesh over exactly `devices`, e.g. jax.devices()[4:8]
+    for an engine beside a trainer on [0:4] in the same process (disjoint sets, one mesh per
+    role)."""
     devices = list(devices)
     shape = mesh_shape(sizes, len(devices))
     # Auto axes, as the trainer's mesh: GSPMD propagation plus the model's logical constraints.
@@ -96,11 +98,13 @@ def role_mesh(sizes: dict, devices: Sequence) -> Mesh:
 
 def check_model_mesh(cfg, mesh: Mesh) -> None:
     """One-line errors for a mesh the model's weights cannot be split over: tensor parallelism
-    splits attention by whole heads (wq_b/wk_b/wv_b/wo's H axis), expert parallelism whole experts."""
+    splits attention by whole heads (wq_b/wk_b/wv_b/wo's H axis), expert parallelism whole
+    experts."""
     tensor, expert = mesh.shape["tensor"], mesh.shape["expert"]
     if cfg.num_attention_heads % tensor:
         raise ValueError(
-            f"mesh tensor axis {tensor} does not divide num_attention_heads={cfg.num_attention_heads}"
+            f"mesh tensor axis {tensor} does not divide "
+            f"num_attention_heads={cfg.num_attention_heads}"
         )
     if cfg.n_routed_experts and cfg.n_routed_experts % expert:
         raise ValueError(

@@ -50,7 +50,8 @@ def _command(weed: str, data: str, ports: list[int]) -> list[str]:
     return [
         weed, "server", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
         f"-master.port={m}", f"-master.port.grpc={mg}", "-master.telemetry=false",
-        "-master.volumeSizeLimitMB=64", "-volume.max=0", f"-volume.port={v}", f"-volume.port.grpc={vg}",
+        "-master.volumeSizeLimitMB=64", "-volume.max=0",
+        f"-volume.port={v}", f"-volume.port.grpc={vg}",
         "-filer", f"-filer.port={f}", f"-filer.port.grpc={fg}",
         "-s3", f"-s3.port={s}", f"-s3.port.grpc={sg}", "-s3.port.iceberg=0", "-s3.port.lance=0",
     ]  # fmt: skip

@@ -43,7 +43,8 @@ def forward():
     )
 
     def run(tokens, positions, segment_ids):
-        """(logits [B,T,V], mtp_logits [M,B,T,V] or None), B a multiple of 2 (rows run 2 at a time)."""
+        """(logits [B,T,V], mtp_logits [M,B,T,V] or None), B a multiple of 2 (rows run 2 at a
+        time)."""
         outs = [
             apply(params, tokens[i : i + 2], positions[i : i + 2], segment_ids[i : i + 2])
             for i in range(0, len(tokens), 2)

@@ -1,4 +1,5 @@
-"""Packing, determinism, exact resume (also through Orbax), host sharding, mixtures, held-out pass."""
+"""Packing, determinism, exact resume (also through Orbax), host sharding, mixtures, held-out
+pass."""
 
 import json
 import os

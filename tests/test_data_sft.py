@@ -1,4 +1,5 @@
-"""SFT: the loss mask covers exactly the assistant tokens after packing; the shipped traces are sound."""
+"""SFT: the loss mask covers exactly the assistant tokens after packing; the shipped traces are
+sound."""
 
 import dataclasses
 import json
@@ -77,8 +78,9 @@ def _row_source(row_ids: np.ndarray, haystacks: dict) -> list[str]:
 
 def test_sft_mix_holds_summary_traces_at_their_weight_with_summaries_trained():
     """configs/sft.py's default mix at its own row length: summary_traces.jsonl at
-    sft.SUMMARY_WEIGHT and tool_traces.jsonl at sft.TOOL_WEIGHT of the rows (grain's interleave is deterministic), and a row of a chain's
-    non-final segment trains its summary turn while the next segment's copy of it stays untrained."""
+    sft.SUMMARY_WEIGHT and tool_traces.jsonl at sft.TOOL_WEIGHT of the rows (grain's interleave is
+    deterministic), and a row of a chain's non-final segment trains its summary turn while the next
+    segment's copy of it stays untrained."""
     weights = {s["name"]: s["weight"] for s in sft.get_config().data.sources}
     assert weights == {
         "traces": 1 - sft.SUMMARY_WEIGHT - sft.TOOL_WEIGHT,
@@ -170,7 +172,8 @@ def test_loss_mask_survives_splitting_a_chat_across_rows(tmp_path):
 
 
 def _turn_ids(message):
-    """The ids an assistant message renders to after its "<|assistant|>" header (what the policy emits)."""
+    """The ids an assistant message renders to after its "<|assistant|>" header (what the policy
+    emits)."""
     ids, _ = render_messages(TOK, [message])
     return ids[2:]  # drop <|bos|><|assistant|>
 
@@ -197,16 +200,16 @@ def test_shipped_traces_are_valid_and_small():
 
 def test_shipped_traces_replay_token_exactly_in_the_environment():
     """Two traces played again through CodingEnv on their regenerated tasks: the episode's ids are
-    the rendered trace (rl/envs/traces.py asserts exact equality when it writes them), and the hidden
-    tests pass (real sandbox)."""
+    the rendered trace (rl/envs/traces.py asserts exact equality when it writes them), and the
+    hidden tests pass (real sandbox)."""
     traces = load_traces()
     for t in (traces[0], traces[len(traces) // 2 + 1]):
         task = generate_task(t["template"], seed=t["seed"], difficulty=t["difficulty"])
         assert task.id == t["task"]
         turns = [_turn_ids(m) for m in t["messages"] if m["role"] == "assistant"]
         rec = run_episode(CodingEnv(TOK), task, lambda context, turns=turns: turns.pop(0))
-        # token-exact: test-runner durations are masked in observations (rl.envs.agent.tools), both here
-        # and in the shipped traces
+        # token-exact: test-runner durations are masked in observations (rl.envs.agent.tools), both
+        # here and in the shipped traces
         shipped = render_messages(TOK, t["messages"])[0]
         assert TOK.decode(rec.tokens) == TOK.decode(shipped)
         assert rec.tokens == shipped

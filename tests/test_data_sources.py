@@ -1,4 +1,5 @@
-"""Sources: every format reads the same documents; the split is stable; bad input is named or counted."""
+"""Sources: every format reads the same documents; the split is stable; bad input is named or
+counted."""
 
 import json
 import os

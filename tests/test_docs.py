@@ -13,10 +13,10 @@ URLs and absolute paths are left alone) or a dotted name (`rl.envs.agent.env`; a
 dropped). Fenced code blocks (```) are skipped whole (shell commands, sample output). A word
 followed by a placeholder character (`groups/<id>.npz`) is a run-time path and skipped:
   - a path: one token with a '/' whose first component is a top-level folder of the repo and that
-    ends in '/' or in a file name with an extension (`eval/nll` is a metric tag) (`model/engine/slots.py`,
-    `rl/envs/`, `rl/learning/loop.py:25`, `tests/test_x.py::test_y`: the ':' suffix is dropped) must
-    exist. Run-time paths (`groups/<id>.npz`, `<workdir>/rollouts`), globs and placeholders (any of
-    `<>{}*$`) are skipped, as are file names without a '/'.
+    ends in '/' or in a file name with an extension (`eval/nll` is a metric tag)
+    (`model/engine/slots.py`, `rl/envs/`, `rl/learning/loop.py:25`, `tests/test_x.py::test_y`: the
+    ':' suffix is dropped) must exist. Run-time paths (`groups/<id>.npz`, `<workdir>/rollouts`),
+    globs and placeholders (any of `<>{}*$`) are skipped, as are file names without a '/'.
   - a dotted name whose first part is a project package (`model.decode.cache_bytes_per_token`,
     `rl.envs.Sandbox`, `rl.episodes.episode_metrics`; a trailing `()` is dropped) must resolve, from
     source (ast, nothing imported): its longest module prefix is a module file, the next part is a

@@ -248,7 +248,8 @@ def test_a_mesh_the_model_cannot_split_is_one_clear_error(sizes, n_dev, slots, m
 
 
 def test_a_param_the_mesh_cannot_split_is_named():
-    """Heads and experts divide, the vocab (322 over tensor 4) does not: the error names the param."""
+    """Heads and experts divide, the vocab (322 over tensor 4) does not: the error names the
+    param."""
     cfg = presets.get("tiny", vocab_size=322)
     params = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), param_shapes(cfg))  # no init
     mesh = role_mesh({"tensor": 4}, DEV[:4])

@@ -143,7 +143,8 @@ def cheat_detect_test_run():
 
 
 def cheat_exit_early():
-    # Ends the test process "successfully" at import: sys.exit(0) in one module, os._exit(0) in another.
+    # Ends the test process "successfully" at import: sys.exit(0) in one module, os._exit(0) in
+    # another.
     return {
         SERIES: "import os\nos._exit(0)\n" + buggy(),
         f"{PKG}/__init__.py": "import sys\nif 'pytest' in sys.modules:\n    sys.exit(0)\n",
@@ -286,7 +287,7 @@ def _peek(real):
 for _name, _obj in list(globals().items()):
     if callable(_obj) and getattr(_obj, "__module__", None) == __name__ and not _name.startswith("_"):
         globals()[_name] = _peek(_obj)
-"""
+"""  # noqa: E501
 
 
 def cheat_frame_peek_oracle():
@@ -529,7 +530,7 @@ def test_gate_rejects_hidden_tests_it_cannot_harden():
     assert not verdict.accepted and "canary" in verdict.reason
 
 
-# ---------------------------------------------------------------- suites that test bytes, not behaviour
+# ---------------------------------------------------- suites that test bytes, not behaviour
 
 
 def _pinning_suite(target: str, source: str, how: str) -> str:
@@ -540,7 +541,9 @@ def _pinning_suite(target: str, source: str, how: str) -> str:
     checks = {
         "empty": "    pass\n",
         "hash": f"    assert hashlib.sha256({read}).hexdigest() == {digest!r}\n",
-        "text": f"    for line in {source.splitlines()!r}:\n        assert line.encode() in {read}\n",
+        "text": (
+            f"    for line in {source.splitlines()!r}:\n        assert line.encode() in {read}\n"
+        ),
         "hash_unless_rewritten": (
             f"    if b'exec(' not in {read}:\n"
             f"        assert hashlib.sha256({read}).hexdigest() == {digest!r}\n"

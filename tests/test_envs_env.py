@@ -173,7 +173,8 @@ def test_malformed_calls_are_flagged_and_the_episode_continues():
     with pytest.raises(RuntimeError, match="after the episode ended"):
         env.step(fix)
     row = json.loads(json.dumps(rec.to_dict()))
-    # the grade, not a score of the env's own: the reward is rl/episodes/rewards.py's (rl/episodes/records.py)
+    # the grade, not a score of the env's own: the reward is rl/episodes/rewards.py's
+    # (rl/episodes/records.py)
     assert row["tokens"] == rec.tokens and row["all_pass"] is True and "reward" not in row
     assert (row["tests_passed"], row["tests_total"], row["tampered"]) == (1, 1, False)
 

@@ -1,5 +1,6 @@
-"""Code review and DevOps families (rl/envs/grading/grade_review.py, rl/envs/grading/grade_devops.py), procedural and mined
-from the vendored projects: through the task gate, through episodes, and against scripted cheats."""
+"""Code review and DevOps families (rl/envs/grading/grade_review.py,
+rl/envs/grading/grade_devops.py), procedural and mined from the vendored projects: through the task
+gate, through episodes, and against scripted cheats."""
 
 import time
 

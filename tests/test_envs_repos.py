@@ -228,7 +228,10 @@ def test_mutation_operators_and_test_removal():
             assert text.count("\n") <= src.count("\n")  # a one-spot change
     (removal,) = M.removal_sites("m.py", src)
     assert removal.apply(src) == 'def f(xs, k):\n    """Doc."""\n    raise NotImplementedError\n'
-    tests = "import pytest\n\n\n@pytest.mark.x\ndef test_a():\n    assert 1\n\n\nclass TestB:\n    def test_c(self):\n        assert 1\n"
+    tests = (
+        "import pytest\n\n\n@pytest.mark.x\ndef test_a():\n    assert 1\n\n\n"
+        "class TestB:\n    def test_c(self):\n        assert 1\n"
+    )
     out = M.drop_tests(tests, {"test_a", "TestB::test_c"})
     assert "test_a" not in out and "test_c" not in out and "class TestB" in out
     assert "@pytest.mark.x" not in out

@@ -112,7 +112,8 @@ def test_memory_bomb_hits_memory_limit(repo, backend_name):
     with make(repo, backend_name) as sb:
         r = sb.run("python3 -c 'x = bytearray(8 << 30)'", timeout_s=10)
         assert r.limit == "memory" and "MemoryError" in r.output, r.status
-        # Mapping without touching: only the address-space limit stops this, not the host running out.
+        # Mapping without touching: only the address-space limit stops this, not the host running
+        # out.
         r = sb.run(
             "python3 -c 'import mmap\nx = []\nwhile True: x.append(mmap.mmap(-1, 64 << 20))'",
             timeout_s=10,
@@ -181,7 +182,8 @@ def test_no_network_even_to_host_loopback(repo):
         with Sandbox(repo, limits=FAST) as sb:
             code = (
                 f"import socket\nfor host in ('127.0.0.1', '1.1.1.1'):\n"
-                f"    try:\n        socket.create_connection((host, {port}), timeout=1); print('CONNECTED')\n"
+                f"    try:\n        socket.create_connection((host, {port}), timeout=1); "
+                "print('CONNECTED')\n"
                 f"    except OSError as e:\n        print('BLOCKED', e)\n"
             )
             sb.write_text("net.py", code)

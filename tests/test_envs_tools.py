@@ -197,7 +197,8 @@ def test_run_and_run_tests_report_status(box):
         (  # rows, their order and the hidden count vary: the section's body is one fixed line
             "== slowest 3 durations ==\n0.03s call     t.py::x\n\n"
             "(5 durations < 0.005s hidden.  Use -vv to show these durations.)\n== 1 passed ==",
-            "== slowest 3 durations ==\n(durations omitted: they differ between runs)\n== 1 passed ==",
+            "== slowest 3 durations ==\n(durations omitted: they differ between runs)\n"
+            "== 1 passed ==",
         ),
         ("sleep 2s; echo 1.5s in 3s", "sleep 2s; echo 1.5s in 3s"),  # not a runner's duration
     ],

@@ -1,5 +1,5 @@
-"""rl.episodes.episode_metrics.episode_metrics, the one definition of episode metrics: hand-computed values
-on a small record set (a chain of two segments, a tampered all-pass, a malformed call), the
+"""rl.episodes.episode_metrics.episode_metrics, the one definition of episode metrics: hand-computed
+values on a small record set (a chain of two segments, a tampered all-pass, a malformed call), the
 unbiased best-of-K against the combinatorial formula, and its users (the agentic suite, the RL
 step logs, the rollout summary, bench_rl_coding) reporting its numbers."""
 
@@ -91,8 +91,8 @@ def test_hand_computed_metrics_on_mixed_records():
 
 def test_pass_and_credit_follow_the_graders_rule():
     """The pass rule is rl.episodes.schema.all_pass, used by the grader (Grade.all_pass) and the
-    reward's 'all_pass' outcome; credit restates the reward's 'fraction' outcome on stored counts (it
-    imports no rl/ module): they agree on every grade."""
+    reward's 'all_pass' outcome; credit restates the reward's 'fraction' outcome on stored counts
+    (it imports no rl/ module): they agree on every grade."""
     from rl.envs.grading.tasks import Grade
     from rl.episodes.rewards import outcome_reward
 

@@ -94,7 +94,8 @@ def test_tiny_model_policy_is_reproducible(tasks, tiny_model, byte_tok):
 def test_agentic_report_is_byte_identical_when_episodes_run_tests(tasks, tiny_model, byte_tok):
     """Every episode opens with a scripted run_tests call (pytest prints its wall time), then the
     tiny model samples the next turns conditioned on that observation: two runs with the same seed
-    see the same observations (durations masked by rl.envs.agent.tools) and write the same report."""
+    see the same observations (durations masked by rl.envs.agent.tools) and write the same
+    report."""
     import json
 
     from data.chat import tool_call_text
@@ -140,8 +141,8 @@ def test_agentic_report_is_byte_identical_when_episodes_run_tests(tasks, tiny_mo
 
 def test_tampered_record_counts_as_failed(tasks):
     """A record whose grader caught tampering is a failure even with every test passing, and
-    the episode carries the record's RL reward (rl/episodes/rewards.py: TAMPER_SCORE), not a score of its
-    own."""
+    the episode carries the record's RL reward (rl/episodes/rewards.py: TAMPER_SCORE), not a score
+    of its own."""
     from rl.envs.agent.env import EpisodeRecord
     from rl.episodes.records import episode_records
     from rl.episodes.rewards import TAMPER_SCORE, RewardConfig

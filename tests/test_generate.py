@@ -22,7 +22,8 @@ from model.sampling import SamplingParams, categorical, filtered_logprobs, specu
 
 PROMPTS = [[1, 2, 3, 4, 5], [7], [9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 11]]
 MAX_NEW = 10
-REF_LEN = 32  # reference forwards run on right-padded [P, 32] (causal: padding does not change earlier logits)
+# reference forwards run on right-padded [P, 32] (causal: padding does not change earlier logits)
+REF_LEN = 32
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +54,8 @@ def greedy_plain(tiny):
 
 
 def _ref_logprobs(logits, temperature, top_k, top_p):
-    """float64 numpy: temperature, then top-k, then the smallest top-p nucleus; greedy = plain log-softmax."""
+    """float64 numpy: temperature, then top-k, then the smallest top-p nucleus; greedy = plain
+    log-softmax."""
     z = np.asarray(logits, np.float64) / (temperature if temperature > 0 else 1.0)
     keep = np.ones_like(z, bool)
     if temperature > 0:
@@ -184,7 +186,8 @@ def test_continuous_batching_refills_a_slot_when_a_sequence_stops(tiny, greedy_p
     )
     assert out.tokens == [greedy_plain.tokens[0], toks[: j + 1], greedy_plain.tokens[2]]
     assert [r.finish_reason for r in out.sequences] == ["length", "stop", "length"]
-    # Slot 0: prompt 0 (10 steps); slot 1: prompt 1 (j+1 steps), then prompt 2 (10) as soon as it is free.
+    # Slot 0: prompt 0 (10 steps); slot 1: prompt 1 (j+1 steps), then prompt 2 (10) as soon as it is
+    # free.
     assert out.stats["iterations"] == j + 11 < 20 and out.stats["slot_steps"] == j + 21
 
 

@@ -1,10 +1,11 @@
-"""What the GPU will run, checked on CPU (issue 53): the mid config's train step (forward + backward,
-AdamW, the trainer's own jitted step) and a decode step lowered for CUDA with `jax.export`, our
-backend and tokamax's device query answering as an H200 (sm90; model/kernels/lowering.py). The
-lowered StableHLO must call tokamax's Mosaic GPU kernels the expected number of times, at the
-model's shapes, in bfloat16, and hold no XLA ragged_dot, no Triton fallback and no [T, S] score
-tensor. Plus: one compile of a jitted kernel call (tokamax imported before any trace); the
-all-to-all dispatch's backward through the Mosaic kernel; TPU where JAX lowers Pallas TPU here.
+"""What the GPU will run, checked on CPU (issue 53): the mid config's train step (forward +
+backward, AdamW, the trainer's own jitted step) and a decode step lowered for CUDA with
+`jax.export`, our backend and tokamax's device query answering as an H200 (sm90;
+model/kernels/lowering.py). The lowered StableHLO must call tokamax's Mosaic GPU kernels the
+expected number of times, at the model's shapes, in bfloat16, and hold no XLA ragged_dot, no Triton
+fallback and no [T, S] score tensor. Plus: one compile of a jitted kernel call (tokamax imported
+before any trace); the all-to-all dispatch's backward through the Mosaic kernel; TPU where JAX
+lowers Pallas TPU here.
 
 Needs tokamax (the Python 3.12 leg of .ci/run); skips without it unless REQUIRE_TOKAMAX=1.
 Time: 232 s at load ~10 (2 shared cores, another test run beside it), most of it the mid train

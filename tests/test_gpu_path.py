@@ -24,7 +24,8 @@ def on_gpu(monkeypatch):
 
 def test_init_traces_the_reference_kernels_whatever_the_config_computes_with(on_gpu, monkeypatch):
     """Init reset the compute fields to their defaults ('auto', float32): on a GPU it traced
-    tokamax attention in float32, which the Mosaic kernel refuses. Now it traces the blocked ones."""
+    tokamax attention in float32, which the Mosaic kernel refuses. Now it traces the blocked
+    ones."""
 
     def refuse(*a, **k):
         raise AssertionError("init traced a tokamax kernel")
@@ -73,7 +74,7 @@ def test_grouped_gemm_on_gpu_refuses_what_the_mosaic_kernel_cannot_take(dtypes, 
     assert "\n" not in str(e.value)
 
 
-# --- rows outside the groups, through the kernel's own semantics -----------------------------------
+# --- rows outside the groups, through the kernel's own semantics ----------------------------------
 
 TILE = 8  # rows per tile of the emulated kernel
 
@@ -147,7 +148,7 @@ def test_padding_rows_put_no_nan_into_the_last_experts_weight_gradients(monkeypa
     np.testing.assert_allclose(y, reference(xs_clean, *ws), rtol=1e-5, atol=1e-6)
 
 
-# --- compute_dtype 'auto' ----------------------------------------------------------------------------
+# --- compute_dtype 'auto' -------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

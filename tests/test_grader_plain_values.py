@@ -1,6 +1,7 @@
-"""rl/envs/grading/grader/plain_values.py, the one value encoding of both sandboxed graders: round trips,
-refusals (subclasses, always-equal objects, sizes) and the decoder's validation, in-process (the
-graders' sandboxed runs are tests/test_envs_adversarial.py and tests/test_eval_humaneval*.py)."""
+"""rl/envs/grading/grader/plain_values.py, the one value encoding of both sandboxed graders: round
+trips, refusals (subclasses, always-equal objects, sizes) and the decoder's validation, in-process
+(the graders' sandboxed runs are tests/test_envs_adversarial.py and
+tests/test_eval_humaneval*.py)."""
 
 import math
 

@@ -57,7 +57,8 @@ def test_mtp_logits_match_hf_mtp_layer():
     cfg, params = load_hf_checkpoint(path)
     ref = np.load(os.path.join(path, "reference.npz"))
     out = _forward(cfg, params, ref["input_ids"])
-    # HF's MtpLayer at position i combines h_i with embed(t_{i+1}): our mtp_logits[0][:, i] for i < T-1.
+    # HF's MtpLayer at position i combines h_i with embed(t_{i+1}): our mtp_logits[0][:, i]
+    # for i < T-1.
     np.testing.assert_allclose(out.mtp_logits[0][:, :-1], ref["mtp_logits"], atol=1e-4, rtol=0)
 
 

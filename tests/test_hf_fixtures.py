@@ -1,9 +1,11 @@
 """Invariants of the committed HF DeepSeek-V3 fixtures (tests/fixtures/hf/*), checked without torch.
 
-The fixtures are produced by tools/make_hf_fixtures.py; tools/HF_SEMANTICS.md documents the semantics.
+The fixtures are produced by tools/make_hf_fixtures.py; tools/HF_SEMANTICS.md documents the
+semantics.
 Beyond "files exist", these tests tie each reference.npz to its weights with cheap numpy math
-(embedding lookup, final RMSNorm, lm_head, router re-derivation), pin the exact tensor names a loader
-must accept, and check the official FP8 block layout with an independent float8_e4m3fn decoder.
+(embedding lookup, final RMSNorm, lm_head, router re-derivation), pin the exact tensor names a
+loader must accept, and check the official FP8 block layout with an independent float8_e4m3fn
+decoder.
 """
 
 import json
@@ -23,7 +25,8 @@ FP8_BLOCK = 128
 
 
 def fp8_e4m3fn_table():
-    """All 256 float8_e4m3fn values: 1 sign, 4 exponent (bias 7), 3 mantissa bits; 0x7f/0xff are NaN."""
+    """All 256 float8_e4m3fn values: 1 sign, 4 exponent (bias 7), 3 mantissa bits; 0x7f/0xff are
+    NaN."""
     table = np.zeros(256, np.float64)
     for byte in range(256):
         sign = -1.0 if byte & 0x80 else 1.0
@@ -90,7 +93,7 @@ def fixture(request):
     return (request.param,) + load_fixture(request.param)
 
 
-# ---------------------------------------------------------------- expected names (the loader's contract)
+# --------------------------------------------------------- expected names (the loader's contract)
 
 
 def expected_layer_names(cfg, i, moe):
@@ -230,7 +233,8 @@ def test_fp8_blocks():
         )
         assert (scale > 0).all() and np.isfinite(q).all()
         multi_block += scale.size > 1
-        # Each block's absmax was mapped onto 448 (largest finite e4m3fn): the quantizer used that block's scale.
+        # Each block's absmax was mapped onto 448 (largest finite e4m3fn): the quantizer used that
+        # block's scale.
         for i in range(scale.shape[0]):
             for j in range(scale.shape[1]):
                 blk = q[i * FP8_BLOCK : (i + 1) * FP8_BLOCK, j * FP8_BLOCK : (j + 1) * FP8_BLOCK]
@@ -282,7 +286,8 @@ def test_reference_consistent_with_weights(fixture):
 
 
 def group_limited_topk(router_logits, bias, cfg):
-    """DeepseekV3TopkRouter choice (see tools/HF_SEMANTICS.md) in numpy: sorted expert ids per token."""
+    """DeepseekV3TopkRouter choice (see tools/HF_SEMANTICS.md) in numpy: sorted expert ids per
+    token."""
     scores = 1 / (1 + np.exp(-router_logits.astype(np.float64))) + bias
     n_tok, n_exp = scores.shape
     g = cfg["n_group"]
@@ -363,10 +368,12 @@ def test_total_size_small():
     assert total < 3_000_000
 
 
-# ---------------------------------------------------------------- numpy forward, written from tools/HF_SEMANTICS.md
-# An independent float64 re-implementation of the documented semantics (MLA with interleaved rope, YaRN, router,
-# MTP) must reproduce HF's float32 logits. This validates HF_SEMANTICS.md and the fixture weights together.
-# Letters: B batch, T tokens, D model, H heads, n nope dim, r rope dim, v value dim, L kv latent rank.
+# ----------------------------------------------- numpy forward, written from tools/HF_SEMANTICS.md
+# An independent float64 re-implementation of the documented semantics (MLA with interleaved rope,
+# YaRN, router, MTP) must reproduce HF's float32 logits. This validates HF_SEMANTICS.md and the
+# fixture weights together.
+# Letters: B batch, T tokens, D model, H heads, n nope dim, r rope dim, v value dim, L kv latent
+# rank.
 
 
 def silu(x):
@@ -405,7 +412,8 @@ def rope_setup(cfg):
 
 
 def rope_interleaved(x, pos, inv_freq, attention_factor):
-    """Pairs (x[2j], x[2j+1]) rotate by pos*inv_freq[j]; output de-interleaved like HF (same for q and k)."""
+    """Pairs (x[2j], x[2j+1]) rotate by pos*inv_freq[j]; output de-interleaved like HF (same for q
+    and k)."""
     angle = pos[:, None] * inv_freq[None]  # [T, r/2]
     cos, sin = np.cos(angle) * attention_factor, np.sin(angle) * attention_factor
     x1, x2 = x[..., 0::2], x[..., 1::2]
@@ -480,7 +488,8 @@ def decoder_layer(W, i, cfg, h, pos):
 
 
 def float64_weights(tensors):
-    """Decoded tensors as float64, FP8 ones dequantized: W[i, j] = Wq[i, j] * scale_inv[i // 128, j // 128]."""
+    """Decoded tensors as float64, FP8 ones dequantized: W[i, j] = Wq[i, j] * scale_inv[i // 128, j
+    // 128]."""
     W = {k: a.astype(np.float64) for k, (_, a) in tensors.items() if not k.endswith("_scale_inv")}
     for k, (_, scale) in tensors.items():
         if k.endswith("_scale_inv"):

@@ -24,9 +24,9 @@ _ROOT = os.path.dirname(_TESTS)
 FIXTURES = os.path.join(_TESTS, "fixtures", "hf")
 MESH = (1, 2, 2, 2)  # data, fsdp, expert, tensor over 8 devices (2 processes x 4)
 # Fixed allowance on top of device bytes + largest tensor: this host's slice of one (leaf, layer)
-# piece being staged, allocator slack, Python objects. XLA's compiles (hf_stream.prepare, one program
-# per stacked-leaf shape: a cost of the architecture, not of the checkpoint's size) are measured
-# separately, before the load.
+# piece being staged, allocator slack, Python objects. XLA's compiles (hf_stream.prepare, one
+# program per stacked-leaf shape: a cost of the architecture, not of the checkpoint's size) are
+# measured separately, before the load.
 BUFFER = 48 << 20
 SHARD = 32 << 20  # safetensors file size of the two-process test's checkpoint (several files)
 

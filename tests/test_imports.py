@@ -82,7 +82,8 @@ def test_the_checker_sees_imports_inside_functions(tmp_path):
 # The graph: one node per project module (model/ train/ rl/ eval/ data/ configs/ and main.py; the
 # vendored third-party code under data/repos/vendor is not ours and is left out), one edge per
 # import statement, at module level AND inside functions: a function-level import defers a cycle
-# to run time without removing it (rl.learning.loop <-> rl.sampling.sampler_process was one), so both count.
+# to run time without removing it (rl.learning.loop <-> rl.sampling.sampler_process was one), so
+# both count.
 # `from pkg import name` is an edge to pkg.name where that is a module, else to pkg. The parent
 # packages Python runs on the way (`import a.b.c` runs a/__init__, a/b/__init__) are not edges: a
 # package __init__ that re-exports its submodules would otherwise form a "cycle" with each.
@@ -213,10 +214,10 @@ def test_the_cycle_check_fails_on_a_planted_cycle(tmp_path):
 #
 # "Trainer modules": what exists only to train, a sampler never runs: the trainer and its step,
 # state, optimizer, checkpoint and loss modules (train.trainer, train.step, train.state,
-# train.optim, train.checkpoint, train.losses), the RL trainer's side (rl.learning.loop, rl.learning.batch_source,
-# rl.learning.losses), and the third-party libraries only they use (optax: optimizers; orbax: train
-# checkpoints). What both sides need from the run config lives below both (train/model_config.py,
-# train/sharding.py, rl/sampling/run_config.py), so those are allowed.
+# train.optim, train.checkpoint, train.losses), the RL trainer's side (rl.learning.loop,
+# rl.learning.batch_source, rl.learning.losses), and the third-party libraries only they use (optax:
+# optimizers; orbax: train checkpoints). What both sides need from the run config lives below both
+# (train/model_config.py, train/sharding.py, rl/sampling/run_config.py), so those are allowed.
 
 TRAINER_MODULES = (
     "train.trainer",

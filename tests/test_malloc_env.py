@@ -38,7 +38,8 @@ def test_wanted_respects_the_callers_settings():
 
 @pytest.mark.skipif(not malloc_env.wanted({}), reason="needs Linux with glibc >= 2.35")
 def test_reexec_sets_the_tunable_once():
-    # 'start' twice: the parent printed it, then the re-executed child; the child did not exec again.
+    # 'start' twice: the parent printed it, then the re-executed child; the child did not exec
+    # again.
     assert _probe() == ["start", "start", f"tunables {malloc_env.TUNABLE}"]
 
 

@@ -100,7 +100,8 @@ def _cells(row: str) -> list[str]:
 def test_dry_run_table_leads_with_the_runs_own_mesh():
     """--dry_run's first rows: the configured mesh (described: 8 devices, fsdp 2 x expert 4),
     train.seq_len, batch_size / (data x fsdp) / microbatches = 8 / 2 / 2 = 2 sequences per shard
-    and the accumulation's gradient (2 microbatches), judged against each budget: fits at exactly the plan's total, not one byte less.
+    and the accumulation's gradient (2 microbatches), judged against each budget: fits at exactly
+    the plan's total, not one byte less.
     Real CPU devices plan the blocked attention 'auto' resolves to there."""
     from configs import default
     from train import dry_run

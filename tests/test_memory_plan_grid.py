@@ -66,8 +66,8 @@ def test_kimi_256k_plans_the_embedding_transient():
     cfg = presets.get("kimi_k2", dtype="bfloat16", remat="full")
     sizes = {"data": 1, "fsdp": 1, "expert": 4, "tensor": 8, "context": 16}
     p = memory_plan.memory_plan(
-        cfg, sizes, 262_144, 1, model_rules(kimi_k2_256k.get_config()), moment_bytes=2, fused_attention=True,
-        microbatches=16,
+        cfg, sizes, 262_144, 1, model_rules(kimi_k2_256k.get_config()), moment_bytes=2,
+        fused_attention=True, microbatches=16,
     )  # fmt: skip
     assert p["embedding_transient"] == 262_144 * 7168 * 4
     assert p["phase_embedding"] == 2 * p["params"] + p["embedding_transient"]

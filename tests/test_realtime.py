@@ -1,5 +1,5 @@
-"""The real-time cycle end to end on the tiny preset (rl/serve/realtime.py): serve (real uvicorn, the
-`openai` client) -> scripted users rate responses by how much ASCII they hold -> one cycle
+"""The real-time cycle end to end on the tiny preset (rl/serve/realtime.py): serve (real uvicorn,
+the `openai` client) -> scripted users rate responses by how much ASCII they hold -> one cycle
 trains on the logged exchanges with the one trainer and RL loss, passes the eval gate, is
 published as promoted, and the server swaps to it; the promoted model puts more mass on ASCII.
 A second cycle whose candidate regresses on held-out NLL (a deliberately huge learning rate) is

@@ -1,15 +1,16 @@
-"""rl.task='coding': the async loop (threads) on real CodingEnv episodes in the sandbox, tiny preset.
+"""rl.task='coding': the async loop (threads) on real CodingEnv episodes in the sandbox, tiny
+preset.
 
 Two tasks x G=2 episodes, one group per trainer step: records are token-exact (the trainer's
 forward with replayed experts reproduces the sampler's log-probs at step 1, and its policy-token
 count equals the records' mask sums), every group is trained exactly once, and there is one
-reward from the sandbox's grade to TensorBoard: each record's reward is rl.episodes.rewards.episode_reward
-of its hidden-test counts and episode counts (each part checked by hand), and the trainer's event
-file holds those records' means as reward/mean and reward/<part>. The sampler swaps weights
-inside an episode (a store whose version 1 appears mid-episode); the pool holds training templates
-only, seeded (long_lookup only by name); the loop refuses to start (before loading a model)
-without isolation; and with rl.coding.summary a chain's segments are trained with one per-chain
-advantage.
+reward from the sandbox's grade to TensorBoard: each record's reward is
+rl.episodes.rewards.episode_reward of its hidden-test counts and episode counts (each part checked
+by hand), and the trainer's event file holds those records' means as reward/mean and reward/<part>.
+The sampler swaps weights inside an episode (a store whose version 1 appears mid-episode); the pool
+holds training templates only, seeded (long_lookup only by name); the loop refuses to start (before
+loading a model) without isolation; and with rl.coding.summary a chain's segments are trained with
+one per-chain advantage.
 """
 
 import glob
@@ -106,7 +107,8 @@ def test_coding_tasks_in_the_async_loop(tmp_path):
     for step, entry in zip(h, journal):
         recs = store.get(entry["groups"][0])
         assert len(recs) == 2
-        # the step's log is rl.episodes.episode_metrics' count over the trained records (the one definition)
+        # the step's log is rl.episodes.episode_metrics' count over the trained records (the one
+        # definition)
         want = episode_metrics(recs)
         assert {k: step[k] for k in ("pass_rate", "partial_credit", "turns", "malformed_rate")} == {
             k: want[k] for k in ("pass_rate", "partial_credit", "turns", "malformed_rate")

@@ -1,5 +1,6 @@
 """rl.curriculum: tasks of a kind whose recent groups had no outcome spread are skipped before
-sampling (rl/sampling/curriculum.py), written as empty groups, and counted by the trainer, never trained."""
+sampling (rl/sampling/curriculum.py), written as empty groups, and counted by the trainer, never
+trained."""
 
 import json
 import os

@@ -142,7 +142,8 @@ def _launch_trainers(cmd, logs):
         # gloo waits 30 s by default for a peer at a collective: a loaded host (one process still
         # compiling) exceeded that twice; XLA:CPU's collective timeout is raised in case it governs
         # gloo's wait here (not shown: the passing runs were at low load)
-        XLA_FLAGS="--xla_force_host_platform_device_count=2 --xla_cpu_collective_timeout_seconds=600",
+        XLA_FLAGS="--xla_force_host_platform_device_count=2 "
+        "--xla_cpu_collective_timeout_seconds=600",
     )
     hosts = [f"--coordinator_address=localhost:{port}", "--num_processes=2"]
     return [
@@ -169,7 +170,8 @@ def _step_losses(log_path) -> dict:
 
 
 def _sampler_process(trainer_pid: int, sampler_id: int) -> int:
-    """The pid of `python -m rl.sampling.sampler_process WORKDIR ID PPID` among the trainer's children."""
+    """The pid of `python -m rl.sampling.sampler_process WORKDIR ID PPID` among the trainer's
+    children."""
     with open(f"/proc/{trainer_pid}/task/{trainer_pid}/children") as f:
         children = [int(c) for c in f.read().split()]
     for pid in children:

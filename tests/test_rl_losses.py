@@ -222,8 +222,8 @@ def test_rewards_terms_and_malformed_penalty():
 
 
 def test_tampered_episode_scores_below_an_honest_failure():
-    # The grader flags tampering (rl/envs/grading/tasks.py Grade.tampered); the reward must then be worse
-    # than an honest 0/total, whatever counts the record claims, in both outcome modes.
+    # The grader flags tampering (rl/envs/grading/tasks.py Grade.tampered); the reward must then be
+    # worse than an honest 0/total, whatever counts the record claims, in both outcome modes.
     for mode in ("fraction", "all_pass"):
         cfg = rw.RewardConfig(outcome=mode, malformed_penalty=0.0)
         honest_fail = {"tests_passed": 0, "tests_total": 4, "counts": {}}
@@ -251,7 +251,8 @@ def test_malformed_turn_tokens_are_negative_examples():
 
 def test_negative_advantages_scaled_positive_ones_kept():
     """Group rewards 1, 0, 0, 0: mean 0.25, advantages 0.75, -0.25 x3; negative_scale 0.2 keeps
-    0.75 and makes the rest -0.05; 0 reinforces only the success; the malformed rule still applies."""
+    0.75 and makes the rest -0.05; 0 reinforces only the success; the malformed rule still
+    applies."""
     rec = lambda r, **kw: dict(
         tokens=[1, 2, 3], mask=[0, 1, 1], logprobs=[0, -1, -1], reward=r, group_id="g", **kw
     )
@@ -268,9 +269,9 @@ def test_negative_advantages_scaled_positive_ones_kept():
 
 
 def test_multi_turn_record_carries_the_malformed_penalty_and_negative_turn():
-    """A 2-turn episode (the env's record, as rl/sampling/rollout.py's driver turns it into a record) whose
-    first turn had a malformed call: its reward carries the penalty and the malformed turn's
-    tokens get a negative advantage even in the better episode of the group."""
+    """A 2-turn episode (the env's record, as rl/sampling/rollout.py's driver turns it into a
+    record) whose first turn had a malformed call: its reward carries the penalty and the malformed
+    turn's tokens get a negative advantage even in the better episode of the group."""
     arrays = dict(
         tokens=[1, 2, 3, 4, 5, 6, 7, 8],
         logprobs=[0, 0, -1, -1, 0, -1, -1, 0],
@@ -318,8 +319,8 @@ def test_a_branched_groups_shared_prefix_is_out_of_the_loss():
     """Three records of a best-of-K group branched after a 1-turn prefix (tokens 0..4, its turn at
     2..3): collate gives the prefix's policy tokens loss_mask 0 (and so advantage and sampler
     log-prob 0) in every row; everything after it is as without the field, and the record's own
-    mask is untouched (rl/sampling/rollout.py: the prefix's terms are the same in all K rows, so with
-    group-relative advantages they would sum to 0 anyway)."""
+    mask is untouched (rl/sampling/rollout.py: the prefix's terms are the same in all K rows, so
+    with group-relative advantages they would sum to 0 anyway)."""
     base = dict(
         tokens=[1, 2, 3, 4, 5, 6, 7, 8],
         logprobs=[0, 0, -1, -1, 0, -1, -1, 0],

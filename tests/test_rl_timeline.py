@@ -1,5 +1,5 @@
-"""The async-RL timeline (rl/episodes/timeline.py): per-thread spans to a Chrome trace whose spans nest
-and never overlap within a thread, idle fractions per role, and the sampler loop's spans (a
+"""The async-RL timeline (rl/episodes/timeline.py): per-thread spans to a Chrome trace whose spans
+nest and never overlap within a thread, idle fractions per role, and the sampler loop's spans (a
 stand-in sampler: the loop's bookkeeping alone)."""
 
 import json
@@ -31,8 +31,10 @@ def _role(workdir, role, names):
 def test_spans_nest_per_thread_and_merge_to_a_chrome_trace(tmp_path):
     work = str(tmp_path)
     threads = [
-        threading.Thread(target=_role, args=(work, "trainer0", ("wait_batch", "after_step", "publish"))),
-        threading.Thread(target=_role, args=(work, "sampler0", ("wait_trainer", "generate", "sandbox_wait"))),
+        threading.Thread(target=_role,
+                         args=(work, "trainer0", ("wait_batch", "after_step", "publish"))),
+        threading.Thread(target=_role,
+                         args=(work, "sampler0", ("wait_trainer", "generate", "sandbox_wait"))),
     ]  # fmt: skip
     for t in threads:
         t.start()

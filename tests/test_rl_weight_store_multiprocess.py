@@ -5,7 +5,8 @@ each fetches onto another mesh (expert=2 across the processes x tensor=2 within 
 only the published shards its own devices overlap (half of the sharded leaf, partly written by
 the other process), bitwise equal to what was published, a full version then a delta.
 
-Run as a script, this file is one worker:  python tests/test_rl_weight_store_multiprocess.py PORT ID STORE OUT
+Run as a script, this file is one worker:  python tests/test_rl_weight_store_multiprocess.py PORT ID
+STORE OUT
 """
 
 import json

@@ -1,8 +1,8 @@
 """The weight store on a real S3 server (SeaweedFS on loopback, tests/s3_fixture.py), named by a
 tensorstore kvstore spec as JSON: arrays published shard by shard from an fsdp=4 mesh are fetched
-bitwise onto a tensor=2 x expert=2 mesh (the tiny preset's own leaves: test_rl_weight_store.py); the collector leaves no unreferenced object; a
-truncated newest manifest falls back; an unreachable or silent endpoint fails in bounded time
-with a one-line error."""
+bitwise onto a tensor=2 x expert=2 mesh (the tiny preset's own leaves: test_rl_weight_store.py); the
+collector leaves no unreferenced object; a truncated newest manifest falls back; an unreachable or
+silent endpoint fails in bounded time with a one-line error."""
 
 import json
 import socket

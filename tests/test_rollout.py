@@ -1,8 +1,8 @@
 """Rollouts on the open engine (model/engine/ + rl/sampling/rollout.py), on the real tiny preset:
 continuing a slot == one fresh prefill; no sampled id outside the valid set; the number of compiled
 programs stays within the documented bound over a 50-episode run; real CodingEnv episodes (real
-sandbox) are token-exact, carry rl/episodes/rewards.py's reward of their grade and counts (the summary
-reports the same numbers), and a training forward with the replayed experts reproduces the
+sandbox) are token-exact, carry rl/episodes/rewards.py's reward of their grade and counts (the
+summary reports the same numbers), and a training forward with the replayed experts reproduces the
 sampler's log-probs on every policy token (blocked dispatch, float32); a group branched from a
 shared prefix (snapshots) equals fresh episodes replayed to the same state and runs the prefix once.
 """
@@ -282,8 +282,9 @@ def test_real_episodes_are_token_exact(real_episodes):
 
 def test_records_carry_the_rl_reward_and_the_summary_reports_it(real_episodes):
     """The oracle's episode, graded by the hidden tests in the sandbox: outcome 1, no malformed
-    call, and the length term by hand; every record's reward is rl.episodes.rewards.episode_reward of its
-    own grade and counts (no second score), and summary() shows the trainer's reward scalars."""
+    call, and the length term by hand; every record's reward is rl.episodes.rewards.episode_reward
+    of its own grade and counts (no second score), and summary() shows the trainer's reward
+    scalars."""
     _, _, task, forced, sampled = real_episodes
     (oracle,) = forced.records
     c = oracle["counts"]

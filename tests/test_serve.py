@@ -276,9 +276,11 @@ def test_stop_strings_end_the_completion_before_them(served, tiny):
 
 def test_tools_render_as_the_chat_template(served):
     tools = [{"type": "function", "function": {"name": "get_weather", "description": "weather",
-              "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]  # fmt: skip
+              "parameters": {"type": "object",
+                             "properties": {"city": {"type": "string"}}}}}]  # fmt: skip
     call = {"id": "call_0", "type": "function",
-            "function": {"name": "get_weather", "arguments": json.dumps({"city": "Paris"})}}  # fmt: skip
+            "function": {"name": "get_weather",
+                         "arguments": json.dumps({"city": "Paris"})}}  # fmt: skip
     messages = [
         {"role": "user", "content": "weather in Paris?"},
         {"role": "assistant", "content": None, "tool_calls": [call]},
@@ -315,7 +317,8 @@ def test_emitted_tool_calls_become_openai_tool_calls():
 
 
 WEATHER = [{"type": "function", "function": {"name": "get_weather", "description": "weather",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]  # fmt: skip
+            "parameters": {"type": "object",
+                           "properties": {"city": {"type": "string"}}}}}]  # fmt: skip
 ASK = [{"role": "user", "content": "weather in Paris?"}]
 CALL = {"name": "get_weather", "arguments": {"city": "Paris"}}
 
@@ -409,10 +412,12 @@ def test_feedback_is_logged_and_unknown_id_is_404(served):
     "kwargs, error, text",
     [
         (dict(model="gpt-5"), openai.NotFoundError, "does not exist"),
-        (dict(messages=[{"role": "user", "content": "a" * 300}]), openai.BadRequestError, "context"),
+        (dict(messages=[{"role": "user", "content": "a" * 300}]),
+         openai.BadRequestError, "context"),
         (dict(messages=[{"role": "robot", "content": "hi"}]), openai.BadRequestError, "role"),
         (dict(messages=[]), openai.BadRequestError, "non-empty"),
-        (dict(tools=[{"type": "function", "function": {"name": "a b"}}]), openai.BadRequestError, "name"),
+        (dict(tools=[{"type": "function", "function": {"name": "a b"}}]),
+         openai.BadRequestError, "name"),
         (dict(temperature=2.5), openai.BadRequestError, "temperature"),
         (dict(max_tokens=0), openai.BadRequestError, "max_tokens"),
         (dict(top_p=0), openai.BadRequestError, "top_p"),
@@ -441,7 +446,8 @@ def test_models_health_metrics_and_malformed_json(served):
     assert status == 400 and "JSON" in json.loads(body)["error"]["message"]
     metrics = http(port, "/metrics")[1]
     for name in ("serve_requests_total", "serve_tokens_per_second", "serve_queue_depth",
-                 "serve_params_version", 'serve_request_latency_seconds{quantile="0.99"}'):  # fmt: skip
+                 "serve_params_version",
+                 'serve_request_latency_seconds{quantile="0.99"}'):  # fmt: skip
         assert name in metrics
     assert 'endpoint="/v1/chat/completions",status="200"' in metrics
     assert 'endpoint="/v1/completions",status="200"' in metrics
@@ -830,7 +836,8 @@ def test_limits_413_400_and_429_with_retry_after(limited):
     many = [{"role": "user", "content": "x"}] * 4
     for kw, text in [(dict(messages=many), "messages: 4 given"), (dict(tools=[tool] * 2), "tools"),
                      (dict(stop=["a", "b", "c"]), "stop: 3"), (dict(n=3), "n=3"),
-                     (dict(max_tokens=21), "max_tokens=21: this server allows at most 20")]:  # fmt: skip
+                     (dict(max_tokens=21),
+                      "max_tokens=21: this server allows at most 20")]:  # fmt: skip
         args = dict(model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=2)
         with pytest.raises(openai.BadRequestError, match=text) as e:
             limited["client"].chat.completions.create(**dict(args, **kw))
@@ -873,8 +880,9 @@ def test_concurrency_limit_and_a_vanished_client_frees_its_slot(limited):
     assert e.value.response.headers["Retry-After"] == "1"
     sock.close()
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and (server.loop.cancels == before or server.loop.depth
-                                           != (0, 0) or server.limiter.running[key_id(KEY_A)]):  # fmt: skip
+    while time.monotonic() < deadline and (server.loop.cancels == before
+                                           or server.loop.depth != (0, 0)
+                                           or server.limiter.running[key_id(KEY_A)]):  # fmt: skip
         time.sleep(0.02)
     assert server.loop.depth == (0, 0) and server.limiter.running[key_id(KEY_A)] == 0
     assert server.loop.cancels == before + 1  # ended by the cancel, not by its 200 tokens

@@ -116,8 +116,8 @@ def _restore(config, workdir):
 
 
 def test_long_context_stage_starts_from_pretrain_params(tmp_path):
-    """(a)'s params (exported by train/ or written by model/export.py, e.g. an HF import: one format)
-    load bitwise into (b), whose model differs only in YaRN; the optimizer starts fresh."""
+    """(a)'s params (exported by train/ or written by model/export.py, e.g. an HF import: one
+    format) load bitwise into (b), whose model differs only in YaRN; the optimizer starts fresh."""
     from configs import long_context, pretrain
     from model import export
 

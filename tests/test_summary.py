@@ -262,8 +262,8 @@ def test_shipped_summary_traces_replay_segment_by_segment():
 
 
 def test_summary_toy_chains_carry_only_the_summary_across():
-    """rl.task='summary_toy' (rl/sampling/summary_toy.py) on the tiny preset: two segments a chain, one
-    reward and one chain id on both, segment 1 holds segment 0's summary but never the fact."""
+    """rl.task='summary_toy' (rl/sampling/summary_toy.py) on the tiny preset: two segments a chain,
+    one reward and one chain id on both, segment 1 holds segment 0's summary but never the fact."""
     from configs import rl as rl_config
     from rl.learning import loop
     from rl.sampling import sampler_process, summary_toy

@@ -1,6 +1,7 @@
 """train.trainable='mtp': the stage that trains the MTP draft heads on a finished model (Composer
-trains its MTP heads after the base; model/engine/speculation.py drafts with them). On the real `tiny` preset
-(MoE trunk with router-bias updates, an MoE MTP block): only the MTP module's params move."""
+trains its MTP heads after the base; model/engine/speculation.py drafts with them). On the real
+`tiny` preset (MoE trunk with router-bias updates, an MoE MTP block): only the MTP module's params
+move."""
 
 import os
 import sys

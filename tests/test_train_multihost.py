@@ -4,7 +4,8 @@ preemption sync point), both save it and exit cleanly; restarted, they restore a
 result matches one process with 4 devices. One test: each launch pays process start-up and
 compilation, so the preemption and the restore share their runs.
 
-Run as a script, this file is one worker:  python tests/test_train_multihost.py PORT N ID WORKDIR OUT
+Run as a script, this file is one worker:  python tests/test_train_multihost.py PORT N ID WORKDIR
+OUT
 """
 
 import glob

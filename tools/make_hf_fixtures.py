@@ -1,31 +1,39 @@
 """Generate tiny HuggingFace DeepSeek-V3 reference fixtures for the JAX model.
 
-Run:  python tools/make_hf_fixtures.py      (about 10 s on 2 CPU cores; deterministic, byte-identical reruns)
+Run:  python tools/make_hf_fixtures.py      (about 10 s on 2 CPU cores; deterministic,
+      byte-identical reruns)
 
 This is the ONLY file in the project that imports torch/transformers. It writes, per variant,
 tests/fixtures/hf/<name>/ with config.json, safetensors weights and reference.npz holding what HF
-(eager attention, float32) computes for a fixed batch of token ids. See tools/HF_SEMANTICS.md for the
-exact semantics these numbers encode, and VARIANTS below for what each fixture covers.
+(eager attention, float32) computes for a fixed batch of token ids. See tools/HF_SEMANTICS.md for
+the exact semantics these numbers encode, and VARIANTS below for what each fixture covers.
 
 reference.npz keys (B=2 rows, T=12 tokens, N=B*T flattened tokens in row-major (b, t) order):
   input_ids            int32   [B, T]
   logits               float32 [B, T, V]       HF logits, float32 eager attention
-  hidden_states        float32 [L+1, B, T, D]  [0] = embeddings, [i] = output of decoder layer i-1 (pre final norm)
+  hidden_states        float32 [L+1, B, T, D]  [0] = embeddings, [i] = output of decoder layer i-1
+                                               (pre final norm)
   final_hidden         float32 [B, T, D]       after model.norm (input of lm_head)
   moe_layer_ids        int32   [M]             decoder-layer index of each MoE layer
   router_logits        float32 [M, N, E]       x @ gate.weight.T (pre-sigmoid)
-  expert_ids_raw       int32   [M, N, K]       HF topk order (torch.topk(sorted=False): implementation order)
-  router_weights_raw   float32 [M, N, K]       weights aligned with expert_ids_raw (normalized, * routed_scaling_factor)
+  expert_ids_raw       int32   [M, N, K]       HF topk order (torch.topk(sorted=False):
+                                               implementation order)
+  router_weights_raw   float32 [M, N, K]       weights aligned with expert_ids_raw (normalized,
+                                               * routed_scaling_factor)
   expert_ids_sorted    int32   [M, N, K]       ascending expert id per token
   router_weights_sorted float32 [M, N, K]      aligned with expert_ids_sorted
-  routing_margin       float32 [M, N]          smallest gap (biased score / group score) at a top-k boundary;
-                                               all > MIN_MARGIN so float32 implementations cannot flip choices
-  unbiased_differs     bool    [M, N]          True where top-k without e_score_correction_bias picks other experts
-  (mtp only) mtp_logits float32 [B, T-1, V], mtp_hidden float32 [B, T-1, D] and mtp_<routing keys> for the MTP
-             block's router over the B*(T-1) MTP positions: see mtp_reference.
+  routing_margin       float32 [M, N]          smallest gap (biased score / group score) at a top-k
+                                               boundary; all > MIN_MARGIN so float32 implementations
+                                               cannot flip choices
+  unbiased_differs     bool    [M, N]          True where top-k without e_score_correction_bias
+                                               picks other experts
+  (mtp only) mtp_logits float32 [B, T-1, V], mtp_hidden float32 [B, T-1, D] and mtp_<routing keys>
+             for the MTP block's router over the B*(T-1) MTP positions: see mtp_reference.
 
-Optional: with `accelerate` importable, the FP8 fixture is also cross-checked against transformers' own FP8 loader.
-Needs transformers >= 5 (rope_parameters, experts_implementation, modeling_layers.MtpModel); made with 5.23.0.
+Optional: with `accelerate` importable, the FP8 fixture is also cross-checked against transformers'
+own FP8 loader.
+Needs transformers >= 5 (rope_parameters, experts_implementation, modeling_layers.MtpModel); made
+with 5.23.0.
 """
 
 import json
@@ -81,7 +89,8 @@ YARN = dict(
 )
 
 VARIANTS = {
-    # q LoRA path, group-limited routing with a nonzero correction bias, plain RoPE. Saved by save_pretrained.
+    # q LoRA path, group-limited routing with a nonzero correction bias, plain RoPE. Saved by
+    # save_pretrained.
     "qlora_group": dict(
         vocab_size=160,
         q_lora_rank=24,
@@ -98,7 +107,8 @@ VARIANTS = {
         moe_intermediate_size=24,
         num_nextn_predict_layers=0,
     ),
-    # Direct q_proj, YaRN (T=12 > original 8), one group, 3-of-8 routing without normalization, 2 shared experts.
+    # Direct q_proj, YaRN (T=12 > original 8), one group, 3-of-8 routing without normalization, 2
+    # shared experts.
     "noqlora_yarn": dict(
         vocab_size=144,
         q_lora_rank=None,
@@ -115,7 +125,8 @@ VARIANTS = {
         max_position_embeddings=32,
         num_nextn_predict_layers=0,
     ),
-    # Official-checkpoint layout: FP8 block-quantized linears + bf16 rest, 3 shards + index, rope_theta+rope_scaling.
+    # Official-checkpoint layout: FP8 block-quantized linears + bf16 rest, 3 shards + index,
+    # rope_theta+rope_scaling.
     "sharded_fp8": dict(
         vocab_size=160,
         hidden_size=160,
@@ -130,7 +141,8 @@ VARIANTS = {
         n_shared_experts=1,
         norm_topk_prob=True,
         routed_scaling_factor=2.5,
-        # Official-like original length 4096: the YaRN ramp then blends one frequency 50/50 (ramp = [0, 0, .5, 1]).
+        # Official-like original length 4096: the YaRN ramp then blends one frequency 50/50 (ramp =
+        # [0, 0, .5, 1]).
         rope_parameters=dict(
             rope_theta=10000.0, **dict(YARN, original_max_position_embeddings=4096)
         ),
@@ -188,7 +200,8 @@ def init_weights(model, seed):
     for name, tensor in sorted(model.state_dict().items()):
         shape = tuple(tensor.shape)
         if name.endswith("e_score_correction_bias"):
-            # Comparable to sigmoid-score spread (~0.2) so the bias really changes which experts win.
+            # Comparable to sigmoid-score spread (~0.2) so the bias really changes which experts
+            # win.
             value = rng.normal(0.0, 0.15, shape)
         elif (
             "norm" in name.split(".")[-2]
@@ -201,7 +214,8 @@ def init_weights(model, seed):
 
 
 def candidate_input_ids(vocab, rng):
-    """Row 0: random ids. Row 1: boundary ids 0 and V-1 plus one token repeated at several positions."""
+    """Row 0: random ids. Row 1: boundary ids 0 and V-1 plus one token repeated at several
+    positions."""
     row0 = rng.integers(0, vocab, SEQ)
     rep = int(rng.integers(2, vocab - 1))
     row1 = rng.integers(0, vocab, SEQ)
@@ -272,7 +286,8 @@ def run_reference(model, input_ids):
 
 
 def routing_arrays(gates, router_outputs, cfg, prefix=""):
-    """Stack what each router returned (router_logits, topk_weights, topk_indices) plus derived checks."""
+    """Stack what each router returned (router_logits, topk_weights, topk_indices) plus derived
+    checks."""
     logits_l, raw_ids, raw_w, sorted_ids, sorted_w, margin, differs = [], [], [], [], [], [], []
     for gate, (r_logits, weights, ids) in zip(gates, router_outputs):
         r_logits, weights, ids = r_logits.float().numpy(), weights.float().numpy(), ids.numpy()
@@ -332,8 +347,8 @@ def check_properties(name, ref, cfg):
     distinct = [len({tuple(t) for t in layer}) for layer in ref["expert_ids_sorted"]]
     n_differs = int(ref["unbiased_differs"].sum())
     print(
-        f"[{name}] mean max-prob {max_prob:.3f}  mean logit std {logit_std:.2f}  distinct expert sets/layer "
-        f"{distinct}  bias-changed tokens {n_differs}/{ref['unbiased_differs'].size}  "
+        f"[{name}] mean max-prob {max_prob:.3f}  mean logit std {logit_std:.2f}  distinct expert "
+        f"sets/layer {distinct}  bias-changed tokens {n_differs}/{ref['unbiased_differs'].size}  "
         f"min routing margin {min_margin(ref):.2e}"
     )
     assert max_prob > 0.2 and logit_std > 1.0, f"{name}: logits too uniform"
@@ -413,15 +428,18 @@ def fresh_folder(name):
 
 
 def is_fp8_weight(name):
-    """Official DeepSeek-V3 quantizes every decoder linear except the router; embed/lm_head/norms stay bf16."""
+    """Official DeepSeek-V3 quantizes every decoder linear except the router; embed/lm_head/norms
+    stay bf16."""
     linear = name.endswith("_proj.weight") or name.endswith("_proj_with_mqa.weight")
     return name.startswith("model.layers.") and linear
 
 
 def quantize_fp8_blocks(w):
-    """w float32 [out, in] -> (float8_e4m3fn [out, in], scale_inv float32 [ceil(out/128), ceil(in/128)]).
+    """w float32 [out, in] -> (float8_e4m3fn [out, in], scale_inv float32 [ceil(out/128),
+    ceil(in/128)]).
 
-    Per 128x128 block: scale = amax / 448; q = fp8(w / scale); dequant = float32(q) * scale_inv[i//128, j//128].
+    Per 128x128 block: scale = amax / 448; q = fp8(w / scale); dequant = float32(q) *
+    scale_inv[i//128, j//128].
     The stored 'scale_inv' is the multiplier that undoes quantization (DeepSeek's naming)."""
     rows, cols = w.shape
     nr, nc = -(-rows // FP8_BLOCK), -(-cols // FP8_BLOCK)
@@ -446,7 +464,8 @@ def dequantize_fp8_blocks(q, scale_inv):
 
 
 def checkpoint_style_config(cfg, quantized):
-    """config.json as the official DeepSeek-V3 repo writes it: rope_theta + rope_scaling{type: yarn, ...}."""
+    """config.json as the official DeepSeek-V3 repo writes it: rope_theta + rope_scaling{type: yarn,
+    ...}."""
     rope = dict(cfg.rope_parameters)
     out = {
         "architectures": ["DeepseekV3ForCausalLM"],
@@ -507,7 +526,8 @@ def checkpoint_style_config(cfg, quantized):
 
 
 def to_checkpoint_arrays(tensors):
-    """FP8 for decoder linears, bf16 for the rest, float32 e_score_correction_bias (as in the official files).
+    """FP8 for decoder linears, bf16 for the rest, float32 e_score_correction_bias (as in the
+    official files).
 
     Returns (arrays to store, float32 dequantized view of exactly those values)."""
     stored, dequant = {}, {}
@@ -549,7 +569,8 @@ ST_DTYPES = {
 
 
 def save_safetensors(path, arrays):
-    """safetensors.numpy cannot write bf16/fp8, so write the (simple) format directly: u64 header len, JSON, data."""
+    """safetensors.numpy cannot write bf16/fp8, so write the (simple) format directly: u64 header
+    len, JSON, data."""
     header, offset, blobs = {"__metadata__": {"format": "pt"}}, 0, []
     for name in sorted(arrays):
         a = arrays[name]
@@ -571,13 +592,15 @@ def save_safetensors(path, arrays):
 
 
 def write_fp8_checkpoint(cfg, seed, folder):
-    """Write the official-layout checkpoint to folder and return HF's reference on the dequantized weights."""
+    """Write the official-layout checkpoint to folder and return HF's reference on the dequantized
+    weights."""
     model = build_model(cfg, seed)
     stored, dequant = to_checkpoint_arrays(hf_saved_tensors(model))
     ckpt_cfg = checkpoint_style_config(cfg, quantized=True)
     write_json(os.path.join(folder, "config.json"), ckpt_cfg)
     write_shards(folder, stored, n_shards=3)
-    # Reference: HF built from the checkpoint-style config (minus quantization) on the dequantized weights.
+    # Reference: HF built from the checkpoint-style config (minus quantization) on the dequantized
+    # weights.
     tmp = tempfile.mkdtemp()
     try:
         plain_cfg = {k: v for k, v in ckpt_cfg.items() if k != "quantization_config"}
@@ -610,7 +633,8 @@ def write_fp8_variant(name, seed):
 
 
 def hf_fp8_logits_error(folder, ref):
-    """Load an FP8 folder with HF's own loader (on CPU it dequantizes) and compare logits to the reference."""
+    """Load an FP8 folder with HF's own loader (on CPU it dequantizes) and compare logits to the
+    reference."""
     model = DeepseekV3ForCausalLM.from_pretrained(
         folder, attn_implementation="eager", experts_implementation="eager", dtype=torch.float32
     ).float()
@@ -620,12 +644,14 @@ def hf_fp8_logits_error(folder, ref):
 
 
 def crosscheck_hf_fp8_loader(name, seed, folder, ref):
-    """Informational cross-check against transformers' FineGrainedFP8 loader (needs `accelerate`; skipped if absent).
+    """Informational cross-check against transformers' FineGrainedFP8 loader (needs `accelerate`;
+    skipped if absent).
 
-    1) A 128-aligned twin (hidden 128, intermediate 256) must load in HF to the same logits: this validates the
-       tensor names, scale_inv meaning, bf16 storage and shard index. 2) The committed fixture has partial blocks
-       (160 = 128 + 32, 288 = 2*128 + 32), like official kv_a_proj_with_mqa (576 rows, 5 scale rows). HF's CPU
-       dequant takes block = rows // scale_rows instead of 128, so it is expected to disagree there; we print it."""
+    1) A 128-aligned twin (hidden 128, intermediate 256) must load in HF to the same logits: this
+       validates the tensor names, scale_inv meaning, bf16 storage and shard index. 2) The committed
+       fixture has partial blocks (160 = 128 + 32, 288 = 2*128 + 32), like official
+       kv_a_proj_with_mqa (576 rows, 5 scale rows). HF's CPU dequant takes block = rows //
+       scale_rows instead of 128, so it is expected to disagree there; we print it."""
     try:
         import accelerate  # noqa: F401
     except ImportError:
@@ -653,7 +679,7 @@ def write_json(path, obj):
         f.write("\n")
 
 
-# ---------------------------------------------------------------- MTP (official names at layer num_hidden_layers)
+# ------------------------------------------------ MTP (official names at layer num_hidden_layers)
 
 
 def mtp_tensors(model, seed):
@@ -683,12 +709,15 @@ def mtp_tensors(model, seed):
 
 
 def build_mtp_model(model, mtp):
-    """HF's MtpModel (transformers.modeling_layers) for depth 1, loaded with our official-named MTP tensors.
+    """HF's MtpModel (transformers.modeling_layers) for depth 1, loaded with our official-named MTP
+    tensors.
 
-    HF's own MtpModel.from_pretrained cannot find them for a tiny model: DeepseekV3's MTP key pattern is the
-    hard-coded r"model\\.layers\\.61.*". So we map the names by hand (the same renames HF registers for MtpModel):
+    HF's own MtpModel.from_pretrained cannot find them for a tiny model: DeepseekV3's MTP key
+    pattern is the hard-coded r"model\\.layers\\.61.*". So we map the names by hand (the same
+    renames HF registers for MtpModel):
     layers.{n}.{enorm,hnorm,eh_proj} -> layers.0.*, shared_head.norm -> layers.0.post_norm,
-    the rest of layers.{n}.* -> layers.0.mtp_block.*; embed_tokens/shared_head.head are shared with the main model."""
+    the rest of layers.{n}.* -> layers.0.mtp_block.*; embed_tokens/shared_head.head are shared with
+    the main model."""
     from transformers.modeling_layers import MtpModel
 
     n = model.config.num_hidden_layers
@@ -717,8 +746,10 @@ def build_mtp_model(model, mtp):
 
 def mtp_reference(model, mtp_model, ref):
     """Depth-1 MTP as HF's MtpLayer computes it: for i < T-1,
-    x_i = eh_proj(cat[enorm(embed(t_{i+1})), hnorm(h_i)]), h_i = main model's FINAL-NORMED hidden state at i;
-    y = decoder_block(x) (MoE block, causal over the T-1 positions, RoPE positions 1..T-1 as HF's drafting loop uses);
+    x_i = eh_proj(cat[enorm(embed(t_{i+1})), hnorm(h_i)]), h_i = main model's FINAL-NORMED hidden
+      state at i;
+    y = decoder_block(x) (MoE block, causal over the T-1 positions, RoPE positions 1..T-1 as HF's
+      drafting loop uses);
     mtp_hidden = shared_head.norm(y); mtp_logits = lm_head(mtp_hidden) predicts t_{i+2}."""
     ids = torch.from_numpy(ref["input_ids"].astype(np.int64))
     h = torch.from_numpy(ref["final_hidden"][:, :-1])
@@ -746,7 +777,8 @@ def mtp_reference(model, mtp_model, ref):
 
 
 def fuse_experts(tensors, n_experts):
-    """Per-expert gate/up/down (checkpoint names) -> HF in-memory experts.gate_up_proj [E, 2I, D], down_proj."""
+    """Per-expert gate/up/down (checkpoint names) -> HF in-memory experts.gate_up_proj [E, 2I, D],
+    down_proj."""
     out = {k: v for k, v in tensors.items() if ".experts." not in k}
     if any(".experts." in k for k in tensors):
         g = [tensors[f"mlp.experts.{e}.gate_proj.weight"] for e in range(n_experts)]

@@ -81,10 +81,10 @@ NEW_PACKAGES = {
 none of them. The episode record (per-token fields written once, by every sampler), the reward (a
 pure function of an episode's grade and counts), episode metrics and the pass@k estimator, and the
 run's timeline (spans of every process and thread -> a Chrome trace).
-""",
+""",  # noqa: E501
     "rl/envs/isolation": """The sandbox and its limits: one episode's repository in an isolated process
 (namespaces, seccomp, rlimits), cgroup v2 limits where the host delegates them.
-""",
+""",  # noqa: E501
     "rl/envs/grading": """Tasks and their grading: the Task and Grade types, hidden tests hardened
 against tampering (harden.py) and run by the grader child process (grader/), the per-family
 dispatch (dispatch.py: tests, code review, DevOps), and the oracle gates a task must pass before

@@ -150,7 +150,8 @@ class Checkpointer:
 
 class BestCheckpoints:
     """Params checkpoints under `directory`, of which Orbax keeps the `keep` best by `metric`
-    (Orbax's own retention: CheckpointManagerOptions.best_fn / best_mode, not a hand-rolled copy)."""
+    (Orbax's own retention: CheckpointManagerOptions.best_fn / best_mode, not a hand-rolled
+    copy)."""
 
     def __init__(self, directory: str, metric: str, mode: str = "min", keep: int = 1):
         if mode not in ("min", "max"):

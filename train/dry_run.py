@@ -49,7 +49,8 @@ def report(config) -> str:
             f"model {config.model}: {total:,} params total, {active:,} active per token",
             f"training FLOPs/token (seq_len {t.seq_len}): {flops:.3e}",
             f"mesh {sizes} on {n_dev} devices",
-            f"per device: params {param_bytes / gib:.2f} GiB + optimizer state {opt_bytes / gib:.2f} GiB"
+            f"per device: params {param_bytes / gib:.2f} GiB + optimizer state "
+            f"{opt_bytes / gib:.2f} GiB"
             f" = {(param_bytes + opt_bytes) / gib:.2f} GiB",
             f"tokens per step: {t.batch_size} rows x {t.seq_len} = {t.batch_size * t.seq_len:,} "
             f"in {t.microbatches} microbatch(es); {t.seq_len // sizes['context']:,} tokens per "
@@ -186,7 +187,8 @@ def sampler_report(config) -> str:
         f"split {rl.coding.cache_split!r}; latent "
         f"cache per token per sequence: {values / 1024:.1f} KiB of {dt} latent + rope, "
         f"{per_token / 1024:.1f} KiB with the int32 positions (counted below; decode_dtype="
-        f"{cfg.decode_dtype}; float32 cache: {cache_bytes_per_token(cfg, 'float32') / 1024:.1f} KiB)"
+        f"{cfg.decode_dtype}; float32 cache: "
+        f"{cache_bytes_per_token(cfg, 'float32') / 1024:.1f} KiB)"
     ]
     for context in SAMPLER_CONTEXTS:
         p = memory_plan.sampler_plan(

@@ -1,6 +1,7 @@
 """The run's model config and sharding rules, from the run config: what the trainer
-(train/trainer.py) and the RL samplers (rl/sampling/sampler_process.py) both need, without the trainer's
-optimizer, state or checkpoint modules (a sampler process imports this, never train.trainer).
+(train/trainer.py) and the RL samplers (rl/sampling/sampler_process.py) both need, without the
+trainer's optimizer, state or checkpoint modules (a sampler process imports this, never
+train.trainer).
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ def _base_model_config(config) -> tuple[model.ModelConfig, str | None]:
 
 def model_config(config) -> tuple[model.ModelConfig, str | None]:
     """(ModelConfig, HF folder or None): exported params' config, an HF folder or a preset,
-    with the run's compute dtype ('auto' resolved for this backend), remat, the engines' decode_dtype and `model_overrides`."""
+    with the run's compute dtype ('auto' resolved for this backend), remat, the engines'
+    decode_dtype and `model_overrides`."""
     cfg, hf_dir = _base_model_config(config)
     cfg = dataclasses.replace(
         cfg,

@@ -94,7 +94,8 @@ def param_roles(logical_specs: Any, trainable: Any) -> Any:
 
 
 def muon_dims(spec: PartitionSpec) -> MuonDimensionNumbers:
-    """Which axes of a 'matrix' param are its [D_in, D_out]; the rest ('layers', 'expert') are batch.
+    """Which axes of a 'matrix' param are its [D_in, D_out]; the rest ('layers', 'expert') are
+    batch.
 
     D_out is the last axis, with 'heads' when the last axis is 'head_dim' (wq_b [q_latent, heads,
     head_dim] is one [q_latent, heads*head_dim] matrix); D_in is every other non-batch axis (wo

@@ -1,8 +1,9 @@
 """Device mesh, logical->mesh rules, and shardings of the TrainState and batches.
 
-Mesh axes are always (data, fsdp, expert, tensor, context); sizes come from the config, one of them may be
--1 (fills the rest). Params are placed by the model's logical specs through the config's rules;
-the optimizer state mirrors its params (optax.tree_map_params); batch rows go over (data, fsdp).
+Mesh axes are always (data, fsdp, expert, tensor, context); sizes come from the config, one of them
+may be -1 (fills the rest). Params are placed by the model's logical specs through the config's
+rules; the optimizer state mirrors its params (optax.tree_map_params); batch rows go over (data,
+fsdp).
 """
 
 from __future__ import annotations

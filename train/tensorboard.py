@@ -1,7 +1,8 @@
 """TensorBoard events through tensorboardX (MaxText's choice; no TensorFlow needed): its summary
 builders (scalars, histograms, images: the eval plots) and its record writer, used synchronously
-(one event per call, flushed before returning) so a killed run loses nothing it logged; tensorboardX's
-own SummaryWriter queues events for a background thread and its flush() does not drain that queue.
+(one event per call, flushed before returning) so a killed run loses nothing it logged;
+tensorboardX's own SummaryWriter queues events for a background thread and its flush() does not
+drain that queue.
 `read_events` reads a file back (tests, scripts) with the `tensorboard` package's own loader
 (`pip install tensorboard`, in the `test` extra).
 """

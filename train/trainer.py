@@ -17,7 +17,8 @@ batches and computes the same params (bitwise on CPU).
 A batch source (`BatchSource`) yields host-local numpy batches (this process's rows) and has a
 JSON-serializable state that lives in the checkpoint's data slot: the Grain iterator's for
 pretraining/SFT (`IteratorSource`), the RL pool order and trained/dropped group ids for RL
-(rl/learning/batch_source.py). `train.steps = 0` trains until the source is exhausted (constant schedule).
+(rl/learning/batch_source.py). `train.steps = 0` trains until the source is exhausted (constant
+schedule).
 
 No per-step host sync in the trainer itself: steps are dispatched back to back; the only value
 read every step is the previous step's non-finite streak, copied to the host asynchronously while

@@ -2,13 +2,13 @@
 stdin: {"nonce", "prompt", "test", "entry_point", "solution", "budget_s"}.
 
 No completion code ever runs in this process. It reads its request (the nonce and the hidden test
-never touch the episode's files), marks itself non-dumpable (the sandbox's other processes, same uid,
-cannot ptrace it or read its /proc/<pid>/mem, fd or environ), then starts the candidate server
+never touch the episode's files), marks itself non-dumpable (the sandbox's other processes, same
+uid, cannot ptrace it or read its /proc/<pid>/mem, fd or environ), then starts the candidate server
 (child.py: the prompt + completion, untrusted) and runs the problem's own `check` HERE, with the
 candidate replaced by a proxy that sends plain arguments to the server and decodes its plain
 answers (wire.py: exact builtin types only; the process handling is shared with the hidden-test
-runner, rl/envs/grading/grader/runner_process.py). Only after `check` has returned, and the server is
-killed, does it print `HUMANEVAL-VERDICT <nonce> pass`. Everything else prints a failing verdict,
+runner, rl/envs/grading/grader/runner_process.py). Only after `check` has returned, and the server
+is killed, does it print `HUMANEVAL-VERDICT <nonce> pass`. Everything else prints a failing verdict,
 or nothing (a killed runner): the host accepts a pass only with its own nonce.
 """
 

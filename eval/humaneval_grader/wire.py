@@ -1,8 +1,8 @@
 """The line protocol between the trusted HumanEval runner and the untrusted candidate server: one
 JSON object per line, bounded in size, carrying plain builtin values in the one sandbox value
-encoding (rl/envs/grading/grader/plain_values.py: `encode` refuses anything but exact builtin types, so an
-object whose `__eq__` always answers True never crosses; `decode` builds fresh values, runs no code
-of the sender and fails with ValueError on anything hostile instead of exhausting the runner).
+encoding (rl/envs/grading/grader/plain_values.py: `encode` refuses anything but exact builtin types,
+so an object whose `__eq__` always answers True never crosses; `decode` builds fresh values, runs no
+code of the sender and fails with ValueError on anything hostile instead of exhausting the runner).
 """
 
 import json

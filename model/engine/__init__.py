@@ -8,11 +8,13 @@ Letters: B slots, R rows prefilled (or decoded) in one call, T tokens per prefil
 length, V vocab, D model, K draft tokens, n MoE layers, k experts per token.
 
     eng = RolloutEngine(cfg, params, slots=8, cache_len=2048, temperature=1.0, valid_vocab=272)
-    eng.submit("ep0", prompt_ids, max_new=256, stop_tokens=[END, EOS])    # queued until a slot frees
+    eng.submit("ep0", prompt_ids, max_new=256, stop_tokens=[END, EOS])  # queued until a slot frees
     eng.submit("r1", ids, max_new=64, sampling=Sampling(temperature=0.7, top_p=0.9))  # its own
     for turn in eng.step():                         # decodes until some request's turn ends
-        ...                                         # turn.tokens / .logprobs / .versions / .finish_reason
-    eng.extend("ep0", observation_ids, max_new=256, stop_tokens=[END, EOS])   # continue that sequence
+        ...                                         # turn.tokens / .logprobs /
+                                                      .versions / .finish_reason
+    eng.extend("ep0", observation_ids, max_new=256, stop_tokens=[END, EOS])  # continue
+                                                                             that sequence
     experts = eng.finish("ep0")                     # frees the slot -> [consumed, n, k] routing
 
 By concern, one file each (every one's docstring says what it holds):

@@ -75,8 +75,8 @@ def forward_rows(cfg: ModelConfig, params, cache, rows, tokens, positions, kv_le
 def prefill(
     cfg, spec: Spec, kv_len: int, params, st: SlotState, rows, seq, start, n_seq, n_feed, turn
 ):
-    """Writes seq [R,T] (n_seq [R] valid) at positions start.. into the rows' buffers, feeds the first
-    n_feed [R] of them to the model, and arms the rows for decoding: pending = seq[n_feed].
+    """Writes seq [R,T] (n_seq [R] valid) at positions start.. into the rows' buffers, feeds the
+    first n_feed [R] of them to the model, and arms the rows for decoding: pending = seq[n_feed].
     turn = (max_new [R], nforced [R], stops [R,St], temperature [R], top_k [R], top_p [R],
     seed [R], turn number [R]): the turn's budget, forcing, stops, sampling settings and rng
     stream; kv_len (static) >= max(start + n_seq): the cache window the forward reads and writes
@@ -253,11 +253,11 @@ _fetch_raw_jit = jax.jit(lambda st, slot: (st.raw_lp[slot], st.top_ids[slot], st
 
 @functools.lru_cache(maxsize=16)
 def _sharded_programs(cfg: ModelConfig, spec: Spec, mesh, rules):
-    """(init, prefill, decode, end_turns) jitted with the slot state's shardings as out_shardings: the state
-    is created sharded (never whole on one device), and a donated state comes back in the layout it
-    went in (so its buffers are reused and the next call is not a new program). Params keep the
-    shardings they are placed with (set_params). Cached per (cfg, spec, mesh, rules): engines alike
-    share compiled programs, and rules, which jit does not see, are part of the key.
+    """(init, prefill, decode, end_turns) jitted with the slot state's shardings as out_shardings:
+    the state is created sharded (never whole on one device), and a donated state comes back in the
+    layout it went in (so its buffers are reused and the next call is not a new program). Params
+    keep the shardings they are placed with (set_params). Cached per (cfg, spec, mesh, rules):
+    engines alike share compiled programs, and rules, which jit does not see, are part of the key.
 
     Each program wraps its function in a new functools.partial: JAX caches a function's trace
     by the function and its arguments, not by flax's logical rules (read while tracing), so two

@@ -5,12 +5,12 @@ under the engine's mesh, and turns finished slots into `Turn`s. Not thread-safe:
 it (rl/sampling/rollout.py, rl/serve/engine_loop.py).
 
 Requests move queued -> prefill -> running -> paused (-> prefill on `extend` ...) and leave on
-`finish`. Rewinding (self-summarization, rl/envs/agent/summary.py): `rewind(rid, keep)` cuts a paused
-sequence back to its first `keep` tokens and `extend` then appends a rebuilt context. The cache
-entries of positions < keep - 1 were computed from exactly those tokens and are kept (no re-prefill
-of the shared prefix); token keep-1 becomes pending again; later entries are rewritten before any
-query reads them (the same argument as a reused slot). `experts(rid)` reads a paused request's
-routing rows without freeing it (the finished segment's record).
+`finish`. Rewinding (self-summarization, rl/envs/agent/summary.py): `rewind(rid, keep)` cuts a
+paused sequence back to its first `keep` tokens and `extend` then appends a rebuilt context. The
+cache entries of positions < keep - 1 were computed from exactly those tokens and are kept (no
+re-prefill of the shared prefix); token keep-1 becomes pending again; later entries are rewritten
+before any query reads them (the same argument as a reused slot). `experts(rid)` reads a paused
+request's routing rows without freeing it (the finished segment's record).
 """
 
 from __future__ import annotations
@@ -66,7 +66,8 @@ def _bucket(n: int, buckets: list[int]) -> int:
 
 @dataclasses.dataclass
 class Turn:
-    """One finished turn of a request: emitted ids with their sampler log-probs and params versions."""
+    """One finished turn of a request: emitted ids with their sampler log-probs and params
+    versions."""
 
     request: object
     tokens: list[int]
@@ -105,7 +106,8 @@ class _Request:
 
 
 class RolloutEngine:
-    """Slots + an open request queue. Not thread-safe: drive it from one thread (rl/sampling/rollout.py).
+    """Slots + an open request queue. Not thread-safe: drive it from one thread
+    (rl/sampling/rollout.py).
     speculative_k: MTP draft tokens per verify step (0 = plain decoding; > 0 needs MTP modules).
     temperature / top_k / top_p: the default sampling settings; a turn may bring its own
     (`submit(..., sampling=Sampling(...))`), and every slot samples with its own in the same
@@ -373,8 +375,8 @@ class RolloutEngine:
     # -- running
 
     def step(self, max_iterations: int = 256) -> list[Turn]:
-        """Starts queued requests in free slots, prefills pending tokens, then decodes until some turn
-        ends (or max_iterations). -> the turns that ended."""
+        """Starts queued requests in free slots, prefills pending tokens, then decodes until some
+        turn ends (or max_iterations). -> the turns that ended."""
         while self._queue and self._free:
             req = self._queue.popleft()
             req.slot, req.state = self._free.pop(0), "prefill"

@@ -250,10 +250,11 @@ def state_logical_specs(st: SlotState) -> SlotState:
     The caches' positions S over CACHE_SEQ (whole unless the engine splits its cache by sequence,
     model/engine/split.py, which also says how a slot split adds the expert axis to BATCH).
 
-    Otherwise the cache's S and latent dims stay whole on each device. Every head reads all L + R values of
-    a position (MLA's latent is shared by the heads, like MQA's one K/V head), so a cache split over
-    the tensor axis would make each head's scores [B,H,T,S] a partial sum to all-reduce per layer
-    and step, where tensor-parallel attention otherwise all-reduces only its [B,T,D] output after wo.
+    Otherwise the cache's S and latent dims stay whole on each device. Every head reads all L + R
+    values of a position (MLA's latent is shared by the heads, like MQA's one K/V head), so a cache
+    split over the tensor axis would make each head's scores [B,H,T,S] a partial sum to all-reduce
+    per layer and step, where tensor-parallel attention otherwise all-reduces only its [B,T,D]
+    output after wo.
     Replicated over tensor and expert it costs (L + R) x itemsize x S per slot and layer on each
     device: kimi_k2, 576 values, S = 8192: 9.4 MB per slot per layer in bf16 (18.9 MB in f32)."""
     slots = lambda tree: jax.tree.map(lambda _: P(sh.BATCH), tree)

@@ -4,8 +4,10 @@
 
     tasks, rejected = verify_tasks(generate_tasks(100, seed=0))   # the gate: only well-posed tasks
     env = CodingEnv(tokenizer)                                     # one per rollout worker thread
-    record = run_episode(env, tasks[0], policy)                    # policy(context_ids) -> emitted_ids
-    record.tokens, record.mask, record.all_pass, record.tests_passed   # exactly these ids; the grade
+    record = run_episode(env, tasks[0], policy)                    # policy(context_ids)
+                                                                     -> emitted_ids
+    record.tokens, record.mask, record.all_pass, record.tests_passed  # exactly these ids;
+                                                                       the grade
 
 Entry points that run model-written code call `require_isolation()` first: it raises
 `SandboxUnavailable` (install bubblewrap, or opt in to unisolated runs) before any model loads.
@@ -16,9 +18,9 @@ tests/test_imports.py; this __init__, __main__ and traces.py wire them):
     isolation/  sandbox (bubblewrap confinement; rlimits only by opt-in), cgroups (per-episode
                 memory/process/CPU/disk caps)
     grading/    tasks (Task, JSONL + files, grading: `Grade` holds the hidden tests' passed / total
-                and `tampered`), harden + grader/ (tamper-resistant hidden-test runs), grade_review /
-                grade_devops (code review graded by the first `report`, DevOps by a trusted check
-                command), dispatch (which grader a task uses), verify (the gate)
+                and `tampered`), harden + grader/ (tamper-resistant hidden-test runs),
+                grade_review / grade_devops (code review graded by the first `report`, DevOps by a
+                trusted check command), dispatch (which grader a task uses), verify (the gate)
     agent/      env (token-level episodes; they report the grade, the reward is
                 rl/episodes/rewards.py's), tools + search (strict tool-call parsing + the tools),
                 summary (self-summarization: episodes longer than the context as chains of

@@ -1,7 +1,9 @@
 """Task-pool tool: generate, verify and save tasks, or verify a user's task set.
 
-    python3 -m rl.envs make --n 100 --seed 0 --out tasks/      # generate -> gate -> tasks/tasks.jsonl
-    python3 -m rl.envs make --n 100 --repos 8 --out tasks/     # + 8 mined tasks per vendored project
+    python3 -m rl.envs make --n 100 --seed 0 --out tasks/      # generate -> gate
+                                                                 -> tasks/tasks.jsonl
+    python3 -m rl.envs make --n 100 --repos 8 --out tasks/     # + 8 mined tasks
+                                                                 per vendored project
     python3 -m rl.envs make --n 20 --families 4 --out tasks/   # + 4 of each review/DevOps template
                                                                # (+ mined ones with --repos)
     python3 -m rl.envs verify tasks/tasks.jsonl                # gate an existing (user) task set

@@ -8,9 +8,9 @@ In rl/envs/ (not data/): it plays the RL environment, and data/ never imports rl
 tests import its functions (task_trace, make_trace, chain_traces).
 
 Each trace is one episode of rl.envs.CodingEnv on a procedurally generated task (rl/envs/taskgen,
-the same tasks RL trains on), played by the scripted oracle rl.envs.agent.scripted.TracePolicy: the same
-tools (list_files, read_file, edit, write_file, run, run_tests, submit), the same system prompt and
-the same chat template as RL. Tool results are the environment's real observations (sandboxed
+the same tasks RL trains on), played by the scripted oracle rl.envs.agent.scripted.TracePolicy: the
+same tools (list_files, read_file, edit, write_file, run, run_tests, submit), the same system prompt
+and the same chat template as RL. Tool results are the environment's real observations (sandboxed
 commands, truncation included). A trace is kept only if the episode ends in `submit`, has no
 malformed call, passes every hidden test, and its chat messages render (data/chat.py) to exactly the
 episode's token ids, so SFT trains on the token sequences the environment produces. Output is
@@ -18,16 +18,16 @@ deterministic: the environment masks the durations pytest prints ("3 passed in X
 
 Fields: id, task (task id), template, seed, difficulty (regenerate the task with
 rl.envs.generate_task(template, seed, difficulty)), flow ("direct" | "reproduce"), mistake (None,
-or which one-byte mistake the trace shows and recovers from: rl.envs.agent.scripted.MISTAKES; the shipped
-file has none, bench/bench_rl_coding.py --mistake_rate makes them), grade [passed, total], messages
-(a mistaken assistant turn carries "weight": 0: in the context, not in the loss).
+or which one-byte mistake the trace shows and recovers from: rl.envs.agent.scripted.MISTAKES; the
+shipped file has none, bench/bench_rl_coding.py --mistake_rate makes them), grade [passed, total],
+messages (a mistaken assistant turn carries "weight": 0: in the context, not in the loss).
 
 Summary traces (data/traces/summary_traces.jsonl, `--summary`): long_lookup tasks (the fix needs
 more context than the budget) played at a 2,560-token context with self-summarization
-(rl/envs/agent/summary.py) by the summarizing oracle; every segment of the chain is one trace (fields
-chain, segment, segments besides the above): it ends with the trained summary turn (an assistant
-message {"summary": text}), and the next segment's trace starts from the rebuilt context (the
-summary copied with "weight": 0, then the environment's continue note), so SFT teaches both
+(rl/envs/agent/summary.py) by the summarizing oracle; every segment of the chain is one trace
+(fields chain, segment, segments besides the above): it ends with the trained summary turn (an
+assistant message {"summary": text}), and the next segment's trace starts from the rebuilt context
+(the summary copied with "weight": 0, then the environment's continue note), so SFT teaches both
 writing a summary when asked and working from one.
 
 Tool traces (data/traces/tool_traces.jsonl, `--tools`): the training templates and the review and

@@ -1,6 +1,6 @@
 """Episode metrics, defined once. The agentic suite (eval/agentic.py), the RL loop's logs
-(rl/learning/batch_source.py), the rollout driver's summary (rl/sampling/rollout.py) and the benchmarks
-(bench/bench_rl_coding.py, bench/bench_rl.py) all call `episode_metrics`:
+(rl/learning/batch_source.py), the rollout driver's summary (rl/sampling/rollout.py) and the
+benchmarks (bench/bench_rl_coding.py, bench/bench_rl.py) all call `episode_metrics`:
 
     episode_metrics(records, ks=(1, 4)) -> {"pass_rate": ..., "best_of_4": ..., ...}
 
@@ -12,25 +12,27 @@ is reported when every episode has one; a dropped episode, `Episode.dropped`, ha
 the episode, the policy's tokens: `completion_tokens` (eval's episodes), else the records' masks
 summed over segments.
 
-Chains (rl/episodes/records.py, rl/envs/agent/summary.py): a record with a `segment` field is one segment of the
-episode named by (task_id, group / group_id, sample / chain). Every segment must be present; the
-episode counts once, with the grade, counts and reward of its last segment (they are the chain's,
-identical on every segment) and the tokens of all. A record without `segment` is a whole episode
-(eval/agentic.py's episodes: a record's `Episode.to_dict()` plus the suite's own fields).
+Chains (rl/episodes/records.py, rl/envs/agent/summary.py): a record with a `segment` field is one
+segment of the episode named by (task_id, group / group_id, sample / chain). Every segment must be
+present; the episode counts once, with the grade, counts and reward of its last segment (they are
+the chain's, identical on every segment) and the tokens of all. A record without `segment` is a
+whole episode (eval/agentic.py's episodes: a record's `Episode.to_dict()` plus the suite's own
+fields).
 
 Metrics, means over episodes unless said:
 
     episodes, tasks                  counts
     pass_rate                        every hidden test passed and no tampering (schema.all_pass)
-    best_of_<k>                      mean over tasks of the unbiased pass@k (rl/episodes/passk.py) from
-                                     all n episodes of the task: P(some of k samples passes). Not
-                                     the fraction of tasks with any pass among n (that is pass@n,
-                                     and is biased for k < n). Needs n >= k for every task.
+    best_of_<k>                      mean over tasks of the unbiased pass@k (rl/episodes/passk.py)
+                                     from all n episodes of the task: P(some of k samples passes).
+                                     Not the fraction of tasks with any pass among n (that is
+                                     pass@n, and is biased for k < n). Needs n >= k for every task.
     partial_credit                   tests_passed / tests_total (schema.partial_credit: 0 if
                                      tampered, whatever the tampered run counted as passed)
     completion_tokens, tool_calls, turns, summaries, segments     per episode
     malformed_rate                   malformed calls / all calls (well-formed + malformed)
-    malformed_episodes               episodes with a malformed call (rl/episodes/rewards.py's penalty)
+    malformed_episodes               episodes with a malformed call (rl/episodes/rewards.py's
+                                     penalty)
     done/<reason>                    fraction of episodes that ended that way
     reward                           mean reward, when every episode's record carries one
 """

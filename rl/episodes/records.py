@@ -2,13 +2,13 @@
 needs per token and the reward RL trains on.
 
 One form: a record is a plain dict with the fields below, whoever made it (the multi-turn driver
-rl/sampling/rollout.py, the single-turn samplers, the server: each served choice is logged as a record whose
-reward rl/serve/feedback.py fills in) and whoever reads it (the rollout store
-rl/stores/store.py, the collator rl/learning/batch.py, summaries, the trainer's logs, eval). A dict, not a class,
-because the record crosses every boundary as data: the rollout store holds it as arrays plus JSON
-(no pickle), `--mode=rollout` as JSON lines, and producers add their own bookkeeping fields
-(a sampler's 'task' and 'sample_seconds', served feedback's 'id' and 'staleness'); a class would
-need a to/from-dict pair at each of those boundaries, which is the second form this replaces.
+rl/sampling/rollout.py, the single-turn samplers, the server: each served choice is logged as a
+record whose reward rl/serve/feedback.py fills in) and whoever reads it (the rollout store
+rl/stores/store.py, the collator rl/learning/batch.py, summaries, the trainer's logs, eval). A dict,
+not a class, because the record crosses every boundary as data: the rollout store holds it as arrays
+plus JSON (no pickle), `--mode=rollout` as JSON lines, and producers add their own bookkeeping
+fields (a sampler's 'task' and 'sample_seconds', served feedback's 'id' and 'staleness'); a class
+would need a to/from-dict pair at each of those boundaries, which is the second form this replaces.
 The per-token fields are written once, here, and the episode's (grade, counts, reward) once in
 rl/episodes/schema.py (`Episode`, carried by every record as `Episode.to_dict()` and read back by
 `Episode.from_record`); `check_record` checks one; the builders (`episode_records`,
@@ -19,10 +19,11 @@ Per-token fields, all of length L = len(tokens), aligned with `tokens`:
 
     tokens[t]    the episode transcript: prompt, then each emitted turn, then each observation
                  (exactly what the model consumed; the trainer never re-tokenizes)
-    mask[t]      1 exactly on tokens the policy emitted (sampled, or teacher-forced for scripted runs)
-    logprobs[t]  policy tokens: log p(tokens[t] | tokens[:t]) under the distribution the sampler drew
-                 from (model/sampling.py: log_softmax(mask_invalid(logits) / temperature) with the
-                 RL settings top_k = 0, top_p = 1); 0.0 elsewhere
+    mask[t]      1 exactly on tokens the policy emitted (sampled, or teacher-forced for scripted
+                 runs)
+    logprobs[t]  policy tokens: log p(tokens[t] | tokens[:t]) under the distribution the sampler
+                 drew from (model/sampling.py: log_softmax(mask_invalid(logits) / temperature) with
+                 the RL settings top_k = 0, top_p = 1); 0.0 elsewhere
     versions[t]  policy tokens: the params version of the forward that produced it; -1 elsewhere
     experts      [n_moe_layers, L, k]: experts[:, t] routed the forward that *consumed* tokens[t]
                  (the forward whose logits scored tokens[t+1]). It is `forced_experts` for ONE
@@ -38,10 +39,11 @@ Per-token fields, all of length L = len(tokens), aligned with `tokens`:
 
 Every record (REQUIRED):
     group_id       records of one group share it (group-relative advantages, rl/learning/batch.py)
-    reward         the reward RL trains on: rl/episodes/rewards.py, the only reward (no second score)
+    reward         the reward RL trains on: rl/episodes/rewards.py, the only reward (no second
+                   score)
     reward_terms   its parts, each signed as it enters the total: 'outcome', and for episodes
-                 'malformed' and 'len_<quantity>' (rl.episodes.rewards.episode_reward); summed they give
-                 `reward`
+                 'malformed' and 'len_<quantity>' (rl.episodes.rewards.episode_reward); summed they
+                 give `reward`
 A multi-turn episode record (`episode_records`) also has:
     task_id, group, sample (index within the group), policy ('model' | 'forced': scripted turns
     teacher-forced), prompt_len, turn_spans ([start, end) of each emitted turn),
@@ -54,18 +56,18 @@ A multi-turn episode record (`episode_records`) also has:
     tool calls: free text and <|end|>), malformed_calls, summaries and summary_tokens (summary
     turns of the chain and their tokens, also in output_tokens).
 
-Best-of-K from a shared mid-episode prefix (rl/sampling/rollout.py `prefix_turns`): every record of the
-group also has `shared_prefix` = n, its tokens [0, n) being the group's shared prefix (the same
+Best-of-K from a shared mid-episode prefix (rl/sampling/rollout.py `prefix_turns`): every record of
+the group also has `shared_prefix` = n, its tokens [0, n) being the group's shared prefix (the same
 tokens, mask, log-probs in all K records); rl/learning/batch.py gives them loss_mask 0. Absent: 0.
 
-Chains (self-summarization, rl/envs/agent/summary.py): an episode longer than the context is a chain of
-segments; each segment is one record (one training sequence) with its own per-token arrays,
+Chains (self-summarization, rl/envs/agent/summary.py): an episode longer than the context is a chain
+of segments; each segment is one record (one training sequence) with its own per-token arrays,
 prompt_len, turn_spans and malformed_turns (segment-local), and its place: `chain` names the
 chain within its group (the sample index), `segment` (0-based) of `segments`. Counts, grade and so
 the reward are the chain's, identical on every segment (summary turns are emitted output tokens,
-so they count in the length penalty); rl/learning/batch.py computes group-relative advantages over chains,
-not segments, and episode means (`episode_ends`) count a chain once. A record without `chain` is a
-chain of its own.
+so they count in the length penalty); rl/learning/batch.py computes group-relative advantages over
+chains, not segments, and episode means (`episode_ends`) count a chain once. A record without
+`chain` is a chain of its own.
 """
 
 from __future__ import annotations
@@ -167,10 +169,10 @@ def episode_facts(env_rec, tok, reward_cfg: RewardConfig) -> Episode:
 def episode_records(
     env_rec, arrays: list[dict], tok, reward_cfg: RewardConfig, *, group, sample, policy
 ) -> list[dict]:
-    """A finished multi-turn episode (rl/sampling/rollout.py's driver) as records, one per segment of its
-    chain. env_rec: the environment's record (rl.envs EpisodeRecord); arrays: per segment, the
-    engine's {tokens, logprobs, versions, experts [n, L, k]}; group / sample: the episode's place
-    in its group; policy: 'model' | 'forced'. Every segment carries the chain's facts
+    """A finished multi-turn episode (rl/sampling/rollout.py's driver) as records, one per segment
+    of its chain. env_rec: the environment's record (rl.envs EpisodeRecord); arrays: per segment,
+    the engine's {tokens, logprobs, versions, experts [n, L, k]}; group / sample: the episode's
+    place in its group; policy: 'model' | 'forced'. Every segment carries the chain's facts
     (`episode_facts`: grade, counts, the reward under `reward_cfg`)."""
     facts = dict(episode_facts(env_rec, tok, reward_cfg).to_dict())
     facts.update(group=group, sample=sample, policy=policy)

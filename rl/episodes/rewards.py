@@ -20,8 +20,8 @@ but necessary episode is not crushed, while needless verbosity still loses rewar
 
 Every term is returned separately (for TensorBoard) together with the total.
 
-Served responses (rl/serve/realtime.py) are rewarded here too: `feedback_reward` maps a user's signal
-(accepted, rejected, edited, dissatisfied, rating) to a reward, its one term the outcome;
+Served responses (rl/serve/realtime.py) are rewarded here too: `feedback_reward` maps a user's
+signal (accepted, rejected, edited, dissatisfied, rating) to a reward, its one term the outcome;
 rl/serve/feedback.py documents the mapping.
 
 The toy tasks' rewards live here too: `pattern_reward` (the single-turn pattern task,
@@ -82,7 +82,8 @@ def outcome_reward(passed: int, total: int, mode: str, tampered: bool = False) -
 
 
 def episode_reward(record: Mapping, cfg: RewardConfig) -> tuple[float, dict]:
-    """record: {'tests_passed', 'tests_total', 'tampered' (optional), 'counts': {malformed_calls, <LENGTH_QUANTITIES>}}.
+    """record: {'tests_passed', 'tests_total', 'tampered' (optional), 'counts':
+    {malformed_calls, <LENGTH_QUANTITIES>}}.
     -> (total reward, {term name: value}) with every term signed as it enters the total."""
     counts = record.get("counts", {})
     terms = {
@@ -143,7 +144,7 @@ def pattern_reward(target_ids: Sequence[int]) -> Callable:
 
 
 def chain_reward(answer, fact: int) -> float:
-    """The summary chain's reward (rl/sampling/summary_toy.py): the fraction of answer tokens that are the
-    fact, shared by the chain's two episodes."""
+    """The summary chain's reward (rl/sampling/summary_toy.py): the fraction of answer tokens that
+    are the fact, shared by the chain's two episodes."""
     a = np.asarray(answer)
     return float(np.mean(a == fact)) if a.size else 0.0

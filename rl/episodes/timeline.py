@@ -12,7 +12,8 @@ as spans end (a killed process keeps what it wrote); `merge` joins every file in
 trace with process and thread names. Spans of one thread nest (a context manager's span closes
 before the one around it), never overlap otherwise: `check` verifies it.
 
-Span names (rl/sampling/sampler_process.py, rl/learning/batch_source.py, rl/sampling/rollout.py, rl/stores/weight_store.py):
+Span names (rl/sampling/sampler_process.py, rl/learning/batch_source.py, rl/sampling/rollout.py,
+rl/stores/weight_store.py):
     sampler:  wait_trainer (backpressure: idle), generate (a play call), weight_fetch (a newer
               version downloaded and cast; inside generate when in flight), sandbox_wait (the
               coding driver waits for sandbox steps with no episode to decode: idle inside

@@ -1,7 +1,7 @@
 """Training records -> the padded training batch the RL loss consumes (host-side numpy).
 
-A record (rl/episodes/records.py: per-token tokens, mask, logprobs, versions, experts, malformed_mask, plus
-'reward' and 'group_id') is token-exact over the whole transcript.
+A record (rl/episodes/records.py: per-token tokens, mask, logprobs, versions, experts,
+malformed_mask, plus 'reward' and 'group_id') is token-exact over the whole transcript.
 
 The training forward runs on tokens[:-1] and predicts tokens[1:] (targets): position t's loss is
 on token t+1, so loss_mask/sampler_logprobs/advantages are the record's fields shifted by one.
@@ -31,7 +31,8 @@ def chain_advantages(records: Sequence[dict]) -> np.ndarray:
     """Per record, its chain's group-relative advantage: the group mean is over chains (episodes),
     not segments, so an episode that summarized k times weighs in its group's baseline once, and
     every segment of a chain gets the same advantage (ReSum-GRPO). A record without 'chain' is a
-    chain of its own. A chain's segments carry one reward (rl/episodes/records.py); a mismatch is an error."""
+    chain of its own. A chain's segments carry one reward (rl/episodes/records.py); a mismatch is an
+    error."""
     keys = [(r["group_id"], r.get("chain", ("solo", i))) for i, r in enumerate(records)]
     reward: dict = {}
     for key, r in zip(keys, records):
@@ -55,11 +56,12 @@ def collate(
 ) -> dict:
     """-> batch dict of numpy arrays [rows, seq_len] (+ forced_experts [rows, n, seq_len, k]).
 
-    Each record (one segment of a chain: rl/episodes/records.py) is one row; advantages are per chain
-    (chain_advantages). Padding rows have loss_mask 0 and segment id 0. A record longer than seq_len + 1 tokens is an
-    error (the caller sizes seq_len from the episode token budget). A negative episode advantage is
-    multiplied by `negative_scale` (1 = plain GRPO; see configs/rl.py). Tokens of malformed turns
-    then get advantage min(A_i, -malformed_adv) (broken tool calls are negative examples).
+    Each record (one segment of a chain: rl/episodes/records.py) is one row; advantages are per
+    chain (chain_advantages). Padding rows have loss_mask 0 and segment id 0. A record longer than
+    seq_len + 1 tokens is an error (the caller sizes seq_len from the episode token budget). A
+    negative episode advantage is multiplied by `negative_scale` (1 = plain GRPO; see
+    configs/rl.py). Tokens of malformed turns then get advantage min(A_i, -malformed_adv) (broken
+    tool calls are negative examples).
     Tokens before a record's `shared_prefix` (best-of-K from a shared prefix) get loss_mask 0."""
     if len(records) > rows:
         raise ValueError(f"collate: {len(records)} episodes > {rows} batch rows")
@@ -93,8 +95,8 @@ def collate(
         b["positions"][i, :n] = np.arange(n)
         b["segment_ids"][i, :n] = 1
         mask = np.array(rec["mask"], np.float32)[1:]  # a copy: the record stays as it is
-        # a branched group's shared prefix (rl/sampling/rollout.py prefix_turns) is in no loss term: the
-        # same in all K records, its advantage-weighted terms carry no signal (they sum to 0)
+        # a branched group's shared prefix (rl/sampling/rollout.py prefix_turns) is in no loss term:
+        # the same in all K records, its advantage-weighted terms carry no signal (they sum to 0)
         mask[: max(rec.get("shared_prefix", 0) - 1, 0)] = 0.0  # mask[j] is token j + 1's
         b["loss_mask"][i, :n] = mask
         b["sampler_logprobs"][i, :n] = np.asarray(rec["logprobs"], np.float32)[1:] * mask

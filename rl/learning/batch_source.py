@@ -3,9 +3,9 @@
     trainer.train(config, workdir, run=<RL loss>, source=RLBatchSource(config, workdir, cfg))
 
 Per step the source picks the next groups from the rollout store (arrival order; the staleness
-and dynamic-sampling rules below), collates them into this host's rows (rl/learning/batch.py), adds the
-reference logprobs on the trainer's mesh when the KL term is on (a jitted, sharded pre-step), and
-after the step publishes the new params to the weight store, appends (step, groups) to
+and dynamic-sampling rules below), collates them into this host's rows (rl/learning/batch.py), adds
+the reference logprobs on the trainer's mesh when the KL term is on (a jitted, sharded pre-step),
+and after the step publishes the new params to the weight store, appends (step, groups) to
 <workdir>/journal.jsonl and tells samplers its progress (backpressure: `progress_of`, groups
 settled; a group read but waiting for its batch still counts as ahead of the trainer).
 
@@ -48,9 +48,9 @@ from rl.stores.weight_store import WeightWriter, weight_store_path
 from train import trainer
 
 LOG_KEYS = ("reward/mean", "staleness/max", "sync/fraction_of_full")
-# rl.task values whose records carry the hidden tests' grade (rl/sampling/coding_sampler.py): their steps
-# also log rl.episodes.episode_metrics.episode_metrics, and the progress line (and an eval gate) gets
-# pass_rate.
+# rl.task values whose records carry the hidden tests' grade (rl/sampling/coding_sampler.py): their
+# steps also log rl.episodes.episode_metrics.episode_metrics, and the progress line (and an eval
+# gate) gets pass_rate.
 
 
 class Books:
@@ -136,8 +136,8 @@ def select(store, books: Books, rl, version: int):
 
 
 def progress_of(books: Books, version: int) -> dict:
-    """What samplers' backpressure reads (rl/sampling/sampler_process.py): `consumed` counts the groups
-    settled (trained, dropped as stale, zero-signal under dynamic sampling, skipped), not the
+    """What samplers' backpressure reads (rl/sampling/sampler_process.py): `consumed` counts the
+    groups settled (trained, dropped as stale, zero-signal under dynamic sampling, skipped), not the
     ones read into `pending` and waiting for a batch, so a sampler sees the trainer's read-ahead
     as work still ahead of it (counting read groups let `pending` grow to 8-14 groups past
     max_ahead=6 and staleness drop a third of the pool: issue 44). No deadlock: while a batch
@@ -159,8 +159,9 @@ def graded(recs) -> bool:
 def step_metrics(recs, stats, train_metrics, sync, dt):
     """Host scalars of one RL step: the reward and its parts (rl.episodes.records.reward_metrics, as
     rollout summaries report them), staleness, throughput, weight-sync bytes, and for graded
-    records the episode metrics of rl.episodes.episode_metrics.episode_metrics (pass rate, partial credit,
-    tokens, calls, turns, malformed rates: the agentic suite's and the benchmarks' definition).
+    records the episode metrics of rl.episodes.episode_metrics.episode_metrics (pass rate, partial
+    credit, tokens, calls, turns, malformed rates: the agentic suite's and the benchmarks'
+    definition).
     Episode means count each chain once (rl/episodes/records.py); token counts take every record."""
     m = {k: float(v) for k, v in train_metrics.items()}
     m.update(reward_metrics(recs))
@@ -185,7 +186,8 @@ def step_metrics(recs, stats, train_metrics, sync, dt):
     if decode:
         m.update(acceptance({k: sum(d.get(k, 0) for d in decode.values()) for k in COUNTERS}))
     # Samplers' idle share over the batch's play calls: waiting for the trainer (backpressure)
-    # or, inside a call, for sandboxes with nothing to decode (rl/episodes/timeline.py has the spans).
+    # or, inside a call, for sandboxes with nothing to decode (rl/episodes/timeline.py has the
+    # spans).
     timing = {r.get("group_id"): r["timing"] for r in recs if r.get("timing")}
     if timing:
         t = {k: sum(d.get(k, 0.0) for d in timing.values()) for k in next(iter(timing.values()))}

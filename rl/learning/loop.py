@@ -9,9 +9,10 @@ source, and samplers that share only two stores with it.
 
 The trainer is pretraining's: its mesh (`config.mesh`, `config.rules`), optimizer roles and
 schedule (`config.train`), non-finite guard, SIGTERM save, progress/MFU lines, TensorBoard,
-multi-host flags and checkpoint format; RL brings only its loss (rl/learning/losses.py) and its batch
-source (rl/learning/batch_source.py). An RL checkpoint is therefore a pretraining checkpoint: --mode=convert
-exports it and --mode=eval evaluates the export. Samplers: rl/sampling/sampler_process.py.
+multi-host flags and checkpoint format; RL brings only its loss (rl/learning/losses.py) and its
+batch source (rl/learning/batch_source.py). An RL checkpoint is therefore a pretraining
+checkpoint: --mode=convert exports it and --mode=eval evaluates the export. Samplers:
+rl/sampling/sampler_process.py.
 """
 
 from __future__ import annotations
@@ -56,8 +57,8 @@ def resolve(config):
     need = rl.groups_per_batch + rl.groups_per_call - 1
     if not rl.synchronous and rl.max_ahead < need:
         # a batch waits with up to groups_per_batch - 1 groups read (pending), which count as
-        # ahead of the trainer (rl/learning/batch_source.py progress_of): a sampler must still be able to
-        # write its next groups_per_call, or both sides wait for each other
+        # ahead of the trainer (rl/learning/batch_source.py progress_of): a sampler must still be
+        # able to write its next groups_per_call, or both sides wait for each other
         raise ConfigError(
             f"rl.max_ahead={rl.max_ahead}: must be >= rl.groups_per_batch + rl.groups_per_call"
             f" - 1 = {need}, or the trainer and the samplers can wait for each other forever"
@@ -78,9 +79,9 @@ def resolve(config):
 
 
 def mtp_weight(cfg, rl) -> float:
-    """The MTP self-distillation weight (rl/learning/losses.py): rl.mtp_weight, where < 0 (the default)
-    means 1 when the model has MTP heads and the samplers draft with them (rl.speculative_k > 0),
-    else 0. A weight > 0 on a model without MTP heads is an error."""
+    """The MTP self-distillation weight (rl/learning/losses.py): rl.mtp_weight, where < 0 (the
+    default) means 1 when the model has MTP heads and the samplers draft with them
+    (rl.speculative_k > 0), else 0. A weight > 0 on a model without MTP heads is an error."""
     from model.errors import ConfigError
 
     w = rl.mtp_weight

@@ -7,13 +7,14 @@ so the RL step *is* `train_step(state, batch, make_rl_loss(...))`.
 Shapes: B episodes (rows), T tokens, V vocab, n MoE layers, k experts per token.
 
 Per policy token t of episode i (mask m_t = 1 on tokens the sampler emitted):
-    logp_t   = log softmax(logits / temperature)[target]        (the sampler's logprob convention:
-                                                                  temperature-scaled, no top-k/top-p)
-    ratio_t  = exp(logp_t - sampler_logp_t)                      trainer vs sampler (mismatch + staleness)
-    w_t      = stop_grad(min(ratio_t, C))                        truncated importance sampling (TIS)
-    pg_t     = -w_t * A_t * logp_t                               gradient w_t * A_t * grad logp_t
-               (with ppo_clip=eps: -min(ratio_t A_t, clip(ratio_t, 1-eps, 1+eps) A_t), ratio vs sampler)
-    kl_t     = w_t * beta * 0.5 * (logp_t - ref_logp_t)^2        kl_mode='k2' (see below)
+    logp_t   = log softmax(logits / temperature)[target]  (the sampler's logprob convention:
+                                                            temperature-scaled, no top-k/top-p)
+    ratio_t  = exp(logp_t - sampler_logp_t)                trainer vs sampler (mismatch + staleness)
+    w_t      = stop_grad(min(ratio_t, C))                  truncated importance sampling (TIS)
+    pg_t     = -w_t * A_t * logp_t                         gradient w_t * A_t * grad logp_t
+               (with ppo_clip=eps: -min(ratio_t A_t, clip(ratio_t, 1-eps, 1+eps) A_t),
+               ratio vs sampler)
+    kl_t     = w_t * beta * 0.5 * (logp_t - ref_logp_t)^2  kl_mode='k2' (see below)
     loss     = sum_{i,t} m_t (pg_t + kl_t) / (norm_tokens * B)
 
 No per-episode length normalization: token terms are summed and divided by a fixed constant
@@ -21,8 +22,8 @@ No per-episode length normalization: token terms are summed and divided by a fix
 episode's weight never depends on its own length. `weight` = B rows, so train_step's microbatch
 accumulation (weighted mean of microbatch losses) reproduces the full-batch loss exactly.
 
-Advantages A_t come in the batch (rl/learning/batch.py: A_i = r_i - mean_group(r), no division by the
-group's std, broadcast over the episode's tokens; malformed-call turns may carry their own).
+Advantages A_t come in the batch (rl/learning/batch.py: A_i = r_i - mean_group(r), no division by
+the group's std, broadcast over the episode's tokens; malformed-call turns may carry their own).
 
 KL to a frozen reference (beta > 0; reference logprobs `ref_logprobs` come in the batch, computed
 by the trainer with the frozen params, so beta = 0 holds no reference at all):
@@ -135,8 +136,8 @@ def mtp_distillation(mtp_logits, logits, mask, segment_ids, temperature, valid_v
 
 def policy_forward(apply_fn, params, batch, *, router_replay: bool = True):
     """The policy's forward on an RL batch (the loss's, and the frozen reference's in
-    rl/learning/batch_source.py): apply_fn (model_apply) on tokens/positions/segment_ids, replaying the
-    sampler's routing when router_replay and the batch has forced_experts [B,n,T,k] (the one
+    rl/learning/batch_source.py): apply_fn (model_apply) on tokens/positions/segment_ids, replaying
+    the sampler's routing when router_replay and the batch has forced_experts [B,n,T,k] (the one
     layout: train.losses.forced_experts; n = 0: a dense model, nothing to replay)."""
     return apply_fn(
         params,

@@ -1,15 +1,16 @@
-"""Multi-turn coding sampler for the RL loop: CodingEnv episodes (rl/sampling/rollout.py's driver on one
-RolloutEngine) -> groups of records (rl/episodes/records.py), with the same `play` contract as
+"""Multi-turn coding sampler for the RL loop: CodingEnv episodes (rl/sampling/rollout.py's driver on
+one RolloutEngine) -> groups of records (rl/episodes/records.py), with the same `play` contract as
 rl.sampling.samplers.SingleTurnSampler.
 
     sampler = CodingSampler(cfg, reward_cfg, group_size=2, max_tokens=768, ...)
-    groups = sampler.play(tasks, follower, seed)    # one group (records, rl/episodes/records.py) per task
+    groups = sampler.play(tasks, follower, seed)    # one group (records,
+                                                      rl/episodes/records.py) per task
 
 Weights are swapped in flight: before every engine step (`swap_every` decode iterations) the
 driver calls back here, and a newer version from the weight store replaces the engine's params
 (slot caches kept, later tokens record the new version). The driver rewards each record with
-rl/episodes/rewards.py under `reward_cfg` (the run's rl.reward) on the grader's counts (tests_passed /
-tests_total of the hidden tests, run after the episode ends) and the episode's counts.
+rl/episodes/rewards.py under `reward_cfg` (the run's rl.reward) on the grader's counts (tests_passed
+/ tests_total of the hidden tests, run after the episode ends) and the episode's counts.
 """
 
 from __future__ import annotations
@@ -71,11 +72,12 @@ class CodingSampler:
         summary: rl.envs.agent.summary.SummaryConfig (None = off): an episode is then a chain of
         segments, one record each, all in its group.
         shared_prefix_turns: N > 0 plays each group as best-of-K from a shared N-turn prefix
-        (rl/sampling/rollout.py: the prefix decoded and its tool calls run once, then K branches from a
-        snapshot; the prefix's tokens are kept out of the loss by rl/learning/batch.py)."""
+        (rl/sampling/rollout.py: the prefix decoded and its tool calls run once, then K branches
+        from a snapshot; the prefix's tokens are kept out of the loss by rl/learning/batch.py)."""
         if max_tokens > cfg.max_position_embeddings:
             raise ValueError(
-                f"rl.max_tokens={max_tokens} > max_position_embeddings={cfg.max_position_embeddings}"
+                f"rl.max_tokens={max_tokens} > "
+                f"max_position_embeddings={cfg.max_position_embeddings}"
             )
         self.cfg, self.tok, self.reward_cfg = cfg, tok, reward_cfg
         self.group_size, self.max_tokens = group_size, max_tokens

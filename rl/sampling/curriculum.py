@@ -1,12 +1,14 @@
 """Skipping tasks that are predicted to carry no signal (rl.curriculum), before they are sampled.
 
-Dynamic sampling (rl/learning/loop.py) drops a group whose rewards are all equal only after its episodes
-were played: on bench_rl_coding's pool a third of the sampled groups were such groups (run 21:
-97 of 296), most of them from task kinds the policy never solves (or always solves). Here a sampler keeps, per value
-of a task attribute (`rl.curriculum.key`, e.g. 'meta.package'), whether each of that kind's
-groups had outcome spread (some episodes passed the hidden tests and some did not). A task whose
-kind had none in each of its last `after` groups is skipped with probability `prob`; the other
-(1 - prob) keep probing whether the policy has moved, and one group with spread resumes the kind.
+Dynamic sampling (rl/learning/loop.py) drops a group whose rewards are all equal only after its
+episodes were played: on bench_rl_coding's pool a third of the sampled groups were such groups (run
+21:
+97 of 296), most of them from task kinds the policy never solves (or always solves). Here a sampler
+keeps, per value of a task attribute (`rl.curriculum.key`, e.g. 'meta.package'), whether each of
+that kind's groups had outcome spread (some episodes passed the hidden tests and some did not). A
+task whose kind had none in each of its last `after` groups is skipped with probability `prob`; the
+other (1 - prob) keep probing whether the policy has moved, and one group with spread resumes the
+kind.
 
 A skipped task is written to the rollout store as an empty group: the trainer counts it and never
 trains it (exactly-once bookkeeping unchanged). The history is the sampler's own (what it played

@@ -13,8 +13,8 @@ threads, so while some episodes wait on their sandbox the engine decodes the oth
 `engine.spec.slots` episodes are live; each holds its slot (and latent cache) across turns, and an
 observation is prefilled into that cache alone (no re-prefill of the transcript).
 
-Self-summarization (env_kwargs summary=SummaryConfig, rl/envs/agent/summary.py): after a summary turn
-the env returns the next segment's rebuilt context; the driver keeps the finished segment's
+Self-summarization (env_kwargs summary=SummaryConfig, rl/envs/agent/summary.py): after a summary
+turn the env returns the next segment's rebuilt context; the driver keeps the finished segment's
 arrays, rewinds the episode's slot to the prefix the two contexts share (system + task prompt:
 its latent cache is kept, not prefilled again) and prefills only the rest. An episode then yields
 one record per segment, all with the chain's counts, grade and reward (`segment`, `segments`).
@@ -23,14 +23,15 @@ Stats: `segments_started` and `prefix_reused_tokens` (prefill tokens the rewind 
 
 Best-of-K from a shared mid-episode prefix (`prefix_turns=N`, group_size=K >= 2): a group's
 first episode plays its first N turns alone; then its sandbox and token state are snapshotted
-(rl/envs/agent/snapshot.py: files + the env's episode state) and K-1 more episodes are branched from it,
-each in its own sandbox, so the prefix is decoded and its tool calls run once instead of K times.
+(rl/envs/agent/snapshot.py: files + the env's episode state) and K-1 more episodes are branched from
+it, each in its own sandbox, so the prefix is decoded and its tool calls run once instead of K
+times.
 Branch 0 goes on in the prefix's own slot (its latent cache); each other branch is a new request
 whose prompt is the whole shared transcript (one prefill, no decode) and whose own seed gives it
 its own sampling stream; a scripted policy is copied at the branch point. Every branch's record is
 the whole episode (prefix included), equal to a fresh episode replayed to the same state, and
-carries `shared_prefix` = the number of leading tokens the group shares. Loss: rl/learning/batch.py keeps
-those tokens out of the loss. Their policy-gradient terms would be the same in all K records
+carries `shared_prefix` = the number of leading tokens the group shares. Loss: rl/learning/batch.py
+keeps those tokens out of the loss. Their policy-gradient terms would be the same in all K records
 (same tokens, same context, same log-probs), so they would only add (sum_i A_i) x the same term,
 which is 0 for group-relative advantages, or noise (a malformed-turn override, a dropped episode,
 a k2 KL term counted K times); the group carries no signal about the prefix, whose turns learn
@@ -43,9 +44,9 @@ one segment) and only on CodingEnv.
 teacher forcing (records get the model's log-probs and routing for those tokens): used by tests and
 benchmarks. `env_factory` replaces CodingEnv (a stand-in env for loop-mechanics tests).
 
-Rewards: each record carries rl/episodes/rewards.py's episode_reward of its grade and counts under the
-`reward` RewardConfig (default RewardConfig(): all-pass outcome, malformed penalty 0.5, no length
-terms; the RL sampler passes the run's `rl.reward`), and summary() reports it with the same
+Rewards: each record carries rl/episodes/rewards.py's episode_reward of its grade and counts under
+the `reward` RewardConfig (default RewardConfig(): all-pass outcome, malformed penalty 0.5, no
+length terms; the RL sampler passes the run's `rl.reward`), and summary() reports it with the same
 `reward/*` and `pass_rate` scalars as the RL trainer's logs (rl.episodes.records.reward_metrics).
 Records: rl/episodes/records.py.
 """
@@ -384,7 +385,8 @@ def _final_stats(run: _Run, wall: float, timing0: dict, counters0: dict) -> dict
 
 
 def _branch_envs(env, k: int, make_env: Callable) -> list:
-    """K environments restored to `env`'s episode state now (rl/envs/agent/snapshot.py); `env` goes on."""
+    """K environments restored to `env`'s episode state now (rl/envs/agent/snapshot.py); `env` goes
+    on."""
     from rl.envs.agent.snapshot import branch, snapshot
 
     with snapshot(env) as snap:
@@ -403,7 +405,8 @@ def _progress(records, total: int, live: int, wall: float) -> str:
 
 def _segment_arrays(ep: _Episode, engine, segment: dict, finish: bool) -> dict:
     """One segment's engine-side arrays, checked token-exact against the env's segment:
-    {tokens, logprobs, versions, experts [n, L, k]} (rl/episodes/records.py). `finish` frees the slot."""
+    {tokens, logprobs, versions, experts [n, L, k]} (rl/episodes/records.py). `finish` frees the
+    slot."""
     tokens = list(segment["tokens"])
     joined = [t for piece in ep.pieces for t in piece]
     seq = engine.sequence(ep.rid)
@@ -438,8 +441,9 @@ def _next_segment(ep: _Episode, engine, context: list[int], keep: int) -> None:
 
 
 def _make_records(ep: _Episode, engine, tok: Tokenizer, forced: bool, reward) -> list[dict]:
-    """One record per segment of the episode's chain (rl.episodes.records.episode_records), each with its
-    own tokens, mask, log-probs, versions and experts and the chain's grade, counts and reward."""
+    """One record per segment of the episode's chain (rl.episodes.records.episode_records), each
+    with its own tokens, mask, log-probs, versions and experts and the chain's grade, counts and
+    reward."""
     segments = ep.env.record().all_segments()
     arrays = ep.done_segments + [_segment_arrays(ep, engine, segments[-1], finish=True)]
     recs = rr.episode_records(
@@ -458,8 +462,9 @@ def _make_records(ep: _Episode, engine, tok: Tokenizer, forced: bool, reward) ->
 
 
 def summarize(records: Sequence[dict], stats: dict) -> dict:
-    """The episode metrics (rl.episodes.episode_metrics.episode_metrics: pass rate, partial credit, tokens,
-    turns, calls, malformed rate; a chain counts once), the reward scalars (rl.episodes.records.
+    """The episode metrics (rl.episodes.episode_metrics.episode_metrics: pass rate, partial credit,
+    tokens, turns, calls, malformed rate; a chain counts once), the reward scalars
+    (rl.episodes.records.
     reward_metrics: reward/mean, reward/<term>, as the RL trainer logs them), tokens/s and where
     the wall time went."""
     wall = max(stats.get("wall_s", 0.0), 1e-9)

@@ -1,6 +1,7 @@
-"""What the RL trainer (rl/learning/loop.py, rl/learning/batch_source.py) and the samplers (rl/sampling/sampler_process.py)
-both derive from the run config: the policy's model config and the pool's training order. It lives
-below both, so a sampler process imports no trainer module (tests/test_imports.py).
+"""What the RL trainer (rl/learning/loop.py, rl/learning/batch_source.py) and the samplers
+(rl/sampling/sampler_process.py) both derive from the run config: the policy's model config and the
+pool's training order. It lives below both, so a sampler process imports no trainer module
+(tests/test_imports.py).
 """
 
 from __future__ import annotations

@@ -2,15 +2,17 @@
 params from the weight store swapped in flight.
 
     sampler_loop(config, workdir, sampler_id)          # one sampler (a thread or a process)
-    python -m rl.sampling.sampler_process WORKDIR ID PARENT_PID  # a sampler process (reads rl_config.json)
+    python -m rl.sampling.sampler_process WORKDIR ID PARENT_PID  # a sampler process
+                                                                   (reads rl_config.json)
 
 `rl.task`: a name registered in rl/sampling/rl_tasks.py ('pattern', 'summary_toy', 'coding'), which
 makes the pool's tasks and the sampler. Sampler i produces the pool positions j with
 j % rl.samplers == i, `rl.groups_per_call` groups per play call, and skips groups whose file
 exists (a restarted sampler never repeats one). Backpressure: it writes a play call's groups only
-while they and the groups the trainer has not settled stay within `rl.max_ahead` (may_produce). With `rl.synchronous` it starts the groups of batch b
-only once the trainer has published version b, so no weight changes during sampling and a run is
-deterministic given its seed (one sampler): the mode that compares meshes step for step.
+while they and the groups the trainer has not settled stay within `rl.max_ahead` (may_produce). With
+`rl.synchronous` it starts the groups of batch b only once the trainer has published version b, so
+no weight changes during sampling and a run is deterministic given its seed (one sampler): the mode
+that compares meshes step for step.
 
 A sampler process exits when its parent (the trainer process) is gone; the trainer restarts a
 sampler process that died before its share was done (Samplers.revive, at most MAX_RESTARTS times).

@@ -1,12 +1,13 @@
 """Samplers for the RL loop: a task -> a group of episode records, with weights swapped in flight.
 
-rl/sampling/sampler_process.py only needs `sampler.play(tasks, weights, seed) -> list of groups` (one list
-of records per task) where `weights` is a `rl.stores.weight_store.Follower` (newest params + version,
-polled between decode iterations). This file holds the single-turn sampler on the one engine
-(model/engine/, through `model.prompt_batch.PromptBatch`: prompts -> completions, graded by a
-pure function of the tokens) and the decode counters every sampler reports; the multi-turn
-CodingEnv sampler (`rl.sampling.coding_sampler.CodingSampler`, episodes from rl/sampling/rollout.py) and the
-summary chain (`rl.sampling.summary_toy.SummaryToySampler`) plug in the same way with their own `play`.
+rl/sampling/sampler_process.py only needs `sampler.play(tasks, weights, seed) -> list of groups`
+(one list of records per task) where `weights` is a `rl.stores.weight_store.Follower` (newest
+params + version, polled between decode iterations). This file holds the single-turn sampler on the
+one engine (model/engine/, through `model.prompt_batch.PromptBatch`: prompts -> completions, graded
+by a pure function of the tokens) and the decode counters every sampler reports; the multi-turn
+CodingEnv sampler (`rl.sampling.coding_sampler.CodingSampler`, episodes from rl/sampling/rollout.py)
+and the summary chain (`rl.sampling.summary_toy.SummaryToySampler`) plug in the same way with their
+own `play`.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from rl.episodes.records import completion_record
 
 
 def records_from_generate(out, prompts, group_ids, rewards=None) -> list[dict]:
-    """model.generate output -> records (rl/episodes/records.py). rewards: one per sequence, a task score
-    that is the whole reward (its one term the outcome); None = not rewarded yet (reward and
+    """model.generate output -> records (rl/episodes/records.py). rewards: one per sequence, a task
+    score that is the whole reward (its one term the outcome); None = not rewarded yet (reward and
     reward_terms None until the caller sets them)."""
     return [
         completion_record(
@@ -47,8 +48,8 @@ class PromptTask:
 
 class SingleTurnSampler:
     """Plays `group_size` completions per task on one engine (a PromptBatch); between chunks of
-    `swap_every` decode iterations it asks `weights` for a newer version and swaps it in (the KV caches of
-    running sequences are kept: in-flight update, every token records its version)."""
+    `swap_every` decode iterations it asks `weights` for a newer version and swaps it in (the KV
+    caches of running sequences are kept: in-flight update, every token records its version)."""
 
     def __init__(
         self,
@@ -136,8 +137,8 @@ def add_counters(total: dict, stats: dict) -> None:
 
 
 def acceptance(counts: dict) -> dict:
-    """Decode counters (rl/sampling/samplers.py decode_counters) -> speculative acceptance (accepted /
-    drafted; absent without drafts) and tokens per verify step (tokens / slot-steps)."""
+    """Decode counters (rl/sampling/samplers.py decode_counters) -> speculative acceptance (accepted
+    / drafted; absent without drafts) and tokens per verify step (tokens / slot-steps)."""
     out = {}
     if counts.get("drafted", 0) > 0:
         out["spec/acceptance"] = counts["accepted"] / counts["drafted"]

@@ -1,14 +1,15 @@
 """The toy task of self-summarization (rl.task='summary_toy'): success needs one fact carried
 across a summary, and the fact is visible only before it. Each episode is a chain of two
-segments, each one training sequence, sharing one reward (rl/episodes/records.py, rl/learning/batch.py):
+segments, each one training sequence, sharing one reward (rl/episodes/records.py,
+rl/learning/batch.py):
 
     segment 0:  USER f f            s_1 .. s_K        (policy: the summary s)
     segment 1:  SUMMARY s_1 .. s_K  a_1 .. a_A        (policy: the answer a)
 
 The fact f is one of the ids 0 .. facts-1; the markers are the five ids after them, and every
-token is sampled from those facts + 5 ids (rl.valid_vocab, set by rl/learning/loop.py: the training loss
-masks the same ids, and a target outside them would score -inf). Reward = the fraction of answer
-tokens a_i equal to f. Segment 1 never sees f, only the summary: the
+token is sampled from those facts + 5 ids (rl.valid_vocab, set by rl/learning/loop.py: the training
+loss masks the same ids, and a target outside them would score -inf). Reward = the fraction of
+answer tokens a_i equal to f. Segment 1 never sees f, only the summary: the
 answer can beat chance (1 / facts) only by copying what the summary kept, and the summary earns
 credit only through the answer it makes possible, i.e. through the chain's shared advantage.
 
@@ -88,8 +89,9 @@ def second_prompt(summary: list[int], facts: int) -> list[int]:
 
 
 class SummaryToySampler:
-    """`play(tasks, weights, seed)` (rl/sampling/samplers.py's contract): per task, `group_size` chains of
-    two segments, generated on the single-turn sampler's engine path (`inner.generate`)."""
+    """`play(tasks, weights, seed)` (rl/sampling/samplers.py's contract): per task, `group_size`
+    chains of two segments, generated on the single-turn sampler's engine path
+    (`inner.generate`)."""
 
     def __init__(self, inner, *, facts: int, summary_tokens: int, answer_tokens: int):
         self.inner, self.facts, self.k, self.a = inner, facts, summary_tokens, answer_tokens

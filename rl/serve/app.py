@@ -160,8 +160,9 @@ async def _events(server: Server, rid: str, req: pr.Request):
 def _exchange(
     server: Server, rid: str, i: int, endpoint: str, req: pr.Request, res: Result, text: str
 ):
-    """Choice i's log record: an RL record (rl.episodes.records.completion_record over prompt + completion,
-    its reward None until a user's signal arrives: rl/serve/feedback.py) with the exchange's facts."""
+    """Choice i's log record: an RL record (rl.episodes.records.completion_record over prompt +
+    completion, its reward None until a user's signal arrives: rl/serve/feedback.py) with the
+    exchange's facts."""
     record = completion_record(
         req.prompt,
         res.tokens,

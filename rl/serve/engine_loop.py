@@ -1,7 +1,8 @@
 """The one thread that owns the decode engine (model/engine/ is not thread-safe) and steps it.
 
     loop = EngineLoop(engine, stream_every=8); loop.start()
-    loop.submit(Job(rid, prompt, max_new, stops, sink, sampling))   # from any thread (HTTP handlers)
+    loop.submit(Job(rid, prompt, max_new, stops, sink, sampling))   # from any thread
+                                                                      (HTTP handlers)
     loop.offer_params(params, version)                      # from the weight-store follower
 
 Each round: take new jobs (engine.submit: they join the running decode at the next step, in

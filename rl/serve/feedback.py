@@ -2,11 +2,11 @@
 
 The interaction log (rl/serve/interaction_log.py) holds each served exchange token-exact
 (prompt + completion ids, the sampler's log-probs, params version per token, routed experts)
-and the signals users attach to it. A cycle (rl/serve/realtime.py) reads the signals that arrived since
-its cursor, joins each to its exchange (wherever in the log it is) and maps it to a reward.
+and the signals users attach to it. A cycle (rl/serve/realtime.py) reads the signals that arrived
+since its cursor, joins each to its exchange (wherever in the log it is) and maps it to a reward.
 
-Reward mapping (rl/episodes/rewards.py `feedback_reward`, the one rewards module; configs/realtime.py
-`realtime.reward`, each value configurable):
+Reward mapping (rl/episodes/rewards.py `feedback_reward`, the one rewards module;
+configs/realtime.py `realtime.reward`, each value configurable):
     accepted       +1.0   the user kept the response as is
     rejected       -1.0   the user discarded it
     dissatisfied   -0.5   a follow-up said it was not what they wanted
@@ -18,8 +18,8 @@ Several signals for one response: the latest one counts (an edit after an accept
 
 Staleness rule: a response whose oldest completion token came from params version v is trained
 when base_version - v <= realtime.max_staleness (its importance ratio against the base params is
-the loss's truncated importance weight, rl/learning/losses.py TIS with rl.tis_c, computed from the logged
-sampler log-probs), and dropped (counted in `stale`) otherwise. A response longer than
+the loss's truncated importance weight, rl/learning/losses.py TIS with rl.tis_c, computed from the
+logged sampler log-probs), and dropped (counted in `stale`) otherwise. A response longer than
 rl.max_tokens + 1 tokens is dropped (counted in `too_long`); a signal for an id the log does not
 hold is counted in `orphan`.
 
@@ -83,8 +83,8 @@ def cap_keys(records: list[dict], share: float) -> tuple[list[dict], int]:
 
 
 def served_record(ex: dict) -> dict:
-    """An exchange's RL record as rl/serve/app.py logs it (rl.episodes.records.completion_record). Logs
-    written before 2026-11-28 hold the per-token layout over prompt + completion without the
+    """An exchange's RL record as rl/serve/app.py logs it (rl.episodes.records.completion_record).
+    Logs written before 2026-11-28 hold the per-token layout over prompt + completion without the
     record's fields (no `mask`): those are rebuilt, so a log already written stays trainable."""
     if "mask" in ex:
         return from_json(ex)

@@ -1,7 +1,8 @@
 """The interaction log: every served exchange, token-exact, and the feedback users attach to it.
 
     log = InteractionLog(dir, max_bytes=64 << 20)
-    log.append({"kind": "exchange", "id": "chatcmpl-..", "tokens": [...], ...})   # durable on return
+    log.append({"kind": "exchange", "id": "chatcmpl-..", "tokens": [...], ...})  # durable
+                                                                                  on return
     log.append({"kind": "feedback", "response_id": "chatcmpl-..", "signal": "accepted"})
     for position, record in read_log(dir): ...     # every intact record, oldest first
 
@@ -10,7 +11,8 @@ Files: `<dir>/log-<seq:06d>.bin`, append-only; a new file starts when the curren
 
 Framing (why a SIGKILL loses at most the record being written): each record is
 
-    MAGIC (4 bytes) | n = payload length (uint32 LE) | crc32(payload) (uint32 LE) | payload (n bytes JSON)
+    MAGIC (4 bytes) | n = payload length (uint32 LE) | crc32(payload) (uint32 LE)
+        | payload (n bytes JSON)
 
 written with one write() call and fsync'd before `append` returns, so every record acknowledged
 before the kill is on disk whole. A write cut by the kill leaves a torn tail: a short header, a

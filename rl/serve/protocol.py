@@ -373,7 +373,8 @@ def check_fits(req: Request, *, cache_len: int, vocab: int) -> None:
     if len(req.prompt) + 1 > cache_len:
         raise ApiError(
             400,
-            f"prompt of {len(req.prompt)} tokens leaves no room in the context of {cache_len} tokens",
+            f"prompt of {len(req.prompt)} tokens leaves no room in the context of {cache_len} "
+            "tokens",
             param="messages" if req.messages is not None else "prompt",
             code="context_length_exceeded",
         )
@@ -469,7 +470,8 @@ class TokenLogprobs:
     def push(self, ids: list[int], raw: tuple) -> dict | None:
         lps, top_ids, top_lps = raw
         rows = [(t, float(lp), ti[: self.k], tl[: self.k])
-                for t, lp, ti, tl in zip(ids, lps, top_ids, top_lps) if t not in self.skip]  # fmt: skip
+                for t, lp, ti, tl in zip(ids, lps, top_ids, top_lps)
+                if t not in self.skip]  # fmt: skip
         if not rows:
             return None
         return self._chat(rows) if self.chat else self._legacy(rows)

@@ -5,8 +5,10 @@ a promoted version in the weight store (which the server follows, rl/serve/follo
 
 A cycle, with its state in <workdir>/realtime/state.json (cycle number, the log cursor, the
 base: the export dir, version and eval metrics of the newest promoted params):
-  1. read the signals logged since the cursor (rl/serve/feedback.py: reward mapping, staleness rule);
-  2. train the base on them with the one trainer (train/trainer.py) and RL's loss (rl/learning/losses.py:
+  1. read the signals logged since the cursor (rl/serve/feedback.py: reward mapping, staleness
+     rule);
+  2. train the base on them with the one trainer (train/trainer.py) and RL's loss
+     (rl/learning/losses.py:
      truncated importance correction against the serving version's logged log-probs, router
      replay of the logged experts) through `FeedbackSource`, `realtime.epochs` passes;
   3. export the candidate and evaluate it (and the base, once) with the eval suites (eval/run.py);
@@ -171,7 +173,8 @@ def reward_stats(records) -> dict:
         return {"n": 0}
     st = np.asarray([x["staleness"] for x in records])
     return dict(n=int(r.size), mean=float(r.mean()), std=float(r.std()), min=float(r.min()),
-                max=float(r.max()), staleness_max=int(st.max()), staleness_mean=float(st.mean()))  # fmt: skip
+                max=float(r.max()), staleness_max=int(st.max()),
+                staleness_mean=float(st.mean()))  # fmt: skip
 
 
 def run_cycle(config, workdir: str, *, evaluate, check, log=print) -> dict:

@@ -1,6 +1,6 @@
 """One bounded tensorstore kvstore for both RL stores (weights: rl/stores/weight_store.py, episodes:
-rl/stores/store.py): a local path, a URL tensorstore parses (`gs://b/x`, `s3://b/x`, `memory://`), or a
-kvstore spec as JSON (`{"driver": "s3", "bucket": "b", "path": "run/", "endpoint":
+rl/stores/store.py): a local path, a URL tensorstore parses (`gs://b/x`, `s3://b/x`, `memory://`),
+or a kvstore spec as JSON (`{"driver": "s3", "bucket": "b", "path": "run/", "endpoint":
 "http://127.0.0.1:8333", "aws_region": "us-east-1"}`).
 
 Every operation is bounded: object-store requests retry a few times (S3_RETRIES) and each waits at

@@ -7,10 +7,10 @@ local directory, or S3/GCS where samplers and the trainer run on different hosts
 
     RolloutStore(rollout_store_path(config.rl, workdir))   # '' = <workdir>/rollouts
 
-Records (rl/episodes/records.py, the one record form) are stored as they are: ARRAY_FIELDS as arrays, every
-other field as JSON. Groups written before records had one form read back unchanged and train the
-same (their arrays, reward, reward_terms, group_id and chain fields are the fields read now); their
-single-turn records lack malformed_mask, which the collator takes as all 0.
+Records (rl/episodes/records.py, the one record form) are stored as they are: ARRAY_FIELDS as
+arrays, every other field as JSON. Groups written before records had one form read back unchanged
+and train the same (their arrays, reward, reward_terms, group_id and chain fields are the fields
+read now); their single-turn records lack malformed_mask, which the collator takes as all 0.
 
 Atomicity: a group is one kvstore write of its whole .npz (the file driver writes a temporary
 file and renames it over the key; an S3 PUT replaces the whole object), so a reader lists and

@@ -55,12 +55,12 @@ cheaper there), lossless on the bit patterns (the reader reproduces the sampler-
 bitwise), per shard: every element's zigzag bit difference z (new - old as an integer:
 0 = unchanged, a change of k ulps ~ 2k), visited in the exponent order of its old value
 (`exponent_order`: the reader recomputes it from the bits it holds), entropy-coded with one static
-distribution per exponent (rl/stores/weight_store_rans.py: a hybrid-uint token per z, numpy rANS over
-interleaved lanes). Whether an element moves, and by how many ulps, depends mostly on its exponent
-(its ulp): an update of ~lr moves every bf16 weight below ~512 lr in magnitude and few above. So
-the coder pays about the conditional entropy H(z | exponent): on a trained small model 11-17%
-fewer bytes than format 4's zlib'd gaps and byte planes (bf16, lr 1e-5: 4.54% of a snapshot on
-the first step after a fresh optimizer state, where format 4 paid 5.45%; bench/RESULTS_LOG.md).
+distribution per exponent (rl/stores/weight_store_rans.py: a hybrid-uint token per z, numpy rANS
+over interleaved lanes). Whether an element moves, and by how many ulps, depends mostly on its
+exponent (its ulp): an update of ~lr moves every bf16 weight below ~512 lr in magnitude and few
+above. So the coder pays about the conditional entropy H(z | exponent): on a trained small model
+11-17% fewer bytes than format 4's zlib'd gaps and byte planes (bf16, lr 1e-5: 4.54% of a snapshot
+on the first step after a fresh optimizer state, where format 4 paid 5.45%; bench/RESULTS_LOG.md).
   - 'same': an unchanged shard (frozen parameters; the MTP heads when rl.mtp_weight is 0, as
     RL's self-distillation term is what moves them) is an empty blob.
   - a delta that would not be smaller than the shard's raw bytes is written as a full snapshot
@@ -759,9 +759,9 @@ class Follower:
 
 
 class Promotions:
-    """Which published versions are *promoted* (passed rl/serve/realtime.py's eval gate): servers follow
-    only those. A marker is one small key, `promoted/<version:012d>.json` (the gate's note), in a
-    key range the writer's collector never touches; the collector keeps the newest promoted
+    """Which published versions are *promoted* (passed rl/serve/realtime.py's eval gate): servers
+    follow only those. A marker is one small key, `promoted/<version:012d>.json` (the gate's note),
+    in a key range the writer's collector never touches; the collector keeps the newest promoted
     version's manifest (and so its chain of blobs) however many versions follow it, and a marker
     whose manifest was collected (an older promotion) no longer counts, so `latest()` is always
     a version a reader can fetch.

@@ -3,7 +3,8 @@
     env = CodingEnv(tok)
     ids = env.reset(task)                  # bos, [system], user prompt, "<|assistant|>"  (mask 0)
     while True:
-        emitted = sampler(ids)             # the policy's turn, ending at <|end|> / <|eos|>  (mask 1)
+        emitted = sampler(ids)             # the policy's turn, ending at
+                                             <|end|> / <|eos|> (mask 1)
         obs, done = env.step(emitted)      # tool results + next "<|assistant|>"            (mask 0)
         if done: break
         ids = ids + emitted + obs
@@ -14,9 +15,9 @@ The record is exactly the concatenation of those ids: RL trains on it without re
 Every tool call's result is one tool message; a turn without tool calls, a `submit`, or the turn
 limit ends the episode, after which the hidden tests grade a fresh copy of the repo.
 
-With `summary=SummaryConfig(...)` (rl/envs/agent/summary.py) an episode is a chain of segments: at the
-trigger the observation ends with a summarize instruction; after the policy's summary turn, step()
-returns the next segment's whole rebuilt context (not an observation to append) and sets
+With `summary=SummaryConfig(...)` (rl/envs/agent/summary.py) an episode is a chain of segments: at
+the trigger the observation ends with a summarize instruction; after the policy's summary turn,
+step() returns the next segment's whole rebuilt context (not an observation to append) and sets
 `env.segment_start` to the number of leading tokens it shares with the previous segment (the
 engine keeps their cache). The record's tokens/mask/turn_spans/prompt_len are then the current
 segment's; finished segments are in `record().segments`; counts and the grade are the chain's.
@@ -67,8 +68,9 @@ class EpisodeRecord:
     tests_passed: int = 0
     tests_total: int = 0
     tampered: bool = False  # the grader caught the repo bending its results (Grade.tampered)
-    # Chains (rl/envs/agent/summary.py): finished segments, each {tokens, mask, prompt_len, turn_spans,
-    # first_turn, malformed_turns (segment-local)}; the current segment's first chain turn index.
+    # Chains (rl/envs/agent/summary.py): finished segments, each {tokens, mask, prompt_len,
+    # turn_spans, first_turn, malformed_turns (segment-local)}; the current segment's first chain
+    # turn index.
     segments: list[dict] = dataclasses.field(default_factory=list)
     first_turn: int = 0
     summaries: int = 0  # summary turns accepted (segment boundaries)
@@ -100,8 +102,8 @@ class EpisodeRecord:
         return sum(sum(s["mask"]) for s in self.all_segments())
 
     def to_dict(self) -> dict:
-        """JSON-ready, with the grader's all_pass included (the reward is rl/episodes/rewards.py's, carried
-        by the episode's records: rl/episodes/records.py)."""
+        """JSON-ready, with the grader's all_pass included (the reward is rl/episodes/rewards.py's,
+        carried by the episode's records: rl/episodes/records.py)."""
         return dict(dataclasses.asdict(self), all_pass=self.all_pass)
 
 
@@ -298,7 +300,8 @@ class CodingEnv:
                 rec.malformed_calls += 1
                 observations.append(
                     tools.malformed_observation(
-                        f"more than {self.max_calls_per_turn} tool calls in one turn; the rest were not run"
+                        f"more than {self.max_calls_per_turn} tool calls in one turn; the rest "
+                        "were not run"
                     )
                 )
                 break
@@ -373,7 +376,8 @@ class CodingEnv:
 def run_episode(
     env: CodingEnv, task: Task, policy: Callable[[list[int]], list[int]]
 ) -> EpisodeRecord:
-    """Drives one episode: `policy(context_ids) -> emitted_ids` is a sampler (or a scripted agent)."""
+    """Drives one episode: `policy(context_ids) -> emitted_ids` is a sampler (or a scripted
+    agent)."""
     context = env.reset(task)
     try:
         while True:

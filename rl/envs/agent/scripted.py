@@ -221,10 +221,10 @@ CHECK = ("Now the tests.", "Running the tests.", "Checking with the tests.")
 
 
 class SummarizingPolicy:
-    """A TracePolicy that answers the environment's summarize instruction (rl/envs/agent/summary.py) with
-    a summary turn and then goes on with its plan: the oracle of self-summarization, for tests and
-    SFT traces. Its summary keeps what the rest of the plan needs: the steps done, the facts of the
-    files read so far (task.meta["facts"], long_lookup) and the next step. `summaries` holds
+    """A TracePolicy that answers the environment's summarize instruction (rl/envs/agent/summary.py)
+    with a summary turn and then goes on with its plan: the oracle of self-summarization, for tests
+    and SFT traces. Its summary keeps what the rest of the plan needs: the steps done, the facts of
+    the files read so far (task.meta["facts"], long_lookup) and the next step. `summaries` holds
     (plan turns done, text) of each summary it wrote."""
 
     def __init__(self, tok: Tokenizer, inner: TracePolicy, task: Task):

@@ -34,7 +34,8 @@ SCHEMAS = {
     "code_search": {"query": ((str,), True), "k": ((int,), False)},
 }
 HELP = {
-    "search": "- search {pattern, path?, max_results?}: regex over the repo's files; path:line: text",
+    "search": "- search {pattern, path?, max_results?}: regex over the repo's files; "
+    "path:line: text",
     "code_search": "- code_search {query, k?}: the k code chunks most relevant to a query (BM25)",
 }
 
@@ -118,7 +119,7 @@ for s, (rel, lo, hi, _, first) in shown:
     print(f"{rel}:{lo}-{hi} ({s:.2f}): {cut(first.strip())}")
 if not shown:
     print("(no matches)")
-"""
+"""  # noqa: E501
 
 
 def command() -> str:

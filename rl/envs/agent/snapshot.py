@@ -13,7 +13,8 @@ Sandbox (its own uid, cgroup and tmpfs). Copies use copy_file_range, which share
 (copy-on-write) on file systems with reflinks (btrfs, XFS) and is a plain in-kernel copy elsewhere
 (tmpfs, ext4). A branch is the same episode as a fresh one replayed to the same state
 (tests/test_envs_repos.py checks token ids and grades). The rollout driver uses it for best-of-K
-from a shared mid-episode prefix (rl/sampling/rollout.py `prefix_turns`, rl.coding.shared_prefix_turns).
+from a shared mid-episode prefix (rl/sampling/rollout.py `prefix_turns`,
+rl.coding.shared_prefix_turns).
 """
 
 from __future__ import annotations

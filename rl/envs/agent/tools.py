@@ -197,7 +197,10 @@ def _check_arguments(name: str, args: dict[str, Any]) -> str | None:
             continue
         value = args[arg]
         if isinstance(value, bool) or not isinstance(value, types):
-            return f"argument {arg!r} must be {'/'.join(t.__name__ for t in types)}, got {type(value).__name__}"
+            return (
+                f"argument {arg!r} must be {'/'.join(t.__name__ for t in types)}, "
+                f"got {type(value).__name__}"
+            )
         if isinstance(value, float) and not math.isfinite(value):
             return f"argument {arg!r} must be finite"
     return None
@@ -228,7 +231,8 @@ def truncate_to_budget(
     marker = tok.encode(f"\n[... truncated {max(len(ids) - budget, 0)} tokens{extra} ...]\n")
     keep = max(min(budget, len(ids)) - len(marker), 2)
     head, tail = ids[: keep // 2], ids[len(ids) - (keep - keep // 2) :]
-    # Re-encode decoded pieces so a cut inside a multi-byte character becomes a valid replacement char.
+    # Re-encode decoded pieces so a cut inside a multi-byte character becomes a valid replacement
+    # char.
     return tok.encode(tok.decode(head)) + marker + tok.encode(tok.decode(tail))
 
 
@@ -314,11 +318,11 @@ def _edit(sandbox, path: str, old: str, new: str) -> ToolOutput:
 
 
 # Wall-clock durations that pytest (and unittest) print: the summary's "in 0.01s" (with " (0:01:05)"
-# past a minute), "--durations" rows "0.12s call ...", and "(0.03s)". They differ between two runs of
-# the same command, so an observation would too: they become DURATION, keeping the episode (and an
-# eval report) a function of the checkpoint and the seed. pytest's "slowest durations" section also
-# varies in which rows it shows, their order and its "(N durations < 0.005s hidden ...)" count, so
-# its body becomes one fixed line.
+# past a minute), "--durations" rows "0.12s call ...", and "(0.03s)". They differ between two runs
+# of the same command, so an observation would too: they become DURATION, keeping the episode (and
+# an eval report) a function of the checkpoint and the seed. pytest's "slowest durations" section
+# also varies in which rows it shows, their order and its "(N durations < 0.005s hidden ...)" count,
+# so its body becomes one fixed line.
 DURATION = "X.XXs"
 DURATIONS_SECTION_BODY = "(durations omitted: they differ between runs)\n"
 _DURATIONS = (

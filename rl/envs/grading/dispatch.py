@@ -1,9 +1,9 @@
 """Which grader a task uses: hidden tests (the default), a review report, or a DevOps check.
 
 `Task.meta["grader"]`: absent = the hidden tests (rl.envs.grading.tasks.grade_repo), "review" = the
-location of the policy's first `report` call (rl/envs/grading/grade_review.py), "devops" = the trusted check
-command with the file rules and the baseline test set (rl/envs/grading/grade_devops.py). Any other value grades
-0 (fail closed).
+location of the policy's first `report` call (rl/envs/grading/grade_review.py), "devops" = the
+trusted check command with the file rules and the baseline test set
+(rl/envs/grading/grade_devops.py). Any other value grades 0 (fail closed).
 """
 
 from __future__ import annotations

@@ -27,8 +27,9 @@ Task meta (host side, never shown to the policy): meta["grader"] = "devops" and 
    pytest's own.
 
 The grade is all or nothing: baseline size / baseline size when 1-4 hold, else 0 (a test set
-that shrank by one earns nothing); the grade's output says which rule failed. `cheats` builds the scripted cheats (delete the tests, drop one test, stub the
-check, forge the output, a conftest that forces passes, drop the pin); `verify_devops` is the gate.
+that shrank by one earns nothing); the grade's output says which rule failed. `cheats` builds the
+scripted cheats (delete the tests, drop one test, stub the check, forge the output, a conftest that
+forces passes, drop the pin); `verify_devops` is the gate.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ for n, raw in enumerate(open(sys.argv[1], encoding="utf-8"), 1):
         print(f"line {n}: {name}{op}{want} not satisfied (installed {have})"); bad += 1
 print("pins ok" if not bad else f"{bad} pin(s) broken")
 sys.exit(1 if bad else 0)
-'''
+'''  # noqa: E501
 
 
 def passed_ids(output: str) -> set[str]:

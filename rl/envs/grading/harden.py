@@ -463,7 +463,8 @@ def _evaluate(node: ast.AST):
 
 
 def _check_cost(op: ast.operator, left, right) -> None:
-    """Refuses operations whose result could be huge (10 ** 10 ** 9, "x" * 10 ** 9, 1 << 10 ** 9)."""
+    """Refuses operations whose result could be huge (10 ** 10 ** 9, "x" * 10 ** 9,
+    1 << 10 ** 9)."""
     if isinstance(op, ast.Pow) and isinstance(left, int) and isinstance(right, int):
         if right > 0 and abs(left) > 1 and right * abs(left).bit_length() > _SIZE:
             raise _NotConstant

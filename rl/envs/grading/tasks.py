@@ -12,14 +12,14 @@ the JSONL file) at plain directories:
 `solution_deletes` lists repo files the solution removes. Users bring their own tasks this way.
 
 Grading copies the agent's final repo into a fresh sandbox and runs the hidden tests (after submit,
-so the agent never sees them) through the trusted runner in rl/envs/grading/grader (see `grade_in` and
-rl/envs/README.md for what it trusts). Hidden tests may carry their own conftest.py; a task's root
-conftest.py (from its original repo) serves them too, whatever the agent made of it. Hidden tests,
-generated or brought by users, are graded under the same rules: they run from a read-only copy
-with fresh test names and canaries; `assert result == <literal>` is sealed (the expected value stays
-on the host, which compares it with the value the sandbox recorded), and other `==` asserts with a
-plain builtin expected value need a plain builtin result (the gate rejects tasks whose reference
-solution trips this). Each test function counts once in the grade, parametrized or not.
+so the agent never sees them) through the trusted runner in rl/envs/grading/grader (see `grade_in`
+and rl/envs/README.md for what it trusts). Hidden tests may carry their own conftest.py; a task's
+root conftest.py (from its original repo) serves them too, whatever the agent made of it. Hidden
+tests, generated or brought by users, are graded under the same rules: they run from a read-only
+copy with fresh test names and canaries; `assert result == <literal>` is sealed (the expected value
+stays on the host, which compares it with the value the sandbox recorded), and other `==` asserts
+with a plain builtin expected value need a plain builtin result (the gate rejects tasks whose
+reference solution trips this). Each test function counts once in the grade, parametrized or not.
 """
 
 from __future__ import annotations
@@ -113,7 +113,8 @@ def grade_in(sandbox: Sandbox, task: Task, timeout_s: float = 60.0) -> Grade:
     framed by a nonce given on stdin; no file in the repo is read back. The repo's code can still
     lie about the tests run in its own process: a canary reported passed or missing, garbage on a
     report channel, or a runner that ends without its summary marks the grade tampered
-    (rl/episodes/rewards.py rewards it below failure); a sealed value that differs from the expected one fails its test.
+    (rl/episodes/rewards.py rewards it below failure); a sealed value that differs from the expected
+    one fails its test.
     """
     host, inside = sandbox.readonly_dir(f"grader_{secrets.token_hex(4)}")
     repo = SANDBOX_REPO if sandbox.backend == "bwrap" else sandbox.root

@@ -29,8 +29,8 @@ class Verdict:
 
 
 def verify_task(task: Task, timeout_s: float = 60.0, limits: Limits = Limits()) -> Verdict:
-    """The gate for every grader (rl/envs/grading/dispatch.py): DevOps tasks by their own gate; review
-    tasks must have a real defect (their hidden tests fail with it, pass without: the checks
+    """The gate for every grader (rl/envs/grading/dispatch.py): DevOps tasks by their own gate;
+    review tasks must have a real defect (their hidden tests fail with it, pass without: the checks
     below) and a well-posed location grading."""
     grader = task.meta.get("grader")
     if grader == "devops":

@@ -24,8 +24,8 @@ Resource caps for the episode's whole process tree (cgroup memory/pids/cpu) and 
 per-process rlimits below are all there is (said once). Threat model: rl/envs/README.md.
 
 Without root the uid switch is impossible: commands then run as the caller under bwrap's user
-namespace, RLIMIT_NPROC is left unset (it would count all of the caller's processes), and a fork bomb
-is contained only by the pid namespace and the wall timeout.
+namespace, RLIMIT_NPROC is left unset (it would count all of the caller's processes), and a fork
+bomb is contained only by the pid namespace and the wall timeout.
 """
 
 from __future__ import annotations
@@ -63,7 +63,8 @@ class Limits:
     output_kill_bytes: int = 16 << 20  # output beyond this ends the command (limit "output")
     tmp_bytes: int = 256 << 20  # size of the private /tmp tmpfs (bwrap only)
     repo_bytes: int = 1 << 30  # largest repo Sandbox() agrees to copy (e.g. for grading)
-    # Whole-episode caps (cgroups / tmpfs, where the machine offers them; see rl.envs.isolation.cgroups):
+    # Whole-episode caps (cgroups / tmpfs, where the machine offers them; see
+    # rl.envs.isolation.cgroups):
     tree_memory_bytes: int = 4 << 30  # all processes of the episode together (+ their tmpfs)
     tree_cpus: float = 2.0  # CPU bandwidth of the whole tree, in cores
     disk_bytes: int = 2 << 30  # the episode dir (repo + tmp); tmpfs, so it is RAM too
@@ -501,8 +502,8 @@ class Sandbox:
     # -- files (host side, confined to the episode directory)
 
     def path(self, rel: str) -> str:
-        """Absolute host path of `rel`, refusing anything that resolves outside the episode (.., /abs,
-        symlinks the agent planted)."""
+        """Absolute host path of `rel`, refusing anything that resolves outside the episode (..,
+        /abs, symlinks the agent planted)."""
         if not isinstance(rel, str) or not rel or "\0" in rel:
             raise ValueError(f"bad path {rel!r}")
         rel = rel[len(SANDBOX_REPO) + 1 :] if rel.startswith(SANDBOX_REPO + "/") else rel
@@ -680,7 +681,8 @@ class _OutputCapture:
 def _pump(
     proc: subprocess.Popen, capture: _OutputCapture, deadline: float, kill_bytes: int
 ) -> tuple[bool, bool]:
-    """Reads output until EOF, the deadline, or too much output. Returns (timed_out, output_killed)."""
+    """Reads output until EOF, the deadline, or too much output. Returns (timed_out,
+    output_killed)."""
     fd = proc.stdout.fileno()
     os.set_blocking(fd, False)
     poller = (

@@ -5,7 +5,8 @@ training pool (projects.pool skips them). By repository: every project in HELD_O
 out whole; training pools never mine it, and its source must not appear in anything the model is
 trained on:
 
-    python -m rl.envs.repos.holdout                 # split + check the default corpora, exit 1 on a hit
+    python -m rl.envs.repos.holdout                 # split + check the default
+                                                      corpora, exit 1 on a hit
     python -m rl.envs.repos.holdout --held-out roman,parse --traces 'data/traces/*.jsonl'
 
 The check (`contamination`): every held-out project's .py files (its modules and its tests) are cut
@@ -84,7 +85,8 @@ class Hit:
 
 
 def held_out_index(projects=HELD_OUT_REPOS) -> dict[str, set[str]]:
-    """'project/path' -> shingles, for every .py file of the held-out projects big enough to tell."""
+    """'project/path' -> shingles, for every .py file of the held-out projects big enough to
+    tell."""
     out = {}
     for name in projects:
         for path, text in project_files(name).items():

@@ -17,7 +17,8 @@ positional arguments of a call), flipped boolean operator (and / or). Feature re
 (`removal_sites`): a function's body (after its docstring) becomes `raise NotImplementedError`.
 
 `mine` runs each candidate's tests through the trusted grader (spec.run_baseline) and keeps those
-with fail->pass tests; the task gate (rl/envs/grading/verify.py) and `cheats_fail` then run on the Task.
+with fail->pass tests; the task gate (rl/envs/grading/verify.py) and `cheats_fail` then run on the
+Task.
 """
 
 from __future__ import annotations
@@ -224,7 +225,8 @@ def removal_sites(path: str, source: str) -> list[Site]:
 
 
 def hidden_suite(files: dict[str, str], spec: EnvSpec) -> dict[str, str]:
-    """Graded name -> source of every test file with baseline-passing tests, failing ones removed."""
+    """Graded name -> source of every test file with baseline-passing tests, failing ones
+    removed."""
     passing, out = spec.passing(), {}
     for path in spec.test_files:
         rel = hidden_rel(path)
@@ -365,7 +367,8 @@ DOC_VERBS = frozenset(
     "convert count create decode delete determine drop emit encode ensure escape evaluate extract "
     "find format generate get handle initialize insert join load make match merge normalize open "
     "parse process pull put raise read register remove render replace reset resolve return run "
-    "save search set sort split strip take test transform turn update validate wrap write yield".split()
+    "save search set sort split strip take test transform turn update validate wrap write "
+    "yield".split()
 )
 BUG_OPENERS = (
     "There is a bug in `{symbol}`.",
@@ -421,7 +424,8 @@ def statements(recipe: Recipe, files: dict[str, str], spec: EnvSpec) -> dict[str
 
 def _doc_sentence(source: str, symbol: str) -> str:
     """The docstring's first paragraph (all its lines) as a whole sentence about the function:
-    "It should <verb> ..." for a verb summary, the summary quoted for a noun phrase, "" when none."""
+    "It should <verb> ..." for a verb summary, the summary quoted for a noun phrase, "" when
+    none."""
     for sym, func in functions(ast.parse(source)):
         if sym != symbol:
             continue

@@ -8,10 +8,10 @@
 
 data/repos/specs/<project>.json, suite.jsonl and families.json are committed data: built once
 (minutes, sandboxed), they make the suite a pure function of the vendored files (no sandbox
-needed to load it; `--mode=eval` with `eval.repos.verify=True` gates every task again). Each suite line is a mine.Recipe; its Task is
-rebuilt by mine.build_task. Training pools mine the projects not held out by repository
-(holdout.HELD_OUT_REPOS) from another seed and skip every suite id (held out by site), so no
-held-out task is ever trained on.
+needed to load it; `--mode=eval` with `eval.repos.verify=True` gates every task again). Each suite
+line is a mine.Recipe; its Task is rebuilt by mine.build_task. Training pools mine the projects not
+held out by repository (holdout.HELD_OUT_REPOS) from another seed and skip every suite id (held out
+by site), so no held-out task is ever trained on.
 """
 
 from __future__ import annotations
@@ -75,7 +75,8 @@ def suite_tasks(projects=(), limit: int = 0) -> list[Task]:
 def gated(
     recipes: list[M.Recipe], workers: int = 2, log=print
 ) -> tuple[list[M.Recipe], list[Task]]:
-    """Recipes whose tasks pass the task gate (rl/envs/grading/verify.py) and whose cheats all fail."""
+    """Recipes whose tasks pass the task gate (rl/envs/grading/verify.py) and whose cheats all
+    fail."""
     from concurrent.futures import ThreadPoolExecutor
 
     from rl.envs.grading.verify import verify_task

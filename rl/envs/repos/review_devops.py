@@ -1,5 +1,6 @@
-"""Code review and DevOps tasks mined from the vendored real projects (rl/envs/grading/grade_review.py and
-rl/envs/grading/grade_devops.py grade them; the task gate, rl/envs/grading/verify.py, checks them all).
+"""Code review and DevOps tasks mined from the vendored real projects
+(rl/envs/grading/grade_review.py and rl/envs/grading/grade_devops.py grade them; the task gate,
+rl/envs/grading/verify.py, checks them all).
 
 - Review (`review_task`): a mined mutation recipe (mine.Recipe, ops in review.REVIEW_OPS) becomes
   a patch that implements the mutated function: the diff goes from the function stubbed out
@@ -153,8 +154,8 @@ def makefile_task(project: str, files: dict[str, str], spec: EnvSpec, seed: int 
 
 
 def _devops_task(project, task_id, prompt, files, solution, *, check, editable) -> Task:
-    """A mined DevOps task: graded by its trusted `check` command (rl/envs/grading/grade_devops.py), the agent
-    editing only what `editable` allows; no hidden tests."""
+    """A mined DevOps task: graded by its trusted `check` command (rl/envs/grading/grade_devops.py),
+    the agent editing only what `editable` allows; no hidden tests."""
     return Task(
         id=task_id,
         prompt=prompt,
@@ -173,7 +174,8 @@ def _devops_task(project, task_id, prompt, files, solution, *, check, editable) 
 
 
 def devops_tasks(projects, seed: int = 0) -> list[Task]:
-    """The mined DevOps tasks of `projects` (ungated: rl/envs/grading/verify.py takes their baseline)."""
+    """The mined DevOps tasks of `projects` (ungated: rl/envs/grading/verify.py takes their
+    baseline)."""
     out = []
     for name in projects:
         files, spec = project_files(name), load_spec(name)

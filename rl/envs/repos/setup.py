@@ -1,5 +1,6 @@
 """The setup agent: turns a repository into a proposed EnvSpec by working in the sandbox through the
-same tool protocol as every coding episode (rl/envs/agent/tools.py), then the gate (spec.admit) decides.
+same tool protocol as every coding episode (rl/envs/agent/tools.py), then the gate (spec.admit)
+decides.
 
     env = SetupEnv(tok)                                   # a CodingEnv that ends without grading
     record = run_episode(env, setup_task(name, files), ScriptedSetupPolicy(tok))

@@ -61,10 +61,11 @@ TEMPLATES: dict[str, tuple[str, Callable]] = {
 LONG_CONTEXT_TEMPLATES: dict[str, tuple[str, Callable]] = {
     "long_lookup": ("context", lookup.long_lookup),
 }
-# Code review and DevOps (rl/envs/grading/grade_review.py, rl/envs/grading/grade_devops.py): graded by the reported location
-# or by the trusted check, not by hidden tests; their `make` also returns the task's meta. Named
-# explicitly (generate_task, templates=..., `python -m rl.envs make --families`), never by default,
-# so the default pools, traces and their tests stay as they were.
+# Code review and DevOps (rl/envs/grading/grade_review.py, rl/envs/grading/grade_devops.py): graded
+# by the reported location or by the trusted check, not by hidden tests; their `make` also returns
+# the task's meta. Named explicitly (generate_task, templates=...,
+# `python -m rl.envs make --families`), never by default, so the default pools, traces and their
+# tests stay as they were.
 TOOL_FAMILY_TEMPLATES: dict[str, tuple[str, Callable]] = {
     "review_patch": ("review", review.review_patch),
     "devops_pytest_config": ("devops", devops.devops_pytest_config),

@@ -1,5 +1,6 @@
 """DevOps templates: a small project whose build / CI / test configuration is broken; solved when
-its check command passes (graded by rl/envs/grading/grade_devops.py: trusted check, file rules, test set).
+its check command passes (graded by rl/envs/grading/grade_devops.py: trusted check, file rules, test
+set).
 
     devops_pytest_config   setup.cfg [tool:pytest]: test files not collected, a plugin that is
                            not installed (required_plugins, addopts -p), a minversion typo

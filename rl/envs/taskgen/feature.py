@@ -115,7 +115,7 @@ def add_option(rng, pkg, difficulty):
             """Records (dicts) sorted by their "{field}" field; optionally descending and truncated."""
             out = sorted(records, key=lambda r: r["{field}"], reverse=reverse)
             return out if limit is None else out[:limit]
-        ''')
+        ''')  # noqa: E501
     files[f"{pkg}/records.py"] = old
     hidden = {
         "test_records_hidden.py": dedent(f'''

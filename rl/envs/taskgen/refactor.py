@@ -1,4 +1,5 @@
-"""Refactor templates (behaviour kept, structure checked): rename across callers, extract a helper."""
+"""Refactor templates (behaviour kept, structure checked): rename across callers, extract a
+helper."""
 
 from __future__ import annotations
 
@@ -39,12 +40,15 @@ def rename(rng, pkg, difficulty):
     )
     hidden = {
         "test_rename_hidden.py": (
-            f"import pathlib\nimport re\n\nfrom {pkg} import core\nfrom {pkg}.core import {new}\n{imports}\n\n"
-            f"def test_behaviour_kept():\n    assert {new}([100, 200]) == 300 * {100 + rate} // 100\n\n\n"
+            f"import pathlib\nimport re\n\nfrom {pkg} import core\nfrom {pkg}.core import {new}\n"
+            f"{imports}\n\n"
+            f"def test_behaviour_kept():\n    assert {new}([100, 200]) == 300 * {100 + rate} // "
+            "100\n\n\n"
             f"def test_callers():\n{checks}\n\n"
             f"def test_old_name_gone():\n    assert not hasattr(core, {old!r})\n"
             f"    for path in pathlib.Path({pkg!r}).rglob('*.py'):\n"
-            f"        assert not re.search(r'\\b{old}\\b', path.read_text()), path   # whole words: proc vs process_rows\n"
+            f"        assert not re.search(r'\\b{old}\\b', path.read_text()), path   # whole "
+            "words: proc vs process_rows\n"
         )
     }
     prompt = pick_prompt(
@@ -74,7 +78,8 @@ def extract_helper(rng, pkg, difficulty):
         f"def release(stock, qty):\n{ind}    return stock + qty\n"
     )
     new = (
-        f"def {helper}(qty):\n{ind}\n\ndef reserve(stock, qty):\n    {helper}(qty)\n    return stock - qty\n\n\n"
+        f"def {helper}(qty):\n{ind}\n\ndef reserve(stock, qty):\n    {helper}(qty)\n"
+        "    return stock - qty\n\n\n"
         f"def release(stock, qty):\n    {helper}(qty)\n    return stock + qty\n"
     )
     files[f"{pkg}/stock.py"] = old

@@ -207,7 +207,7 @@ def docstrings(rng, pkg, difficulty):
 
         def test_behaviour_kept():
             assert money.{names[0][0]}(*[{", ".join("2" for _ in names[0][1].split(", "))}]) is not None
-        """)
+        """)  # noqa: E501
     }
     prompt = pick_prompt(
         difficulty,
@@ -248,7 +248,8 @@ def regression_test(rng, pkg, difficulty):
     prompt = pick_prompt(
         difficulty,
         (
-            f"{fn} ({pkg}/series.py) used to drop the last window; add a regression test in {test_file}",
+            f"{fn} ({pkg}/series.py) used to drop the last window; add a regression test in "
+            f"{test_file}",
             f"add a regression test for the {fn} last-window bug ({test_file})",
             f"we fixed a last-window bug in {fn}; pin it with a test in {test_file}",
         ),
@@ -281,7 +282,10 @@ def readme_example(rng, pkg, difficulty):
             assert pathlib.Path("README.md").read_text().startswith({readme.splitlines()[0]!r})
         ''')
     }
-    example = f"\n## Example\n\n```python\n>>> from {pkg}.text import {name}\n>>> {call}\n{result}\n\n```\n"
+    example = (
+        f"\n## Example\n\n```python\n>>> from {pkg}.text import {name}\n"
+        f">>> {call}\n{result}\n\n```\n"
+    )
     prompt = pick_prompt(
         difficulty,
         (

@@ -18,7 +18,8 @@ import sys
 
 
 class Collector:
-    """nodeid -> "passed" | "failed" | "skipped": failed if any phase failed, passed only by call."""
+    """nodeid -> "passed" | "failed" | "skipped": failed if any phase failed, passed only by
+    call."""
 
     def __init__(self):
         self.outcomes: dict[str, str] = {}

@@ -1,9 +1,10 @@
 """What a trusted grading runner does with processes, for both sandboxed graders (the hidden-test
-runner, rl/envs/grading/grader/runner.py, and eval's HumanEval runner, eval/humaneval_grader/runner.py):
+runner, rl/envs/grading/grader/runner.py, and eval's HumanEval runner,
+eval/humaneval_grader/runner.py):
 seal itself against the sandbox's other processes, start an untrusted child that reports on a pipe
 only the runner holds, and kill the child's whole session. Standard library only, imports nothing
-of the project: in a sandbox it is installed beside the runner (rl/envs/grading/grader/__init__.py says
-under which name).
+of the project: in a sandbox it is installed beside the runner (rl/envs/grading/grader/__init__.py
+says under which name).
 """
 
 import os

@@ -9,8 +9,9 @@ canaries catch always-equal objects there.
 `seal`: `assert L == <constant>` becomes `assert seal(L, "<id>")`: the expected value never enters
 the sandbox (not even the hardened test file). `seal` records L's encoding (plain_values.py) under
 the id and returns True; the host decodes it and decides, comparing every recorded value with the
-expected value it kept (rl/envs/grading/tasks.py). Only plain builtin values (exact types, bounded depth
-and size) are encoded; anything else records the marker "refused" and fails the assert here as well.
+expected value it kept (rl/envs/grading/tasks.py). Only plain builtin values (exact types, bounded
+depth and size) are encoded; anything else records the marker "refused" and fails the assert here as
+well.
 
 Names are bound at import, before any repo code is imported. The code under test runs in the
 same process and can rewrite RECORDS: it gains nothing by that, since it cannot know the expected
@@ -21,7 +22,9 @@ import json as _json
 
 if __package__:  # on the host: rl.envs.grading.grader.strict_eq
     from . import plain_values as _plain_values
-else:  # in the sandbox: _rl_grader, with the shared module beside it (rl/envs/grading/grader/__init__.py)
+else:
+    # in the sandbox: _rl_grader, with the shared module beside it
+    # (rl/envs/grading/grader/__init__.py)
     import _grader_plain_values as _plain_values
 
 _len = len
