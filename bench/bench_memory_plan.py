@@ -1,4 +1,5 @@
-"""The training memory plan (model/memory_plan.py) against XLA's compiled memory analysis, per layout.
+"""The training memory plan (model/memory_plan.py) against XLA's compiled memory analysis,
+per layout.
 
     XLA_FLAGS=--xla_force_host_platform_device_count=8 python bench/bench_memory_plan.py [--tiny]
         [--only=NAME,...] [--hlo_dir=DIR]

@@ -158,7 +158,8 @@ def validate(cfg: ModelConfig) -> None:
         )
         _check(
             0 < cfg.num_experts_per_tok <= cfg.n_routed_experts,
-            f"num_experts_per_tok={cfg.num_experts_per_tok} must be in [1, n_routed_experts={cfg.n_routed_experts}]",
+            f"num_experts_per_tok={cfg.num_experts_per_tok} must be in "
+            f"[1, n_routed_experts={cfg.n_routed_experts}]",
         )
         _check(
             cfg.n_group >= 1 and cfg.n_routed_experts % cfg.n_group == 0,
@@ -175,7 +176,8 @@ def validate(cfg: ModelConfig) -> None:
         )
         _check(
             cfg.topk_group * per_group >= cfg.num_experts_per_tok,
-            f"topk_group={cfg.topk_group} groups of {per_group} experts cannot supply top-{cfg.num_experts_per_tok}",
+            f"topk_group={cfg.topk_group} groups of {per_group} experts cannot supply "
+            f"top-{cfg.num_experts_per_tok}",
         )
     _check(cfg.scan_unroll >= 0, f"scan_unroll must be >= 0, got {cfg.scan_unroll}")
     _check(cfg.num_mtp_modules >= 0, "num_mtp_modules must be >= 0")
@@ -212,7 +214,8 @@ def resolve_compute_dtype(name: str, platform: str) -> str:
 
 
 def config_from_dict(fields: dict[str, Any]) -> ModelConfig:
-    """Builds a ModelConfig from a flat dict (e.g. an ml_collections override); unknown keys are errors."""
+    """Builds a ModelConfig from a flat dict (e.g. an ml_collections override); unknown keys are
+    errors."""
     known = {f.name for f in dataclasses.fields(ModelConfig)}
     unknown = sorted(set(fields) - known)
     if unknown:

@@ -2,8 +2,9 @@
 
     moe_comm_bytes(cfg, sizes, global_tokens)   bytes each device sends per MoE layer per step
     hlo_collective_bytes(compiled_hlo_text)     the same quantity read off a compiled program
-    memory_plan(cfg, sizes, seq_len, ...)       per-device params / grads / optimizer / activations /
-                                                MoE buffers, and whether it fits a device's HBM
+    memory_plan(cfg, sizes, seq_len, ...)       per-device params / grads / optimizer /
+                                                activations / MoE buffers, and whether it fits
+                                                a device's HBM
     dry_run_table(cfg)                          kimi_k2-style table over layouts and contexts
 
 "Bytes sent" per collective, per device, for a group of g devices and a per-device buffer S
@@ -42,12 +43,13 @@ def moe_comm_bytes(
     """Bytes one device sends per MoE layer per step with cfg.moe_comm='alltoall', by collective.
 
     sizes: {mesh axis: size}; global_tokens: B·T of the step. Forward: dispatch all-to-all of the
-    rows (dtype) and of their local expert ids (int32), the return all-to-all, FSDP all-gather of the
-    three expert matrices, tensor psum of the combined output (float32), and the expert-axis
+    rows (dtype) and of their local expert ids (int32), the return all-to-all, FSDP all-gather of
+    the three expert matrices, tensor psum of the combined output (float32), and the expert-axis
     all-gather of the output when the batch is replicated over the expert axes. Backward mirrors
     them: two all-to-alls of row gradients, reduce-scatter of weight grads over fsdp, all-reduce of
     weight grads over data, tensor all-reduce of dx and of the routing-weight grads, expert-axis
-    all-gather of dx and of the routing-weight grads. With remat, the forward's collectives run again in the backward.
+    all-gather of dx and of the routing-weight grads. With remat, the forward's collectives run
+    again in the backward.
     """
     lay = moe_a2a.layout_from_rules(rules, sizes)
     ep, f, t = lay.size(lay.expert), lay.size(lay.embed), lay.size(lay.mlp)
@@ -77,7 +79,7 @@ def moe_comm_bytes(
     return {op: again * fwd[op] + bwd[op] for op in fwd}
 
 
-# --- the same read off a compiled program ------------------------------------------------------------
+# --- the same read off a compiled program ---------------------------------------------------------
 
 _COLLECTIVE = re.compile(
     r"^\s*(?:ROOT )?%[\w.\-]+ = (.+?) "
@@ -134,7 +136,7 @@ def hlo_collective_bytes(hlo_text: str, num_devices: int) -> dict[str, float]:
     return out
 
 
-# --- per-device memory ------------------------------------------------------------------------------
+# --- per-device memory ----------------------------------------------------------------------------
 
 GIB = 2.0**30
 # name -> (devices, usable HBM bytes per device)
@@ -498,7 +500,7 @@ def dry_run_table(
     return "\n".join(rows)
 
 
-# --- the sampler's mesh: weights, latent cache, MoE buffers; weight pushes -------------------------
+# --- the sampler's mesh: weights, latent cache, MoE buffers; weight pushes ------------------------
 
 
 def sampler_plan(
@@ -551,7 +553,8 @@ def _axes_size(logical: str, rules, sizes: dict) -> int:
 
 
 def weight_push_bytes(cfg: ModelConfig, trainer_devices: int, devices_per_host: int) -> dict:
-    """Bytes one trainer host writes per version to the weight store (rl/stores/weight_store.py: each
+    """Bytes one trainer host writes per version to the weight store (rl/stores/weight_store.py:
+    each
     distinct bfloat16 shard once, spread over the hosts): a full snapshot, and deltas at the
     issue's goals (2% and 5% of a snapshot per step)."""
     total = sum(math.prod(shape) for shape, _ in _shapes_and_specs(cfg))

@@ -67,7 +67,8 @@ def choose_experts(scores, bias, top_k: int, n_group: int, topk_group: int):
 
 def route(x, kernel, bias, cfg: ModelConfig, forced_ids: jnp.ndarray | None = None) -> Routing:
     """x [N, D] -> Routing. forced_ids [N, k] replays given experts (router replay for RL)."""
-    # HIGHEST: expert choice must not depend on the backend's default (possibly bf16-pass) precision.
+    # HIGHEST: expert choice must not depend on the backend's default (possibly bf16-pass)
+    # precision.
     logits = jnp.matmul(
         x.astype(jnp.float32), kernel.astype(jnp.float32), precision=jax.lax.Precision.HIGHEST
     )  # [N,E]
@@ -97,7 +98,7 @@ def _swiglu(h_gate, h_up):
     return nn.silu(h_gate) * h_up
 
 
-# --- dispatch implementations: (x [N,D], routing, wi_gate/wi_up [E,D,F], wo [E,F,D]) -> [N,D] -----------
+# --- dispatch implementations: (x [N,D], routing, wi_gate/wi_up [E,D,F], wo [E,F,D]) -> [N,D] -----
 
 
 def dispatch_dense(x, r: Routing, wi_gate, wi_up, wo):
@@ -162,7 +163,8 @@ def _assignment_rows(expert_ids, n_experts: int, align: int):
     group starts on an `align`-row boundary, and the groups' aligned sizes [E] and offsets [E].
 
     The rank of an assignment within its expert is a cumulative count over a one-hot [A, E] (no
-    sort) while that is small; large A·E (many experts and tokens) falls back to a stable argsort."""
+    sort) while that is small; large A·E (many experts and tokens) falls back to a stable
+    argsort."""
     flat = expert_ids.reshape(-1)  # [A]; id E = no expert (a skipped row)
     a = flat.shape[0]
     group_sizes = jnp.zeros((n_experts,), jnp.int32).at[flat].add(1, mode="drop")  # [E]
@@ -327,7 +329,8 @@ def dispatch_blocked(x, r: Routing, wi_gate, wi_up, wo, block: int = 0, valid=No
     """valid [N] bool (None = all): a token that is False gets no expert at all, its assignments
     are left out of the groups (an expert no valid token chose is not visited, its weights not
     read) and its routed output is 0. Decoding uses this for rows whose output nobody reads:
-    padding rows, and the MTP catch-up's rows that only write the cache (model/engine/speculation.py)."""
+    padding rows, and the MTP catch-up's rows that only write the cache
+    (model/engine/speculation.py)."""
     n, k = r.expert_ids.shape
     n_experts, d = wi_gate.shape[0], x.shape[1]
     a = n * k
@@ -373,7 +376,8 @@ def sequence_balance_loss(scores, expert_ids, segment_ids, top_k: int):
     """
     b, t, e = scores.shape
     valid = (segment_ids > 0).astype(jnp.float32).reshape(-1)  # [B*T]
-    # Document index = row·(T+1) + segment id: unique per (row, document); ids are < T+1 when packed.
+    # Document index = row·(T+1) + segment id: unique per (row, document); ids are < T+1 when
+    # packed.
     doc = (jnp.arange(b)[:, None] * (t + 1) + jnp.clip(segment_ids, 0, t)).reshape(-1)  # [B*T]
     n_docs = b * (t + 1)
     chosen = jax.nn.one_hot(expert_ids, e, dtype=jnp.float32).sum(-2).reshape(-1, e)  # [B*T,E]
@@ -407,7 +411,8 @@ class MoE(nn.Module):
         init = dense_init(c.initializer_range)
         kernel = logical_param(self, "router", (d, e), (sh.EMBED, None), init)
         # Aux-loss-free correction bias: a param only so it travels with the weights (HF, samplers);
-        # stop_gradient + the optimizer's trainable mask keep it out of training. The loop updates it.
+        # stop_gradient + the optimizer's trainable mask keep it out of training. The loop updates
+        # it.
         bias = logical_param(self, "router_bias", (e,), (None,), nn.initializers.zeros)
         wi_gate = logical_param(self, "wi_gate", (e, d, f), (sh.EXPERT, sh.EMBED, sh.MLP), init)
         wi_up = logical_param(self, "wi_up", (e, d, f), (sh.EXPERT, sh.EMBED, sh.MLP), init)

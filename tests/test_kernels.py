@@ -39,7 +39,7 @@ TOKAMAX = pytest.param(
     marks=pytest.mark.skipif(not _tokamax_available(), reason="tokamax not installed"),
 )
 
-# --- attention ---------------------------------------------------------------------------------------
+# --- attention ------------------------------------------------------------------------------------
 
 # Two packed documents and trailing padding (segment 0), positions restarting per document.
 SEGMENTS = [1] * 10 + [2] * 9 + [0] * 5
@@ -179,7 +179,7 @@ def test_document_starts_mark_each_run_of_a_segment():
     )
 
 
-# --- 'auto' ----------------------------------------------------------------------------------------
+# --- 'auto' ---------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -206,7 +206,7 @@ def test_bad_kernel_names_are_config_errors():
         presets.get("tiny", moe_impl="megablox")
 
 
-# --- grouped matmuls -------------------------------------------------------------------------------
+# --- grouped matmuls ------------------------------------------------------------------------------
 
 
 def _moe_case(seed=3, n=24):

@@ -1,8 +1,8 @@
 """Kernels by backend, one interface: the model calls one function per hot op and the backend picks
 the implementation (docs/architecture.md, "Kernels by backend").
 
-    attention.train_attention   training attention over packed rows   blocked einsums | tokamax flash
-    gmm.grouped_matmul          expert matmuls over grouped rows       tokamax GMM | ragged_dot
+    attention.train_attention  training attention, packed rows  blocked einsums | tokamax flash
+    gmm.grouped_matmul         expert matmuls, grouped rows     tokamax GMM | ragged_dot
 
 `choice.py` is where a configured name ('auto' or explicit) becomes the implementation that runs:
 attention's, the MoE's dispatch and the MoE's communication. The MoE's CPU path, the blocked loop,

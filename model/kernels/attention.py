@@ -52,7 +52,8 @@ def attention_mask(q_positions, q_segments, k_positions, k_segments):
 def causal_blocks(t: int, block: int | None = None) -> list[tuple[int, int]]:
     """Query row ranges [lo, hi) of `block` rows (default QUERY_BLOCK); one range when t <= block.
     Keys past a block's last row are never attended (packed rows keep positions increasing within a
-    document), so the upper-right score blocks are skipped: (n-1)/2n of the score work for n blocks."""
+    document), so the upper-right score blocks are skipped: (n-1)/2n of the score work for n
+    blocks."""
     block = block or QUERY_BLOCK
     if t <= block:
         return [(0, t)]
@@ -86,7 +87,7 @@ def train_attention(
     return _tokamax(q, k, v, k_segments, scale, q_index, impl)
 
 
-# --- blocked einsums (CPU, the reference) ----------------------------------------------------------
+# --- blocked einsums (CPU, the reference) ---------------------------------------------------------
 
 
 def _blocked(q, k, v, q_positions, q_segments, k_positions, k_segments, scale, q_index):
@@ -114,7 +115,7 @@ def _blocked(q, k, v, q_positions, q_segments, k_positions, k_segments, scale, q
     return outs[0] if len(outs) == 1 else jnp.concatenate(outs, axis=1)  # [B,T,H,V]
 
 
-# --- tokamax flash attention (GPU/TPU) --------------------------------------------------------------
+# --- tokamax flash attention (GPU/TPU) ------------------------------------------------------------
 
 
 def document_starts(segments):
@@ -184,7 +185,7 @@ def _names(axes) -> tuple:
     return (axes,) if isinstance(axes, str) else tuple(axes)
 
 
-# --- shape-only stand-in for memory analysis ---------------------------------------------------------
+# --- shape-only stand-in for memory analysis ------------------------------------------------------
 
 
 def _opaque_per_shard(q, k, v):

@@ -23,7 +23,8 @@ ACCELERATORS = ("gpu", "tpu")
 
 
 def platform() -> str:
-    """'cpu', 'gpu' or 'tpu': the backend the default device belongs to (CUDA and ROCm are 'gpu')."""
+    """'cpu', 'gpu' or 'tpu': the backend the default device belongs to (CUDA and ROCm are
+    'gpu')."""
     return jax.default_backend()
 
 
