@@ -317,7 +317,8 @@ def test_tool_traces_search_before_opening_files_report_and_pass():
 
 def test_the_oracle_searches_for_what_the_statement_names():
     """rl.envs.agent.scripted.locate: a mined repository task (search tools on) searches for the
-    function its terse statement names, from the words (not the mutated function in its meta);
+    function its statement names to fix (not the call that shows the bug), from the words (not
+    the mutated function in its meta);
     without a named function, a ranked code search on the words; nothing for tasks without the
     tools (the shipped coding traces) or for review (the patch names the file)."""
     from rl.envs.agent.scripted import locate
@@ -325,9 +326,13 @@ def test_the_oracle_searches_for_what_the_statement_names():
     from rl.envs.traces import with_search
 
     tasks = suite_tasks(("roman",))
-    main = next(t for t in tasks if t.prompt.startswith("something's off with main()"))
-    assert main.meta["symbol"] != "main"  # the statement names the API, not the bug's function
-    assert locate(main) == [("Searching for main.", "search", {"pattern": r"\bmain\b"}, True)]
+    # The statement names the function to fix first and the call that shows it second.
+    bug = next(t for t in tasks if "`toRoman`" in t.prompt and "`main()`" in t.prompt)
+    assert bug.prompt.index("`toRoman`") < bug.prompt.index("`main()`")
+    want = [("Searching for toRoman.", "search", {"pattern": r"\btoRoman\b"}, True)]
+    assert locate(bug) == want
+    words_only = dataclasses.replace(bug, meta={**bug.meta, "symbol": "fromRoman"})
+    assert locate(words_only) == want  # from the words, never the meta
     plain = generate_task("boundary", seed=0, difficulty=3)  # "... kicks in one item late"
     assert locate(plain) == []
     ((_, name, args, _),) = locate(with_search(plain))

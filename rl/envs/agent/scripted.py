@@ -138,13 +138,16 @@ class TracePolicy:
 
 
 def named_symbol(task: Task) -> str | None:
-    """The function a statement names, from its words only (never the task's meta: a mined bug's
-    statement names the API a failing test calls, not the mutated function, and the trace must
-    search for what a user wrote): the first `name(` ("fromRoman() is broken"), else the first
-    snake_case identifier that is not part of a path ("order_total in shop/pricing.py"), or None."""
+    """The function a statement names, from its words only (never the task's meta: the trace must
+    search for what a user wrote): the first backticked name ("`toRoman` has a regression. It
+    shows up through `main()`": the function to fix comes first; `Cache.get` -> get), else the
+    first `name(` ("fromRoman() is broken"), else the first snake_case identifier that is not part
+    of a path ("order_total in shop/pricing.py"), or None."""
     text = task.prompt.split("```", 1)[0]
-    m = re.search(r"\b([A-Za-z_]\w*)\(", text) or re.search(
-        r"(?<![\w/.])([A-Za-z_]\w*_\w*)\b(?![/.]\w)", text
+    m = (
+        re.search(r"`(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)(?:\(\))?`", text)
+        or re.search(r"\b([A-Za-z_]\w*)\(", text)
+        or re.search(r"(?<![\w/.])([A-Za-z_]\w*_\w*)\b(?![/.]\w)", text)
     )
     return m.group(1) if m else None
 
