@@ -166,6 +166,7 @@ def _long_context_run(context: int, workdir) -> tuple[list[str], dict]:
     return losses, jax.device_get(state.params)
 
 
+@pytest.mark.long  # the suite's slowest test (144 s on 2 cores): -m long
 def test_long_context_stage_same_losses_with_context_2_and_4(tmp_path):
     """The long-context stage on 4 devices: data 4, data 2 x context 2 and context 4 give the
     same losses and the same params after 2 steps (float32, within rounding)."""

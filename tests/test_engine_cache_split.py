@@ -26,10 +26,14 @@ from model.sharding import MESH_AXES, role_mesh
 DEV = jax.devices()
 ENGINE = dict(slots=4, cache_len=32, min_bucket=16)
 PROMPT_LENS = (5, 9, 12)
-LAYOUTS = [  # (mesh sizes, cache_split, speculative_k)
+# (mesh sizes, cache_split, speculative_k); both splits at once is a `long` test (-m long): the
+# default run keeps the suite under 12 minutes with the two single splits.
+LAYOUTS = [
     ({"expert": 4, "tensor": 2}, "slots", 0),
     ({"context": 4, "tensor": 2}, "sequence", 2),
-    ({"expert": 2, "context": 2, "tensor": 2}, "slots+sequence", 2),
+    pytest.param(
+        {"expert": 2, "context": 2, "tensor": 2}, "slots+sequence", 2, marks=pytest.mark.long
+    ),
 ]
 
 
