@@ -141,6 +141,7 @@ def _model_run(shape, batches):
     return jax.device_get(state.params), (float(m["loss"]), float(m["grad_norm"]))
 
 
+@pytest.mark.long  # 126 s on 2 cores; the sharded-steps test above runs by default
 def test_real_model_tiny_sharded_step_matches_single_device():
     """model/'s tiny preset (MLA + MoE + MTP): every mesh axis used at once vs one device."""
     batches = synthetic_batches(2, vocab=320)
