@@ -1,0 +1,599 @@
+"""`python main.py --mode=agent --repo=PATH "a terse request"`: one agent episode on a user's
+repository in RL's harness, its change printed as a unified diff, applied only with --apply.
+
+    python main.py --mode=agent --params=DIR --repo=PATH "fix the failing test"      # in-process
+    python main.py --mode=agent --endpoint=http://127.0.0.1:8000/v1 --repo=PATH "..."  # a server
+    python main.py --mode=agent --scripted=calls.json --repo=PATH "..."   # scripted turns (tests)
+        [--apply | --reject] [--workdir=W] [--config=configs/agent.py --config.agent.max_turns=N]
+
+The harness is RL's, defined once: the episode is a CodingEnv (rl/envs/agent/env.py) with the
+mined repository tasks' tools (the base tools + search and code_search), its system prompt, its
+trim of tool outputs (data/chat.py trim_tool_output) and its sandbox (bubblewrap; the repository
+is copied in, the user's folder is never mounted). Only the end differs: a user's repository has
+no hidden tests, so the episode is not graded; the files the sandbox holds when it ends are
+compared with the copy (`AgentEnv`).
+
+The policy: exported params in this process (`--params`: rl/sampling/rollout.py's driver on the
+decode engine, the one RL samples with), any OpenAI-compatible endpoint (`--endpoint`: this
+project's server, rl/serve; each turn is one chat request whose messages render, through the same
+chat template and tool budget, to the context the environment holds), or scripted tool calls
+(`--scripted FILE`: a JSON list of {"name", "arguments"}, one per turn; for tests).
+
+The record: the episode as the server logs an exchange (rl/serve/app.py `_exchange`: an RL record,
+rl/episodes/records.py, kind "exchange", reward None) in the interaction log
+(<workdir>/interactions by default, where `--mode=serve` logs and rl/serve/feedback.py reads),
+with the diff as its completion_text; --apply logs the signal "accepted", --reject "rejected"
+(rl/episodes/rewards.py feedback_reward: +1 / -1), so the real-time cycle trains on it. Through an
+endpoint, the server has logged each turn itself; the signal is posted to /v1/feedback for every
+turn's response. A scripted episode's record has no sampler log-probs (zeros, version 0, no
+experts) and says policy "scripted": the plumbing, not a sample to learn from.
+
+Bad input stops with one line (model.errors.InputError): a path that is not a folder, a repository
+over the sandbox's size limit (Limits.repo_bytes), a request whose prompt leaves no room for a
+turn in the context, a user's file that changed while the episode ran (nothing is applied then).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import os
+import sys
+import time
+import urllib.request
+import uuid
+
+from data.chat import generation_prompt, tool_call_text
+from data.tokenizers import Tokenizer
+from model.errors import InputError
+from rl.envs.agent import tools
+from rl.envs.agent.env import DEFAULT_SYSTEM, CodingEnv, run_episode
+from rl.envs.grading.tasks import Task
+from rl.envs.isolation.sandbox import Limits
+from rl.episodes.records import episode_records, to_json
+from rl.episodes.rewards import RewardConfig
+from rl.serve.interaction_log import InteractionLog
+
+AGENT_TOOLS = ("search", "code_search")  # the mined repository tasks' (rl/envs/repos/mine.py)
+# Not part of the repository: version control, caches and build output (the sandbox's list_files
+# and rl/envs/repos/spec.py skip the same), on the way in and in the diff.
+SKIP_DIRS = {
+    ".git",
+    "__pycache__",
+    ".pytest_cache",
+    ".tox",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".venv",
+    "venv",
+    "node_modules",
+    "build",
+    "dist",
+    ".eggs",
+}
+
+
+# ---------------------------------------------------------------- the repository and the task
+
+
+def read_repo(path: str, max_bytes: int) -> dict[str, str]:
+    """path -> text of the repository's files (symlinks and non-UTF-8 files left out: the sandbox
+    takes text), or InputError for a path that is not a folder or files over `max_bytes`."""
+    if not os.path.isdir(path):
+        what = "does not exist" if not os.path.exists(path) else "is not a folder"
+        raise InputError(f"--repo={path} {what} (give the repository's folder)")
+    files, total = {}, 0
+    for dirpath, dirnames, filenames in os.walk(path):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
+        for name in sorted(filenames):
+            full = os.path.join(dirpath, name)
+            if os.path.islink(full) or not os.path.isfile(full):
+                continue
+            total += os.path.getsize(full)
+            if total > max_bytes:
+                raise InputError(
+                    f"--repo={path} is too large for the sandbox: over {max_bytes} bytes of files "
+                    f"(Limits.repo_bytes; config agent.max_repo_bytes)"
+                )
+            try:
+                with open(full, encoding="utf-8") as f:
+                    files[os.path.relpath(full, path)] = f.read()
+            except UnicodeDecodeError:
+                continue
+    return files
+
+
+def agent_task(request: str, files: dict[str, str], name: str, test_command: str) -> Task:
+    """The user's request as a Task: their files, RL's tools for real repositories, no grading."""
+    return Task(
+        id=f"agent/{name}",
+        prompt=request,
+        files=files,
+        hidden_tests={},
+        solution={},
+        test_command=test_command,
+        kind="agent",
+        meta={"tools": list(AGENT_TOOLS)},
+    )
+
+
+def system_prompt(task: Task) -> str:
+    """CodingEnv.reset's system prompt for `task` (checked against the env's prompt in `run`)."""
+    return DEFAULT_SYSTEM + tools.extra_help(task.meta.get("tools", ()))
+
+
+class AgentEnv(CodingEnv):
+    """A CodingEnv whose episode ends without grading (a user's repository has no hidden tests):
+    `final` holds the sandbox's files when it ended, read before the sandbox goes."""
+
+    final: dict[str, str] | None = None
+
+    def _finish(self, reason: str) -> None:
+        self._record.done_reason = reason
+        self.final = sandbox_files(self.sandbox)
+        self.close()
+
+
+def sandbox_files(sandbox) -> dict[str, str]:
+    out = {}
+    for rel in sandbox.list_files():
+        if SKIP_DIRS & set(rel.split(os.sep)[:-1]) or rel.endswith(".pyc"):
+            continue
+        try:
+            out[rel] = sandbox.read_text(rel)
+        except (OSError, ValueError):  # a link, a special or binary file the agent made: not text
+            continue
+    return out
+
+
+# ---------------------------------------------------------------- the change
+
+
+def _lines(text: str | None) -> list[str]:
+    lines = (text or "").splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):  # as git shows it
+        lines[-1] += "\n\\ No newline at end of file\n"
+    return lines
+
+
+def unified_diff(before: dict[str, str], after: dict[str, str]) -> str:
+    """git-style unified diff of every file that differs (added: from /dev/null; deleted: to)."""
+    out = []
+    for path in sorted(set(before) | set(after)):
+        a, b = before.get(path), after.get(path)
+        if a == b:
+            continue
+        out += difflib.unified_diff(
+            _lines(a),
+            _lines(b),
+            fromfile=f"a/{path}" if a is not None else "/dev/null",
+            tofile=f"b/{path}" if b is not None else "/dev/null",
+        )
+    return "".join(out)
+
+
+def apply_change(repo: str, before: dict[str, str], after: dict[str, str]) -> list[str]:
+    """Writes the sandbox's changes into the user's folder: every changed file must still hold
+    what was copied (else InputError and nothing is written); paths stay inside the folder.
+    -> the paths written or deleted."""
+    changed = sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
+    root = os.path.realpath(repo)
+    for path in changed:
+        full = os.path.realpath(os.path.join(root, path))
+        if os.path.commonpath([root, full]) != root:
+            raise InputError(f"{path}: outside --repo={repo}; nothing applied")
+        now = _read(full)
+        if now != before.get(path):
+            raise InputError(
+                f"{os.path.join(repo, path)} changed while the agent ran; nothing applied"
+            )
+    for path in changed:
+        full = os.path.join(root, path)
+        if after.get(path) is None:
+            os.remove(full)
+            continue
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        tmp = f"{full}.agent-{uuid.uuid4().hex[:8]}"
+        with open(tmp, "w", encoding="utf-8", newline="") as f:
+            f.write(after[path])
+        if os.path.exists(full):
+            os.chmod(tmp, os.stat(full).st_mode & 0o7777)
+        os.replace(tmp, full)  # whole or not at all
+    return changed
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError):
+        return "\0unreadable"  # never equal to a copied text: refuses the apply
+
+
+# ---------------------------------------------------------------- policies
+
+
+class ScriptedTurns:
+    """`policy(context_ids) -> emitted_ids`: one tool call per turn from a list of
+    {"name", "arguments"} (a test's stand-in for a model; the env parses them as it would)."""
+
+    def __init__(self, tok: Tokenizer, calls: list[dict]):
+        self._turns = [
+            tok.encode(tool_call_text(c["name"], c.get("arguments", {})), allow_special=True)
+            + [tok.special_id("end")]
+            for c in calls
+        ]
+
+    def __call__(self, context: list[int]) -> list[int]:
+        return self._turns.pop(0) if self._turns else []  # out of calls: an empty, ending turn
+
+
+def load_scripted(path: str) -> list[dict]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            calls = json.load(f)
+    except (OSError, ValueError) as e:
+        raise InputError(f"--scripted={path}: {e}") from None
+    if not isinstance(calls, list) or not all(isinstance(c, dict) and "name" in c for c in calls):
+        raise InputError(f'--scripted={path}: expected a JSON list of {{"name", "arguments"}}')
+    return calls
+
+
+def context_messages(tok: Tokenizer, ids: list[int], extra=AGENT_TOOLS) -> list[dict]:
+    """The environment's context (bos, messages, trailing "<|assistant|>") as OpenAI chat
+    messages that the server's chat template renders back to these ids: an assistant turn's
+    well-formed calls become tool_calls (the rest of the turn its content), a tool result a tool
+    message (already trimmed: the server's trim leaves it as it is)."""
+    roles = {tok.special_id(r): r for r in ("system", "user", "assistant", "tool")}
+    end, out, i = tok.special_id("end"), [], 1  # past <|bos|>
+    while i < len(ids) and ids[i] in roles:
+        if end not in ids[i + 1 :]:
+            break  # the closing "<|assistant|>" the next turn is generated after
+        j = ids.index(end, i + 1)
+        role, body = roles[ids[i]], ids[i + 1 : j]
+        if role == "tool":
+            out.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": f"call_{len(out)}",
+                    "content": tok.decode(body[1:-1]),
+                }
+            )
+        elif role == "assistant":
+            out.append(_assistant_message(tok, body, extra, len(out)))
+        else:
+            out.append({"role": role, "content": tok.decode(body)})
+        i = j + 1
+    return out
+
+
+def _assistant_message(tok: Tokenizer, body: list[int], extra, n: int) -> dict:
+    open_, close = tok.special_id("tool_call"), tok.special_id("/tool_call")
+    calls = [c for c in tools.parse_turn(tok, body + [tok.special_id("end")], extra).calls]
+    text = []
+    inside = False
+    for t in body:  # the text outside call spans
+        if t == open_:
+            inside = True
+        elif t == close:
+            inside = False
+        elif not inside:
+            text.append(t)
+    message = {"role": "assistant", "content": tok.decode(text)}
+    if calls:
+        message["tool_calls"] = [
+            {
+                "id": f"call_{n}_{k}",
+                "type": "function",
+                "function": {
+                    "name": c.name,
+                    "arguments": json.dumps(c.arguments, ensure_ascii=False),
+                },
+            }
+            for k, c in enumerate(calls)
+        ]
+    return message
+
+
+class EndpointPolicy:
+    """`policy(context_ids) -> emitted_ids` through an OpenAI-compatible chat endpoint (the
+    `openai` client). No `tools` are sent: the system prompt already describes RL's tools, and
+    the server returns the turn's text with its call spans, re-encoded here as the policy emitted
+    them. `response_ids` collects every response's id (for feedback)."""
+
+    def __init__(self, tok, url: str, *, model: str, api_key: str, max_tokens: int, temperature):
+        import openai
+
+        self.tok, self.model, self.max_tokens, self.temperature = (
+            tok,
+            model,
+            max_tokens,
+            temperature,
+        )
+        self.client = openai.OpenAI(base_url=url, api_key=api_key, max_retries=0, timeout=600)
+        self.url, self.api_key = url.rstrip("/"), api_key
+        self.response_ids: list[str] = []
+
+    def __call__(self, context: list[int]) -> list[int]:
+        import openai
+
+        try:
+            r = self.client.chat.completions.create(
+                model=self.model,
+                messages=context_messages(self.tok, context),
+                max_tokens=self.max_tokens,
+                temperature=self.temperature,
+            )
+        except openai.OpenAIError as e:
+            raise InputError(f"--endpoint={self.url}: {' '.join(str(e).split())[:300]}") from None
+        self.response_ids.append(r.id)
+        choice = r.choices[0]
+        ids = self.tok.encode(choice.message.content or "", allow_special=True)
+        # "stop": the turn ended at <|end|> (the server strips it); "length": cut off, as in RL
+        return ids + ([self.tok.special_id("end")] if choice.finish_reason != "length" else [])
+
+    def feedback(self, signal: str) -> None:
+        """POST /v1/feedback {response_id, signal} for every turn's response."""
+        for rid in self.response_ids:
+            body = json.dumps({"response_id": rid, "signal": signal}).encode()
+            req = urllib.request.Request(
+                f"{self.url}/feedback",
+                data=body,
+                headers={
+                    "Content-Type": "application/json",
+                    "Authorization": f"Bearer {self.api_key}",
+                },
+            )
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                resp.read()
+
+
+# ---------------------------------------------------------------- the episode
+
+
+@dataclasses.dataclass
+class Outcome:
+    diff: str
+    record: dict  # the logged exchange (JSON form); {} through an endpoint (the server logs)
+    env_record: object  # the environment's EpisodeRecord
+    applied: list[str]
+    signal: str | None
+
+
+def env_kwargs(a) -> dict:
+    """The agent block's environment settings (configs/agent.py)."""
+    return dict(
+        max_turns=a.max_turns,
+        max_tokens=a.max_tokens,
+        obs_token_budget=a.obs_token_budget,
+        command_timeout_s=a.command_timeout_s,
+        test_timeout_s=a.test_timeout_s,
+        limits=Limits(repo_bytes=a.max_repo_bytes),
+    )
+
+
+def check_fits(tok, env: AgentEnv, task: Task, max_turn_tokens: int) -> None:
+    """InputError when the prompt (system + request) leaves no room for one turn."""
+    prompt = generation_prompt(
+        tok,
+        [
+            {"role": "system", "content": system_prompt(task)},
+            {"role": "user", "content": task.prompt},
+        ],
+    )
+    if len(prompt) + max_turn_tokens > env.max_tokens:
+        raise InputError(
+            f"the request does not fit: its prompt is {len(prompt)} tokens (system prompt "
+            f"included) and a turn needs {max_turn_tokens}, over the context of {env.max_tokens} "
+            "tokens (config agent.max_tokens); shorten the request"
+        )
+
+
+def run(
+    request: str,
+    repo: str,
+    a,
+    *,
+    tok,
+    log_dir: str,
+    policy_kind: str,
+    apply=False,
+    reject=False,
+    params="",
+    endpoint="",
+    scripted="",
+    api_key="-",
+    engine=None,
+    out=print,
+) -> Outcome:
+    """One episode (module docstring). `a`: the agent block (configs/agent.py); `engine`: a
+    built decode engine for params (None: built here from `params`)."""
+    if apply and reject:
+        raise InputError("--apply and --reject contradict each other: give one")
+    if not request.strip():
+        raise InputError('--mode=agent needs a request: main.py --mode=agent --repo=PATH "..."')
+    files = read_repo(repo, a.max_repo_bytes)
+    name = os.path.basename(os.path.realpath(repo)) or "repo"
+    task = agent_task(request, files, name, a.test_command)
+    env = AgentEnv(tok, **env_kwargs(a))
+    check_fits(tok, env, task, a.max_turn_tokens)
+    t0 = time.time()
+    if policy_kind == "params":
+        arrays, env_rec = _play_on_engine(engine, tok, task, env, a)
+    else:
+        if policy_kind == "endpoint":
+            policy = EndpointPolicy(
+                tok,
+                endpoint,
+                model=a.model_name,
+                api_key=api_key,
+                max_tokens=a.max_turn_tokens,
+                temperature=a.temperature,
+            )
+        else:
+            policy = ScriptedTurns(tok, load_scripted(scripted))
+        env_rec = run_episode(env, task, policy)
+        arrays = None
+    if env.final is None:  # never a diff against nothing: that would delete every file
+        raise InputError(f"the episode ended without reading the sandbox back ({task.id})")
+    diff = unified_diff(files, env.final)
+    signal = "accepted" if apply else "rejected" if reject else None
+    applied = apply_change(repo, files, env.final) if apply else []
+    record = {}
+    if policy_kind == "endpoint":
+        if signal and diff:
+            policy.feedback(signal)
+    else:
+        record = _exchange(tok, env_rec, arrays, task, a.model_name, diff, policy_kind, t0)
+        log = InteractionLog(log_dir)
+        try:
+            log.append(record)
+            if signal and diff:
+                log.append_signal(_feedback(record["id"], signal))
+        finally:
+            log.close()
+    return Outcome(diff, record, env_rec, applied, signal if diff else None)
+
+
+def _play_on_engine(engine, tok, task, env, a):
+    """The episode on the decode engine through RL's rollout driver (the sampler's own path):
+    -> (the engine's per-token arrays of its one segment, the env's record)."""
+    from rl.sampling.rollout import play_episodes
+
+    out = play_episodes(
+        engine,
+        tok,
+        [task],
+        max_turn_tokens=a.max_turn_tokens,
+        workers=1,
+        env_factory=lambda: env,
+        log_every_s=0,
+    )
+    if not out.records:
+        raise InputError(f"the episode failed: {out.stats.get('error_messages')}")
+    return out.records[0], env.record()
+
+
+def _exchange(tok, env_rec, rec, task, model, diff, policy_kind, t0) -> dict:
+    """The episode as the interaction log's exchange record (rl/serve/app.py `_exchange`'s
+    fields): an RL record over the whole multi-turn transcript, reward None until a signal."""
+    if rec is None:  # scripted: the env's tokens; no sampler, so no log-probs or experts
+        n = len(env_rec.tokens)
+        arrays = dict(tokens=env_rec.tokens, logprobs=[0.0] * n, versions=[0] * n, experts=[])
+        (rec,) = episode_records(
+            env_rec, [arrays], tok, RewardConfig(), group=0, sample=0, policy="scripted"
+        )
+    rid = f"agent-{uuid.uuid4().hex}"
+    messages = [
+        {"role": "system", "content": system_prompt(task)},
+        {"role": "user", "content": task.prompt},
+    ]
+    return to_json(
+        dict(
+            rec,
+            group_id=rid,
+            reward=None,
+            reward_terms=None,
+            kind="exchange",
+            id=rid,
+            choice=0,
+            time=t0,
+            endpoint="agent",
+            model=model,
+            messages=messages,
+            completion_text=diff,
+            policy=policy_kind,
+            key_id=None,
+        )
+    )
+
+
+def _feedback(rid: str, signal: str) -> dict:
+    return {
+        "kind": "feedback",
+        "id": f"fb-{uuid.uuid4().hex}",
+        "time": time.time(),
+        "key_id": None,
+        "response_id": rid,
+        "choice": 0,
+        "signal": signal,
+    }
+
+
+def main(
+    config,
+    request: str,
+    *,
+    repo: str,
+    workdir: str,
+    params="",
+    endpoint="",
+    scripted="",
+    apply=False,
+    reject=False,
+) -> Outcome:
+    """main.py --mode=agent: picks the policy, runs the episode, prints the diff (stdout) and a
+    summary line (stderr)."""
+    from data.tokenizers import load_tokenizer
+    from rl.envs import require_isolation
+
+    a = config.agent
+    given = [
+        k
+        for k, v in (("--params", params), ("--endpoint", endpoint), ("--scripted", scripted))
+        if v
+    ]
+    if len(given) != 1:
+        raise InputError(
+            "--mode=agent needs exactly one policy: --params=DIR, --endpoint=URL or "
+            f"--scripted=FILE (got {', '.join(given) or 'none'})"
+        )
+    kind = given[0].lstrip("-")
+    require_isolation()  # model-written commands run in the sandbox: bubblewrap or refuse
+    tok = load_tokenizer(a.tokenizer)
+    engine = _engine(config, params, tok) if kind == "params" else None
+    log_dir = a.log_dir or os.path.join(workdir, "interactions")
+    api_key = os.environ.get("COMPOSER_API_KEY") or os.environ.get("OPENAI_API_KEY") or "-"
+    o = run(
+        request,
+        repo,
+        a,
+        tok=tok,
+        log_dir=log_dir,
+        policy_kind=kind,
+        apply=apply,
+        reject=reject,
+        params=params,
+        endpoint=endpoint,
+        scripted=scripted,
+        api_key=api_key,
+        engine=engine,
+    )
+    sys.stdout.write(o.diff or "")
+    r = o.env_record
+    where = f"logged as {o.record['id']} in {log_dir}" if o.record else f"logged by {endpoint}"
+    change = (
+        f"applied to {len(o.applied)} file(s)"
+        if apply
+        else ("not applied (--apply applies it)" if o.diff else "no change")
+    )
+    print(
+        f"agent: {r.turns} turns, {r.tool_calls} tool calls, {r.malformed_calls} malformed, "
+        f"ended by {r.done_reason}; {change}; {where}"
+        + (f"; feedback {o.signal}" if o.signal else ""),
+        file=sys.stderr,
+    )
+    return o
+
+
+def _engine(config, params_dir: str, tok):
+    from model.engine_config import EngineConfig, build_engine
+    from rl.sampling.rollout_main import _model
+
+    a = config.agent
+    cfg, params = _model(config, params_dir, a.cache_len)
+    ec = EngineConfig.from_block(a, cfg)
+    return build_engine(cfg, params, ec, valid_vocab=tok.vocab_size)
