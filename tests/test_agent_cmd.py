@@ -304,3 +304,74 @@ def test_main_py_agent_mode_prints_the_diff_and_one_line_errors(repo, tmp_path):
     )
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0
     assert "is not a folder" in bad.stderr
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    import jax
+
+    from model import init_params, presets
+
+    cfg = presets.get("tiny", max_position_embeddings=2048)
+    return cfg, jax.device_get(init_params(cfg, jax.random.PRNGKey(0)))
+
+
+# ~60 s: compiles a 2,048-token engine. Fast siblings: the stub endpoint and scripted tests.
+@pytest.mark.long
+def test_through_this_projects_server_the_turns_are_logged_with_the_users_signal(
+    repo, tmp_path, tiny
+):
+    """The server (rl/serve) on loopback with the tiny random model: its output is garbage, so
+    the episode ends after a turn or two with no change; what is asserted is the plumbing: the
+    server logged each turn, its first prompt is the environment's prompt token for token, the
+    folder is untouched, and the user's reject reaches the feedback source."""
+    from configs import serve as serve_config
+    from rl.serve.app import make_app
+    from rl.serve.server import build, start_http
+
+    cfg, params = tiny
+    s = serve_config.get_config().serve
+    s.update(dict(slots=1, cache_len=2048, min_bucket=64, temperature=0.0, max_new_tokens=8,
+                  rate_per_s=0.0, max_concurrent=0, follow=False))  # fmt: skip
+    log_dir = str(tmp_path / "served")
+    server = build(s, cfg, params, TOK, log_dir=log_dir)
+    server.loop.start()
+    http_server, _, port = start_http(make_app(server), "127.0.0.1", 0)
+    before = digest(repo)
+    try:
+        a = block(max_tokens=2048, max_turn_tokens=8, max_turns=2, model_name=s.model_name)
+        o = agent.run("fix add", str(repo), a, tok=TOK, log_dir=str(tmp_path / "log"),
+                      policy_kind="endpoint", endpoint=f"http://127.0.0.1:{port}/v1",
+                      reject=True)  # fmt: skip
+    finally:
+        http_server.should_exit = True
+        server.loop.stop()
+    assert digest(repo) == before and o.applied == [] and o.signal == "rejected"
+    exchanges = [r for _, r in read_log(log_dir) if r["kind"] == "exchange"]
+    assert len(exchanges) == o.env_record.turns >= 1
+    first = exchanges[0]
+    assert first["tokens"][: first["prompt_len"]] == o.env_record.tokens[: o.env_record.prompt_len]
+    records, stats = feedback_records(log_dir)
+    assert len(records) == len(exchanges) and {r["reward"] for r in records} == {-1.0}
+
+
+# ~60 s: compiles a 2,048-token engine. Fast siblings: the stub endpoint and scripted tests.
+@pytest.mark.long
+def test_in_process_params_play_on_the_engine_and_log_sampler_facts(repo, tmp_path, tiny):
+    """--params: the rollout driver on the decode engine (RL's sampler path). The tiny random
+    model's turns are garbage; the record holds the engine's log-probs and experts, the folder
+    is untouched, and an accepted signal is read back by the feedback source."""
+    from model.engine_config import EngineConfig, build_engine
+
+    cfg, params = tiny
+    a = block(max_tokens=2048, cache_len=2048, max_turn_tokens=8, max_turns=2, min_bucket=64)
+    engine = build_engine(cfg, params, EngineConfig.from_block(a, cfg), valid_vocab=TOK.vocab_size)
+    before, log_dir = digest(repo), str(tmp_path / "log")
+    o = agent.run("fix add", str(repo), a, tok=TOK, log_dir=log_dir, policy_kind="params",
+                  engine=engine, reject=True)  # fmt: skip
+    assert digest(repo) == before and o.record["policy"] == "params"
+    (r,), _ = feedback_records(log_dir)
+    assert list(r["tokens"]) == o.env_record.tokens and r["reward"] == -1.0
+    policy = r["mask"] == 1
+    assert policy.any() and (r["logprobs"][policy] < 0).all()  # the sampler's own log-probs
+    assert r["experts"].shape[0] > 0 and r["experts"].shape[1] == len(r["tokens"])

@@ -444,18 +444,18 @@ def run(
     applied = apply_change(repo, files, env.final) if apply else []
     record = {}
     if policy_kind == "endpoint":
-        if signal and diff:
+        if signal:
             policy.feedback(signal)
     else:
         record = _exchange(tok, env_rec, arrays, task, a.model_name, diff, policy_kind, t0)
         log = InteractionLog(log_dir)
         try:
             log.append(record)
-            if signal and diff:
+            if signal:
                 log.append_signal(_feedback(record["id"], signal))
         finally:
             log.close()
-    return Outcome(diff, record, env_rec, applied, signal if diff else None)
+    return Outcome(diff, record, env_rec, applied, signal)
 
 
 def _play_on_engine(engine, tok, task, env, a):
