@@ -23,6 +23,7 @@ import json
 import os
 import re
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -33,7 +34,7 @@ from data.tokenizers import load_tokenizer  # noqa: E402
 from rl.envs import CodingEnv, require_isolation, run_episode  # noqa: E402
 from rl.envs.agent.scripted import minimal_edit, named_symbol  # noqa: E402
 
-UNTRIMMED = 1 << 30  # an observation budget no output reaches
+UNTRIMMED = 1 << 30  # an observation budget (and a context) no output or episode reaches
 TOOLS = ("list_files", "run_tests", "search", "code_search", "read_file", "edit", "submit")
 
 
@@ -65,7 +66,8 @@ def play(tok, task) -> dict:
         for n, a in plan
     ]
     queue = list(turns)
-    rec = run_episode(CodingEnv(tok, obs_token_budget=UNTRIMMED), task, lambda ctx: queue.pop(0))
+    env = CodingEnv(tok, obs_token_budget=UNTRIMMED, max_tokens=UNTRIMMED)
+    rec = run_episode(env, task, lambda ctx: queue.pop(0))
     open_, close = tok.special_id("tool_result"), tok.special_id("/tool_result")
     outputs = []
     spans = rec.turn_spans + [(len(rec.tokens), None)]
@@ -79,6 +81,7 @@ def play(tok, task) -> dict:
         outputs=outputs,
         turn_tokens=sum(len(t) for t in turns[: len(rec.turn_spans)]),
         episode=len(rec.tokens),
+        done=rec.done_reason,
         passed=rec.all_pass,
     )
 
@@ -120,6 +123,7 @@ def main(argv=None) -> int:
     p.add_argument("--tokenizer", default="byte", help="data.tokenizers.load_tokenizer spec")
     p.add_argument("--budgets", default="512,2048", help="trim budgets to re-render at")
     p.add_argument("--json", default="", help="write the raw numbers here")
+    p.add_argument("--workers", type=int, default=2, help="episodes played at once")
     a = p.parse_args(argv)
     from rl.envs.repos.projects import suite_tasks
 
@@ -129,14 +133,12 @@ def main(argv=None) -> int:
     tasks = suite_tasks(projects, limit=2 if a.tiny else a.limit)
     budgets = [int(b) for b in a.budgets.split(",") if b]
     episodes = []
-    for task in tasks:
-        episodes.append(play(tok, task))
-        print(
-            f"{task.id}: episode {episodes[-1]['episode']} tokens, passed {episodes[-1]['passed']}",
-            flush=True,
-        )
+    with ThreadPoolExecutor(a.workers) as pool:  # sandbox commands overlap; order is kept
+        for ep in pool.map(lambda t: play(tok, t), tasks):
+            episodes.append(ep)
+            print(f"{ep['task']}: {ep['episode']} tokens, {ep['done']}, passed {ep['passed']}")
     text, rows = table(tok, episodes, budgets)
-    solved = sum(e["passed"] for e in episodes)
+    solved = sum(e["passed"] and e["done"] == "submit" for e in episodes)
     print(f"\n{len(episodes)} tasks, tokenizer {a.tokenizer}, scripted plan solved {solved}\n")
     print(text)
     if a.json:

@@ -175,7 +175,7 @@ def test_length_bench_measures_untrimmed_outputs_and_trimmed_episodes():
     names = [n for n, _ in ep["outputs"]]
     assert names == ["list_files", "run_tests", "search", "code_search", "read_file", "edit",
                      "run_tests"]  # fmt: skip
-    assert dict(ep["outputs"])["read_file"] == body and ep["passed"]
+    assert dict(ep["outputs"])["read_file"] == body and ep["passed"] and ep["done"] == "submit"
     assert bench.episode_at(TOK, ep, bench.UNTRIMMED) == ep["episode"]
     trimmed = CodingEnv(TOK, obs_token_budget=BUDGET)
     plan = [
