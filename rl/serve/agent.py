@@ -13,6 +13,9 @@ is copied in, the user's folder is never mounted). Only the end differs: a user'
 no hidden tests, so the episode is not graded; the files the sandbox holds when it ends are
 compared with the copy (`AgentEnv`).
 
+Here: the task, the environment and the record; the folder's side (copy in, diff, apply):
+rl/serve/agent_folder.py; the scripted and endpoint policies: rl/serve/agent_policies.py.
+
 The policy: exported params in this process (`--params`: rl/sampling/rollout.py's driver on the
 decode engine, the one RL samples with), any OpenAI-compatible endpoint (`--endpoint`: this
 project's server, rl/serve; each turn is one chat request whose messages render, through the same
@@ -36,16 +39,12 @@ turn in the context, a user's file that changed while the episode ran (nothing i
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import json
 import os
 import sys
 import time
-import urllib.request
 import uuid
 
-from data.chat import generation_prompt, tool_call_text
-from data.tokenizers import Tokenizer
+from data.chat import generation_prompt
 from model.errors import InputError
 from rl.envs.agent import tools
 from rl.envs.agent.env import DEFAULT_SYSTEM, CodingEnv, run_episode
@@ -53,55 +52,11 @@ from rl.envs.grading.tasks import Task
 from rl.envs.isolation.sandbox import Limits
 from rl.episodes.records import episode_records, to_json
 from rl.episodes.rewards import RewardConfig
+from rl.serve.agent_folder import apply_change, read_repo, sandbox_files, unified_diff
+from rl.serve.agent_policies import EndpointPolicy, ScriptedTurns, load_scripted
 from rl.serve.interaction_log import InteractionLog
 
 AGENT_TOOLS = ("search", "code_search")  # the mined repository tasks' (rl/envs/repos/mine.py)
-# Not part of the repository: version control, caches and build output (the sandbox's list_files
-# and rl/envs/repos/spec.py skip the same), on the way in and in the diff.
-SKIP_DIRS = {
-    ".git",
-    "__pycache__",
-    ".pytest_cache",
-    ".tox",
-    ".mypy_cache",
-    ".ruff_cache",
-    ".venv",
-    "venv",
-    "node_modules",
-    "build",
-    "dist",
-    ".eggs",
-}
-
-
-# ---------------------------------------------------------------- the repository and the task
-
-
-def read_repo(path: str, max_bytes: int) -> dict[str, str]:
-    """path -> text of the repository's files (symlinks and non-UTF-8 files left out: the sandbox
-    takes text), or InputError for a path that is not a folder or files over `max_bytes`."""
-    if not os.path.isdir(path):
-        what = "does not exist" if not os.path.exists(path) else "is not a folder"
-        raise InputError(f"--repo={path} {what} (give the repository's folder)")
-    files, total = {}, 0
-    for dirpath, dirnames, filenames in os.walk(path):
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
-        for name in sorted(filenames):
-            full = os.path.join(dirpath, name)
-            if os.path.islink(full) or not os.path.isfile(full):
-                continue
-            total += os.path.getsize(full)
-            if total > max_bytes:
-                raise InputError(
-                    f"--repo={path} is too large for the sandbox: over {max_bytes} bytes of files "
-                    f"(Limits.repo_bytes; config agent.max_repo_bytes)"
-                )
-            try:
-                with open(full, encoding="utf-8") as f:
-                    files[os.path.relpath(full, path)] = f.read()
-            except UnicodeDecodeError:
-                continue
-    return files
 
 
 def agent_task(request: str, files: dict[str, str], name: str, test_command: str) -> Task:
@@ -119,7 +74,7 @@ def agent_task(request: str, files: dict[str, str], name: str, test_command: str
 
 
 def system_prompt(task: Task) -> str:
-    """CodingEnv.reset's system prompt for `task` (checked against the env's prompt in `run`)."""
+    """CodingEnv.reset's system prompt for `task` (what an endpoint's first request carries)."""
     return DEFAULT_SYSTEM + tools.extra_help(task.meta.get("tools", ()))
 
 
@@ -133,222 +88,6 @@ class AgentEnv(CodingEnv):
         self._record.done_reason = reason
         self.final = sandbox_files(self.sandbox)
         self.close()
-
-
-def sandbox_files(sandbox) -> dict[str, str]:
-    out = {}
-    for rel in sandbox.list_files():
-        if SKIP_DIRS & set(rel.split(os.sep)[:-1]) or rel.endswith(".pyc"):
-            continue
-        try:
-            out[rel] = sandbox.read_text(rel)
-        except (OSError, ValueError):  # a link, a special or binary file the agent made: not text
-            continue
-    return out
-
-
-# ---------------------------------------------------------------- the change
-
-
-def _lines(text: str | None) -> list[str]:
-    lines = (text or "").splitlines(keepends=True)
-    if lines and not lines[-1].endswith("\n"):  # as git shows it
-        lines[-1] += "\n\\ No newline at end of file\n"
-    return lines
-
-
-def unified_diff(before: dict[str, str], after: dict[str, str]) -> str:
-    """git-style unified diff of every file that differs (added: from /dev/null; deleted: to)."""
-    out = []
-    for path in sorted(set(before) | set(after)):
-        a, b = before.get(path), after.get(path)
-        if a == b:
-            continue
-        out += difflib.unified_diff(
-            _lines(a),
-            _lines(b),
-            fromfile=f"a/{path}" if a is not None else "/dev/null",
-            tofile=f"b/{path}" if b is not None else "/dev/null",
-        )
-    return "".join(out)
-
-
-def apply_change(repo: str, before: dict[str, str], after: dict[str, str]) -> list[str]:
-    """Writes the sandbox's changes into the user's folder: every changed file must still hold
-    what was copied (else InputError and nothing is written); paths stay inside the folder.
-    -> the paths written or deleted."""
-    changed = sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
-    root = os.path.realpath(repo)
-    for path in changed:
-        full = os.path.realpath(os.path.join(root, path))
-        if os.path.commonpath([root, full]) != root:
-            raise InputError(f"{path}: outside --repo={repo}; nothing applied")
-        now = _read(full)
-        if now != before.get(path):
-            raise InputError(
-                f"{os.path.join(repo, path)} changed while the agent ran; nothing applied"
-            )
-    for path in changed:
-        full = os.path.join(root, path)
-        if after.get(path) is None:
-            os.remove(full)
-            continue
-        os.makedirs(os.path.dirname(full), exist_ok=True)
-        tmp = f"{full}.agent-{uuid.uuid4().hex[:8]}"
-        with open(tmp, "w", encoding="utf-8", newline="") as f:
-            f.write(after[path])
-        if os.path.exists(full):
-            os.chmod(tmp, os.stat(full).st_mode & 0o7777)
-        os.replace(tmp, full)  # whole or not at all
-    return changed
-
-
-def _read(path: str) -> str | None:
-    try:
-        with open(path, encoding="utf-8", newline="") as f:
-            return f.read()
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError):
-        return "\0unreadable"  # never equal to a copied text: refuses the apply
-
-
-# ---------------------------------------------------------------- policies
-
-
-class ScriptedTurns:
-    """`policy(context_ids) -> emitted_ids`: one tool call per turn from a list of
-    {"name", "arguments"} (a test's stand-in for a model; the env parses them as it would)."""
-
-    def __init__(self, tok: Tokenizer, calls: list[dict]):
-        self._turns = [
-            tok.encode(tool_call_text(c["name"], c.get("arguments", {})), allow_special=True)
-            + [tok.special_id("end")]
-            for c in calls
-        ]
-
-    def __call__(self, context: list[int]) -> list[int]:
-        return self._turns.pop(0) if self._turns else []  # out of calls: an empty, ending turn
-
-
-def load_scripted(path: str) -> list[dict]:
-    try:
-        with open(path, encoding="utf-8") as f:
-            calls = json.load(f)
-    except (OSError, ValueError) as e:
-        raise InputError(f"--scripted={path}: {e}") from None
-    if not isinstance(calls, list) or not all(isinstance(c, dict) and "name" in c for c in calls):
-        raise InputError(f'--scripted={path}: expected a JSON list of {{"name", "arguments"}}')
-    return calls
-
-
-def context_messages(tok: Tokenizer, ids: list[int], extra=AGENT_TOOLS) -> list[dict]:
-    """The environment's context (bos, messages, trailing "<|assistant|>") as OpenAI chat
-    messages that the server's chat template renders back to these ids: an assistant turn's
-    well-formed calls become tool_calls (the rest of the turn its content), a tool result a tool
-    message (already trimmed: the server's trim leaves it as it is)."""
-    roles = {tok.special_id(r): r for r in ("system", "user", "assistant", "tool")}
-    end, out, i = tok.special_id("end"), [], 1  # past <|bos|>
-    while i < len(ids) and ids[i] in roles:
-        if end not in ids[i + 1 :]:
-            break  # the closing "<|assistant|>" the next turn is generated after
-        j = ids.index(end, i + 1)
-        role, body = roles[ids[i]], ids[i + 1 : j]
-        if role == "tool":
-            out.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": f"call_{len(out)}",
-                    "content": tok.decode(body[1:-1]),
-                }
-            )
-        elif role == "assistant":
-            out.append(_assistant_message(tok, body, extra, len(out)))
-        else:
-            out.append({"role": role, "content": tok.decode(body)})
-        i = j + 1
-    return out
-
-
-def _assistant_message(tok: Tokenizer, body: list[int], extra, n: int) -> dict:
-    open_, close = tok.special_id("tool_call"), tok.special_id("/tool_call")
-    calls = [c for c in tools.parse_turn(tok, body + [tok.special_id("end")], extra).calls]
-    text = []
-    inside = False
-    for t in body:  # the text outside call spans
-        if t == open_:
-            inside = True
-        elif t == close:
-            inside = False
-        elif not inside:
-            text.append(t)
-    message = {"role": "assistant", "content": tok.decode(text)}
-    if calls:
-        message["tool_calls"] = [
-            {
-                "id": f"call_{n}_{k}",
-                "type": "function",
-                "function": {
-                    "name": c.name,
-                    "arguments": json.dumps(c.arguments, ensure_ascii=False),
-                },
-            }
-            for k, c in enumerate(calls)
-        ]
-    return message
-
-
-class EndpointPolicy:
-    """`policy(context_ids) -> emitted_ids` through an OpenAI-compatible chat endpoint (the
-    `openai` client). No `tools` are sent: the system prompt already describes RL's tools, and
-    the server returns the turn's text with its call spans, re-encoded here as the policy emitted
-    them. `response_ids` collects every response's id (for feedback)."""
-
-    def __init__(self, tok, url: str, *, model: str, api_key: str, max_tokens: int, temperature):
-        import openai
-
-        self.tok, self.model, self.max_tokens, self.temperature = (
-            tok,
-            model,
-            max_tokens,
-            temperature,
-        )
-        self.client = openai.OpenAI(base_url=url, api_key=api_key, max_retries=0, timeout=600)
-        self.url, self.api_key = url.rstrip("/"), api_key
-        self.response_ids: list[str] = []
-
-    def __call__(self, context: list[int]) -> list[int]:
-        import openai
-
-        try:
-            r = self.client.chat.completions.create(
-                model=self.model,
-                messages=context_messages(self.tok, context),
-                max_tokens=self.max_tokens,
-                temperature=self.temperature,
-            )
-        except openai.OpenAIError as e:
-            raise InputError(f"--endpoint={self.url}: {' '.join(str(e).split())[:300]}") from None
-        self.response_ids.append(r.id)
-        choice = r.choices[0]
-        ids = self.tok.encode(choice.message.content or "", allow_special=True)
-        # "stop": the turn ended at <|end|> (the server strips it); "length": cut off, as in RL
-        return ids + ([self.tok.special_id("end")] if choice.finish_reason != "length" else [])
-
-    def feedback(self, signal: str) -> None:
-        """POST /v1/feedback {response_id, signal} for every turn's response."""
-        for rid in self.response_ids:
-            body = json.dumps({"response_id": rid, "signal": signal}).encode()
-            req = urllib.request.Request(
-                f"{self.url}/feedback",
-                data=body,
-                headers={
-                    "Content-Type": "application/json",
-                    "Authorization": f"Bearer {self.api_key}",
-                },
-            )
-            with urllib.request.urlopen(req, timeout=60) as resp:
-                resp.read()
 
 
 # ---------------------------------------------------------------- the episode
@@ -428,6 +167,7 @@ def run(
             policy = EndpointPolicy(
                 tok,
                 endpoint,
+                extra=AGENT_TOOLS,
                 model=a.model_name,
                 api_key=api_key,
                 max_tokens=a.max_turn_tokens,
