@@ -13,6 +13,10 @@ byte tokenizer unless --tokenizer names another); each budget B then re-renders 
 with data/chat.py's trim (the one function RL, SFT, eval and serving use) to show what a
 B-token trim costs: how many outputs it cuts and the episode lengths after it.
 
+Commands' outputs (run_tests) are as the sandbox captures them in every path: at most
+Limits.output_bytes (32 KiB: head and tail, a note of the bytes omitted), so their max is that
+cap, not the test run's whole output.
+
 Prints one markdown table (p50 / p90 / max per quantity) and, with --json, the raw numbers.
 """
 
