@@ -102,11 +102,12 @@ class Outcome:
     signal: str | None
 
 
-def env_kwargs(a) -> dict:
-    """The agent block's environment settings (configs/agent.py)."""
+def env_kwargs(a, cache_len: int | None = None) -> dict:
+    """The agent block's environment settings (configs/agent.py); the context is at most the
+    engine's cache (`cache_len`: the engine caps it at the model's positions), as RL's is."""
     return dict(
         max_turns=a.max_turns,
-        max_tokens=a.max_tokens,
+        max_tokens=min(a.max_tokens, cache_len or a.max_tokens),
         obs_token_budget=a.obs_token_budget,
         command_timeout_s=a.command_timeout_s,
         test_timeout_s=a.test_timeout_s,
@@ -141,15 +142,15 @@ def run(
     policy_kind: str,
     apply=False,
     reject=False,
-    params="",
     endpoint="",
     scripted="",
     api_key="-",
     engine=None,
-    out=print,
 ) -> Outcome:
     """One episode (module docstring). `a`: the agent block (configs/agent.py); `engine`: a
-    built decode engine for params (None: built here from `params`)."""
+    built decode engine for policy_kind "params" (`main` builds it from --params)."""
+    if policy_kind == "params" and engine is None:
+        raise ValueError("policy_kind 'params' needs the decode engine")
     if apply and reject:
         raise InputError("--apply and --reject contradict each other: give one")
     if not request.strip():
@@ -157,7 +158,7 @@ def run(
     files = read_repo(repo, a.max_repo_bytes)
     name = os.path.basename(os.path.realpath(repo)) or "repo"
     task = agent_task(request, files, name, a.test_command)
-    env = AgentEnv(tok, **env_kwargs(a))
+    env = AgentEnv(tok, **env_kwargs(a, engine.spec.cache_len if engine is not None else None))
     check_fits(tok, env, task, a.max_turn_tokens)
     t0 = time.time()
     if policy_kind == "params":
@@ -306,7 +307,6 @@ def main(
         policy_kind=kind,
         apply=apply,
         reject=reject,
-        params=params,
         endpoint=endpoint,
         scripted=scripted,
         api_key=api_key,
