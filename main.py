@@ -1,5 +1,6 @@
 """Entry point: python main.py [--config=configs/<name>.py] [--config.train.steps=N] [--workdir=DIR]
                               [--mode=pretrain|sft|convert|sample|rollout|rl|eval|serve] [--dry_run]
+       python main.py --mode=agent --params=DIR --repo=PATH "a request" [--apply]
 
 With no flags: trains the default small preset on local code text on CPU for a few minutes,
 printing held-out loss, with checkpoints under workdir/default (re-running resumes).
@@ -64,7 +65,7 @@ _WORKDIR = flags.DEFINE_string("workdir", "workdir/default", "Checkpoints, Tenso
 _MODE = flags.DEFINE_enum(
     "mode",
     "pretrain",
-    ["pretrain", "sft", "convert", "sample", "rollout", "rl", "eval", "serve"],
+    ["pretrain", "sft", "convert", "sample", "rollout", "rl", "eval", "serve", "agent"],
     "What to run.",
 )
 _PROMPT = flags.DEFINE_string("prompt", "", "--mode=sample: the text to complete.")
@@ -78,6 +79,15 @@ _PARAMS = flags.DEFINE_string(
 )
 _PORT = flags.DEFINE_integer(
     "port", 0, "--mode=serve: HTTP port (0 = serve.port of configs/serve.py)."
+)
+_REPO = flags.DEFINE_string("repo", "", "--mode=agent: the repository folder to work on.")
+_APPLY = flags.DEFINE_bool("apply", False, "--mode=agent: write the change into --repo.")
+_REJECT = flags.DEFINE_bool("reject", False, "--mode=agent: log the change as rejected.")
+_ENDPOINT = flags.DEFINE_string(
+    "endpoint", "", "--mode=agent: an OpenAI-compatible base URL (e.g. http://127.0.0.1:8000/v1)."
+)
+_SCRIPTED = flags.DEFINE_string(
+    "scripted", "", "--mode=agent: a JSON list of tool calls played as the policy (tests)."
 )
 _MAX_NEW = flags.DEFINE_integer("max_new_tokens", 128, "--mode=sample: tokens to generate.")
 _TEMPERATURE = flags.DEFINE_float("temperature", 0.0, "--mode=sample: 0 = greedy.")
@@ -108,7 +118,7 @@ def _init_distributed():
         jax.distributed.initialize()
 
 
-def _run(config):
+def _run(config, request: str = ""):
     """The chosen mode; user-facing failures raise ConfigError / InputError (one line each)."""
     from model.errors import ConfigError, InputError
     from train import convert
@@ -160,6 +170,22 @@ def _run(config):
 
         config = config if "serve" in config else serve_config.get_config()
         serve(config, _PARAMS.value, _WORKDIR.value, _PORT.value)
+    elif _MODE.value == "agent":  # configs/agent.py (its defaults when --config has no agent block)
+        from configs import agent as agent_config
+        from rl.serve import agent
+
+        config = config if "agent" in config else agent_config.get_config()
+        agent.main(
+            config,
+            request,
+            repo=_REPO.value,
+            workdir=workdir,
+            params=_PARAMS.value,
+            endpoint=_ENDPOINT.value,
+            scripted=_SCRIPTED.value,
+            apply=_APPLY.value,
+            reject=_REJECT.value,
+        )
     elif _MODE.value == "eval":  # configs/eval.py
         from eval.run import cli
 
@@ -182,7 +208,7 @@ def _run(config):
 
 
 def main(argv):
-    if len(argv) > 1:
+    if len(argv) > 1 and _MODE.value != "agent":  # the agent's request is the one positional
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
     from model.errors import ConfigError, InputError
     from model.hf import CheckpointError
@@ -199,7 +225,7 @@ def main(argv):
             )
         )
     try:
-        _run(config)
+        _run(config, " ".join(argv[1:]))
     except (ConfigError, CheckpointError) as e:
         print(f"config error: {e}", file=sys.stderr)
         sys.exit(2)

@@ -77,6 +77,7 @@ def get_config() -> ml_collections.ConfigDict:
             tokenizer="byte",
             strict=False,
             avoid_splitting=False,
+            tool_output_budget=0,  # chat rows: tool results trimmed to N tokens (data/chat.py)
             heldout_fraction=0.01,
             max_bytes=4_000_000,  # local_text only
         )

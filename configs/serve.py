@@ -33,6 +33,9 @@ def get_config() -> ml_collections.ConfigDict:
             # own temperature / top_p / top_k, sampled per slot in one batch)
             **engine_block.decode(cache_len=512),
             max_new_tokens=256,  # when a request gives no max_tokens
+            # each tool message of a chat request trimmed to this many tokens, the environment's
+            # way (data/chat.py trim_tool_output; CodingEnv's default budget); 0 = as sent
+            tool_output_budget=2048,
             stream_every=8,  # decode iterations between deltas / admissions of new requests
             log_dir="",  # '' = <workdir>/interactions
             log_max_bytes=64 << 20,  # the interaction log rotates to a new file past this size

@@ -79,6 +79,9 @@ def get_config():
         ),
         avoid_splitting=True,
         heldout_fraction=0.05,
+        # The environment's trim at CodingEnv's default obs_token_budget, which played the traces:
+        # an observation already trimmed by it is unchanged, a longer one is cut the same way.
+        tool_output_budget=2048,
     )
     c.checkpoint.every_steps = 20
     return c

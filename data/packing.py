@@ -41,8 +41,9 @@ from data.tokenizers import Tokenizer, encode_array
 ROW_KEYS = ("tokens", "targets", "segment_ids", "positions", "loss_mask", "target_bytes")
 
 
-def tokenize_document(tok: Tokenizer, doc: Document) -> dict[str, np.ndarray]:
-    """{'ids': int32 [n], 'weights': float32 [n-1] (loss weight of each target ids[1:])}."""
+def tokenize_document(tok: Tokenizer, doc: Document, tool_budget: int = 0) -> dict[str, np.ndarray]:
+    """{'ids': int32 [n], 'weights': float32 [n-1] (loss weight of each target ids[1:])}.
+    tool_budget: chat tool results trimmed to that many tokens (data/chat.py; 0 = as written)."""
     if isinstance(doc.value, str):
         ids = np.concatenate([[tok.bos_id], encode_array(tok, doc.value), [tok.eos_id]]).astype(
             np.int32
@@ -51,7 +52,7 @@ def tokenize_document(tok: Tokenizer, doc: Document) -> dict[str, np.ndarray]:
     if not all(isinstance(m, dict) for m in doc.value):
         raise DataError("bad_chat", doc.where, "messages must be JSON objects")
     try:
-        ids, assistant = render_messages(tok, doc.value, where=doc.where)
+        ids, assistant = render_messages(tok, doc.value, where=doc.where, tool_budget=tool_budget)
     except (ValueError, KeyError, TypeError, AttributeError) as e:  # unknown role, bad tool call
         message = (
             str(e) if isinstance(e, ValueError) else f"malformed message ({type(e).__name__}: {e})"

@@ -47,6 +47,9 @@ class DataConfig:
     held_out_fraction: float = 0.01  # share of documents (by content hash) kept out of training
     strict: bool = False  # True: bad input raises (file:line); False: skip and count
     avoid_splitting: bool = False  # keep documents that fit in one row whole (SFT)
+    # Chat rows: each tool result trimmed to this many tokens (data/chat.py trim_tool_output, the
+    # environment's own trim); 0 = as written.
+    tool_output_budget: int = 0
     num_threads: int = 4  # reader threads per source
     process_index: int | None = None  # None: jax.process_index()
     process_count: int | None = None  # None: jax.process_count()
@@ -60,6 +63,10 @@ class DataConfig:
             raise ValueError(
                 f"DataConfig: seq_len={self.seq_len} and global_batch_size="
                 f"{self.global_batch_size} must be >= 1"
+            )
+        if self.tool_output_budget < 0:
+            raise ValueError(
+                f"DataConfig.tool_output_budget={self.tool_output_budget} must be >= 0 (0 = off)"
             )
         if not 0 <= self.held_out_fraction < 1:
             raise ValueError(
@@ -146,7 +153,7 @@ class _DocLoader:
                 raise DataError("empty", doc.where, "empty document")
             if is_held_out(doc, self._cfg.held_out_fraction) != (self._split == HELD_OUT):
                 return None
-            tokens = tokenize_document(self._tok, doc)
+            tokens = tokenize_document(self._tok, doc, self._cfg.tool_output_budget)
         except DataError as e:
             if self._cfg.strict and e.kind != "empty":  # empty files are normal (__init__.py)
                 raise

@@ -349,6 +349,7 @@ SAME_CONCEPT = {
     "sharding",
     "realtime",
     "rollout",
+    "agent",
     "child",
     "runner",
 }

@@ -49,6 +49,7 @@ def data_config(config):
             held_out_fraction=d.heldout_fraction,
             strict=d.strict,
             avoid_splitting=d.avoid_splitting,
+            tool_output_budget=d.get("tool_output_budget", 0),
         )
     )
 

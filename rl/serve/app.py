@@ -68,6 +68,7 @@ class Server:
     max_body_bytes: int = 1 << 20
     metrics_open: bool = False
     feedback_window_s: float = 7 * 24 * 3600.0
+    tool_budget: int = 0  # tool messages trimmed to this many tokens (data/chat.py); 0 = as sent
 
     @property
     def stops(self) -> list[int]:
@@ -361,7 +362,8 @@ def make_app(server: Server) -> FastAPI:
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request):
-        return await respond(request, pr.chat_request, "chat")
+        parse = functools.partial(pr.chat_request, tool_budget=server.tool_budget)
+        return await respond(request, parse, "chat")
 
     @app.post("/v1/completions")
     async def completions(request: Request):

@@ -320,11 +320,19 @@ def chat_messages(messages: Any, tools: list[dict]) -> list[dict]:
 
 
 def chat_request(
-    tok, body: dict, *, max_new_default: int, temperature: float, max_n: int = 1
+    tok,
+    body: dict,
+    *,
+    max_new_default: int,
+    temperature: float,
+    max_n: int = 1,
+    tool_budget: int = 0,
 ) -> Request:
+    """tool_budget > 0: each tool message trimmed to that many tokens, as the environment trims
+    its observations (data/chat.py trim_tool_output)."""
     tools = parse_tools(body.get("tools"), body.get("tool_choice"))
     messages = chat_messages(body.get("messages"), tools)
-    prompt = generation_prompt(tok, messages)
+    prompt = generation_prompt(tok, messages, tool_budget)
     names = [t["name"] for t in tools]
     return Request(
         prompt,

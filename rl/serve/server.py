@@ -46,6 +46,9 @@ def check_block(s) -> None:
         if not number or (x <= 0 if name in POSITIVE else x < 0):
             bound = "> 0" if name in POSITIVE else ">= 0"
             raise ConfigError(f"serve.{name}={x!r}: must be a number {bound}")
+    budget = s.get("tool_output_budget", 0)
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
+        raise ConfigError(f"serve.tool_output_budget={budget!r}: must be an integer >= 0 (0 = off)")
     if s.max_stop > 4:
         raise ConfigError(f"serve.max_stop={s.max_stop}: OpenAI's API takes at most 4")
 
@@ -77,6 +80,7 @@ def build(s, cfg, params, tok, *, log_dir: str, params_version: int = 0, keys: K
         max_body_bytes=s.max_body_bytes,
         metrics_open=s.metrics_open,
         feedback_window_s=s.feedback_window_s,
+        tool_budget=s.get("tool_output_budget", 0),
     )
     server.loop = EngineLoop(
         engine,

@@ -24,6 +24,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from data.chat import trim_tool_output
 from data.tokenizers import SPECIAL_TOKENS, Tokenizer, special_text
 from rl.envs.agent import search
 from rl.envs.grading import grade_review as review
@@ -210,30 +211,10 @@ def malformed_observation(detail: str) -> str:
     return json.dumps({"error": "malformed_tool_call", "detail": detail})
 
 
-def truncate_to_budget(
-    tok: Tokenizer, text: str, budget: int, max_chars_per_token: int = 32
-) -> list[int]:
-    """Token ids of `text`, keeping head and tail within `budget` tokens around a visible marker.
-
-    Text far beyond the budget (a 60 MB file) is first cut to head and tail by characters, so
-    tokenizing costs O(budget), not O(file): no token spans more than `max_chars_per_token` chars.
-    """
-    # File names and outputs may hold undecodable bytes (surrogate escapes): make them U+FFFD.
-    text = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-    limit = max_chars_per_token * budget
-    dropped_chars = max(len(text) - 2 * limit, 0)
-    if dropped_chars:
-        text = text[:limit] + text[-limit:]
-    ids = tok.encode(text)
-    if len(ids) <= budget and not dropped_chars:
-        return ids
-    extra = f" + {dropped_chars} chars" if dropped_chars else ""
-    marker = tok.encode(f"\n[... truncated {max(len(ids) - budget, 0)} tokens{extra} ...]\n")
-    keep = max(min(budget, len(ids)) - len(marker), 2)
-    head, tail = ids[: keep // 2], ids[len(ids) - (keep - keep // 2) :]
-    # Re-encode decoded pieces so a cut inside a multi-byte character becomes a valid replacement
-    # char.
-    return tok.encode(tok.decode(head)) + marker + tok.encode(tok.decode(tail))
+def truncate_to_budget(tok: Tokenizer, text: str, budget: int) -> list[int]:
+    """Token ids of a tool result as it enters the context: data/chat.py's trim_tool_output (the
+    one trim SFT rows, the server's prompts and the agent command share), then encoded."""
+    return tok.encode(trim_tool_output(tok, text, budget))
 
 
 # ---------------------------------------------------------------- executing calls
