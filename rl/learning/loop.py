@@ -9,7 +9,7 @@ source, and samplers that share only two stores with it.
 
 The trainer is pretraining's: its mesh (`config.mesh`, `config.rules`), optimizer roles and
 schedule (`config.train`), non-finite guard, SIGTERM save, progress/MFU lines, TensorBoard,
-multi-host flags and checkpoint format; RL brings only its loss (rl/learning/losses.py) and its
+multi-host flags and checkpoint format; RL brings only its loss (rl/learning/grpo.py) and its
 batch source (rl/learning/batch_source.py). An RL checkpoint is therefore a pretraining
 checkpoint: --mode=convert exports it and --mode=eval evaluates the export. Samplers:
 rl/sampling/sampler_process.py.
@@ -20,7 +20,8 @@ from __future__ import annotations
 import jax
 
 from rl.learning.batch_source import RLBatchSource
-from rl.learning.losses import make_rl_loss, model_apply, model_mtp_apply
+from rl.learning.grpo import make_rl_loss
+from rl.learning.losses import model_apply, model_mtp_apply
 from rl.sampling.rl_tasks import rl_task
 from rl.sampling.run_config import model_config  # noqa: F401  (rl.learning.loop.model_config: callers' name)
 from rl.sampling.sampler_process import Samplers, compile_cache
@@ -93,7 +94,7 @@ def mtp_weight(cfg, rl) -> float:
 
 
 def rl_loss(cfg, rl):
-    """The RL policy loss (rl/learning/losses.py) with the `rl` block's settings."""
+    """The RL policy loss (rl/learning/grpo.py) with the `rl` block's settings."""
     w = mtp_weight(cfg, rl)
     return make_rl_loss(
         model_apply(cfg),
