@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from data.tokenizers import ByteTokenizer
-from rl.envs.agent.env import EpisodeRecord
 from rl.episodes import rewards as rw
 from rl.episodes.records import episode_records
+from rl.episodes.schema import EpisodeRecord
 from rl.learning import batch as rb
 from rl.learning import grpo, staleness
 from rl.learning.grpo import make_rl_loss
