@@ -65,6 +65,7 @@ def get_config() -> ml_collections.ConfigDict:
             log_every=5,
             eval_every=10,
             eval_batches=4,
+            eval_at_start=False,  # held-out metrics of the starting params too ("before")
         )
     )
     c.data = ml_collections.ConfigDict(
@@ -96,4 +97,5 @@ def get_config() -> ml_collections.ConfigDict:
     # others: configs/rl.py); 0 = every device.
     c.trainer_devices = 0
     c.dry_run_devices = 0  # --dry_run on a described mesh of this many devices (0 = the real ones)
+    c.devices_per_host = 4  # --dry_run's weight push: chips per trainer host (v5p: 4)
     return c

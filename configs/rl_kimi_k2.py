@@ -40,7 +40,6 @@ def get_config():
     c.rules = long.rules
     c.model_overrides = long.model_overrides
     c.dry_run_devices = long.dry_run_devices
-    c.devices_per_host = 4  # v5p: 4 chips per host (the weight store's writers)
     c.train.update(
         lr=1e-6,
         compute_dtype="bfloat16",

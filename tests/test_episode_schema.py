@@ -3,6 +3,7 @@ it becomes, those records logged as JSON lines and read back, and eval's episode
 all read back as the same `Episode`; partial credit is one rule, and a tampered episode gets none
 however many tests its run claims passed."""
 
+import dataclasses
 import json
 import types
 
@@ -16,7 +17,7 @@ from rl.envs.grading.tasks import Grade
 from rl.episodes import records as rr
 from rl.episodes.episode_metrics import episode_metrics
 from rl.episodes.rewards import TAMPER_SCORE, LengthTerm, RewardConfig, outcome_reward
-from rl.episodes.schema import Counts, Episode, partial_credit
+from rl.episodes.schema import COUNT_NAMES, Counts, Episode, EpisodeRecord, partial_credit
 
 TOK = ByteTokenizer()
 TASK = Task(
@@ -112,3 +113,21 @@ def test_tampered_episode_gets_no_partial_credit_whatever_its_run_claims():
     assert (m["pass_rate"], m["partial_credit"]) == (0.0, 0.0)
     _, sample = eval_forms(episode, env_rec)
     assert (sample["solved"], sample["partial"], sample["tampered"]) == (False, 0.0, True)
+
+
+def test_the_env_builder_becomes_the_schema_episode_field_by_field():
+    """The in-progress EpisodeRecord (the environment's) holds every Counts field but the token
+    classes under the same name, so `episode()` drops none (a count added to Counts and not to the
+    builder fails here), and its grade is the Episode's."""
+    builder = {f.name for f in dataclasses.fields(EpisodeRecord)}
+    assert set(COUNT_NAMES) - builder == {"thinking_tokens", "output_tokens"}
+    rec = EpisodeRecord(
+        "t", [1, 2, 3], [0, 1, 1], 1, 3, 2, 5, 1, [0], [(1, 3)], "submit", 2, 4, False
+    )
+    rec.summaries, rec.summary_tokens = 1, 7
+    ep = rec.episode(thinking_tokens=4, output_tokens=6)
+    assert ep.counts == Counts(3, 2, 1, tool_io_tokens=5, thinking_tokens=4, output_tokens=6,
+                               summaries=1, summary_tokens=7)  # fmt: skip
+    assert (ep.task_id, ep.done_reason, ep.tests_passed, ep.tests_total) == ("t", "submit", 2, 4)
+    assert ep.credit == 0.5 and not ep.passes and ep.segments == 1
+    assert Episode.from_record(json.loads(json.dumps(ep.to_dict()))) == ep

@@ -143,9 +143,9 @@ def test_tampered_record_counts_as_failed(tasks):
     """A record whose grader caught tampering is a failure even with every test passing, and
     the episode carries the record's RL reward (rl/episodes/rewards.py: TAMPER_SCORE), not a score
     of its own."""
-    from rl.envs.agent.env import EpisodeRecord
     from rl.episodes.records import episode_records
     from rl.episodes.rewards import TAMPER_SCORE, RewardConfig
+    from rl.episodes.schema import EpisodeRecord
 
     def record(tampered):
         env_rec = EpisodeRecord(

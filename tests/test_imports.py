@@ -215,9 +215,10 @@ def test_the_cycle_check_fails_on_a_planted_cycle(tmp_path):
 # "Trainer modules": what exists only to train, a sampler never runs: the trainer and its step,
 # state, optimizer, checkpoint and loss modules (train.trainer, train.step, train.state,
 # train.optim, train.checkpoint, train.losses), the RL trainer's side (rl.learning.loop,
-# rl.learning.batch_source, rl.learning.losses), and the third-party libraries only they use (optax:
-# optimizers; orbax: train checkpoints). What both sides need from the run config lives below both
-# (train/model_config.py, train/sharding.py, rl/sampling/run_config.py), so those are allowed.
+# rl.learning.batch_source, rl.learning.grpo, rl.learning.losses), and the third-party libraries
+# only they use (optax: optimizers; orbax: train checkpoints). What both sides need from the run
+# config lives below both (train/model_config.py, train/sharding.py, rl/sampling/run_config.py),
+# so those are allowed.
 
 TRAINER_MODULES = (
     "train.trainer",
@@ -228,6 +229,7 @@ TRAINER_MODULES = (
     "train.losses",
     "rl.learning.loop",
     "rl.learning.batch_source",
+    "rl.learning.grpo",
     "rl.learning.losses",
     "optax",
     "orbax",

@@ -7,11 +7,13 @@ import numpy as np
 import pytest
 
 from data.tokenizers import ByteTokenizer
-from rl.envs.agent.env import EpisodeRecord
 from rl.episodes import rewards as rw
 from rl.episodes.records import episode_records
+from rl.episodes.schema import EpisodeRecord
 from rl.learning import batch as rb
-from rl.learning.losses import make_rl_loss, model_apply, token_logprobs
+from rl.learning import grpo, staleness
+from rl.learning.grpo import make_rl_loss
+from rl.learning.losses import model_apply, token_logprobs
 
 TOK = ByteTokenizer()
 
@@ -48,7 +50,7 @@ def _log_softmax(x):
 
 
 def test_group_advantage_has_no_std_division():
-    adv = rb.group_advantages([1.0, 0.0, 0.0, 0.0, 0.5, 0.7], ["a", "a", "a", "a", "b", "b"])
+    adv = grpo.group_advantages([1.0, 0.0, 0.0, 0.0, 0.5, 0.7], ["a", "a", "a", "a", "b", "b"])
     # group a: mean 0.25 -> 0.75, -0.25 x3 (with std division it would be 1.73, -0.58)
     np.testing.assert_allclose(adv, [0.75, -0.25, -0.25, -0.25, -0.1, 0.1], atol=1e-6)
 
@@ -312,7 +314,7 @@ def test_multi_turn_record_carries_the_malformed_penalty_and_negative_turn():
     # A = +-0.375; targets t+1: malformed tokens 2,3 sit at positions 1,2.
     np.testing.assert_allclose(b["advantages"][0, :7], [0, -0.1, -0.1, 0, 0.375, 0.375, 0])
     np.testing.assert_allclose(b["advantages"][1, :7], [0, -0.375, -0.375, 0, -0.375, -0.375, 0])
-    assert rb.oldest_version([good]) == 3
+    assert staleness.oldest_version([good]) == 3
 
 
 def test_a_branched_groups_shared_prefix_is_out_of_the_loss():

@@ -25,12 +25,13 @@ from model.engine.programs import _decode_jit, _prefill_jit
 from model.sampling import SamplingParams, filtered_logprobs, mask_invalid, sample
 from rl.envs import CodingEnv, OraclePolicy, generate_task, generate_tasks, run_episode
 from rl.envs.agent import tools
-from rl.envs.agent.env import DEFAULT_SYSTEM, EpisodeRecord
+from rl.envs.agent.env import DEFAULT_SYSTEM
 from rl.envs.agent.scripted import minimal_edit
 from rl.episodes import records as rr
 from rl.episodes import rewards as rw
 from rl.episodes.episode_metrics import passes
 from rl.episodes.rewards import LengthTerm, RewardConfig
+from rl.episodes.schema import EpisodeRecord
 from rl.sampling.rollout import play_episodes
 
 TOK = ByteTokenizer()

@@ -28,6 +28,7 @@ from rl.episodes import rewards
 from rl.episodes.episode_metrics import passes
 from rl.episodes.rewards import LengthTerm, RewardConfig, episode_reward
 from rl.learning import batch as rb
+from rl.learning import grpo
 from rl.sampling.rollout import play_episodes
 from rl.stores.store import RolloutStore
 
@@ -192,7 +193,7 @@ def test_chain_reward_is_shared_and_advantages_are_per_chain(chain, tmp_path):
     store.put("000000", train)  # the chain fields survive the rollout store
     back = store.get("000000")
     assert [(r["chain"], r["segment"]) for r in back] == [(t["chain"], t["segment"]) for t in train]
-    adv = rb.chain_advantages(back)
+    adv = grpo.chain_advantages(back)
     gap = (train[0]["reward"] - train[-1]["reward"]) / 2
     np.testing.assert_allclose(adv, [gap] * (len(train) - 1) + [-gap], rtol=1e-6)
     batch = rb.collate(back, seq_len=BUDGET, rows=len(back), n_moe_layers=1, k=2)
@@ -200,7 +201,7 @@ def test_chain_reward_is_shared_and_advantages_are_per_chain(chain, tmp_path):
         m = batch["loss_mask"][i] > 0
         np.testing.assert_allclose(batch["advantages"][i][m], adv[i], rtol=1e-6)
     with pytest.raises(ValueError, match="segments with different rewards"):
-        rb.chain_advantages([dict(back[0]), dict(back[1], reward=back[0]["reward"] + 1)])
+        grpo.chain_advantages([dict(back[0]), dict(back[1], reward=back[0]["reward"] + 1)])
 
 
 def test_agentic_eval_selects_long_lookup_and_reports_with_and_without_summaries():

@@ -29,7 +29,7 @@ def export_latest(config, workdir: str, *, run: Run | None = None) -> str:
     state = restored[0]
     path = os.path.join(workdir, "export", f"params_{int(jax.device_get(state.step))}")
     export.save_params(path, run.cfg, state.params)
-    if config.get("export_hf"):
+    if config.export_hf:
         from model import hf_stream
 
         hf_path = path + "_hf"

@@ -202,7 +202,7 @@ def sampler_report(config) -> str:
             f"{p['moe_buffers_prefill'] / gib:.2f}) = {p['total'] / gib:.1f} GiB"
         )
     trainer_devices = config.dry_run_devices or jax.device_count()
-    push = memory_plan.weight_push_bytes(cfg, trainer_devices, config.get("devices_per_host", 4))
+    push = memory_plan.weight_push_bytes(cfg, trainer_devices, config.devices_per_host)
     lines.append(
         f"weight push per version per trainer host ({push['hosts']} hosts): full bf16 snapshot "
         f"{push['full'] / 1e9:.2f} GB, delta at 2% {push['delta_2pct'] / 1e9:.2f} GB, at 5% "

@@ -100,7 +100,7 @@ def _expert_counts(out: ModelOutput):
 def forced_experts(batch: dict):
     """The routing a batch replays, as the model's forward takes it. batch['forced_experts']
     (optional): int32 [B, n_moe_layers, T, k], the one layout for every loss (the LM loss here, the
-    RL loss in rl/learning/losses.py): batch axis first, so it shards and splits into microbatches
+    RL loss in rl/learning/grpo.py): batch axis first, so it shards and splits into microbatches
     like every other key, then a record's experts [n_moe_layers, T, k] (rl/episodes/records.py). ->
     [n_moe_layers, B, T, k] (the layer axis first, as nn.scan takes it), or None: absent, or
     n_moe_layers = 0 (a dense model, nothing to replay)."""

@@ -539,8 +539,8 @@ def _evaluate_and_gate(step, params, extra, eval_fn, mesh, ls, log, final: bool)
 def check_eval_gate(config, heldout, source) -> bool:
     """Whether config.eval_gate is on (keep > 0), after checking that this run reports its metric:
     eval/nll and eval/bits_per_byte with held-out batches, and the source's log_keys."""
-    gate = config.get("eval_gate")
-    if gate is None or not gate.keep:
+    gate = config.eval_gate
+    if not gate.keep:
         return False
     if gate.keep < 0 or gate.mode not in ("min", "max"):
         raise shd.ConfigError(
@@ -658,7 +658,7 @@ def _loop(run, ckpt, source, state, step_fn, eval_fn, peak, ls, log, stop_after_
     watch = _NonFiniteWatch(t.max_nonfinite_in_a_row, log, last_ckpt)
     timer = _Throughput(step, t.batch_size * t.seq_len)
     deadline = ls["deadline"]
-    if heldout and t.get("eval_at_start") and step == 0:  # the stage's starting point
+    if heldout and t.eval_at_start and step == 0:  # the stage's starting point
         _log_eval(step, evaluate(eval_fn, state.params, heldout, mesh), log, writer, "initial ")
     saved, early = step in ckpt.all_steps(), False
     while not t.steps or step < t.steps:

@@ -30,7 +30,7 @@ tests/test_imports.py; this __init__, __main__ and traces.py wire them):
     taskgen/    procedural task templates
 """
 
-from rl.envs.agent.env import CodingEnv, EpisodeRecord, run_episode
+from rl.envs.agent.env import CodingEnv, run_episode
 from rl.envs.agent.scripted import OraclePolicy
 from rl.envs.agent.summary import SummaryConfig
 from rl.envs.agent.tools import TOOL_SCHEMAS, parse_turn
@@ -53,6 +53,7 @@ from rl.envs.isolation.sandbox import (
     require_isolation,
 )
 from rl.envs.taskgen import TEMPLATES, generate_task, generate_tasks
+from rl.episodes.schema import EpisodeRecord
 
 __all__ = [
     "CodingEnv",

@@ -186,9 +186,9 @@ def ids_to_messages(tok: Tokenizer, ids: list[int]) -> list[dict]:
 
 
 def segment_messages(tok: Tokenizer, segment: dict) -> list[dict]:
-    """One segment of an episode (rl.envs EpisodeRecord.all_segments()) as chat messages that
-    render to exactly its ids and mask: assistant messages of the rebuilt prompt (the copied
-    summary) get "weight": 0."""
+    """One segment of an episode (rl.episodes.schema.EpisodeRecord.all_segments()) as chat
+    messages that render to exactly its ids and mask: assistant messages of the rebuilt prompt
+    (the copied summary) get "weight": 0."""
     tokens, prompt_len = segment["tokens"], segment["prompt_len"]
     messages, seen = [], 1
     for m in ids_to_messages(tok, tokens[1:]):

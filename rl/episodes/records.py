@@ -77,10 +77,7 @@ import dataclasses
 import numpy as np
 
 from rl.episodes.rewards import RewardConfig, episode_reward
-from rl.episodes.schema import COUNT_NAMES, Counts, Episode
-
-# The counts the environment's record does not keep: classes of its emitted tokens (tokenizer's).
-_TOKEN_CLASSES = ("thinking_tokens", "output_tokens")
+from rl.episodes.schema import Episode, EpisodeRecord
 
 # Written once: the builders, the rollout store, record fitting and the collator read these.
 PER_TOKEN = ("tokens", "mask", "logprobs", "versions", "malformed_mask")  # [L] each
@@ -140,27 +137,14 @@ def _emitted_classes(tok, tokens, spans) -> tuple[int, int]:
     return thinking, output
 
 
-def episode_facts(env_rec, tok, reward_cfg: RewardConfig) -> Episode:
-    """The environment's finished episode (rl.envs EpisodeRecord) as the one schema's Episode
-    (rl/episodes/schema.py): its grade, its counts (each Counts field the environment counts read
-    from its record by name; the token classes from its emitted turns) and the reward with its
-    terms, rl.episodes.rewards.episode_reward under `reward_cfg`. Eval reads the same
-    (eval/agentic.py)."""
-    segments = env_rec.all_segments()
-    classes = [_emitted_classes(tok, s["tokens"], s["turn_spans"]) for s in segments]
-    counted = {n: getattr(env_rec, n) for n in COUNT_NAMES if n not in _TOKEN_CLASSES}
-    ep = Episode(
-        task_id=env_rec.task_id,
-        done_reason=env_rec.done_reason,
-        tests_passed=env_rec.tests_passed,
-        tests_total=env_rec.tests_total,
-        tampered=env_rec.tampered,
-        counts=Counts(
-            **counted,
-            thinking_tokens=sum(c[0] for c in classes),
-            output_tokens=sum(c[1] for c in classes),
-        ),
-        segments=len(segments),
+def episode_facts(env_rec: EpisodeRecord, tok, reward_cfg: RewardConfig) -> Episode:
+    """The environment's finished episode as the one schema's Episode (rl/episodes/schema.py
+    `EpisodeRecord.episode`: its grade and counts, with the token classes counted here from its
+    emitted turns) and the reward with its terms, rl.episodes.rewards.episode_reward under
+    `reward_cfg`. Eval reads the same (eval/agentic.py)."""
+    classes = [_emitted_classes(tok, s["tokens"], s["turn_spans"]) for s in env_rec.all_segments()]
+    ep = env_rec.episode(
+        thinking_tokens=sum(c[0] for c in classes), output_tokens=sum(c[1] for c in classes)
     )
     reward, terms = episode_reward(ep.to_dict(), reward_cfg)
     return dataclasses.replace(ep, reward=reward, reward_terms=terms)
@@ -170,10 +154,10 @@ def episode_records(
     env_rec, arrays: list[dict], tok, reward_cfg: RewardConfig, *, group, sample, policy
 ) -> list[dict]:
     """A finished multi-turn episode (rl/sampling/rollout.py's driver) as records, one per segment
-    of its chain. env_rec: the environment's record (rl.envs EpisodeRecord); arrays: per segment,
-    the engine's {tokens, logprobs, versions, experts [n, L, k]}; group / sample: the episode's
-    place in its group; policy: 'model' | 'forced'. Every segment carries the chain's facts
-    (`episode_facts`: grade, counts, the reward under `reward_cfg`)."""
+    of its chain. env_rec: the environment's record (rl.episodes.schema.EpisodeRecord); arrays:
+    per segment, the engine's {tokens, logprobs, versions, experts [n, L, k]}; group / sample:
+    the episode's place in its group; policy: 'model' | 'forced'. Every segment carries the
+    chain's facts (`episode_facts`: grade, counts, the reward under `reward_cfg`)."""
     facts = dict(episode_facts(env_rec, tok, reward_cfg).to_dict())
     facts.update(group=group, sample=sample, policy=policy)
     segments = env_rec.all_segments()

@@ -1,16 +1,21 @@
-"""The episode schema, defined once: what an episode is to everything after the environment.
+"""The episode schema, defined once: what an episode is, from the environment that plays it to
+everything after it.
 
     Episode(task_id, done_reason, tests_passed, tests_total, tampered, counts=Counts(...),
             segments=1, reward=None, reward_terms=None)
+    EpisodeRecord(task_id, tokens, mask, prompt_len, turns, ..., done_reason, ...)   in progress
 
-The environment's finished episode becomes one (rl.episodes.records.episode_facts); every record
-of its chain carries it as fields (`to_dict`: the counts as one 'counts' dict, identical on every
-segment; rl/episodes/records.py); `--mode=rollout` and the RL logs write those records as JSON;
-eval keeps an episode as `to_dict()` plus its own bookkeeping and writes a report sample as
-`flat()` plus that bookkeeping; `Episode.from_record` reads any of those forms back (a record,
-a JSON line, an eval episode, a report sample), and the metrics (rl/episodes/episode_metrics.py)
-read every episode through it. Served exchanges (rl/serve) are single-turn records with no
-grade: they carry the per-token fields and the reward only (rl.episodes.records.completion_record).
+The environment (rl/envs/agent/env.py) builds each episode turn by turn as an `EpisodeRecord`
+(below: its transcript, and Episode's grade and counts under their names), and the finished one
+becomes the Episode (`EpisodeRecord.episode`; rl.episodes.records.episode_facts adds the token
+classes and the reward). Every record of its chain carries it as fields (`to_dict`: the counts as
+one 'counts' dict, identical on every segment; rl/episodes/records.py); `--mode=rollout` and the
+RL logs write those records as JSON; eval keeps an episode as `to_dict()` plus its own
+bookkeeping and writes a report sample as `flat()` plus that bookkeeping; `Episode.from_record`
+reads any of those forms back (a record, a JSON line, an eval episode, a report sample), and the
+metrics (rl/episodes/episode_metrics.py) read every episode through it. Served exchanges
+(rl/serve) are single-turn records with no grade: they carry the per-token fields and the reward
+only (rl.episodes.records.completion_record).
 
 Counts: turns, tool_calls (well-formed, executed) and malformed_calls are every episode's and
 required; the token classes (tool_io_tokens: call + observation tokens; thinking_tokens: emitted
@@ -142,3 +147,88 @@ class Episode:
             reward=None if rec.get("reward") is None else float(rec["reward"]),
             reward_terms=None if rec.get("reward_terms") is None else dict(rec["reward_terms"]),
         )
+
+
+@dataclasses.dataclass
+class EpisodeRecord:
+    """An episode in progress, as the environment (rl/envs/agent/env.py) builds it turn by turn:
+    the current segment's transcript, the finished segments of its chain, and the grade and
+    counts of the Episode it becomes (`episode`), under Episode's and Counts' names and meanings
+    (the counts are the chain's; the token classes, which need the tokenizer, are counted from
+    the transcript by rl.episodes.records.episode_facts)."""
+
+    task_id: str
+    tokens: list[int]  # prompt + every emitted turn + every observation, in order (this segment)
+    mask: list[int]  # 1 exactly on tokens the policy emitted
+    prompt_len: int  # this segment's prompt (the rebuilt context after a summary)
+    turns: int
+    tool_calls: int
+    tool_io_tokens: int
+    malformed_calls: int
+    malformed_turns: list[int]  # chain turn indices of turns with a malformed call or no <|end|>
+    # [start, end) of each emitted turn of this segment in `tokens`
+    turn_spans: list[tuple[int, int]]
+    done_reason: str  # Episode's; "" while the episode runs
+    tests_passed: int = 0
+    tests_total: int = 0
+    tampered: bool = False
+    # Chains (rl/envs/agent/summary.py): finished segments, each {tokens, mask, prompt_len,
+    # turn_spans, first_turn, malformed_turns (segment-local)}; the current segment's first chain
+    # turn index.
+    segments: list[dict] = dataclasses.field(default_factory=list)
+    first_turn: int = 0
+    summaries: int = 0
+    summary_tokens: int = 0
+
+    def current_segment(self) -> dict:
+        """The segment in progress (the last one once the episode is done), as in `segments`."""
+        return {
+            "tokens": self.tokens,
+            "mask": self.mask,
+            "prompt_len": self.prompt_len,
+            "turn_spans": self.turn_spans,
+            "first_turn": self.first_turn,
+            "malformed_turns": [
+                t - self.first_turn for t in self.malformed_turns if t >= self.first_turn
+            ],
+        }
+
+    def all_segments(self) -> list[dict]:
+        return self.segments + [self.current_segment()]
+
+    @property
+    def all_pass(self) -> bool:
+        return all_pass(self.tests_passed, self.tests_total, self.tampered)
+
+    @property
+    def generated_tokens(self) -> int:
+        """Policy tokens of the whole chain (summary turns included)."""
+        return sum(sum(s["mask"]) for s in self.all_segments())
+
+    def episode(self, *, thinking_tokens: int = 0, output_tokens: int = 0) -> Episode:
+        """The Episode this record is (no reward yet): its grade, its chain's counts with the
+        token classes given, its number of segments."""
+        counts = Counts(
+            turns=self.turns,
+            tool_calls=self.tool_calls,
+            malformed_calls=self.malformed_calls,
+            tool_io_tokens=self.tool_io_tokens,
+            thinking_tokens=thinking_tokens,
+            output_tokens=output_tokens,
+            summaries=self.summaries,
+            summary_tokens=self.summary_tokens,
+        )
+        return Episode(
+            task_id=self.task_id,
+            done_reason=self.done_reason,
+            tests_passed=self.tests_passed,
+            tests_total=self.tests_total,
+            tampered=self.tampered,
+            counts=counts,
+            segments=len(self.all_segments()),
+        )
+
+    def to_dict(self) -> dict:
+        """JSON-ready, with the grader's all_pass included (the reward is rl/episodes/rewards.py's,
+        carried by the episode's records: rl/episodes/records.py)."""
+        return dict(dataclasses.asdict(self), all_pass=self.all_pass)

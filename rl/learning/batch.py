@@ -14,34 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-
-def group_advantages(rewards: Sequence[float], group_ids: Sequence) -> np.ndarray:
-    """A_i = r_i - mean of r over i's group. Not divided by the group's std (Composer 2 / Dr. GRPO:
-    the std rescales easy and hard groups differently and biases toward low-variance tasks)."""
-    r = np.asarray(rewards, np.float64)
-    g = np.asarray(group_ids)
-    out = np.empty_like(r)
-    for gid in np.unique(g):
-        sel = g == gid
-        out[sel] = r[sel] - r[sel].mean()
-    return out.astype(np.float32)
-
-
-def chain_advantages(records: Sequence[dict]) -> np.ndarray:
-    """Per record, its chain's group-relative advantage: the group mean is over chains (episodes),
-    not segments, so an episode that summarized k times weighs in its group's baseline once, and
-    every segment of a chain gets the same advantage (ReSum-GRPO). A record without 'chain' is a
-    chain of its own. A chain's segments carry one reward (rl/episodes/records.py); a mismatch is an
-    error."""
-    keys = [(r["group_id"], r.get("chain", ("solo", i))) for i, r in enumerate(records)]
-    reward: dict = {}
-    for key, r in zip(keys, records):
-        if reward.setdefault(key, float(r["reward"])) != float(r["reward"]):
-            raise ValueError(f"chain {key}: segments with different rewards")
-    chains = list(reward)
-    adv = group_advantages([reward[c] for c in chains], [c[0] for c in chains])
-    by_chain = dict(zip(chains, adv))
-    return np.asarray([by_chain[k] for k in keys], np.float32)
+from rl.learning.grpo import chain_advantages
 
 
 def collate(
@@ -57,11 +30,11 @@ def collate(
     """-> batch dict of numpy arrays [rows, seq_len] (+ forced_experts [rows, n, seq_len, k]).
 
     Each record (one segment of a chain: rl/episodes/records.py) is one row; advantages are per
-    chain (chain_advantages). Padding rows have loss_mask 0 and segment id 0. A record longer than
-    seq_len + 1 tokens is an error (the caller sizes seq_len from the episode token budget). A
-    negative episode advantage is multiplied by `negative_scale` (1 = plain GRPO; see
-    configs/rl.py). Tokens of malformed turns then get advantage min(A_i, -malformed_adv) (broken
-    tool calls are negative examples).
+    chain (rl.learning.grpo.chain_advantages). Padding rows have loss_mask 0 and segment id 0. A
+    record longer than seq_len + 1 tokens is an error (the caller sizes seq_len from the episode
+    token budget). A negative episode advantage is multiplied by `negative_scale` (1 = plain GRPO;
+    see configs/rl.py). Tokens of malformed turns then get advantage min(A_i, -malformed_adv)
+    (broken tool calls are negative examples).
     Tokens before a record's `shared_prefix` (best-of-K from a shared prefix) get loss_mask 0."""
     if len(records) > rows:
         raise ValueError(f"collate: {len(records)} episodes > {rows} batch rows")
@@ -110,10 +83,3 @@ def collate(
             ex = np.asarray(rec["experts"], np.int32)  # [n, L, k]
             b["forced_experts"][i, :, :n] = ex[:, :n]
     return b
-
-
-def oldest_version(records: Sequence[dict]) -> int:
-    """Oldest params version of any policy token in the records (for the staleness bound)."""
-    vs = [np.asarray(r["versions"])[np.asarray(r["mask"], bool)] for r in records]
-    vs = [v for v in vs if v.size]
-    return int(min(v.min() for v in vs)) if vs else -1

@@ -16,8 +16,8 @@ steps after the checkpoint are lost with their params, so their groups are train
 every other group is skipped. Groups read but not yet trained are not in the state: after a
 restart they are read again.
 
-Staleness: a group whose oldest policy token is more than `rl.max_staleness` versions behind the
-trainer's version when its batch forms is dropped (counted).
+Staleness (the bound: rl/learning/staleness.py): a group whose oldest policy token is more than
+`rl.max_staleness` versions behind the trainer's version when its batch forms is dropped (counted).
 
 Several trainer processes (jax.distributed): process 0 alone reads the store's listing and
 decides (selection, books); the decision is broadcast, so every process holds the same books
@@ -40,6 +40,7 @@ from rl.episodes.episode_metrics import episode_metrics
 from rl.episodes.records import reward_metrics
 from rl.learning import batch as rb
 from rl.learning.losses import model_apply, policy_forward, token_logprobs
+from rl.learning.staleness import oldest_version, staleness, too_stale
 from rl.sampling.rl_tasks import rl_task
 from rl.sampling.run_config import pool_order
 from rl.sampling.samplers import COUNTERS, acceptance
@@ -114,7 +115,7 @@ def select(store, books: Books, rl, version: int):
         books.pending.append((g, group))
     fresh = []
     for g, group in books.pending:
-        if version - rb.oldest_version(group) > rl.max_staleness:
+        if too_stale(version, oldest_version(group), rl.max_staleness):
             books.dropped.append(g)
         else:
             fresh.append((g, group))
@@ -129,7 +130,7 @@ def select(store, books: Books, rl, version: int):
         books.consumed.append(g)
         recs += group
         ids.append(g)
-        stal.append(max(version - rb.oldest_version(group), 0))
+        stal.append(max(staleness(version, oldest_version(group)), 0))
     stats = {"staleness": stal, "zero_signal": books.zero_since_batch}
     books.zero_since_batch = 0
     return recs, ids, stats

@@ -9,7 +9,7 @@ source, and samplers that share only two stores with it.
 
 The trainer is pretraining's: its mesh (`config.mesh`, `config.rules`), optimizer roles and
 schedule (`config.train`), non-finite guard, SIGTERM save, progress/MFU lines, TensorBoard,
-multi-host flags and checkpoint format; RL brings only its loss (rl/learning/losses.py) and its
+multi-host flags and checkpoint format; RL brings only its loss (rl/learning/grpo.py) and its
 batch source (rl/learning/batch_source.py). An RL checkpoint is therefore a pretraining
 checkpoint: --mode=convert exports it and --mode=eval evaluates the export. Samplers:
 rl/sampling/sampler_process.py.
@@ -20,80 +20,46 @@ from __future__ import annotations
 import jax
 
 from rl.learning.batch_source import RLBatchSource
-from rl.learning.losses import make_rl_loss, model_apply, model_mtp_apply
+from rl.learning.grpo import make_rl_loss
+from rl.learning.losses import model_apply, model_mtp_apply
 from rl.sampling.rl_tasks import rl_task
 from rl.sampling.run_config import model_config  # noqa: F401  (rl.learning.loop.model_config: callers' name)
 from rl.sampling.sampler_process import Samplers, compile_cache
+from train.config_check import check_rl, check_rl_mtp
 
 
 def resolve(config):
-    """Checks run before any model loads. The trainer's rows and row length are the RL batch's
-    (train.batch_size = groups_per_batch x group_size, train.seq_len = rl.max_tokens). Coding: the
-    sandbox must isolate (fail closed: rl.envs.require_isolation raises unless bubblewrap works or
-    the caller opted in), and the trainer's valid vocab is the tokenizer's (the engine samples
-    from it; log-probs must match)."""
-    from model.errors import ConfigError
-
+    """The run config, resolved and checked before any model loads (the checks:
+    train/config_check.py). The trainer's rows and row length are the RL batch's (train.batch_size
+    = groups_per_batch x group_size, train.seq_len = rl.max_tokens); in threads mode with sampler
+    devices the trainer gets the others; the task's entry (rl/sampling/rl_tasks.py) checks its own
+    block and sets what follows from it (coding: the sandbox must isolate, and the trainer's valid
+    vocab is the tokenizer's)."""
     config = config.copy_and_resolve_references()
-    rl, t = config.rl, config.train
+    rl = config.rl
     task = rl_task(rl.task)  # an unknown name fails here, naming the known ones
-    # rows per episode (summaries: rl/episodes/records.py)
-    per_chain = rl.segments_per_chain
-    rows = rl.groups_per_batch * rl.group_size * per_chain
-    if t.batch_size != rows or t.seq_len != rl.max_tokens:
-        raise ConfigError(
-            f"train.batch_size={t.batch_size} / train.seq_len={t.seq_len}: RL trains "
-            f"rl.groups_per_batch x rl.group_size x rl.segments_per_chain = {rows} rows of "
-            f"rl.max_tokens = {rl.max_tokens} tokens (leave train.batch_size and train.seq_len "
-            "to configs/rl.py)"
-        )
-    if rl.synchronous and rl.dynamic_sampling:
-        # a synchronous sampler starts batch b's groups only after step b; a skipped (tied) group
-        # of batch b is then never replaced and the trainer waits for it forever
-        raise ConfigError(
-            "rl.synchronous with rl.dynamic_sampling: a skipped group is never replaced before "
-            "the next step, so the run would wait forever (turn one off)"
-        )
-    need = rl.groups_per_batch + rl.groups_per_call - 1
-    if not rl.synchronous and rl.max_ahead < need:
-        # a batch waits with up to groups_per_batch - 1 groups read (pending), which count as
-        # ahead of the trainer (rl/learning/batch_source.py progress_of): a sampler must still be
-        # able to write its next groups_per_call, or both sides wait for each other
-        raise ConfigError(
-            f"rl.max_ahead={rl.max_ahead}: must be >= rl.groups_per_batch + rl.groups_per_call"
-            f" - 1 = {need}, or the trainer and the samplers can wait for each other forever"
-        )
-    if rl.sampler_devices and rl.mode == "threads":
-        # roles mapped to meshes in one process: samplers on the last N devices, the trainer on
-        # the others (disjoint sets)
-        n_all, n_sampler = jax.device_count(), rl.sampler_devices
-        if not config.trainer_devices:
-            config.trainer_devices = n_all - n_sampler
-        if n_sampler >= n_all or config.trainer_devices + n_sampler > n_all:
-            raise ConfigError(
-                f"rl.sampler_devices={n_sampler} + trainer_devices={config.trainer_devices}: "
-                f"more than the {n_all} devices of this process (threads share one process)"
-            )
-    task.resolve(config, per_chain)  # the task's own checks (rl/sampling/rl_tasks.py)
+    n_all = jax.device_count()
+    if rl.sampler_devices and rl.mode == "threads" and not config.trainer_devices:
+        config.trainer_devices = n_all - rl.sampler_devices
+    check_rl(config, n_all)
+    task.resolve(config)
     return config
 
 
 def mtp_weight(cfg, rl) -> float:
     """The MTP self-distillation weight (rl/learning/losses.py): rl.mtp_weight, where < 0 (the
     default) means 1 when the model has MTP heads and the samplers draft with them
-    (rl.speculative_k > 0), else 0. A weight > 0 on a model without MTP heads is an error."""
-    from model.errors import ConfigError
-
+    (rl.speculative_k > 0), else 0. A weight > 0 on a model without MTP heads is an error
+    (train/config_check.py)."""
     w = rl.mtp_weight
     if w < 0:
         return 1.0 if cfg.num_mtp_modules and rl.speculative_k else 0.0
-    if w and not cfg.num_mtp_modules:
-        raise ConfigError(f"rl.mtp_weight={w}: the model has no MTP modules (set it to 0)")
+    check_rl_mtp(rl, cfg.num_mtp_modules)
     return float(w)
 
 
 def rl_loss(cfg, rl):
-    """The RL policy loss (rl/learning/losses.py) with the `rl` block's settings."""
+    """The RL policy loss (rl/learning/grpo.py) with the `rl` block's settings."""
     w = mtp_weight(cfg, rl)
     return make_rl_loss(
         model_apply(cfg),

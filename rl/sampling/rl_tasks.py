@@ -23,6 +23,7 @@ import numpy as np
 from rl.episodes.rewards import pattern_reward
 from rl.sampling.run_config import pool_order
 from rl.sampling.samplers import PromptTask, SingleTurnSampler
+from train.config_check import check_rl_coding, check_rl_summary_toy, check_rl_vocab
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,7 +31,8 @@ class RLTask:
     make_task: Callable  # (rl block, j) -> pool task j
     make_sampler: Callable  # (rl block, model cfg, mesh, rules) -> a sampler with `play`
     graded: bool  # episodes carry a hidden-test grade (the trainer logs pass_rate)
-    resolve: Callable  # (resolved run config, segments per chain) -> None: checks, sets fields
+    # (resolved run config) -> None: checks its block (train/config_check.py), sets what follows
+    resolve: Callable
 
 
 def _pattern_task(rl, j: int):
@@ -53,7 +55,7 @@ def _single_turn(rl, cfg, mesh=None, rules=None):
     )
 
 
-def _nothing_to_resolve(config, per_chain: int) -> None:
+def _nothing_to_resolve(config) -> None:
     pass
 
 
@@ -84,17 +86,12 @@ def _summary_toy_sampler(rl, cfg, mesh=None, rules=None):
     )
 
 
-def _summary_toy_resolve(config, per_chain: int) -> None:
+def _summary_toy_resolve(config) -> None:
     """Two segments a chain; samples and loss on the toy's ids."""
-    from model.errors import ConfigError
     from rl.sampling.summary_toy import vocab
 
     rl = config.rl
-    if per_chain < 2 or rl.valid_vocab not in (0, vocab(rl.summary_toy.facts)):
-        raise ConfigError(
-            f"rl.task=summary_toy: needs rl.segments_per_chain >= 2 (got {per_chain}) and "
-            f"rl.valid_vocab 0 (set to {vocab(rl.summary_toy.facts)}), got {rl.valid_vocab}"
-        )
+    check_rl_summary_toy(rl, vocab(rl.summary_toy.facts))
     rl.valid_vocab = vocab(rl.summary_toy.facts)
 
 
@@ -157,39 +154,20 @@ def _coding_sampler(rl, cfg, mesh=None, rules=None):
     )
 
 
-def _coding_resolve(config, per_chain: int) -> None:
+def _coding_resolve(config) -> None:
     """Summaries, shared prefixes and the engine agree; the sandbox must isolate (fail closed:
     rl.envs.require_isolation raises unless bubblewrap works or the caller opted in), and the
     trainer's valid vocab is the tokenizer's (the engine samples from it; log-probs must match)."""
     from data.tokenizers import ByteTokenizer
-    from model.errors import ConfigError
     from rl.envs import require_isolation
     from rl.envs.agent.summary import summary_config
 
     rl = config.rl
     summary = summary_config(rl.coding.summary)
-    if summary is not None and per_chain < summary.max_segments:
-        raise ConfigError(
-            f"rl.coding.summary.max_segments={summary.max_segments}: set rl.segments_per_chain "
-            f"to it (one training row per segment; got {per_chain})"
-        )
-    if summary is not None and rl.speculative_k:
-        # a summary rewinds the episode's slot to the shared prefix (RolloutEngine.rewind), which
-        # the speculative engine's MTP buffer (the old sequence's last positions) cannot follow
-        raise ConfigError(
-            f"rl.speculative_k={rl.speculative_k} with rl.coding.summary: summaries need a plain "
-            "engine (set rl.speculative_k=0)"
-        )
-    n = rl.coding.shared_prefix_turns
-    if n and not (0 < n < rl.coding.max_turns and summary is None):
-        raise ConfigError(
-            f"rl.coding.shared_prefix_turns={n}: needs 0 < it < rl.coding.max_turns="
-            f"{rl.coding.max_turns} and no rl.coding.summary (a snapshot holds one segment)"
-        )
+    check_rl_coding(rl, summary.max_segments if summary else 0)
     require_isolation()
     vocab = ByteTokenizer().vocab_size
-    if rl.valid_vocab not in (0, vocab):
-        raise ConfigError(f"rl.valid_vocab={rl.valid_vocab}: coding samples from {vocab}")
+    check_rl_vocab(rl, vocab)
     rl.valid_vocab = vocab
 
 

@@ -16,12 +16,12 @@ configs/realtime.py `realtime.reward`, each value configurable):
     rating         (rating - 3) / 2: ratings 1..5 map linearly onto [-1, 1]
 Several signals for one response: the latest one counts (an edit after an accept, say).
 
-Staleness rule: a response whose oldest completion token came from params version v is trained
-when base_version - v <= realtime.max_staleness (its importance ratio against the base params is
-the loss's truncated importance weight, rl/learning/losses.py TIS with rl.tis_c, computed from the
-logged sampler log-probs), and dropped (counted in `stale`) otherwise. A response longer than
-rl.max_tokens + 1 tokens is dropped (counted in `too_long`); a signal for an id the log does not
-hold is counted in `orphan`.
+Staleness rule (the bound: rl/learning/staleness.py): a response whose oldest completion token
+came from params version v is trained when base_version - v <= realtime.max_staleness (its
+importance ratio against the base params is the loss's truncated importance weight,
+rl/learning/grpo.py TIS with rl.tis_c, computed from the logged sampler log-probs), and dropped
+(counted in `stale`) otherwise. A response longer than rl.max_tokens + 1 tokens is dropped
+(counted in `too_long`); a signal for an id the log does not hold is counted in `orphan`.
 
 Poisoning guard (Composer 2 trains on real users' signals: one user's flood of thumbs-up must not
 steer the next checkpoint). Every signal carries the API key id that sent it (rl/serve/app.py
@@ -40,7 +40,8 @@ import numpy as np
 
 from rl.episodes.records import completion_record, from_json, policy_tokens
 from rl.episodes.rewards import feedback_reward
-from rl.learning.batch import group_advantages
+from rl.learning.grpo import group_advantages
+from rl.learning.staleness import staleness, too_stale
 from rl.serve.interaction_log import exchange_key, feedback_key, read_log
 
 
@@ -116,7 +117,7 @@ def training_records(log_dir, cursor, end, *, base_version, rt, max_tokens):
         rec = served_record(ex)  # reward still None
         versions = rec["versions"][rec["mask"] == 1]  # the completion's
         oldest = int(versions.min()) if versions.size else base_version
-        if base_version - oldest > rt.max_staleness:
+        if too_stale(base_version, oldest, rt.max_staleness):
             stats["stale"] += 1
             continue
         if len(rec["tokens"]) > max_tokens + 1 or policy_tokens(rec) < 1:
@@ -130,7 +131,7 @@ def training_records(log_dir, cursor, end, *, base_version, rt, max_tokens):
                 reward=reward,
                 reward_terms={"outcome": reward},  # the user's signal is the whole reward
                 group_id="cycle",
-                staleness=base_version - oldest,
+                staleness=staleness(base_version, oldest),
                 key_id=fb.get("key_id"),  # who sent the signal (the guard's unit)
                 signal=fb["signal"],
             )

@@ -8,9 +8,9 @@ base: the export dir, version and eval metrics of the newest promoted params):
   1. read the signals logged since the cursor (rl/serve/feedback.py: reward mapping, staleness
      rule);
   2. train the base on them with the one trainer (train/trainer.py) and RL's loss
-     (rl/learning/losses.py:
-     truncated importance correction against the serving version's logged log-probs, router
-     replay of the logged experts) through `FeedbackSource`, `realtime.epochs` passes;
+     (rl/learning/grpo.py: truncated importance correction against the serving version's logged
+     log-probs, router replay of the logged experts) through `FeedbackSource`, `realtime.epochs`
+     passes;
   3. export the candidate and evaluate it (and the base, once) with the eval suites (eval/run.py);
   4. promote only if no gated metric regresses beyond its tolerance (eval/promotion.py): publish
      to the weight store (rl/stores/weight_store.py) and mark the version promoted (`Promotions`);

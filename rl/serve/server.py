@@ -26,8 +26,8 @@ from rl.serve.interaction_log import InteractionLog
 def serve_paths(s, workdir: str) -> tuple[str, str]:
     """(interaction log dir, weight store) of a serve block ('' = under the workdir)."""
     return (
-        s.get("log_dir", "") or os.path.join(workdir, "interactions"),
-        s.get("weight_store", "") or os.path.join(workdir, "weights"),
+        s.log_dir or os.path.join(workdir, "interactions"),
+        s.weight_store or os.path.join(workdir, "weights"),
     )
 
 

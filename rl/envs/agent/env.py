@@ -11,7 +11,8 @@
     rec = env.record()                     # rec.tokens == ids + emitted; rec.mask; grade; counts
     episode = rl.episodes.records.episode_facts(rec, tok, reward_cfg)   # the one schema's Episode
 
-The record is exactly the concatenation of those ids: RL trains on it without re-tokenizing.
+The record (rl.episodes.schema.EpisodeRecord, the one schema's episode in progress) is exactly
+the concatenation of those ids: RL trains on it without re-tokenizing.
 Every tool call's result is one tool message; a turn without tool calls, a `submit`, or the turn
 limit ends the episode, after which the hidden tests grade a fresh copy of the repo.
 
@@ -25,7 +26,6 @@ segment's; finished segments are in `record().segments`; counts and the grade ar
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 
 from data.chat import generation_prompt
@@ -42,69 +42,12 @@ from rl.envs.agent.summary import (
 from rl.envs.grading.dispatch import grade_episode
 from rl.envs.grading.tasks import Grade, Task
 from rl.envs.isolation.sandbox import Limits, Sandbox
-from rl.episodes.schema import all_pass
+from rl.episodes.schema import EpisodeRecord
 
 DEFAULT_SYSTEM = (
     "You are a coding agent working in a repository. Use tools to inspect and change it, "
     "then submit.\n" + tools.TOOLS_HELP
 )
-
-
-@dataclasses.dataclass
-class EpisodeRecord:
-    task_id: str
-    tokens: list[int]  # prompt + every emitted turn + every observation, in order (this segment)
-    mask: list[int]  # 1 exactly on tokens the policy emitted
-    prompt_len: int  # this segment's prompt (the rebuilt context after a summary)
-    turns: int  # the chain's, like every count below
-    tool_calls: int  # well-formed calls executed
-    tool_io_tokens: int  # tokens of emitted calls + tokens of tool observations
-    malformed_calls: int
-    malformed_turns: list[int]  # chain turn indices of turns with a malformed call or no <|end|>
-    # [start, end) of each emitted turn of this segment in `tokens`
-    turn_spans: list[tuple[int, int]]
-    # "submit" | "no_tool_call" | "malformed_streak" | "turn_limit" | "context_limit" | "no_summary"
-    done_reason: str
-    tests_passed: int = 0
-    tests_total: int = 0
-    tampered: bool = False  # the grader caught the repo bending its results (Grade.tampered)
-    # Chains (rl/envs/agent/summary.py): finished segments, each {tokens, mask, prompt_len,
-    # turn_spans, first_turn, malformed_turns (segment-local)}; the current segment's first chain
-    # turn index.
-    segments: list[dict] = dataclasses.field(default_factory=list)
-    first_turn: int = 0
-    summaries: int = 0  # summary turns accepted (segment boundaries)
-    summary_tokens: int = 0  # tokens of those turns (also in the emitted-token counts)
-
-    def current_segment(self) -> dict:
-        """The segment in progress (the last one once the episode is done), as in `segments`."""
-        return {
-            "tokens": self.tokens,
-            "mask": self.mask,
-            "prompt_len": self.prompt_len,
-            "turn_spans": self.turn_spans,
-            "first_turn": self.first_turn,
-            "malformed_turns": [
-                t - self.first_turn for t in self.malformed_turns if t >= self.first_turn
-            ],
-        }
-
-    def all_segments(self) -> list[dict]:
-        return self.segments + [self.current_segment()]
-
-    @property
-    def all_pass(self) -> bool:
-        return all_pass(self.tests_passed, self.tests_total, self.tampered)
-
-    @property
-    def generated_tokens(self) -> int:
-        """Policy tokens of the whole chain (summary turns included)."""
-        return sum(sum(s["mask"]) for s in self.all_segments())
-
-    def to_dict(self) -> dict:
-        """JSON-ready, with the grader's all_pass included (the reward is rl/episodes/rewards.py's,
-        carried by the episode's records: rl/episodes/records.py)."""
-        return dict(dataclasses.asdict(self), all_pass=self.all_pass)
 
 
 class CodingEnv:

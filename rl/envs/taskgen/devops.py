@@ -86,40 +86,53 @@ def _script_rule(line: int) -> dict:
     return {"kind": "script", "repair": [line], "pattern": PYTEST_LINE}
 
 
-def devops_makefile(rng, pkg, difficulty):
+def _broken_command(rng, pkg, difficulty, *, path, text, good, bad, prompts, command, line):
+    """A project whose `command` runs the tests through the file `path` (`text` with one command
+    line at `line`), broken by one of `bad`; the fix restores `good`. The task generators below are
+    this with their own file."""
     files, ids = _project(rng, pkg, difficulty)
-    good = "\t$(PYTHON) -m pytest -q tests"
-    bad = rng.choice(("\t$(PYTHON) -m pytset -q tests", "\t$(PYTHON) -m pytest -q test"))
-    text = "PYTHON ?= python3\n\n.PHONY: test\n\ntest:\n{}\n"
-    files["Makefile"] = text.format(bad)
-    prompt = pick_prompt(
+    files[path] = text.format(rng.choice(bad))
+    prompt = pick_prompt(difficulty, prompts)
+    meta = _meta(command, {path: _script_rule(line)}, ids)
+    return files, prompt, {}, {path: text.format(good)}, meta
+
+
+def devops_makefile(rng, pkg, difficulty):
+    return _broken_command(
+        rng,
+        pkg,
         difficulty,
-        (
+        path="Makefile",
+        text="PYTHON ?= python3\n\n.PHONY: test\n\ntest:\n{}\n",
+        good="\t$(PYTHON) -m pytest -q tests",
+        bad=("\t$(PYTHON) -m pytset -q tests", "\t$(PYTHON) -m pytest -q test"),
+        prompts=(
             "`make test` fails: fix the test target in the Makefile",
             "make test is broken, fix the Makefile",
             "make test fails, fix",
         ),
+        command="make test",
+        line=6,
     )
-    meta = _meta("make test", {"Makefile": _script_rule(6)}, ids)
-    return files, prompt, {}, {"Makefile": text.format(good)}, meta
 
 
 def devops_script(rng, pkg, difficulty):
-    files, ids = _project(rng, pkg, difficulty)
-    good = "python3 -m pytest -q tests"
-    bad = rng.choice(("pyhton3 -m pytest -q tests", "python3 -m pytest -q tsets"))
-    text = "#!/bin/sh\n# CI entry point: run the test suite\nset -e\n{}\n"
-    files["scripts/ci.sh"] = text.format(bad)
-    prompt = pick_prompt(
+    return _broken_command(
+        rng,
+        pkg,
         difficulty,
-        (
+        path="scripts/ci.sh",
+        text="#!/bin/sh\n# CI entry point: run the test suite\nset -e\n{}\n",
+        good="python3 -m pytest -q tests",
+        bad=("pyhton3 -m pytest -q tests", "python3 -m pytest -q tsets"),
+        prompts=(
             "CI runs `sh scripts/ci.sh` and it fails. fix the script",
             "scripts/ci.sh is broken, fix it",
             "CI script fails, fix",
         ),
+        command="sh scripts/ci.sh",
+        line=4,
     )
-    meta = _meta("sh scripts/ci.sh", {"scripts/ci.sh": _script_rule(4)}, ids)
-    return files, prompt, {}, {"scripts/ci.sh": text.format(good)}, meta
 
 
 def devops_requirements(rng, pkg, difficulty):
