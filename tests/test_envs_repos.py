@@ -180,6 +180,20 @@ def test_hardening_keys_on_what_pytest_collects():
     assert f"def {fresh['Checks::test_a']}(self):\n        pass" in h.source
 
 
+def test_one_test_name_in_two_modules_is_a_real_test_in_each():
+    # parse's suite defines test_fixed in two files: both share one fresh name suite-wide, and
+    # each file must still count its own (before the fix only the last file parsed did, so the
+    # reference solution's report named "tests that do not exist": every parse task unsolvable)
+    body = "def test_fixed():\n    assert 1 + 1 == 2\n\n\ndef test_{}():\n    assert True\n"
+    modules = {f"tests/test_{m}.py": body.format(m) for m in ("a", "b")}
+    layout, _ = harden_suite(modules)
+    for rel in modules:
+        assert sorted(layout[rel].origin.values()) == sorted(["test_fixed", f"test_{rel[-4]}"])
+    fresh_a = {v: k for k, v in layout["tests/test_a.py"].origin.items()}
+    fresh_b = {v: k for k, v in layout["tests/test_b.py"].origin.items()}
+    assert fresh_a["test_fixed"] == fresh_b["test_fixed"]  # one fresh name, real in both
+
+
 def test_tests_from_the_projects_own_code_are_rejected_with_the_whole_reason():
     files = {
         "lib/__init__.py": "class Contract:\n    def test_x(self):\n        assert 1 == 1\n",

@@ -189,7 +189,9 @@ class _State:
         self.shared: dict[int, frozenset] = {}  # class -> sealed ids of its helper methods
         self.candidates: dict[int, list] = {}  # class -> [(body, test, class)]
         self.canaries: dict[int | None, list[str]] = {}  # class (None: module level) -> names
-        self.functions: dict[str, tuple] = {}  # module-level fresh -> (name, required, ids, func)
+        # module-level test node (by id: two files may define one name, which gets one fresh
+        # name suite-wide) -> (name as written, required, ids, func)
+        self.functions: dict[int, tuple] = {}
         self.canary_seals: set[str] = set()
 
     def fresh(self, name: str) -> str:
@@ -218,7 +220,7 @@ class _State:
                 original = node.name
                 required, ids = _harden_test(node, self.rewrite)
                 node.name = self.fresh(original)
-                self.functions[node.name] = (original, required, ids, node)
+                self.functions[id(node)] = (original, required, ids, node)
                 cands.append((tree.body, node, None))
         return cands
 
@@ -243,8 +245,8 @@ class _State:
         out.sealed, out.canary_seals = self.rewrite.sealed, self.canary_seals
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                if node.name in self.functions and self.functions[node.name][3] is node:
-                    original, required, ids, func = self.functions[node.name]
+                if id(node) in self.functions and self.functions[id(node)][3] is node:
+                    original, required, ids, func = self.functions[id(node)]
                     out.real.add(node.name)
                     out.origin[node.name] = original
                     out.checks[node.name] = (required, ids)
