@@ -4,6 +4,10 @@ what differs, keeping its keys flat so `--config.serve.slots=4` / `--config.rl.c
 work as before:
 
     c.serve = ml_collections.ConfigDict(dict(**engine_block.decode(cache_len=512), host=...))
+
+A block whose decode keys sit in more than one place takes each default from here by name
+(`decode_keys`): configs/rl.py's `rl` (temperature, speculative_k) and `rl.coding` (slots,
+cache_split, min_bucket), configs/eval.py's agentic and repos suites (temperature).
 """
 
 DECODE = dict(
@@ -18,6 +22,14 @@ DECODE = dict(
     # over context), 'slots+sequence'
     cache_split="none",
 )
+
+
+def decode_keys(*names: str, **overrides) -> dict:
+    """The DECODE defaults of `names` and `overrides` only, for a block that keeps its decode keys
+    in more than one place (configs/rl.py: temperature and speculative_k in `rl`, the engine's
+    slots and buckets in `rl.coding`); an unknown key is an error as in `decode`."""
+    picked = decode(**overrides)
+    return {k: picked[k] for k in (*names, *overrides)}
 
 
 def decode(**overrides) -> dict:

@@ -27,7 +27,7 @@ defaults two checkpoints take ~2.5 h on 2 CPU cores; --config.eval.humaneval.lim
 
 import ml_collections
 
-from configs import default
+from configs import default, engine_block
 
 
 def get_config() -> ml_collections.ConfigDict:
@@ -67,7 +67,7 @@ def get_config() -> ml_collections.ConfigDict:
                 ks="1,2,4",  # best-of-K; n_samples = max K
                 max_turns=8,
                 max_turn_tokens=256,
-                temperature=1.0,
+                **engine_block.decode_keys("temperature"),  # configs/engine_block.py's
                 top_p=1.0,
                 max_tokens=0,  # episode context budget; 0 = the model's max positions
                 # self-summarization (rl/envs/agent/summary.py): a trigger > 0 plays the suite with
@@ -88,7 +88,7 @@ def get_config() -> ml_collections.ConfigDict:
                 ks="1",
                 max_turns=16,
                 max_turn_tokens=256,
-                temperature=1.0,
+                **engine_block.decode_keys("temperature"),
                 top_p=1.0,
                 max_tokens=0,
                 summary=dict(trigger_tokens=0, trigger_fraction=0.0, max_segments=4),

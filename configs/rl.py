@@ -62,7 +62,7 @@ finished pool (single epoch) stops at once.
 
 import ml_collections
 
-from configs import default
+from configs import default, engine_block
 
 
 def get_config() -> ml_collections.ConfigDict:
@@ -88,9 +88,10 @@ def get_config() -> ml_collections.ConfigDict:
             groups_per_call=4,  # groups one sampler decodes at once
             max_new_tokens=8,
             max_tokens=16,  # training row length and the loss's fixed normalizer
-            temperature=1.0,
             swap_every=2,  # decode iterations between weight-store polls (in-flight update)
-            speculative_k=0,  # MTP draft tokens per verify step (0 = plain; needs MTP heads)
+            # the samplers' sampling temperature (the loss's log-probs use it too) and MTP draft
+            # tokens per verify step: configs/engine_block.py's defaults
+            **engine_block.decode_keys("temperature", "speculative_k"),
             # MTP self-distillation in the RL loss (rl/learning/losses.py): the MTP heads follow the
             # policy RL moves, so speculative acceptance holds. < 0: 1.0 when the model has MTP
             # heads and speculative_k > 0, else off; 0: off; > 0: that weight.
@@ -152,12 +153,12 @@ def get_config() -> ml_collections.ConfigDict:
             # > 0: an episode ends after this many consecutive turns with a malformed call or no
             # <|end|> (cheaper sampling of episodes that have lost the tool format); 0 = off
             max_malformed_streak=0,
-            slots=8,  # episodes decoded at once on the engine
             workers=4,  # sandbox threads (env reset/step, grading)
-            min_bucket=64,  # smallest prefill length bucket (fewer compiled programs)
-            # The latent cache over the sampler's mesh (rl.sampler_mesh; model/engine/split.py):
-            # 'none' | 'slots' (data-parallel attention) | 'sequence' | 'slots+sequence'
-            cache_split="none",
+            # the engine (configs/engine_block.py): episodes decoded at once, smallest prefill
+            # bucket (fewer compiled programs), the latent cache over the sampler's mesh
+            # (rl.sampler_mesh; model/engine/split.py); its context is rl.max_tokens, its seed
+            # the sampler's
+            **engine_block.decode_keys("slots", "cache_split", min_bucket=64),
             # Self-summarization (rl/envs/agent/summary.py): a trigger > 0 makes an episode a chain
             # of up to max_segments segments of rl.max_tokens each; set rl.segments_per_chain to
             # max_segments (one training row per segment)

@@ -7,9 +7,10 @@ sampler, `--mode=rollout`, `--mode=serve`) describes it as an `EngineConfig` and
     eng = build_engine(cfg, params, ec, valid_vocab=tok.vocab_size)
 
 `from_block` reads the decode keys of a config block (configs/engine_block.py holds their defaults:
-configs/rollout.py's `rl` and configs/serve.py's `serve` blocks spread them); a block never
-repeats a default here. The fields without a config key (top_k, top_p, stop_width,
-top_logprobs) keep the engine's own defaults unless a caller names them.
+configs/rollout.py's `rl` and configs/serve.py's `serve` blocks spread them; configs/rl.py's and
+configs/eval.py's blocks take theirs by name); a block never repeats a default here. The fields
+without a config key (top_k, top_p, stop_width, top_logprobs) keep the engine's own defaults
+unless a caller names them.
 """
 
 from __future__ import annotations

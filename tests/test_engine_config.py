@@ -12,6 +12,7 @@ import pathlib
 import pytest
 
 from configs import engine_block as engine_defaults
+from configs import eval as eval_config
 from configs import rl as rl_config
 from configs import rollout as rollout_config
 from configs import serve as serve_config
@@ -139,6 +140,20 @@ def test_block_keys_have_their_defaults_in_configs_only():
     assert (serve.cache_len, rollout.cache_len, rollout.min_bucket) == (512, 2048, 64)
     with pytest.raises(KeyError, match="unknown keys \\['slot'\\]"):
         engine_defaults.decode(slot=4)
+
+
+def test_rl_and_eval_blocks_take_their_decode_defaults_from_the_engine_block(monkeypatch):
+    """configs/rl.py and configs/eval.py name only the decode values that differ: the others are
+    configs/engine_block.py's, so changing a default there changes it in every block."""
+    monkeypatch.setitem(engine_defaults.DECODE, "temperature", 0.25)
+    monkeypatch.setitem(engine_defaults.DECODE, "slots", 3)
+    rl, ev = rl_config.get_config().rl, eval_config.get_config().eval
+    assert (rl.temperature, rl.coding.slots, ev.agentic.temperature, ev.repos.temperature) == (
+        0.25, 3, 0.25, 0.25
+    )  # fmt: skip
+    assert (rl.coding.min_bucket, ev.humaneval.temperature) == (64, 0.8)  # named: they differ
+    with pytest.raises(KeyError, match="unknown keys \\['slot'\\]"):
+        engine_defaults.decode_keys("slots", slot=4)
 
 
 def test_from_block_clamps_the_context_to_the_model():
