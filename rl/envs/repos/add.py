@@ -23,7 +23,6 @@ import ast
 import json
 import os
 import re
-import shutil
 import sys
 import tarfile
 import tempfile
@@ -31,26 +30,79 @@ import zipfile
 from pathlib import Path
 
 from rl.envs.grading.harden import is_test_module
+from rl.envs.repos import fetch as F
+from rl.envs.repos.chat_policy import SetupModelError, add_model_arguments, model_policy
+from rl.envs.repos.setup import PROBLEM
 from rl.envs.repos.spec import EnvSpec, admit, read_tree
+from rl.envs.repos.suites import mine_tasks, save_whole
 from rl.envs.repos.vendored import ROOT
 
 SPECS = ROOT / "data/repos/specs/added"
-ARCHIVES = (".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".tar", ".zip")
+ARCHIVES = F.ARCHIVES
 
 
 class AddError(ValueError):
     """Bad input: the message is one line, naming what is wrong."""
 
 
-def load_source(path: str) -> tuple[str, dict[str, str]]:
-    """(project name, its text files) from a folder, a git checkout or an sdist archive."""
+def default_cache() -> Path:
+    """Downloads and clones: $XDG_CACHE_HOME/composer-jax/repos (~/.cache/... by default)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "composer-jax" / "repos"
+
+
+def load_source(path: str, cache: Path | None = None, log=print) -> tuple[str, dict[str, str], str]:
+    """(project name, its text files, a source string that loads the same files again) from a
+    folder, a git checkout (the files git tracks; PATH@REF for another ref), a git URL[@REF], an
+    sdist archive, or NAME==VERSION (the sdist fetched by pip into `cache`)."""
+    cache = cache or default_cache()
+    try:
+        if F.is_requirement(path):
+            sdist = F.fetch_sdist(path, cache)
+            log(f"fetched: {path} -> {sdist}")
+            name, files = _unpack(str(sdist))
+            return name, files, str(sdist)
+        url, ref = _split_ref(path)
+        if F.GIT_URL.fullmatch(url):
+            return _from_checkout(F.clone(url, cache), ref, log)
+        p = Path(path)
+        if not p.exists() and ref and F.is_checkout(Path(url)):
+            return _from_checkout(Path(url), ref, log)
+        if not p.exists():
+            raise AddError(
+                f"{path} does not exist (give a folder, a git checkout, an sdist archive or "
+                "NAME==VERSION)"
+            )
+        if p.is_dir():
+            if F.is_checkout(p):
+                return _from_checkout(p, "HEAD", log)
+            return _name(p.resolve().name), read_tree(p), str(p.resolve())
+        name, files = _unpack(path)
+        return name, files, str(p.resolve())
+    except F.FetchError as e:
+        raise AddError(str(e)) from None
+
+
+def _split_ref(path: str) -> tuple[str, str]:
+    """ "where@REF" -> (where, REF); an @ inside a host part (git@host:org/x) is no ref."""
+    head, at, ref = path.rpartition("@")
+    if at and head and ref and "/" not in ref and ":" not in ref:
+        return head, ref
+    return path, ""
+
+
+def _from_checkout(where: Path, ref: str, log) -> tuple[str, dict[str, str], str]:
+    commit, files = F.git_tree(where, ref or "HEAD")
+    log(f"git checkout {where} at {commit[:12]}: the files git tracks (uncommitted edits left out)")
+    return _name(where.resolve().name), files, f"{where.resolve()}@{commit}"
+
+
+def _unpack(path: str) -> tuple[str, dict[str, str]]:
     p = Path(path)
-    if not p.exists():
-        raise AddError(f"{path} does not exist (give a folder, a git checkout or an sdist archive)")
-    if p.is_dir():
-        return _name(p.resolve().name), read_tree(p)
     if not path.endswith(ARCHIVES):
-        raise AddError(f"{path} is not a folder or an sdist archive ({', '.join(ARCHIVES)})")
+        raise AddError(
+            f"{path} is not a folder, a git checkout or an sdist archive ({', '.join(ARCHIVES)})"
+        )
     with tempfile.TemporaryDirectory() as tmp:
         try:
             if path.endswith(".zip"):
@@ -88,15 +140,20 @@ def check_files(where: str, files: dict[str, str]) -> None:
             ) from None
 
 
-def propose(name: str, files: dict[str, str], timeout_s: float, log=print):
-    """Runs the scripted setup agent; returns (env, proposal or None)."""
+def propose(name: str, files: dict[str, str], timeout_s: float, log=print, policy=None):
+    """Runs the setup agent (`policy(tok)` makes its policy; default scripted); returns (env,
+    proposal or None)."""
     from data.tokenizers import ByteTokenizer
     from rl.envs.agent.env import run_episode
     from rl.envs.repos.setup import ScriptedSetupPolicy, SetupEnv, setup_task
 
     tok = ByteTokenizer()
     env = SetupEnv(tok, command_timeout_s=timeout_s, test_timeout_s=timeout_s)
-    run_episode(env, setup_task(name, files), ScriptedSetupPolicy(tok, test_timeout_s=timeout_s))
+    agent = policy(tok) if policy else ScriptedSetupPolicy(tok, test_timeout_s=timeout_s)
+    try:
+        run_episode(env, setup_task(name, files), agent)
+    except SetupModelError as e:
+        raise AddError(f"{name}: the setup model failed: {e}") from None
     shown = env.proposal or env.raw
     log(f"proposal: {json.dumps(shown, indent=1) if shown is not None else '(none written)'}")
     return env, env.proposal
@@ -126,33 +183,10 @@ def keep_verdict(specs: Path, name: str, spec: EnvSpec | None, rejected: dict | 
 
 
 def mine_pool(files, spec: EnvSpec, out: Path, tasks: int, tries: int, log=print) -> int:
-    """Mined tasks that pass the task gate and whose cheats fail, saved to `out`; their count."""
-    from rl.envs.grading.tasks import save_tasks
-    from rl.envs.grading.verify import verify_task
-    from rl.envs.repos import mine as M
-
-    kept = []
-    for recipe in M.mine(files, spec, tasks, tries, log=log):
-        task = M.build_task(recipe, files, spec)
-        verdict = verify_task(task)
-        cheat = M.cheats_fail(task) if verdict.accepted else None
-        if verdict.accepted and cheat is None:
-            kept.append(task)
-        else:
-            log(f"{task.id}: left out: {verdict.reason if cheat is None else cheat + ' passes'}")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=".staging-"))
-    try:  # task folders by renames, then the JSONL that names them (last, whole)
-        save_tasks(kept, staging / out.name)
-        for item in staging.iterdir():
-            target = out.parent / item.name
-            if target.is_dir():
-                shutil.rmtree(target)
-            if item.name != out.name:
-                os.replace(item, target)
-        os.replace(staging / out.name, out)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    """Mined tasks (and the repository's review and DevOps tasks) that pass the task gate,
+    saved whole to `out`; their count."""
+    kept = mine_tasks(files, spec, tasks, tries, log=log)
+    save_whole(kept, out)
     return len(kept)
 
 
@@ -165,24 +199,34 @@ def add(
     tries: int = 30,
     timeout_s: float = 120.0,
     log=print,
+    cache: Path | None = None,
+    policy=None,
 ) -> EnvSpec:
-    """The whole path; returns the admitted spec, or raises AddError (one line)."""
-    found, files = load_source(path)
+    """The whole path; returns the admitted spec, or raises AddError (one line). `policy(tok)`
+    makes the setup agent's policy (default: the scripted one; rl/envs/repos/chat_policy.py for a
+    model behind an OpenAI-compatible endpoint)."""
+    found, files, source = load_source(path, cache, log)
     name = name or found
     check_files(path.rstrip("/"), files)
-    env, proposal = propose(name, files, timeout_s, log)
+    env, proposal = propose(name, files, timeout_s, log, policy)
     if proposal is None:
-        rejected = {"name": name, "source": path, "reason": env.problem, "proposal": env.raw}
+        rejected = {"name": name, "source": source, "reason": env.problem, "proposal": env.raw}
         keep_verdict(specs, name, None, rejected)
         raise AddError(f"{name}: rejected: {env.problem}")
     spec = EnvSpec(name, proposal["setup"], proposal["test_command"], proposal["test_files"])
-    spec.source, spec.notes = path, proposal["notes"]
+    spec.source, spec.notes = source, proposal["notes"]
     admission = admit(files, spec)
     log(f"gate: {'admitted' if admission.admitted else 'REJECTED'}: {admission.reason}")
     if not admission.admitted:
-        rejected = {"name": name, "source": path, "reason": admission.reason, "proposal": proposal}
+        rejected = {
+            "name": name,
+            "source": source,
+            "reason": admission.reason,
+            "proposal": proposal,
+        }
         kept = keep_verdict(specs, name, None, rejected)
-        raise AddError(f"{name}: rejected by the gate (kept in {kept}): {admission.reason}")
+        found = "".join(f"{n.removeprefix(PROBLEM)}; " for n in spec.notes if n.startswith(PROBLEM))
+        raise AddError(f"{name}: {found}rejected by the gate (kept in {kept}): {admission.reason}")
     spec = admission.spec
     log(f"spec: {keep_verdict(specs, name, spec, None)} ({len(spec.baseline)} tests)")
     out = out or Path("added") / name / "tasks.jsonl"
@@ -192,20 +236,42 @@ def add(
 
 
 def main(argv=None) -> int:
+    from rl.envs.repos import suites
+
     parser = argparse.ArgumentParser(prog="python -m rl.envs.repos")
     sub = parser.add_subparsers(dest="command", required=True)
-    a = sub.add_parser("add", help="a folder, git checkout or sdist -> spec + task pool")
-    a.add_argument("path")
+    a = sub.add_parser("add", help="a folder, git checkout, sdist or NAME==VERSION -> spec + pool")
+    a.add_argument("path", help="folder | checkout[@REF] | git URL[@REF] | sdist | NAME==VERSION")
     a.add_argument("--name", default="")
     a.add_argument("--specs", default=str(SPECS), help="spec cache folder")
     a.add_argument("--out", default="", help="pool JSONL (default added/NAME/tasks.jsonl)")
     a.add_argument("--tasks", type=int, default=10)
     a.add_argument("--tries", type=int, default=30)
     a.add_argument("--timeout", type=float, default=120.0, help="seconds for a test run")
+    a.add_argument(
+        "--cache", default="", help=f"download / clone cache (default {default_cache()})"
+    )
+    add_model_arguments(a)
+    s = sub.add_parser("suite", help="a held-out suite (gated task file) from any set of specs")
+    suites.add_arguments(s)
     args = parser.parse_args(argv)
     try:
+        if args.command == "suite":
+            suites.run(args)
+            return 0
         out = Path(args.out) if args.out else None
-        add(args.path, args.name, Path(args.specs), out, args.tasks, args.tries, args.timeout)
+        cache = Path(args.cache) if args.cache else None
+        add(
+            args.path,
+            args.name,
+            Path(args.specs),
+            out,
+            args.tasks,
+            args.tries,
+            args.timeout,
+            cache=cache,
+            policy=model_policy(args),
+        )
     except AddError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

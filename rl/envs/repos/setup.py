@@ -41,6 +41,18 @@ SETUP_PROMPT = (
     f'{SPEC_FILE} as {{"setup": [shell commands to run first], "test_command": "...", '
     '"test_files": [test modules], "notes": [what you found]}} and submit.'
 )
+# A note that explains why setup cannot succeed starts with this; the first one is the reason a
+# rejection gives the user (its root cause: a C extension that does not build comes before the
+# test command that then cannot import it).
+PROBLEM = "problem: "
+# What a test run prints when a test reaches for the network (the sandbox has none).
+NETWORK_ERRORS = (
+    "Temporary failure in name resolution",
+    "Name or service not known",
+    "No address associated with hostname",
+    "Network is unreachable",
+    "nodename nor servname",
+)
 CONFIG_FILES = ("pyproject.toml", "setup.cfg", "tox.ini", "setup.py", "pytest.ini")
 PYTEST = "python3 -m pytest -q"
 
@@ -82,11 +94,10 @@ class SetupEnv(CodingEnv):
             self.problem = f"the setup agent wrote no {SPEC_FILE}"
         except ValueError as e:
             notes = raw.get("notes") if isinstance(raw, dict) else None
-            last = (
-                f" (its last note: {str(notes[-1])[:200]})"
-                if isinstance(notes, list) and notes
-                else ""
-            )
+            notes = [str(n) for n in notes] if isinstance(notes, list) else []
+            found = [n.removeprefix(PROBLEM) for n in notes if n.startswith(PROBLEM)]
+            last = f" ({found[0][:300]})" if found else ""
+            last = last or (f" (its last note: {notes[-1][:200]})" if notes else "")
             self.problem = f"{SPEC_FILE}: {e}{last}"
         self.close()
 
@@ -143,6 +154,7 @@ class ScriptedSetupPolicy:
         self.test_timeout_s = test_timeout_s
         self._plan = self._steps()
         self._started = False
+        self._last_output = ""
 
     def __call__(self, context: list[int]) -> list[int]:
         if self._started:
@@ -169,6 +181,17 @@ class ScriptedSetupPolicy:
             if (yield ("run", {"command": command})).startswith("[ok]"):
                 setup.append(command)
                 notes.append(f"src layout: linked src/{pkg} to the root (tests import from there)")
+        if builds_extension(files, texts):
+            command = "python3 setup.py -q build_ext --inplace"
+            out = yield ("run", {"command": command, "timeout_s": self.test_timeout_s})
+            if out.startswith("[ok]"):
+                setup.append(command)
+                notes.append("C extension: built in place (setup.py build_ext --inplace)")
+            else:
+                notes.append(
+                    f"{PROBLEM}the C extension does not build ({_last(out)}): make it build "
+                    "offline with the compiler and headers here, or give it a pure-Python fallback"
+                )
         for dist, module in declared_dependencies(texts):
             probe = f"python3 -c 'import {module}'"
             if not (yield ("run", {"command": probe})).startswith("[ok]"):
@@ -181,6 +204,9 @@ class ScriptedSetupPolicy:
             if found:
                 command = found
                 notes.append(note)
+                offline = network_error(self._last_output)
+                if offline:
+                    notes.append(network_note(offline))
                 break
         tests = []
         if command:
@@ -198,21 +224,52 @@ class ScriptedSetupPolicy:
         """Runs `command`, repairing it by rule until tests run (returns it) or no rule applies."""
         for _ in range(4):
             out = yield ("run", {"command": command, "timeout_s": self.test_timeout_s})
+            self._last_output = out
             if tests_ran(out):
                 return command
+            offline = network_error(out)
+            if offline:  # every test that ran failed, some for want of the network
+                notes.append(network_note(offline))
+                return None
             if out.startswith("[timeout]"):
                 limit = f"{self.test_timeout_s:.0f} s"
                 notes.append(
-                    f"{command!r} did not finish in {limit}: the tests hang (or need the network)"
+                    f"{PROBLEM}{command!r} did not finish in {limit}: the tests hang (or wait on "
+                    "the network)"
                 )
                 return None
             repaired = repair(command, out, files)
             if repaired is None:
-                notes.append(f"{command!r} does not run the tests: {_last(out)}")
+                notes.append(f"{PROBLEM}{command!r} does not run the tests: {_last(out)}")
                 return None
             command, why = repaired
             notes.append(why)
         return None
+
+
+def builds_extension(files: list[str], texts: dict[str, str]) -> bool:
+    """setup.py declares a compiled extension (Extension(...) / ext_modules, or Cython sources)."""
+    setup_py = texts.get("setup.py", "")
+    return bool(setup_py) and (
+        "Extension(" in setup_py
+        or "ext_modules" in setup_py
+        or any(f.endswith(".pyx") for f in files)
+    )
+
+
+def network_error(output: str) -> str:
+    """The first line of a test run's output that says a test reached for the network ("")."""
+    for line in output.splitlines():
+        if any(sig in line for sig in NETWORK_ERRORS):
+            return line.strip()[:160]
+    return ""
+
+
+def network_note(line: str) -> str:
+    return (
+        f"{PROBLEM}tests need the network, which the sandbox does not have ({line}): make them "
+        "skip when offline"
+    )
 
 
 def src_packages(files: list[str]) -> list[str]:
