@@ -336,10 +336,10 @@ def test_add_a_folder_keeps_the_spec_and_writes_a_gated_pool(tmp_path):
     assert EnvSpec.from_json((specs / "shelf.json").read_text()) == spec
     # mined and gated (reference passes, unchanged repo fails, cheats fail), with the src-layout
     # repository's review and DevOps tasks (its setup link re-made by the DevOps grader)
-    tasks = {t.meta["grader"] or t.kind: t for t in load_tasks(out)}
+    tasks = {t.meta.get("grader") or t.kind: t for t in load_tasks(out)}
     assert sorted(tasks) == ["bugfix", "devops", "review"], tasks
     assert all(t.setup == ["ln -s src/shelf shelf"] for t in tasks.values())
-    devops = [t for t in load_tasks(out) if t.meta["grader"] == "devops"]
+    devops = [t for t in load_tasks(out) if t.meta.get("grader") == "devops"]
     assert sorted(t.meta["devops"]["check"] for t in devops) == [
         "make test",
         "python3 -m pytest -q",

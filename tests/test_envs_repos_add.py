@@ -8,11 +8,12 @@ directory, or its runner is replaced at the subprocess boundary."""
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
 import json
 import pathlib
 import shutil
 import subprocess
-import sys
 import tarfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -74,7 +75,7 @@ def test_a_release_pip_cannot_fetch_is_one_line_and_leaves_nothing(tmp_path, mon
 
 
 @pytest.mark.skipif(
-    subprocess.run([sys.executable, "-c", "import setuptools, wheel"]).returncode != 0,
+    not all(importlib.util.find_spec(m) for m in ("setuptools", "wheel")),
     reason="pip builds an sdist's metadata with setuptools and wheel, not both installed here",
 )
 def test_requirement_through_the_real_pip_from_a_local_find_links_dir(tmp_path, monkeypatch):
@@ -249,7 +250,12 @@ class Endpoint:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.requests.append(body)
                 got = outer.answer(body["messages"])
-                if isinstance(got, int):
+                if got == 400:  # what this project's server (and OpenAI) say of a full context
+                    error = {"message": "prompt of 905 tokens leaves no room in the context of 512 "
+                             "tokens", "type": "invalid_request_error",
+                             "code": "context_length_exceeded"}  # fmt: skip
+                    out, status = {"error": error}, got
+                elif isinstance(got, int):
                     out, status = {"error": {"message": "overloaded", "type": "server"}}, got
                 else:
                     out, status = outer.completion(body, got), 200
@@ -361,6 +367,7 @@ def test_a_model_setup_is_gated_and_its_failures_are_one_line(tmp_path):
             else ("write_file", {"path": SPEC_FILE, "content": json.dumps(wrong)})
         ),
         "silent": lambda m: None,  # text, no tool call: the episode ends, nothing proposed
+        "full": lambda m: correct_setup(m) if len(m) < 4 else 400,  # its context fills up
         "down": lambda m: 503,
     }
     errors = {}
@@ -376,17 +383,18 @@ def test_a_model_setup_is_gated_and_its_failures_are_one_line(tmp_path):
         assert "\n" not in errors[name]
     assert "rejected by the gate" in errors["wrong"] and "test_nothing.py" in errors["wrong"]
     assert errors["silent"] == f"silent: rejected: the setup agent wrote no {SPEC_FILE}"
+    assert errors["full"].startswith(
+        f"full: rejected: the setup agent wrote no {SPEC_FILE} (the model's context is full: "
+    ) and errors["full"].endswith("leaves no room in the context of 512 tokens)")
     assert errors["down"].startswith("down: the setup model failed: http://127.0.0.1:")
     assert "InternalServerError" in errors["down"] or "APIStatusError" in errors["down"]
     # the verdicts the gate reached are kept; an endpoint that failed judged nothing
-    assert sorted(p.name for p in specs.iterdir()) == [
-        "silent.rejected.json",
-        "wrong.rejected.json",
-    ]
+    kept = sorted(p.name for p in specs.iterdir())
+    assert kept == ["full.rejected.json", "silent.rejected.json", "wrong.rejected.json"]
     assert not (tmp_path / "p.jsonl").exists()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module")  # builds the tiny model's server: ~35 s at load 19 on 2 cores
 def tiny_server(tmp_path_factory):
     import jax
 
@@ -395,7 +403,8 @@ def tiny_server(tmp_path_factory):
     from rl.serve.app import make_app
     from rl.serve.server import build, start_http
 
-    cfg = presets.get("tiny")
+    # tiny's 512 positions hold less than the setup prompt (905 byte tokens): 1024 here (rope)
+    cfg = dataclasses.replace(presets.get("tiny"), max_position_embeddings=1024)
     params = jax.device_get(init_params(cfg, jax.random.PRNGKey(0)))
     block = serve_config.get_config().serve
     block.update(model_name="composer-tiny", tokenizer="byte", slots=2, cache_len=4096,
@@ -410,6 +419,7 @@ def tiny_server(tmp_path_factory):
     server.loop.stop()
 
 
+@pytest.mark.long  # fast siblings: the local endpoint tests above (same policy, same plumbing)
 def test_this_projects_tiny_model_as_the_setup_agent_is_rejected_within_its_limits(
     tiny_server, tmp_path
 ):

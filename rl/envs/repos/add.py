@@ -154,6 +154,8 @@ def propose(name: str, files: dict[str, str], timeout_s: float, log=print, polic
         run_episode(env, setup_task(name, files), agent)
     except SetupModelError as e:
         raise AddError(f"{name}: the setup model failed: {e}") from None
+    if env.proposal is None and getattr(agent, "stopped", ""):
+        env.problem += f" ({agent.stopped})"
     shown = env.proposal or env.raw
     log(f"proposal: {json.dumps(shown, indent=1) if shown is not None else '(none written)'}")
     return env, env.proposal
@@ -184,8 +186,8 @@ def keep_verdict(specs: Path, name: str, spec: EnvSpec | None, rejected: dict | 
 
 def mine_pool(files, spec: EnvSpec, out: Path, tasks: int, tries: int, log=print) -> int:
     """Mined tasks (and the repository's review and DevOps tasks) that pass the task gate,
-    saved whole to `out`; their count."""
-    kept = mine_tasks(files, spec, tasks, tries, log=log)
+    saved whole to `out`; their count. tasks=0: the spec only, an empty pool."""
+    kept = mine_tasks(files, spec, tasks, tries, log=log) if tasks else []
     save_whole(kept, out)
     return len(kept)
 

@@ -13,8 +13,10 @@ the protocol's call text (<|tool_call|>{"name", "arguments"}<|/tool_call|>) and 
 bytes, so the environment's strict parser judges a model's turn exactly as a sampled one: a call
 with wrong arguments is malformed, a turn with no call ends the episode, and the environment's
 limits (turns, context tokens, command timeouts) hold as for any policy. The policy adds its own:
-`max_tokens` per turn, `timeout_s` per request, no retries. An endpoint that fails (unreachable,
-refused, an error status) raises SetupModelError with the endpoint's one-line reason.
+`max_tokens` per turn, `timeout_s` per request, no retries. A model whose context is full
+(`context_length_exceeded`, as this project's server and OpenAI say it) ends its episode with an
+empty turn, the reason kept in `stopped`; an endpoint that fails otherwise (unreachable, refused,
+another error status) raises SetupModelError with the endpoint's one-line reason.
 
 Its proposal is untrusted like any policy's: the gate (rl/envs/repos/spec.py admit) decides.
 """
@@ -150,6 +152,7 @@ class ChatPolicy:
         self.tools = openai_tools(extra_tools)
         self.requests = 0  # chat requests sent (one per turn)
         self.usage = []  # completion tokens per turn, as the endpoint reports them
+        self.stopped = ""  # why the model could not take another turn ("": it always could)
 
     def messages(self, context: list[int]) -> list[dict]:
         return context_messages(self.tok, context)
@@ -167,10 +170,15 @@ class ChatPolicy:
                 temperature=self.temperature,
                 timeout=self.timeout_s,
             )
+        except openai.BadRequestError as e:
+            if getattr(e, "code", None) != "context_length_exceeded":
+                raise SetupModelError(self._why(e)) from None
+            # The model's own context is full: its episode ends here, like the environment's
+            # context_limit (an empty turn: no call), and the reason is kept for the verdict.
+            self.stopped = f"the model's context is full: {self._why(e)}"
+            return [self.tok.special_id("end")]
         except openai.APIError as e:
-            where = getattr(self.client, "base_url", "the endpoint")
-            why = " ".join(str(getattr(e, "message", e)).split())[:300]
-            raise SetupModelError(f"{where}: {type(e).__name__}: {why}") from None
+            raise SetupModelError(self._why(e)) from None
         if r.usage is not None:
             self.usage.append(r.usage.completion_tokens)
         msg = r.choices[0].message
@@ -185,6 +193,11 @@ class ChatPolicy:
                 text = special_text("tool_call") + body + special_text("/tool_call")
             ids += self.tok.encode(text, allow_special=True)
         return ids + [self.tok.special_id("end")]
+
+    def _why(self, e) -> str:
+        where = getattr(self.client, "base_url", "the endpoint")
+        why = " ".join(str(getattr(e, "message", e)).split())[:300]
+        return f"{where}: {type(e).__name__}: {why}"
 
 
 def add_model_arguments(p) -> None:
