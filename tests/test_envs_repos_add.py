@@ -462,3 +462,24 @@ def test_an_unreachable_endpoint_is_one_line(tmp_path):
     policy = ChatPolicy(TOK, client, "m", timeout_s=5)
     with pytest.raises(SetupModelError, match=r"^http://127\.0\.0\.1:\d+/v1/: APIConnectionError"):
         policy([TOK.bos_id])
+
+
+def test_rl_trains_on_a_task_file(tmp_path):
+    """rl.coding.tasks: the pool is the file's tasks (e.g. `add`'s pool), checked before any
+    model loads."""
+    from configs import rl as rl_config
+    from model.errors import ConfigError
+    from rl.envs import generate_tasks, save_tasks
+    from rl.sampling.rl_tasks import rl_task
+
+    tasks = generate_tasks(3, seed=5)
+    save_tasks(tasks, tmp_path / "pool.jsonl")
+    config = rl_config.get_config()
+    config.rl.task, config.rl.pool_size = "coding", 3
+    config.rl.coding.tasks = str(tmp_path / "pool.jsonl")
+    spec = rl_task("coding")
+    spec.resolve(config, 1)
+    assert [spec.make_task(config.rl, j).id for j in range(3)] == [t.id for t in tasks]
+    config.rl.pool_size = 4
+    with pytest.raises(ConfigError, match=r"^rl.pool_size=4: rl.coding.tasks=.*pool.jsonl holds 3"):
+        spec.resolve(config, 1)

@@ -121,7 +121,18 @@ def coding_pool(
     )
 
 
+@functools.cache
+def file_pool(path: str) -> list:
+    """A task file's tasks (rl/envs/grading/tasks.py's JSONL: e.g. the pool `python -m
+    rl.envs.repos add` mines from a user's repository), in file order."""
+    from rl.envs import load_tasks
+
+    return load_tasks(path)
+
+
 def _coding_task(rl, j: int):
+    if rl.coding.get("tasks"):  # a task file: its first pool_size tasks (resolve checked the size)
+        return file_pool(rl.coding.tasks)[j]
     templates = tuple(rl.coding.templates or ())
     return coding_pool(rl.seed, rl.pool_size, tuple(rl.coding.difficulties), templates)[j]
 
@@ -186,6 +197,16 @@ def _coding_resolve(config, per_chain: int) -> None:
             f"rl.coding.shared_prefix_turns={n}: needs 0 < it < rl.coding.max_turns="
             f"{rl.coding.max_turns} and no rl.coding.summary (a snapshot holds one segment)"
         )
+    if rl.coding.get("tasks"):
+        try:
+            have = len(file_pool(rl.coding.tasks))
+        except (OSError, ValueError) as e:
+            raise ConfigError(f"rl.coding.tasks={rl.coding.tasks}: {e}") from None
+        if rl.pool_size > have:
+            raise ConfigError(
+                f"rl.pool_size={rl.pool_size}: rl.coding.tasks={rl.coding.tasks} holds {have} "
+                "tasks (set rl.pool_size to at most that)"
+            )
     require_isolation()
     vocab = ByteTokenizer().vocab_size
     if rl.valid_vocab not in (0, vocab):

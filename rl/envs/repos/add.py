@@ -1,19 +1,26 @@
 """Your own repository as an environment: setup agent -> proposal -> gate -> spec -> task pool.
 
-    python -m rl.envs.repos add path/to/project            # a folder or a git checkout
+    python -m rl.envs.repos add path/to/project            # a folder, or a git checkout[@REF]
     python -m rl.envs.repos add dist/project-1.0.tar.gz    # an sdist (.tar.gz, .tgz, .zip, ...)
+    python -m rl.envs.repos add project==1.0               # pip download of the sdist (cached)
         [--name NAME] [--specs DIR] [--out POOL.jsonl] [--tasks 10] [--tries 30] [--timeout 120]
+        [--cache DIR] [--setup-model URL --setup-model-name NAME]
+    python -m rl.envs.repos suite --specs DIR/a.json ... --out suite.jsonl   # see suites.py
 
-It prints the setup agent's proposal (setup commands, test command, test files, notes), then the
-gate's verdict. The spec goes to DIR/NAME.json when admitted; a rejected proposal is kept with its
-reason in DIR/NAME.rejected.json (either replaces the other: the cache holds one verdict per name).
-An admitted repository is then mined (rl/envs/repos/mine.py) and each task must pass the task gate
-and the scripted cheats before it is written to POOL.jsonl (rl/envs/grading/tasks.py's format).
-Files are written whole or not at all (a temporary name, then a rename).
+Sources: rl/envs/repos/fetch.py. It prints the setup agent's proposal (setup commands, test
+command, test files, notes), then the gate's verdict. The setup agent is the scripted one, or a
+model behind an OpenAI-compatible endpoint (rl/envs/repos/chat_policy.py). The spec goes to
+DIR/NAME.json when admitted; a rejected proposal is kept with its reason in DIR/NAME.rejected.json
+(either replaces the other: the cache holds one verdict per name). An admitted repository is then
+mined (rl/envs/repos/mine.py, with its review and DevOps tasks: rl/envs/repos/review_devops.py) and
+each task must pass the task gate (bugfix/feature tasks: and the scripted cheats) before it is
+written to POOL.jsonl (rl/envs/grading/tasks.py's format). Files are written whole or not at all
+(a temporary name, then a rename).
 
 Bad input stops with one line saying what is wrong and what to do: a path that does not exist, a
-file that is not an archive, a folder without tests, a setup.py that does not parse, tests that do
-not finish within --timeout (they hang, or wait on the network).
+file that is not an archive, a release pip cannot fetch, a ref a checkout lacks, a folder without
+tests, a setup.py that does not parse, a C extension that does not build, tests that need the
+network, tests that do not finish within --timeout (they hang, or wait on the network).
 """
 
 from __future__ import annotations
@@ -22,106 +29,19 @@ import argparse
 import ast
 import json
 import os
-import re
 import sys
-import tarfile
 import tempfile
-import zipfile
 from pathlib import Path
 
 from rl.envs.grading.harden import is_test_module
-from rl.envs.repos import fetch as F
 from rl.envs.repos.chat_policy import SetupModelError, add_model_arguments, model_policy
+from rl.envs.repos.fetch import AddError, default_cache, load_source
 from rl.envs.repos.setup import PROBLEM
-from rl.envs.repos.spec import EnvSpec, admit, read_tree
+from rl.envs.repos.spec import EnvSpec, admit
 from rl.envs.repos.suites import mine_tasks, save_whole
 from rl.envs.repos.vendored import ROOT
 
 SPECS = ROOT / "data/repos/specs/added"
-ARCHIVES = F.ARCHIVES
-
-
-class AddError(ValueError):
-    """Bad input: the message is one line, naming what is wrong."""
-
-
-def default_cache() -> Path:
-    """Downloads and clones: $XDG_CACHE_HOME/composer-jax/repos (~/.cache/... by default)."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "composer-jax" / "repos"
-
-
-def load_source(path: str, cache: Path | None = None, log=print) -> tuple[str, dict[str, str], str]:
-    """(project name, its text files, a source string that loads the same files again) from a
-    folder, a git checkout (the files git tracks; PATH@REF for another ref), a git URL[@REF], an
-    sdist archive, or NAME==VERSION (the sdist fetched by pip into `cache`)."""
-    cache = cache or default_cache()
-    try:
-        if F.is_requirement(path):
-            sdist = F.fetch_sdist(path, cache)
-            log(f"fetched: {path} -> {sdist}")
-            name, files = _unpack(str(sdist))
-            return name, files, str(sdist)
-        url, ref = _split_ref(path)
-        if F.GIT_URL.fullmatch(url):
-            return _from_checkout(F.clone(url, cache), ref, log)
-        p = Path(path)
-        if not p.exists() and ref and F.is_checkout(Path(url)):
-            return _from_checkout(Path(url), ref, log)
-        if not p.exists():
-            raise AddError(
-                f"{path} does not exist (give a folder, a git checkout, an sdist archive or "
-                "NAME==VERSION)"
-            )
-        if p.is_dir():
-            if F.is_checkout(p):
-                return _from_checkout(p, "HEAD", log)
-            return _name(p.resolve().name), read_tree(p), str(p.resolve())
-        name, files = _unpack(path)
-        return name, files, str(p.resolve())
-    except F.FetchError as e:
-        raise AddError(str(e)) from None
-
-
-def _split_ref(path: str) -> tuple[str, str]:
-    """ "where@REF" -> (where, REF); an @ inside a host part (git@host:org/x) is no ref."""
-    head, at, ref = path.rpartition("@")
-    if at and head and ref and "/" not in ref and ":" not in ref:
-        return head, ref
-    return path, ""
-
-
-def _from_checkout(where: Path, ref: str, log) -> tuple[str, dict[str, str], str]:
-    commit, files = F.git_tree(where, ref or "HEAD")
-    log(f"git checkout {where} at {commit[:12]}: the files git tracks (uncommitted edits left out)")
-    return _name(where.resolve().name), files, f"{where.resolve()}@{commit}"
-
-
-def _unpack(path: str) -> tuple[str, dict[str, str]]:
-    p = Path(path)
-    if not path.endswith(ARCHIVES):
-        raise AddError(
-            f"{path} is not a folder, a git checkout or an sdist archive ({', '.join(ARCHIVES)})"
-        )
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            if path.endswith(".zip"):
-                with zipfile.ZipFile(p) as z:
-                    z.extractall(tmp)  # zipfile drops absolute paths and ".." itself
-            else:
-                with tarfile.open(p) as t:
-                    t.extractall(tmp, filter="data")  # no links out, no absolute paths
-        except (tarfile.TarError, zipfile.BadZipFile, OSError) as e:
-            raise AddError(f"{path}: cannot unpack the archive ({e})") from None
-        entries = list(Path(tmp).iterdir())
-        top = entries[0] if len(entries) == 1 and entries[0].is_dir() else Path(tmp)
-        name = top.name if top != Path(tmp) else p.name.split(".")[0]
-        return _name(name), read_tree(top)
-
-
-def _name(folder: str) -> str:
-    """shelf-0.1.0 -> shelf (an sdist's folder carries its version)."""
-    return re.sub(r"-\d[\w.]*$", "", folder) or folder
 
 
 def check_files(where: str, files: dict[str, str]) -> None:

@@ -2,6 +2,7 @@
 sdist fetched by pip's own `pip download`), a git checkout (the files git tracks, at HEAD or a
 named ref) or a git URL (cloned into the cache).
 
+    load_source("shelf==0.1.0")                 # -> (name, {path: text}, source that reloads it)
     fetch_sdist("shelf==0.1.0", cache)          # -> cache/shelf-0.1.0/shelf-0.1.0.tar.gz
     git_tree("path/to/checkout", ref="v1.2")    # -> (commit, {path: text})
     clone("https://host/org/proj.git", cache)   # -> cache/git/proj (a checkout)
@@ -20,7 +21,10 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import zipfile
 from pathlib import Path
+
+from rl.envs.repos.spec import read_tree
 
 REQUIREMENT = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9][A-Za-z0-9.+!_-]*)")
 ARCHIVES = (".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".tar", ".zip")
@@ -28,7 +32,11 @@ GIT_URL = re.compile(r"(?:git\+)?(https?://|ssh://|git@|file://)\S+")
 FETCH_TIMEOUT_S = 300.0
 
 
-class FetchError(ValueError):
+class AddError(ValueError):
+    """Bad input to `add` / `suite`: the message is one line, naming what is wrong."""
+
+
+class FetchError(AddError):
     """The source could not be fetched: one line naming what and why."""
 
 
@@ -125,8 +133,6 @@ def git_tree(path: str | os.PathLike, ref: str = "HEAD") -> tuple[str, dict[str,
         _git(["archive", "--format=tar", "-o", str(archive), commit], path, f"of {path}")
         with tarfile.open(archive) as t:
             t.extractall(Path(tmp) / "tree", filter="data")
-        from rl.envs.repos.spec import read_tree
-
         return commit, read_tree(Path(tmp) / "tree")
 
 
@@ -145,3 +151,82 @@ def clone(url: str, cache: Path) -> Path:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def default_cache() -> Path:
+    """Downloads and clones: $XDG_CACHE_HOME/composer-jax/repos (~/.cache/... by default)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "composer-jax" / "repos"
+
+
+def load_source(path: str, cache: Path | None = None, log=print) -> tuple[str, dict[str, str], str]:
+    """(project name, its text files, a source string that loads the same files again) from a
+    folder, a git checkout (the files git tracks; PATH@REF for another ref), a git URL[@REF], an
+    sdist archive, or NAME==VERSION (the sdist fetched by pip into `cache`)."""
+    cache = cache or default_cache()
+    try:
+        if is_requirement(path):
+            sdist = fetch_sdist(path, cache)
+            log(f"fetched: {path} -> {sdist}")
+            name, files = _unpack(str(sdist))
+            return name, files, str(sdist)
+        url, ref = _split_ref(path)
+        if GIT_URL.fullmatch(url):
+            return _from_checkout(clone(url, cache), ref, log)
+        p = Path(path)
+        if not p.exists() and ref and is_checkout(Path(url)):
+            return _from_checkout(Path(url), ref, log)
+        if not p.exists():
+            raise AddError(
+                f"{path} does not exist (give a folder, a git checkout, an sdist archive or "
+                "NAME==VERSION)"
+            )
+        if p.is_dir():
+            if is_checkout(p):
+                return _from_checkout(p, "HEAD", log)
+            return _name(p.resolve().name), read_tree(p), str(p.resolve())
+        name, files = _unpack(path)
+        return name, files, str(p.resolve())
+    except FetchError as e:
+        raise AddError(str(e)) from None
+
+
+def _split_ref(path: str) -> tuple[str, str]:
+    """ "where@REF" -> (where, REF); an @ inside a host part (git@host:org/x) is no ref."""
+    head, at, ref = path.rpartition("@")
+    if at and head and ref and "/" not in ref and ":" not in ref:
+        return head, ref
+    return path, ""
+
+
+def _from_checkout(where: Path, ref: str, log) -> tuple[str, dict[str, str], str]:
+    commit, files = git_tree(where, ref or "HEAD")
+    log(f"git checkout {where} at {commit[:12]}: the files git tracks (uncommitted edits left out)")
+    return _name(where.resolve().name), files, f"{where.resolve()}@{commit}"
+
+
+def _unpack(path: str) -> tuple[str, dict[str, str]]:
+    p = Path(path)
+    if not path.endswith(ARCHIVES):
+        raise AddError(
+            f"{path} is not a folder, a git checkout or an sdist archive ({', '.join(ARCHIVES)})"
+        )
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            if path.endswith(".zip"):
+                with zipfile.ZipFile(p) as z:
+                    z.extractall(tmp)  # zipfile drops absolute paths and ".." itself
+            else:
+                with tarfile.open(p) as t:
+                    t.extractall(tmp, filter="data")  # no links out, no absolute paths
+        except (tarfile.TarError, zipfile.BadZipFile, OSError) as e:
+            raise AddError(f"{path}: cannot unpack the archive ({e})") from None
+        entries = list(Path(tmp).iterdir())
+        top = entries[0] if len(entries) == 1 and entries[0].is_dir() else Path(tmp)
+        name = top.name if top != Path(tmp) else p.name.split(".")[0]
+        return _name(name), read_tree(top)
+
+
+def _name(folder: str) -> str:
+    """shelf-0.1.0 -> shelf (an sdist's folder carries its version)."""
+    return re.sub(r"-\d[\w.]*$", "", folder) or folder

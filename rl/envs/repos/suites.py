@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 from rl.envs.grading.tasks import Task, load_tasks, save_tasks
+from rl.envs.repos.fetch import AddError, load_source
 from rl.envs.repos.spec import EnvSpec
 
 
@@ -84,8 +85,6 @@ def save_whole(tasks: list[Task], out: Path) -> None:
 
 
 def load_spec_file(path: str) -> EnvSpec:
-    from rl.envs.repos.add import AddError
-
     try:
         return EnvSpec.from_json(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -108,8 +107,6 @@ def build_suite(
     log=print,
 ) -> list[Task]:
     """The held-out suite of the specs' repositories; returns its tasks (also saved to `out`)."""
-    from rl.envs.repos.add import AddError, load_source
-
     skip = frozenset(t.id for path in exclude for t in load_tasks(path))
     specs = [load_spec_file(p) for p in spec_paths]
     tasks = []
