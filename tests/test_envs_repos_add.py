@@ -121,6 +121,9 @@ def test_a_git_checkout_gives_the_tracked_files_at_a_commit(tmp_path):
     _, old, _ = load_source(f"{repo}@v1", log=lambda _: None)  # a ref: the tree as tagged
     assert old == read_tree(SHELF)
     assert load_source(source, log=lambda _: None)[1] == old  # the recorded source reloads
+    cache = tmp_path / "cache"  # a git URL (file:// here: no network) is cloned into the cache
+    name, cloned, where = load_source(f"file://{repo}@v1", cache, log=lambda _: None)
+    assert name == "shelf" and cloned == old and where.startswith(f"{cache}/git/shelf@")
     with pytest.raises(AddError, match=r"^git rev-parse v9 in .*: fatal: "):
         load_source(f"{repo}@v9", log=lambda _: None)
 
