@@ -161,6 +161,37 @@ def test_a_c_extension_that_does_not_build_is_named(tmp_path, capsys):
     assert [p.name for p in specs.iterdir()] == ["fast.rejected.json"]  # no spec, the reason kept
 
 
+@pytest.mark.long  # 34 s at load 19 (the gate grades twice); fast sibling: the one that fails
+@pytest.mark.skipif(not importlib.util.find_spec("setuptools"), reason="no setuptools to build")
+def test_a_c_extension_that_builds_is_built_by_setup(tmp_path):
+    fast = _folder(
+        tmp_path / "fast",
+        {
+            "setup.py": 'from setuptools import Extension, setup\n\nsetup(name="fast", '
+            'ext_modules=[Extension("fast", ["fast.c"])])\n',
+            "fast.c": FAST_C,
+            "test_fast.py": "import fast\n\n\ndef test_add():\n    assert fast.add(1, 2) == 3\n",
+        },
+    )
+    spec = add(str(fast), specs=tmp_path / "specs", tasks=0, timeout_s=60, log=lambda _: None)
+    assert spec.setup == ["python3 setup.py -q build_ext --inplace"]
+    assert spec.baseline == {"test_fast.py::test_add": True}
+
+
+FAST_C = """#include <Python.h>
+
+static PyObject *add(PyObject *self, PyObject *args) {
+    long a, b;
+    if (!PyArg_ParseTuple(args, "ll", &a, &b)) return NULL;
+    return PyLong_FromLong(a + b);
+}
+
+static PyMethodDef methods[] = {{"add", add, METH_VARARGS, ""}, {NULL, NULL, 0, NULL}};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "fast", NULL, -1, methods};
+PyMODINIT_FUNC PyInit_fast(void) { return PyModule_Create(&module); }
+"""
+
+
 @pytest.mark.needs_bwrap  # unisolated, the sandbox would reach a network where there is one
 def test_tests_that_need_the_network_are_named(tmp_path, capsys):
     net = _folder(
