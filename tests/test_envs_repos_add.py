@@ -173,7 +173,8 @@ def test_a_c_extension_that_builds_is_built_by_setup(tmp_path):
             "test_fast.py": "import fast\n\n\ndef test_add():\n    assert fast.add(1, 2) == 3\n",
         },
     )
-    spec = add(str(fast), specs=tmp_path / "specs", tasks=0, timeout_s=60, log=lambda _: None)
+    out = tmp_path / "pool.jsonl"
+    spec = add(str(fast), specs=tmp_path / "specs", out=out, tasks=0, timeout_s=60, log=len)
     assert spec.setup == ["python3 setup.py -q build_ext --inplace"]
     assert spec.baseline == {"test_fast.py::test_add": True}
 
@@ -474,7 +475,8 @@ def test_this_projects_tiny_model_as_the_setup_agent_is_rejected_within_its_limi
 
     specs = tmp_path / "specs"
     with pytest.raises(AddError) as e:
-        add(str(SHELF), specs=specs, tasks=0, timeout_s=60, log=lambda _: None, policy=policy)
+        add(str(SHELF), specs=specs, out=tmp_path / "pool.jsonl", tasks=0, timeout_s=60,
+            log=lambda _: None, policy=policy)  # fmt: skip
     assert str(e.value).startswith("shelf: rejected: ")
     assert [p.name for p in specs.iterdir()] == ["shelf.rejected.json"]
     (policy,) = made
