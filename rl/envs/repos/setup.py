@@ -96,9 +96,9 @@ class SetupEnv(CodingEnv):
             notes = raw.get("notes") if isinstance(raw, dict) else None
             notes = [str(n) for n in notes] if isinstance(notes, list) else []
             found = [n.removeprefix(PROBLEM) for n in notes if n.startswith(PROBLEM)]
-            last = f" ({found[0][:300]})" if found else ""
-            last = last or (f" (its last note: {notes[-1][:200]})" if notes else "")
-            self.problem = f"{SPEC_FILE}: {e}{last}"
+            last = f" (its last note: {notes[-1][:200]})" if notes else ""
+            # what the agent found comes first: it is what the user can act on
+            self.problem = found[0][:400] if found else f"{SPEC_FILE}: {e}{last}"
         self.close()
 
 
@@ -189,7 +189,7 @@ class ScriptedSetupPolicy:
                 notes.append("C extension: built in place (setup.py build_ext --inplace)")
             else:
                 notes.append(
-                    f"{PROBLEM}the C extension does not build ({_last(out)}): make it build "
+                    f"{PROBLEM}the C extension does not build ({_first_error(out)}): make it build "
                     "offline with the compiler and headers here, or give it a pure-Python fallback"
                 )
         for dist, module in declared_dependencies(texts):
@@ -261,7 +261,7 @@ def network_error(output: str) -> str:
     """The first line of a test run's output that says a test reached for the network ("")."""
     for line in output.splitlines():
         if any(sig in line for sig in NETWORK_ERRORS):
-            return line.strip()[:160]
+            return re.sub(r"^E\s+", "", line.strip())[:160]  # pytest's "E   " marker dropped
     return ""
 
 
@@ -352,6 +352,14 @@ def collected_files(output: str) -> list[str]:
         if m:
             found.add(m.group(1))
     return sorted(found)
+
+
+def _first_error(out: str) -> str:
+    """The first line that says error (a compiler's names the file and line), else the last."""
+    for line in out.splitlines():
+        if re.search(r"error\b", line, flags=re.I) and not line.startswith("["):
+            return line.strip()[:200]
+    return _last(out)
 
 
 def _last(out: str) -> str:
