@@ -519,3 +519,13 @@ def test_rl_trains_on_a_task_file(tmp_path):
     config.rl.pool_size = 4
     with pytest.raises(ConfigError, match=r"^rl.pool_size=4: rl.coding.tasks=.*pool.jsonl holds 3"):
         spec.resolve(config, 1)
+
+
+def test_a_single_module_src_layout_is_linked_to_the_root():
+    """roman 4.2's sdist ships src/roman.py beside src/tests.py: pytest imports it from there,
+    the grader only from the root (the gate refused it, 0 graded, before the link)."""
+    from rl.envs.repos.setup import src_modules
+
+    files = ["src/roman.py", "src/tests.py", "src/conftest.py", "src/test_x.py", "src/setup.py"]
+    assert src_modules(files + ["src/lib_test.py", "src/pkg/__init__.py"]) == ["roman.py"]
+    assert src_modules(files + ["roman.py"]) == []  # a copy at the root already
