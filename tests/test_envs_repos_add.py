@@ -529,3 +529,19 @@ def test_a_single_module_src_layout_is_linked_to_the_root():
     files = ["src/roman.py", "src/tests.py", "src/conftest.py", "src/test_x.py", "src/setup.py"]
     assert src_modules(files + ["src/lib_test.py", "src/pkg/__init__.py"]) == ["roman.py"]
     assert src_modules(files + ["roman.py"]) == []  # a copy at the root already
+
+
+def test_the_command_line_hands_setup_to_the_endpoint(tmp_path, capsys, monkeypatch):
+    endpoint = Endpoint(lambda m: None)  # answers in text: nothing set up
+    monkeypatch.setenv("SETUP_KEY", "sk-local")
+    argv = ["add", str(SHELF), "--specs", str(tmp_path / "specs"), "--tasks", "0"]
+    argv += ["--setup-model", endpoint.url, "--setup-model-name", "m", "--setup-max-tokens", "32"]
+    try:
+        assert main([*argv, "--setup-api-key-env", "SETUP_KEY"]) == 2
+    finally:
+        endpoint.close()
+    assert (
+        capsys.readouterr().err == f"error: shelf: rejected: the setup agent wrote no {SPEC_FILE}\n"
+    )
+    (request,) = endpoint.requests
+    assert request["model"] == "m" and request["max_tokens"] == 32
