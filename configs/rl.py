@@ -147,6 +147,9 @@ def get_config() -> ml_collections.ConfigDict:
             # task families in the pool; () = every training template; a long-context family
             # (rl.envs.taskgen.LONG_CONTEXT_TEMPLATES: long_lookup, for summaries) only if named
             templates=(),
+            # a task file instead (rl/envs/grading/tasks.py JSONL, e.g. the pool `python -m
+            # rl.envs.repos add` mines from your repository): its first rl.pool_size tasks; '' = off
+            tasks="",
             max_turns=4,  # turns per episode
             max_turn_tokens=64,  # tokens the policy may emit per turn
             obs_token_budget=128,  # tool-result tokens per call (truncated beyond)

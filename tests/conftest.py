@@ -31,9 +31,14 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "needs_bwrap: isolation tests; skipped where bubblewrap cannot isolate"
     )
+    config.addinivalue_line(
+        "markers", "network: reaches the internet (a package index); run with RUN_NETWORK_TESTS=1"
+    )
 
 
 def pytest_runtest_setup(item):
+    if item.get_closest_marker("network") and os.environ.get("RUN_NETWORK_TESTS") != "1":
+        pytest.skip("reaches the internet: RUN_NETWORK_TESTS=1 runs it")
     # One rule for every isolation test: a bare machine runs the suite with the opted-in unisolated
     # fallback, which by design contains nothing, so what only bubblewrap guarantees is skipped.
     if item.get_closest_marker("needs_bwrap") is None:

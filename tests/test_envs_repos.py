@@ -341,16 +341,33 @@ def _leftovers(*dirs):
 
 def test_add_a_folder_keeps_the_spec_and_writes_a_gated_pool(tmp_path):
     from rl.envs.grading.tasks import load_tasks
-    from rl.envs.repos.add import add
+    from rl.envs.repos.add import add, main
 
     specs, out, lines = tmp_path / "specs", tmp_path / "pool" / "tasks.jsonl", []
     spec = add(str(SHELF), specs=specs, out=out, tasks=1, tries=8, timeout_s=60, log=lines.append)
     assert spec.name == "shelf" and len(spec.baseline) == 17
     assert any(line.startswith("proposal: ") and "ln -s src/shelf shelf" in line for line in lines)
     assert EnvSpec.from_json((specs / "shelf.json").read_text()) == spec
-    (task,) = load_tasks(out)  # mined, gated (reference passes, unchanged repo fails, cheats fail)
-    assert task.meta["project"] == "shelf" and task.setup == ["ln -s src/shelf shelf"]
+    # mined and gated (reference passes, unchanged repo fails, cheats fail), with the src-layout
+    # repository's review and DevOps tasks (its setup link re-made by the DevOps grader)
+    tasks = {t.meta.get("grader") or t.kind: t for t in load_tasks(out)}
+    assert sorted(tasks) == ["bugfix", "devops", "review"], tasks
+    assert all(t.setup == ["ln -s src/shelf shelf"] for t in tasks.values())
+    devops = [t for t in load_tasks(out) if t.meta.get("grader") == "devops"]
+    assert sorted(t.meta["devops"]["check"] for t in devops) == [
+        "make test",
+        "python3 -m pytest -q",
+    ]
+    assert all(
+        t.meta["devops"]["products"] == ["shelf"] and t.meta["devops"]["baseline"] for t in devops
+    )
     assert not _leftovers(specs, out.parent) and not (specs / "shelf.rejected.json").exists()
+    # the companion command: a held-out suite from the kept spec, other sites than the pool's
+    suite = tmp_path / "suite" / "tasks.jsonl"
+    argv = ["suite", "--specs", str(specs / "shelf.json"), "--out", str(suite), "--per-repo", "1"]
+    assert main([*argv, "--tries", "8", "--no-families", "--exclude", str(out)]) == 0
+    (held,) = load_tasks(suite)
+    assert held.meta["project"] == "shelf" and held.id not in {t.id for t in load_tasks(out)}
 
 
 def test_add_an_sdist_names_the_project_without_its_version(tmp_path):
@@ -383,7 +400,7 @@ def test_add_bad_inputs_get_one_line_errors_and_leave_no_spec(tmp_path, capsys):
     specs = tmp_path / "specs"
     expect = {
         str(tmp_path / "missing"): "does not exist",
-        str(tmp_path / "notes.txt"): "is not a folder or an sdist archive",
+        str(tmp_path / "notes.txt"): "is not a folder, a git checkout or an sdist archive",
         str(no_tests): "has no tests",
         str(broken): "setup.py does not parse (line 1: '(' was never closed)",
         str(hangs): "did not finish in 5 s: the tests hang",

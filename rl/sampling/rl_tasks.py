@@ -20,6 +20,7 @@ from collections.abc import Callable
 import ml_collections
 import numpy as np
 
+from model.errors import ConfigError
 from rl.episodes.rewards import pattern_reward
 from rl.sampling.run_config import pool_order
 from rl.sampling.samplers import PromptTask, SingleTurnSampler
@@ -118,7 +119,18 @@ def coding_pool(
     )
 
 
+@functools.cache
+def file_pool(path: str) -> list:
+    """A task file's tasks (rl/envs/grading/tasks.py's JSONL: e.g. the pool `python -m
+    rl.envs.repos add` mines from a user's repository), in file order."""
+    from rl.envs import load_tasks
+
+    return load_tasks(path)
+
+
 def _coding_task(rl, j: int):
+    if rl.coding.get("tasks"):  # a task file: its first pool_size tasks (resolve checked the size)
+        return file_pool(rl.coding.tasks)[j]
     templates = tuple(rl.coding.templates or ())
     return coding_pool(rl.seed, rl.pool_size, tuple(rl.coding.difficulties), templates)[j]
 
@@ -165,6 +177,16 @@ def _coding_resolve(config) -> None:
     rl = config.rl
     summary = summary_config(rl.coding.summary)
     check_rl_coding(rl, summary.max_segments if summary else 0)
+    if rl.coding.get("tasks"):
+        try:
+            have = len(file_pool(rl.coding.tasks))
+        except (OSError, ValueError) as e:
+            raise ConfigError(f"rl.coding.tasks={rl.coding.tasks}: {e}") from None
+        if rl.pool_size > have:
+            raise ConfigError(
+                f"rl.pool_size={rl.pool_size}: rl.coding.tasks={rl.coding.tasks} holds {have} "
+                "tasks (set rl.pool_size to at most that)"
+            )
     require_isolation()
     vocab = ByteTokenizer().vocab_size
     check_rl_vocab(rl, vocab)
@@ -182,7 +204,6 @@ RL_TASKS = {
 
 def rl_task(name: str) -> RLTask:
     """The registered task `name`; ConfigError (one line, naming the known ones) otherwise."""
-    from model.errors import ConfigError
 
     if name not in RL_TASKS:
         raise ConfigError(f"rl.task={name!r}: unknown RL task (known: {', '.join(RL_TASKS)})")

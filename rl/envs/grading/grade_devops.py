@@ -21,6 +21,12 @@ Task meta (host side, never shown to the policy): meta["grader"] = "devops" and 
 3. The check runs from the trusted copy in meta (never a command the repo names), with
    PYTEST_ADDOPTS=-rA so pytest lists each passed test, and must exit 0. Trusted helper scripts
    (the pin checker) are written to a directory the sandbox sees read-only and run from there.
+Setup (a real repository's spec: `Task.setup`, e.g. a src layout's `ln -s src/pkg pkg`): the
+gate runs it once on the original files and records what it makes (meta["devops"]["products"]:
+the top-most paths it adds; a setup that changes an original file is refused). Grading ignores
+those paths in the final repo, deletes whatever is there in the check's copy (the agent's version
+of a product is never used) and runs the trusted setup again before the check.
+
 4. The test set must not shrink: the "PASSED <id>" lines must cover every baseline id (taken by
    the gate from the reference solution), with no FAILED or ERROR line. With rules 1-2 only
    pytest, the original code and configuration data run in that process, so its report is
@@ -89,11 +95,17 @@ def passed_ids(output: str) -> set[str]:
     return set(_PASSED.findall(output))
 
 
-def _walk(root: str) -> tuple[dict[str, str | None], list[str]]:
-    """rel -> text (None: not UTF-8) of the regular files under root, and its problems."""
+def _walk(root: str, skip=()) -> tuple[dict[str, str | None], list[str]]:
+    """rel -> text (None: not UTF-8) of the regular files under root, and its problems; paths in
+    `skip` (setup products) and everything under them are left out."""
     files, problems = {}, []
+    skip = set(skip)
     for dirpath, dirs, names in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in CACHE_DIRS)
+        here = os.path.relpath(dirpath, root)
+        dirs[:] = sorted(
+            d for d in dirs if d not in CACHE_DIRS and os.path.normpath(f"{here}/{d}") not in skip
+        )
+        names = [n for n in names if os.path.normpath(f"{here}/{n}") not in skip]
         for name in sorted(names) + [d for d in dirs if os.path.islink(os.path.join(dirpath, d))]:
             full = os.path.join(dirpath, name)
             rel = os.path.relpath(full, root)
@@ -165,6 +177,78 @@ def _rule_problems(rule: dict, original: str, text: str) -> list[str]:
     raise ValueError(f"unknown editable rule {rule['kind']!r}")
 
 
+def setup_products(task: Task, timeout_s: float = 60.0, limits: Limits = Limits()) -> list[str]:
+    """The top-most paths `task.setup` adds to the original files (run in a fresh sandbox);
+    ValueError when a command fails or an original file changes (grading could not tell the
+    agent's edit from the setup's)."""
+    if not task.setup:
+        return []
+    with Sandbox.from_files(task.files, limits=limits) as box:
+        for i, command in enumerate(task.setup):
+            r = box.run(command, timeout_s)
+            if not r.ok:
+                raise ValueError(f"setup command {i} ({command!r}) ended {r.status}")
+        after = _entries(box.root)
+    changed = sorted(r for r in task.files if after.get(r) != task.files[r])
+    if changed:
+        raise ValueError(f"setup changes original files {changed[:3]}")
+    dirs = {os.path.dirname(r) for r in task.files}
+    dirs |= {d for r in dirs for d in _parents(r)}
+    products = set()
+    for rel in set(after) - set(task.files):
+        # the shortest prefix that is not a directory of the original tree
+        parts = rel.split("/")
+        top = next(
+            "/".join(parts[:i]) for i in range(1, len(parts) + 1) if "/".join(parts[:i]) not in dirs
+        )
+        products.add(top)
+    return sorted(products)
+
+
+def _parents(rel: str) -> list[str]:
+    out = []
+    while rel:
+        rel = os.path.dirname(rel)
+        out.append(rel)
+    return out
+
+
+def _entries(root: str) -> dict[str, str | None]:
+    """rel -> text of every file and symlink under root (symlinks as "-> target"; not followed)."""
+    out: dict[str, str | None] = {}
+    for dirpath, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in CACHE_DIRS]
+        for name in names + [d for d in dirs if os.path.islink(os.path.join(dirpath, d))]:
+            full = os.path.join(dirpath, name)
+            rel = os.path.relpath(full, root)
+            if os.path.islink(full):
+                out[rel] = "-> " + os.readlink(full)
+                continue
+            try:
+                with open(full, encoding="utf-8") as f:
+                    out[rel] = f.read()
+            except (UnicodeDecodeError, OSError):
+                out[rel] = None
+    return out
+
+
+def _remove(root: str, rel: str) -> None:
+    full = os.path.join(root, rel)
+    if os.path.islink(full) or os.path.isfile(full):
+        os.remove(full)
+    elif os.path.isdir(full):
+        shutil.rmtree(full)
+
+
+def run_setup(box: Sandbox, task: Task, timeout_s: float) -> str | None:
+    """The task's trusted setup in `box`; None, or why it failed."""
+    for i, command in enumerate(task.setup):
+        r = box.run(command, timeout_s)
+        if not r.ok:
+            return f"setup command {i} ({command!r}) ended {r.status}"
+    return None
+
+
 def run_check(box: Sandbox, task: Task, timeout_s: float):
     """The trusted check command in `box`, helper scripts from a read-only directory."""
     spec = task.meta["devops"]
@@ -184,10 +268,13 @@ def grade_devops(
 ) -> Grade:
     spec = task.meta.get("devops")
     baseline = set((spec or {}).get("baseline") or ())
-    if not baseline:  # fail closed: without the baseline the test set cannot be compared
+    products = (spec or {}).get("products")
+    if not baseline or (task.setup and products is None):
+        # fail closed: without the baseline the test set cannot be compared
         return Grade(0, 1, "[devops] task has no baseline (not gated)")
     total = len(baseline)
-    final, problems = _walk(repo_dir)  # a cheap first look (files only, nothing runs) ...
+    products = products or []
+    final, problems = _walk(repo_dir, products)  # a cheap first look (nothing runs) ...
     problems += file_problems(task, final)
     if problems:
         return Grade(0, total, "[devops] " + "; ".join(problems))
@@ -196,11 +283,16 @@ def grade_devops(
     except RepoTooLarge as e:
         return Grade(0, total, f"[rejected] {e}")
     with box:  # ... and the rules again on the copy the check runs in
+        for rel in products:  # the agent's version of a setup product is never used
+            _remove(box.root, rel)
         final, problems = _walk(box.root)
         problems += file_problems(task, final)
         if problems:
             return Grade(0, total, "[devops] " + "; ".join(problems))
         _drop_caches(box.root)
+        failed = run_setup(box, task, timeout_s)
+        if failed:
+            return Grade(0, total, f"[devops] {failed}")
         result = run_check(box, task, timeout_s)
     seen = passed_ids(result.output)
     log = f"[devops] check {result.status} exit {result.exit_code}\n{result.output[-4000:]}"
@@ -217,6 +309,8 @@ def baseline_of(task: Task, timeout_s: float = 60.0, limits: Limits = Limits()) 
     """Test ids the check passes with the reference solution applied (the gate's baseline)."""
     files = _solved(task)
     with Sandbox.from_files(files, limits=limits) as box:
+        if run_setup(box, task, timeout_s):
+            return set()
         result = run_check(box, task, timeout_s)
     return passed_ids(result.output) if result.ok else set()
 
@@ -325,6 +419,12 @@ def verify_devops(
     missing = sorted(set(spec["editable"]) - set(task.files))
     if missing:
         return False, f"editable files not in the repo: {missing}"
+    try:
+        spec["products"] = setup_products(task, timeout_s, limits)
+    except ValueError as e:
+        return False, f"setup: {e}"
+    if set(spec["products"]) & set(spec["editable"]):
+        return False, f"setup makes the editable file(s) {sorted(spec['editable'])}"
     baseline = baseline_of(task, timeout_s, limits)
     if not baseline:
         return False, "the check does not pass (or lists no passed test) with the reference"

@@ -15,8 +15,16 @@ rl/envs/grading/verify.py, checks them all).
     rest (doctests included), which must stay.
   - `makefile_task`: a Makefile whose `test` target runs the project's test command, broken the
     way real ones break (pytest misspelt, a test path misspelt); the check is `make test`.
-  Projects with setup commands (roman: a symlink made at setup) are left out: the DevOps file
-  rules compare the final repo to the task's files, and setup's products are not among them.
+  - `ini_task`: a project with no pytest configuration at all gets a pytest.ini broken the way
+    a CI config breaks offline (a required plugin that is not installed, `-p` of a missing
+    plugin, a minversion typo); the check is the spec's own test command.
+  Projects with setup commands (a src layout's link) are mined too: the task runs the spec's
+  setup, and grading ignores and re-creates what it makes (rl/envs/grading/grade_devops.py).
+  The check is the spec's test command: it must pass with the reference (the gate checks).
+
+`families_of(files, spec, recipes)` gives any admitted repository's review and DevOps tasks
+(`python -m rl.envs.repos add` and `... suite` use it); `devops_tasks` / `review_tasks` read the
+vendored projects.
 """
 
 from __future__ import annotations
@@ -86,8 +94,6 @@ def _pytest_section(text: str) -> bool:
 
 def config_task(project: str, files: dict[str, str], spec: EnvSpec) -> Task | None:
     """The project's shipped pytest config, when its addopts name options of missing plugins."""
-    if spec.setup:
-        return None
     for rel in ("setup.cfg", "tox.ini", "pytest.ini"):
         text = files.get(rel, "")
         if not _pytest_section(text):
@@ -112,8 +118,68 @@ def config_task(project: str, files: dict[str, str], spec: EnvSpec) -> Task | No
             {rel: fixed},
             check="python3 -m pytest -q",
             editable={rel: {"kind": "lines", "keep": [header, *keep]}},
+            setup=spec.setup,
         )
     return None
+
+
+def has_pytest_config(files: dict[str, str]) -> bool:
+    return (
+        "pytest.ini" in files
+        or _pytest_section(files.get("setup.cfg", "") + files.get("tox.ini", ""))
+        or "[tool.pytest.ini_options]" in files.get("pyproject.toml", "")
+    )
+
+
+def check_command(spec: EnvSpec) -> str | None:
+    """The spec's test command when it runs pytest (the DevOps check), else None. Not narrowed to
+    the tests that pass at baseline: the graded baseline can differ from pytest's own run (parse's
+    test_too_many_fields fails graded, passes in pytest), and the committed DevOps tasks run the
+    whole command; a repository whose pytest run fails gets no DevOps task (the gate says why)."""
+    return spec.test_command if "-m pytest" in spec.test_command else None
+
+
+# pytest plugins a CI config names (module, distribution): a broken config names one not installed.
+PLUGINS = (
+    ("pytest_timeout", "pytest-timeout"),
+    ("pytest_randomly", "pytest-randomly"),
+    ("xdist", "pytest-xdist"),
+    ("pytest_rerunfailures", "pytest-rerunfailures"),
+)
+
+
+def ini_task(project: str, files: dict[str, str], spec: EnvSpec, seed: int = 0) -> Task | None:
+    """A pytest.ini for a project that has no pytest configuration, broken one way (seed % 3: a
+    required plugin not installed, `-p` of a missing plugin, a minversion typo)."""
+    check = check_command(spec)
+    if check is None or has_pytest_config(files):
+        return None
+    missing = [(m, d) for m, d in PLUGINS if not _importable(m)]
+    variant = seed % 3 if missing else 2
+    module, dist = missing[seed % len(missing)] if missing else ("", "")
+    head, fixed = "[pytest]\n", "[pytest]\nminversion = 6.0\n"
+    broken = (
+        f"{head}minversion = 6.0\nrequired_plugins = {dist}\n",
+        f"{head}minversion = 6.0\naddopts = -p {module}\n",
+        f"{head}minversion = 60.0\n",
+    )[variant]
+    rng = random.Random(f"{project}:ini:{seed}")
+    return _devops_task(
+        project,
+        f"{project}-devops-ini-s{seed}",
+        rng.choice(
+            (
+                "the test run is broken by pytest.ini (CI is offline: nothing can be installed). "
+                "fix the config, not the tests",
+                "pytest fails before running any test, fix the config",
+            )
+        ),
+        {**files, "pytest.ini": broken},
+        {"pytest.ini": fixed},
+        check=check,
+        editable={"pytest.ini": {"kind": "lines", "keep": ["[pytest]"]}},
+        setup=spec.setup,
+    )
 
 
 def _importable(module: str) -> bool:
@@ -126,11 +192,15 @@ MAKEFILE = "PYTHON ?= python3\n\n.PHONY: test\n\ntest:\n{}\n"
 def makefile_task(project: str, files: dict[str, str], spec: EnvSpec, seed: int = 0) -> Task | None:
     """A `make test` target for the project's test command, broken one way (seed % 3: pytest
     misspelt, the first test path misspelt, an undefined make variable)."""
-    if spec.setup or "Makefile" in files:
+    check = check_command(spec)
+    if check is None or "Makefile" in files:
         return None
-    args = spec.test_command.split("-m pytest", 1)[1].split()
-    paths = sorted({p.split("/")[0] if "/" in p else p for p in spec.test_files})
-    good = "\t$(PYTHON) -m pytest " + " ".join(args + paths)
+    args = check.split("-m pytest", 1)[1].split()
+    named = [a for a in args if not a.startswith("-") and a.endswith(".py")]
+    # A command that names its test files keeps them alone: pytest given src/tests.py and src/
+    # as well counts the file once, under src/, where its name does not match, and runs nothing.
+    paths = named or sorted({p.split("/")[0] if "/" in p else p for p in spec.test_files})
+    good = "\t$(PYTHON) -m pytest " + " ".join(args + ([] if named else paths))
     if not re.fullmatch(PYTEST_LINE, good):
         return None
     rng = random.Random(f"{project}:makefile:{seed}")
@@ -150,12 +220,14 @@ def makefile_task(project: str, files: dict[str, str], spec: EnvSpec, seed: int 
         {"Makefile": MAKEFILE.format(good)},
         check="make test",
         editable={"Makefile": {"kind": "script", "repair": [6], "pattern": PYTEST_LINE}},
+        setup=spec.setup,
     )
 
 
-def _devops_task(project, task_id, prompt, files, solution, *, check, editable) -> Task:
+def _devops_task(project, task_id, prompt, files, solution, *, check, editable, setup) -> Task:
     """A mined DevOps task: graded by its trusted `check` command (rl/envs/grading/grade_devops.py),
-    the agent editing only what `editable` allows; no hidden tests."""
+    the agent editing only what `editable` allows; no hidden tests. `setup`: the spec's (run at the
+    episode's start and again by grading)."""
     return Task(
         id=task_id,
         prompt=prompt,
@@ -163,6 +235,7 @@ def _devops_task(project, task_id, prompt, files, solution, *, check, editable) 
         hidden_tests={},
         solution=solution,
         kind="devops",
+        setup=list(setup),
         meta={
             "template": "repo_devops",
             "project": project,
@@ -183,6 +256,17 @@ def devops_tasks(projects, seed: int = 0) -> list[Task]:
             t for t in (config_task(name, files, spec), makefile_task(name, files, spec, seed)) if t
         ]
     return out
+
+
+def families_of(
+    files: dict[str, str], spec: EnvSpec, recipes: list[M.Recipe], seed: int = 0
+) -> list[Task]:
+    """Any admitted repository's review tasks (of `recipes` whose op keeps line numbers) and
+    DevOps tasks (its shipped config when broken offline, else a broken pytest.ini; a Makefile);
+    ungated: rl/envs/grading/verify.py takes their baselines."""
+    out = [t for r in recipes if (t := review_task(r, files, spec)) is not None]
+    ini = config_task(spec.name, files, spec) or ini_task(spec.name, files, spec, seed)
+    return out + [t for t in (ini, makefile_task(spec.name, files, spec, seed)) if t]
 
 
 def review_tasks(recipes: list[M.Recipe]) -> list[Task]:

@@ -41,6 +41,18 @@ SETUP_PROMPT = (
     f'{SPEC_FILE} as {{"setup": [shell commands to run first], "test_command": "...", '
     '"test_files": [test modules], "notes": [what you found]}} and submit.'
 )
+# A note that explains why setup cannot succeed starts with this; the first one is the reason a
+# rejection gives the user (its root cause: a C extension that does not build comes before the
+# test command that then cannot import it).
+PROBLEM = "problem: "
+# What a test run prints when a test reaches for the network (the sandbox has none).
+NETWORK_ERRORS = (
+    "Temporary failure in name resolution",
+    "Name or service not known",
+    "No address associated with hostname",
+    "Network is unreachable",
+    "nodename nor servname",
+)
 CONFIG_FILES = ("pyproject.toml", "setup.cfg", "tox.ini", "setup.py", "pytest.ini")
 PYTEST = "python3 -m pytest -q"
 
@@ -82,12 +94,11 @@ class SetupEnv(CodingEnv):
             self.problem = f"the setup agent wrote no {SPEC_FILE}"
         except ValueError as e:
             notes = raw.get("notes") if isinstance(raw, dict) else None
-            last = (
-                f" (its last note: {str(notes[-1])[:200]})"
-                if isinstance(notes, list) and notes
-                else ""
-            )
-            self.problem = f"{SPEC_FILE}: {e}{last}"
+            notes = [str(n) for n in notes] if isinstance(notes, list) else []
+            found = [n.removeprefix(PROBLEM) for n in notes if n.startswith(PROBLEM)]
+            last = f" (its last note: {notes[-1][:200]})" if notes else ""
+            # what the agent found comes first: it is what the user can act on
+            self.problem = found[0][:400] if found else f"{SPEC_FILE}: {e}{last}"
         self.close()
 
 
@@ -143,6 +154,7 @@ class ScriptedSetupPolicy:
         self.test_timeout_s = test_timeout_s
         self._plan = self._steps()
         self._started = False
+        self._last_output = ""
 
     def __call__(self, context: list[int]) -> list[int]:
         if self._started:
@@ -164,11 +176,22 @@ class ScriptedSetupPolicy:
                 texts[name] = yield ("read_file", {"path": name, "start_line": 1, "end_line": 60})
                 break
         setup, notes = [], []
-        for pkg in src_packages(files):
+        for pkg in src_packages(files) + src_modules(files):
             command = f"ln -s src/{pkg} {pkg}"
             if (yield ("run", {"command": command})).startswith("[ok]"):
                 setup.append(command)
                 notes.append(f"src layout: linked src/{pkg} to the root (tests import from there)")
+        if builds_extension(files, texts):
+            command = "python3 setup.py -q build_ext --inplace"
+            out = yield ("run", {"command": command, "timeout_s": self.test_timeout_s})
+            if out.startswith("[ok]"):
+                setup.append(command)
+                notes.append("C extension: built in place (setup.py build_ext --inplace)")
+            else:
+                notes.append(
+                    f"{PROBLEM}the C extension does not build ({_first_error(out)}): make it build "
+                    "offline with the compiler and headers here, or give it a pure-Python fallback"
+                )
         for dist, module in declared_dependencies(texts):
             probe = f"python3 -c 'import {module}'"
             if not (yield ("run", {"command": probe})).startswith("[ok]"):
@@ -181,6 +204,9 @@ class ScriptedSetupPolicy:
             if found:
                 command = found
                 notes.append(note)
+                offline = network_error(self._last_output)
+                if offline:
+                    notes.append(network_note(offline))
                 break
         tests = []
         if command:
@@ -198,27 +224,73 @@ class ScriptedSetupPolicy:
         """Runs `command`, repairing it by rule until tests run (returns it) or no rule applies."""
         for _ in range(4):
             out = yield ("run", {"command": command, "timeout_s": self.test_timeout_s})
+            self._last_output = out
             if tests_ran(out):
                 return command
+            offline = network_error(out)
+            if offline:  # every test that ran failed, some for want of the network
+                notes.append(network_note(offline))
+                return None
             if out.startswith("[timeout]"):
                 limit = f"{self.test_timeout_s:.0f} s"
                 notes.append(
-                    f"{command!r} did not finish in {limit}: the tests hang (or need the network)"
+                    f"{PROBLEM}{command!r} did not finish in {limit}: the tests hang (or wait on "
+                    "the network)"
                 )
                 return None
             repaired = repair(command, out, files)
             if repaired is None:
-                notes.append(f"{command!r} does not run the tests: {_last(out)}")
+                notes.append(f"{PROBLEM}{command!r} does not run the tests: {_last(out)}")
                 return None
             command, why = repaired
             notes.append(why)
         return None
 
 
+def builds_extension(files: list[str], texts: dict[str, str]) -> bool:
+    """setup.py declares a compiled extension (Extension(...) / ext_modules, or Cython sources)."""
+    setup_py = texts.get("setup.py", "")
+    return bool(setup_py) and (
+        "Extension(" in setup_py
+        or "ext_modules" in setup_py
+        or any(f.endswith(".pyx") for f in files)
+    )
+
+
+def network_error(output: str) -> str:
+    """The first line of a test run's output that says a test reached for the network ("")."""
+    for line in output.splitlines():
+        if any(sig in line for sig in NETWORK_ERRORS):
+            return re.sub(r"^E\s+", "", line.strip())[:160]  # pytest's "E   " marker dropped
+    return ""
+
+
+def network_note(line: str) -> str:
+    return (
+        f"{PROBLEM}tests need the network, which the sandbox does not have ({line}): make them "
+        "skip when offline"
+    )
+
+
 def src_packages(files: list[str]) -> list[str]:
     """Packages under src/ with no copy at the root."""
     pkgs = {m.group(1) for f in files if (m := re.fullmatch(r"src/(\w+)/__init__\.py", f))}
     return sorted(p for p in pkgs if f"{p}/__init__.py" not in files)
+
+
+def src_modules(files: list[str]) -> list[str]:
+    """Single-module src layouts (src/roman.py in roman 4.2's sdist): `name.py` files under src/
+    that are not tests or build scripts and have no copy at the root. pytest finds them from a
+    test beside them (it puts src/ on sys.path); the grader, running the tests under other
+    paths, imports from the root only."""
+    out = []
+    for f in files:
+        m = re.fullmatch(r"src/(\w+\.py)", f)
+        name = m.group(1) if m else ""
+        test_like = name.startswith("test") or name.endswith("_test.py") or name == "conftest.py"
+        if m and not test_like and name != "setup.py" and name not in files:
+            out.append(name)
+    return sorted(out)
 
 
 def declared_dependencies(texts: dict[str, str]) -> list[tuple[str, str]]:
@@ -295,6 +367,14 @@ def collected_files(output: str) -> list[str]:
         if m:
             found.add(m.group(1))
     return sorted(found)
+
+
+def _first_error(out: str) -> str:
+    """The first line that says error (a compiler's names the file and line), else the last."""
+    for line in out.splitlines():
+        if re.search(r"error\b", line, flags=re.I) and not line.startswith("["):
+            return line.strip()[:200]
+    return _last(out)
 
 
 def _last(out: str) -> str:
