@@ -5,6 +5,7 @@ revision of this repo in alternating subprocesses (the machine is shared):
     python bench/bench_engine_decode.py [--slots 8,16] [--cache_len 2048] [--rounds 3]
         [--contexts 256,1024,1792] [--obs 200]
     python bench/bench_engine_decode.py --against 53845dd    # this tree vs that commit
+    python bench/bench_engine_decode.py --tiny     # smoke: 2 slots, cache 512, context 64, 1 round
 
 The model is bench_rl_coding's `tiny4` preset (model/presets.py) (random init, float32), the RL
 sampler's shape: what the coding RL loop decodes with. Each slot is prefilled with a 59-token
@@ -111,7 +112,10 @@ def main():
     ap.add_argument("--contexts", default="256,1024,1792", help="contexts of the prefill check")
     ap.add_argument("--obs", type=int, default=200, help="observation tokens prefilled per check")
     ap.add_argument("--against", default="", help="git revision to measure side by side")
-    args = ap.parse_args()
+    sys.path.insert(0, ROOT)
+    from bench.common import parse_tiny
+
+    args = parse_tiny(ap, dict(slots="2", cache_len=512, rounds=1, contexts="64", obs=8))
     slots = [int(s) for s in args.slots.split(",")]
     contexts = [int(c) for c in args.contexts.split(",")]
     trees = {"this tree": ROOT}
