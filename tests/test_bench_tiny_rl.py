@@ -11,6 +11,7 @@ import json
 import math
 import os
 import re
+import resource
 import subprocess
 import sys
 
@@ -24,10 +25,22 @@ SEEDS = rf"over seeds \[0, 1\]: mean {NUM} min {NUM} max {NUM} \(0: {NUM}, 1: {N
 pytestmark = pytest.mark.bench_tiny
 
 
+def log_cpu(script: str, t0) -> None:
+    """With BENCH_TINY_LOG=FILE, appends 'script cpu_s' (user + sys of the bench's processes):
+    how the smoke runs' cost is measured (wall time on a shared machine says little)."""
+    if os.environ.get("BENCH_TINY_LOG"):
+        t1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = t1.ru_utime - t0.ru_utime + t1.ru_stime - t0.ru_stime
+        with open(os.environ["BENCH_TINY_LOG"], "a") as f:
+            f.write(f"{script} {cpu:.1f}\n")
+
+
 def run_tiny(script: str, *args: str, timeout: int = 600) -> str:
     """`python bench/SCRIPT --tiny ARGS` from the repo root -> its stdout."""
     cmd = [sys.executable, os.path.join("bench", script), "--tiny", *args]
+    t0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     p = subprocess.run(cmd, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=timeout)
+    log_cpu(script, t0)
     assert p.returncode == 0, (
         f"{script}: exit {p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
     )
