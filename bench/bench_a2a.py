@@ -2,6 +2,7 @@
 forward + backward on 8 simulated CPU devices, run in turn (interleaved best-of-N).
 
     python bench/bench_a2a.py [--tokens 2048] [--rounds 3]
+    python bench/bench_a2a.py --tiny     # smoke: the tiny preset's MoE, 64 tokens, 1 round, 1 mesh
 
 The GSPMD path runs model/moe.py's blocked loop; the all-to-all path's local experts run as one
 batched einsum over the device's experts (see model/moe_a2a.py). Shapes are the `small` preset's MoE
@@ -16,7 +17,10 @@ import argparse
 import os
 import sys
 
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+# 8 simulated devices whatever else XLA_FLAGS holds (the suite runs with XLA_FLAGS="").
+if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+    flags = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
+    os.environ["XLA_FLAGS"] = flags.strip()
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import flax.linen as nn  # noqa: E402
@@ -24,7 +28,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 from jax.sharding import AxisType, NamedSharding  # noqa: E402
 
-from bench.common import interleaved_min_times  # noqa: E402
+from bench.common import interleaved_min_times, parse_tiny  # noqa: E402
 from model import memory_plan, presets  # noqa: E402
 from model import sharding as sh  # noqa: E402
 from model.moe import MoE  # noqa: E402
@@ -61,13 +65,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tokens", type=int, default=2048)
     ap.add_argument("--rounds", type=int, default=3)
-    args = ap.parse_args()
-    base = presets.get("small", moe_impl="blocked")
+    ap.add_argument("--preset", default="small", help="its MoE layer is the one timed")
+    ap.add_argument("--meshes", default="1x1x8x1,1x2x2x2", help="data x fsdp x expert x tensor")
+    args = parse_tiny(ap, dict(tokens=64, rounds=1, preset="tiny", meshes="1x2x2x2"))
+    base = presets.get(args.preset, moe_impl="blocked")
     b, t = 8, args.tokens // 8
     x = jax.random.normal(jax.random.PRNGKey(1), (b, t, base.hidden_size))
     seg, probe = jnp.ones((b, t), jnp.int32), jax.random.normal(jax.random.PRNGKey(2), x.shape)
     print(f"load average before: {os.getloadavg()}")
-    for shape in [(1, 1, 8, 1), (1, 2, 2, 2)]:
+    for shape in [tuple(int(n) for n in m.split("x")) for m in args.meshes.split(",")]:
         mesh = jax.make_mesh((*shape, 1), sh.MESH_AXES, axis_types=(AxisType.Auto,) * 5)
         variants = {
             "gspmd (blocked)": base,

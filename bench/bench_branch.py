@@ -3,6 +3,7 @@ episodes.
 
     python bench/bench_branch.py                          # 4 tasks x K=4, 2-turn prefix, tiny
     python bench/bench_branch.py --groups 2 --k 2 --repeats 1   # a quick check
+    python bench/bench_branch.py --tiny     # smoke: 1 task x K=2, 1-turn prefix, 2 short turns
 
 Each task's group of K episodes plays the same teacher-forced prefix (the oracle's first N turns:
 list_files, then its first edit) and then samples (temperature 1, up to `--max_turns`). "fresh"
@@ -31,6 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import jax  # noqa: E402
 
+from bench.common import parse_tiny  # noqa: E402
 from data.tokenizers import ByteTokenizer  # noqa: E402
 from model import init_params, presets  # noqa: E402
 from model.engine import RolloutEngine  # noqa: E402
@@ -88,7 +90,8 @@ def main() -> None:
     p.add_argument("--max_turn_tokens", type=int, default=64)
     p.add_argument("--slots", type=int, default=8)
     p.add_argument("--repeats", type=int, default=3)
-    args = p.parse_args()
+    tiny = dict(groups=1, k=2, prefix=1, max_turns=2, max_turn_tokens=16, slots=2, repeats=1)
+    args = parse_tiny(p, tiny)
     require_isolation()
     tok = ByteTokenizer()
     cfg = presets.get("tiny", max_position_embeddings=4096)

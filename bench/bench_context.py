@@ -3,6 +3,7 @@ simulated device count (the rest of the devices on 'data'), same global batch an
 
     python bench/bench_context.py                       # small preset, 4 devices, 4 x 2048 tokens
     python bench/bench_context.py --model=tiny --seq_len=512 --devices=4 --rounds=3
+    python bench/bench_context.py --tiny   # smoke: tiny, 2 devices, 2 x 64 tokens, context 2
 
 The step is train/'s own (trainer.build + jit_train_step: AdamW, the LM loss without MTP, which
 context parallelism refuses; blocked attention, the CPU's 'auto'). Each step is timed in turn,
@@ -27,9 +28,12 @@ def main():
     ap.add_argument("--seq_len", type=int, default=2048)
     ap.add_argument("--contexts", default="1,2,4")
     ap.add_argument("--rounds", type=int, default=5)
-    args = ap.parse_args()
-    os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={args.devices}"
     sys.path.insert(0, ROOT)
+    from bench.common import parse_tiny  # JAX is not imported yet: XLA_FLAGS below still counts
+
+    tiny = dict(model="tiny", devices=2, batch=2, seq_len=64, contexts="2", rounds=1)
+    args = parse_tiny(ap, tiny)
+    os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={args.devices}"
     import jax
     import jax.numpy as jnp
 

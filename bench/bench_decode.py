@@ -6,6 +6,8 @@ one process (the machine is shared):
     python bench/bench_decode.py --train_steps 0  # random weights (acceptance is then meaningless)
     python bench/bench_decode.py --train_steps 0 --mtp_stage_steps 0 --variants "1::0;32::0;64::0" \
         --decode_dtypes float32,bfloat16          # plain greedy, float32 vs bfloat16 engine
+    python bench/bench_decode.py --tiny           # smoke: tiny preset, random weights, batch 1,
+                                                  # K=0,1 greedy, 8 + 4 tokens, 1 repeat
 
 1. MTP heads: the main model and its MTP module are trained together by train/'s loop (main.py's
    default config: AdamW, next-token CE + an MTP loss of weight --mtp_weight; module 0 at t predicts
@@ -35,6 +37,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -42,6 +45,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
+from bench.common import parse_tiny  # noqa: E402
 from configs import default, mtp  # noqa: E402
 from model import init_params, presets  # noqa: E402
 from model.decode import (  # noqa: E402
@@ -207,7 +211,10 @@ def main():
         help="engine dtypes side by side, e.g. float32,bfloat16 "
         "(auto: bf16 on GPU/TPU, f32 on CPU)",
     )
-    args = ap.parse_args()
+    tiny_dir = os.path.join(tempfile.gettempdir(), "bench_decode_tiny")  # unused: 0 train steps
+    tiny = dict(preset="tiny", workdir=tiny_dir, train_steps=0, mtp_stage_steps=0)
+    tiny.update(prompt_len=8, max_new=4, variants="1:1:0", repeats=1)
+    args = parse_tiny(ap, tiny)
     dtypes = args.decode_dtypes.split(",")
     cfg = presets.get(args.preset)
     print(f"devices: {jax.devices()}  preset={args.preset}")

@@ -5,6 +5,7 @@ revision of this repo in alternating subprocesses (the machine is shared):
     python bench/bench_engine_decode.py [--slots 8,16] [--cache_len 2048] [--rounds 3]
         [--contexts 256,1024,1792] [--obs 200]
     python bench/bench_engine_decode.py --against 53845dd    # this tree vs that commit
+    python bench/bench_engine_decode.py --tiny     # smoke: 2 slots, cache 512, context 64, 1 call
 
 The model is bench_rl_coding's `tiny4` preset (model/presets.py) (random init, float32), the RL
 sampler's shape: what the coding RL loop decodes with. Each slot is prefilled with a 59-token
@@ -52,11 +53,12 @@ def ms_per_iteration(slots, prompt, max_new, calls):  # every slot holds prompt,
     jax.block_until_ready(eng.state.tokens)
     return (time.perf_counter() - t0) / (16 * calls) * 1e3
 for slots in {slots!r}:
-    ms = ms_per_iteration(slots, list(range(1, 60)), {cache_len} - 100, 16)
+    ms = ms_per_iteration(slots, list(range(1, 60)), {cache_len} - 100, {calls})
     print(f"slots {{slots}}: {{ms:.3f}} ms/iter", flush=True)
 for ctx in {contexts!r}:  # 8 slots holding ctx tokens each, in turns of <= 192 tokens (the
     # coding sampler's budget): the decode window is sized to ctx + 192, not to the cache
-    ms = ms_per_iteration(8, [1 + j % 200 for j in range(ctx)], 192, 8)  # 148 iterations < 192
+    ms = ms_per_iteration(8, [1 + j % 200 for j in range(ctx)], 192, max({calls} // 2, 1))
+    # 20 + 16 x 8 = 148 iterations < 192 at the default 16 calls
     print(f"decode at {{ctx}}: {{ms:.3f}} ms/iter", flush=True)
 eng = RolloutEngine(cfg, params, slots=8, cache_len={cache_len}, temperature=0.5, seed=0)
 for ctx in {contexts!r}:  # one observation of {obs} tokens extended onto a context of ctx tokens
@@ -75,7 +77,9 @@ for ctx in {contexts!r}:  # one observation of {obs} tokens extended onto a cont
 """
 
 
-def measure(root: str, slots: list[int], cache_len: int, contexts: list[int], obs: int) -> dict:
+def measure(
+    root: str, slots: list[int], cache_len: int, contexts: list[int], obs: int, calls: int = 16
+) -> dict:
     sys.path[:0] = [ROOT]
     from model import presets
 
@@ -86,6 +90,7 @@ def measure(root: str, slots: list[int], cache_len: int, contexts: list[int], ob
         slots=tuple(slots),
         contexts=tuple(contexts),
         obs=obs,
+        calls=calls,
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=root, check=False
@@ -111,7 +116,11 @@ def main():
     ap.add_argument("--contexts", default="256,1024,1792", help="contexts of the prefill check")
     ap.add_argument("--obs", type=int, default=200, help="observation tokens prefilled per check")
     ap.add_argument("--against", default="", help="git revision to measure side by side")
-    args = ap.parse_args()
+    ap.add_argument("--calls", type=int, default=16, help="timed engine calls of 16 iterations")
+    sys.path.insert(0, ROOT)
+    from bench.common import parse_tiny
+
+    args = parse_tiny(ap, dict(slots="2", cache_len=512, rounds=1, contexts="64", obs=8, calls=1))
     slots = [int(s) for s in args.slots.split(",")]
     contexts = [int(c) for c in args.contexts.split(",")]
     trees = {"this tree": ROOT}
@@ -129,7 +138,9 @@ def main():
     try:
         for _ in range(args.rounds):
             for name, root in trees.items():
-                for what, ms in measure(root, slots, args.cache_len, contexts, args.obs).items():
+                for what, ms in measure(
+                    root, slots, args.cache_len, contexts, args.obs, args.calls
+                ).items():
                     runs.setdefault((name, what), []).append(ms)
     finally:
         if tmp:

@@ -3,6 +3,7 @@ execution the model's completions get (expect 164/164, pass@1 = 1.0), plus the s
 
     python bench/bench_eval.py                  # all 164, 2 worker threads
     python bench/bench_eval.py --limit=20 --workers=4
+    python bench/bench_eval.py --tiny           # smoke: the first 3 problems
 
 Prints passed/total, wall time, executions/s and the load average before and after (the machine
 may be shared: absolute times are only comparable at similar load).
@@ -17,6 +18,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench.common import parse_tiny  # noqa: E402
 from eval import humaneval  # noqa: E402
 
 
@@ -25,7 +27,7 @@ def main() -> None:
     p.add_argument("--limit", type=int, default=0)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--timeout_s", type=float, default=10.0)
-    a = p.parse_args()
+    a = parse_tiny(p, dict(limit=3))
     from rl.envs import backend
 
     problems = humaneval.load_problems(limit=a.limit)

@@ -2,6 +2,7 @@
 
     python bench/bench_model.py                      # small preset, CPU
     python bench/bench_model.py --preset small --batch 8 --seq 256 --steps 3
+    python bench/bench_model.py --tiny       # smoke: tiny preset, 2 x 32 tokens, 1 step, no depth
 
 1. f32 matmul peak (the MFU denominator).
 2. train/'s jitted training step (forward + backward + AdamW + router-bias update, LM + MTP loss)
@@ -28,7 +29,12 @@ reexec_with_hugepages()  # the default launch's allocator setting (main.py appli
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from bench.common import matmul_peak_flops, train_setup, train_step_seconds  # noqa: E402
+from bench.common import (  # noqa: E402
+    matmul_peak_flops,
+    parse_tiny,
+    train_setup,
+    train_step_seconds,
+)
 from model import flops_per_token, presets  # noqa: E402
 from model.decode import cache_bytes_per_token, uncompressed_cache_bytes_per_token  # noqa: E402
 from model.sharding import DEFAULT_RULES  # noqa: E402
@@ -62,9 +68,11 @@ def main():
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--impls", default="blocked,ragged")
     ap.add_argument("--skip_compile", action="store_true")
-    args = ap.parse_args()
+    ap.add_argument("--peak_n", type=int, default=2048, help="matmul size of the peak")
+    tiny = dict(preset="tiny", batch=2, seq=32, steps=1, impls="blocked", skip_compile=True)
+    args = parse_tiny(ap, dict(tiny, peak_n=256))
     base = presets.get(args.preset)
-    peak = matmul_peak_flops()
+    peak = matmul_peak_flops(args.peak_n)
     print(f"devices: {jax.devices()}")
     print(f"f32 matmul peak: {peak / 1e9:.1f} GFLOP/s")
     print(

@@ -2,6 +2,7 @@
 
     python bench/bench_repos.py                       # every project, 5 repeats, K=4 branches
     python bench/bench_repos.py --projects roman --repeats 2
+    python bench/bench_repos.py --tiny          # smoke: the first project, 1 repeat, K=2
 
 For each project (data/repos/vendor, spec in data/repos/specs) it times, on a quiet machine:
 - fresh: what an episode start costs without snapshots: a Sandbox from the repo's files plus the
@@ -23,6 +24,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench.common import parse_tiny  # noqa: E402
 from data.chat import tool_call_text  # noqa: E402
 from data.tokenizers import ByteTokenizer  # noqa: E402
 from rl.envs import CodingEnv, require_isolation  # noqa: E402
@@ -66,7 +68,7 @@ def main() -> None:
     parser.add_argument("--projects", default=",".join(PROJECTS))
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--k", type=int, default=4)
-    args = parser.parse_args()
+    args = parse_tiny(parser, dict(projects=PROJECTS[0], repeats=1, k=2))
     print(f"sandbox: {require_isolation()}")
     tok, results = ByteTokenizer(), []
     for name in args.projects.split(","):

@@ -2,6 +2,7 @@
 greedy pass@1 and best-of-4 (temperature 1) on tasks outside the training pool, before and after.
 
     python bench/bench_rl.py [--preset tiny] [--pool 240] [--samplers 1] [--out bench/rl_curve.png]
+    python bench/bench_rl.py --tiny     # smoke: pool 8 (2 steps), 4 held-out tasks, PNG in /tmp
 
 A held-out task 'passes' when every completion token is in the target set (reward 1.0).
 The coding-task benchmark (SFT warm start on one family's environment traces, RL on other seeds,
@@ -19,6 +20,7 @@ import time
 import jax
 import numpy as np
 
+from bench.common import parse_tiny
 from configs import rl as rl_config
 from model import generate
 from rl.learning import loop
@@ -26,7 +28,7 @@ from rl.sampling import sampler_process
 from train import trainer
 
 
-def heldout(cfg, params, rl, n_tasks=32):
+def heldout(cfg, params, rl, n_tasks):
     """-> (pass@1 greedy, best-of-4 at temperature 1) on tasks numbered past the pool, both by
     rl.episodes.episode_metrics.episode_metrics (best-of-4: the unbiased pass@4 over each task's 4
     samples)."""
@@ -76,18 +78,20 @@ def main():
     ap.add_argument("--samplers", type=int, default=1)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--out", default="bench/rl_curve.png")
-    args = ap.parse_args()
+    ap.add_argument("--heldout", type=int, default=32, help="held-out tasks")
+    tiny_png = os.path.join(tempfile.gettempdir(), "bench_rl_tiny.png")
+    args = parse_tiny(ap, dict(pool=8, heldout=4, out=tiny_png))
     c = rl_config.get_config()
     c.model = args.preset
     c.rl.update(pool_size=args.pool, samplers=args.samplers)
     c.train.lr = args.lr
     cfg = loop.model_config(c)
     p0 = trainer.host_params(c, cfg)
-    before = heldout(cfg, p0, c.rl)
+    before = heldout(cfg, p0, c.rl, args.heldout)
     t0 = time.time()
     out = loop.train(c, tempfile.mkdtemp(), log=lambda s: None)
     wall = time.time() - t0
-    after = heldout(cfg, jax.device_get(out["state"].params), c.rl)
+    after = heldout(cfg, jax.device_get(out["state"].params), c.rl, args.heldout)
     h = out["history"]
     import matplotlib
 

@@ -5,6 +5,7 @@
                                                                 #  git archive main | tar -x -C DIR)
     python bench/bench_rl_backpressure.py --pool 48 --groups 4 --max_ahead 8 --max_staleness 4
                                                                 # configs/rl.py's defaults
+    python bench/bench_rl_backpressure.py --tiny                # smoke: pool 2, 1 sampler, 1 group
 
 Runs `main.py --mode=rl` (toy 'pattern' task, tiny preset) in processes mode: one trainer process
 (fsdp over 2 CPU devices) and --samplers sampler processes (each its own 2-device mesh, tensor 2),
@@ -90,7 +91,10 @@ def main() -> None:
     ap.add_argument("--max_staleness", type=int, default=3)
     ap.add_argument("--groups", type=int, default=2, help="groups per batch and per play call")
     ap.add_argument("--workdir", default="")
-    args = ap.parse_args()
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from bench.common import parse_tiny
+
+    args = parse_tiny(ap, dict(pool=2, samplers=1, groups=1, max_ahead=1, max_staleness=1))
     workdir = args.workdir or tempfile.mkdtemp(prefix="bench_backpressure_")
     print(json.dumps(run(os.path.abspath(args.repo), workdir, args)))
 

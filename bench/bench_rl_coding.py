@@ -4,7 +4,8 @@ then the asynchronous RL loop on other seeds of that family, then held-out pass@
     python bench/bench_rl_coding.py [--family boundary] [--traces 96] [--sft_steps 240]
         [--rl_minutes 30] [--rl_steps 100] [--rl_lr 1e-5] [--malformed_streak 2] [--group_size 8]
         [--temperature 0.5] [--groups_per_batch 2] [--heldout 48] [--workdir runs/bench_rl_coding]
-        [--out bench/rl_coding_curve.png]
+        [--out bench/rl_coding_curve.png] [--seeds 100,101,102]
+    python bench/bench_rl_coding.py --tiny --seeds 0,1   # smoke: tiny, 2 traces, 1 SFT + 1 RL step
 
 The defaults are run 16's setting in bench/RESULTS_LOG.md: run 6's (lr 1e-5 raised held-out pass@1
 by ~10 points in runs 6 and 8; lr 1e-4 lowered it, runs 3-4) with episodes ended after 2 consecutive
@@ -32,6 +33,12 @@ broken turns (~1.5x the RL steps per minute) and RL stopped by the issue's 30-mi
    `--rl_steps` trainer steps or until `--rl_minutes` have passed (no trainer step starts after).
 5. Held-out "after", the reward curve (PNG) and a markdown table with wall times and load.
 
+`--seeds S1,S2,..` (issue 55) repeats 4.-5. once per seed (rl.seed, which also seeds the trainer:
+the pool's tasks and order, sampling) in WORKDIR/rl_seed_N from the same SFT export, whose
+held-out "before" is measured once (the same params, tasks and sampler seed for every RL seed); the
+table has a row per seed, the PNG a reward and pass-rate curve per seed, and held-out pass@1 after
+RL, its gain over "before" and best-of-4 after are printed as mean, min and max over the seeds.
+
 Re-running reuses finished stages found in --workdir (traces, the SFT export).
 `--eval_only RUN_DIR[,RUN_DIR]` evaluates the SFT export and each RL run's newest published params
 (RUN_DIR/weights) on `--heldout` tasks and exits (how the 48-task table in bench/RESULTS_LOG.md
@@ -44,7 +51,9 @@ import argparse
 import json
 import os
 import random
+import shutil
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -57,6 +66,7 @@ reexec_with_hugepages()  # the default launch's allocator setting (main.py appli
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
+from bench.common import over_seeds, parse_seeds, parse_tiny, seeds_line  # noqa: E402
 from configs import rl as rl_config  # noqa: E402
 from configs import sft as sft_config  # noqa: E402
 from rl.learning import loop  # noqa: E402
@@ -187,9 +197,12 @@ def sft(args, traces: str, workdir: str, init: str = "") -> str:
     return _train_and_export(c, workdir)
 
 
-def rl_config_for(args, params_dir: str):
+def rl_config_for(args, params_dir: str, seed: int | None = None):
+    """The RL run's config; seed: rl.seed (None: configs/rl.py's)."""
     c = rl_config.get_config()
     c.init_params_from = params_dir
+    if seed is not None:
+        c.rl.seed = seed
     c.rl.update(
         task="coding",
         pool_size=args.pool or 4 * args.rl_steps * args.groups_per_batch,  # room for skipped
@@ -286,16 +299,22 @@ def evaluate_only(config, params_dir: str, runs: list[str], n_tasks: int) -> Non
         print(f"{label}: {describe(m)} {time.time() - t0:.0f}s", flush=True)
 
 
-def plot(history, path: str, title: str) -> None:
+def plot(histories: dict, path: str, title: str) -> None:
+    """{label: loop history} -> mean reward (solid) and pass rate (dashed), one colour a run."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     plt.figure(figsize=(5, 3))
-    steps = [x["step"] for x in history]
-    plt.plot(steps, [x["reward/mean"] for x in history], label="mean reward")
-    plt.plot(steps, [x["pass_rate"] for x in history], label="pass rate")
+    for i, (label, history) in enumerate(histories.items()):
+        steps = [x["step"] for x in history]
+        name = f"{label}: " if len(histories) > 1 else ""
+        rewards = [x["reward/mean"] for x in history]
+        plt.plot(steps, rewards, color=f"C{i}", label=f"{name}mean reward")
+        plt.plot(
+            steps, [x["pass_rate"] for x in history], "--", color=f"C{i}", label=f"{name}pass rate"
+        )
     plt.xlabel("trainer step (version)")
     plt.legend()
     plt.title(title)
@@ -379,7 +398,13 @@ def main():
     )
     ap.add_argument("--workdir", default="runs/bench_rl_coding")
     ap.add_argument("--out", default="bench/rl_coding_curve.png")
-    args = ap.parse_args()
+    ap.add_argument("--seeds", default="", help="e.g. 100,101,102: an RL run each (rl.seed)")
+    tmp = os.path.join(tempfile.gettempdir(), "bench_rl_coding_tiny")
+    tiny = dict(preset="tiny", traces=2, sft_steps=1, rl_steps=1, rl_minutes=0.0)
+    tiny.update(group_size=2, groups_per_batch=1, heldout=1, workdir=tmp, out=tmp + ".png")
+    args = parse_tiny(ap, tiny)
+    if args.tiny:  # a fresh run: re-running reuses the stages found in --workdir
+        shutil.rmtree(args.workdir, ignore_errors=True)
     os.makedirs(args.workdir, exist_ok=True)
     wall = {}
     t0 = time.time()
@@ -402,17 +427,21 @@ def main():
     if args.sft_only:
         print(f"SFT export: {params_dir}")
         return
-    config = loop.resolve(rl_config_for(args, params_dir))  # fails closed without isolation
-    pool = {
-        t.seed
-        for t in (sampler_process.make_task(config.rl, j) for j in range(config.rl.pool_size))
-    }
-    assert not pool & (
-        set(range(TRACE_SEED_BASE, TRACE_SEED_BASE + 2 * args.traces))
-        | set(range(HELDOUT_SEED_BASE, HELDOUT_SEED_BASE + args.heldout))
-    ), "RL pool seeds overlap the SFT or held-out seeds"
+    seeds = parse_seeds(args.seeds) if args.seeds else [None]
+    # fails closed without isolation
+    configs = {s: loop.resolve(rl_config_for(args, params_dir, s)) for s in seeds}
+    for config in configs.values():
+        pool = {
+            t.seed
+            for t in (sampler_process.make_task(config.rl, j) for j in range(config.rl.pool_size))
+        }
+        assert not pool & (
+            set(range(TRACE_SEED_BASE, TRACE_SEED_BASE + 2 * args.traces))
+            | set(range(HELDOUT_SEED_BASE, HELDOUT_SEED_BASE + args.heldout))
+        ), "RL pool seeds overlap the SFT or held-out seeds"
     from model.export import load_params
 
+    config = configs[seeds[0]]
     if args.eval_only:
         evaluate_only(config, params_dir, args.eval_only.split(","), args.heldout)
         return
@@ -420,30 +449,47 @@ def main():
     before = heldout(config, load_params(params_dir)[1], args.heldout)
     wall["heldout_before"] = time.time() - t0
     print(f"held-out before RL: {describe(before)}")
-    t0 = time.time()
-    out = loop.train(config, os.path.join(args.workdir, "rl"))
-    wall["rl"] = time.time() - t0
-    t0 = time.time()
-    after = heldout(config, jax.device_get(out["state"].params), args.heldout)
-    wall["heldout_after"] = time.time() - t0
-    print(f"held-out after RL: {describe(after)}")
-    h = out["history"]
-    plot(h, args.out, f"coding RL, family {args.family}, {args.preset}")
+    rows, histories, afters = [], {}, {}
+    for seed, config in configs.items():
+        run_dir = os.path.join(args.workdir, "rl" if seed is None else f"rl_seed_{seed}")
+        t0 = time.time()
+        out = loop.train(config, run_dir)
+        wall["rl"] = time.time() - t0
+        t0 = time.time()
+        afters[seed] = heldout(config, jax.device_get(out["state"].params), args.heldout)
+        wall["heldout_after"] = time.time() - t0
+        print(f"held-out after RL (rl.seed {config.rl.seed}): {describe(afters[seed])}")
+        histories[f"seed {config.rl.seed}"] = h = out["history"]
+        rows.append(table_row(args, n, config.rl.seed, h, before, afters[seed], wall))
+    plot(histories, args.out, f"coding RL, family {args.family}, {args.preset}")
+    print(
+        "\n| family | traces | SFT steps | rl.seed | RL steps | reward first 3 | last 3 | "
+        "pass@1 before | after | best-of-4 before | after | "
+        "wall s (traces/pretrain/SFT/eval/RL/eval) | load |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("\n".join(rows))
+    if args.seeds:
+        for name, of in (
+            ("held-out pass@1 after RL", lambda m: m["pass_rate"]),
+            ("held-out pass@1 gain", lambda m: m["pass_rate"] - before["pass_rate"]),
+            ("held-out best-of-4 after RL", lambda m: m["best_of_4"]),
+        ):
+            print(seeds_line(name, over_seeds({s: of(m) for s, m in afters.items()})))
+    print(f"curve: {args.out}")
+
+
+def table_row(args, n_traces, seed, h, before, after, wall) -> str:
+    """One markdown row of the run's table (the load: now, at the row's end)."""
     r0 = np.mean([x["reward/mean"] for x in h[:3]]) if h else float("nan")
     r1 = np.mean([x["reward/mean"] for x in h[-3:]]) if h else float("nan")
-    print(
-        "\n| family | traces | SFT steps | RL steps | reward first 3 | last 3 | pass@1 before | "
-        "after | best-of-4 before | after | wall s (traces/pretrain/SFT/eval/RL/eval) | load |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     secs = "/".join(f"{wall[k]:.0f}" for k in wall)
-    print(
-        f"| {args.family} | {n} | {args.sft_steps} | {len(h)} | {r0:.3f} | {r1:.3f} | "
-        f"{before['pass_rate']:.3f} | {after['pass_rate']:.3f} | {before['best_of_4']:.3f} | "
-        f"{after['best_of_4']:.3f} | {secs} | "
+    return (
+        f"| {args.family} | {n_traces} | {args.sft_steps} | {seed} | {len(h)} | {r0:.3f} | "
+        f"{r1:.3f} | {before['pass_rate']:.3f} | {after['pass_rate']:.3f} | "
+        f"{before['best_of_4']:.3f} | {after['best_of_4']:.3f} | {secs} | "
         f"{os.getloadavg()[0]:.1f} |"
     )
-    print(f"curve: {args.out}")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@ RL, after N RL steps without the MTP self-distillation term, and after N steps w
     python bench/bench_rl_mtp.py --task coding --params DIR --rl_steps 40 --timing
         # DIR: an export with trained MTP heads, e.g. bench_rl_coding.py's SFT export after
         # configs/mtp.py's stage
+    python bench/bench_rl_mtp.py --seeds 100,101,102              # each seed in WORKDIR/seed_N
+    python bench/bench_rl_mtp.py --tiny --seeds 0,1               # smoke: 1 warm + 1 RL step
 
 1. Start: `--params` (an export) or a random-init `--preset`; then `--warm_steps` RL steps with
    train.trainable='mtp' (the trunk frozen: only the MTP heads learn, by rl/learning/losses.py's
@@ -23,6 +25,10 @@ RL, after N RL steps without the MTP self-distillation term, and after N steps w
 
 Prints a markdown table and one JSON line; writes the plot (--out). Acceptance and tokens per
 verify step are counts (fine on a loaded machine); timings only mean something on a quiet one.
+With `--seeds` (issue 55) every seed runs all of the above in WORKDIR/seed_N (its own start, RL
+runs and table); then acceptance, tokens per verify step and the last step's reward of each row
+are printed as mean, min and max over the seeds, and the plot's bars are the means with min-max
+whiskers and one dot per seed.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -39,6 +46,7 @@ sys.path[:0] = [ROOT]
 
 import jax  # noqa: E402
 
+from bench.common import over_seeds, parse_seeds, parse_tiny, seeds_line  # noqa: E402
 from configs import rl as rl_config  # noqa: E402
 from model.export import load_params, save_params  # noqa: E402
 from rl.episodes import timeline  # noqa: E402
@@ -65,6 +73,8 @@ def base_config(args, params_dir: str = ""):
         # runs differ only by the term (and the draws speculative acceptance consumes)
         synchronous=True,
     )
+    if args.group_size:  # 0: configs/rl.py's
+        c.rl.group_size = args.group_size
     c.train.update(log_every=5, lr=args.lr)
     c.checkpoint.every_steps = 1000
     if args.task == "coding":
@@ -112,20 +122,25 @@ def measure(config, params, args) -> dict:
     return out
 
 
-def plot(rows: dict, path: str) -> None:
+def plot(rows_by_seed: dict, path: str) -> None:
+    """{seed: {row name: measure()}} -> bars of the mean over seeds, min-max whiskers, a dot per
+    seed (one seed: its bars)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = list(rows)
+    names = list(next(iter(rows_by_seed.values())))
     fig, axes = plt.subplots(1, 2, figsize=(8, 3))
-    axes[0].bar(names, [rows[n]["spec/acceptance"] for n in names], color=["gray", "C3", "C0"])
+    for ax, key in zip(axes, ("spec/acceptance", "spec/tokens_per_verify")):
+        s = [over_seeds({seed: r[n][key] for seed, r in rows_by_seed.items()}) for n in names]
+        mean = [x["mean"] for x in s]
+        err = [[m - x["min"] for m, x in zip(mean, s)], [x["max"] - m for m, x in zip(mean, s)]]
+        ax.bar(names, mean, yerr=err if len(rows_by_seed) > 1 else None, color=["gray", "C3", "C0"])
+        for i, x in enumerate(s):
+            ax.plot([i] * len(x["per_seed"]), list(x["per_seed"].values()), "k.", ms=4)
     axes[0].set_ylabel("acceptance (accepted / drafted)")
     axes[0].set_ylim(0, 1)
-    axes[1].bar(
-        names, [rows[n]["spec/tokens_per_verify"] for n in names], color=["gray", "C3", "C0"]
-    )
     axes[1].set_ylabel("tokens per verify step")
     for ax in axes:
         ax.tick_params(axis="x", labelsize=8)
@@ -152,16 +167,46 @@ def main() -> None:
     ap.add_argument("--timing", action="store_true", help="batch-1 speedups (quiet machine)")
     ap.add_argument("--workdir", default="runs/bench_rl_mtp")
     ap.add_argument("--out", default="bench/rl_mtp_acceptance.png")
-    args = ap.parse_args()
+    ap.add_argument("--group_size", type=int, default=0, help="rl.group_size (0: configs/rl.py's)")
+    ap.add_argument("--seeds", default="", help="e.g. 100,101: all of it per seed, mean/min/max")
+    tiny = dict(warm_steps=1, rl_steps=1, groups_per_batch=1, group_size=2, eval_groups=1)
+    tmp = os.path.join(tempfile.gettempdir(), "bench_rl_mtp_tiny")
+    args = parse_tiny(ap, dict(tiny, eval_group_size=2, workdir="", out=tmp + ".png"))
+    args.workdir = args.workdir or tempfile.mkdtemp(prefix="bench_rl_mtp_")
     args.pool = max(args.warm_steps, args.rl_steps) * args.groups_per_batch
-    log = lambda s: print(s, flush=True) if s.startswith(("rl:", "step")) else None
-    start = os.path.join(args.workdir, "start")
+    seeds = parse_seeds(args.seeds) if args.seeds else [args.seed]
+    rows_by_seed, runs_by_seed = {}, {}
+    for seed in seeds:
+        args.seed = seed
+        workdir = os.path.join(args.workdir, f"seed_{seed}") if args.seeds else args.workdir
+        rows_by_seed[seed], runs_by_seed[seed] = run_seed(args, workdir)
+    plot(rows_by_seed, args.out)
+    if args.seeds:
+        print_over_seeds(rows_by_seed, runs_by_seed)
+
+
+def print_over_seeds(rows_by_seed: dict, runs_by_seed: dict) -> None:
+    """Each row's acceptance, tokens per verify step and last-step reward: mean, min, max."""
+    print()
+    for name in next(iter(rows_by_seed.values())):
+        for key in ("spec/acceptance", "spec/tokens_per_verify"):
+            s = over_seeds({seed: rows[name][key] for seed, rows in rows_by_seed.items()})
+            print(seeds_line(f"{name}: {key}", s))
+        if name in next(iter(runs_by_seed.values())):
+            last = {seed: r[name]["history"][-1]["reward/mean"] for seed, r in runs_by_seed.items()}
+            print(seeds_line(f"{name}: reward (last step)", over_seeds(last)))
+
+
+def run_seed(args, workdir: str) -> tuple[dict, dict]:
+    """Start, two RL runs and the three measurements for args.seed in workdir -> (rows, runs)."""
+    log = lambda s: print(s, flush=True) if s.startswith(("rl:", "step")) else None  # noqa: E731
+    start = os.path.join(workdir, "start")
     if not os.path.exists(os.path.join(start, "model_config.json")):
         c = base_config(args, args.params)
         if args.warm_steps:  # the MTP stage on the policy's own samples: trunk frozen
             c.train.update(steps=args.warm_steps, trainable="mtp", mtp_mode="distill")
             c.rl.mtp_weight = 1.0
-            params = run_rl(c, os.path.join(args.workdir, "warm"), log)["params"]
+            params = run_rl(c, os.path.join(workdir, "warm"), log)["params"]
         else:
             from train import trainer
 
@@ -174,7 +219,7 @@ def main() -> None:
         c = base_config(args, start)
         c.rl.mtp_weight = w
         c.train.steps = args.rl_steps
-        runs[name] = run_rl(c, os.path.join(args.workdir, f"rl_w{w:g}"), log)
+        runs[name] = run_rl(c, os.path.join(workdir, f"rl_w{w:g}"), log)
         rows[name] = measure(c, runs[name]["params"], args)
     print(f"\n{args.rl_steps} RL steps, task {args.task}, K={args.k}, seed {args.seed}\n")
     print(
@@ -189,12 +234,12 @@ def main() -> None:
         speed = f"{r['speedup']:.2f}x" if "speedup" in r else "-"
         print(f"| {name} | {r['spec/acceptance']:.3f} | {r['spec/tokens_per_verify']:.3f} | "
             f"{speed} | {reward} | {step} |")  # fmt: skip
-    plot(rows, args.out)
     print(
         json.dumps(
             {"rows": rows, "median_step_s": {n: r["median_step_s"] for n, r in runs.items()}}
         )
     )
+    return rows, runs
 
 
 if __name__ == "__main__":

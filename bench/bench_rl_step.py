@@ -2,6 +2,7 @@
 side with another git revision of this repo in alternating subprocesses (the machine is shared):
 
     python bench/bench_rl_step.py --against 5002604 [--shapes tiny:32x16,tiny4:16x512] [--rounds 3]
+    python bench/bench_rl_step.py --tiny        # smoke: this tree, tiny 4 x 16, one round
 
 A shape `MODEL:ROWSxTOKENS` trains MODEL (`tiny`, or bench_rl_coding's `tiny4` on top of it:
 model/presets.py) on collated batches of ROWS episodes of TOKENS tokens (3/4 of them policy
@@ -94,7 +95,10 @@ def main():
     ap.add_argument("--against", default="", help="git revision to measure side by side")
     ap.add_argument("--shapes", default="tiny:32x16,tiny4:16x512")
     ap.add_argument("--rounds", type=int, default=3)
-    args = ap.parse_args()
+    sys.path.insert(0, ROOT)
+    from bench.common import parse_tiny
+
+    args = parse_tiny(ap, dict(shapes="tiny:4x16", rounds=1))
     trees = {"this tree": ROOT}
     tmp = ""
     if args.against:

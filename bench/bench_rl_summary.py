@@ -4,6 +4,9 @@
         [--kl_beta 0.02] [--group_size 16] [--schedule cosine] [--unbalanced]
         [--workdir /tmp/bench_rl_summary] [--out bench/rl_summary_curve.png]
     python bench/bench_rl_summary.py --seeds_plot DIR [DIR ...] --out bench/rl_summary_seeds.png
+    python bench/bench_rl_summary.py --seeds 100,101,102 --workdir /tmp/summary_seeds \
+        --out /tmp/summary_seeds.png   # one run a seed (WORKDIR/seed_N), then mean/min/max
+    python bench/bench_rl_summary.py --tiny --seeds 0,1   # smoke: 2 steps of 4 chains a group
 
 rl/learning/loop.py on rl.task='summary_toy' (rl/sampling/summary_toy.py): each episode is two
 segments, one training row each; the fact (one of `--facts` ids) is in segment 0 only, the policy
@@ -19,7 +22,10 @@ independently, as the first recipe did), a k2 KL of 0.02 to the initial policy
 (rl/sampling/summary_toy.py says why), 16 chains a group and a cosine lr decay to 0.1x over the pool
 (bench/RESULTS_LOG.md).
 `--report_only` redoes the report of a finished run; `--seeds_plot` draws finished runs' reward
-curves together and prints their 10-step means.
+curves together and prints their 10-step means. `--seeds` runs the recipe once per seed, reports
+each run as one seed's run is reported (its curve PNG in WORKDIR/seed_N), draws every seed's curve
+with the mean and the min-max band in --out, and prints the last-10-step reward, decodable and
+zero-signal fractions as mean, min and max over the seeds (also in WORKDIR/seeds.json).
 
     python bench/bench_rl_summary.py --reuse [--repeats 2]
 
@@ -37,6 +43,7 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -44,6 +51,13 @@ sys.path.insert(0, ROOT)
 
 import numpy as np  # noqa: E402
 
+from bench.common import (  # noqa: E402
+    curves_over_seeds,
+    over_seeds,
+    parse_seeds,
+    parse_tiny,
+    seeds_line,  # noqa: E402
+)
 from configs import rl as rl_config  # noqa: E402
 from rl.learning import loop  # noqa: E402
 from rl.sampling.summary_toy import vocab  # noqa: E402
@@ -151,16 +165,25 @@ def plot_seeds(workdirs: list[str], facts: int, path: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    smoothed = {}
     for i, w in enumerate(workdirs):
         values = curves(w)["reward"]
-        smooth = np.convolve(values, np.ones(10) / 10, mode="valid")
+        n = min(10, len(values))  # a run shorter than 10 steps: its whole-run mean
+        smooth = np.convolve(values, np.ones(n) / n, mode="valid")
         label = os.path.basename(os.path.normpath(w))
-        ax.plot(np.arange(10, len(values) + 1), smooth, color=f"C{i}", label=label)
+        ax.plot(np.arange(n, len(values) + 1), smooth, color=f"C{i}", label=label, lw=0.8)
         print(f"{label:>12}: " + " ".join(f"{v:.2f}" for v in smooth[::10]))
+        smoothed[label] = (n, smooth)
+    if len(workdirs) > 1:  # the mean over runs and their min-max band, as long as the shortest
+        band = curves_over_seeds({k: s for k, (_, s) in smoothed.items()})
+        n = max(n for n, _ in smoothed.values())
+        x = np.arange(n, n + len(band["mean"]))
+        ax.plot(x, band["mean"], color="k", label="mean over runs")
+        ax.fill_between(x, band["min"], band["max"], color="k", alpha=0.1, label="min-max")
     ax.axhline(1 / vocab(facts), color="gray", ls="--", label="chance (uniform answer)")
     ax.axhline(1 / facts, color="gray", ls=":", label="best answer without the fact")
     ax.set(xlabel="RL step", ylabel="reward, 10-step mean", ylim=(0, 1.05))
-    ax.set_title("summary_toy: one run per seed", fontsize=10)
+    ax.set_title("summary_toy: one run per seed", fontsize=10)  # ylim: rewards are in [0, 1]
     ax.legend(loc="lower right", fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -227,31 +250,70 @@ def main() -> None:
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "rl_summary_curve.png"))
     ap.add_argument("--report_only", action="store_true", help="curves of a finished --workdir")
     ap.add_argument("--seeds_plot", nargs="+", help="finished workdirs: one reward curve each")
-    args = ap.parse_args()
+    ap.add_argument("--seeds", default="", help="e.g. 100,101: a run each, mean/min/max over them")
+    tmp = os.path.join(tempfile.gettempdir(), "bench_rl_summary_tiny")
+    tiny = dict(pool=8, group_size=4, workdir=tmp, out=tmp + ".png")  # 2 steps of 4 groups
+    args = parse_tiny(ap, tiny)
+    if args.seeds:
+        run_seeds(args, parse_seeds(args.seeds))
+        return
     if args.seeds_plot:
         plot_seeds(args.seeds_plot, args.facts, args.out)
         return
     if args.report_only:
         report(args.workdir, args.facts, args.out, "(earlier run)")
         return
-    shutil.rmtree(args.workdir, ignore_errors=True)
+    wall = train_one(args, args.seed, args.workdir)
+    report(args.workdir, args.facts, args.out, wall)
+
+
+def train_one(args, seed: int, workdir: str) -> str:
+    """One run of the recipe from scratch in workdir -> its wall time, printable."""
+    shutil.rmtree(workdir, ignore_errors=True)
     t0 = time.time()
     loop.train(
         toy_config(
             args.pool,
             args.facts,
             args.lr,
-            args.seed,
+            seed,
             args.temperature,
             args.kl_beta,
             args.group_size,
             not args.unbalanced,
             args.schedule,
         ),
-        args.workdir,
+        workdir,
         log=lambda s: None,
     )
-    report(args.workdir, args.facts, args.out, f"{time.time() - t0:.0f}s")
+    return f"{time.time() - t0:.0f}s"
+
+
+def run_seeds(args, seeds: list[int]) -> dict:
+    """One run per seed (WORKDIR/seed_N, each reported and plotted as a single run is), every
+    seed's curve in --out, and the last-10-step figures as mean/min/max over the seeds."""
+    dirs = {}
+    for seed in seeds:
+        dirs[seed] = os.path.join(args.workdir, f"seed_{seed}")
+        wall = train_one(args, seed, dirs[seed])
+        print(f"\n## seed {seed}", flush=True)
+        report(dirs[seed], args.facts, os.path.join(dirs[seed], "curve.png"), wall)
+    print()
+    plot_seeds(list(dirs.values()), args.facts, args.out)
+    summary = seeds_summary({s: curves(d) for s, d in dirs.items()})
+    for name, s in summary.items():
+        print(seeds_line(f"last-10-step {name}", s))
+    with open(os.path.join(args.workdir, "seeds.json"), "w") as f:
+        json.dump(summary, f)
+    return summary
+
+
+def seeds_summary(by_seed: dict[int, dict]) -> dict:
+    """{seed: curves()} -> {figure: over_seeds of each seed's mean over its last 10 steps}."""
+    keys = ("reward", "decodable", "literal", "zero_signal")
+    return {
+        k: over_seeds({s: float(np.mean(c[k][-10:])) for s, c in by_seed.items()}) for k in keys
+    }
 
 
 def report(workdir: str, facts: int, out_png: str, wall: str) -> None:

@@ -5,6 +5,7 @@ idle fraction of each role, and steps per minute.
     python bench/bench_rl_timeline.py --steps 12 --extra --config.rl.samplers=2 \\
         --config.rl.mode=processes                                      # the same with a change
     python bench/bench_rl_timeline.py --plot_only RUN_DIR               # re-render a run's timeline
+    python bench/bench_rl_timeline.py --tiny       # smoke: 1 step, 1-turn episodes, a /tmp workdir
 
 Runs `main.py --mode=rl` (a subprocess: the production entry) with configs/rl.py's coding task on
 a small pool (random-init tiny: episodes end malformed quickly; give --extra
@@ -24,10 +25,12 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT]
 
+from bench.common import parse_tiny  # noqa: E402
 from rl.episodes import timeline  # noqa: E402
 
 COLORS = {
@@ -58,7 +61,7 @@ def run(args) -> str:
         "--config.rl.groups_per_call=2",
         "--config.rl.max_ahead=4",
         "--config.rl.max_tokens=768",
-        "--config.rl.coding.max_turns=3",
+        f"--config.rl.coding.max_turns={args.max_turns}",
         "--config.rl.coding.max_turn_tokens=48",
         "--config.train.log_every=1",
     ] + args.extra
@@ -130,7 +133,9 @@ def main() -> None:
     ap.add_argument("--plot_only", default="")
     ap.add_argument("--out", default="", help="PNG path ('' = RUN_DIR/timeline.png)")
     ap.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="more main.py flags")
-    args = ap.parse_args()
+    ap.add_argument("--max_turns", type=int, default=3, help="turns per coding episode")
+    args = parse_tiny(ap, dict(steps=1, max_turns=1, workdir=""))
+    args.workdir = args.workdir or tempfile.mkdtemp(prefix="bench_rl_timeline_")
     workdir = args.plot_only or run(args)
     plot(workdir, args.out or os.path.join(workdir, "timeline.png"))
     print(json.dumps(summarize(workdir)))

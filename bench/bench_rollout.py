@@ -1,6 +1,7 @@
 """Rollout driver throughput and the bf16 log-prob gap (rl/sampling/rollout.py on model/engine/).
 
     python bench/bench_rollout.py [--tasks 16] [--slots 8,16] [--rounds 2]
+    python bench/bench_rollout.py --tiny     # smoke: 2 tasks, slots 1 and 2, 1 round, 1 gap task
 
 1. Episodes/s and decode tokens/s of play_episodes with S concurrent episodes vs sequential
    (slots=1), on the tiny preset with the oracle's turns teacher-forced through the engine (every
@@ -25,6 +26,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
+from bench.common import parse_tiny  # noqa: E402
 from data.tokenizers import ByteTokenizer  # noqa: E402
 from model import Transformer, init_params, presets  # noqa: E402
 from model.engine import RolloutEngine  # noqa: E402
@@ -112,7 +114,7 @@ def main() -> None:
     ap.add_argument("--slots", default="8,16")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--gap_tasks", type=int, default=4)
-    args = ap.parse_args()
+    args = parse_tiny(ap, dict(tasks=2, slots="2", rounds=1, gap_tasks=1))
     cfg = presets.get("tiny", max_position_embeddings=CACHE)
     params = init_params(cfg, jax.random.PRNGKey(0))
     tasks = generate_tasks(args.tasks, seed=0)

@@ -15,6 +15,7 @@
    Sandbox construction, with and without them.
 
     python3 bench/bench_sandbox.py --only-grading --grading 24 --baseline /tmp/before12
+    python3 bench/bench_sandbox.py --tiny   # smoke: 5 commands, 2 episodes, 2 gradings vs this tree
 
     python3 bench/bench_sandbox.py --verify 200   # only: reference solutions of 200 generated
                                                   # tasks (all families) must grade 100%, untampered
@@ -32,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench.common import parse_tiny  # noqa: E402
 from data.tokenizers import ByteTokenizer  # noqa: E402
 from rl.envs import (  # noqa: E402
     TEMPLATES,
@@ -235,7 +237,9 @@ def main():
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--only-grading", action="store_true")
     parser.add_argument("--only-commands", action="store_true")
-    args = parser.parse_args()
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    tiny = dict(commands=5, episodes=2, grading=2, baseline=root)  # graded against itself
+    args = parse_tiny(parser, tiny)
     if args.verify:
         sys.exit(verify_references(args.verify, args.workers))
     if args.only_commands:

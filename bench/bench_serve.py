@@ -5,6 +5,8 @@ weights, on CPU; then a hot swap under load.
 
     python bench/bench_serve.py [--levels 1,8,32] [--requests 8,16,32] [--new_tokens 32]
     python bench/bench_serve.py --levels 1 --requests 8 --all_slots --swap_clients 0  # before/after
+    python bench/bench_serve.py --tiny   # smoke: tiny preset, 1 client, 2 requests of 4 tokens,
+                                         # no transformers baseline (torch), no hot swap
 
 Workload: closed loop, c concurrent clients (c in --levels) share a list of requests (prompts of
 --prompt_len random byte ids, greedy, --new_tokens new tokens); each client sends its next
@@ -43,6 +45,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
+from bench.common import parse_tiny  # noqa: E402
 from configs import serve as serve_config  # noqa: E402
 from data.tokenizers import ByteTokenizer  # noqa: E402
 from model import init_params, presets, save_hf_checkpoint  # noqa: E402
@@ -176,10 +179,12 @@ def main():
     ap.add_argument("--skip_hf", action="store_true")
     ap.add_argument("--swap_clients", type=int, default=32, help="0: no hot-swap run")
     ap.add_argument("--all_slots", action="store_true", help="also the every-slot engine")
-    args = ap.parse_args()
+    ap.add_argument("--preset", default="small")
+    tiny = dict(levels="1", requests="2", prompt_len=8, new_tokens=4, slots=2, cache_len=64)
+    args = parse_tiny(ap, dict(tiny, preset="tiny", skip_hf=True, swap_clients=0))
     levels = [int(x) for x in args.levels.split(",") if x]  # --levels= : only the hot swap
     counts = [int(x) for x in args.requests.split(",") if x]
-    cfg = presets.get("small")
+    cfg = presets.get(args.preset)
     params = jax.device_get(init_params(cfg, jax.random.PRNGKey(0)))
     rng = np.random.default_rng(0)
     prompts = lambda n: [[int(t) for t in rng.integers(0, 256, args.prompt_len)] for _ in range(n)]
@@ -194,7 +199,8 @@ def main():
         save_hf_checkpoint(cfg, params, os.path.join(root, "hf"))
         sides["hf_generate_loop"] = hf_sender(os.path.join(root, "hf"), args.new_tokens)
     print(
-        f"small preset, prompt {args.prompt_len} + {args.new_tokens} new tokens, greedy; {load()}"
+        f"{args.preset} preset, prompt {args.prompt_len} + {args.new_tokens} new tokens, "
+        f"greedy; {load()}"
     )
     for c, n in zip(levels, counts):
         for name, send in sides.items():

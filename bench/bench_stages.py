@@ -2,6 +2,7 @@
 
     python bench/bench_stages.py                         # small preset, the step counts below
     python bench/bench_stages.py --preset=tiny --steps=20,20,20 --workdir=/tmp/stages
+    python bench/bench_stages.py --tiny      # smoke: tiny preset, 1 step a stage, 1 eval batch
 
 Runs the README's commands (python main.py ...) one after another:
   (a) configs/pretrain.py      stdlib code, 8 x 128, plain RoPE        -> export
@@ -20,6 +21,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -79,7 +81,13 @@ def main():
     p.add_argument("--sft_batch", type=int, default=2)
     p.add_argument("--eval_batches", type=int, default=4)
     p.add_argument("--workdir", default="/tmp/bench_stages")
-    a = p.parse_args()
+    sys.path.insert(0, ROOT)
+    from bench.common import parse_tiny
+
+    tiny_dir = os.path.join(tempfile.gettempdir(), "bench_stages_tiny")
+    a = parse_tiny(
+        p, dict(preset="tiny", steps="1,1,1", sft_batch=1, eval_batches=1, workdir=tiny_dir)
+    )
     steps = [int(s) for s in a.steps.split(",")]
     shutil.rmtree(a.workdir, ignore_errors=True)
     wd = {k: os.path.join(a.workdir, k) for k in ("pretrain", "long", "sft")}

@@ -61,7 +61,11 @@ def main():
     ap.add_argument("--seq_len", type=int, default=128)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--variant", default="", help="internal: mesh sizes as JSON, run in-process")
-    a = ap.parse_args()
+    ap.add_argument("--devices", type=int, default=8, help="simulated devices of data= / fsdp=")
+    sys.path.insert(0, ROOT)
+    from bench.common import parse_tiny
+
+    a = parse_tiny(ap, dict(model="tiny", batch=2, seq_len=16, steps=1, devices=2))
     if a.variant:
         print(
             "RESULT "
@@ -69,7 +73,7 @@ def main():
         )
         return
     rows = []
-    for mesh_sizes in ({"data": 1}, {"data": 8}, {"fsdp": 8}):
+    for mesh_sizes in ({"data": 1}, {"data": a.devices}, {"fsdp": a.devices}):
         devices = max(mesh_sizes.values())
         env = dict(
             os.environ,
@@ -111,11 +115,12 @@ def main():
             f"{r['peak_all'] / 1e9:.1f} | {100 * r['mfu']:.1f}% |"
         )
     lines.append(
-        f"\ntokens/s vs 1 device: data=8 {rows[1]['tokens_per_s'] / rows[0]['tokens_per_s']:.2f}x, "
-        f"fsdp=8 {rows[2]['tokens_per_s'] / rows[0]['tokens_per_s']:.2f}x. The 8 simulated "
+        f"\ntokens/s vs 1 device: data={a.devices} "
+        f"{rows[1]['tokens_per_s'] / rows[0]['tokens_per_s']:.2f}x, fsdp={a.devices} "
+        f"{rows[2]['tokens_per_s'] / rows[0]['tokens_per_s']:.2f}x. The {a.devices} simulated "
         "devices share the same cores, so no speed-up is possible; the gap is the cost of "
         "per-device programs on 1-row slices plus in-memory collectives (gradient "
-        "all-reduce for data=8, weight all-gathers + reduce-scatters for fsdp=8).\n"
+        "all-reduce for data=N, weight all-gathers + reduce-scatters for fsdp=N).\n"
     )
     print("\n".join(lines))
 

@@ -4,6 +4,8 @@ CPU.
     python bench/bench_vs_pytorch.py                  # train step + decode +
                                                         small-preset MFU (~3 min)
     python bench/bench_vs_pytorch.py --parts train    # only the train-step A/B
+    python bench/bench_vs_pytorch.py --tiny           # smoke: 1 round of each at a few tokens, the
+                                                        MFU part on the tiny preset at 2 x 32
 
 Needs torch and transformers (`pip install -e .[fixtures]`); without them it says so and only runs
 the small-preset MFU part.
@@ -47,7 +49,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import model  # noqa: E402
-from bench.common import matmul_peak_flops  # noqa: E402
+from bench.common import matmul_peak_flops, parse_tiny  # noqa: E402
 from model import presets  # noqa: E402
 from train import losses, optim, state, step  # noqa: E402
 
@@ -322,24 +324,25 @@ def _timed(f, *a) -> float:
 
 
 def part_mfu(args):
-    cfg = presets.get("small", num_mtp_modules=0, moe_impl=args.moe_impl)
+    cfg = presets.get(args.mfu_preset, num_mtp_modules=0, moe_impl=args.moe_impl)
     params = model.init_params(cfg, jax.random.PRNGKey(0))
-    b, t = 8, 256
+    b, t = (int(x) for x in args.mfu_shape.split("x"))
     run, _, _ = jax_train(cfg, params, b, t)
     active = model.count_params(cfg)[1]
     best_step, peak, shape_peak = float("inf"), 0.0, 0.0
     for _ in range(args.rounds):  # alternate the step and both peaks
         best_step = min(best_step, _timed_call(run))
-        peak = max(peak, matmul_peak_flops(2048, repeats=1))
+        peak = max(peak, matmul_peak_flops(args.peak_n, repeats=1))
         shape_peak = max(shape_peak, model_shape_peak(cfg, b * t))
     achieved = 6 * active * b * t / best_step
     print(
-        f"small preset train step B={b} T={t}: {best_step * 1e3:.0f} ms, {b * t / best_step:.0f} "
-        f"tokens/s, 6 x {active / 1e6:.1f}M active = {achieved / 1e9:.1f} GFLOP/s ({load()})"
+        f"{args.mfu_preset} preset train step B={b} T={t}: {best_step * 1e3:.0f} ms, "
+        f"{b * t / best_step:.0f} tokens/s, 6 x {active / 1e6:.1f}M active = "
+        f"{achieved / 1e9:.1f} GFLOP/s ({load()})"
     )
     print(
-        f"  MFU vs 2048^3 peak {peak / 1e9:.1f} GFLOP/s: {achieved / peak:.2f};  vs model-shape "
-        f"peak {shape_peak / 1e9:.1f} GFLOP/s: {achieved / shape_peak:.2f}"
+        f"  MFU vs {args.peak_n}^3 peak {peak / 1e9:.1f} GFLOP/s: {achieved / peak:.2f};  "
+        f"vs model-shape peak {shape_peak / 1e9:.1f} GFLOP/s: {achieved / shape_peak:.2f}"
     )
 
 
@@ -360,7 +363,12 @@ def main():
     ap.add_argument("--prompt_len", type=int, default=64)
     ap.add_argument("--new_tokens", type=int, default=64)
     ap.add_argument("--decode_rounds", type=int, default=2)
-    args = ap.parse_args()
+    ap.add_argument("--mfu_preset", default="small")
+    ap.add_argument("--mfu_shape", default="8x256", help="BATCHxTOKENS of the MFU part")
+    ap.add_argument("--peak_n", type=int, default=2048, help="matmul size of the MFU's peak")
+    tiny = dict(batch=1, seq_len=16, rounds=1, decode_batches="1", prompt_len=4, new_tokens=2)
+    tiny.update(decode_rounds=1, mfu_preset="tiny", mfu_shape="2x32", peak_n=256)
+    args = parse_tiny(ap, tiny)
     parts = args.parts.split(",")
     print(f"jax {jax.__version__} on {jax.devices()[0].platform}, {os.cpu_count()} cpus, {load()}")
     print(f"cpu: {cpu_model()}; allocator: GLIBC_TUNABLES={os.environ.get('GLIBC_TUNABLES', '')!r}")

@@ -10,6 +10,8 @@ in-flight swap.
     # the pause alone (no deltas), e.g. for the small preset's export on a quiet host:
     python bench/bench_weight_sync.py --params /tmp/pre/export/params_20 --steps 0 \
         --pause_swaps 3 --pause_every 2 --pause_tokens 200
+    # smoke: random-init tiny params (an export in /tmp), 1 step at one lr, bf16, 1 swap
+    python bench/bench_weight_sync.py --tiny
 
 Deltas: from the trained params, one RL train_step per version with configs/rl.py's trainer
 (AdamW b2 0.99, no decay, clipping at 1, the RL loss) at each lr, on synthetic episodes (random
@@ -220,7 +222,7 @@ def pause(args, cfg, params0) -> None:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--params", required=True, help="exported params (model.export layout)")
+    ap.add_argument("--params", default="", help="exported params (model.export layout)")
     ap.add_argument("--steps", type=int, default=3, help="0 = skip the deltas")
     ap.add_argument("--lrs", default="1e-6,3e-6,1e-5")
     ap.add_argument("--rows", type=int, default=8)
@@ -230,8 +232,15 @@ def main():
     ap.add_argument("--pause_swaps", type=int, default=6, help="0 = skip the pause measurement")
     ap.add_argument("--pause_every", type=float, default=2.0)
     ap.add_argument("--pause_tokens", type=int, default=400)
-    args = ap.parse_args()
     sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]  # the project; tests/s3_fixture.py
+    from bench.common import parse_tiny, tiny_export
+
+    tiny = dict(steps=1, lrs="1e-5", rows=4, seq=16, dtypes="bfloat16")
+    args = parse_tiny(ap, dict(tiny, pause_swaps=1, pause_every=0.2, pause_tokens=8))
+    if not args.params:
+        if not args.tiny:
+            ap.error("--params is required (an export, model.export layout) unless --tiny")
+        args.params = tiny_export("tiny")
     from configs import rl as rl_config
     from model import export
     from rl.learning.loop import model_config

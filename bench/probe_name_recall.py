@@ -1,6 +1,7 @@
 """Does a model find the repo's package name in its context? (issue 11's limit, RESULTS_LOG.md)
 
     python bench/probe_name_recall.py PARAMS_DIR [PARAMS_DIR ...] [--tasks 32] [--family boundary]
+    python bench/probe_name_recall.py --tiny     # smoke: random-init tiny params, 1 task seed
 
 Held-out tasks of the family (seeds 3_000_000 + i) are played by the scripted oracle in the sandbox
 (rl.envs.agent.scripted.TracePolicy, as for SFT traces), once under the generator's package name
@@ -30,6 +31,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from bench_rl_coding import synthetic_package  # noqa: E402
 
+from bench.common import parse_tiny, tiny_export  # noqa: E402
 from data.chat import render_messages  # noqa: E402
 from data.tokenizers import ByteTokenizer  # noqa: E402
 from model.export import load_params  # noqa: E402
@@ -95,10 +97,14 @@ def probe(params_dir: str, traces: list[dict]) -> dict[str, tuple[float, float, 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("params_dirs", nargs="+", help="exported params (model.export layout)")
+    ap.add_argument("params_dirs", nargs="*", help="exported params (model.export layout)")
     ap.add_argument("--tasks", type=int, default=32, help="task seeds (x 2 package names)")
     ap.add_argument("--family", default="boundary")
-    args = ap.parse_args()
+    args = parse_tiny(ap, dict(tasks=1))
+    if not args.params_dirs:
+        if not args.tiny:
+            ap.error("give at least one PARAMS_DIR (an export, model.export layout) unless --tiny")
+        args.params_dirs = [tiny_export("tiny")]
     traces = oracle_traces(args.family, args.tasks)
     print("| params | names | traces | name nll | first-byte nll | first-byte acc |")
     print("|---|---|---:|---:|---:|---:|")
