@@ -98,7 +98,8 @@ class SetupEnv(CodingEnv):
             found = [n.removeprefix(PROBLEM) for n in notes if n.startswith(PROBLEM)]
             last = f" (its last note: {notes[-1][:200]})" if notes else ""
             # what the agent found comes first: it is what the user can act on
-            self.problem = found[0][:400] if found else f"{SPEC_FILE}: {e}{last}"
+            proposal = f"{SPEC_FILE}: {e}"
+            self.problem = f"{found[0][:400]} ({proposal})" if found else f"{proposal}{last}"
         self.close()
 
 
