@@ -361,10 +361,13 @@ def memory_plan(
     donated): float32 params and `optimizer_moments` moments (moment_bytes each element), which
     live throughout, plus the largest of the step's phases, each a set of buffers live at once:
 
-      backward   the gradient (float32, params' shards) + the accumulator with microbatches > 1
-                 + activations saved under cfg.remat + one layer's working set (its recomputed
-                 forward, their gradients, its gathered weights and their gradient, its MoE
-                 dispatch buffers) + the output logits and their gradient;
+      backward   the gradient (float32, params' shards) + with microbatches > 1 the
+                 accumulation's (accumulation_bytes; with remat 'none' only its carry, the rest
+                 is the 'accumulation' phase) + activations saved under cfg.remat + one layer's
+                 working set (its recomputed forward, their gradients, its gathered weights and
+                 their gradient, its MoE dispatch buffers) + the output logits and their gradient;
+      accumulation (remat 'none' with microbatches > 1) the gradient + accumulation_bytes + the
+                 dense layers' saved activations + one layer's working set + the logits;
       optimizer  the (averaged) gradient and optax's `updates` tree (float32, one more gradient)
                  before apply_updates: 2 gradients;
       embedding  the embedding lookup's gradient: when the table's D axis is sharded over axes
@@ -377,7 +380,7 @@ def memory_plan(
     microbatch; expert and tensor replicas compute the same rows outside the MoE dispatch.
     moe_comm: 'alltoall' (model/moe_a2a.py) or 'gspmd' (the dispatch runs whole on every
     device). Checked against XLA's compiled memory on a grid of layouts in
-    tests/test_memory_plan.py (bench/bench_memory_plan.py prints it)."""
+    tests/test_memory_plan_grid.py (bench/bench_memory_plan.py prints it)."""
     if moe_comm not in ("alltoall", "gspmd"):
         raise ValueError(f"moe_comm must be 'alltoall' or 'gspmd' in a plan, got {moe_comm!r}")
     gspmd = moe_comm == "gspmd"
