@@ -55,14 +55,15 @@ def parse_layout(text: str) -> tuple[dict, str]:
     return sizes, split
 
 
-def model(tiny: bool):
-    """(cfg, params): tiny or tiny4, float32, all-to-all MoE dispatch, no MTP."""
+def model(tiny: bool, cache_len: int):
+    """(cfg, params): tiny or tiny4, float32, all-to-all MoE dispatch, no MTP, positions up to
+    cache_len."""
     import jax
 
     from model import init_params, presets
 
     cfg = presets.get("tiny" if tiny else "tiny4", moe_comm="alltoall", num_mtp_modules=0)
-    cfg = dataclasses.replace(cfg, dtype="float32")
+    cfg = dataclasses.replace(cfg, dtype="float32", max_position_embeddings=cache_len)
     return cfg, init_params(cfg, jax.random.PRNGKey(0))
 
 
@@ -144,7 +145,7 @@ def main(argv=None):
     if args.tiny:
         args.slots, args.cache_len, args.prompt, args.calls, args.rounds = 8, 128, 24, 2, 1
     layouts = [parse_layout(x) for x in args.layouts.split(",")]
-    cfg, params = model(args.tiny)
+    cfg, params = model(args.tiny, args.cache_len)
     preset = "tiny" if args.tiny else "tiny4"
     print(f"{preset}, {args.slots} slots, cache {args.cache_len}, prompts {args.prompt}, "
           f"{args.calls} x {ITERATIONS} iterations x {args.rounds} rounds; "
