@@ -100,7 +100,7 @@ def _cells(row: str) -> list[str]:
 def test_dry_run_table_leads_with_the_runs_own_mesh():
     """--dry_run's first rows: the configured mesh (described: 8 devices, fsdp 2 x expert 4),
     train.seq_len, batch_size / (data x fsdp) / microbatches = 8 / 2 / 2 = 2 sequences per shard
-    and the accumulation's gradient (2 microbatches), judged against each budget: fits at exactly
+    and the accumulation's bytes (2 microbatches), judged against each budget: fits at exactly
     the plan's total, not one byte less.
     Real CPU devices plan the blocked attention 'auto' resolves to there."""
     from configs import default
@@ -118,7 +118,11 @@ def test_dry_run_table_leads_with_the_runs_own_mesh():
     (a, b) = (_cells(r) for r in rows)
     assert a[:6] == ["this run: enough", "(1, 2, 4, 1, 1)", "64 x 2", "fused", "none", "2"]
     assert a[14] == "yes"  # a described mesh plans for accelerators: 'auto' attention is fused
-    assert a[8] == a[7] == a[6]  # 2 microbatches: the accumulation's gradient beside the grads
+    assert a[7] == a[6]  # grads beside params; 2 microbatches: the accumulation's bytes too
+    accumulation = memory_plan.accumulation_bytes(cfg, sizes)
+    assert (
+        a[8] == f"{accumulation / memory_plan.GIB:.1f}" and plan["grad_accumulator"] == accumulation
+    )
     assert b[0] == "this run: short" and b[14] == "no"
     # A described 256-device mesh is judged against each known 256-device layout.
     config.dry_run_devices = 256
@@ -167,9 +171,10 @@ def test_rl_kimi_sampler_fits_16_episodes_at_256k_with_the_slot_split():
 
 def test_rl_kimi_plan_prints_the_sampler_mesh_and_the_pretraining_plan_fits():
     """configs/rl_kimi_k2.py's sampler lines (latent cache per token by hand: 61 layers x (512 +
-    64) x 2 B = 70,272 B = 68.6 KiB) and configs/kimi_k2.py's v5p-512 plan: with the
-    accumulation's gradient counted it fits only with bfloat16 moments (17 + 17 + 17 + 17 GiB
-    + activations = 78.3 GiB of 88.5)."""
+    64) x 2 B = 70,272 B = 68.6 KiB) and configs/kimi_k2.py's plan on 256 chips: params, grads
+    and bfloat16 moments 17 GiB each, the accumulation 31.8 (memory_plan.accumulation_bytes:
+    one gradient + the stacked experts' 14.8) + activations = 93.0 GiB: above a v5p-512's 88.5,
+    within an H200's 131.3; with float32 moments 110.0."""
     from configs import kimi_k2, rl_kimi_k2
     from train import dry_run
 
@@ -185,12 +190,13 @@ def test_rl_kimi_plan_prints_the_sampler_mesh_and_the_pretraining_plan_fits():
     assert "  32k tokens:" in report and "  256k tokens:" in report
     assert f"full bf16 snapshot {2 * total_params / 64 / 1e9:.2f} GB" in report  # 64 hosts
     config = kimi_k2.get_config()
+    v5p, _, h200 = (_cells(r) for r in dry_run.run_rows(config))
+    assert v5p[0].startswith("this run: v5p-512") and h200[0].endswith("H200-141GB")
+    assert v5p[6:10] == ["17.0", "17.0", "31.8", "17.0 (bf16)"]
+    assert v5p[13] == h200[13] == "93.0" and (v5p[14], h200[14]) == ("no", "yes")
+    config.train.moment_dtype = "float32"
     v5p = _cells(dry_run.run_rows(config)[0])
-    assert v5p[0].startswith("this run: v5p-512") and v5p[6:10] == ["17.0"] * 3 + ["17.0 (bf16)"]
-    assert v5p[13] == "78.3" and v5p[14] == "yes"
-    config.train.moment_dtype = "float32"  # the layout before: 95.3 GiB, above the HBM
-    v5p = _cells(dry_run.run_rows(config)[0])
-    assert v5p[9] == "34.0" and v5p[13] == "95.3" and v5p[14] == "no"
+    assert v5p[9] == "34.0" and v5p[13] == "110.0" and v5p[14] == "no"
 
 
 def test_kimi_long_context_configs_fit_their_named_pods():
@@ -202,7 +208,7 @@ def test_kimi_long_context_configs_fit_their_named_pods():
 
     want = {
         kimi_k2_32k: {
-            "v5p-512 (256 chips x 95 GB)": "yes",
+            "v5p-512 (256 chips x 95 GB)": "no",
             "256 x H200-141GB": "yes",
             "256 x H100-80GB": "no",
         },
