@@ -35,8 +35,8 @@ from rl.envs.repos.vendored import PROJECTS, ROOT
 
 POOL = ROOT / "data/repos/pool.jsonl"
 TABLE = ROOT / "data/repos/projects_tried.json"
-REVIEW_PER_PROJECT = 3
-DEVOPS_SEEDS = (0, 1, 2)  # makefile breakages (review_devops.makefile_task: seed % 3)
+REVIEW_PER_PROJECT = 2
+DEVOPS_SEEDS = (0, 1)  # makefile breakages (review_devops.makefile_task: seed % 3)
 
 
 # ---------------------------------------------------------------- try: the add path per source
@@ -145,8 +145,19 @@ def _candidates(project: str, seed: int, skip: frozenset) -> list[dict]:
     return out
 
 
-def mine_pool(projects, per_project: int, tries: int, workers: int, seed: int = 1, log=print):
-    """Pool lines (dicts) of `projects`, mined over `workers` processes; and the stats."""
+def mine_pool(
+    projects,
+    per_project: int,
+    tries: int,
+    workers: int,
+    seed: int = 1,
+    minutes: float = 0.0,
+    partial: Path | None = None,
+    log=print,
+):
+    """Pool lines (dicts) of `projects`, mined over `workers` processes; and the stats. With
+    `minutes`, no new candidate starts after that long (those running finish); with `partial`,
+    each verified line is appended there as it comes (a killed run keeps what it verified)."""
     from rl.envs.repos.holdout import HELD_OUT_REPOS
     from rl.envs.repos.projects import SUITE, load_recipes
 
@@ -158,6 +169,8 @@ def mine_pool(projects, per_project: int, tries: int, workers: int, seed: int = 
         running = {}
 
         def feed():
+            if minutes and time.monotonic() - t0 > 60 * minutes:
+                return
             for p in projects:  # round robin, one in flight per project at most per pass
                 while len(running) < 2 * workers and queues[p] and len(kept[p]) < per_project:
                     if sum(1 for q in running.values() if q == p) >= max(1, workers // 2):
@@ -173,6 +186,7 @@ def mine_pool(projects, per_project: int, tries: int, workers: int, seed: int = 
                 recipe, why = fut.result()
                 if recipe is not None and len(kept[p]) < per_project:
                     kept[p].append(recipe)
+                    _append(partial, dict(recipe, family=recipe["kind"]))
                 log(f"{p}: {len(kept[p])} kept, {why}")
             feed()
         code_s = time.monotonic() - t0
@@ -183,7 +197,12 @@ def mine_pool(projects, per_project: int, tries: int, workers: int, seed: int = 
             picked = [r for r in kept[p] if r["site"]["op"] in REVIEW_OPS][:REVIEW_PER_PROJECT]
             jobs += [pool.submit(check_family_task, p, r, None) for r in picked]
             jobs += [pool.submit(check_family_task, p, None, s) for s in (-1, *DEVOPS_SEEDS)]
-        extra = [line for line in (j.result() for j in jobs) if line is not None]
+        extra = []
+        for job in jobs:
+            line = job.result()
+            if line is not None:
+                extra.append(line)
+                _append(partial, line)
     lines = [dict(r, family=r["kind"]) for p in projects for r in kept[p]] + extra
     for line in lines:
         line["split"] = "heldout" if line["project"] in HELD_OUT_REPOS else "train"
@@ -191,6 +210,12 @@ def mine_pool(projects, per_project: int, tries: int, workers: int, seed: int = 
     stats = {"candidates": tried, "code_s": round(code_s, 1), "total_s": round(total_s, 1)}
     stats["tasks_per_min"] = round(len(lines) / (total_s / 60), 2)
     return lines, stats
+
+
+def _append(path: Path | None, line: dict) -> None:
+    if path is not None:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(line, sort_keys=True) + "\n")
 
 
 def write_pool(lines: list[dict], out: Path) -> None:
@@ -271,6 +296,7 @@ def main(argv=None) -> int:
     m.add_argument("--workers", type=int, default=2)
     m.add_argument("--seed", type=int, default=1)
     m.add_argument("--out", default=str(POOL))
+    m.add_argument("--minutes", type=float, default=0.0, help="no new candidate after this")
     c = sub.add_parser("counts", help="a pool's tasks per family, project and split")
     c.add_argument("--pool", default=str(POOL))
     args = parser.parse_args(argv)
@@ -284,7 +310,11 @@ def main(argv=None) -> int:
         print(json.dumps(counts(load_pool(Path(args.pool))), indent=1))
         return 0
     projects = tuple(p for p in args.projects.split(",") if p)
-    lines, stats = mine_pool(projects, args.per_project, args.tries, args.workers, args.seed)
+    partial = Path(args.out + ".partial")
+    partial.unlink(missing_ok=True)
+    lines, stats = mine_pool(
+        projects, args.per_project, args.tries, args.workers, args.seed, args.minutes, partial
+    )
     write_pool(lines, Path(args.out))
     print(json.dumps(dict(stats, tasks=len(lines), **counts(lines))))
     return 0

@@ -16,7 +16,20 @@ SPECS = ROOT / "data/repos/specs"
 SUITE_PROJECTS = ("inflection", "semver", "parse", "roman")  # the committed suite's (suite.jsonl)
 # Added through `python -m rl.envs.repos.scale try` (the `add` path, no hand edits) and mined into
 # data/repos/pool.jsonl; data/repos/vendor/README.md lists versions, licenses and test styles.
-ADDED_PROJECTS = ()
+ADDED_PROJECTS = (
+    "addict",
+    "cachetools",
+    "first",
+    "isodate",
+    "jmespath",
+    "jsonpointer",
+    "ordered-set",
+    "schema",
+    "toml",
+    "validators",
+    "webcolors",
+    "xmltodict",
+)
 PROJECTS = SUITE_PROJECTS + ADDED_PROJECTS
 
 
