@@ -36,7 +36,7 @@ from rl.envs.repos.vendored import PROJECTS, ROOT
 POOL = ROOT / "data/repos/pool.jsonl"
 TABLE = ROOT / "data/repos/projects_tried.json"
 REVIEW_PER_PROJECT = 2
-DEVOPS_SEEDS = (0, 1)  # makefile breakages (review_devops.makefile_task: seed % 3)
+DEVOPS_SEEDS = (0,)  # makefile breakages (review_devops.makefile_task: seed % 3)
 
 
 # ---------------------------------------------------------------- try: the add path per source
@@ -154,28 +154,45 @@ def mine_pool(
     minutes: float = 0.0,
     partial: Path | None = None,
     log=print,
+    verified: list[dict] | None = None,
 ):
     """Pool lines (dicts) of `projects`, mined over `workers` processes; and the stats. With
     `minutes`, no new candidate starts after that long (those running finish); with `partial`,
-    each verified line is appended there as it comes (a killed run keeps what it verified)."""
+    each verified line is appended there as it comes (a killed run keeps what it verified).
+    `verified`: code tasks already verified (a partial file's lines): only the review and
+    DevOps stage runs."""
     from rl.envs.repos.holdout import HELD_OUT_REPOS
     from rl.envs.repos.projects import SUITE, load_recipes
 
     skip = frozenset(r.id for r in load_recipes(SUITE)) if SUITE.exists() else frozenset()
-    queues = {p: _candidates(p, seed, skip)[:tries] for p in projects}
     kept: dict[str, list[dict]] = {p: [] for p in projects}
+    if verified is not None:
+        for d in verified:
+            if d["family"] in ("bugfix", "feature") and d["project"] in kept:
+                kept[d["project"]].append({k: v for k, v in d.items() if k != "family"})
+    # projects with verified code tasks already given only get the review and DevOps stage
+    queues = {p: [] if kept[p] else _candidates(p, seed, skip)[:tries] for p in projects}
     t0, tried = time.monotonic(), 0
     with ProcessPoolExecutor(workers) as pool:
         running = {}
 
+        turn = [0]  # round robin across projects: each pass starts after the last served
+
         def feed():
             if minutes and time.monotonic() - t0 > 60 * minutes:
                 return
-            for p in projects:  # round robin, one in flight per project at most per pass
-                while len(running) < 2 * workers and queues[p] and len(kept[p]) < per_project:
-                    if sum(1 for q in running.values() if q == p) >= max(1, workers // 2):
+            cap, served = max(1, workers // 2), True
+            while served and len(running) < 2 * workers:
+                served = False
+                for _ in range(len(projects)):
+                    p = projects[turn[0] % len(projects)]
+                    turn[0] += 1
+                    busy = sum(1 for q in running.values() if q == p)
+                    if len(running) >= 2 * workers:
                         break
-                    running[pool.submit(check_site, p, queues[p].pop(0))] = p
+                    if queues[p] and len(kept[p]) < per_project and busy < cap:
+                        running[pool.submit(check_site, p, queues[p].pop(0))] = p
+                        served = True
 
         feed()
         while running:
@@ -297,6 +314,7 @@ def main(argv=None) -> int:
     m.add_argument("--seed", type=int, default=1)
     m.add_argument("--out", default=str(POOL))
     m.add_argument("--minutes", type=float, default=0.0, help="no new candidate after this")
+    m.add_argument("--families-from", default="", help="verified code tasks (a .partial file)")
     c = sub.add_parser("counts", help="a pool's tasks per family, project and split")
     c.add_argument("--pool", default=str(POOL))
     args = parser.parse_args(argv)
@@ -312,9 +330,11 @@ def main(argv=None) -> int:
     projects = tuple(p for p in args.projects.split(",") if p)
     partial = Path(args.out + ".partial")
     partial.unlink(missing_ok=True)
+    verified = load_pool(Path(args.families_from)) if args.families_from else None
     lines, stats = mine_pool(
-        projects, args.per_project, args.tries, args.workers, args.seed, args.minutes, partial
-    )
+        projects, args.per_project, args.tries, args.workers, args.seed, args.minutes, partial,
+        verified=verified,
+    )  # fmt: skip
     write_pool(lines, Path(args.out))
     print(json.dumps(dict(stats, tasks=len(lines), **counts(lines))))
     return 0
