@@ -118,7 +118,9 @@ def bench_scale(args) -> None:
     lines, stats = scale.mine_pool(projects, per, tries, args.workers, log=lambda *_: None)
     scale.write_pool(lines, __import__("pathlib").Path(args.out))
     print(json.dumps(dict(stats, tasks=len(lines), **scale.counts(lines))))
-    lengths = sorted(len(t.prompt) for t in scale.pool_tasks(lines) if t.kind != "devops")
+    lengths = sorted(
+        len(t.prompt) for t in scale.pool_tasks(lines) if t.kind in ("bugfix", "feature")
+    )
     if lengths:
         q = [lengths[int(f * (len(lengths) - 1))] for f in (0, 0.25, 0.5, 0.75, 1)]
         print(f"statement characters min/q1/median/q3/max: {q}")
