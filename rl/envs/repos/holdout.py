@@ -31,7 +31,9 @@ from collections.abc import Iterable, Iterator
 
 from rl.envs.repos.vendored import PROJECTS, ROOT, project_files
 
-HELD_OUT_REPOS = ("roman",)  # held out whole: never in a training pool, checked for contamination
+# Held out whole: never in a training pool, checked for contamination. roman since the suite;
+# jsonpointer (unittest, tests.py) and schema (pytest functions) since the scale pool (issue 50).
+HELD_OUT_REPOS = ("roman", "jsonpointer", "schema")
 NGRAM = 4  # consecutive normalized lines per shingle
 MIN_LINE = 12  # normalized characters: shorter lines ("else:", "return x") are everywhere
 MIN_SHINGLES = 4  # a file with fewer shingles is too small to tell a copy from coincidence

@@ -25,7 +25,14 @@ from rl.envs.grading.tasks import Task
 from rl.envs.repos import mine as M
 from rl.envs.repos.holdout import HELD_OUT_REPOS, split_projects
 from rl.envs.repos.spec import Admission
-from rl.envs.repos.vendored import PROJECTS, ROOT, SPECS, load_spec, project_files
+from rl.envs.repos.vendored import (
+    PROJECTS,
+    ROOT,
+    SPECS,
+    SUITE_PROJECTS,
+    load_spec,
+    project_files,
+)
 
 SUITE = ROOT / "data/repos/suite.jsonl"
 # The suite's review and DevOps tasks: review tasks of the first REVIEW_PER_PROJECT suite recipes
@@ -113,7 +120,8 @@ def mine_projects(
 
 
 def build_suite(per_project: int = SUITE_PER_PROJECT, tries: int = SUITE_TRIES, log=print):
-    recipes, _ = gated(mine_projects(per_project, tries, seed=0, log=log), log=log)
+    mined = mine_projects(per_project, tries, seed=0, projects=SUITE_PROJECTS, log=log)
+    recipes, _ = gated(mined, log=log)
     with open(SUITE, "w", encoding="utf-8") as f:
         for r in recipes:
             f.write(json.dumps(r.to_dict(), sort_keys=True) + "\n")

@@ -13,7 +13,24 @@ from rl.envs.repos.spec import EnvSpec, read_tree
 ROOT = Path(__file__).resolve().parents[3]
 VENDOR = ROOT / "data/repos/vendor"
 SPECS = ROOT / "data/repos/specs"
-PROJECTS = ("inflection", "semver", "parse", "roman")
+SUITE_PROJECTS = ("inflection", "semver", "parse", "roman")  # the committed suite's (suite.jsonl)
+# Added through `python -m rl.envs.repos.scale try` (the `add` path, no hand edits) and mined into
+# data/repos/pool.jsonl; data/repos/vendor/README.md lists versions, licenses and test styles.
+ADDED_PROJECTS = (
+    "addict",
+    "cachetools",
+    "first",
+    "isodate",
+    "jmespath",
+    "jsonpointer",
+    "ordered-set",
+    "schema",
+    "toml",
+    "validators",
+    "webcolors",
+    "xmltodict",
+)
+PROJECTS = SUITE_PROJECTS + ADDED_PROJECTS
 
 
 def project_files(name: str) -> dict[str, str]:

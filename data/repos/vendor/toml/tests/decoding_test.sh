@@ -1,0 +1,4 @@
+#!/bin/sh
+
+export PYTHONPATH=`pwd`
+python tests/decoding_test.py
