@@ -8,7 +8,7 @@ tools, its sandbox, its tool-output trim at the default obs_token_budget) of a t
 recipe of a training repository, played by ExpertPolicy. Kept only when the episode ends in
 `submit`, has no malformed call, the real grader passes every hidden test untampered, the tool
 errors are exactly the planned mistake's, and the chat messages render (data/chat.py) to exactly
-the episode's token ids. Output is a function of the pool file (sorted by recipe id) and these
+the episode's token ids. Output is a function of the pool file (in play_order) and these
 arguments: trace k of a recipe uses statement variant ("full", "terse")[k % 2] and the rng
 Random("<recipe id>:<k>") (its flow, and a mistake with probability --mistake-rate).
 
@@ -98,6 +98,12 @@ def expert_trace(
     return trace, "solved"
 
 
+def play_order(recipe: M.Recipe) -> str:
+    """Recipes are played in the order of their ids' site digest (mine.site_id: project-op-digest),
+    so any prefix (--limit, --time-budget) mixes projects and operators."""
+    return recipe.id.rsplit("-", 1)[-1]
+
+
 def check_training_only(traces, held_out=None, suite=None) -> None:
     """Raises ValueError (one line) on a trace from a held-out repository or a suite task."""
     held = set(holdout.HELD_OUT_REPOS if held_out is None else held_out)
@@ -151,7 +157,7 @@ def main(argv=None) -> int:
     )
     a = p.parse_args(argv)
     require_isolation()
-    recipes = sorted(load_pool(a.pool), key=lambda r: r.id)[: a.limit or None]
+    recipes = sorted(load_pool(a.pool), key=play_order)[: a.limit or None]
     try:  # refuse a pool that holds a held-out project before playing anything
         check_training_only(
             [
@@ -180,9 +186,10 @@ def main(argv=None) -> int:
             print(f"{r.id} #{k}: {outcome}", flush=True)
     write_traces(a.out, traces)
     print(summary(outcomes, traces))
+    load = "/".join(f"{x:.1f}" for x in os.getloadavg())
     print(
         f"{len(traces)} traces -> {a.out} ({os.path.getsize(a.out) / 1e6:.2f} MB), "
-        f"{time.monotonic() - t0:.0f} s"
+        f"{time.monotonic() - t0:.0f} s, {a.workers} workers, load {load} at the end"
     )
     return 0
 
