@@ -174,3 +174,24 @@ def test_other_traces_replay_and_solve(mistake):
     rec = replay(t)
     assert rec.done_reason == "submit" and rec.all_pass and not rec.tampered
     assert render_messages(TOK, t["messages"])[0] == rec.tokens
+
+
+def test_reproduction_command_of_a_quoted_call():
+    """A statement that quotes a call and its value gets a one-line reproduction importing the
+    call's head from the changed module (src/ layout and package __init__ resolved); none when
+    the module does not define the head (no trace in the committed file has a quoted call: the
+    mined projects' tests are parametrized, so their statements quote no literal example)."""
+    from types import SimpleNamespace
+
+    from rl.envs.repos.expert import _repro_command
+
+    prompt = "`format_version(3, 4, 5)` should return `'3.4.5'`, but it no longer does."
+    task = SimpleNamespace(
+        prompt=prompt, files={"src/semver/__init__.py": "def format_version(): 0\n"}
+    )
+    cmd = _repro_command(task, "src/semver/__init__.py")
+    assert cmd == (
+        'python3 -c "from semver import format_version; print(repr(format_version(3, 4, 5)))"'
+    )
+    task.files["src/semver/__init__.py"] = "def other(): 0\n"
+    assert _repro_command(task, "src/semver/__init__.py") is None
