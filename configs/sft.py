@@ -1,6 +1,7 @@
 """Stage (c): SFT on agent coding traces (data/traces/coding_traces.jsonl, 25% of rows from the
-self-summarization traces, data/traces/summary_traces.jsonl, and 10% from the search-tool traces,
-data/traces/tool_traces.jsonl), from stage (b)'s export.
+self-summarization traces, data/traces/summary_traces.jsonl, 10% from the search-tool traces,
+data/traces/tool_traces.jsonl, and 15% from the scripted expert's real-repository traces,
+data/traces/repo_expert_traces.jsonl), from stage (b)'s export.
 
 The same loop and TrainState; only the data differ (chat rows whose loss_mask keeps assistant
 tokens only). The model keeps stage (b)'s long-context YaRN settings (2048 tokens, factor 16 from
@@ -38,6 +39,13 @@ SUMMARY_WEIGHT = 0.25
 # policy learns to search before it opens files and to report review findings): ~their share of
 # the three files' tokens (98k of 946k = 0.10).
 TOOL_WEIGHT = 0.1
+# Share of packed rows from the scripted expert's traces on mined real-repository tasks
+# (data/traces/repo_expert_traces.jsonl, `python -m rl.envs.repo_traces`: training repositories
+# only; run the tests, search, read the function by line range, edit, rerun, submit; some with a
+# mistake and its recovery). 0.15: the real-repository tool flow is what RL on mined tasks needs
+# (issue 52), taken from the coding traces' share; its episodes (~3-6k byte tokens) are longer
+# than this stage's 2,048-token rows and are split like the summary segments.
+REPO_EXPERT_WEIGHT = 0.15
 
 
 def get_config():
@@ -60,7 +68,7 @@ def get_config():
                 "paths": ["data/traces/coding_traces.jsonl"],
                 "field": "messages",
                 "name": "traces",
-                "weight": 1.0 - SUMMARY_WEIGHT - TOOL_WEIGHT,
+                "weight": 1.0 - SUMMARY_WEIGHT - TOOL_WEIGHT - REPO_EXPERT_WEIGHT,
             },
             {
                 "kind": "jsonl",
@@ -75,6 +83,13 @@ def get_config():
                 "field": "messages",
                 "name": "tool_traces",
                 "weight": TOOL_WEIGHT,
+            },
+            {
+                "kind": "jsonl",
+                "paths": ["data/traces/repo_expert_traces.jsonl"],
+                "field": "messages",
+                "name": "repo_expert_traces",
+                "weight": REPO_EXPERT_WEIGHT,
             },
         ),
         avoid_splitting=True,

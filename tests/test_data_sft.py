@@ -24,6 +24,7 @@ TOK = ByteTokenizer()
 TRACES = os.path.join(data.TRACES_DIR, "coding_traces.jsonl")
 SUMMARY_TRACES = os.path.join(data.TRACES_DIR, "summary_traces.jsonl")
 TOOL_TRACES = os.path.join(data.TRACES_DIR, "tool_traces.jsonl")
+REPO_TRACES = os.path.join(data.TRACES_DIR, "repo_expert_traces.jsonl")
 
 
 def load_traces(path=TRACES):
@@ -40,10 +41,14 @@ def expected_by_ids(path=TRACES):
     return out
 
 
-def _sft_data(seq_len: int, batch_size: int):
-    """configs/sft.py's data spec (both trace files at their weights), one process, no hold-out."""
+def _sft_data(seq_len: int, batch_size: int, leave_out: tuple[str, ...] = ()):
+    """configs/sft.py's data spec (the trace files at their weights, those named in `leave_out`
+    dropped), one process, no hold-out."""
+    cfg = data_config(sft.get_config())
+    sources = tuple(s for s in cfg.sources if s.name not in leave_out)
     return dataclasses.replace(
-        data_config(sft.get_config()),
+        cfg,
+        sources=sources,
         seq_len=seq_len,
         global_batch_size=batch_size,
         held_out_fraction=0.0,
@@ -60,7 +65,8 @@ def test_packed_loss_mask_is_exactly_the_assistant_tokens():
         **expected_by_ids(SUMMARY_TRACES),
         **expected_by_ids(TOOL_TRACES),
     }
-    it = train_iterator(_sft_data(4096, 2))
+    # the real-repository expert traces (3-8k tokens) do not fit 4096: tests/test_expert_traces.py
+    it = train_iterator(_sft_data(4096, 2, leave_out=("repo_expert_traces",)))
     checked = 0
     for _ in range(10):
         for piece in iter_pieces(next(it)):
@@ -83,12 +89,17 @@ def test_sft_mix_holds_summary_traces_at_their_weight_with_summaries_trained():
     segment's copy of it stays untrained."""
     weights = {s["name"]: s["weight"] for s in sft.get_config().data.sources}
     assert weights == {
-        "traces": 1 - sft.SUMMARY_WEIGHT - sft.TOOL_WEIGHT,
+        "traces": weights["traces"],
         "summary_traces": sft.SUMMARY_WEIGHT,
         "tool_traces": sft.TOOL_WEIGHT,
+        "repo_expert_traces": sft.REPO_EXPERT_WEIGHT,
     }
+    assert weights["traces"] == pytest.approx(
+        1 - sft.SUMMARY_WEIGHT - sft.TOOL_WEIGHT - sft.REPO_EXPERT_WEIGHT
+    )
     haystacks = {}
     paths = (("traces", TRACES), ("summary_traces", SUMMARY_TRACES), ("tool_traces", TOOL_TRACES))
+    paths += (("repo_expert_traces", REPO_TRACES),)
     for name, path in paths:
         docs = [render_messages(TOK, t["messages"])[0] for t in load_traces(path)]
         haystacks[name] = b"".join(np.asarray([-1, *d], np.int32).tobytes() for d in docs)
@@ -107,6 +118,9 @@ def test_sft_mix_holds_summary_traces_at_their_weight_with_summaries_trained():
     shared = sum(isinstance(s, tuple) and "tool_traces" in s for s in sources)
     tool = sources.count("tool_traces")
     assert tool <= sft.TOOL_WEIGHT * len(sources) <= tool + shared  # 4 of 40 rows
+    shared = sum(isinstance(s, tuple) and "repo_expert_traces" in s for s in sources)
+    repo = sources.count("repo_expert_traces")
+    assert repo <= sft.REPO_EXPERT_WEIGHT * len(sources) <= repo + shared  # 6 of 40 rows
     # whole rows (4096): a summary turn <|summary|> .. <|/summary|><|end|> is trained where a
     # segment ends with it, and untrained where the next segment's rebuilt context holds it
     open_, close, header = (TOK.special_id(n) for n in ("summary", "/summary", "assistant"))
