@@ -182,7 +182,7 @@ def get_config() -> ml_collections.ConfigDict:
     # balanced_fact); False draws each task's fact independently (the first recipe, which stalled in
     # 3 of 4 runs)
     c.rl.summary_toy = ml_collections.ConfigDict(
-        dict(facts=4, summary_tokens=2, answer_tokens=2, balanced=True)
+        dict(facts=4, summary_tokens=2, answer_tokens=2, balanced=True, entropy_bonus=0.0)
     )
     c.rl.curriculum = ml_collections.ConfigDict(dict(key="", after=0, prob=0.0))
     c.rl.reward = ml_collections.ConfigDict(dict(outcome="all_pass", malformed_penalty=0.5))
