@@ -1,8 +1,9 @@
-"""The summary segment's entropy bonus (rl/learning/batch.py summary_entropy_bonus, on for
-rl.task='summary_toy' through rl.summary_toy.entropy_bonus): on a hand-made batch, collate's
-advantages equal a numpy reference (chain advantage + beta x centred surprisal on summary
-segments only), and the bonus is an unbiased (up to GRPO's (G-1)/G) estimate of beta x the
-gradient of the summary's entropy, checked by exact enumeration against the analytic gradient.
+"""The summary segment's entropy bonus (rl/learning/batch.py summary_entropy_bonus;
+rl.task='summary_toy' through rl.summary_toy.entropy_bonus, off by default): on a hand-made
+batch, collate's advantages equal a numpy reference (chain advantage + beta x centred surprisal
+on summary segments only), and the bonus is an unbiased (up to GRPO's (G-1)/G) estimate of
+beta x the gradient of the summary's entropy, checked by exact enumeration against the analytic
+gradient.
 """
 
 import itertools

@@ -33,10 +33,11 @@ had learned) the bench's recipe learned in the 5 seeds it was tuned on (bench/be
 (3) On other seeds it stalled at 0.48-0.76 (issue 55): two facts' senders settled on one summary,
 on which the answer hedged between them; GRPO pushed every other summary of those facts down (the
 answer named them nowhere else), their senders turned deterministic within ~30 steps, and with no
-exploration the collision never split (bench/diag_summary_toy.py measures it). The fix: an
-entropy bonus on the summary segment only (rl.summary_toy.entropy_bonus, rl/learning/batch.py
-summary_entropy_bonus), which keeps each sender exploring until the answer reads a summary of
-its own.
+exploration the collision never split (bench/diag_summary_toy.py measures it). An entropy
+bonus on the summary segment (rl.summary_toy.entropy_bonus, rl/learning/batch.py
+summary_entropy_bonus) split it on seed 5 (0.756 -> 0.967) but is off by default: on fresh
+seeds it traded that trap for another (two facts' senders kept near uniform, overlapping,
+decoded half the time; 1 of 4 seeds >= 0.9), so it is not yet the fix.
 """
 
 from __future__ import annotations
