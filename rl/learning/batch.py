@@ -17,6 +17,37 @@ import numpy as np
 from rl.learning.grpo import chain_advantages
 
 
+def summary_entropy_bonus(records: Sequence[dict], beta: float) -> np.ndarray:
+    """Per record, beta x (its summary's surprisal - the mean surprisal of its group's summaries
+    at the same segment index), for records that hand a summary to a next segment (segment <
+    segments - 1); 0 for the others (a chain's last segment, a record without `segment`).
+    Surprisal = -sum of the sampler's logprobs over the record's policy tokens = -log pi(summary).
+
+    Why: grad E[-log pi(s)] = E[grad log pi(s) (-log pi(s) - c)] for any constant c (the mean of
+    grad log pi is 0), so adding this to the summary segment's advantage is a REINFORCE estimate
+    of beta x grad H(summary | its prompt): an entropy bonus on the sender only (max-entropy RL:
+    the summary's reward is r + beta x -log pi(s)). The group mean (c) is the usual baseline. In
+    summary_toy a fact whose summary collided with another fact's kept a summary on which the
+    answer sometimes named it, and its sender turned deterministic there within ~30 steps (GRPO
+    pushed every other summary down, since the answer named the fact nowhere else): zero
+    exploration, no escape (bench/RESULTS_LOG.md, issue 55). The answer segment gets no bonus:
+    it should turn deterministic."""
+    out = np.zeros(len(records), np.float32)
+    if not beta:
+        return out
+    keys, surprisal = {}, {}
+    for i, r in enumerate(records):
+        if "segment" in r and r["segment"] < r.get("segments", 1) - 1:
+            lp = np.asarray(r["logprobs"], np.float64) * (np.asarray(r["mask"]) > 0)
+            surprisal[i] = -float(lp.sum())
+            keys.setdefault((r["group_id"], r["segment"]), []).append(i)
+    for idx in keys.values():
+        mean = np.mean([surprisal[i] for i in idx])
+        for i in idx:
+            out[i] = beta * (surprisal[i] - mean)
+    return out
+
+
 def collate(
     records: Sequence[dict],
     *,
@@ -26,6 +57,7 @@ def collate(
     k: int,
     malformed_adv: float = 0.0,
     negative_scale: float = 1.0,
+    summary_entropy: float = 0.0,
 ) -> dict:
     """-> batch dict of numpy arrays [rows, seq_len] (+ forced_experts [rows, n, seq_len, k]).
 
@@ -34,7 +66,9 @@ def collate(
     record longer than seq_len + 1 tokens is an error (the caller sizes seq_len from the episode
     token budget). A negative episode advantage is multiplied by `negative_scale` (1 = plain GRPO;
     see configs/rl.py). Tokens of malformed turns then get advantage min(A_i, -malformed_adv)
-    (broken tool calls are negative examples).
+    (broken tool calls are negative examples). `summary_entropy` > 0 adds summary_entropy_bonus
+    to the advantage of segments that hand a summary on (after the negative scaling: the bonus is
+    not a reward outcome).
     Tokens before a record's `shared_prefix` (best-of-K from a shared prefix) get loss_mask 0."""
     if len(records) > rows:
         raise ValueError(f"collate: {len(records)} episodes > {rows} batch rows")
@@ -42,6 +76,7 @@ def collate(
         raise ValueError(f"negative_scale must be in [0, 1], got {negative_scale}")
     adv = chain_advantages(records)
     adv = np.where(adv < 0, adv * np.float32(negative_scale), adv)
+    adv = adv + summary_entropy_bonus(records, summary_entropy)
     index = {}
     for r in records:
         index.setdefault(r["group_id"], len(index))

@@ -375,6 +375,10 @@ class RLBatchSource(trainer.BatchSource):
             k=self.cfg.num_experts_per_tok,
             malformed_adv=self.rl.malformed_adv,
             negative_scale=self.rl.negative_adv_scale,
+            # the summary segment's entropy bonus: summary_toy only (rl/learning/batch.py)
+            summary_entropy=(
+                self.rl.summary_toy.entropy_bonus if self.rl.task == "summary_toy" else 0.0
+            ),
         )
         per_host = rows // jax.process_count()
         lo = jax.process_index() * per_host  # this host's rows of the global batch

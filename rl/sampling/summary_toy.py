@@ -29,7 +29,15 @@ chains tie; hence balanced pools (`balanced_fact`: each batch of 4 groups holds 
 the 4 facts carried (reward 0.5, every group tied: zero advantage, no gradient, for good); a small
 k2 KL to the initial policy (rl.kl_beta=0.02; 0.1 stops learning) keeps enough exploration.
 With 16 chains a group and the lr decayed (cosine to 0.1x: at a constant lr, runs lost facts they
-had learned) the bench's recipe learns in every seed tried (bench/bench_rl_summary.py).
+had learned) the bench's recipe learned in the 5 seeds it was tuned on (bench/bench_rl_summary.py).
+(3) On other seeds it stalled at 0.48-0.76 (issue 55): two facts' senders settled on one summary,
+on which the answer hedged between them; GRPO pushed every other summary of those facts down (the
+answer named them nowhere else), their senders turned deterministic within ~30 steps, and with no
+exploration the collision never split (bench/diag_summary_toy.py measures it). An entropy
+bonus on the summary segment (rl.summary_toy.entropy_bonus, rl/learning/batch.py
+summary_entropy_bonus) split it on seed 5 (0.756 -> 0.967) but is off by default: on fresh
+seeds it traded that trap for another (two facts' senders kept near uniform, overlapping,
+decoded half the time; 4 of 8 fresh seeds >= 0.9, 7 of 10 without it), so it is not yet the fix.
 """
 
 from __future__ import annotations
