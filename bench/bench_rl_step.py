@@ -28,7 +28,10 @@ import dataclasses, sys, time
 sys.path.insert(0, {root!r})
 import jax, jax.numpy as jnp, ml_collections, numpy as np
 from model import init_params, presets
-from rl import batch as rb
+try:  # where collate lives: rl/learning/batch.py since the rl/ layers, rl/batch.py before
+    from rl.learning import batch as rb
+except ImportError:
+    from rl import batch as rb
 overrides, rows, seq = {overrides!r}, {rows}, {seq}
 cfg = dataclasses.replace(presets.get("tiny", **overrides), max_position_embeddings=max(seq, 512))
 params = jax.device_get(init_params(cfg, jax.random.PRNGKey(0)))

@@ -177,7 +177,9 @@ def test_rl_mtp_over_two_seeds(tmp_path):
 def test_rl_coding_over_two_seeds(tmp_path):
     out = run_tiny("bench_rl_coding.py", "--seeds", "0,1", "--workdir", str(tmp_path),
                    "--out", str(tmp_path / "curve.png"))  # fmt: skip
-    rows = re.findall(r"^\| boundary \| \d+ \| 1 \| (\d) \| 1 \|", out, re.M)
+    # one row per seed; its RL step count may be 0 (at 1 step a group whose chains all tie is
+    # dropped: zero advantage), so only the seed column is pinned
+    rows = re.findall(r"^\| boundary \| \d+ \| 1 \| (\d) \| [01] \|", out, re.M)
     assert rows == ["0", "1"], out
     before = float(re.search(r"held-out before RL: pass@1 ([\d.]+)", out).group(1))
     _, x, y = over_two_seeds(out, "held-out pass@1 after RL")
