@@ -21,7 +21,9 @@ def _check(cells: list[str]):
     assert cells[6].startswith("yes"), cells  # the same greedy tokens
 
 
-@pytest.mark.slow
+# long: 36 s in the suite; the split cache's equality is the default run's in
+# tests/test_engine_cache_split.py
+@pytest.mark.long
 def test_tiny_slot_split_decodes_the_same_tokens_on_a_quarter_of_the_cache(capsys):
     bench.main(["--tiny", "--layouts", "expert4_tensor2:slots"])
     (cells,) = _rows(capsys.readouterr().out)

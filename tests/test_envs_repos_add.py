@@ -514,11 +514,11 @@ def test_rl_trains_on_a_task_file(tmp_path):
     config.rl.task, config.rl.pool_size = "coding", 3
     config.rl.coding.tasks = str(tmp_path / "pool.jsonl")
     spec = rl_task("coding")
-    spec.resolve(config, 1)
+    spec.resolve(config)
     assert [spec.make_task(config.rl, j).id for j in range(3)] == [t.id for t in tasks]
     config.rl.pool_size = 4
     with pytest.raises(ConfigError, match=r"^rl.pool_size=4: rl.coding.tasks=.*pool.jsonl holds 3"):
-        spec.resolve(config, 1)
+        spec.resolve(config)
 
 
 def test_a_single_module_src_layout_is_linked_to_the_root():

@@ -2,11 +2,18 @@
 method that holds the change, read as whole sentences, and come in full/terse/vague variants."""
 
 import ast
+import functools
 import re
 import statistics
 
 from rl.envs.repos import mine as M
 from rl.envs.repos.projects import family_counts, family_tasks, suite_tasks
+
+
+@functools.cache
+def _suite():
+    """The vendored suite's tasks, mined once for this module (each build costs ~10 s)."""
+    return suite_tasks()
 
 
 def enclosing_symbol(source: str, line: int) -> str:
@@ -24,7 +31,7 @@ def enclosing_symbol(source: str, line: int) -> str:
 
 
 def test_statements_name_the_mutated_function_class_qualified_in_whole_sentences():
-    tasks = suite_tasks()  # real tasks mined from the four vendored projects
+    tasks = _suite()  # real tasks mined from the four vendored projects
     assert len(tasks) >= 50
     qualified = 0
     for t in tasks:
@@ -53,7 +60,7 @@ def test_statements_name_the_mutated_function_class_qualified_in_whole_sentences
 
 
 def test_terse_variant_median_is_at_most_cursorbench_median():
-    lengths = {k: [len(t.meta["statements"][k]) for t in suite_tasks()] for k in ("full", "terse")}
+    lengths = {k: [len(t.meta["statements"][k]) for t in _suite()] for k in ("full", "terse")}
     assert statistics.median(lengths["terse"]) <= 390
     assert statistics.median(lengths["terse"]) < statistics.median(lengths["full"])
 
@@ -76,7 +83,7 @@ def test_docstring_statements_are_grammatical_and_use_the_whole_first_paragraph(
 
 
 def test_suite_counts_every_family():
-    counts = family_counts(suite_tasks() + family_tasks())
+    counts = family_counts(_suite() + family_tasks())
     assert set(counts) == {"bugfix", "feature", "review", "devops"}
     assert all(n > 0 for n in counts.values())
-    assert sum(counts.values()) == len(suite_tasks()) + len(family_tasks())
+    assert sum(counts.values()) == len(_suite()) + len(family_tasks())
