@@ -21,10 +21,7 @@ import subprocess
 import sys
 
 import pytest
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ENV = dict(os.environ, XLA_FLAGS="", PYTHONPATH=ROOT)  # one CPU device unless a bench sets more
-NUM = r"([-+]?(?:\d[\d,]*\.?\d*(?:e[-+]?\d+)?|nan|inf))"
+from bench_tiny_common import ENV, NUM, ROOT, log_cpu, run_tiny
 
 pytestmark = pytest.mark.bench_tiny
 # Every tiny run below compiles model programs in a fresh process: 40-90 s of CPU apiece, measured
@@ -33,30 +30,6 @@ pytestmark = pytest.mark.bench_tiny
 # share (~150 s). They run with -m long (or -m bench_tiny); the default run keeps
 # test_every_bench_script_imports, which fails on a broken import in any bench.
 compiles = pytest.mark.long
-
-
-def log_cpu(script: str, t0) -> None:
-    """With BENCH_TINY_LOG=FILE, appends 'script cpu_s' (user + sys of the bench's processes):
-    how the smoke runs' cost is measured (wall time on a shared machine says little)."""
-    if os.environ.get("BENCH_TINY_LOG"):
-        t1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu = t1.ru_utime - t0.ru_utime + t1.ru_stime - t0.ru_stime
-        with open(os.environ["BENCH_TINY_LOG"], "a") as f:
-            f.write(f"{script} {cpu:.1f}\n")
-
-
-def run_tiny(script: str, *args: str, timeout: int = 1800) -> str:
-    """`python bench/SCRIPT --tiny ARGS` from the repo root -> its stdout; a failure shows both
-    streams' tails."""
-    cmd = [sys.executable, os.path.join("bench", script), "--tiny", *args]
-    t0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    p = subprocess.run(cmd, cwd=ROOT, env=ENV, capture_output=True, text=True,
-                       timeout=timeout)  # fmt: skip
-    log_cpu(script, t0)
-    assert p.returncode == 0, (
-        f"{script}: exit {p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
-    )
-    return p.stdout
 
 
 def num(text: str) -> float:

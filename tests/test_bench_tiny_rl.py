@@ -9,17 +9,11 @@ with `--seeds 0,1` (issue 55): per-seed rows and the mean/min/max lines over the
 
 import json
 import math
-import os
 import re
-import resource
-import subprocess
-import sys
 
 import pytest
+from bench_tiny_common import NUM, run_tiny
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ENV = dict(os.environ, XLA_FLAGS="", PYTHONPATH=ROOT)
-NUM = r"([-+]?(?:\d[\d,]*\.?\d*(?:e[-+]?\d+)?|nan|inf))"
 SEEDS = rf"over seeds \[0, 1\]: mean {NUM} min {NUM} max {NUM} \(0: {NUM}, 1: {NUM}\)"
 
 pytestmark = pytest.mark.bench_tiny
@@ -29,28 +23,6 @@ pytestmark = pytest.mark.bench_tiny
 # import check keeps every bench's imports in the default run. The sandbox, repository and
 # HumanEval benches compile nothing and stay in the default run.
 compiles = pytest.mark.long
-
-
-def log_cpu(script: str, t0) -> None:
-    """With BENCH_TINY_LOG=FILE, appends 'script cpu_s' (user + sys of the bench's processes):
-    how the smoke runs' cost is measured (wall time on a shared machine says little)."""
-    if os.environ.get("BENCH_TINY_LOG"):
-        t1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu = t1.ru_utime - t0.ru_utime + t1.ru_stime - t0.ru_stime
-        with open(os.environ["BENCH_TINY_LOG"], "a") as f:
-            f.write(f"{script} {cpu:.1f}\n")
-
-
-def run_tiny(script: str, *args: str, timeout: int = 1800) -> str:
-    """`python bench/SCRIPT --tiny ARGS` from the repo root -> its stdout."""
-    cmd = [sys.executable, os.path.join("bench", script), "--tiny", *args]
-    t0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    p = subprocess.run(cmd, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=timeout)
-    log_cpu(script, t0)
-    assert p.returncode == 0, (
-        f"{script}: exit {p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
-    )
-    return p.stdout
 
 
 def over_two_seeds(out: str, name: str, lo: float = 0.0, hi: float = 1.0) -> tuple[float, ...]:
