@@ -4,8 +4,6 @@ under module- and class-level `if` blocks (six, xmltodict), `@pytest.mark.usefix
 named ids the grader did not derive ("report names tests that do not exist": fail closed, so
 the gate left the file out) or a renamed test could no longer be called."""
 
-import pytest
-
 from rl.envs.grading.harden import drop_tests, harden_suite, iter_tests
 from rl.envs.grading.tasks import Task, grade_in
 from rl.envs.isolation.sandbox import Sandbox
@@ -91,7 +89,6 @@ def test_drop_tests_reaches_tests_under_if():
     compile(out, "t.py", "exec")  # emptied `if` bodies keep a `pass`
 
 
-@pytest.mark.needs_bwrap
 def test_six_style_suite_grades_whole_and_a_foreign_test_is_still_unknown(tmp_path):
     task = Task("styles", "", {"README": "x\n"}, {"tests/test_styles.py": STYLES}, {})
     with Sandbox.from_files(task.files) as box:
