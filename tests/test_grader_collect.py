@@ -1,8 +1,9 @@
 """The grader's static collector on test styles real projects ship (issue 50): tests defined
 under module- and class-level `if` blocks (six, xmltodict), `@pytest.mark.usefixtures` tests
-(munch), a test that calls another test (toolz). Each case failed before its fix: the report
-named ids the grader did not derive ("report names tests that do not exist": fail closed, so
-the gate left the file out) or a renamed test could no longer be called."""
+(munch), a test that calls another test (toolz), a test function imported from a helper module
+(funcy's `from .py38_decorators import test_decorator_access_args`). Each case failed before its
+fix: the report named ids the grader did not derive ("report names tests that do not exist":
+fail closed, so the gate left the file out) or a renamed test could no longer be called."""
 
 from rl.envs.grading.harden import drop_tests, harden_suite, iter_tests
 from rl.envs.grading.tasks import Task, grade_in
@@ -81,6 +82,27 @@ def test_tests_under_if_blocks_and_usefixtures_are_real_tests():
     assert h.canaries and not {c.split("::")[-1] for c in h.canaries} & set(h.origin)
 
 
+IMPORTED = {
+    "tests/__init__.py": "",
+    "tests/py3_helpers.py": "def test_imported():\n    assert sum([2, 2]) == 4\n",
+    "tests/test_imports.py": (
+        "import sys\n\n\ndef test_own():\n    assert len([1]) == 1\n\n\n"
+        "if sys.version_info >= (3,):\n    from .py3_helpers import test_imported  # noqa\n"
+    ),
+}
+
+
+def test_a_test_imported_from_a_helper_module_is_a_real_test():
+    layout, support = harden_suite(IMPORTED)
+    h = layout["tests/test_imports.py"]
+    fresh = {v: k for k, v in h.origin.items()}
+    assert sorted(fresh) == ["test_imported", "test_own"]
+    assert f"from .py3_helpers import {fresh['test_imported']}" in h.source
+    helper = support["tests/py3_helpers.py"]
+    assert f"def {fresh['test_imported']}(" in helper and "== 4" not in helper  # sealed
+    assert h.conditional == {fresh["test_imported"]}  # imported under an `if`
+
+
 def test_drop_tests_reaches_tests_under_if():
     keys = {k for k, _ in iter_tests(__import__("ast").parse(STYLES))}
     assert {"test_b", "test_py2_only", "TestOrder::test_roundtrip"} <= keys
@@ -97,6 +119,10 @@ def test_six_style_suite_grades_whole_and_a_foreign_test_is_still_unknown(tmp_pa
     assert not grade.tampered, grade.output
     assert (grade.passed, grade.total) == (7, 8), grade.output
     assert dict(grade.results)["tests/test_styles.py::test_py2_only"] is False
+    task = Task("imports", "", {"README": "x\n"}, IMPORTED, {})
+    with Sandbox.from_files(task.files) as box:
+        grade = grade_in(box, task, timeout_s=60)
+    assert (grade.passed, grade.total, grade.tampered) == (2, 2, False), grade.output
     # fail closed still: a test brought in from outside the suite's files is an unknown id
     extra = STYLES + "\nfrom helpers_outside import test_foreign  # noqa\n"
     files = {"README": "x\n", "helpers_outside.py": "def test_foreign():\n    pass\n"}

@@ -68,14 +68,17 @@ def flat(body: list[ast.stmt]) -> list[ast.stmt]:
 
 
 def always_bound(body: list[ast.stmt]) -> set[str]:
-    """Names of functions, classes and plain assignments a body binds on every path through its
-    blocks (an `if` binds what both branches bind; a `try` what its body and every handler do)."""
+    """Names of functions, classes, imports and plain assignments a body binds on every path
+    through its blocks (an `if` binds what both branches bind; a `try` what its body and every
+    handler do)."""
     names = set()
     for stmt in body:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(stmt.name)
         elif isinstance(stmt, ast.Assign):
             names |= {t.id for t in stmt.targets if isinstance(t, ast.Name)}
+        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in stmt.names}
         elif isinstance(stmt, ast.If):
             names |= always_bound(stmt.body) & always_bound(stmt.orelse)
         elif isinstance(stmt, (ast.With, ast.AsyncWith)):

@@ -135,9 +135,16 @@ def harden_suite(
     state = _State(_Rewrite(eq_name, seal_name))
     for cls in relevant.values():
         state.harden_class(cls)
+    imported = {rel: _imported_tests(suite, rel) for rel in test_rels}  # as written
     homes: dict[str, list] = {rel: [] for rel in trees}  # rel -> canary candidates
     for rel in test_rels:
         homes[rel] += state.harden_functions(trees[rel])
+    helpers = sorted({src for found in imported.values() for _, src, _ in found})
+    for rel in helpers:  # modules whose tests a test module imports: hardened, no canaries
+        state.harden_functions(trees[rel])
+    for found in imported.values():
+        for alias, _, _ in found:
+            alias.name = state.names[alias.name]
     for cls in relevant.values():
         if cls.rel in homes and (not is_test_module(cls.rel) or _in_plan(cls, plan[cls.rel])):
             key = cls.rel if is_test_module(cls.rel) else (cls.rel, cls.node.name)
@@ -148,6 +155,7 @@ def harden_suite(
     out, support = {}, {}
     for rel, tree in trees.items():
         touched = is_test_module(rel) or any(c.rel == rel for c in relevant.values())
+        touched = touched or rel in helpers
         if touched:
             tree.body = _after_future_imports(tree.body, header)
             text = ast.unparse(ast.fix_missing_locations(tree)) + "\n"
@@ -157,6 +165,7 @@ def harden_suite(
             may = parametrized_elsewhere or any(w in modules[rel] for w in PARAMETRIZE_WORDS)
             out[rel] = state.keys(rel, trees[rel], plan[rel], may, text)
             out[rel].unresolved = problems[rel]
+            state.imported_keys(out[rel], trees[rel], imported[rel], may)
         else:
             support[rel] = text
     return out, support
@@ -180,6 +189,25 @@ def _plan(suite: Suite, rel: str) -> tuple[list, list[str]]:
             )
         entries.append((binding, info, mro, tests))
     return entries, problems
+
+
+def _imported_tests(suite: Suite, rel: str) -> list[tuple[ast.alias, str, ast.FunctionDef]]:
+    """(import alias, helper module, function) of each test function test module `rel` imports
+    by name from another module of the suite (not a test module: it is graded on its own). A
+    test imported from elsewhere (`*`, the project's code, a renamed alias) stays unknown to the
+    grader: its id in a report is forged (fail closed)."""
+    out = []
+    for node in flat(suite.trees[rel].body):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        src = suite.module_file(rel, node.level, node.module)
+        if src is None or is_test_module(src):
+            continue
+        defs = {f.name: f for f in flat(suite.trees[src].body) if _is_test(f)}
+        for alias in node.names:
+            if alias.name in defs and alias.asname in (None, alias.name):
+                out.append((alias, src, defs[alias.name]))
+    return out
 
 
 def _in_plan(cls: ClassInfo, entries: list) -> bool:
@@ -295,6 +323,20 @@ class _State:
             for c in mro:
                 out.canaries |= {f"{binding}::{name}" for name in self.canaries.get(id(c), [])}
         return out
+
+    def imported_keys(self, out: Hardened, tree: ast.Module, found: list, may: bool) -> None:
+        """Tests a test module imports from a helper module of the suite (funcy: `from
+        .py38_decorators import test_decorator_access_args`): pytest collects them there."""
+        bound = always_bound(tree.body)
+        for alias, _, func in found:
+            original, required, ids, _ = self.functions[id(func)]
+            out.real.add(alias.name)
+            out.origin[alias.name] = original
+            out.checks[alias.name] = (required, ids)
+            if not (may or func.decorator_list):
+                out.plain.add(alias.name)
+            if original not in bound:
+                out.conditional.add(alias.name)
 
     def canaries_in(self, cls) -> list[str]:
         return self.canaries.get(cls, [])
