@@ -9,7 +9,10 @@ support modules (a tests package's `__init__.py`, helper modules beside the test
   `unittest.TestCase` subclass under any name, unless `__test__ = False`;
 - each collected class's test methods through inheritance (C3 order, as Python resolves them):
   methods defined in the class, in mixins and base classes of the same file, of the tests
-  package's `__init__.py` or of a helper module, and `test_x = None` removing an inherited one.
+  package's `__init__.py` or of a helper module, and `test_x = None` removing an inherited one;
+- tests defined inside module- or class-level `if` / `try` / `with` blocks (six's
+  `if PY3: def test_b(): ... else: def test_b(): ...`): every branch is read, and a test that
+  is not bound on every path through them is `conditional` (it may be absent from a run).
 
 Base classes are resolved through `import` / `from ... import` statements between the suite's
 files. A base found nowhere in the suite (the project's own code, a third-party helper) is
@@ -37,14 +40,65 @@ def is_test_name(name: str) -> bool:
     return name.startswith("test")
 
 
+BLOCKS = (ast.If, ast.Try, ast.With, ast.AsyncWith) + (
+    (ast.TryStar,) if hasattr(ast, "TryStar") else ()
+)
+
+
+def branches(stmt: ast.stmt) -> list[list[ast.stmt]]:
+    """The statement lists a module- or class-level block may run (every branch)."""
+    if isinstance(stmt, ast.If):
+        return [stmt.body, stmt.orelse]
+    if isinstance(stmt, (ast.With, ast.AsyncWith)):
+        return [stmt.body]
+    if isinstance(stmt, BLOCKS):  # try / try*
+        return [stmt.body, *(h.body for h in stmt.handlers), stmt.orelse, stmt.finalbody]
+    return []
+
+
+def flat(body: list[ast.stmt]) -> list[ast.stmt]:
+    """A module or class body's statements with those inside its `if`/`try`/`with` blocks
+    (every branch), in source order: what a definition found at run time may be."""
+    out = []
+    for stmt in body:
+        out.append(stmt)
+        for sub in branches(stmt):
+            out += flat(sub)
+    return out
+
+
+def always_bound(body: list[ast.stmt]) -> set[str]:
+    """Names of functions, classes, imports and plain assignments a body binds on every path
+    through its blocks (an `if` binds what both branches bind; a `try` what its body and every
+    handler do)."""
+    names = set()
+    for stmt in body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(stmt.name)
+        elif isinstance(stmt, ast.Assign):
+            names |= {t.id for t in stmt.targets if isinstance(t, ast.Name)}
+        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in stmt.names}
+        elif isinstance(stmt, ast.If):
+            names |= always_bound(stmt.body) & always_bound(stmt.orelse)
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            names |= always_bound(stmt.body)
+        elif isinstance(stmt, BLOCKS):
+            paths = [always_bound(stmt.body + stmt.orelse)]
+            paths += [always_bound(h.body) for h in stmt.handlers]
+            names |= set.intersection(*paths) | always_bound(stmt.finalbody)
+    return names
+
+
 def defines(node: ast.ClassDef) -> dict[str, str]:
-    """name -> "test" | "none" | "init" | "notest" for what the class body itself binds."""
+    """name -> "test" | "none" | "init" | "notest" for what the class body itself binds (inside
+    its `if`/`try`/`with` blocks too: the last binding in source order wins)."""
     out = {}
-    for stmt in node.body:
+    for stmt in flat(node.body):
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             if stmt.name in ("__init__", "__new__"):
                 out[stmt.name] = "init"
-            elif is_test_name(stmt.name) and not _is_fixture(stmt):
+            elif is_test_name(stmt.name) and not is_fixture(stmt):
                 out[stmt.name] = "test"
         elif isinstance(stmt, ast.Assign):
             for target in stmt.targets:
@@ -57,8 +111,15 @@ def defines(node: ast.ClassDef) -> dict[str, str]:
     return out
 
 
-def _is_fixture(func) -> bool:
-    return any("fixture" in ast.unparse(d) for d in func.decorator_list)
+def is_fixture(func) -> bool:
+    """Decorated with `fixture` / `pytest.fixture(...)` (not `pytest.mark.usefixtures`, which
+    marks a test)."""
+    for dec in func.decorator_list:
+        target = dec.func if isinstance(dec, ast.Call) else dec
+        name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+        if name in ("fixture", "yield_fixture"):
+            return True
+    return False
 
 
 class Suite:

@@ -51,7 +51,7 @@ import posixpath
 import secrets
 from typing import Any
 
-from rl.envs.grading.collect import ClassInfo, Suite
+from rl.envs.grading.collect import ClassInfo, Suite, always_bound, branches, flat, is_fixture
 
 EQ_MODULE = "_rl_grader"  # strict_eq.py is installed in the grader dir under this name
 # Words that let pytest add "[...]" ids to a test that has no decorator of its own (a parametrized
@@ -77,6 +77,13 @@ class Hardened:
     # What the grader could not resolve about the collected classes (why a report of this file
     # may name tests it does not know): shown by the gate when it rejects a repository.
     unresolved: list[str] = dataclasses.field(default_factory=list)
+    # Real keys defined under a module- or class-level `if`/`try` that not every path defines
+    # (collect.always_bound): absent from a complete report, such a test counts failed, and its
+    # absence is no sign of tampering (it earns nothing).
+    conditional: set[str] = dataclasses.field(default_factory=set)
+    # A key defined in several branches (six: `if PY3: def test_b ... else: def test_b`): the
+    # required sealed ids of each definition; a passed test must have recorded one set whole.
+    either: dict[str, tuple[frozenset, ...]] = dataclasses.field(default_factory=dict)
 
 
 def is_test_module(rel: str) -> bool:
@@ -128,9 +135,16 @@ def harden_suite(
     state = _State(_Rewrite(eq_name, seal_name))
     for cls in relevant.values():
         state.harden_class(cls)
+    imported = {rel: _imported_tests(suite, rel) for rel in test_rels}  # as written
     homes: dict[str, list] = {rel: [] for rel in trees}  # rel -> canary candidates
     for rel in test_rels:
         homes[rel] += state.harden_functions(trees[rel])
+    helpers = sorted({src for found in imported.values() for _, src, _ in found})
+    for rel in helpers:  # modules whose tests a test module imports: hardened, no canaries
+        state.harden_functions(trees[rel])
+    for found in imported.values():
+        for alias, _, _ in found:
+            alias.name = state.names[alias.name]
     for cls in relevant.values():
         if cls.rel in homes and (not is_test_module(cls.rel) or _in_plan(cls, plan[cls.rel])):
             key = cls.rel if is_test_module(cls.rel) else (cls.rel, cls.node.name)
@@ -141,6 +155,7 @@ def harden_suite(
     out, support = {}, {}
     for rel, tree in trees.items():
         touched = is_test_module(rel) or any(c.rel == rel for c in relevant.values())
+        touched = touched or rel in helpers
         if touched:
             tree.body = _after_future_imports(tree.body, header)
             text = ast.unparse(ast.fix_missing_locations(tree)) + "\n"
@@ -150,6 +165,7 @@ def harden_suite(
             may = parametrized_elsewhere or any(w in modules[rel] for w in PARAMETRIZE_WORDS)
             out[rel] = state.keys(rel, trees[rel], plan[rel], may, text)
             out[rel].unresolved = problems[rel]
+            state.imported_keys(out[rel], trees[rel], imported[rel], may)
         else:
             support[rel] = text
     return out, support
@@ -173,6 +189,25 @@ def _plan(suite: Suite, rel: str) -> tuple[list, list[str]]:
             )
         entries.append((binding, info, mro, tests))
     return entries, problems
+
+
+def _imported_tests(suite: Suite, rel: str) -> list[tuple[ast.alias, str, ast.FunctionDef]]:
+    """(import alias, helper module, function) of each test function test module `rel` imports
+    by name from another module of the suite (not a test module: it is graded on its own). A
+    test imported from elsewhere (`*`, the project's code, a renamed alias) stays unknown to the
+    grader: its id in a report is forged (fail closed)."""
+    out = []
+    for node in flat(suite.trees[rel].body):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        src = suite.module_file(rel, node.level, node.module)
+        if src is None or is_test_module(src):
+            continue
+        defs = {f.name: f for f in flat(suite.trees[src].body) if _is_test(f)}
+        for alias in node.names:
+            if alias.name in defs and alias.asname in (None, alias.name):
+                out.append((alias, src, defs[alias.name]))
+    return out
 
 
 def _in_plan(cls: ClassInfo, entries: list) -> bool:
@@ -201,27 +236,35 @@ class _State:
         node = cls.node
         _strip_docstring(node)
         self.shared[id(cls)] = self.rewrite.collect(node, skip=_is_test)
-        for item in node.body:
+        for item in flat(node.body):  # tests under a class-level `if` too
             if _is_test(item):
                 original = item.name
                 required, ids = _harden_test(item, self.rewrite)
                 item.name = self.fresh(original)
-                self.methods[(id(cls), original)] = (required, ids, item)
-                self.candidates.setdefault(id(cls), []).append((node.body, item, cls))
+                self.methods[(id(cls), original)] = _merge(
+                    self.methods.get((id(cls), original)), (required,), ids, item
+                )
+                if any(item is top for top in node.body):  # canaries: unconditional tests only
+                    self.candidates.setdefault(id(cls), []).append((node.body, item, cls))
             elif isinstance(item, ast.Assign):  # `test_x = None` removes an inherited test
                 for target in item.targets:
                     if isinstance(target, ast.Name) and target.id.startswith("test"):
                         target.id = self.fresh(target.id)
 
     def harden_functions(self, tree: ast.Module) -> list:
-        cands = []
-        for node in tree.body:
+        cands, renamed = [], set()
+        for node in flat(tree.body):  # tests under a module-level `if`/`try` too
             if _is_test(node):
                 original = node.name
                 required, ids = _harden_test(node, self.rewrite)
                 node.name = self.fresh(original)
+                renamed.add(original)
                 self.functions[id(node)] = (original, required, ids, node)
-                cands.append((tree.body, node, None))
+                if any(node is top for top in tree.body):  # canaries: unconditional tests only
+                    cands.append((tree.body, node, None))
+        # A test that calls another module-level test (toolz: test_is_partial calls
+        # test_is_valid) calls it by its fresh name.
+        _RenameCalls({n: self.names[n] for n in renamed}).visit(tree)
         return cands
 
     def add_canaries(self, cands: list, count: int) -> None:
@@ -243,25 +286,37 @@ class _State:
     def keys(self, rel: str, tree: ast.Module, entries: list, may: bool, text: str) -> Hardened:
         out = Hardened(text, set(), set())
         out.sealed, out.canary_seals = self.rewrite.sealed, self.canary_seals
-        for node in tree.body:
+        bound = always_bound(tree.body)
+        for node in flat(tree.body):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 if id(node) in self.functions and self.functions[id(node)][3] is node:
                     original, required, ids, func = self.functions[id(node)]
                     out.real.add(node.name)
                     out.origin[node.name] = original
+                    if node.name in out.checks:  # defined in two branches (if PY3: ... else:)
+                        prev_required, prev_ids = out.checks[node.name]
+                        options = out.either.get(node.name, (prev_required,)) + (required,)
+                        out.either[node.name] = options
+                        required, ids = prev_required, prev_ids | ids
                     out.checks[node.name] = (required, ids)
                     if not (may or func.decorator_list):
                         out.plain.add(node.name)
+                    if node.name not in bound:
+                        out.conditional.add(node.name)
                 elif node.name in self.canaries_in(None):
                     out.canaries.add(node.name)
         for binding, info, mro, tests in entries:
             shared = frozenset().union(*(self.shared.get(id(c), frozenset()) for c in mro))
             for original, definer in tests.items():
-                required, ids, func = self.methods[(id(definer), original)]
+                options, ids, func = self.methods[(id(definer), original)]
                 key = f"{binding}::{self.names[original]}"
                 out.real.add(key)
                 out.origin[key] = f"{binding}::{original}"
-                out.checks[key] = (required, ids | shared)
+                out.checks[key] = (options[0], ids | shared)
+                if len(options) > 1:
+                    out.either[key] = options
+                if func.name not in always_bound(definer.node.body):
+                    out.conditional.add(key)
                 own = definer is info and info.rel == rel
                 if own and not (may or info.node.decorator_list or func.decorator_list):
                     out.plain.add(key)
@@ -269,18 +324,70 @@ class _State:
                 out.canaries |= {f"{binding}::{name}" for name in self.canaries.get(id(c), [])}
         return out
 
+    def imported_keys(self, out: Hardened, tree: ast.Module, found: list, may: bool) -> None:
+        """Tests a test module imports from a helper module of the suite (funcy: `from
+        .py38_decorators import test_decorator_access_args`): pytest collects them there."""
+        bound = always_bound(tree.body)
+        for alias, _, func in found:
+            original, required, ids, _ = self.functions[id(func)]
+            out.real.add(alias.name)
+            out.origin[alias.name] = original
+            out.checks[alias.name] = (required, ids)
+            if not (may or func.decorator_list):
+                out.plain.add(alias.name)
+            if original not in bound:
+                out.conditional.add(alias.name)
+
     def canaries_in(self, cls) -> list[str]:
         return self.canaries.get(cls, [])
 
 
 def _is_test(node: ast.AST) -> bool:
     """A function pytest collects as a test (a fixture named test_* is not one: renaming it would
-    break the tests that request it)."""
+    break the tests that request it; `@pytest.mark.usefixtures(...)` marks a test)."""
     return (
         isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
         and node.name.startswith("test")
-        and not any("fixture" in ast.unparse(d) for d in node.decorator_list)
+        and not is_fixture(node)
     )
+
+
+class _RenameCalls(ast.NodeTransformer):
+    """Loads of renamed module-level test names (`test_is_valid(...)` inside another test)."""
+
+    def __init__(self, names: dict[str, str]):
+        self.names = names
+
+    def visit_Name(self, node: ast.Name):
+        if isinstance(node.ctx, ast.Load) and node.id in self.names:
+            node.id = self.names[node.id]
+        return node
+
+    def visit_FunctionDef(self, node):
+        """A function's own arguments and local names shadow the module's tests."""
+        args = node.args
+        local = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+        local |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
+        local |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and not _loads(n)}
+        outer = self.names
+        self.names = {k: v for k, v in outer.items() if k not in local}
+        self.generic_visit(node)
+        self.names = outer
+        return node
+
+    visit_AsyncFunctionDef = visit_Lambda = visit_FunctionDef
+
+
+def _loads(node: ast.Name) -> bool:
+    return isinstance(node.ctx, ast.Load)
+
+
+def _merge(prev, options: tuple, ids: frozenset, func) -> tuple:
+    """(alternative required sets, sealed ids, first node) of a test defined once or in several
+    branches of a class-level `if`."""
+    if prev is None:
+        return options, ids, func
+    return prev[0] + options, prev[1] | ids, prev[2]
 
 
 def _harden_test(func, rewrite):
@@ -329,10 +436,18 @@ class _Rewrite(ast.NodeTransformer):
         if skip is None:
             self.visit(node)
         else:
-            for child in list(node.body):
-                if not skip(child):
-                    self.visit(child)
+            self._visit_skipping(node.body, skip)
         return frozenset(self._ids)
+
+    def _visit_skipping(self, body: list, skip) -> None:
+        for child in list(body):
+            if skip(child):
+                continue
+            if branches(child):  # a class-level `if`/`try`: tests inside are hardened alone
+                for sub in branches(child):
+                    self._visit_skipping(sub, skip)
+            else:
+                self.visit(child)
 
     def sealed_id(self, stmt: ast.AST) -> str | None:
         if (
@@ -539,12 +654,14 @@ def _make_canary(
 
 
 def iter_tests(tree: ast.Module):
-    """(key as pytest names it after "::", node) of every test function and method."""
-    for node in tree.body:
+    """(key as pytest names it after "::", node) of every test function and method (those under
+    module- or class-level `if`/`try`/`with` blocks too: one key may come twice, once per
+    branch)."""
+    for node in flat(tree.body):
         if isinstance(node, ast.FunctionDef) and node.name.startswith("test"):
             yield node.name, node
-        elif isinstance(node, ast.ClassDef):
-            for item in node.body:
+        elif isinstance(node, ast.ClassDef) and any(node is top for top in tree.body):
+            for item in flat(node.body):
                 if isinstance(item, ast.FunctionDef) and item.name.startswith("test"):
                     yield f"{node.name}::{item.name}", item
 

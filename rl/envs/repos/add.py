@@ -29,6 +29,7 @@ import argparse
 import ast
 import json
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -46,10 +47,10 @@ SPECS = ROOT / "data/repos/specs/added"
 
 def check_files(where: str, files: dict[str, str]) -> None:
     """Problems the setup agent cannot repair, found before anything runs."""
-    if not any(is_test_module(f) or f.endswith("tests.py") for f in files):
+    if not any(is_test_module(f) or re.search(r"(^|/)(\w*tests|test)\.py$", f) for f in files):
         raise AddError(
-            f"{where} has no tests (no test_*.py, *_test.py or tests.py): the grader runs the "
-            "project's own tests, add some"
+            f"{where} has no tests (no test_*.py, *_test.py, tests.py or test.py): the grader "
+            "runs the project's own tests, add some"
         )
     if "setup.py" in files:
         try:

@@ -34,7 +34,13 @@ import re
 from rl.envs.grading.harden import drop_tests, iter_tests
 from rl.envs.grading.tasks import Task, grade_in
 from rl.envs.isolation.sandbox import Limits, Sandbox
-from rl.envs.repos.spec import EnvSpec, hidden_rel, run_baseline, support_files
+from rl.envs.repos.spec import (
+    EnvSpec,
+    graded_source,
+    hidden_rel,
+    run_baseline,
+    support_files,
+)
 
 FLIPS = {
     ast.Lt: ast.LtE,
@@ -249,7 +255,7 @@ def hidden_suite(files: dict[str, str], spec: EnvSpec) -> dict[str, str]:
         keys = {tid.split("::", 1)[1] for tid in spec.baseline if tid.startswith(rel + "::")}
         good = {k for k in keys if f"{rel}::{k}" in passing}
         if good:
-            out[rel] = drop_tests(files[path], keys - good)
+            out[rel] = drop_tests(graded_source(path, files), keys - good)
     return out
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 
 from data.chat import tool_call_text
 from data.tokenizers import Tokenizer
@@ -201,9 +202,12 @@ class ScriptedSetupPolicy:
                 )
         command = None
         for candidate, note in test_commands(texts):
+            tried = len(notes)
             found = yield from self._try_command(candidate, files, notes)
             if found:
                 command = found
+                # a candidate that failed before this one is no reason to reject: only a note
+                notes[:tried] = [n.replace(PROBLEM, "tried: ", 1) for n in notes[:tried]]
                 notes.append(note)
                 offline = network_error(self._last_output)
                 if offline:
@@ -211,18 +215,33 @@ class ScriptedSetupPolicy:
                 break
         tests = []
         if command:
-            collected = yield (
-                "run",
-                {"command": f"{command} --collect-only -q" + ("" if " -q" in command else " -q")},
-            )
-            tests = collected_files(collected)
+            tests = yield from self._test_files(command, notes)
         proposal = {"setup": setup, "test_command": command or "", "test_files": tests}
         proposal["notes"] = notes
         yield ("write_file", {"path": SPEC_FILE, "content": json.dumps(proposal, indent=1)})
         yield ("submit", {})
 
+    def _test_files(self, command: str, notes: list[str]):
+        """Test modules the command collects that define tests. `-q -q -q` gives one short
+        "path: N" line per file (a config's `-v` or a long per-test listing would be trimmed to
+        fit the observation, leaving fragments such as "s/tests.py"); a module pytest collects
+        only doctests from (--doctest-modules) is left out: the grader runs test functions."""
+        collected = yield ("run", {"command": f"{command} --collect-only -q -q -q"})
+        found = collected_files(collected)
+        if not found:
+            return []
+        paths = " ".join(shlex.quote(f) for f in found)
+        pattern = r"^[[:space:]]*((async )?def test|class [A-Za-z0-9_]*Test)"
+        listed = yield ("run", {"command": f"grep -l -E '{pattern}' -- {paths}"})
+        kept = [f for f in found if f in listed.splitlines()]
+        if len(kept) < len(found):
+            left = sorted(set(found) - set(kept))
+            notes.append(f"not graded: {left} (no test functions or classes: doctests only)")
+        return kept
+
     def _try_command(self, command: str, files: list[str], notes: list[str]):
         """Runs `command`, repairing it by rule until tests run (returns it) or no rule applies."""
+        cause = ""  # why test modules were left out: the reason when none is left to run
         for _ in range(4):
             out = yield ("run", {"command": command, "timeout_s": self.test_timeout_s})
             self._last_output = out
@@ -241,8 +260,14 @@ class ScriptedSetupPolicy:
                 return None
             repaired = repair(command, out, files)
             if repaired is None:
-                notes.append(f"{PROBLEM}{command!r} does not run the tests: {_last(out)}")
+                if cause and "no tests ran" in out:  # every module was left out: say why
+                    command, why = command.split(" --ignore=", 1)[0], cause
+                else:
+                    why = why_not_run(out)
+                notes.append(f"{PROBLEM}{command!r} does not run the tests: {why}")
                 return None
+            if "--ignore=" in repaired[0] and "--ignore=" not in command:
+                cause = why_not_run(out)
             command, why = repaired
             notes.append(why)
         return None
@@ -274,9 +299,10 @@ def network_note(line: str) -> str:
 
 
 def src_packages(files: list[str]) -> list[str]:
-    """Packages under src/ with no copy at the root."""
+    """Packages under src/ with no copy at the root (a tests package is not one: pytest finds
+    it from its test files, and the grader installs its own copy)."""
     pkgs = {m.group(1) for f in files if (m := re.fullmatch(r"src/(\w+)/__init__\.py", f))}
-    return sorted(p for p in pkgs if f"{p}/__init__.py" not in files)
+    return sorted(p for p in pkgs if f"{p}/__init__.py" not in files and not p.startswith("test"))
 
 
 def src_modules(files: list[str]) -> list[str]:
@@ -314,13 +340,10 @@ def declared_dependencies(texts: dict[str, str]) -> list[tuple[str, str]]:
 def test_commands(texts: dict[str, str]) -> list[tuple[str, str]]:
     """Test commands to try, most specific first: the tox testenv's runner, then pytest."""
     out = []
-    tox = texts.get("tox.ini", "")
-    m = re.search(r"^commands\s*=\s*\n?\s*(.+)$", tox, flags=re.M)
-    if m:
-        line = re.sub(r"\{posargs[^}]*\}", "", m.group(1)).strip()
-        if line.startswith("pytest") or line.startswith("py.test"):
+    for line in tox_commands(texts.get("tox.ini", "")):
+        if re.match(r"(coverage run\b.*-m\s+)?(py\.test|pytest)\b", line):
             out.append((PYTEST, "tox.ini runs pytest"))
-        elif line:
+        else:
             out.append((line, "tox.ini names the test runner"))
     out.append((PYTEST, "pytest runs the tests"))
     seen, unique = set(), []
@@ -329,6 +352,22 @@ def test_commands(texts: dict[str, str]) -> list[tuple[str, str]]:
             seen.add(command)
             unique.append((command, note))
     return unique
+
+
+def tox_commands(tox: str) -> list[str]:
+    """The first testenv's commands: continuation lines joined, `{posargs}` dropped, and a tox
+    factor condition (`py27: ...`, `{py27,py36}-full: ...`, munch's) taken off the front."""
+    m = re.search(r"^commands\s*=[ \t]*(.*)\n((?:[ \t]+\S.*(?:\n|$))*)", tox, flags=re.M)
+    if not m:
+        return []
+    text = re.sub(r"\s*\\\n\s*", " ", m.group(1) + "\n" + m.group(2))
+    out = []
+    for line in text.splitlines():
+        line = re.sub(r"\{posargs[^}]*\}", "", line).strip()
+        line = re.sub(r"^[\w{},.\-]+:\s+", "", line)  # a factor condition
+        if line and not line.startswith(("#", ";")) and line not in out:
+            out.append(line)
+    return out
 
 
 def tests_ran(observation: str) -> bool:
@@ -346,6 +385,13 @@ def repair(command: str, out: str, files: list[str]) -> tuple[str, str] | None:
             command + " -o addopts=",
             "the pytest config's addopts name plugins not installed here (e.g. --cov): overridden",
         )
+    broken = sorted(set(re.findall(r"^ERROR (\S+\.py)\b", out, flags=re.M)))
+    broken = [f for f in broken if f in files and f"--ignore={f}" not in command]
+    if "pytest" in command and "during collection" in out and broken:
+        # funcy: 3 of 15 modules import a package not installed offline; the rest still run
+        ignore = "".join(f" --ignore={shlex.quote(f)}" for f in broken)
+        why = f"left out test modules that do not import here: {broken} ({why_not_run(out)})"
+        return command + ignore, why
     not_installed = ("command not found", "not found", "No module named")
     if "pytest" not in command and any(s in out for s in not_installed):
         return PYTEST, f"{command.split()[0]} is not installed offline: pytest runs the tests"
@@ -375,6 +421,30 @@ def _first_error(out: str) -> str:
     for line in out.splitlines():
         if re.search(r"error\b", line, flags=re.I) and not line.startswith("["):
             return line.strip()[:200]
+    return _last(out)
+
+
+def why_not_run(out: str) -> str:
+    """What stopped a test run, in words a user can act on: the first collection error with
+    its file (a test dependency not installed here, a module that exits at import), else the
+    run's last line."""
+    where = re.search(r"^ERROR (\S+\.py)\b", out, flags=re.M)
+    error = re.search(r"^E\s+(\w+(?:Error|Exception)\b.*)$", out, flags=re.M)
+    missing = re.search(r"No module named '([\w.]+)'", out)
+    place = f"{where.group(1)}: " if where else ""
+    if missing:
+        return (
+            f"{place}the tests import {missing.group(1)}, which is not installed here (the sandbox "
+            "is offline and installs nothing): install it where this machine's Python imports "
+            "it, or make those tests skip without it"
+        )
+    if "caught unexpected SystemExit" in out:
+        return (
+            "a test module exits while pytest imports it (e.g. unittest.main() outside "
+            "`if __name__ == '__main__':`): guard that call"
+        )
+    if error:
+        return f"{place}{error.group(1)[:200]} ({_last(out)})"
     return _last(out)
 
 

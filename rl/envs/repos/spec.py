@@ -19,9 +19,11 @@ Test files are graded under names the grader treats as test modules (`hidden_rel
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -88,11 +90,56 @@ def hidden_rel(path: str) -> str:
     return f"{head}/test_{name}" if head else f"test_{name}"
 
 
+def graded_source(path: str, files: dict[str, str]) -> str:
+    """A test file's source as the grader installs it: a relative import that leaves the test
+    directories (webencodings/tests.py: `from . import lookup`, the package under test) becomes
+    absolute (`from webencodings import lookup`), so the graded copy imports the repository's
+    package (the agent's code), not a copy beside the hidden tests. Lines keep their numbers."""
+    text = files[path]
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return text
+    lines = text.splitlines(keepends=True)
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.ImportFrom) and node.level):
+            continue
+        base = os.path.dirname(path)
+        for _ in range(node.level - 1):
+            base = os.path.dirname(base)
+        package = _package_name(base, files)
+        if _test_dir(base) or not package:
+            continue
+        target = ".".join(filter(None, [package, node.module]))
+        i, col = node.lineno - 1, node.col_offset
+        head = re.match(r"from\s+\.+\s*[\w.]*\s+import\b", lines[i][col:])
+        if head:
+            lines[i] = f"{lines[i][:col]}from {target} import{lines[i][col + head.end() :]}"
+    return "".join(lines)
+
+
+def _package_name(directory: str, files: dict[str, str]) -> str:
+    """The dotted name a package directory imports under from the repository root (a src/
+    layout's link names it without src/), "" when it is no package."""
+    parts = []
+    while directory and f"{directory}/__init__.py" in files:
+        directory, name = os.path.split(directory)
+        parts.insert(0, name)
+    return ".".join(parts) if directory in ("", "src") else ""
+
+
+def graded_tests(files: dict[str, str], test_files: list[str]) -> dict[str, str]:
+    """Graded name (`hidden_rel`) -> graded source of each test file."""
+    return {hidden_rel(t): graded_source(t, files) for t in test_files if t in files}
+
+
 def support_files(files: dict[str, str], test_files: list[str]) -> dict[str, str]:
     """What the test files import from beside them, graded from the original (never the agent's
     copy): conftest.py / __init__.py beside the test files and in the test directories above
     them (below the root: the grader installs the task's root conftest.py itself), and helper
-    modules (mixins, base classes) in test directories, at the same paths."""
+    modules (mixins, base classes) in test directories, at the same paths. A package's own
+    `__init__.py` beside a test file inside it (webencodings/tests.py) is the code under test:
+    never a support file (`graded_source` imports it from the repository)."""
     dirs = {os.path.dirname(t) for t in test_files} - {""}
     for d in list(dirs):
         while "/" in d:
@@ -104,7 +151,7 @@ def support_files(files: dict[str, str], test_files: list[str]) -> dict[str, str
         d, name = os.path.split(path)
         if d not in dirs or path in test_files or not name.endswith(".py"):
             continue
-        if name in ("conftest.py", "__init__.py") or (_test_dir(d) and not is_test_module(path)):
+        if name == "conftest.py" or (_test_dir(d) and not is_test_module(path)):
             out[path] = text
     return dict(sorted(out.items()))
 
@@ -132,7 +179,7 @@ def suite_task(name: str, files: dict[str, str], spec: EnvSpec, tests: dict[str,
 
 def run_baseline(box: Sandbox, files: dict[str, str], spec: EnvSpec) -> tuple[Grade, float]:
     """The repository's own tests graded in `box` (setup already run): (grade, seconds)."""
-    tests = {hidden_rel(t): files[t] for t in spec.test_files}
+    tests = graded_tests(files, spec.test_files)
     t0 = time.monotonic()
     grade = grade_in(box, suite_task(spec.name, files, spec, tests), GRADE_TIMEOUT_S)
     return grade, time.monotonic() - t0
@@ -145,6 +192,15 @@ def admit(files: dict[str, str], spec: EnvSpec, limits: Limits = Limits()) -> Ad
     if not spec.test_files or missing:
         why = f"test files not in the repository: {missing}" if missing else "no test files"
         return Admission(name, False, why, None)
+    graded: dict[str, str] = {}
+    for t in spec.test_files:
+        other = graded.setdefault(hidden_rel(t), t)
+        if other != t:  # first's first.py (doctests) would have replaced its test_first.py
+            why = (
+                f"test files {other} and {t} would both be graded as {hidden_rel(t)}: "
+                "rename one, or leave out a file that only holds doctests"
+            )
+            return Admission(name, False, why, None)
     with Sandbox.from_files(files, limits=limits) as box:
         t0 = time.monotonic()
         for i, command in enumerate(spec.setup):
@@ -218,7 +274,7 @@ def unsound_reason(tamper_reasons, files: dict[str, str], spec: EnvSpec) -> str:
         rel, _, why = reason.partition(": ")
         if why not in by_file.setdefault(rel, []):
             by_file[rel].append(why)
-    tests = {hidden_rel(t): files[t] for t in spec.test_files if t in files}
+    tests = graded_tests(files, spec.test_files)
     tests.update(support_files(files, spec.test_files))
     try:
         layout, _ = harden_suite(tests)

@@ -29,6 +29,12 @@ ADDED_PROJECTS = (
     "validators",
     "webcolors",
     "xmltodict",
+    # admitted by the h50g re-run (grader and setup-agent fixes); not in the committed pool yet
+    "decorator",
+    "funcy",
+    "munch",
+    "six",
+    "voluptuous",
 )
 PROJECTS = SUITE_PROJECTS + ADDED_PROJECTS
 
