@@ -224,3 +224,50 @@ def test_kimi_long_context_configs_fit_their_named_pods():
         assert row[1].endswith(f"{config.mesh.context})") and row[3:5] == ["fused", "full"]
         line = dry_run.breakdown(config)[0]
         assert line.endswith(f"= {row[13]} GiB")
+
+
+def test_gradient_bytes_count_only_the_params_the_loss_reaches():
+    """With the MTP loss off (train.mtp_mode='none') the MTP modules never run and XLA holds no
+    gradient for them (the grid's small preset: its MTP module is 31% of the params); with
+    trainable='mtp' only they have one. The plan's gradient follows, the accumulation's carry
+    (the scan carries the whole tree) does not."""
+    from bench import bench_memory_plan as grid
+    from train import dry_run
+
+    cfg = presets.get("small", num_hidden_layers=3)  # the grid's model
+    sizes = {"data": 2, "fsdp": 1, "expert": 1, "tensor": 1, "context": 1}
+    groups = ("dense_layers", "embed", "final_norm", "lm_head", "moe_layers", "mtp_0")
+    by_group = {g: memory_plan.param_bytes_per_device(cfg, sizes, group=g) for g in groups}
+    total = memory_plan.param_bytes_per_device(cfg, sizes)
+    assert sum(by_group.values()) == total and by_group["mtp_0"] > 0.3 * total
+    assert memory_plan.gradient_bytes(cfg, sizes, trained="all") == total
+    assert memory_plan.gradient_bytes(cfg, sizes, trained="trunk") == total - by_group["mtp_0"]
+    assert memory_plan.gradient_bytes(cfg, sizes, trained="mtp") == by_group["mtp_0"]
+    with pytest.raises(ValueError, match="trained must be one of"):
+        memory_plan.gradient_bytes(cfg, sizes, trained="head")
+    config = grid.layout_config((2, 1, 1, 1, 1), "full", 2, "gspmd", 512)  # mtp_mode 'none'
+    p = dry_run.planned_step_bytes(config)
+    assert p["grads"] == total - by_group["mtp_0"] and p["accumulation_carry"] == total
+    config.train.update(mtp_mode="ce")
+    assert dry_run.planned_step_bytes(config)["grads"] == total
+
+
+def test_accumulation_is_a_phase_after_the_layers_backward():
+    """With microbatches, a layer's backward holds the accumulation's carry (one gradient of
+    every param) and the new sum + stacked experts' gradient exist only after the MoE layers'
+    backward: the backward phase counts the carry, the accumulation phase the whole
+    accumulation_bytes beside the dense layers' saved activations and one working set's
+    activations (their weights' gradients are in the sum by then): each below the sum of all
+    (what the plan counted before; at 512-token rows it ran 1.19x XLA's bytes)."""
+    cfg = presets.get("small", dtype="bfloat16", remat="full")
+    sizes = {"data": 2, "fsdp": 1, "expert": 1, "tensor": 1, "context": 1}
+    one = memory_plan.memory_plan(cfg, sizes, 512, 1, fused_attention=True)
+    two = memory_plan.memory_plan(cfg, sizes, 512, 1, fused_attention=True, microbatches=2)
+    assert "phase_accumulation" not in one and one["accumulation_carry"] == 0
+    assert two["accumulation_carry"] == two["params"]
+    assert two["phase_backward"] - one["phase_backward"] == two["params"]
+    acc = memory_plan.accumulation_bytes(cfg, sizes)
+    assert two["grad_accumulator"] == acc
+    at_once = sum(two[k] for k in ("grads", "grad_accumulator", "activations_saved"))
+    at_once += two["layer_working_set"] + two["logits"]  # everything counted at once
+    assert max(two["phase_backward"], two["phase_accumulation"]) < at_once
