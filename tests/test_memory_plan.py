@@ -173,8 +173,8 @@ def test_rl_kimi_plan_prints_the_sampler_mesh_and_the_pretraining_plan_fits():
     """configs/rl_kimi_k2.py's sampler lines (latent cache per token by hand: 61 layers x (512 +
     64) x 2 B = 70,272 B = 68.6 KiB) and configs/kimi_k2.py's plan on 256 chips: params, grads
     and bfloat16 moments 17 GiB each, the accumulation 31.8 (memory_plan.accumulation_bytes:
-    one gradient + the stacked experts' 14.8) + activations = 93.0 GiB: above a v5p-512's 88.5,
-    within an H200's 131.3; with float32 moments 110.0."""
+    one gradient + the stacked experts' 14.8) + activations in its phase = 89.3 GiB: above a
+    v5p-512's 88.5, within an H200's 131.3; with float32 moments 106.4."""
     from configs import kimi_k2, rl_kimi_k2
     from train import dry_run
 
@@ -193,10 +193,10 @@ def test_rl_kimi_plan_prints_the_sampler_mesh_and_the_pretraining_plan_fits():
     v5p, _, h200 = (_cells(r) for r in dry_run.run_rows(config))
     assert v5p[0].startswith("this run: v5p-512") and h200[0].endswith("H200-141GB")
     assert v5p[6:10] == ["17.0", "17.0", "31.8", "17.0 (bf16)"]
-    assert v5p[13] == h200[13] == "93.0" and (v5p[14], h200[14]) == ("no", "yes")
+    assert v5p[13] == h200[13] == "89.3" and (v5p[14], h200[14]) == ("no", "yes")
     config.train.moment_dtype = "float32"
     v5p = _cells(dry_run.run_rows(config)[0])
-    assert v5p[9] == "34.0" and v5p[13] == "110.0" and v5p[14] == "no"
+    assert v5p[9] == "34.0" and v5p[13] == "106.4" and v5p[14] == "no"
 
 
 def test_kimi_long_context_configs_fit_their_named_pods():
@@ -208,7 +208,9 @@ def test_kimi_long_context_configs_fit_their_named_pods():
 
     want = {
         kimi_k2_32k: {
-            "v5p-512 (256 chips x 95 GB)": "no",
+            # 86.0 GiB of 88.5: the plan fits, not with 10% free after the plan's worst
+            # measured error (test_memory_plan_grid.py names 256 x H200 for that).
+            "v5p-512 (256 chips x 95 GB)": "yes",
             "256 x H200-141GB": "yes",
             "256 x H100-80GB": "no",
         },

@@ -47,13 +47,15 @@ def test_measured_error_is_within_the_grid_bound():
 @pytest.mark.long  # two compilations at 2048-token rows
 def test_accumulation_on_a_multi_device_mesh_adds_what_xla_adds():
     """data 2 x tensor 2 x context 2 at 2048-token rows, 1 vs 2 microbatches of the same shape:
-    XLA's compiled bytes grow by what the plan's do (memory_plan.accumulation_bytes: the scan's
-    carry and new sum beside the stacked experts' gradient, where one microbatch holds one
-    gradient), within 20% (measured: XLA +84.9 MiB, the plan +70.5)."""
+    XLA's compiled bytes grow by what the plan's do (its 'accumulation' phase: the scan's carry,
+    new sum and stacked experts' gradient, memory_plan.accumulation_bytes, beside the dense
+    layers' saved activations and the layers' working activations), within 20% (measured
+    2026-11-29: XLA +84.9 MiB, the plan +72.4)."""
     one, two = (_measured(n, 2048) for n in ACCUMULATION)
     xla = two["xla"]["total"] - one["xla"]["total"]
     plan = two["plan"]["total"] - one["plan"]["total"]
-    assert plan == two["plan"]["grad_accumulator"] > two["plan"]["params"]
+    assert two["plan"]["peak_phase"] == "accumulation"
+    assert two["plan"]["grad_accumulator"] > two["plan"]["params"]
     assert abs(plan - xla) <= 0.2 * xla, (plan, xla)
 
 
