@@ -463,17 +463,14 @@ def memory_plan(
     # layers' backward is done (the scan's transpose concatenates the experts' gradients at its
     # end): while a layer's backward runs, the accumulation holds its carry alone (one float32
     # gradient of every param: the scan carries the whole tree). The new sum is a phase of its
-    # own, beside the dense layers' saved activations and working set, whose backward comes last.
+    # own, beside the dense layers' saved activations and the dense layer's backward (its
+    # weights and activations), with the last MoE layer's working activations still live (read
+    # off XLA's 2k-row dump; their weights' gradients are in the sum by then).
     carry = params if microbatches > 1 else 0
+    finishing = n_dense * saved_dense + acts_dense + acts_moe + weights_dense
     phases = {
         "backward": grads + carry + saved + working + logits,
-        "accumulation": grads
-        + accumulator
-        + n_dense * saved_dense
-        + acts_dense
-        + acts_moe
-        + weights_dense
-        + logits,
+        "accumulation": grads + accumulator + finishing + logits,
         "optimizer": 2 * params,
         "embedding": grads + accumulator + embedding,
     }
