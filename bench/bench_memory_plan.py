@@ -47,7 +47,8 @@ GRID = {
 # call GSPMD cannot partition, so each MoE layer's weights are gathered whole, in float32 before
 # the cast, and XLA keeps more of those whole copies (both unrolled MoE layers', with remat 'none'
 # the forward's for the backward) than the plan's one layer: plan/XLA 0.69-0.86 at --tiny
-# (bench/RESULTS.md). Pods dispatch by all-to-all ('auto' on a multi-device GPU/TPU mesh).
+# (bench/RESULTS_LOG.md; under the plan before 2026-11-29's phases, which only lowered it: not
+# re-measured). Pods dispatch by all-to-all ('auto' on a multi-device GPU/TPU mesh).
 OUTSIDE = {
     "expert8_full_2micro_gspmd": ((1, 1, 8, 1, 1), "full", 2, "gspmd"),
     "fsdp4_context2_dots_4micro_gspmd": ((1, 4, 1, 1, 2), "dots", 4, "gspmd"),

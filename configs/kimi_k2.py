@@ -8,16 +8,17 @@ Mesh 256 = data 1 x fsdp 4 x expert 8 x tensor 8: experts (384) over 8 expert gr
 heads, MLP and vocab over 8-way tensor parallelism, every large weight also FSDP-sharded 4 ways; the
 batch (256 x 4k) over data x fsdp = 64 sequences per shard, in 64 microbatches of one sequence.
 Expect from --dry_run: 1.026e12 params, 3.29e10 active, 2.06e11 training FLOPs/token, and per chip
-17.0 GiB float32 params + 17.0 GiB bfloat16 AdamW moments + 17.0 GiB grads + 31.8 GiB for the
-gradient accumulation (the scan's carry and new sum beside the stacked experts' gradient,
-model/memory_plan.py accumulation_bytes) + 10.1 GiB activations, buffers and one layer's gathered
-weights = 93.0 GiB (parts rounded; fused attention, as 'auto' is on TPU/GPU): the plan fits 256 x
-H200-141GB (131.3 GiB usable), not a v5p-512 (95 GB = 88.5 GiB chips) or 256 x H100-80GB. After
-the plan's worst measured error against XLA (plan/XLA 0.973, model/memory_plan.py
-MEASURED_PLAN_OVER_XLA; bench/RESULTS.md, issue 51) XLA may need 95.6 GiB: 10% of the chip stays
-free on 256 x H200 (118.2 GiB), the slice this layout names. On v5p use 512 chips:
---config.dry_run_devices=512 --config.mesh.fsdp=8 plans 51.6 GiB. With float32 moments it plans
-to 110.0 GiB. Longer rows: configs/kimi_k2_32k.py and kimi_k2_256k.py (a context axis).
+17.0 GiB float32 params + 17.0 GiB bfloat16 AdamW moments + the step's largest phase, the
+gradient accumulation's (model/memory_plan.py): 17.0 GiB grads + 31.8 GiB accumulation (the
+scan's carry and new sum beside the stacked experts' gradient, accumulation_bytes) + 6.5 GiB
+activations, logits and the dense layer's gathered weights = 89.3 GiB (parts rounded; fused
+attention, as 'auto' is on TPU/GPU): the plan fits 256 x H200-141GB (131.3 GiB usable), not a
+v5p-512 (95 GB = 88.5 GiB chips) or 256 x H100-80GB. After the plan's worst measured error
+against XLA (plan/XLA 0.929, model/memory_plan.py MEASURED_PLAN_OVER_XLA; bench/RESULTS.md,
+issue 51) XLA may need 96.1 GiB: 10% of the chip stays free on 256 x H200 (118.2 GiB), the slice
+this layout names. On v5p use 512 chips: --config.dry_run_devices=512 --config.mesh.fsdp=8 plans
+47.9 GiB. With float32 moments it plans to 106.4 GiB. Longer rows: configs/kimi_k2_32k.py and
+kimi_k2_256k.py (a context axis).
 """
 
 from configs import default

@@ -10,14 +10,16 @@ zig-zag chunks (4k tokens per chip, model/context.py), attention all-gathers the
 latent per token. 128 rows of 32k per step = 4.19M tokens, one row per microbatch.
 
 Expect from --dry_run (fused attention, as 'auto' is on TPU/GPU): 4,194,304 tokens per step and
-per chip 15.9 GiB params + 15.9 bf16 moments + 15.9 grads + 30.7 accumulation (the scan's carry
-and new sum beside the stacked experts' gradient) + 3.3 saved layer inputs + 8.4 one layer's
-working set (2.0 of it MoE buffers, the gathered layer weights and their gradient included) + 0.6
-logits = 90.7 GiB: the plan fits 256 x H200 (141 GB), not a v5p-512 (95 GB = 88.5 GiB chips) or
-256 x H100-80GB (74.5 GiB). After the plan's worst measured error against XLA (plan/XLA 0.973,
-model/memory_plan.py MEASURED_PLAN_OVER_XLA; bench/RESULTS.md, issue 51) XLA may need 93.2 GiB:
-10% of the chip stays free on 256 x H200 (118.2 GiB), the slice this layout names. v5p or H100s:
-512 chips, --config.dry_run_devices=512 --config.mesh.context=16 plans 47.2 GiB.
+per chip 15.9 GiB params + 15.9 bf16 moments + the accumulation phase's 54.2 (15.9 grads + 30.7
+accumulation: the scan's carry and new sum beside the stacked experts' gradient; + 7.6 saved
+layer inputs, a dense and a MoE layer's working activations, the dense layer's gathered weights
+and the logits; the layers' backward phase, with the carry alone, is 44.1) = 86.0 GiB: the plan
+fits 256 x H200 (141 GB) and, barely, a v5p-512 (95 GB = 88.5 GiB chips), not 256 x H100-80GB
+(74.5 GiB). After the plan's worst measured error against XLA (plan/XLA 0.929,
+model/memory_plan.py MEASURED_PLAN_OVER_XLA; bench/RESULTS.md, issue 51) XLA may need 92.6 GiB:
+10% of the chip stays free on 256 x H200 (118.2 GiB), the slice this layout names, not on a
+v5p-512. v5p or H100s: 512 chips, --config.dry_run_devices=512 --config.mesh.context=16 plans
+43.7 GiB.
 """
 
 from configs import kimi_k2

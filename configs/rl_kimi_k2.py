@@ -10,10 +10,10 @@ on its own 64-chip mesh (expert 8 x tensor 8), rl.coding.slots episodes at once.
 the trainer's table and then the samplers' per-device bytes at 32k and 256k tokens and the bytes
 each trainer host pushes per weight version.
 
-Expect (2026-11-29): the trainer at 32k plans 90.7 GiB per chip: 15.9 GiB each of params, grads
-and bf16 moments, 30.7 GiB for the accumulation (memory_plan.accumulation_bytes), 3.3 GiB of
-saved layer inputs (4k tokens per chip: the row is split over 8 context shards), 8.4 GiB layer
-working set, 0.6 GiB logits; with the plan's worst
+Expect (2026-11-29): the trainer at 32k plans 86.0 GiB per chip: 15.9 GiB each of params, grads
+and bf16 moments, 30.7 GiB for the accumulation (memory_plan.accumulation_bytes), and in its
+phase 7.6 GiB of saved layer inputs (4k tokens per chip: the row is split over 8 context
+shards), working activations, the dense layer's weights and logits; with the plan's worst
 measured error against XLA (configs/kimi_k2_32k.py) that keeps 10% free on 256 x H200. A 256k
 trainer is configs/kimi_k2_256k.py's layout. Samplers (64 chips, expert 8 x tensor 8): 34.0 GiB of
 bf16 weights per chip; the latent cache is 68.6 KiB per token per sequence in bf16 (61 x (512 +

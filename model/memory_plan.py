@@ -149,10 +149,11 @@ LAYOUTS = {
 }
 # The plan's measured error: the lowest and highest plan / XLA compiled bytes over
 # bench/bench_memory_plan.py's grid (its GRID layouts, 512- and 2048-token rows, 2026-11-29;
-# tests/test_memory_plan_grid.py). The low end sets the margins: a config keeps 10% of the chip
-# free when total / MEASURED_PLAN_OVER_XLA[0] <= 0.9 x HBM. The high end is 512-token rows of
-# FSDP and accumulation layouts, where the plan's weight-side terms run above XLA's peak.
-MEASURED_PLAN_OVER_XLA = (0.973, 1.202)
+# tests/test_memory_plan_grid.py; bench/RESULTS.md "Scale"). The low end sets the margins: a
+# config keeps 10% of the chip free when total / MEASURED_PLAN_OVER_XLA[0] <= 0.9 x HBM. Low:
+# data 4 x 4 microbatches, remat dots, gspmd dispatch, 2048-token rows; high: fsdp 2 x expert 2
+# x tensor 2, remat none, 512-token rows (1.0996).
+MEASURED_PLAN_OVER_XLA = (0.929, 1.100)
 CANDIDATE_MESHES = (  # (data, fsdp, expert, tensor[, context]) over 256 or 512 devices
     (1, 16, 16, 1),
     (1, 32, 8, 1),
@@ -206,6 +207,32 @@ def param_bytes_per_device(
     return sum(_local_bytes(s, p, rules, sizes) for s, p in _shapes_and_specs(cfg, group))
 
 
+TRAINED = ("all", "trunk", "mtp")
+
+
+def gradient_bytes(
+    cfg: ModelConfig, sizes: dict, rules=sh.DEFAULT_RULES, trained: str = "all"
+) -> int:
+    """Float32 gradient bytes one device's backward produces: of every param ('all'), of all but
+    the MTP modules ('trunk': their loss is off, train.mtp_mode='none', so they never run and
+    get no gradient: XLA holds no buffer for it) or of the MTP modules alone ('mtp':
+    train.trainable='mtp', the trunk behind stop_gradient). The small preset's MTP module is
+    31% of its params (bench/bench_memory_plan.py's grid); kimi_k2 has none."""
+    if trained not in TRAINED:
+        raise ValueError(f"trained must be one of {TRAINED} in a plan, got {trained!r}")
+    if trained == "all":
+        return param_bytes_per_device(cfg, sizes, rules)
+    groups = {k for k in _param_groups(cfg) if k.startswith("mtp_") == (trained == "mtp")}
+    return sum(param_bytes_per_device(cfg, sizes, rules, g) for g in groups)
+
+
+@functools.cache
+def _param_groups(cfg: ModelConfig) -> tuple[str, ...]:
+    from model.params import param_shapes
+
+    return tuple(param_shapes(cfg))
+
+
 def accumulation_bytes(cfg: ModelConfig, sizes: dict, rules=sh.DEFAULT_RULES) -> int:
     """What gradient accumulation adds to the backward (microbatches > 1), per device.
 
@@ -217,7 +244,10 @@ def accumulation_bytes(cfg: ModelConfig, sizes: dict, rules=sh.DEFAULT_RULES) ->
     the transpose of the scan over layers concatenates them into a stacked [layers, E, ...]
     buffer first. So 2 gradients + the stacked experts' gradient where one microbatch holds 1
     gradient: this returns the difference (small preset, 3 layers: 1.44 gradients; kimi_k2:
-    1.97)."""
+    1.97). The carry holds every param's leaf, those without a gradient too (the MTP modules
+    with their loss off: zeros carried), hence params, not gradient_bytes. The new sum and the
+    stacked gradient exist only after the MoE layers' backward: memory_plan's 'accumulation'
+    phase, not its 'backward'."""
     experts = sum(
         _local_bytes(shape, spec, rules, sizes)
         for shape, spec in _shapes_and_specs(cfg, "moe_layers")
@@ -356,20 +386,27 @@ def memory_plan(
     fused_attention: bool = False,
     microbatches: int = 1,
     moe_comm: str = "alltoall",
+    trained: str = "all",
 ) -> dict[str, float]:
     """Per-device bytes of one training step (train/step.py under train/trainer.py's jit, state
     donated): float32 params and `optimizer_moments` moments (moment_bytes each element), which
     live throughout, plus the largest of the step's phases, each a set of buffers live at once:
 
-      backward   the gradient (float32, params' shards) + with microbatches > 1 the
-                 accumulation's (accumulation_bytes; with remat 'none' only its carry, the rest
-                 is the 'accumulation' phase) + activations saved under cfg.remat + one layer's
-                 working set (its recomputed forward, their gradients, its gathered weights and
-                 their gradient, its MoE dispatch buffers) + the output logits and their gradient;
-      accumulation (remat 'none' with microbatches > 1) the gradient + accumulation_bytes + the
-                 dense layers' saved activations + one layer's working set + the logits;
+      backward   while a layer's backward runs: the gradient (float32, params' shards, of the
+                 params the loss reaches: gradient_bytes) + with microbatches > 1 the
+                 accumulation's carry (one gradient of every param) + activations saved under
+                 cfg.remat + one layer's working set (its recomputed forward, their gradients,
+                 its gathered weights and their gradient, its MoE dispatch buffers) + the
+                 output logits and their gradient;
+      accumulation (microbatches > 1) once the MoE layers' backward is done: the gradient +
+                 accumulation_bytes (carry, new sum, stacked experts' gradient) + the dense
+                 layers' saved activations + the activations of a dense and a MoE layer's
+                 working sets (XLA frees the MoE layer's after the dense layer's backward) and
+                 the dense layer's gathered weights + the logits. Counting the new sum in the
+                 layers' backward ran 1.19x XLA's bytes at 512-token rows (issue 51);
       optimizer  the (averaged) gradient and optax's `updates` tree (float32, one more gradient)
-                 before apply_updates: 2 gradients;
+                 before apply_updates: 2 gradients (XLA, 1 device, remat none: the trunk's
+                 gradient + 1.3 params' worth of new values under the non-finite guard's cond);
       embedding  the embedding lookup's gradient: when the table's D axis is sharded over axes
                  that also split the tokens, GSPMD resolves the lookup by a full
                  rematerialization (its "Involuntary full rematerialization" warning): one
@@ -386,6 +423,7 @@ def memory_plan(
     gspmd = moe_comm == "gspmd"
     lay = moe_a2a.layout_from_rules(rules, sizes)
     params = param_bytes_per_device(cfg, sizes, rules)
+    grads = gradient_bytes(cfg, sizes, rules, trained)
     cp = lay.size(lay.seq)
     if seq_len % cp:
         raise ValueError(f"seq_len {seq_len} does not split over a context axis of {cp}")
@@ -396,20 +434,23 @@ def memory_plan(
     layer_all = lambda a: a["dots"] + a["other"]
     boundary = tokens * cfg.hidden_size * _itemsize(cfg.dtype)  # each layer's input, always saved
     if cfg.remat == "none":
-        saved = n_dense * layer_all(dense) + n_moe * (layer_all(moe) + moe["moe_saved"])
+        saved_dense, saved_moe = layer_all(dense), layer_all(moe) + moe["moe_saved"]
     elif cfg.remat == "full":
-        saved = (n_dense + n_moe) * boundary
+        saved_dense = saved_moe = boundary
     else:  # 'dots' policies keep matmul outputs, recompute the rest
-        saved = n_dense * dense["dots"] + n_moe * moe["dots"] + (n_dense + n_moe) * boundary
+        saved_dense, saved_moe = dense["dots"] + boundary, moe["dots"] + boundary
+    saved = n_dense * saved_dense + n_moe * saved_moe
     # One layer's recomputed forward and its gradients are live at once during its backward, with
-    # its gathered weights and their gradient. Without remat nothing is recomputed (the forward's
-    # intermediates are in `saved`): only their gradients.
-    copies = 1 if cfg.remat == "none" else 2
-    working = max(
-        copies * layer_all(dense) + gathered_weight_bytes(cfg, lay, False) * (n_dense > 0),
-        copies * (layer_all(moe) + moe["moe_buffers"])
-        + gathered_weight_bytes(cfg, lay, True, gspmd),
-    )
+    # its gathered weights and their gradient. What is recomputed: nothing without remat (the
+    # forward's intermediates are in `saved`), the whole layer under 'full', under 'dots' all but
+    # the matmul outputs (saved).
+    recomputed = {"none": lambda a: 0, "full": layer_all, "dots": lambda a: a["other"]}[cfg.remat]
+    copies = 1 if cfg.remat == "none" else 2  # the MoE dispatch's buffers: gradients (+ rerun)
+    weights_dense = gathered_weight_bytes(cfg, lay, False) if n_dense else 0
+    weights_moe = gathered_weight_bytes(cfg, lay, True, gspmd)
+    acts_dense = layer_all(dense) + recomputed(dense) if n_dense else 0
+    acts_moe = layer_all(moe) + recomputed(moe) + copies * moe["moe_buffers"]
+    working = max(acts_dense + weights_dense, acts_moe + weights_moe)
     logits = 2 * tokens * -(-cfg.vocab_size // lay.size(lay.mlp)) * 4  # float32 logits + grads
     accumulator = accumulation_bytes(cfg, sizes, rules) if microbatches > 1 else 0
     # The embedding's full rematerialization: the token-splitting axes the table's D is sharded
@@ -418,25 +459,29 @@ def memory_plan(
     embed_rows = tokens * math.prod(lay.sizes[a] for a in remat_axes) if remat_axes else 0
     embedding = embed_rows * cfg.hidden_size * 4
     moments = optimizer_moments * params * moment_bytes // 4
-    # Without remat the saved activations are largest at the backward's start, before the
-    # accumulation's new sum and stacked expert gradient exist (they come once the MoE layers'
-    # backward, which frees their saved activations, is done): the backward holds only the carry
-    # beside them, and the new sum is a phase of its own with the dense layers' saved activations.
-    # (data 8 x 2 microbatches, remat none, 2k rows: plan/XLA 1.06 so, 1.15 counting both at once)
-    in_backward = min(accumulator, params) if cfg.remat == "none" else accumulator
+    # The accumulation's new sum and the stacked experts' gradient exist only once the MoE
+    # layers' backward is done (the scan's transpose concatenates the experts' gradients at its
+    # end): while a layer's backward runs, the accumulation holds its carry alone (one float32
+    # gradient of every param: the scan carries the whole tree). The new sum is a phase of its
+    # own, beside the dense layers' saved activations and the dense layer's backward (its
+    # weights and activations), with the last MoE layer's working activations still live (read
+    # off XLA's 2k-row dump; their weights' gradients are in the sum by then).
+    carry = params if microbatches > 1 else 0
+    finishing = n_dense * saved_dense + acts_dense + acts_moe + weights_dense
     phases = {
-        "backward": params + in_backward + saved + working + logits,
-        "accumulation": params + accumulator + n_dense * layer_all(dense) + working + logits,
+        "backward": grads + carry + saved + working + logits,
+        "accumulation": grads + accumulator + finishing + logits,
         "optimizer": 2 * params,
-        "embedding": params + accumulator + embedding,
+        "embedding": grads + accumulator + embedding,
     }
-    if microbatches == 1 or cfg.remat != "none":
-        del phases["accumulation"]  # inside the backward's (or no accumulation)
+    if microbatches == 1:
+        del phases["accumulation"]
     peak = max(phases, key=phases.get)
     out = {
         "params": params,
-        "grads": params,
+        "grads": grads,
         "grad_accumulator": accumulator,
+        "accumulation_carry": carry,
         "optimizer": moments,
         "activations_saved": saved,
         "layer_working_set": working,

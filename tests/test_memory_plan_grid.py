@@ -2,8 +2,7 @@
 bench/bench_memory_plan.py's grid: 9 layouts over 1 to 8 simulated CPU devices (data, fsdp,
 expert, tensor and context axes; 1, 2 and 4 microbatches; remat none, full and dots; the
 all-to-all and the gspmd MoE dispatch), at 512- and at 2048-token rows: within 10% above or
-below on every layout but those in KNOWN_OUT (measured 2026-11-29; issue 51): at 2048-token rows
-all 9, at 512 five (the plan runs high on the other four: KNOWN_OUT says by how much).
+below on every layout at both lengths (measured 2026-11-29, issue 51; bench/RESULTS.md "Scale").
 
 The default run compiles one layout at 512-token rows (data 2 x tensor 2 x context 2 with one
 microbatch; the suite's 12-minute budget); the rest is `long` (one compilation each, 1-5 minutes
@@ -26,23 +25,8 @@ def _measured(name: str, seq: int) -> dict:
     return grid.measure(name, seq)
 
 
-# (layout, rows) measured outside 10% (2026-11-29), with the ratio. At 512-token rows the plan's
-# weight-side terms weigh most: the FSDP-gathered layer's float32 gradient (not at XLA's peak on
-# the fsdp 2 x expert 2 dump at 2k rows: reduce-scattered matrix by matrix) and the
-# accumulation's new sum (0.75-0.86 of a gradient at XLA's peak, counted whole).
-KNOWN_OUT: dict[tuple[str, int], str] = {
-    ("fsdp2_expert2_dots_4micro_a2a", 512): "plan/XLA 1.202",
-    ("data2_tensor2_context2_full_2micro_a2a", 512): "plan/XLA 1.191",
-    ("fsdp2_expert2_tensor2_none_a2a", 512): "plan/XLA 1.158",
-    ("data8_none_2micro_a2a", 512): "plan/XLA 1.112",
-}
-
-
 def _marks(name, seq):
-    marks = [pytest.mark.slow if (name, seq) in FAST else pytest.mark.long]
-    if (name, seq) in KNOWN_OUT:
-        marks.append(pytest.mark.xfail(strict=True, reason=KNOWN_OUT[(name, seq)]))
-    return marks
+    return [pytest.mark.slow if (name, seq) in FAST else pytest.mark.long]
 
 
 @pytest.mark.parametrize(
@@ -53,26 +37,25 @@ def test_plan_within_10_percent_of_xla(name, seq):
     assert 0.9 <= r["ratio"] <= 1.1, (name, seq, r["ratio"], r["plan"], r["xla"])
 
 
-def test_measured_error_covers_the_grid():
-    """MEASURED_PLAN_OVER_XLA (what the Kimi-K2 margins divide by) spans the grid's measured
-    ratios, and at 2048-token rows at most one of the 9 layouts is outside 10%."""
+def test_measured_error_is_within_the_grid_bound():
+    """MEASURED_PLAN_OVER_XLA (what the Kimi-K2 margins divide by) is the grid's measured range
+    (bench/RESULTS.md "Scale"): inside the 10% the grid test asserts, the low end below 1."""
     low, high = memory_plan.MEASURED_PLAN_OVER_XLA
-    assert 0.8 < low <= 1.0 <= high < 1.3
-    assert sum(s == 2048 for _, s in KNOWN_OUT) <= 1
-    for ratio in (float(r.split()[-1]) for r in KNOWN_OUT.values()):
-        assert low <= ratio <= high
+    assert 0.9 <= low <= 1.0 <= high <= 1.1
 
 
 @pytest.mark.long  # two compilations at 2048-token rows
 def test_accumulation_on_a_multi_device_mesh_adds_what_xla_adds():
     """data 2 x tensor 2 x context 2 at 2048-token rows, 1 vs 2 microbatches of the same shape:
-    XLA's compiled bytes grow by what the plan's do (memory_plan.accumulation_bytes: the scan's
-    carry and new sum beside the stacked experts' gradient, where one microbatch holds one
-    gradient), within 20% (measured: XLA +84.9 MiB, the plan +70.5)."""
+    XLA's compiled bytes grow by what the plan's do (its 'accumulation' phase: the scan's carry,
+    new sum and stacked experts' gradient, memory_plan.accumulation_bytes, beside the dense
+    layers' saved activations and the layers' working activations), within 20% (measured
+    2026-11-29: XLA +84.9 MiB, the plan +72.4)."""
     one, two = (_measured(n, 2048) for n in ACCUMULATION)
     xla = two["xla"]["total"] - one["xla"]["total"]
     plan = two["plan"]["total"] - one["plan"]["total"]
-    assert plan == two["plan"]["grad_accumulator"] > two["plan"]["params"]
+    assert two["plan"]["peak_phase"] == "accumulation"
+    assert two["plan"]["grad_accumulator"] > two["plan"]["params"]
     assert abs(plan - xla) <= 0.2 * xla, (plan, xla)
 
 

@@ -89,7 +89,7 @@ def breakdown(config) -> list[str]:
     low = memory_plan.MEASURED_PLAN_OVER_XLA[0]
     if p["peak_phase"] == "backward":
         peak = (
-            f"grads {gib('grads')} + accumulation gradient {gib('grad_accumulator')} + saved "
+            f"grads {gib('grads')} + accumulation carry {gib('accumulation_carry')} + saved "
             f"layer inputs/activations {gib('activations_saved')} + one layer's working set "
             f"{gib('layer_working_set')} (MoE buffers {gib('moe_buffers_per_layer')}) + logits "
             f"{gib('logits')}"
@@ -251,4 +251,15 @@ def planned_step_bytes(config) -> dict:
     return memory_plan.memory_plan(
         cfg, sizes, t.seq_len, seqs, model_rules(config), moment_bytes=moment_bytes,
         fused_attention=fused, microbatches=t.microbatches, moe_comm=comm,
+        trained=_trained(t, cfg),
     )  # fmt: skip
+
+
+def _trained(t, cfg) -> str:
+    """Which params the configured loss gives a gradient (memory_plan.gradient_bytes): the MTP
+    modules run only with their loss on (train/losses.py make_lm_loss), and
+    train.trainable='mtp' puts the trunk behind stop_gradient."""
+    if t.trainable == "mtp":
+        return "mtp"
+    with_mtp = t.mtp_mode != "none" and t.mtp_weight > 0 and cfg.num_mtp_modules > 0
+    return "all" if with_mtp or not cfg.num_mtp_modules else "trunk"
