@@ -66,3 +66,26 @@ def test_an_added_projects_task_passes_the_reference_and_fails_unchanged():
     assert task.meta["split"] == "train" and set(task.meta["f2p"]) <= spec.passing()
     verdict = verify_task(task)
     assert verdict.accepted, verdict.reason
+
+
+def test_resume_keeps_the_pool_once_and_drops_the_suites_devops_tasks(tmp_path):
+    """`mine --resume` (scale.resume_lines): the pool's lines and a killed run's .partial lines
+    come back once each, the partial's with their split; a DevOps line that is the committed
+    suite's task (held out by site) is dropped; the ids the DevOps stage skips are the ids
+    makefile_task gives."""
+    from rl.envs.repos import review_devops as F
+
+    line = {"family": "bugfix", "id": "addict-x-1", "project": "addict", "split": "train"}
+    suite_dup = {"family": "devops", "id": "semver-devops-makefile-s0", "project": "semver"}
+    held = {"family": "feature", "id": "schema-y-2", "project": "schema"}
+    out, partial = tmp_path / "pool.jsonl", tmp_path / "pool.jsonl.partial"
+    out.write_text("".join(json.dumps(d) + "\n" for d in (line, dict(suite_dup, split="train"))))
+    partial.write_text("".join(json.dumps(d) + "\n" for d in (line, held)))
+    got = scale.resume_lines(out, partial)
+    assert got == [line, dict(held, split="heldout")]
+    files, spec = project_files("addict"), load_spec("addict")
+    for seed in (0, 1, 2):
+        assert F.makefile_task("addict", files, spec, seed).id == scale._devops_id("addict", seed)
+    tried = tmp_path / "t.tried"
+    tried.write_text('{"id": "a", "why": "ok"}\n{"id": "b", "why": "0 fail->pass of 3"}\n')
+    assert scale._tried(tried) == {"a", "b"} and scale._tried(tmp_path / "none") == set()
