@@ -74,6 +74,7 @@ def toy_config(
     group_size: int = 8,
     balanced: bool = True,
     schedule: str = "cosine",
+    uniform_beta: float = 0.0,
 ):
     c = rl_config.get_config()
     c.rl.update(
@@ -87,6 +88,7 @@ def toy_config(
         temperature=temperature,  # sampling and the loss alike
         kl_beta=kl_beta,  # > 0: k2 KL to the initial policy (keeps it exploring)
         group_size=group_size,
+        uniform_beta=uniform_beta,  # > 0: a floor under every token (rl/learning/grpo.py)
     )
     c.rl.summary_toy.update(facts=facts, balanced=balanced)
     # 'cosine': lr to 0.1x over the pool's steps (at a constant 3e-3, 5 of 10 runs lost facts
@@ -244,6 +246,7 @@ def main() -> None:
     ap.add_argument("--temperature", type=float, default=1.0)
     ap.add_argument("--kl_beta", type=float, default=0.02)
     ap.add_argument("--group_size", type=int, default=16)
+    ap.add_argument("--uniform_beta", type=float, default=0.0, help="rl.uniform_beta")
     ap.add_argument("--unbalanced", action="store_true", help="facts drawn per task (old recipe)")
     ap.add_argument("--schedule", default="cosine", choices=("cosine", "constant"))
     ap.add_argument("--workdir", default="/tmp/bench_rl_summary")
@@ -282,6 +285,7 @@ def train_one(args, seed: int, workdir: str) -> str:
             args.group_size,
             not args.unbalanced,
             args.schedule,
+            args.uniform_beta,
         ),
         workdir,
         log=lambda s: None,

@@ -110,6 +110,11 @@ def get_config() -> ml_collections.ConfigDict:
             ppo_clip=0.0,
             kl_beta=0.0,
             kl_mode="k2",  # 'k2' | 'reward'
+            # > 0: a KL(uniform over valid_vocab || policy) term at each policy token, weighted
+            # (rl/learning/grpo.py): a floor under every token's probability that a saturated
+            # policy keeps (the k2 KL's and an entropy bonus's gradients vanish there). For
+            # small vocabularies (summary_toy: bench/bench_rl_summary.py); 0 = off
+            uniform_beta=0.0,
             malformed_adv=0.0,
             # Negative episode advantages x this (1 = plain GRPO). With no length normalization a
             # long failing episode carries many more token terms than a short success; < 1 keeps
