@@ -193,8 +193,8 @@ def get_config() -> ml_collections.ConfigDict:
     # summary_entropy_bonus; 0 = off, the default). Issue 55: on tuning seed 5 (shipped recipe
     # 0.756: two facts' senders deterministic on one summary) 0.05 reached 0.967 (0.1: 0.47, senders
     # near uniform); on fresh seeds 100-107 4 of 8 ended >= 0.9 (off, the shipped recipe: 7 of 10
-    # on 100-109): undecided senders stayed near uniform and overlapped instead. The fix shipped
-    # in the bench's recipe is rl.uniform_beta=0.01 (above; rl/sampling/summary_toy.py (4))
+    # on 100-109): undecided senders stayed near uniform and overlapped instead. rl.uniform_beta
+    # (above) at 0.01 did not reach the target either (rl/sampling/summary_toy.py (4))
     c.rl.summary_toy = ml_collections.ConfigDict(
         dict(facts=4, summary_tokens=2, answer_tokens=2, balanced=True, entropy_bonus=0.0)
     )

@@ -41,8 +41,9 @@ tests/test_rl_losses.py checks both against the analytic grad of beta * KL on a 
 The uniform term (uniform_beta > 0, rl.uniform_beta; rl/learning/losses.py `uniform_kl`, exact
 over the vocab, no sampling): its gradient on logit j, uniform_beta (pi_j - 1/n), does not vanish
 where the policy has saturated, as the k2 KL's and an entropy bonus's do, so it keeps a floor under
-every valid token: exploration that a deterministic policy cannot lose (issue 55: the summary toy's
-stalls were a sender or a receiver turned deterministic on a wrong code, bench/RESULTS.md). It is
+every valid token: exploration that a deterministic policy cannot lose (issue 55: two of the
+summary toy's stalls were a sender or a receiver turned deterministic on a wrong code; 0.01 fixed
+those but not the toy's fresh seeds, bench/RESULTS.md). It is
 a forward KL to uniform: meaningful where uniform over rl.valid_vocab is a sane prior (toy
 vocabularies), not over an LLM's vocabulary.
 
