@@ -1,7 +1,7 @@
 """Self-summarization toy RL (issue 33): success needs one fact carried across a summary.
 
     python bench/bench_rl_summary.py [--pool 480] [--facts 4] [--lr 3e-3] [--seed 0]
-        [--kl_beta 0.02] [--group_size 16] [--schedule cosine] [--unbalanced]
+        [--kl_beta 0.02] [--uniform_beta 0] [--group_size 16] [--schedule cosine] [--unbalanced]
         [--workdir /tmp/bench_rl_summary] [--out bench/rl_summary_curve.png]
     python bench/bench_rl_summary.py --seeds_plot DIR [DIR ...] --out bench/rl_summary_seeds.png
     python bench/bench_rl_summary.py --seeds 100,101,102 --workdir /tmp/summary_seeds \
@@ -19,8 +19,11 @@ records: the summary holds the fact's id, or the fact is decodable from it under
 the policy adopted) and of groups whose chains all tied (zero advantage), and writes the curve.
 The recipe: balanced pools (rl.summary_toy.balanced; `--unbalanced` draws each task's fact
 independently, as the first recipe did), a k2 KL of 0.02 to the initial policy
-(rl/sampling/summary_toy.py says why), 16 chains a group and a cosine lr decay to 0.1x over the pool
-(bench/RESULTS_LOG.md).
+(rl/sampling/summary_toy.py says why), 16 chains a group, a cosine lr decay to 0.1x over the pool
+(bench/RESULTS_LOG.md). `--uniform_beta B` adds rl.uniform_beta: a KL(uniform || policy) term per
+policy token whose gradient does not vanish where the policy has saturated (rl/learning/grpo.py);
+0.01 fixed the two stalled tuning seeds it was tried on but not the fresh seeds (issue 55,
+bench/RESULTS.md), so the recipe ships without it.
 `--report_only` redoes the report of a finished run; `--seeds_plot` draws finished runs' reward
 curves together and prints their 10-step means. `--seeds` runs the recipe once per seed, reports
 each run as one seed's run is reported (its curve PNG in WORKDIR/seed_N), draws every seed's curve
@@ -74,6 +77,7 @@ def toy_config(
     group_size: int = 8,
     balanced: bool = True,
     schedule: str = "cosine",
+    uniform_beta: float = 0.0,
 ):
     c = rl_config.get_config()
     c.rl.update(
@@ -87,6 +91,7 @@ def toy_config(
         temperature=temperature,  # sampling and the loss alike
         kl_beta=kl_beta,  # > 0: k2 KL to the initial policy (keeps it exploring)
         group_size=group_size,
+        uniform_beta=uniform_beta,  # > 0: a floor under every token (rl/learning/grpo.py)
     )
     c.rl.summary_toy.update(facts=facts, balanced=balanced)
     # 'cosine': lr to 0.1x over the pool's steps (at a constant 3e-3, 5 of 10 runs lost facts
@@ -244,6 +249,7 @@ def main() -> None:
     ap.add_argument("--temperature", type=float, default=1.0)
     ap.add_argument("--kl_beta", type=float, default=0.02)
     ap.add_argument("--group_size", type=int, default=16)
+    ap.add_argument("--uniform_beta", type=float, default=0.0, help="rl.uniform_beta; 0: off")
     ap.add_argument("--unbalanced", action="store_true", help="facts drawn per task (old recipe)")
     ap.add_argument("--schedule", default="cosine", choices=("cosine", "constant"))
     ap.add_argument("--workdir", default="/tmp/bench_rl_summary")
@@ -282,6 +288,7 @@ def train_one(args, seed: int, workdir: str) -> str:
             args.group_size,
             not args.unbalanced,
             args.schedule,
+            args.uniform_beta,
         ),
         workdir,
         log=lambda s: None,

@@ -110,6 +110,11 @@ def get_config() -> ml_collections.ConfigDict:
             ppo_clip=0.0,
             kl_beta=0.0,
             kl_mode="k2",  # 'k2' | 'reward'
+            # > 0: a KL(uniform over valid_vocab || policy) term at each policy token, weighted
+            # (rl/learning/grpo.py): a floor under every token's probability that a saturated
+            # policy keeps (the k2 KL's and an entropy bonus's gradients vanish there). For
+            # small vocabularies (summary_toy: bench/bench_rl_summary.py); 0 = off
+            uniform_beta=0.0,
             malformed_adv=0.0,
             # Negative episode advantages x this (1 = plain GRPO). With no length normalization a
             # long failing episode carries many more token terms than a short success; < 1 keeps
@@ -188,7 +193,8 @@ def get_config() -> ml_collections.ConfigDict:
     # summary_entropy_bonus; 0 = off, the default). Issue 55: on tuning seed 5 (shipped recipe
     # 0.756: two facts' senders deterministic on one summary) 0.05 reached 0.967 (0.1: 0.47, senders
     # near uniform); on fresh seeds 100-107 4 of 8 ended >= 0.9 (off, the shipped recipe: 7 of 10
-    # on 100-109): undecided senders stayed near uniform and overlapped instead
+    # on 100-109): undecided senders stayed near uniform and overlapped instead. rl.uniform_beta
+    # (above) at 0.01 did not reach the target either (rl/sampling/summary_toy.py (4))
     c.rl.summary_toy = ml_collections.ConfigDict(
         dict(facts=4, summary_tokens=2, answer_tokens=2, balanced=True, entropy_bonus=0.0)
     )

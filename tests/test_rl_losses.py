@@ -467,3 +467,37 @@ def test_context_order_moves_every_token_axis_together_and_refuses_mtp():
     assert context_order(batch, 1) is batch
     with pytest.raises(ValueError, match="rl.mtp_weight with a context axis"):
         context_order(batch, 2, mtp=True)
+
+
+def test_uniform_term_matches_numpy_and_keeps_its_gradient_where_the_policy_saturated():
+    """rl.uniform_beta: beta * KL(uniform over the valid ids || pi) per policy token, against a
+    numpy reference (value and the analytic gradient beta (pi_j - 1/n) / (norm * B) on valid
+    logits, 0 on masked ids and on tokens outside the loss mask). On a saturated row (pi ~ 1 on
+    one id) its gradient stays ~beta while the k2 KL's is ~0: the floor the toy needed."""
+    b, t, v, n, beta, norm = 2, 3, 7, 5, 0.3, 4
+    rng = np.random.default_rng(7)
+    logits = rng.normal(size=(b, t, v)).astype(np.float32)
+    logits[1, 2, :n] = [12.0, 0.0, 0.0, 0.0, 0.0]  # saturated: pi(0) ~ 1 - 2.5e-5
+    targets = np.zeros((b, t), np.int64)
+    mask = np.array([[1, 1, 0], [0, 1, 1]], np.float32)
+    lp_valid = _log_softmax(logits[..., :n].astype(np.float64))  # [B,T,n]
+    sampler = lp_valid[..., 0]
+    batch = _batch(targets, mask, np.zeros((b, t)), sampler)
+    fn = make_rl_loss(_toy_apply, norm_tokens=norm, uniform_beta=beta, valid_vocab=n)
+    params = {"logits": jnp.asarray(logits)}
+    (loss, aux), g = jax.value_and_grad(lambda p: fn(p, batch, None), has_aux=True)(params)
+    kl = -np.log(n) - lp_valid.mean(-1)  # [B,T] KL(u || pi)
+    np.testing.assert_allclose(float(loss), beta * (kl * mask).sum() / (norm * b), rtol=1e-5)
+    np.testing.assert_allclose(
+        float(aux["metrics"]["uniform_kl"]), (kl * mask).sum() / mask.sum(), rtol=1e-5
+    )
+    want = np.zeros((b, t, v))
+    want[..., :n] = beta * (np.exp(lp_valid) - 1.0 / n) * mask[..., None] / (norm * b)
+    np.testing.assert_allclose(np.asarray(g["logits"]), want, atol=1e-6)
+    assert abs(float(g["logits"][1, 2, 0])) > 0.7 * beta / (norm * b)  # ~(1 - 1/n) beta
+
+    # the k2 KL on the same saturated token (ref uniform): its gradient has all but vanished
+    batch["ref_logprobs"] = jnp.full((b, t), -np.log(n), jnp.float32)
+    k2 = make_rl_loss(_toy_apply, norm_tokens=norm, kl_beta=beta, valid_vocab=n)
+    gk = jax.grad(lambda p: k2(p, batch, None)[0])(params)["logits"]
+    assert abs(float(gk[1, 2, 0])) < 1e-3 * beta / (norm * b)

@@ -16,7 +16,8 @@ Per policy token t of episode i (mask m_t = 1 on tokens the sampler emitted):
                (with ppo_clip=eps: -min(ratio_t A_t, clip(ratio_t, 1-eps, 1+eps) A_t),
                ratio vs sampler)
     kl_t     = w_t * beta * 0.5 * (logp_t - ref_logp_t)^2  kl_mode='k2' (see below)
-    loss     = sum_{i,t} m_t (pg_t + kl_t) / (norm_tokens * B)
+    u_t      = uniform_beta * KL(uniform over valid ids || pi(. | x_<t))   (off by default)
+    loss     = sum_{i,t} m_t (pg_t + kl_t + u_t) / (norm_tokens * B)
 
 No per-episode length normalization: token terms are summed and divided by a fixed constant
 (`norm_tokens`, the configured max tokens per episode, times the fixed number of rows B), so an
@@ -37,6 +38,15 @@ by the trainer with the frozen params, so beta = 0 holds no reference at all):
     with K_i = sum_t stop_grad(logp_t - ref_logp_t): a REINFORCE estimator of -beta KL.
 tests/test_rl_losses.py checks both against the analytic grad of beta * KL on a categorical.
 
+The uniform term (uniform_beta > 0, rl.uniform_beta; rl/learning/losses.py `uniform_kl`, exact
+over the vocab, no sampling): its gradient on logit j, uniform_beta (pi_j - 1/n), does not vanish
+where the policy has saturated, as the k2 KL's and an entropy bonus's do, so it keeps a floor under
+every valid token: exploration that a deterministic policy cannot lose (issue 55: two of the
+summary toy's stalls were a sender or a receiver turned deterministic on a wrong code; 0.01 fixed
+those but not the toy's fresh seeds, bench/RESULTS.md). It is
+a forward KL to uniform: meaningful where uniform over rl.valid_vocab is a sane prior (toy
+vocabularies), not over an LLM's vocabulary.
+
 MTP self-distillation (mtp_weight > 0): rl/learning/losses.py's `mtp_distillation` term, added
 to the loss with its weight; the model forwards the loss runs (model_apply, model_mtp_apply,
 policy_forward) are there too.
@@ -51,7 +61,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from model import context
-from rl.learning.losses import context_order, mtp_distillation, policy_forward, token_logprobs
+from rl.learning.losses import (
+    context_order,
+    mtp_distillation,
+    policy_forward,
+    token_logprobs,
+    uniform_kl,
+)
 
 
 def group_advantages(rewards: Sequence[float], group_ids: Sequence) -> np.ndarray:
@@ -113,6 +129,7 @@ def make_rl_loss(
     ppo_clip: float = 0.0,
     kl_beta: float = 0.0,
     kl_mode: str = "k2",
+    uniform_beta: float = 0.0,
     valid_vocab: int = 0,
     router_replay: bool = True,
     mtp_fn: Callable | None = None,
@@ -157,6 +174,10 @@ def make_rl_loss(
             if kl_mode == "k2":
                 total = total + jnp.sum(w * kl_beta * 0.5 * diff**2 * mask)
             metrics["kl_k1"] = jnp.sum(jax.lax.stop_gradient(diff) * mask) / n_tok
+        if uniform_beta:  # exact over the valid vocab at each policy token (no TIS weight)
+            ukl = uniform_kl(out.logits, temperature, valid_vocab)  # [B,T]
+            total = total + uniform_beta * jnp.sum(ukl * mask)
+            metrics["uniform_kl"] = jnp.sum(jax.lax.stop_gradient(ukl) * mask) / n_tok
         loss = total / (norm_tokens * rows)
         if mtp_weight:
             seg = batch["segment_ids"]

@@ -71,6 +71,7 @@ def rl_loss(cfg, rl):
         ppo_clip=rl.ppo_clip,
         kl_beta=rl.kl_beta,
         kl_mode=rl.kl_mode,
+        uniform_beta=rl.uniform_beta,
         valid_vocab=rl.valid_vocab,
         router_replay=rl.router_replay,
     )

@@ -51,6 +51,25 @@ def token_logprobs(logits, targets, temperature: float, valid_vocab: int = 0):
     return logp, entropy
 
 
+def uniform_kl(logits, temperature: float, valid_vocab: int = 0):
+    """logits [B,T,V] -> KL(u || pi) [B,T], u uniform over the valid ids (< valid_vocab; 0: all V),
+    pi = softmax(logits / temperature) over them: -log n - mean_{j valid} log pi_j.
+
+    Why a forward KL to uniform and not the entropy or the k2 KL to the reference: the gradient of
+    this term with respect to logit j is pi_j - u_j, which stays ~1 on a token whose probability
+    has saturated, while the gradients of -H(pi) and of KL(pi || ref) both vanish as pi_j -> 1
+    (d/dz_j = pi_j (log pi_j + H), resp. pi_j (log pi_j / ref_j - KL)): once a policy is
+    deterministic, they cannot make it try anything else. It floors every valid token's
+    probability instead (label smoothing on the policy's own tokens)."""
+    scaled = logits.astype(jnp.float32) / (temperature if temperature > 0 else 1.0)
+    vocab = scaled.shape[-1]
+    n = valid_vocab or vocab
+    valid = jnp.arange(vocab) < n  # [V]
+    logp_all = jax.nn.log_softmax(jnp.where(valid, scaled, -jnp.inf), axis=-1)  # [B,T,V]
+    mean_logp = jnp.sum(jnp.where(valid, logp_all, 0.0), axis=-1) / n  # [B,T]
+    return -jnp.log(jnp.float32(n)) - mean_logp
+
+
 def mtp_distillation(mtp_logits, logits, mask, segment_ids, temperature, valid_vocab):
     """-> (sum over heads and tokens of the masked KL(stop_grad p_main || q_k) [], masked tokens
     summed over heads [], sum of head 0's acceptance probability sum_x min(p, q_0) [], head 0's

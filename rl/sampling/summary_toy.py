@@ -38,6 +38,14 @@ bonus on the summary segment (rl.summary_toy.entropy_bonus, rl/learning/batch.py
 summary_entropy_bonus) split it on seed 5 (0.756 -> 0.967) but is off by default: on fresh
 seeds it traded that trap for another (two facts' senders kept near uniform, overlapping,
 decoded half the time; 4 of 8 fresh seeds >= 0.9, 7 of 10 without it), so it is not yet the fix.
+(4) The stalls of seeds 108 and 109 were a saturated policy: the sender deterministic on a
+summary two facts share, or the receiver answering one fact on every summary (so the other
+facts' groups all tie at 0), where the k2 KL's gradient (and an entropy bonus's) vanishes,
+pi_j (log pi_j / ref_j - KL) -> 0 as pi_j -> 1. rl.uniform_beta (KL(uniform over the toy's ids ||
+pi) per policy token, gradient beta (pi_j - 1/n) on logit j: a floor under every id) at 0.01
+fixed both (0.49 and 0.74 -> 0.96) but not fresh seeds: on 110-119 the runs that stalled
+ended with one fact without a summary of its own and the receiver never naming it, or two facts'
+exploring senders overlapping, decoded half the time (bench/RESULTS.md). Off in the recipe.
 """
 
 from __future__ import annotations
