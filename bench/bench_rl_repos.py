@@ -60,53 +60,11 @@ import jax  # noqa: E402
 
 from bench import rl_stages  # noqa: E402
 from bench.common import over_seeds, parse_seeds, parse_tiny, seeds_line  # noqa: E402
+from bench.rl_stages import build, select  # noqa: E402
 from configs import rl as rl_config  # noqa: E402
 from rl.learning import loop  # noqa: E402
 
-KINDS = ("bugfix", "feature")  # what the expert works; review/DevOps prompts are another harness
 TRACES = os.path.join(ROOT, "data/traces/repo_expert_traces.jsonl")
-
-
-def interleave(items: list, n: int) -> list:
-    """The first n of `items` (pool lines: dicts with "project") taken round robin over their
-    projects, each project's own order kept."""
-    by: dict[str, list] = {}
-    for d in items:
-        by.setdefault(d["project"], []).append(d)
-    out, queues = [], list(by.values())
-    while len(out) < n and any(queues):
-        for q in queues:
-            if q and len(out) < n:
-                out.append(q.pop(0))
-    return out
-
-
-def select(n_sites: int, n_repos: int) -> tuple[list, dict]:
-    """(RL pool lines, {'sites': lines, 'repos': lines}) as data/repos/pool.jsonl lines, chosen
-    without building a task (building one costs ~1-2 s); raises on an overlap between training
-    and held-out (ids or repositories)."""
-    from rl.envs.repos import holdout, scale
-    from rl.envs.repos.projects import load_recipes
-
-    held = set(holdout.HELD_OUT_REPOS)
-    train = [d for d in scale.load_pool(split="train") if d["family"] in KINDS]
-    suite = [dict(r.to_dict(), family=r.kind, split="heldout") for r in load_recipes()]
-    sites = [d for d in suite if d["project"] not in held]
-    repos = [d for d in suite if d["project"] in held]
-    repos += [d for d in scale.load_pool(split="heldout") if d["family"] in KINDS]
-    sets = {"sites": interleave(sites, n_sites), "repos": interleave(repos, n_repos)}
-    bad = [d["id"] for d in train if d["project"] in held]
-    bad += [d["id"] for d in sites if d["id"] in {x["id"] for x in train}]
-    if bad:
-        raise ValueError(f"held-out tasks or repositories in the RL pool: {bad[:3]}")
-    return train, sets
-
-
-def build(lines: list) -> list:
-    """The Tasks of pool lines (rebuilt from the vendored files, no sandbox)."""
-    from rl.envs.repos import scale
-
-    return scale.pool_tasks(lines)
 
 
 def make_traces(pool: list[dict], path: str, new: int, minutes: float, max_tokens: int) -> dict:

@@ -2,12 +2,15 @@
 run to an export (pretraining, SFT), the held-out play of a params pytree in the RL loop's own
 CodingSampler, and its metrics by rl.episodes.episode_metrics (the one definition). Imported by
 the bench scripts (run from the repo root: `python bench/x.py` puts the root on sys.path); no
-model work happens at import.
+model work happens at import. The real-repository task sets (bench_rl_repos.py) are chosen here
+too, as pool lines, so choosing them needs neither JAX nor a built task.
 """
 
 from __future__ import annotations
 
 import os
+
+KINDS = ("bugfix", "feature")  # what the repo expert works; review/DevOps are another harness
 
 
 def train_and_export(c, workdir: str) -> str:
@@ -98,3 +101,45 @@ def describe(m: dict, k: int = 4) -> str:
         f"pass@1 {m['pass_rate']:.3f} best-of-{k} {m[f'best_of_{k}']:.3f} "
         f"partial credit {m['partial_credit']:.3f} ({m['tasks']} tasks x {k}) endings {endings}"
     )
+
+
+def interleave(items: list, n: int) -> list:
+    """The first n of `items` (pool lines: dicts with "project") taken round robin over their
+    projects, each project's own order kept."""
+    by: dict[str, list] = {}
+    for d in items:
+        by.setdefault(d["project"], []).append(d)
+    out, queues = [], list(by.values())
+    while len(out) < n and any(queues):
+        for q in queues:
+            if q and len(out) < n:
+                out.append(q.pop(0))
+    return out
+
+
+def select(n_sites: int, n_repos: int) -> tuple[list, dict]:
+    """(RL pool lines, {'sites': lines, 'repos': lines}) as data/repos/pool.jsonl lines, chosen
+    without building a task (building one costs ~1-2 s); raises on an overlap between training
+    and held-out (ids or repositories)."""
+    from rl.envs.repos import holdout, scale
+    from rl.envs.repos.projects import load_recipes
+
+    held = set(holdout.HELD_OUT_REPOS)
+    train = [d for d in scale.load_pool(split="train") if d["family"] in KINDS]
+    suite = [dict(r.to_dict(), family=r.kind, split="heldout") for r in load_recipes()]
+    sites = [d for d in suite if d["project"] not in held]
+    repos = [d for d in suite if d["project"] in held]
+    repos += [d for d in scale.load_pool(split="heldout") if d["family"] in KINDS]
+    sets = {"sites": interleave(sites, n_sites), "repos": interleave(repos, n_repos)}
+    bad = [d["id"] for d in train if d["project"] in held]
+    bad += [d["id"] for d in sites if d["id"] in {x["id"] for x in train}]
+    if bad:
+        raise ValueError(f"held-out tasks or repositories in the RL pool: {bad[:3]}")
+    return train, sets
+
+
+def build(lines: list) -> list:
+    """The Tasks of pool lines (rebuilt from the vendored files, no sandbox)."""
+    from rl.envs.repos import scale
+
+    return scale.pool_tasks(lines)

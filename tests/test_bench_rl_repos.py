@@ -1,27 +1,12 @@
-"""bench/bench_rl_repos.py's task sets, without a model: the RL pool, the held-out sites and the
-held-out repositories are disjoint the way issue 52 asks (the whole path is
-tests/test_bench_tiny_rl.py's -m long smoke run)."""
+"""bench/bench_rl_repos.py's task sets (chosen in bench/rl_stages.py), without a model: the RL
+pool, the held-out sites and the held-out repositories are disjoint the way issue 52 asks (the
+whole path is tests/test_bench_tiny_rl.py's -m long smoke run)."""
 
-import importlib.util
-import os
-
+from bench import rl_stages as b
 from rl.envs.repos import holdout
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-
-def bench(monkeypatch):
-    monkeypatch.setenv("COMPOSER_JAX_HUGEPAGES", "0")  # no re-exec of the test process on import
-    spec = importlib.util.spec_from_file_location(
-        "bench_rl_repos", f"{ROOT}/bench/bench_rl_repos.py"
-    )
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_pool_sites_and_repositories_are_disjoint(monkeypatch):
-    b = bench(monkeypatch)
+def test_pool_sites_and_repositories_are_disjoint():
     pool, sets = b.select(6, 6)
     held = set(holdout.HELD_OUT_REPOS)
     projects = lambda ds: {d["project"] for d in ds}  # noqa: E731
@@ -36,7 +21,6 @@ def test_pool_sites_and_repositories_are_disjoint(monkeypatch):
     assert task.id == sets["repos"][0]["id"] and task.solution
 
 
-def test_interleave_takes_projects_in_turn(monkeypatch):
-    b = bench(monkeypatch)
+def test_interleave_takes_projects_in_turn():
     items = [{"project": p, "id": f"{p}{i}"} for p, i in ("a0", "a1", "a2", "b0", "c0", "c1")]
     assert [d["id"] for d in b.interleave(items, 5)] == ["a0", "b0", "c0", "a1", "c1"]
