@@ -187,6 +187,10 @@ def table(stages: dict, k: int) -> str:
 def run_rl(config, run_dir: str, args, sets: dict, log) -> tuple[list, list]:
     """RL (in chunks of --eval_every steps, the held-out sets played after each) -> (the loop's
     history over all chunks, [(step, {set: metrics})])."""
+    done = os.path.join(run_dir, "bench_result.json")  # a re-run reuses a finished RL stage
+    if os.path.exists(done):
+        saved = json.load(open(done))
+        return saved["history"], [tuple(p) for p in saved["points"]]
     chunk = args.eval_every or args.rl_steps
     history, points, t_end = [], [], time.time() + 60 * args.rl_minutes
     params = None
@@ -207,6 +211,8 @@ def run_rl(config, run_dir: str, args, sets: dict, log) -> tuple[list, list]:
             log(f"held-out after {len(history)} RL steps: {brief(points[-1][1], args.k)}")
     if params is not None:
         points.append((len(history), evaluate(config, params, sets, args.k, args.eval_seed)))
+    with open(done, "w") as f:
+        json.dump({"history": history, "points": points}, f, default=float)
     return history, points
 
 

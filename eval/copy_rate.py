@@ -4,7 +4,7 @@ line character for character; this separates the two.
 
     copy_stats(tok, records, tasks) -> {"edits", "edits_copied", "edits_on_bug", "copy_rate"}
 
-Per `edit` call the policy made (parsed from its turns, rl/envs/agent/tools.parse_turn):
+Per `edit` call the policy made (parsed from its turns, rl.envs.agent.tools.parse_turn):
 - copied: its `old` text is non-empty and occurs verbatim in what the episode showed the policy
   before that call (the observations: every env-written token after the first policy token; the
   prompt is left out, it is the statement, not something the policy read);
