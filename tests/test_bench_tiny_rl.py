@@ -1,7 +1,7 @@
 """Every RL, environment, sandbox and evaluation bench in bench/ at its smoke scale (`--tiny`), each
 in its own process as a user runs it, its printed rows read back (issue 49, point 7; the model and
 serving benches are in test_bench_tiny.py, which says what a smoke run shows). Where a bench plays
-the scripted oracle, its episodes must pass: that is checked too. The three learning benches run
+the scripted oracle, its episodes must pass: that is checked too. The learning benches run
 with `--seeds 0,1` (issue 55): per-seed rows and the mean/min/max lines over them must agree.
 
     python -m pytest -q -n 0 -m bench_tiny --durations=0 tests/test_bench_tiny*.py
