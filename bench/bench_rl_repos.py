@@ -270,6 +270,7 @@ def arguments():
     ap.add_argument("--eval_every", type=int, default=0, help="RL steps per chunk (0: at end)")
     ap.add_argument("--group_size", type=int, default=4)
     ap.add_argument("--groups_per_batch", type=int, default=2)
+    ap.add_argument("--pool", type=int, default=0, help="RL pool: its first N tasks (0: all)")
     ap.add_argument("--microbatches", type=int, default=1)
     ap.add_argument(
         "--dynamic_sampling",
@@ -294,7 +295,7 @@ def arguments():
     tiny = dict(preset="tiny", max_tokens=2048, new_traces=1, sft_steps=1, rl_steps=1)
     tiny.update(rl_minutes=0.0, group_size=2, groups_per_batch=1, heldout_sites=1)
     tiny.update(heldout_repos=1, k=2, max_turns=2, max_turn_tokens=32, workdir=tmp)
-    tiny.update(out=tmp + ".png")
+    tiny.update(out=tmp + ".png", dynamic_sampling=0)  # 1 step: a tied group would be skipped
     return parse_tiny(ap, tiny)
 
 
@@ -332,9 +333,8 @@ def main():
     )
     wall["sft"] = time.time() - t0
     seeds = parse_seeds(args.seeds) if args.seeds else [None]
-    configs = {
-        s: loop.resolve(rl_config_for(args, params_dir, tasks_path, len(pool), s)) for s in seeds
-    }
+    size = min(args.pool or len(pool), len(pool))  # dynamic sampling may skip many tied groups
+    configs = {s: loop.resolve(rl_config_for(args, params_dir, tasks_path, size, s)) for s in seeds}
     config = configs[seeds[0]]
     from model import init_params
     from model.export import load_params
