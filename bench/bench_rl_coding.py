@@ -66,12 +66,12 @@ reexec_with_hugepages()  # the default launch's allocator setting (main.py appli
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
+from bench import rl_stages  # noqa: E402
 from bench.common import over_seeds, parse_seeds, parse_tiny, seeds_line  # noqa: E402
+from bench.rl_stages import describe, heldout_metrics, train_and_export  # noqa: E402
 from configs import rl as rl_config  # noqa: E402
-from configs import sft as sft_config  # noqa: E402
 from rl.learning import loop  # noqa: E402
 from rl.sampling import sampler_process  # noqa: E402
-from rl.stores.weight_store import FixedWeights  # noqa: E402
 
 TRACE_SEED_BASE, HELDOUT_SEED_BASE = 1_000_000, 2_000_000
 
@@ -130,20 +130,6 @@ def make_traces(
     return len(rows)
 
 
-def _train_and_export(c, workdir: str) -> str:
-    """Runs train/'s loop for c.train.steps (unless its export exists: re-runs reuse finished
-    stages) and -> the exported params dir."""
-    from train import convert
-    from train import trainer as train_loop
-
-    c.checkpoint.every_steps = c.train.steps
-    export = os.path.join(workdir, "export", f"params_{c.train.steps}")
-    if not os.path.exists(os.path.join(export, "model_config.json")):
-        train_loop.train(c, workdir)
-        export = convert.export_latest(c, workdir)
-    return export
-
-
 def pretrain(args, workdir: str) -> str:
     """--pretrain_steps > 0: stage (a) first (configs/pretrain.py: next-byte prediction on the
     embedded stdlib corpus, 16 x 512-byte rows) from a random init, so SFT starts from a model
@@ -169,32 +155,21 @@ def pretrain(args, workdir: str) -> str:
         log_every=50,
         mtp_mode="distill" if args.mtp_modules else "none",
     )
-    return _train_and_export(c, workdir)
+    return train_and_export(c, workdir)
 
 
 def sft(args, traces: str, workdir: str, init: str = "") -> str:
-    """-> the exported params dir of the SFT run (train/'s loop, configs/sft.py's data + loss),
-    from `init` (exported params) or a random init."""
-    c = sft_config.get_config()
-    c.model = args.preset
-    c.init_params_from = init
-    c.model_overrides = dict(
-        num_mtp_modules=args.mtp_modules, max_position_embeddings=args.max_tokens
-    )
-    c.data.sources = (dict(c.data.sources[0], paths=[traces]),)
-    c.data.heldout_fraction = 0.05
-    c.train.update(
+    """-> the exported params dir of the SFT run (bench/rl_stages.py's sft) from `init`."""
+    return rl_stages.sft(
+        traces,
+        workdir,
+        preset=args.preset,
+        mtp_modules=args.mtp_modules,
+        max_tokens=args.max_tokens,
         steps=args.sft_steps,
-        batch_size=4,
-        seq_len=args.max_tokens,
         lr=args.sft_lr,
-        warmup_steps=10,
-        eval_every=args.sft_steps,
-        eval_batches=2,
-        log_every=20,
-        mtp_mode="distill" if args.mtp_modules else "none",
+        init=init,
     )
-    return _train_and_export(c, workdir)
 
 
 def rl_config_for(args, params_dir: str, seed: int | None = None):
@@ -244,42 +219,13 @@ def heldout(config, params, n_tasks: int, k: int = 4) -> dict:
     """-> heldout_metrics of n_tasks x k episodes at the RL temperature."""
     from rl.envs import generate_task
 
-    rl = config.rl.copy_and_resolve_references()
-    rl.group_size = k
-    cfg = loop.model_config(config)
-    sampler = sampler_process.make_sampler(rl, cfg)
-    family = rl.coding.templates[0]
+    family = config.rl.coding.templates[0]
     tasks = [
         generate_task(family, seed=HELDOUT_SEED_BASE + i, difficulty=1 + i % 3)
         for i in range(n_tasks)
     ]
-    groups = sampler.play(
-        tasks, FixedWeights(sampler_process.to_engine(params)), seed=HELDOUT_SEED_BASE
-    )
+    groups, _ = rl_stages.play_heldout(config, params, tasks, k, HELDOUT_SEED_BASE)
     return heldout_metrics([t.id for t in tasks], groups, k)
-
-
-def heldout_metrics(task_ids: list[str], groups: list[list[dict]], k: int) -> dict:
-    """rl.episodes.episode_metrics.episode_metrics (ks 1 and k) over the sampler's groups, one per
-    task, each topped up to k episodes with failures for the episodes the driver dropped."""
-    from rl.episodes.episode_metrics import episode_metrics
-    from rl.episodes.schema import Episode
-
-    records = []
-    for task_id, group in zip(task_ids, groups, strict=True):
-        ends = sum(r.get("segment", 0) == r.get("segments", 1) - 1 for r in group)  # episodes
-        records += group + [Episode.dropped(task_id).to_dict() for _ in range(k - ends)]
-    return episode_metrics(records, ks=(1, k))
-
-
-def describe(m: dict, k: int = 4) -> str:
-    """'pass@1 x best-of-k y partial z endings {reason: episodes}' of heldout_metrics."""
-    n = m["episodes"]
-    endings = {key[5:]: round(v * n) for key, v in m.items() if key.startswith("done/")}
-    return (
-        f"pass@1 {m['pass_rate']:.3f} best-of-{k} {m[f'best_of_{k}']:.3f} "
-        f"partial credit {m['partial_credit']:.3f} ({m['tasks']} tasks x {k}) endings {endings}"
-    )
 
 
 def evaluate_only(config, params_dir: str, runs: list[str], n_tasks: int) -> None:

@@ -1,7 +1,7 @@
 """Every RL, environment, sandbox and evaluation bench in bench/ at its smoke scale (`--tiny`), each
 in its own process as a user runs it, its printed rows read back (issue 49, point 7; the model and
 serving benches are in test_bench_tiny.py, which says what a smoke run shows). Where a bench plays
-the scripted oracle, its episodes must pass: that is checked too. The three learning benches run
+the scripted oracle, its episodes must pass: that is checked too. The learning benches run
 with `--seeds 0,1` (issue 55): per-seed rows and the mean/min/max lines over them must agree.
 
     python -m pytest -q -n 0 -m bench_tiny --durations=0 tests/test_bench_tiny*.py
@@ -171,3 +171,23 @@ def test_rl_backpressure_counts_every_group():
     row = json.loads(out.strip().splitlines()[-1])
     assert row["pool"] == 2 and row["steps"] >= 1 and 0 <= row["dropped"] <= 2, row
     assert row["steps"] + row["dropped"] == 2, row  # 1 group a step: trained or dropped
+
+
+@compiles
+def test_rl_repos_whole_path_over_two_seeds(tmp_path):
+    """mine -> traces -> SFT -> RL -> eval on real repositories (issue 52): the stage x set table,
+    one row per seed and the over-seeds lines agree; the traces file holds only training tasks."""
+    out = run_tiny("bench_rl_repos.py", "--seeds", "0,1", "--workdir", str(tmp_path),
+                   "--out", str(tmp_path / "curve.png"))  # fmt: skip
+    stages = re.findall(r"^\| (before SFT|after SFT|after RL \(seed \d, \d+ steps\)) \| "
+                        r"(sites|repos) \| 1 x 2 \|", out, re.M)  # fmt: skip
+    assert [s[0][:9] for s in stages] == ["before SF"] * 2 + ["after SFT"] * 2 + ["after RL "] * 4
+    rows = re.findall(rf"^\| (\d) \| (\d+) \| {NUM} \| {NUM} \|", out, re.M)
+    assert [r[0] for r in rows] == ["0", "1"], out
+    for name in ("sites", "repos"):
+        _, x, y = over_two_seeds(out, f"held-out {name} pass@1 after RL")
+        assert {x, y} <= {0.0, 0.5, 1.0}  # 1 task x 2 episodes
+        over_two_seeds(out, f"held-out {name} pass@1 gain over SFT", -1.0, 1.0)
+    traces = [json.loads(x) for x in (tmp_path / "traces.jsonl").read_text().splitlines()]
+    assert traces and all(t["project"] not in ("roman", "jsonpointer", "schema") for t in traces)
+    assert (tmp_path / "curve.png").stat().st_size > 0

@@ -1,0 +1,406 @@
+"""RL on real repositories, the whole path with one command (issue 52): training-repository tasks
+-> expert traces -> SFT -> RL -> held-out evaluation before SFT, after SFT and after RL.
+
+    python bench/bench_rl_repos.py [--max_tokens 4096] [--new_traces 16] [--trace_minutes 5]
+        [--sft_steps 80] [--rl_steps 40] [--rl_minutes 10] [--eval_every 0] [--heldout_sites 4]
+        [--heldout_repos 4] [--k 4] [--workdir runs/bench_rl_repos] [--seeds 0,1]
+    python bench/bench_rl_repos.py --tiny --seeds 0,1   # smoke: tiny, 1 SFT + 1 RL step
+
+1. Tasks: data/repos/pool.jsonl's "train" bugfix/feature lines (gated tasks mined from the
+   training repositories, rl.envs.repos.scale), written as a task file (rl/envs/grading/tasks.py)
+   that the RL loop reads (rl.coding.tasks).
+2. Expert traces: the committed ones (data/traces/repo_expert_traces.jsonl, training repositories
+   only) plus `--new_traces` played now by the scripted expert (rl/envs/repo_traces.py
+   expert_trace, in the sandbox, real grader) on recipes of 1., for at most `--trace_minutes`;
+   traces longer than the context (`--max_tokens`) are left out and counted: the policy could
+   never play them to the end.
+3. SFT: bench/rl_stages.py's sft (train/'s loop, configs/sft.py's loss) from a random init of
+   `--preset` with `--mtp_modules` MTP heads (trained by self-distillation) at context
+   `--max_tokens`.
+4. RL: rl/learning/loop.py on the task file (one trainer, async sampler threads, groups of
+   `--group_size`, single epoch, speculative samplers with `--spec_k` drafts and the MTP
+   self-distillation term, rl.mtp_weight's default) for `--rl_steps` or `--rl_minutes`. With
+   `--eval_every N` RL runs in chunks of N steps (the loop resumes from its workdir) and the held
+   -out sets are played after each: the pass@1 / best-of-K vs RL steps curve.
+5. Held-out sets: (a) sites: the committed suite's tasks (data/repos/suite.jsonl) in training
+   repositories (held out by site: never mined into a pool), (b) repositories: the suite's and
+   the pool's tasks of holdout.HELD_OUT_REPOS; `--heldout_sites` / `--heldout_repos` tasks each,
+   projects interleaved. Each task is played `--k` times in the RL loop's sampler (bench/
+   rl_stages.py play_heldout) before SFT (a random init of the same model), after SFT and after
+   RL; metrics by rl.episodes.episode_metrics (pass@1, best-of-K, completion tokens, tool calls,
+   malformed rate, endings) and eval/copy_rate.py (how often an `edit` copies the buggy line
+   exactly from what the policy read), plus the samplers' MTP acceptance.
+
+Overlap is checked before any model loads: no held-out task id in the traces or the RL pool, no
+held-out repository among the training projects. Printed: a table (stage x set), the curves'
+points, one row per RL seed, with wall times and the load; the PNG `--out` holds held-out pass@1
+and best-of-K vs RL steps and the samplers' MTP acceptance vs RL steps.
+`--seeds S1,S2` repeats 4.-5. per rl.seed from the one SFT export (bench/common.py over_seeds).
+Re-running reuses finished stages found in --workdir (task file, traces, the SFT export).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [ROOT]
+
+from train.malloc_env import reexec_with_hugepages  # noqa: E402
+
+reexec_with_hugepages()  # the default launch's allocator setting (main.py applies it too)
+
+import jax  # noqa: E402
+
+from bench import rl_stages  # noqa: E402
+from bench.common import over_seeds, parse_seeds, parse_tiny, seeds_line  # noqa: E402
+from bench.rl_stages import build, select  # noqa: E402
+from configs import rl as rl_config  # noqa: E402
+from rl.learning import loop  # noqa: E402
+
+TRACES = os.path.join(ROOT, "data/traces/repo_expert_traces.jsonl")
+
+
+def make_traces(pool: list[dict], path: str, new: int, minutes: float, max_tokens: int) -> dict:
+    """The SFT file: committed expert traces + `new` played now on pool recipes (at most
+    `minutes`), those within `max_tokens` kept. -> counts."""
+    from rl.envs import repo_traces
+    from rl.envs.repos import mine as M
+
+    if os.path.exists(path):
+        return json.load(open(path + ".counts"))
+    rows = [json.loads(x) for x in open(TRACES)] if os.path.exists(TRACES) else []
+    t0, outcomes = time.monotonic(), []
+    for d in sorted(pool, key=lambda d: d["id"].rsplit("-", 1)[-1])[:new]:
+        if time.monotonic() - t0 > 60 * minutes:
+            break
+        recipe = M.Recipe.from_dict({k: v for k, v in d.items() if k not in ("family", "split")})
+        trace, outcome = repo_traces.expert_trace(recipe, k=0, mistake_rate=0.25)
+        outcomes.append(outcome.split(":")[0])
+        rows += [trace] if trace else []
+    repo_traces.check_training_only(rows)  # no held-out repository or suite site
+    kept = [t for t in rows if t["tokens"] <= max_tokens]
+    if not kept:
+        raise ValueError(f"no expert trace fits --max_tokens={max_tokens}")
+    repo_traces.write_traces(path, kept)
+    counts = dict(
+        committed=len(rows) - outcomes.count("solved"),
+        played=len(outcomes),
+        solved=outcomes.count("solved"),
+        over_context=len(rows) - len(kept),
+        kept=len(kept),
+        tokens=sum(t["tokens"] for t in kept),
+    )
+    json.dump(counts, open(path + ".counts", "w"))
+    return counts
+
+
+def rl_config_for(args, params_dir: str, tasks_path: str, pool_size: int, seed: int | None):
+    c = rl_config.get_config()
+    c.init_params_from = params_dir
+    if seed is not None:
+        c.rl.seed = seed
+    c.rl.update(
+        task="coding",
+        pool_size=pool_size,
+        group_size=args.group_size,
+        groups_per_batch=args.groups_per_batch,
+        groups_per_call=args.groups_per_batch,
+        max_tokens=args.max_tokens,
+        temperature=args.temperature,
+        speculative_k=args.spec_k,  # with MTP heads: rl.mtp_weight -1 -> the distillation term on
+        max_staleness=2,
+        max_ahead=args.groups_per_batch * 2,
+        dynamic_sampling=bool(args.dynamic_sampling),
+    )
+    c.train.update(lr=args.rl_lr, log_every=1, microbatches=args.microbatches)
+    c.rl.coding.update(
+        tasks=tasks_path,
+        max_turns=args.max_turns,
+        max_turn_tokens=args.max_turn_tokens,
+        obs_token_budget=args.obs_token_budget,
+        max_malformed_streak=args.malformed_streak,
+        slots=8,
+        workers=2,
+        min_bucket=64,
+    )
+    return c
+
+
+def evaluate(config, params, sets: dict, k: int, seed: int) -> dict:
+    """{set: metrics} of k episodes per task (every set's tasks in one play call, so one engine
+    serves them): episode_metrics, copy_stats, and the samplers' MTP acceptance over all sets."""
+    from data.tokenizers import ByteTokenizer
+    from eval.copy_rate import copy_stats
+
+    tasks = [t for s in sets.values() for t in s]
+    groups, counters = rl_stages.play_heldout(config, params, tasks, k, seed)
+    out, i = {}, 0
+    for name, these in sets.items():
+        mine, i = groups[i : i + len(these)], i + len(these)
+        m = rl_stages.heldout_metrics([t.id for t in these], mine, k)
+        m.update(copy_stats(ByteTokenizer(), [r for g in mine for r in g], these))
+        m["spec/acceptance"] = counters.get("spec/acceptance", float("nan"))
+        out[name] = m
+    return out
+
+
+def evaluate_once(path: str, config, params_fn, sets: dict, k: int, seed: int) -> dict:
+    """evaluate, its result kept in `path` (JSON): a re-run after a later stage failed does not
+    play a finished evaluation again; params_fn() gives the params only when needed."""
+    if os.path.exists(path):
+        return json.load(open(path))
+    out = evaluate(config, params_fn(), sets, k, seed)
+    with open(path + ".tmp", "w") as f:
+        json.dump(out, f)
+    os.replace(path + ".tmp", path)
+    return out
+
+
+def table(stages: dict, k: int) -> str:
+    """Markdown rows: stage x set."""
+    head = (
+        f"| stage | set | tasks x K | pass@1 | best-of-{k} | tokens | tool calls | malformed "
+        "rate | copy rate (edits) | MTP acceptance (both sets) | endings |\n" + "|---" * 11 + "|"
+    )
+    rows = []
+    for stage, sets in stages.items():
+        for name, m in sets.items():
+            n = m["episodes"]
+            ends = {key[5:]: round(v * n) for key, v in m.items() if key.startswith("done/")}
+            copy = "-" if m["copy_rate"] is None else f"{m['copy_rate']:.2f}"
+            rows.append(
+                f"| {stage} | {name} | {m['tasks']} x {k} | {m['pass_rate']:.3f} | "
+                f"{m[f'best_of_{k}']:.3f} | {m['completion_tokens']:.0f} | "
+                f"{m['tool_calls']:.2f} | {m['malformed_rate']:.3f} | {copy} ({m['edits']}) | "
+                f"{m['spec/acceptance']:.3f} | {ends} |"
+            )
+    return "\n".join([head, *rows])
+
+
+def run_rl(config, run_dir: str, args, sets: dict, log) -> tuple[list, list]:
+    """RL (in chunks of --eval_every steps, the held-out sets played after each) -> (the loop's
+    history over all chunks, [(step, {set: metrics})])."""
+    done = os.path.join(run_dir, "bench_result.json")  # a re-run reuses a finished RL stage
+    if os.path.exists(done):
+        saved = json.load(open(done))
+        return saved["history"], [tuple(p) for p in saved["points"]]
+    chunk = args.eval_every or args.rl_steps
+    history, points, t_end = [], [], time.time() + 60 * args.rl_minutes
+    params = None
+    while len(history) < args.rl_steps:
+        left = t_end - time.time()
+        if args.rl_minutes and left <= 0:
+            break
+        config.train.steps = min(args.rl_steps, len(history) + chunk)
+        config.train.max_seconds = left if args.rl_minutes else 0.0
+        config.checkpoint.every_steps = chunk
+        out = loop.train(config, run_dir)
+        if not out["history"]:
+            break  # nothing trained (pool spent, or every group dropped)
+        history += out["history"]
+        params = jax.device_get(out["state"].params)
+        if args.eval_every and len(history) < args.rl_steps:
+            points.append((len(history), evaluate(config, params, sets, args.k, args.eval_seed)))
+            log(f"held-out after {len(history)} RL steps: {brief(points[-1][1], args.k)}")
+    if params is not None:
+        points.append((len(history), evaluate(config, params, sets, args.k, args.eval_seed)))
+    with open(done, "w") as f:
+        json.dump({"history": history, "points": points}, f, default=float)
+    return history, points
+
+
+def brief(sets: dict, k: int) -> str:
+    return "; ".join(
+        f"{n}: pass@1 {m['pass_rate']:.3f} best-of-{k} {m[f'best_of_{k}']:.3f} "
+        f"malformed {m['malformed_rate']:.3f}"
+        for n, m in sets.items()
+    )
+
+
+def plot(curves: dict, path: str, k: int) -> None:
+    """{label: (history, points)} -> held-out pass@1 / best-of-K vs RL step (one panel per set)
+    and the samplers' spec/acceptance vs RL step."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3))
+    for i, (label, (history, points)) in enumerate(curves.items()):
+        for ax, name in zip(axes[:2], ("sites", "repos")):
+            steps = [s for s, _ in points]
+            ax.plot(steps, [p[name]["pass_rate"] for _, p in points], "o-", color=f"C{i}",
+                    label=f"{label} pass@1")  # fmt: skip
+            ax.plot(steps, [p[name][f"best_of_{k}"] for _, p in points], "s--", color=f"C{i}",
+                    label=f"{label} best-of-{k}")  # fmt: skip
+            ax.set_title(f"held-out {name}")
+            ax.set_xlabel("RL step")
+        acc = [(x["step"], x["spec/acceptance"]) for x in history if "spec/acceptance" in x]
+        axes[2].plot([a for a, _ in acc], [b for _, b in acc], color=f"C{i}", label=label)
+        axes[2].set_title("samplers' MTP acceptance")
+        axes[2].set_xlabel("RL step")
+    for ax in axes:
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    fig.savefig(path, dpi=100)
+
+
+def arguments():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--preset", default="tiny4", choices=("tiny4", "tiny"))
+    ap.add_argument("--mtp_modules", type=int, default=1)
+    ap.add_argument("--max_tokens", type=int, default=4096, help="context: SFT rows, RL, eval")
+    ap.add_argument("--obs_token_budget", type=int, default=2048, help="tool-output trim")
+    ap.add_argument("--new_traces", type=int, default=16, help="expert traces played now")
+    ap.add_argument("--trace_minutes", type=float, default=5.0)
+    ap.add_argument("--sft_steps", type=int, default=80)
+    ap.add_argument("--sft_lr", type=float, default=2e-3)
+    ap.add_argument("--sft_batch", type=int, default=2)
+    ap.add_argument("--rl_steps", type=int, default=40)
+    ap.add_argument("--rl_minutes", type=float, default=10.0, help="RL wall budget (0: steps)")
+    ap.add_argument("--rl_lr", type=float, default=1e-5)
+    ap.add_argument("--eval_every", type=int, default=0, help="RL steps per chunk (0: at end)")
+    ap.add_argument("--group_size", type=int, default=4)
+    ap.add_argument("--groups_per_batch", type=int, default=2)
+    ap.add_argument("--pool", type=int, default=0, help="RL pool: its first N tasks (0: all)")
+    ap.add_argument("--microbatches", type=int, default=1)
+    ap.add_argument(
+        "--dynamic_sampling",
+        type=int,
+        default=1,
+        help="1: drop groups whose episodes all tie (no advantage); 0: train on them too (the "
+        "KL and MTP terms still act), so a policy that never passes still takes RL steps",
+    )
+    ap.add_argument("--temperature", type=float, default=0.5)
+    ap.add_argument("--spec_k", type=int, default=1, help="MTP drafts per verify step")
+    ap.add_argument("--max_turns", type=int, default=10)
+    ap.add_argument("--max_turn_tokens", type=int, default=256)
+    ap.add_argument("--malformed_streak", type=int, default=2)
+    ap.add_argument("--heldout_sites", type=int, default=4)
+    ap.add_argument("--heldout_repos", type=int, default=4)
+    ap.add_argument("--k", type=int, default=4, help="episodes per held-out task (best-of-K)")
+    ap.add_argument("--eval_seed", type=int, default=2_000_000)
+    ap.add_argument("--workdir", default="runs/bench_rl_repos")
+    ap.add_argument("--out", default="bench/rl_repos_curve.png")
+    ap.add_argument("--seeds", default="", help="e.g. 0,1: an RL run each (rl.seed)")
+    tmp = os.path.join(tempfile.gettempdir(), "bench_rl_repos_tiny")
+    tiny = dict(preset="tiny", max_tokens=2048, new_traces=1, sft_steps=1, rl_steps=1)
+    tiny.update(rl_minutes=0.0, group_size=2, groups_per_batch=1, heldout_sites=1)
+    tiny.update(heldout_repos=1, k=2, max_turns=2, max_turn_tokens=32, workdir=tmp)
+    tiny.update(out=tmp + ".png", dynamic_sampling=0)  # 1 step: a tied group would be skipped
+    return parse_tiny(ap, tiny)
+
+
+def main():
+    args = arguments()
+    if args.tiny:  # a fresh run: re-running reuses the stages found in --workdir
+        shutil.rmtree(args.workdir, ignore_errors=True)
+    os.makedirs(args.workdir, exist_ok=True)
+    wall, t0 = {}, time.time()
+    pool, chosen = select(args.heldout_sites, args.heldout_repos)
+    tasks_path = os.path.join(args.workdir, "tasks", "pool.jsonl")
+    if not os.path.exists(tasks_path):
+        from rl.envs import save_tasks
+
+        save_tasks(build(pool), tasks_path)
+    sets = {name: build(lines) for name, lines in chosen.items()}
+    traces = os.path.join(args.workdir, "traces.jsonl")
+    counts = make_traces(pool, traces, args.new_traces, args.trace_minutes, args.max_tokens)
+    held_ids = {t.id for s in sets.values() for t in s}
+    assert not held_ids & {json.loads(x)["task"] for x in open(traces)}, "held-out task in traces"
+    wall["tasks+traces"] = time.time() - t0
+    print(f"RL pool: {len(pool)} tasks; held-out: "
+          + ", ".join(f"{n} {len(s)}" for n, s in sets.items())
+          + f"; traces {counts}", flush=True)  # fmt: skip
+    t0 = time.time()
+    params_dir = rl_stages.sft(
+        traces,
+        args.workdir + "/sft",
+        preset=args.preset,
+        mtp_modules=args.mtp_modules,
+        max_tokens=args.max_tokens,
+        steps=args.sft_steps,
+        lr=args.sft_lr,
+        batch_size=args.sft_batch,
+    )
+    wall["sft"] = time.time() - t0
+    seeds = parse_seeds(args.seeds) if args.seeds else [None]
+    size = min(args.pool or len(pool), len(pool))  # dynamic sampling may skip many tied groups
+    configs = {s: loop.resolve(rl_config_for(args, params_dir, tasks_path, size, s)) for s in seeds}
+    config = configs[seeds[0]]
+    from model import init_params
+    from model.export import load_params
+
+    t0 = time.time()
+    cfg, w = loop.model_config(config), args.workdir
+    stages = {
+        "before SFT": evaluate_once(
+            f"{w}/eval_before_sft.json",
+            config,
+            lambda: init_params(cfg, jax.random.PRNGKey(0)),  # a random init of the same model
+            sets,
+            args.k,
+            args.eval_seed,
+        )
+    }
+    print(f"held-out before SFT: {brief(stages['before SFT'], args.k)}", flush=True)
+    stages["after SFT"] = evaluate_once(
+        f"{w}/eval_after_sft.json",
+        config,
+        lambda: load_params(params_dir)[1],
+        sets,
+        args.k,
+        args.eval_seed,
+    )
+    print(f"held-out after SFT: {brief(stages['after SFT'], args.k)}", flush=True)
+    wall["eval"] = time.time() - t0
+    curves, rows, afters = {}, [], {}
+    for seed, config in configs.items():
+        t0 = time.time()
+        run_dir = os.path.join(args.workdir, "rl" if seed is None else f"rl_seed_{seed}")
+        history, points = run_rl(config, run_dir, args, sets, print)
+        wall["rl+eval"] = time.time() - t0
+        label = f"seed {config.rl.seed}"
+        curves[label] = (history, [(0, stages["after SFT"])] + points)
+        after = points[-1][1] if points else stages["after SFT"]
+        afters[config.rl.seed] = after
+        stages[f"after RL ({label}, {len(history)} steps)"] = after
+        acc = [x["spec/acceptance"] for x in history if "spec/acceptance" in x]
+        rows.append(
+            f"| {config.rl.seed} | {len(history)} | "
+            + " | ".join(f"{after[n]['pass_rate']:.3f}" for n in sets)
+            + f" | {acc[0] if acc else float('nan'):.3f} -> {acc[-1] if acc else float('nan'):.3f}"
+            + " | " + "/".join(f"{v:.0f}" for v in wall.values())
+            + f" | {os.getloadavg()[0]:.1f} |"
+        )  # fmt: skip
+    plot(curves, args.out, args.k)
+    print("\n" + table(stages, args.k))
+    print(
+        "\n| rl.seed | RL steps | pass@1 sites | pass@1 repos | samplers' MTP acceptance first "
+        "-> last step | wall s (tasks+traces/SFT/eval/RL+eval) | load |\n" + "|---" * 7 + "|"
+    )
+    print("\n".join(rows))
+    for label, (_, points) in curves.items():
+        print(f"curve {label}: " + "; ".join(f"step {s}: {brief(p, args.k)}" for s, p in points))
+    if args.seeds:
+        for n in sets:
+            after = over_seeds({s: m[n]["pass_rate"] for s, m in afters.items()})
+            print(seeds_line(f"held-out {n} pass@1 after RL", after))
+            gain = {
+                s: m[n]["pass_rate"] - stages["after SFT"][n]["pass_rate"]
+                for s, m in afters.items()
+            }
+            print(seeds_line(f"held-out {n} pass@1 gain over SFT", over_seeds(gain)))
+    print(f"curve: {args.out}")
+
+
+if __name__ == "__main__":
+    main()

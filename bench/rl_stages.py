@@ -1,0 +1,145 @@
+"""The stages the learning benches chain (bench_rl_coding.py, bench_rl_repos.py): train/'s loop
+run to an export (pretraining, SFT), the held-out play of a params pytree in the RL loop's own
+CodingSampler, and its metrics by rl.episodes.episode_metrics (the one definition). Imported by
+the bench scripts (run from the repo root: `python bench/x.py` puts the root on sys.path); no
+model work happens at import. The real-repository task sets (bench_rl_repos.py) are chosen here
+too, as pool lines, so choosing them needs neither JAX nor a built task.
+"""
+
+from __future__ import annotations
+
+import os
+
+KINDS = ("bugfix", "feature")  # what the repo expert works; review/DevOps are another harness
+
+
+def train_and_export(c, workdir: str) -> str:
+    """Runs train/'s loop for c.train.steps (unless its export exists: re-runs reuse finished
+    stages) and -> the exported params dir."""
+    from train import convert
+    from train import trainer as train_loop
+
+    c.checkpoint.every_steps = c.train.steps
+    export = os.path.join(workdir, "export", f"params_{c.train.steps}")
+    if not os.path.exists(os.path.join(export, "model_config.json")):
+        train_loop.train(c, workdir)
+        export = convert.export_latest(c, workdir)
+    return export
+
+
+def sft(
+    traces: str,
+    workdir: str,
+    *,
+    preset: str,
+    mtp_modules: int,
+    max_tokens: int,
+    steps: int,
+    lr: float,
+    init: str = "",
+    batch_size: int = 4,
+) -> str:
+    """-> the exported params dir of an SFT run (train/'s loop, configs/sft.py's loss: assistant
+    tokens only) on the trace file `traces` alone, from `init` (exported params) or a random init
+    of `preset`; with MTP modules they train jointly by self-distillation."""
+    from configs import sft as sft_config
+
+    c = sft_config.get_config()
+    c.model = preset
+    c.init_params_from = init
+    c.model_overrides = dict(num_mtp_modules=mtp_modules, max_position_embeddings=max_tokens)
+    c.data.sources = (dict(c.data.sources[0], paths=[traces]),)
+    c.data.heldout_fraction = 0.05
+    c.train.update(
+        steps=steps,
+        batch_size=batch_size,
+        seq_len=max_tokens,
+        lr=lr,
+        warmup_steps=10,
+        eval_every=steps,
+        eval_batches=2,
+        log_every=20,
+        mtp_mode="distill" if mtp_modules else "none",
+    )
+    return train_and_export(c, workdir)
+
+
+def play_heldout(config, params, tasks, k: int, seed: int) -> tuple[list[list[dict]], dict]:
+    """k episodes of each task at the RL temperature in the RL loop's sampler (config: a resolved
+    RL config), params fixed -> (the sampler's groups, one per task; its counters with
+    rl.sampling.samplers.acceptance's spec/ keys when it decoded speculatively)."""
+    from rl.learning import loop
+    from rl.sampling import sampler_process
+    from rl.sampling.samplers import acceptance
+    from rl.stores.weight_store import FixedWeights
+
+    rl = config.rl.copy_and_resolve_references()
+    rl.group_size = k
+    sampler = sampler_process.make_sampler(rl, loop.model_config(config))
+    groups = sampler.play(tasks, FixedWeights(sampler_process.to_engine(params)), seed=seed)
+    return groups, dict(sampler.counters, **acceptance(sampler.counters))
+
+
+def heldout_metrics(task_ids: list[str], groups: list[list[dict]], k: int) -> dict:
+    """rl.episodes.episode_metrics.episode_metrics (ks 1 and k) over the sampler's groups, one per
+    task, each topped up to k episodes with failures for the episodes the driver dropped."""
+    from rl.episodes.episode_metrics import episode_metrics
+    from rl.episodes.schema import Episode
+
+    records = []
+    for task_id, group in zip(task_ids, groups, strict=True):
+        ends = sum(r.get("segment", 0) == r.get("segments", 1) - 1 for r in group)  # episodes
+        records += group + [Episode.dropped(task_id).to_dict() for _ in range(k - ends)]
+    return episode_metrics(records, ks=(1, k))
+
+
+def describe(m: dict, k: int = 4) -> str:
+    """'pass@1 x best-of-k y partial z endings {reason: episodes}' of heldout_metrics."""
+    n = m["episodes"]
+    endings = {key[5:]: round(v * n) for key, v in m.items() if key.startswith("done/")}
+    return (
+        f"pass@1 {m['pass_rate']:.3f} best-of-{k} {m[f'best_of_{k}']:.3f} "
+        f"partial credit {m['partial_credit']:.3f} ({m['tasks']} tasks x {k}) endings {endings}"
+    )
+
+
+def interleave(items: list, n: int) -> list:
+    """The first n of `items` (pool lines: dicts with "project") taken round robin over their
+    projects, each project's own order kept."""
+    by: dict[str, list] = {}
+    for d in items:
+        by.setdefault(d["project"], []).append(d)
+    out, queues = [], list(by.values())
+    while len(out) < n and any(queues):
+        for q in queues:
+            if q and len(out) < n:
+                out.append(q.pop(0))
+    return out
+
+
+def select(n_sites: int, n_repos: int) -> tuple[list, dict]:
+    """(RL pool lines, {'sites': lines, 'repos': lines}) as data/repos/pool.jsonl lines, chosen
+    without building a task (building one costs ~1-2 s); raises on an overlap between training
+    and held-out (ids or repositories)."""
+    from rl.envs.repos import holdout, scale
+    from rl.envs.repos.projects import load_recipes
+
+    held = set(holdout.HELD_OUT_REPOS)
+    train = [d for d in scale.load_pool(split="train") if d["family"] in KINDS]
+    suite = [dict(r.to_dict(), family=r.kind, split="heldout") for r in load_recipes()]
+    sites = [d for d in suite if d["project"] not in held]
+    repos = [d for d in suite if d["project"] in held]
+    repos += [d for d in scale.load_pool(split="heldout") if d["family"] in KINDS]
+    sets = {"sites": interleave(sites, n_sites), "repos": interleave(repos, n_repos)}
+    bad = [d["id"] for d in train if d["project"] in held]
+    bad += [d["id"] for d in sites if d["id"] in {x["id"] for x in train}]
+    if bad:
+        raise ValueError(f"held-out tasks or repositories in the RL pool: {bad[:3]}")
+    return train, sets
+
+
+def build(lines: list) -> list:
+    """The Tasks of pool lines (rebuilt from the vendored files, no sandbox)."""
+    from rl.envs.repos import scale
+
+    return scale.pool_tasks(lines)
