@@ -7,29 +7,31 @@ import json
 from rl.envs.grading.verify import verify_task
 from rl.envs.repos import scale
 from rl.envs.repos.holdout import HELD_OUT_REPOS, split_projects
-from rl.envs.repos.projects import load_recipes
+from rl.envs.repos.projects import FAMILIES, load_recipes
 from rl.envs.repos.spec import hidden_rel
 from rl.envs.repos.vendored import ADDED_PROJECTS, PROJECTS, VENDOR, load_spec, project_files
 
 # The committed pool's counts (data/repos/pool.jsonl): rebuilding it must give these again.
-POOL_FAMILIES = {"bugfix": 70, "devops": 9, "feature": 22, "review": 18}
-POOL_SPLITS = {"heldout": 19, "train": 100}
+POOL_FAMILIES = {"bugfix": 155, "devops": 28, "feature": 47, "review": 43}
+POOL_SPLITS = {"heldout": 52, "train": 221}
 # Added projects with pool tasks (first: its module is also its doctest file, so nothing to mine;
 # validators: every candidate's gate run timed out on the loaded host; see bench/RESULTS.md).
 MINED = {"addict", "cachetools", "isodate", "jmespath", "jsonpointer", "ordered-set", "schema"}
-MINED |= {"toml", "webcolors", "xmltodict"}
+MINED |= {"toml", "webcolors", "xmltodict", "parse"}
 
 
 def test_committed_pool_counts_and_families():
     lines = scale.load_pool()
     got = scale.counts(lines)
     assert got["family"] == POOL_FAMILIES and got["split"] == POOL_SPLITS
-    assert len(lines) == sum(POOL_FAMILIES.values()) == 119  # + the suite's 77: 196, not yet 500
+    assert len(lines) == sum(POOL_FAMILIES.values()) == 273  # + the suite's 77: 350, not yet 500
     assert set(got["project"]) <= set(PROJECTS) and MINED <= set(got["project"])
     ids = [d["id"] + ("-review" if d["family"] == "review" else "") for d in lines]
     assert len(set(ids)) == len(ids)
     suite = {r.id for r in load_recipes()}
     assert not suite & {d["id"] for d in lines if d["family"] in ("bugfix", "feature")}
+    suite_devops = json.loads(FAMILIES.read_text())["devops"]  # held out by site as well
+    assert not set(suite_devops) & {d["id"] for d in lines if d["family"] == "devops"}
 
 
 def test_pool_is_split_by_repository():
@@ -66,3 +68,26 @@ def test_an_added_projects_task_passes_the_reference_and_fails_unchanged():
     assert task.meta["split"] == "train" and set(task.meta["f2p"]) <= spec.passing()
     verdict = verify_task(task)
     assert verdict.accepted, verdict.reason
+
+
+def test_resume_keeps_the_pool_once_and_drops_the_suites_devops_tasks(tmp_path):
+    """`mine --resume` (scale.resume_lines): the pool's lines and a killed run's .partial lines
+    come back once each, the partial's with their split; a DevOps line that is the committed
+    suite's task (held out by site) is dropped; the ids the DevOps stage skips are the ids
+    makefile_task gives."""
+    from rl.envs.repos import review_devops as F
+
+    line = {"family": "bugfix", "id": "addict-x-1", "project": "addict", "split": "train"}
+    suite_dup = {"family": "devops", "id": "semver-devops-makefile-s0", "project": "semver"}
+    held = {"family": "feature", "id": "schema-y-2", "project": "schema"}
+    out, partial = tmp_path / "pool.jsonl", tmp_path / "pool.jsonl.partial"
+    out.write_text("".join(json.dumps(d) + "\n" for d in (line, dict(suite_dup, split="train"))))
+    partial.write_text("".join(json.dumps(d) + "\n" for d in (line, held)))
+    got = scale.resume_lines(out, partial)
+    assert got == [line, dict(held, split="heldout")]
+    files, spec = project_files("addict"), load_spec("addict")
+    for seed in (0, 1, 2):
+        assert F.makefile_task("addict", files, spec, seed).id == scale._devops_id("addict", seed)
+    tried = tmp_path / "t.tried"
+    tried.write_text('{"id": "a", "why": "ok"}\n{"id": "b", "why": "0 fail->pass of 3"}\n')
+    assert scale._tried(tried) == {"a", "b"} and scale._tried(tmp_path / "none") == set()

@@ -2,6 +2,7 @@
 
     python -m rl.envs.repos.scale try dist/*.tar.gz --specs /tmp/specs --table table.json
     python -m rl.envs.repos.scale mine --workers 2 --per-project 30 --tries 90 --out pool.jsonl
+    python -m rl.envs.repos.scale mine --resume ...   # keep the pool, skip what was tried, add more
     python -m rl.envs.repos.scale counts                # the committed pool's tasks per family
 
 `try` runs `add` (setup agent, proposal, gate; no mining) on each source in its own worker process
@@ -155,16 +156,29 @@ def mine_pool(
     partial: Path | None = None,
     log=print,
     verified: list[dict] | None = None,
+    known: list[dict] | None = None,
+    tried_log: Path | None = None,
+    reviews: int = REVIEW_PER_PROJECT,
+    devops_seeds: tuple = DEVOPS_SEEDS,
 ):
     """Pool lines (dicts) of `projects`, mined over `workers` processes; and the stats. With
     `minutes`, no new candidate starts after that long (those running finish); with `partial`,
     each verified line is appended there as it comes (a killed run keeps what it verified).
     `verified`: code tasks already verified (a partial file's lines): only the review and
-    DevOps stage runs."""
+    DevOps stage runs. `known`: a pool already mined (resume): its tasks are neither tried nor
+    returned again, they count toward `per_project` and `reviews`; with `tried_log`, every site
+    tried is appended there and a site listed there is not tried again."""
     from rl.envs.repos.holdout import HELD_OUT_REPOS
-    from rl.envs.repos.projects import SUITE, load_recipes
+    from rl.envs.repos.projects import FAMILIES, SUITE, load_recipes
 
     skip = frozenset(r.id for r in load_recipes(SUITE)) if SUITE.exists() else frozenset()
+    known = known or []
+    skip |= {d["id"] for d in known} | _tried(tried_log)
+    # the suite's DevOps tasks are held out by site like its recipes: never a pool line
+    suite_devops = set(json.loads(FAMILIES.read_text())["devops"]) if FAMILIES.exists() else set()
+    known_ids = {(d["family"], d["id"]) for d in known} | {("devops", i) for i in suite_devops}
+    have = {p: sum(d["project"] == p and d["family"] in ("bugfix", "feature") for d in known)
+            for p in projects}  # fmt: skip
     kept: dict[str, list[dict]] = {p: [] for p in projects}
     if verified is not None:
         for d in verified:
@@ -187,23 +201,25 @@ def mine_pool(
                 for _ in range(len(projects)):
                     p = projects[turn[0] % len(projects)]
                     turn[0] += 1
-                    busy = sum(1 for q in running.values() if q == p)
+                    busy = sum(1 for q, _ in running.values() if q == p)
                     if len(running) >= 2 * workers:
                         break
-                    if queues[p] and len(kept[p]) < per_project and busy < cap:
-                        running[pool.submit(check_site, p, queues[p].pop(0))] = p
+                    if queues[p] and len(kept[p]) + have[p] < per_project and busy < cap:
+                        site = queues[p].pop(0)
+                        running[pool.submit(check_site, p, site)] = (p, site)
                         served = True
 
         feed()
         while running:
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for fut in done:
-                p = running.pop(fut)
+                p, site = running.pop(fut)
                 tried += 1
                 recipe, why = fut.result()
-                if recipe is not None and len(kept[p]) < per_project:
+                if recipe is not None and len(kept[p]) + have[p] < per_project:
                     kept[p].append(recipe)
                     _append(partial, dict(recipe, family=recipe["kind"]))
+                _append(tried_log, {"id": _site_id(p, site), "why": why})  # after: kill-safe
                 log(f"{p}: {len(kept[p])} kept, {why}")
             feed()
         code_s = time.monotonic() - t0
@@ -211,13 +227,23 @@ def mine_pool(
         for p in projects:
             from rl.envs.grading.grade_review import REVIEW_OPS
 
-            picked = [r for r in kept[p] if r["site"]["op"] in REVIEW_OPS][:REVIEW_PER_PROJECT]
+            done_reviews = sum(d["project"] == p and d["family"] == "review" for d in known)
+            mined = [_recipe(d) for d in known if d["project"] == p and d["family"] != "review"]
+            picked = [
+                r
+                for r in mined + kept[p]
+                if r.get("site", {}).get("op") in REVIEW_OPS
+                and ("review", r["id"]) not in known_ids
+            ][: max(0, reviews - done_reviews)]
             jobs += [pool.submit(check_family_task, p, r, None) for r in picked]
-            jobs += [pool.submit(check_family_task, p, None, s) for s in (-1, *DEVOPS_SEEDS)]
+            seeds = [
+                s for s in (-1, *devops_seeds) if ("devops", _devops_id(p, s)) not in known_ids
+            ]
+            jobs += [pool.submit(check_family_task, p, None, s) for s in seeds]
         extra = []
         for job in jobs:
             line = job.result()
-            if line is not None:
+            if line is not None and (line["family"], line["id"]) not in known_ids:
                 extra.append(line)
                 _append(partial, line)
     lines = [dict(r, family=r["kind"]) for p in projects for r in kept[p]] + extra
@@ -227,6 +253,28 @@ def mine_pool(
     stats = {"candidates": tried, "code_s": round(code_s, 1), "total_s": round(total_s, 1)}
     stats["tasks_per_min"] = round(len(lines) / (total_s / 60), 2)
     return lines, stats
+
+
+def _recipe(line: dict) -> dict:
+    return {k: v for k, v in line.items() if k not in ("family", "split")}
+
+
+def _site_id(project: str, site: dict) -> str:
+    from rl.envs.repos import mine as M
+
+    return M.site_id(project, M.Site(**dict(site, span=tuple(site["span"]))))
+
+
+def _devops_id(project: str, seed: int) -> str:
+    """The id check_family_task's DevOps task of `seed` gets (-1: the config task)."""
+    return f"{project}-devops-config" if seed == -1 else f"{project}-devops-makefile-s{seed}"
+
+
+def _tried(path: Path | None) -> set[str]:
+    if path is None or not path.exists():
+        return set()
+    with open(path, encoding="utf-8") as f:
+        return {json.loads(x)["id"] for x in f if x.strip()}
 
 
 def _append(path: Path | None, line: dict) -> None:
@@ -315,6 +363,12 @@ def main(argv=None) -> int:
     m.add_argument("--out", default=str(POOL))
     m.add_argument("--minutes", type=float, default=0.0, help="no new candidate after this")
     m.add_argument("--families-from", default="", help="verified code tasks (a .partial file)")
+    m.add_argument("--resume", action="store_true",
+                   help="keep --out's tasks (and a killed run's .partial), skip the sites in "
+                        "--out.tried, mine more and write the union")  # fmt: skip
+    m.add_argument("--reviews", type=int, default=REVIEW_PER_PROJECT, help="review tasks a project")
+    m.add_argument("--devops-seeds", default=",".join(map(str, DEVOPS_SEEDS)),
+                   help="makefile breakages (seed %% 3) a project")  # fmt: skip
     c = sub.add_parser("counts", help="a pool's tasks per family, project and split")
     c.add_argument("--pool", default=str(POOL))
     args = parser.parse_args(argv)
@@ -329,15 +383,44 @@ def main(argv=None) -> int:
         return 0
     projects = tuple(p for p in args.projects.split(",") if p)
     partial = Path(args.out + ".partial")
+    known = resume_lines(Path(args.out), partial) if args.resume else []
+    if known:  # written now: the .partial may go, nothing verified is lost if this run dies
+        write_pool(known, Path(args.out))
     partial.unlink(missing_ok=True)
     verified = load_pool(Path(args.families_from)) if args.families_from else None
+    seeds = tuple(int(x) for x in args.devops_seeds.split(",") if x)
     lines, stats = mine_pool(
         projects, args.per_project, args.tries, args.workers, args.seed, args.minutes, partial,
-        verified=verified,
+        verified=verified, known=known, reviews=args.reviews, devops_seeds=seeds,
+        tried_log=Path(args.out + ".tried") if args.resume else None,
     )  # fmt: skip
-    write_pool(lines, Path(args.out))
+    write_pool(known + lines, Path(args.out))
     print(json.dumps(dict(stats, tasks=len(lines), **counts(lines))))
+    if known:
+        print(json.dumps(dict(pool=len(known) + len(lines), **counts(known + lines))))
     return 0
+
+
+def resume_lines(out: Path, partial: Path) -> list[dict]:
+    """A pool to resume: `out`'s lines and a killed run's `partial` lines (split added), each
+    (family, id) once, less any DevOps task that is the committed suite's (held out by site)."""
+    from rl.envs.repos.holdout import HELD_OUT_REPOS
+    from rl.envs.repos.projects import FAMILIES
+
+    lines = load_pool(out) if out.exists() else []
+    if partial.exists():
+        for d in load_pool(partial):
+            d.setdefault("split", "heldout" if d["project"] in HELD_OUT_REPOS else "train")
+            lines.append(d)
+    suite = set(json.loads(FAMILIES.read_text())["devops"]) if FAMILIES.exists() else set()
+    seen, out_lines = set(), []
+    for d in lines:
+        key = (d["family"], d["id"])
+        if key in seen or d["family"] == "devops" and d["id"] in suite:
+            continue
+        seen.add(key)
+        out_lines.append(d)
+    return out_lines
 
 
 if __name__ == "__main__":
