@@ -166,6 +166,11 @@ def _oracle_then_model(tok):
     return scripted
 
 
+# ~27 s of CPU: -m long for the suite's budget. In the default run: segment records token-exact
+# with the engine's log-probs replayed (tests/test_summary.py::
+# test_segment_records_are_token_exact_and_replay_the_engine_logprobs) and coding tasks through the
+# async loop (test_coding_tasks_in_the_async_loop).
+@pytest.mark.long
 def test_coding_rl_with_summaries_trains_chains_of_segments(tmp_path, monkeypatch):
     """rl.coding.summary on: the loop main.py --mode=rl runs (loop.train) with each group's first
     episode teacher-forced by the summarizing oracle. Its chain's two segments go through the

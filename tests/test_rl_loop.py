@@ -90,6 +90,12 @@ def test_toy_task_reward_rises_on_a_4_device_mesh(tmp_path):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+# ~32 s of CPU (two RL runs): -m long for the suite's budget. In the default run its parts stay
+# checked: the 4-device RL trainer learns (test_toy_task_reward_rises_on_a_4_device_mesh), a sharded
+# train step equals one device (tests/test_train_sharding.py::
+# test_real_model_tiny_sharded_step_matches_single_device) and a tensor x expert engine decodes as
+# one device (tests/test_engine_sharding.py::test_sharded_decode_equals_single_device).
+@pytest.mark.long
 def test_one_device_and_four_device_trainers_give_the_same_rewards(tmp_path):
     """rl.synchronous (batch b sampled with step b's params): a trainer on 1 device with an
     unsharded sampler, and a trainer on a 4-device fsdp mesh (devices 0-3) with the sampler's
