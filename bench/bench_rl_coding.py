@@ -69,7 +69,6 @@ import numpy as np  # noqa: E402
 from bench import rl_stages  # noqa: E402
 from bench.common import over_seeds, parse_seeds, parse_tiny, seeds_line  # noqa: E402
 from bench.rl_stages import describe, heldout_metrics, train_and_export  # noqa: E402
-from configs import rl as rl_config  # noqa: E402
 from rl.learning import loop  # noqa: E402
 from rl.sampling import sampler_process  # noqa: E402
 
@@ -174,44 +173,21 @@ def sft(args, traces: str, workdir: str, init: str = "") -> str:
 
 def rl_config_for(args, params_dir: str, seed: int | None = None):
     """The RL run's config; seed: rl.seed (None: configs/rl.py's)."""
-    c = rl_config.get_config()
-    c.init_params_from = params_dir
-    if seed is not None:
-        c.rl.seed = seed
-    c.rl.update(
-        task="coding",
-        pool_size=args.pool or 4 * args.rl_steps * args.groups_per_batch,  # room for skipped
-        # zero-signal groups (dynamic sampling)
-        group_size=args.group_size,
-        groups_per_batch=args.groups_per_batch,
-        groups_per_call=args.groups_per_batch,
-        max_tokens=args.max_tokens,
-        temperature=args.temperature,
-        max_staleness=2,
-        max_ahead=args.groups_per_batch * 2,
-        dynamic_sampling=True,
-        negative_adv_scale=args.negative_scale,
+    c = rl_stages.coding_rl_config(
+        args,
+        params_dir,
+        seed,
+        # room for skipped zero-signal groups (dynamic sampling)
+        pool_size=args.pool or 4 * args.rl_steps * args.groups_per_batch,
+        rl=dict(dynamic_sampling=True, negative_adv_scale=args.negative_scale),
+        coding=dict(
+            templates=(args.family,), max_turns=8, max_turn_tokens=192, obs_token_budget=384
+        ),
     )
-    c.train.update(
-        steps=args.rl_steps,
-        max_seconds=60.0 * args.rl_minutes,
-        lr=args.rl_lr,
-        log_every=1,
-        microbatches=args.microbatches,
-    )
+    c.train.update(steps=args.rl_steps, max_seconds=60.0 * args.rl_minutes)
     c.checkpoint.every_steps = 10
     if args.skip_key:
         c.rl.curriculum.update(key=args.skip_key, after=args.skip_after, prob=args.skip_prob)
-    c.rl.coding.update(
-        templates=(args.family,),
-        max_turns=8,
-        max_turn_tokens=192,
-        obs_token_budget=384,
-        max_malformed_streak=args.malformed_streak,
-        slots=8,
-        workers=2,
-        min_bucket=64,
-    )
     return c
 
 

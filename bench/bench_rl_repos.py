@@ -61,7 +61,6 @@ import jax  # noqa: E402
 from bench import rl_stages  # noqa: E402
 from bench.common import over_seeds, parse_seeds, parse_tiny, seeds_line  # noqa: E402
 from bench.rl_stages import build, select  # noqa: E402
-from configs import rl as rl_config  # noqa: E402
 from rl.learning import loop  # noqa: E402
 
 TRACES = os.path.join(ROOT, "data/traces/repo_expert_traces.jsonl")
@@ -102,35 +101,20 @@ def make_traces(pool: list[dict], path: str, new: int, minutes: float, max_token
 
 
 def rl_config_for(args, params_dir: str, tasks_path: str, pool_size: int, seed: int | None):
-    c = rl_config.get_config()
-    c.init_params_from = params_dir
-    if seed is not None:
-        c.rl.seed = seed
-    c.rl.update(
-        task="coding",
-        pool_size=pool_size,
-        group_size=args.group_size,
-        groups_per_batch=args.groups_per_batch,
-        groups_per_call=args.groups_per_batch,
-        max_tokens=args.max_tokens,
-        temperature=args.temperature,
-        speculative_k=args.spec_k,  # with MTP heads: rl.mtp_weight -1 -> the distillation term on
-        max_staleness=2,
-        max_ahead=args.groups_per_batch * 2,
-        dynamic_sampling=bool(args.dynamic_sampling),
+    return rl_stages.coding_rl_config(
+        args,
+        params_dir,
+        seed,
+        pool_size,
+        # with MTP heads: rl.mtp_weight -1 -> the distillation term on
+        rl=dict(speculative_k=args.spec_k, dynamic_sampling=bool(args.dynamic_sampling)),
+        coding=dict(
+            tasks=tasks_path,
+            max_turns=args.max_turns,
+            max_turn_tokens=args.max_turn_tokens,
+            obs_token_budget=args.obs_token_budget,
+        ),
     )
-    c.train.update(lr=args.rl_lr, log_every=1, microbatches=args.microbatches)
-    c.rl.coding.update(
-        tasks=tasks_path,
-        max_turns=args.max_turns,
-        max_turn_tokens=args.max_turn_tokens,
-        obs_token_budget=args.obs_token_budget,
-        max_malformed_streak=args.malformed_streak,
-        slots=8,
-        workers=2,
-        min_bucket=64,
-    )
-    return c
 
 
 def evaluate(config, params, sets: dict, k: int, seed: int) -> dict:

@@ -27,6 +27,40 @@ def train_and_export(c, workdir: str) -> str:
     return export
 
 
+def coding_rl_config(args, params_dir: str, seed: int | None, pool_size: int, rl=None, coding=None):
+    """configs/rl.py's coding task as the learning benches run it, from their shared flags
+    (group_size, groups_per_batch, max_tokens, temperature, rl_lr, microbatches,
+    malformed_streak); rl / coding: each bench's own rl.* and rl.coding.* keys on top.
+    seed: rl.seed (None: configs/rl.py's)."""
+    from configs import rl as rl_config
+
+    c = rl_config.get_config()
+    c.init_params_from = params_dir
+    if seed is not None:
+        c.rl.seed = seed
+    c.rl.update(
+        task="coding",
+        pool_size=pool_size,
+        group_size=args.group_size,
+        groups_per_batch=args.groups_per_batch,
+        groups_per_call=args.groups_per_batch,
+        max_tokens=args.max_tokens,
+        temperature=args.temperature,
+        max_staleness=2,
+        max_ahead=args.groups_per_batch * 2,
+        **(rl or {}),
+    )
+    c.train.update(lr=args.rl_lr, log_every=1, microbatches=args.microbatches)
+    c.rl.coding.update(
+        max_malformed_streak=args.malformed_streak,
+        slots=8,
+        workers=2,
+        min_bucket=64,
+        **(coding or {}),
+    )
+    return c
+
+
 def sft(
     traces: str,
     workdir: str,
