@@ -34,7 +34,7 @@ def config_from_json(text: str, where: str = "model_config.json") -> ModelConfig
 
 
 def save_params(path: str, cfg: ModelConfig, params) -> None:
-    import orbax.checkpoint as ocp
+    from model.orbax_io import ocp
 
     path = os.path.abspath(path)
     os.makedirs(path, exist_ok=True)
@@ -52,7 +52,7 @@ def save_params(path: str, cfg: ModelConfig, params) -> None:
 def restore_params(path: str, abstract_params=None):
     """The params tree of a checkpoint written by save_params; `abstract_params` (ShapeDtypeStructs,
     optionally with shardings) places them directly."""
-    import orbax.checkpoint as ocp
+    from model.orbax_io import ocp
 
     with ocp.StandardCheckpointer() as ckpt:
         # Installed before the restore (the first callbacks come while it fails); left in place

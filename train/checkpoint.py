@@ -19,8 +19,8 @@ from typing import Any
 import grain.checkpoint as grain_ckpt
 import jax
 import jax.numpy as jnp
-import orbax.checkpoint as ocp
 
+from model.orbax_io import ocp
 from train.state import TrainState
 
 
