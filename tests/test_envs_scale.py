@@ -4,6 +4,8 @@ repository, and the table of every project tried (data/repos/projects_tried.json
 
 import json
 
+import pytest
+
 from rl.envs.grading.verify import verify_task
 from rl.envs.repos import scale
 from rl.envs.repos.holdout import HELD_OUT_REPOS, split_projects
@@ -12,20 +14,20 @@ from rl.envs.repos.spec import hidden_rel
 from rl.envs.repos.vendored import ADDED_PROJECTS, PROJECTS, VENDOR, load_spec, project_files
 
 # The committed pool's counts (data/repos/pool.jsonl): rebuilding it must give these again.
-POOL_FAMILIES = {"bugfix": 258, "devops": 35, "feature": 74, "review": 104}
-POOL_SPLITS = {"heldout": 67, "train": 404}
+POOL_FAMILIES = {"bugfix": 263, "devops": 35, "feature": 76, "review": 109}
+POOL_SPLITS = {"heldout": 67, "train": 416}
 # Added projects with pool tasks (isodate, xmltodict, first, ordered-set and validators mined again
 # from the specs regenerated after the setup-agent and grader fixes; see bench/RESULTS.md).
 MINED = {"addict", "cachetools", "isodate", "jmespath", "jsonpointer", "ordered-set", "schema"}
 MINED |= {"toml", "webcolors", "xmltodict", "parse", "first", "validators"}
-MINED |= {"decorator", "funcy", "munch", "six", "voluptuous"}
+MINED |= {"decorator", "funcy", "munch", "six", "voluptuous", "toposort"}
 
 
 def test_committed_pool_counts_and_families():
     lines = scale.load_pool()
     got = scale.counts(lines)
     assert got["family"] == POOL_FAMILIES and got["split"] == POOL_SPLITS
-    assert len(lines) == sum(POOL_FAMILIES.values()) == 471  # + the suite's 77: 548
+    assert len(lines) == sum(POOL_FAMILIES.values()) == 483  # + the suite's 77: 560
     assert set(got["project"]) <= set(PROJECTS) and MINED <= set(got["project"])
     ids = [d["id"] + ("-review" if d["family"] == "review" else "") for d in lines]
     assert len(set(ids)) == len(ids)
@@ -55,11 +57,12 @@ def test_table_names_every_project_tried_with_its_verdict():
         assert (VENDOR / name).is_dir() and load_spec(name).passing()
 
 
-def test_an_added_projects_task_passes_the_reference_and_fails_unchanged():
+@pytest.mark.parametrize("name", ["addict", "toposort"])
+def test_an_added_projects_task_passes_the_reference_and_fails_unchanged(name):
     """One mined task of a newly added project, rebuilt from the committed line and the
     vendored files: the task gate runs the reference (must pass) and the unchanged repo (must
-    fail) in the sandbox."""
-    name = "addict" if "addict" in ADDED_PROJECTS else ADDED_PROJECTS[0]
+    fail) in the sandbox. toposort's test module calls unittest.main() at import: graded with
+    the call guarded, run by the agent as `python3 -m test.test_toposort`."""
     spec, files = load_spec(name), project_files(name)
     assert all(t in files for t in spec.test_files)
     rels = {hidden_rel(t) for t in spec.test_files}

@@ -292,7 +292,7 @@ class ScriptedSetupPolicy:
             why = (
                 f"test modules that call unittest.main() at import (outside `if __name__ == "
                 f"'__main__':`), which aborts pytest's collection: {mains}: left out of pytest "
-                "and run as scripts; the grader guards that call"
+                "(still test files: the grader guards that call)"
             )
             return command + ignore, why
         if self._main_modules and ("no tests ran" in out or "exit_code=5" in out):
