@@ -10,9 +10,13 @@ project as shipped (bench/RESULTS.md "Real repositories at scale") and fails bef
 - funcy, iso8601, mccabe, toposort: test modules that do not import here (a test dependency not
   installed offline, unittest.main() at import) were rejected as "1 error in X.XXs"; now the
   other modules run, and the reason names the file and the missing module;
+- toposort: its one test module ends with a bare unittest.main(), which aborts pytest's collection:
+  now it runs as `python3 -m test.test_toposort` and is graded with the call guarded;
 - webencodings: webencodings/tests.py imports the package relatively (`from . import lookup`):
   graded from a copy beside the hidden tests, the package's own __init__.py was installed there
   and its imports failed (and a fix the agent made to it would not have counted)."""
+
+import ast
 
 import pytest
 
@@ -134,3 +138,62 @@ def test_modules_that_do_not_import_are_left_out_with_the_reason():
         "ModuleNotFoundError: No module named 'whatever'", "NameError"
     )
     assert why_not_run(mccabe).startswith("tests/test_colls.py: NameError")
+
+
+# toposort 1.10: its one test module ends with a bare `unittest.main()`; pytest's collection runs
+# it on pytest's argv and aborts (INTERNALERROR, "caught unexpected SystemExit").
+TOPOSORT_ABORT = """[exit:3] exit_code=3
+INTERNALERROR>   File "/repo/test/test_sort.py", line 12, in <module>
+INTERNALERROR>     unittest.main()
+INTERNALERROR>   File "/usr/lib/python3.11/unittest/main.py", line 276, in runTests
+INTERNALERROR>     sys.exit(not self.result.wasSuccessful())
+INTERNALERROR> SystemExit: False
+mainloop: caught unexpected SystemExit!
+
+no tests ran in 0.06s
+"""
+MAIN_AT_IMPORT = {
+    "sort.py": "def double(x):\n    return 2 * x\n",
+    "test/__init__.py": "",
+    "test/test_sort.py": (
+        "import unittest\n\nfrom sort import double\n\n\nclass Case(unittest.TestCase):\n"
+        "    def test_double(self):\n        self.assertEqual(double(2), 4)\n\n"
+        "    def test_zero(self):\n        self.assertEqual(double(0), 0)\n\n\nunittest.main()\n"
+    ),
+}
+
+
+def test_a_module_calling_unittest_main_at_import_runs_as_a_script_and_is_graded_guarded():
+    from rl.envs.grading.harden import harden_module
+
+    files = ["sort.py", "test/__init__.py", "test/test_sort.py"]
+    assert S.main_at_import(TOPOSORT_ABORT, files) == ["test/test_sort.py"]
+    assert S.main_at_import(TOPOSORT_ABORT.replace("unittest.main()", "run()"), files) == []
+    policy = S.ScriptedSetupPolicy(ByteTokenizer())
+    command, note = policy._run_main_modules(PYTEST, TOPOSORT_ABORT, files)
+    assert command == PYTEST + " --ignore=test/test_sort.py" and "unittest.main()" in note
+    nothing = "[exit:5] exit_code=5\n\nno tests ran in 0.01s\n"
+    assert policy._run_main_modules(command, nothing, files)[0] == "python3 -m test.test_sort"
+    assert S.tests_ran("[ok] exit_code=0\n..\n----\nRan 2 tests in 0.001s\n\nOK\n")
+    assert not S.tests_ran("[ok] exit_code=0\n\n----\nRan 0 tests in 0.000s\n\nOK\n")
+    # the graded copy: the call runs only when the file is a script, never at import
+    source = harden_module(MAIN_AT_IMPORT["test/test_sort.py"]).source
+    tree = ast.parse(source)
+    guard = tree.body[-1]
+    assert isinstance(guard, ast.If) and ast.unparse(guard) == (
+        "if __name__ == '__main__':\n    unittest.main()"
+    )
+    assert source.count("unittest.main()") == 1
+
+
+@pytest.mark.long  # ~15 s at load 4 (setup runs + two graded baselines); fast sibling above
+def test_the_setup_agent_admits_a_module_that_calls_unittest_main_at_import():
+    admission = setup_repo("sort", MAIN_AT_IMPORT, ByteTokenizer())
+    assert admission.admitted, admission.reason
+    spec = admission.spec
+    assert spec.test_command == "python3 -m test.test_sort"
+    assert spec.test_files == ["test/test_sort.py"]
+    assert spec.baseline == {
+        "test/test_sort.py::Case::test_double": True,
+        "test/test_sort.py::Case::test_zero": True,
+    }

@@ -22,6 +22,10 @@ beside the tests: those support modules are hardened and installed too; conftest
   that reads the hidden test file (it can: it runs in the same process) finds no answer there;
 - other `assert L == R` (one ==, neither side a call to approx) becomes `assert <eq>(L, R)` with
   `strict_eq.eq`: a plain builtin value only equals plain builtin values of exact builtin types;
+- a module-level `unittest.main()` call (toposort's test module ends with one, outside
+  `if __name__ == "__main__":`) is put under that guard: run at import it would run the tests
+  on pytest's own argv and exit while pytest collects, so no test of the file could pass; the
+  guard only keeps the call from running when the module is imported (as it is graded);
 - canaries are added: copies of real tests (same decorators and fixtures, same random-looking
   names; class methods are copied into their class) that must FAIL on any honest repo. One copy
   ends with an assert that is always false; one has its last top-level `==` assert compared
@@ -139,6 +143,7 @@ def harden_suite(
     homes: dict[str, list] = {rel: [] for rel in trees}  # rel -> canary candidates
     for rel in test_rels:
         homes[rel] += state.harden_functions(trees[rel])
+        _guard_unittest_main(trees[rel])
     helpers = sorted({src for found in imported.values() for _, src, _ in found})
     for rel in helpers:  # modules whose tests a test module imports: hardened, no canaries
         state.harden_functions(trees[rel])
@@ -407,6 +412,22 @@ def _harden_test(func, rewrite):
 def _strip_docstring(node) -> None:
     if ast.get_docstring(node, clean=False) is not None:
         node.body = node.body[1:] or [ast.Pass()]
+
+
+def _guard_unittest_main(tree: ast.Module) -> None:
+    """Module-level `unittest.main(...)` (or `main(...)` imported from unittest) statements
+    become `if __name__ == "__main__": <the call>` (what the file means when run as a script)."""
+    names = {"unittest.main"}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module == "unittest" and not node.level:
+            names |= {a.asname or a.name for a in node.names if a.name == "main"}
+    guard = ast.parse('if __name__ == "__main__":\n    pass').body[0]
+    for i, node in enumerate(tree.body):
+        call = node.value if isinstance(node, ast.Expr) else None
+        if isinstance(call, ast.Call) and ast.unparse(call.func) in names:
+            tree.body[i] = ast.copy_location(
+                ast.If(test=copy.deepcopy(guard.test), body=[node], orelse=[]), node
+            )
 
 
 def _fresh_name() -> str:
