@@ -4,9 +4,9 @@ Orbax's replica-parallel save (its default off GPU) splits each replicated array
 replica so that replicas share the writing. Each slice is an eager `jax.lax.slice_in_dim`
 dispatched from Python, so for the many small arrays of a model (norms, biases, router weights,
 the optimizer's moments of each) the split costs far more than the bytes it shares: on 8 simulated
-CPU devices the tiny model's resume test spent 10-30% of its CPU in those slices. Arrays whose per-replica
-slice is under MIN_REPLICA_SLICE_BYTES are written whole by one replica, as on GPU; larger ones
-still share the write.
+CPU devices the tiny model's resume test spent 10-30% of its CPU in those slices. Arrays whose
+per-replica slice is under MIN_REPLICA_SLICE_BYTES are written whole by one replica, as on GPU;
+larger ones still share the write.
 """
 
 from __future__ import annotations
