@@ -1,7 +1,8 @@
 """Self-summarization toy RL (issue 33): success needs one fact carried across a summary.
 
     python bench/bench_rl_summary.py [--pool 480] [--facts 4] [--lr 3e-3] [--seed 0]
-        [--kl_beta 0.02] [--uniform_beta 0] [--group_size 16] [--schedule cosine] [--unbalanced]
+        [--kl_beta 0.02] [--uniform_beta 0] [--expected_reward] [--group_size 16]
+        [--schedule cosine] [--unbalanced]
         [--workdir /tmp/bench_rl_summary] [--out bench/rl_summary_curve.png]
     python bench/bench_rl_summary.py --seeds_plot DIR [DIR ...] --out bench/rl_summary_seeds.png
     python bench/bench_rl_summary.py --seeds 100,101,102 --workdir /tmp/summary_seeds \
@@ -78,6 +79,7 @@ def toy_config(
     balanced: bool = True,
     schedule: str = "cosine",
     uniform_beta: float = 0.0,
+    expected_reward: bool = False,
 ):
     c = rl_config.get_config()
     c.rl.update(
@@ -93,7 +95,7 @@ def toy_config(
         group_size=group_size,
         uniform_beta=uniform_beta,  # > 0: a floor under every token (rl/learning/grpo.py)
     )
-    c.rl.summary_toy.update(facts=facts, balanced=balanced)
+    c.rl.summary_toy.update(facts=facts, balanced=balanced, expected_reward=expected_reward)
     # 'cosine': lr to 0.1x over the pool's steps (at a constant 3e-3, 5 of 10 runs lost facts
     # they had learned: bench/RESULTS.md); 'constant' as configs/rl.py
     c.train.update(schedule=schedule, steps=pool // c.rl.groups_per_batch)
@@ -250,6 +252,11 @@ def main() -> None:
     ap.add_argument("--kl_beta", type=float, default=0.02)
     ap.add_argument("--group_size", type=int, default=16)
     ap.add_argument("--uniform_beta", type=float, default=0.0, help="rl.uniform_beta; 0: off")
+    ap.add_argument(
+        "--expected_reward",
+        action="store_true",
+        help="rl.summary_toy.expected_reward: the summary's advantage from E[answer reward]",
+    )
     ap.add_argument("--unbalanced", action="store_true", help="facts drawn per task (old recipe)")
     ap.add_argument("--schedule", default="cosine", choices=("cosine", "constant"))
     ap.add_argument("--workdir", default="/tmp/bench_rl_summary")
@@ -289,6 +296,7 @@ def train_one(args, seed: int, workdir: str) -> str:
             not args.unbalanced,
             args.schedule,
             args.uniform_beta,
+            args.expected_reward,
         ),
         workdir,
         log=lambda s: None,
