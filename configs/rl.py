@@ -196,7 +196,8 @@ def get_config() -> ml_collections.ConfigDict:
     # on 100-109): undecided senders stayed near uniform and overlapped instead. rl.uniform_beta
     # (above) at 0.01 did not reach the target either (rl/sampling/summary_toy.py (4)).
     # expected_reward: the summary segment's advantage from the receiver's probability of the
-    # right answer given the summary (rl/sampling/summary_toy.py answer_expectation, (5)).
+    # right answer given the summary (rl/sampling/summary_toy.py answer_expectation, (5)): with
+    # it the toy's bench recipe (which turns it on) ends >= 0.9 on 9 of 10 fresh seeds (issue 55).
     c.rl.summary_toy = ml_collections.ConfigDict(
         dict(
             facts=4,
