@@ -3,8 +3,8 @@ default; rl/sampling/summary_toy.py answer_expectation, rl/learning/batch.py sen
 the expectation equals a numpy reference on hand-made logits; collate gives summary records
 sender_reward minus its group mean and leaves answer records (and records without it) their chain
 advantage; by exact enumeration its expected sender gradient equals the sampled reward's (the
-estimator is unbiased); on the tiny preset the sampler's values come from the distribution the
-answers were sampled from (the records' logprobs).
+estimator is unbiased). On the tiny preset (tests/test_summary.py, the toy chains' test) the
+sampler's values come from the distribution the answers were sampled from (the records' logprobs).
 """
 
 import itertools
@@ -115,42 +115,3 @@ def test_expected_reward_is_an_unbiased_sender_gradient():
             grads["expected"] += prob * grad_logp * a_e / g
     assert np.abs(grads["sampled"]).max() > 1e-3  # a real gradient, not 0 = 0
     np.testing.assert_allclose(grads["expected"], grads["sampled"], rtol=1e-5, atol=1e-7)
-
-
-def test_toy_sampler_expectation_is_the_sampling_distribution():
-    """rl.summary_toy.expected_reward on the tiny preset: every summary record carries
-    sender_reward, answer records do not, and it is answer_expectation of a fresh forward whose
-    log-softmax at the sampled answer tokens equals the sampler's recorded logprobs (same
-    temperature, same valid ids)."""
-    import jax
-
-    from configs import rl as rl_config
-    from model.transformer import Transformer
-    from rl.learning import loop
-    from rl.sampling import sampler_process
-    from rl.stores.weight_store import FixedWeights
-    from train import trainer
-
-    c = rl_config.get_config()
-    c.rl.update(task="summary_toy", segments_per_chain=2, group_size=3, temperature=0.8)
-    c.rl.summary_toy.expected_reward = True
-    c = loop.resolve(c)
-    cfg = loop.model_config(c)
-    params = trainer.host_params(c, cfg)
-    sampler = sampler_process.make_sampler(c.rl, cfg)
-    tasks = [sampler_process.make_task(c.rl, j) for j in range(2)]
-    groups = sampler.play(tasks, FixedWeights(params), seed=0)
-    vv = c.rl.valid_vocab
-    for task, group in zip(tasks, groups):
-        for r0, r1 in zip(group[::2], group[1::2]):
-            assert "sender_reward" not in r1
-            tok = np.asarray(r1["tokens"])[None, :-1]
-            logits = np.asarray(
-                Transformer(cfg).apply({"params": params}, tok, with_mtp=False).logits
-            )[0]
-            want = answer_expectation(logits, r1["mask"], task.fact, 0.8, vv)
-            np.testing.assert_allclose(r0["sender_reward"], want, rtol=1e-4, atol=1e-6)
-            at = np.flatnonzero(np.asarray(r1["mask"])[1:] > 0)
-            z = logits[at, :vv] / 0.8
-            logp = jax.nn.log_softmax(z, axis=-1)[np.arange(len(at)), r1["tokens"][at + 1]]
-            np.testing.assert_allclose(logp, np.asarray(r1["logprobs"])[at + 1], atol=2e-4)
