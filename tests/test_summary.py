@@ -264,7 +264,10 @@ def test_shipped_summary_traces_replay_segment_by_segment():
 
 def test_summary_toy_chains_carry_only_the_summary_across():
     """rl.task='summary_toy' (rl/sampling/summary_toy.py) on the tiny preset: two segments a chain,
-    one reward and one chain id on both, segment 1 holds segment 0's summary but never the fact."""
+    one reward and one chain id on both, segment 1 holds segment 0's summary but never the fact.
+    With rl.summary_toy.expected_reward each summary record's sender_reward is answer_expectation
+    of the sampler's forward, whose log-softmax at the sampled answer tokens is the engine's
+    recorded logprobs (the distribution the answers came from: same temperature, same valid ids)."""
     from configs import rl as rl_config
     from rl.learning import loop
     from rl.sampling import sampler_process, summary_toy
@@ -272,9 +275,10 @@ def test_summary_toy_chains_carry_only_the_summary_across():
     from train import trainer
 
     c = rl_config.get_config()
-    c.rl.update(task="summary_toy", segments_per_chain=2, group_size=2)
+    c.rl.update(task="summary_toy", segments_per_chain=2, group_size=2, temperature=0.8)
+    c.rl.summary_toy.expected_reward = True
     c = loop.resolve(c)
-    facts = c.rl.summary_toy.facts
+    facts, vv = c.rl.summary_toy.facts, c.rl.valid_vocab
     assert c.rl.valid_vocab == summary_toy.vocab(facts) and c.train.batch_size == 4 * 2 * 2
     cfg = loop.model_config(c)
     params = trainer.host_params(c, cfg)
@@ -296,6 +300,19 @@ def test_summary_toy_chains_carry_only_the_summary_across():
             assert task.fact in r0["tokens"][r0["mask"] == 0]
             assert r0["reward"] == r1["reward"] == rewards.chain_reward(answer, task.fact)
             assert max(summary + answer) < summary_toy.vocab(facts)
+        answers = [r1 for r1 in group[1::2]]
+        assert all("sender_reward" not in r1 for r1 in answers)
+        # the sampler's own jitted forward (a fresh one costs ~10 s here); the logprob check below
+        # is what ties it to the engine that sampled the answers
+        logits = np.asarray(sampler._forward(params, np.stack([r["tokens"][:-1] for r in answers])))
+        for r0, r1, lg in zip(group[::2], answers, logits):
+            want = summary_toy.answer_expectation(lg, r1["mask"], task.fact, 0.8, vv)
+            np.testing.assert_allclose(r0["sender_reward"], want, rtol=1e-4, atol=1e-6)
+            at = np.flatnonzero(np.asarray(r1["mask"])[1:] > 0)
+            logp = jax.nn.log_softmax(lg[at, :vv] / 0.8, axis=-1)[
+                np.arange(len(at)), r1["tokens"][at + 1]
+            ]
+            np.testing.assert_allclose(logp, np.asarray(r1["logprobs"])[at + 1], atol=2e-4)
     with pytest.raises(Exception, match="segments_per_chain >= 2"):
         c2 = rl_config.get_config()
         c2.rl.task = "summary_toy"

@@ -48,6 +48,31 @@ def summary_entropy_bonus(records: Sequence[dict], beta: float) -> np.ndarray:
     return out
 
 
+def sender_advantages(records: Sequence[dict], adv: np.ndarray) -> np.ndarray:
+    """adv with every record that carries `sender_reward` (a summary segment's expected reward:
+    rl/sampling/summary_toy.py answer_expectation) given sender_reward - the mean of it over its
+    group's records at the same segment index instead of its chain's advantage; the other records
+    (the answer segments, every other task's) keep adv. Why: the sampled 0/1 answer ties ~40% of
+    a stalled summary_toy run's groups (zero advantage) and its noise hides which summary the
+    receiver reads best; the expectation has the sender's gradient in expectation (E[sender_reward
+    | summary] = E[reward | summary]) and no answer-sampling noise (bench/RESULTS.md, issue 55).
+    A group where some summary records have it and others not is an error."""
+    out = np.array(adv, np.float32)
+    keys: dict = {}
+    for i, r in enumerate(records):
+        if r.get("segment", 0) < r.get("segments", 1) - 1:  # hands a summary on
+            keys.setdefault((r["group_id"], r["segment"]), []).append(i)
+    for key, idx in keys.items():
+        have = ["sender_reward" in records[i] for i in idx]
+        if not any(have):
+            continue
+        if not all(have):
+            raise ValueError(f"group {key[0]} segment {key[1]}: sender_reward on some chains only")
+        x = np.asarray([float(records[i]["sender_reward"]) for i in idx], np.float64)
+        out[idx] = (x - x.mean()).astype(np.float32)
+    return out
+
+
 def collate(
     records: Sequence[dict],
     *,
@@ -62,7 +87,8 @@ def collate(
     """-> batch dict of numpy arrays [rows, seq_len] (+ forced_experts [rows, n, seq_len, k]).
 
     Each record (one segment of a chain: rl/episodes/records.py) is one row; advantages are per
-    chain (rl.learning.grpo.chain_advantages). Padding rows have loss_mask 0 and segment id 0. A
+    chain (rl.learning.grpo.chain_advantages), but a summary record with `sender_reward` gets its
+    own (sender_advantages). Padding rows have loss_mask 0 and segment id 0. A
     record longer than seq_len + 1 tokens is an error (the caller sizes seq_len from the episode
     token budget). A negative episode advantage is multiplied by `negative_scale` (1 = plain GRPO;
     see configs/rl.py). Tokens of malformed turns then get advantage min(A_i, -malformed_adv)
@@ -74,7 +100,7 @@ def collate(
         raise ValueError(f"collate: {len(records)} episodes > {rows} batch rows")
     if not 0.0 <= negative_scale <= 1.0:
         raise ValueError(f"negative_scale must be in [0, 1], got {negative_scale}")
-    adv = chain_advantages(records)
+    adv = sender_advantages(records, chain_advantages(records))
     adv = np.where(adv < 0, adv * np.float32(negative_scale), adv)
     adv = adv + summary_entropy_bonus(records, summary_entropy)
     index = {}

@@ -84,6 +84,7 @@ def _summary_toy_sampler(rl, cfg, mesh=None, rules=None):
         facts=t.facts,
         summary_tokens=t.summary_tokens,
         answer_tokens=t.answer_tokens,
+        expected_reward=t.expected_reward,
     )
 
 

@@ -46,6 +46,16 @@ pi) per policy token, gradient beta (pi_j - 1/n) on logit j: a floor under every
 fixed both (0.49 and 0.74 -> 0.96) but not fresh seeds: on 110-119 the runs that stalled
 ended with one fact without a summary of its own and the receiver never naming it, or two facts'
 exploring senders overlapping, decoded half the time (bench/RESULTS.md). Off in the recipe.
+(5) About 40% of a stalled run's groups tie (every chain scores 0, or 1): a sampled 0/1 answer
+gives their senders no signal at all, and a hedging receiver hides which summary was better.
+rl.summary_toy.expected_reward (`answer_expectation`) gives the summary segment instead the
+receiver's probability of the right answer given the summary it wrote (from the policy's own
+logits at the answer positions, no new sampling): a Rao-Blackwellized reward, ordered and
+non-zero in every group, the same sender gradient in expectation; the answer segment keeps its
+sampled reward. Tuned on 108 and 109 (0.49, 0.74 -> 0.99, 0.94), checked once on fresh seeds
+120-129: 9 of 10 >= 0.9 (the one stall, 121, two facts' senders deterministic on one summary,
+the receiver naming the other: trap (3), which the expectation does not open). On in the bench's
+recipe, off in configs/rl.py (bench/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -104,13 +114,54 @@ def second_prompt(summary: list[int], facts: int) -> list[int]:
     return [_marker(facts, "summary"), *summary]
 
 
+def answer_expectation(logits, mask, fact: int, temperature: float, valid_vocab: int) -> float:
+    """The expected reward of an answer segment given its prompt (the summary): logits [T, V] of
+    the policy's forward over the record's tokens[:-1] (position t predicts token t+1), mask [T+1]
+    the record's (1 on the answer tokens). -> mean over answer tokens a_i of pi(a_i = fact | the
+    summary, a_<i), under the sampling distribution (softmax(logits / temperature) over the ids
+    < valid_vocab; 0 = all), with the sampled a_<i as context.
+
+    Why it is an unbiased reward for the summary (the sender): chain_reward is mean_i 1[a_i =
+    fact], and E[1[a_i = fact] | s, a_<i] = pi(fact | s, a_<i), so this value has the same
+    expectation given the summary s as the sampled reward (the tower rule), and
+    E[grad log pi(s) X] depends on X only through E[X | s]: the sender's policy gradient is the
+    same in expectation, with the answer's sampling noise (i = 1) integrated out. Not for the
+    answer tokens: pi(fact | s) does not depend on a_1, so a_1's gradient would lose its signal;
+    they keep the sampled reward (rl/learning/batch.py sender_advantages)."""
+    logits = np.asarray(logits, np.float64)
+    if len(mask) != len(logits) + 1:
+        raise ValueError(
+            f"answer_expectation: mask of {len(mask)} tokens for {len(logits)} logits rows"
+        )
+    scaled = logits / (temperature if temperature > 0 else 1.0)
+    if valid_vocab:
+        scaled = np.where(np.arange(scaled.shape[-1]) < valid_vocab, scaled, -np.inf)
+    scaled -= scaled.max(axis=-1, keepdims=True)
+    p = np.exp(scaled)
+    p /= p.sum(axis=-1, keepdims=True)  # [T, V]
+    at = np.asarray(mask)[1:] > 0  # logits row t predicts token t + 1
+    return float(p[at, fact].mean()) if at.any() else 0.0
+
+
 class SummaryToySampler:
     """`play(tasks, weights, seed)` (rl/sampling/samplers.py's contract): per task, `group_size`
     chains of two segments, generated on the single-turn sampler's engine path
-    (`inner.generate`)."""
+    (`inner.generate`). expected_reward: each summary record also carries `sender_reward`, its
+    answer's answer_expectation under the params that answered (one forward over the answer
+    segments, the trainer's model code)."""
 
-    def __init__(self, inner, *, facts: int, summary_tokens: int, answer_tokens: int):
+    def __init__(
+        self,
+        inner,
+        *,
+        facts: int,
+        summary_tokens: int,
+        answer_tokens: int,
+        expected_reward: bool = False,
+    ):
         self.inner, self.facts, self.k, self.a = inner, facts, summary_tokens, answer_tokens
+        self.expected_reward = expected_reward
+        self._forward = None
 
     @property
     def swaps(self) -> int:
@@ -129,6 +180,7 @@ class SummaryToySampler:
         summaries = [r["tokens"][r["mask"] > 0].tolist() for r in first]
         prompts = [second_prompt(s, self.facts) for s in summaries]
         second = self.inner.generate(prompts, gids, weights, seed + 1, max_new=self.a)
+        expected = self._expected(second, [t.fact for t, _ in chains], weights)
         groups: list[list[dict]] = [[] for _ in tasks]
         for n, ((task, i), r0, r1) in enumerate(zip(chains, first, second)):
             reward = rewards.chain_reward(r1["tokens"][r1["mask"] > 0], task.fact)
@@ -142,5 +194,33 @@ class SummaryToySampler:
                     segments=2,
                     fact_kept=kept,  # diagnostics: did the summary keep the fact?
                 )
+                if seg == 0 and expected is not None:
+                    r["sender_reward"] = expected[n]  # the summary's advantage comes from it
                 groups[n // g].append(r)
         return groups
+
+    def _expected(self, answers: list[dict], facts: list[int], weights) -> list[float] | None:
+        """answer_expectation of every answer record, from one forward of the params that
+        answered them (the newest: in the synchronous loop, the ones that sampled the step)."""
+        if not self.expected_reward:
+            return None
+        import jax
+
+        from model.transformer import Transformer
+
+        if self._forward is None:
+            module = Transformer(self.inner.cfg)
+            self._forward = jax.jit(
+                lambda p, t: module.apply({"params": p}, t, with_mtp=False).logits
+            )
+        params, _ = weights.latest()
+        n = max(len(r["tokens"]) for r in answers) - 1
+        tokens = np.zeros((len(answers), n), np.int32)  # right padding: causal, never attended
+        for i, r in enumerate(answers):
+            tokens[i, : len(r["tokens"]) - 1] = r["tokens"][:-1]
+        logits = np.asarray(self._forward(params, tokens))  # [N, n, V]
+        t, vv = self.inner.temperature, self.inner.valid_vocab
+        return [
+            answer_expectation(logits[i], r["mask"], f, t, vv)
+            for i, (r, f) in enumerate(zip(answers, facts))
+        ]
