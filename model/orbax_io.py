@@ -11,15 +11,28 @@ larger ones still share the write.
 
 from __future__ import annotations
 
+import logging
+
 import jax
 import orbax.checkpoint as ocp
 
 MIN_REPLICA_SLICE_BYTES = 1 << 20  # 1 MiB: below this a write is latency-bound, not bandwidth
 
+
+class _OverrideNotice(logging.Filter):
+    """Orbax logs a WARNING whenever a handler replaces its default, which this one always does."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Type handler registry" not in record.getMessage()
+
+
+_notice = _OverrideNotice()
+logging.getLogger("absl").addFilter(_notice)
 ocp.type_handlers.register_type_handler(
     jax.Array,
     ocp.type_handlers.ArrayHandler(min_slice_bytes_for_replica_parallel=MIN_REPLICA_SLICE_BYTES),
     override=True,
 )
+logging.getLogger("absl").removeFilter(_notice)
 
 __all__ = ["ocp", "MIN_REPLICA_SLICE_BYTES"]
