@@ -189,11 +189,12 @@ def run_rl(config, run_dir: str, args, sets: dict, log) -> tuple[list, list]:
             break  # nothing trained (pool spent, or every group dropped)
         history += out["history"]
         params = jax.device_get(out["state"].params)
-        if args.eval_every and len(history) < args.rl_steps:
+        in_time = not args.rl_minutes or time.time() < t_end  # out of time: only the final play
+        if args.eval_every and len(history) < args.rl_steps and in_time:
             points.append((len(history), evaluate(config, params, sets, args.k, args.eval_seed)))
             log(f"held-out after {len(history)} RL steps: {brief(points[-1][1], args.k)}")
             save_json(os.path.join(run_dir, "partial.json"), dict(history=history, points=points))
-    if params is not None:
+    if params is not None and (not points or points[-1][0] != len(history)):  # not played yet
         save_json(os.path.join(run_dir, "partial.json"), dict(history=history, points=points))
         points.append((len(history), evaluate(config, params, sets, args.k, args.eval_seed)))
     save_json(done, {"history": history, "points": points})
