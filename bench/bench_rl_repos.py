@@ -2,8 +2,9 @@
 -> expert traces -> SFT -> RL -> held-out evaluation before SFT, after SFT and after RL.
 
     python bench/bench_rl_repos.py [--max_tokens 4096] [--new_traces 16] [--trace_minutes 5]
-        [--sft_steps 80] [--rl_steps 40] [--rl_minutes 10] [--eval_every 0] [--heldout_sites 4]
-        [--heldout_repos 4] [--k 4] [--workdir runs/bench_rl_repos] [--seeds 0,1]
+        [--sft_steps 80] [--sft_minutes 0] [--rl_steps 40] [--rl_minutes 10] [--eval_every 0]
+        [--heldout_sites 4] [--heldout_repos 4] [--k 4] [--workdir runs/bench_rl_repos]
+        [--seeds 0,1]
     python bench/bench_rl_repos.py --tiny --seeds 0,1   # smoke: tiny, 1 SFT + 1 RL step
 
 1. Tasks: data/repos/pool.jsonl's "train" bugfix/feature lines (gated tasks mined from the
@@ -16,7 +17,7 @@
    never play them to the end.
 3. SFT: bench/rl_stages.py's sft (train/'s loop, configs/sft.py's loss) from a random init of
    `--preset` with `--mtp_modules` MTP heads (trained by self-distillation) at context
-   `--max_tokens`.
+   `--max_tokens`, for `--sft_steps` or `--sft_minutes` (0: no time bound).
 4. RL: rl/learning/loop.py on the task file (one trainer, async sampler threads, groups of
    `--group_size`, single epoch, speculative samplers with `--spec_k` drafts and the MTP
    self-distillation term, rl.mtp_weight's default) for `--rl_steps` or `--rl_minutes`. With
@@ -141,9 +142,7 @@ def evaluate_once(path: str, config, params_fn, sets: dict, k: int, seed: int) -
     if os.path.exists(path):
         return json.load(open(path))
     out = evaluate(config, params_fn(), sets, k, seed)
-    with open(path + ".tmp", "w") as f:
-        json.dump(out, f)
-    os.replace(path + ".tmp", path)
+    save_json(path, out)
     return out
 
 
@@ -190,14 +189,24 @@ def run_rl(config, run_dir: str, args, sets: dict, log) -> tuple[list, list]:
             break  # nothing trained (pool spent, or every group dropped)
         history += out["history"]
         params = jax.device_get(out["state"].params)
-        if args.eval_every and len(history) < args.rl_steps:
+        in_time = not args.rl_minutes or time.time() < t_end  # out of time: only the final play
+        if args.eval_every and len(history) < args.rl_steps and in_time:
             points.append((len(history), evaluate(config, params, sets, args.k, args.eval_seed)))
             log(f"held-out after {len(history)} RL steps: {brief(points[-1][1], args.k)}")
-    if params is not None:
+            save_json(os.path.join(run_dir, "partial.json"), dict(history=history, points=points))
+    if params is not None and (not points or points[-1][0] != len(history)):  # not played yet
+        save_json(os.path.join(run_dir, "partial.json"), dict(history=history, points=points))
         points.append((len(history), evaluate(config, params, sets, args.k, args.eval_seed)))
-    with open(done, "w") as f:
-        json.dump({"history": history, "points": points}, f, default=float)
+    save_json(done, {"history": history, "points": points})
     return history, points
+
+
+def save_json(path: str, obj) -> None:
+    """obj -> path, written whole or not at all (a run killed mid-write leaves the last one):
+    RL's partial.json keeps the curve so far, so a run stopped later still has it."""
+    with open(path + ".tmp", "w") as f:
+        json.dump(obj, f, default=float)
+    os.replace(path + ".tmp", path)
 
 
 def brief(sets: dict, k: int) -> str:
@@ -246,6 +255,7 @@ def arguments():
     ap.add_argument("--new_traces", type=int, default=16, help="expert traces played now")
     ap.add_argument("--trace_minutes", type=float, default=5.0)
     ap.add_argument("--sft_steps", type=int, default=80)
+    ap.add_argument("--sft_minutes", type=float, default=0.0, help="SFT wall budget (0: steps)")
     ap.add_argument("--sft_lr", type=float, default=2e-3)
     ap.add_argument("--sft_batch", type=int, default=2)
     ap.add_argument("--rl_steps", type=int, default=40)
@@ -314,6 +324,7 @@ def main():
         steps=args.sft_steps,
         lr=args.sft_lr,
         batch_size=args.sft_batch,
+        max_seconds=60 * args.sft_minutes,
     )
     wall["sft"] = time.time() - t0
     seeds = parse_seeds(args.seeds) if args.seeds else [None]

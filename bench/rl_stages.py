@@ -14,13 +14,19 @@ KINDS = ("bugfix", "feature")  # what the repo expert works; review/DevOps are a
 
 
 def train_and_export(c, workdir: str) -> str:
-    """Runs train/'s loop for c.train.steps (unless its export exists: re-runs reuse finished
-    stages) and -> the exported params dir."""
+    """Runs train/'s loop for c.train.steps or c.train.max_seconds (unless its export exists:
+    re-runs reuse finished stages; a time-bounded run reuses its latest export, whatever its
+    step) and -> the exported params dir."""
     from train import convert
     from train import trainer as train_loop
 
     c.checkpoint.every_steps = c.train.steps
     export = os.path.join(workdir, "export", f"params_{c.train.steps}")
+    if c.train.max_seconds and os.path.isdir(os.path.dirname(export)):
+        done = [d for d in os.listdir(os.path.dirname(export)) if d.startswith("params_")]
+        done = [d for d in done if d[7:].isdigit()]
+        if done:
+            export = os.path.join(os.path.dirname(export), max(done, key=lambda d: int(d[7:])))
     if not os.path.exists(os.path.join(export, "model_config.json")):
         train_loop.train(c, workdir)
         export = convert.export_latest(c, workdir)
@@ -72,10 +78,13 @@ def sft(
     lr: float,
     init: str = "",
     batch_size: int = 4,
+    max_seconds: float = 0.0,
 ) -> str:
     """-> the exported params dir of an SFT run (train/'s loop, configs/sft.py's loss: assistant
     tokens only) on the trace file `traces` alone, from `init` (exported params) or a random init
-    of `preset`; with MTP modules they train jointly by self-distillation."""
+    of `preset`; with MTP modules they train jointly by self-distillation. max_seconds > 0: no
+    step starts after that many seconds (a shared machine's bound; the export is of the step
+    reached)."""
     from configs import sft as sft_config
 
     c = sft_config.get_config()
@@ -90,10 +99,13 @@ def sft(
         seq_len=max_tokens,
         lr=lr,
         warmup_steps=10,
-        eval_every=steps,
+        eval_every=min(steps, 25)
+        if max_seconds
+        else steps,  # a time-bounded run: losses on the way
         eval_batches=2,
         log_every=20,
         mtp_mode="distill" if mtp_modules else "none",
+        max_seconds=max_seconds,
     )
     return train_and_export(c, workdir)
 

@@ -2,6 +2,8 @@
 pool, the held-out sites and the held-out repositories are disjoint the way issue 52 asks (the
 whole path is tests/test_bench_tiny_rl.py's -m long smoke run)."""
 
+import os
+
 from bench import rl_stages as b
 from rl.envs.repos import holdout
 
@@ -24,3 +26,24 @@ def test_pool_sites_and_repositories_are_disjoint():
 def test_interleave_takes_projects_in_turn():
     items = [{"project": p, "id": f"{p}{i}"} for p, i in ("a0", "a1", "a2", "b0", "c0", "c1")]
     assert [d["id"] for d in b.interleave(items, 5)] == ["a0", "b0", "c0", "a1", "c1"]
+
+
+def test_time_bounded_stage_reuses_its_latest_export(tmp_path, monkeypatch):
+    """A wall-bounded SFT (--sft_minutes) stops at whatever step it reached: a re-run must reuse
+    that export (the highest step), not train again toward train.steps; a step-bounded one still
+    looks for params_<steps> only."""
+    import ml_collections
+
+    from train import trainer
+
+    for step in (3, 16):
+        os.makedirs(tmp_path / "export" / f"params_{step}")
+        (tmp_path / "export" / f"params_{step}" / "model_config.json").write_text("{}")
+    trained = []
+    monkeypatch.setattr(trainer, "train", lambda c, w: trained.append(w))
+    c = ml_collections.ConfigDict(dict(train=dict(steps=120, max_seconds=960.0), checkpoint={}))
+    assert b.train_and_export(c, str(tmp_path)) == str(tmp_path / "export" / "params_16")
+    assert not trained
+    c.train.max_seconds = 0.0  # step-bounded: params_120 is missing, so it trains
+    monkeypatch.setattr("train.convert.export_latest", lambda c, w: "exported")
+    assert b.train_and_export(c, str(tmp_path)) == "exported" and trained == [str(tmp_path)]
