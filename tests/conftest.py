@@ -5,6 +5,7 @@ precision is left at JAX's default, the numeric mode production runs in; a test 
 sets it locally (`with jax.default_matmul_precision("highest"):`) and says why.
 """
 
+import importlib.metadata
 import os
 import shutil
 import sys
@@ -14,6 +15,20 @@ import pytest
 flags = os.environ.get("XLA_FLAGS", "")
 if "xla_force_host_platform_device_count" not in flags:
     os.environ["XLA_FLAGS"] = (flags + " --xla_force_host_platform_device_count=8").strip()
+# The suite's CPU goes mostly to compiling: with a cold compile cache (a fresh machine, as CI is)
+# it took ~3x the CPU of a warm run. Its programs are tiny and run a few times each, so the suite
+# asks XLA:CPU for cheap code rather than fast code: LLVM at -O0 and, on JAX 0.10's XLA, the older
+# elemental fusion emitters; together they compile the tiny preset's grad and decode programs ~3x
+# faster (bench/RESULTS.md "Suite time"). Precision is unchanged (float32 stays float32, no
+# fast-math); results may differ from XLA's default build in the last bits, which every reference
+# comparison's tolerance covers. `python main.py` and the benches run with XLA's defaults. JAX
+# 0.11's XLA no longer knows the emitter flag, and an unknown XLA flag aborts the process.
+CHEAP_COMPILE_FLAGS = ["--xla_backend_optimization_level=0"]
+if tuple(int(x) for x in importlib.metadata.version("jaxlib").split(".")[:2]) < (0, 11):
+    CHEAP_COMPILE_FLAGS.append("--xla_cpu_use_fusion_emitters=false")
+for flag in CHEAP_COMPILE_FLAGS:
+    if flag.split("=")[0] not in os.environ["XLA_FLAGS"]:
+        os.environ["XLA_FLAGS"] += " " + flag
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # rl.envs.Sandbox refuses to run without bubblewrap unless opted in. Tests put only their own code
 # in sandboxes and the hostile-program tests skip without bwrap, so a bare machine opts in here.
@@ -25,6 +40,9 @@ if not shutil.which(os.environ.get("RL_ENVS_BWRAP", "bwrap")):
 os.environ.setdefault(
     "JAX_COMPILATION_CACHE_DIR", os.path.join(os.environ.get("TMPDIR", "/tmp"), "jax_cache_tests")
 )
+# Every program, not only those over JAX's default 1 s of compile: with cheap compiles most fall
+# under it, and each of the three workers would compile them again.
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
 
 def pytest_configure(config):
