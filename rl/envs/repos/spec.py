@@ -48,6 +48,9 @@ class EnvSpec:
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
     source: str = ""  # where the snapshot came from
     notes: list[str] = dataclasses.field(default_factory=list)  # what the setup agent found/did
+    # pinned declared test dependencies every sandbox of the repository mounts (key: their hash;
+    # rl/envs/isolation/dep_cache.py); [] for none
+    test_deps: list[str] = dataclasses.field(default_factory=list)
 
     def passing(self) -> set[str]:
         return {t for t, ok in self.baseline.items() if ok}
@@ -174,6 +177,7 @@ def suite_task(name: str, files: dict[str, str], spec: EnvSpec, tests: dict[str,
         solution={},
         setup=list(spec.setup),
         test_command=spec.test_command,
+        meta={"test_deps": list(spec.test_deps)} if spec.test_deps else {},
     )
 
 
@@ -201,7 +205,7 @@ def admit(files: dict[str, str], spec: EnvSpec, limits: Limits = Limits()) -> Ad
                 "rename one, or leave out a file that only holds doctests"
             )
             return Admission(name, False, why, None)
-    with Sandbox.from_files(files, limits=limits) as box:
+    with Sandbox.from_files(files, limits=limits, test_deps=spec.test_deps) as box:
         t0 = time.monotonic()
         for i, command in enumerate(spec.setup):
             r = box.run(command, SETUP_TIMEOUT_S)
