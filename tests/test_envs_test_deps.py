@@ -216,3 +216,33 @@ def test_add_installs_a_declared_test_dependency_and_nothing_undeclared(local_in
         add(str(_project(tmp_path / "nodecl", "")), specs=specs, tasks=0, timeout_s=30,
             log=logs.append)  # fmt: skip
     assert any("not declared as test dependencies: ['rlfakedep']" in line for line in logs)
+
+
+def test_a_task_file_needing_a_set_this_machine_lacks_is_refused_before_rl_starts(
+    tmp_path, monkeypatch
+):
+    import dataclasses
+
+    from configs import rl as rl_config
+    from model.errors import ConfigError
+    from rl.envs import generate_tasks, save_tasks
+    from rl.envs.grading.tasks import require_test_deps
+    from rl.sampling.rl_tasks import file_pool, rl_task
+
+    monkeypatch.setenv(D.CACHE_ENV, str(tmp_path / "cache"))
+    tasks = generate_tasks(3, seed=5)
+    tasks[2] = dataclasses.replace(
+        tasks[2], meta={**tasks[2].meta, "test_deps": ["rlfakedep==0.1"]}
+    )
+    require_test_deps(tasks[:2])  # no set named: nothing to check
+    with pytest.raises(D.MissingTestDeps, match=r"^1 tasks \(e.g. .*\): test dependencies"):
+        require_test_deps(tasks)
+    save_tasks(tasks, tmp_path / "pool.jsonl")
+    config = rl_config.get_config()
+    config.rl.task, config.rl.pool_size = "coding", 3
+    config.rl.coding.tasks = str(tmp_path / "pool.jsonl")
+    file_pool.cache_clear()
+    with pytest.raises(ConfigError, match=r"pool.jsonl: 1 tasks .*\['rlfakedep==0.1'\]"):
+        rl_task("coding").resolve(config)
+    _entry(tmp_path / "cache", {"rlfakedep.py": "VALUE = 1\n"})  # fetched: now it starts
+    rl_task("coding").resolve(config)

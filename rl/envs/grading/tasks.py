@@ -41,6 +41,8 @@ from rl.envs.grading.harden import (
     harden_suite,
     is_test_module,
 )
+from rl.envs.isolation.dep_cache import MissingTestDeps
+from rl.envs.isolation.dep_cache import host_dir as deps_host_dir
 from rl.envs.isolation.sandbox import SANDBOX_REPO, Limits, RepoTooLarge, Sandbox
 from rl.episodes.schema import all_pass, partial_credit
 
@@ -98,6 +100,21 @@ def deps_of(task: Task) -> tuple[str, ...]:
     """The task's pinned test-dependency set (meta "test_deps"; rl/envs/isolation/dep_cache.py):
     every sandbox of the task opens with it."""
     return tuple(task.meta.get("test_deps") or ())
+
+
+def require_test_deps(tasks) -> None:
+    """Start-up check for a task set: every test-dependency set its tasks name is in this
+    machine's cache, else MissingTestDeps (one line: the set, how many tasks need it, how to
+    fetch it), before any model loads rather than at the first episode of such a task."""
+    needs: dict[tuple[str, ...], list[str]] = {}
+    for task in tasks:
+        if deps_of(task):
+            needs.setdefault(tuple(sorted(deps_of(task))), []).append(task.id)
+    for pins, ids in sorted(needs.items()):
+        try:
+            deps_host_dir(list(pins))
+        except MissingTestDeps as e:
+            raise MissingTestDeps(f"{len(ids)} tasks (e.g. {ids[0]}): {e}") from None
 
 
 def apply_solution(sandbox: Sandbox, solution: dict[str, str | None]) -> None:
