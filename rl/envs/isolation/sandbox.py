@@ -9,8 +9,9 @@ that uid, which the kernel applies to every process of the uid in a single pass.
 Backends:
 - "bwrap" (bubblewrap, the default and the only isolated one): new pid/net/ipc/uts namespaces (no
   network; every process dies when the command's shell exits), the system bound read-only (/usr, a
-  few /etc files, the Python prefix), a private tmpfs /tmp, the episode bound read-write at /repo;
-  nothing else of the host is visible.
+  few /etc files, the Python prefix), a private tmpfs /tmp, the episode bound read-write at /repo,
+  the repository's declared test dependencies (if any) read-only at /rl_test_deps, last on
+  sys.path (rl/envs/isolation/dep_cache.py); nothing else of the host is visible.
 - "rlimit": no namespaces, so NOT isolation: same uid switch, rlimits, timeouts and process sweep,
   but the network and world-readable/writable host paths (/tmp) are reachable. Never chosen
   silently: without a working bwrap, `Sandbox(...)` raises `SandboxUnavailable` unless the caller
