@@ -246,3 +246,14 @@ def test_a_task_file_needing_a_set_this_machine_lacks_is_refused_before_rl_start
         rl_task("coding").resolve(config)
     _entry(tmp_path / "cache", {"rlfakedep.py": "VALUE = 1\n"})  # fetched: now it starts
     rl_task("coding").resolve(config)
+
+
+def test_a_project_whose_set_is_not_cached_stops_trace_and_pool_jobs_at_start(
+    tmp_path, monkeypatch
+):
+    from rl.envs.repos.vendored import require_test_deps
+
+    monkeypatch.setenv(D.CACHE_ENV, str(tmp_path / "empty"))
+    require_test_deps(["addict", "roman"])  # no set declared: nothing to check
+    with pytest.raises(D.MissingTestDeps, match=r"^funcy: test dependencies \['whatever==0.7'\]"):
+        require_test_deps(["addict", "funcy"])
