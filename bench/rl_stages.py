@@ -171,7 +171,7 @@ def select(n_sites: int, n_repos: int) -> tuple[list, dict]:
     from rl.envs.repos.projects import load_recipes
 
     held = set(holdout.HELD_OUT_REPOS)
-    train = [d for d in scale.load_pool(split="train") if d["family"] in KINDS]
+    train = runnable_here([d for d in scale.load_pool(split="train") if d["family"] in KINDS])
     suite = [dict(r.to_dict(), family=r.kind, split="heldout") for r in load_recipes()]
     sites = [d for d in suite if d["project"] not in held]
     repos = [d for d in suite if d["project"] in held]
@@ -182,6 +182,29 @@ def select(n_sites: int, n_repos: int) -> tuple[list, dict]:
     if bad:
         raise ValueError(f"held-out tasks or repositories in the RL pool: {bad[:3]}")
     return train, sets
+
+
+def runnable_here(lines: list, log=print) -> list:
+    """The lines whose repository's declared test dependencies are in this machine's cache
+    (rl/envs/isolation/dep_cache.py); the others are left out and counted, so a machine without
+    a set runs the rest instead of failing at that repository's first episode."""
+    from rl.envs.isolation.dep_cache import MissingTestDeps, host_dir
+    from rl.envs.repos.vendored import load_spec
+
+    missing = {}
+    for project in sorted({d["project"] for d in lines}):
+        try:
+            host_dir(load_spec(project).test_deps)
+        except MissingTestDeps:
+            missing[project] = load_spec(project).test_deps
+    kept = [d for d in lines if d["project"] not in missing]
+    if missing:
+        pins = " ".join(sorted({p for v in missing.values() for p in v}))
+        log(
+            f"left out {len(lines) - len(kept)} pool lines of {', '.join(missing)}: their declared "
+            f"test dependencies are not cached here (python -m rl.envs.repos deps {pins})"
+        )
+    return kept
 
 
 def build(lines: list) -> list:

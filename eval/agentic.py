@@ -83,6 +83,7 @@ def build_tasks(
     """Generated held-out tasks (+ the JSONL's tasks). With `verify`, only tasks that pass the
     rl.envs gate (reference solution passes, original repo fails) are kept."""
     from rl.envs import generate_tasks, load_tasks, verify_tasks
+    from rl.envs.grading.tasks import require_test_deps
 
     tasks = []
     if n_tasks > 0:
@@ -94,6 +95,7 @@ def build_tasks(
         )
     if tasks_jsonl:
         tasks += load_tasks(tasks_jsonl)
+        require_test_deps(tasks)  # declared test dependencies cached here, or one line
     if verify:
         tasks, _ = verify_tasks(tasks)
     if not tasks:

@@ -23,6 +23,21 @@ def test_pool_sites_and_repositories_are_disjoint():
     assert task.id == sets["repos"][0]["id"] and task.solution
 
 
+def test_pool_lines_whose_test_dependencies_are_not_cached_here_are_left_out_and_counted(
+    tmp_path, monkeypatch
+):
+    from rl.envs.isolation.dep_cache import CACHE_ENV
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "empty"))  # a machine without whatever==0.7
+    lines = [{"project": "funcy", "id": "f1"}, {"project": "addict", "id": "a1"}]
+    said = []
+    assert b.runnable_here(lines, log=said.append) == lines[1:]
+    assert said == [
+        "left out 1 pool lines of funcy: their declared test dependencies are not cached here "
+        "(python -m rl.envs.repos deps whatever==0.7)"
+    ]
+
+
 def test_interleave_takes_projects_in_turn():
     items = [{"project": p, "id": f"{p}{i}"} for p, i in ("a0", "a1", "a2", "b0", "c0", "c1")]
     assert [d["id"] for d in b.interleave(items, 5)] == ["a0", "b0", "c0", "a1", "c1"]

@@ -21,10 +21,11 @@ import ast
 import pytest
 
 from data.tokenizers import ByteTokenizer
+from rl.envs.isolation.sandbox import Sandbox
 from rl.envs.repos import setup as S
 from rl.envs.repos.add import AddError, check_files
 from rl.envs.repos.setup import repair, setup_repo, tox_commands, why_not_run
-from rl.envs.repos.spec import EnvSpec, admit, graded_source, support_files
+from rl.envs.repos.spec import EnvSpec, admit, graded_source, run_baseline, support_files
 
 PYTEST = "python3 -m pytest -q"
 MUNCH_TOX = """\
@@ -81,6 +82,31 @@ def test_an_in_package_test_file_imports_the_package_under_test():
     # the package's own __init__.py is code under test, a tests package's is support
     assert "pkg/__init__.py" not in support_files(PKG, ["pkg/tests.py"])
     assert "tests/__init__.py" in support_files(PKG, ["tests/test_x.py"])
+
+
+CPYTHON_STYLE = {  # contextlib2's layout: a `test` package (the stdlib's name) with test/support/
+    "mod.py": "def f():\n    return 2\n",
+    "test/__init__.py": "",
+    "test/support/__init__.py": "TWO = 2\n",
+    "test/support/os_helper.py": "def two():\n    return 2\n",
+    "test/test_mod.py": "import unittest\n\nfrom mod import f\nfrom test import support\n"
+    "from test.support import os_helper\n\n\nclass ModTests(unittest.TestCase):\n"
+    "    def test_f(self):\n        self.assertEqual(f(), support.TWO)\n\n"
+    "    def test_helper(self):\n        self.assertEqual(f(), os_helper.two())\n",
+}
+
+
+@pytest.mark.needs_bwrap
+def test_a_helper_package_inside_the_test_directory_is_graded_beside_the_tests():
+    support = support_files(CPYTHON_STYLE, ["test/test_mod.py"])
+    assert {"test/support/__init__.py", "test/support/os_helper.py"} <= set(support)
+    spec = EnvSpec("cstyle", [], PYTEST, ["test/test_mod.py"])
+    with Sandbox.from_files(CPYTHON_STYLE) as box:
+        grade, _ = run_baseline(box, CPYTHON_STYLE, spec)
+    assert not grade.tampered and dict(grade.results) == {
+        "test/test_mod.py::ModTests::test_f": True,
+        "test/test_mod.py::ModTests::test_helper": True,
+    }, grade.output
 
 
 def test_two_test_files_graded_under_one_name_are_refused():

@@ -14,8 +14,8 @@ from rl.envs.repos.spec import hidden_rel
 from rl.envs.repos.vendored import ADDED_PROJECTS, PROJECTS, VENDOR, load_spec, project_files
 
 # The committed pool's counts (data/repos/pool.jsonl): rebuilding it must give these again.
-POOL_FAMILIES = {"bugfix": 263, "devops": 35, "feature": 76, "review": 109}
-POOL_SPLITS = {"heldout": 67, "train": 416}
+POOL_FAMILIES = {"bugfix": 269, "devops": 37, "feature": 79, "review": 115}
+POOL_SPLITS = {"heldout": 67, "train": 433}
 # Added projects with pool tasks (isodate, xmltodict, first, ordered-set and validators mined again
 # from the specs regenerated after the setup-agent and grader fixes; see bench/RESULTS.md).
 MINED = {"addict", "cachetools", "isodate", "jmespath", "jsonpointer", "ordered-set", "schema"}
@@ -27,7 +27,7 @@ def test_committed_pool_counts_and_families():
     lines = scale.load_pool()
     got = scale.counts(lines)
     assert got["family"] == POOL_FAMILIES and got["split"] == POOL_SPLITS
-    assert len(lines) == sum(POOL_FAMILIES.values()) == 483  # + the suite's 77: 560
+    assert len(lines) == sum(POOL_FAMILIES.values()) == 500  # + the suite's 77: 577
     assert set(got["project"]) <= set(PROJECTS) and MINED <= set(got["project"])
     ids = [d["id"] + ("-review" if d["family"] == "review" else "") for d in lines]
     assert len(set(ids)) == len(ids)
@@ -72,6 +72,20 @@ def test_an_added_projects_task_passes_the_reference_and_fails_unchanged(name):
     assert task.meta["split"] == "train" and set(task.meta["f2p"]) <= spec.passing()
     verdict = verify_task(task)
     assert verdict.accepted, verdict.reason
+
+
+def test_funcys_tasks_carry_its_declared_test_dependency():
+    """funcy's spec (regenerated with its declared test dependency, whatever==0.7) grades all 14
+    test modules; every task rebuilt from its pool lines names the set, so each of its sandboxes
+    mounts it (or refuses on a machine without it: rl/envs/isolation/dep_cache.py)."""
+    spec = load_spec("funcy")
+    assert spec.test_deps == ["whatever==0.7"] and len(spec.test_files) == 14
+    lines = [d for d in scale.load_pool() if d["project"] == "funcy"]
+    one_each = {d["family"]: d for d in lines}  # rebuilding all 29 takes seconds
+    tasks = scale.pool_tasks(list(one_each.values()))
+    assert {t.kind for t in tasks} == {"bugfix", "feature", "review", "devops"}
+    assert all(t.meta["test_deps"] == ["whatever==0.7"] for t in tasks)
+    assert not any("test_deps" in d for d in lines)  # the spec holds the set, not each line
 
 
 def test_resume_keeps_the_pool_once_and_drops_the_suites_devops_tasks(tmp_path):

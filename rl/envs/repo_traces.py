@@ -38,11 +38,12 @@ import numpy as np
 from data.chat import render_messages
 from data.tokenizers import ByteTokenizer
 from rl.envs import CodingEnv, require_isolation, run_episode
+from rl.envs.isolation.dep_cache import MissingTestDeps
 from rl.envs.repos import holdout
 from rl.envs.repos import mine as M
 from rl.envs.repos.expert import MISTAKES, ExpertPolicy, GaveUp
 from rl.envs.repos.training_pool import load_pool, suite_ids
-from rl.envs.repos.vendored import load_spec, project_files
+from rl.envs.repos.vendored import load_spec, project_files, require_test_deps
 from rl.envs.traces import record_to_messages, system_prompt
 
 STATEMENTS = ("full", "terse")
@@ -165,7 +166,8 @@ def main(argv=None) -> int:
                 for r in recipes
             ]
         )
-    except ValueError as e:
+        require_test_deps({r.project for r in recipes})  # cached here, or stop before playing
+    except (ValueError, MissingTestDeps) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     jobs = [(r, k) for r in recipes for k in range(a.per_task)]

@@ -188,6 +188,13 @@ def _coding_resolve(config) -> None:
                 f"rl.pool_size={rl.pool_size}: rl.coding.tasks={rl.coding.tasks} holds {have} "
                 "tasks (set rl.pool_size to at most that)"
             )
+        from rl.envs.grading.tasks import require_test_deps
+        from rl.envs.isolation.dep_cache import MissingTestDeps
+
+        try:  # a task whose declared test dependencies this machine lacks: fail before loading
+            require_test_deps(file_pool(rl.coding.tasks)[: rl.pool_size])
+        except MissingTestDeps as e:
+            raise ConfigError(f"rl.coding.tasks={rl.coding.tasks}: {e}") from None
     require_isolation()
     vocab = ByteTokenizer().vocab_size
     check_rl_vocab(rl, vocab)

@@ -29,6 +29,7 @@ def run_rollouts(config, workdir: str, params_dir: str = "") -> dict:
     from data.tokenizers import ByteTokenizer
     from model.engine_config import EngineConfig, build_engine
     from rl.envs import OraclePolicy, generate_tasks, load_tasks, require_isolation
+    from rl.envs.grading.tasks import require_test_deps
     from rl.episodes.records import to_json
     from rl.episodes.rewards import reward_config_from_dict
     from rl.sampling.rollout import play_episodes
@@ -46,6 +47,7 @@ def run_rollouts(config, workdir: str, params_dir: str = "") -> dict:
     tok = ByteTokenizer()
     cfg, params = _model(config, params_dir, r.cache_len)
     tasks = load_tasks(r.tasks) if r.tasks else generate_tasks(r.n_tasks, seed=r.task_seed)
+    require_test_deps(tasks)  # declared test dependencies in this machine's cache, or one line
     ec = EngineConfig.from_block(r, cfg)  # the block's decode keys (configs/engine_block.py)
     engine = build_engine(
         cfg, params, ec, valid_vocab=tok.vocab_size, params_version=r.params_version

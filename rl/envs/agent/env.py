@@ -40,7 +40,7 @@ from rl.envs.agent.summary import (
     is_summary_turn,
 )
 from rl.envs.grading.dispatch import grade_episode
-from rl.envs.grading.tasks import Grade, Task
+from rl.envs.grading.tasks import Grade, Task, deps_of
 from rl.envs.isolation.sandbox import Limits, Sandbox
 from rl.episodes.schema import EpisodeRecord
 
@@ -101,7 +101,7 @@ class CodingEnv:
     def reset(self, task: Task) -> list[int]:
         self.close()
         self.task, self.grade, self._report = task, None, None
-        self.sandbox = Sandbox.from_files(task.files, limits=self.limits)
+        self.sandbox = Sandbox.from_files(task.files, limits=self.limits, test_deps=deps_of(task))
         for i, command in enumerate(task.setup):
             result = self.sandbox.run(command, self.test_timeout_s)
             if not result.ok:

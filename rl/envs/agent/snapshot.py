@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable
 
 from rl.envs.agent.env import CodingEnv
+from rl.envs.grading.tasks import deps_of
 from rl.envs.isolation.sandbox import Sandbox, cow_copy
 
 
@@ -81,7 +82,7 @@ def restore(env: CodingEnv, snap: Snapshot) -> CodingEnv:
     env.grade = None
     for name, value in snap.state.items():
         setattr(env, name, copy.deepcopy(value))
-    env.sandbox = Sandbox(snap.directory, limits=env.limits)
+    env.sandbox = Sandbox(snap.directory, limits=env.limits, test_deps=deps_of(env.task))
     return env
 
 

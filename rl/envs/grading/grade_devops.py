@@ -48,7 +48,7 @@ import shutil
 import tempfile
 
 from rl.envs.grading.harden import drop_tests, iter_tests
-from rl.envs.grading.tasks import Grade, Task
+from rl.envs.grading.tasks import Grade, Task, deps_of
 from rl.envs.isolation.sandbox import Limits, RepoTooLarge, Sandbox
 
 CACHE_DIRS = {"__pycache__", ".pytest_cache"}
@@ -183,7 +183,7 @@ def setup_products(task: Task, timeout_s: float = 60.0, limits: Limits = Limits(
     agent's edit from the setup's)."""
     if not task.setup:
         return []
-    with Sandbox.from_files(task.files, limits=limits) as box:
+    with Sandbox.from_files(task.files, limits=limits, test_deps=deps_of(task)) as box:
         for i, command in enumerate(task.setup):
             r = box.run(command, timeout_s)
             if not r.ok:
@@ -279,7 +279,7 @@ def grade_devops(
     if problems:
         return Grade(0, total, "[devops] " + "; ".join(problems))
     try:
-        box = Sandbox(repo_dir, limits=limits)
+        box = Sandbox(repo_dir, limits=limits, test_deps=deps_of(task))
     except RepoTooLarge as e:
         return Grade(0, total, f"[rejected] {e}")
     with box:  # ... and the rules again on the copy the check runs in
@@ -308,7 +308,7 @@ def grade_devops(
 def baseline_of(task: Task, timeout_s: float = 60.0, limits: Limits = Limits()) -> set[str]:
     """Test ids the check passes with the reference solution applied (the gate's baseline)."""
     files = _solved(task)
-    with Sandbox.from_files(files, limits=limits) as box:
+    with Sandbox.from_files(files, limits=limits, test_deps=deps_of(task)) as box:
         if run_setup(box, task, timeout_s):
             return set()
         result = run_check(box, task, timeout_s)

@@ -41,6 +41,8 @@ from rl.envs.grading.harden import (
     harden_suite,
     is_test_module,
 )
+from rl.envs.isolation.dep_cache import MissingTestDeps
+from rl.envs.isolation.dep_cache import host_dir as deps_host_dir
 from rl.envs.isolation.sandbox import SANDBOX_REPO, Limits, RepoTooLarge, Sandbox
 from rl.episodes.schema import all_pass, partial_credit
 
@@ -94,6 +96,27 @@ class Grade:
 # ---------------------------------------------------------------- grading
 
 
+def deps_of(task: Task) -> tuple[str, ...]:
+    """The task's pinned test-dependency set (meta "test_deps"; rl/envs/isolation/dep_cache.py):
+    every sandbox of the task opens with it."""
+    return tuple(task.meta.get("test_deps") or ())
+
+
+def require_test_deps(tasks) -> None:
+    """Start-up check for a task set: every test-dependency set its tasks name is in this
+    machine's cache, else MissingTestDeps (one line: the set, how many tasks need it, how to
+    fetch it), before any model loads rather than at the first episode of such a task."""
+    needs: dict[tuple[str, ...], list[str]] = {}
+    for task in tasks:
+        if deps_of(task):
+            needs.setdefault(tuple(sorted(deps_of(task))), []).append(task.id)
+    for pins, ids in sorted(needs.items()):
+        try:
+            deps_host_dir(list(pins))
+        except MissingTestDeps as e:
+            raise MissingTestDeps(f"{len(ids)} tasks (e.g. {ids[0]}): {e}") from None
+
+
 def apply_solution(sandbox: Sandbox, solution: dict[str, str | None]) -> None:
     for rel, content in solution.items():
         if content is None:
@@ -116,9 +139,14 @@ def grade_in(sandbox: Sandbox, task: Task, timeout_s: float = 60.0) -> Grade:
     (rl/episodes/rewards.py rewards it below failure); a sealed value that differs from the expected
     one fails its test.
     """
+    if sorted(sandbox.test_deps) != sorted(deps_of(task)):  # a call site that forgot the mount
+        raise ValueError(
+            f"task {task.id}: its test dependencies {sorted(deps_of(task))} are not the "
+            f"sandbox's {sorted(sandbox.test_deps)}: open the sandbox with test_deps=deps_of(task)"
+        )
     host, inside = sandbox.readonly_dir(f"grader_{secrets.token_hex(4)}")
     repo = SANDBOX_REPO if sandbox.backend == "bwrap" else sandbox.root
-    layout = _install_grader(host, repo, task, timeout_s)
+    layout = _install_grader(host, repo, task, timeout_s, sandbox.deps_lib)
     nonce = secrets.token_hex(16)
     command = f"exec python3 -I -S {inside}/run.py"
     try:
@@ -141,8 +169,11 @@ def grade_in(sandbox: Sandbox, task: Task, timeout_s: float = 60.0) -> Grade:
     return _score(summary, layout, expected, result.status)
 
 
-def _install_grader(host: str, repo: str, task: Task, timeout_s: float) -> dict[str, Hardened]:
-    """Writes runner + hardened tests under `host`; returns {test file: its Hardened}."""
+def _install_grader(
+    host: str, repo: str, task: Task, timeout_s: float, deps: str | None = None
+) -> dict[str, Hardened]:
+    """Writes runner + hardened tests under `host`; returns {test file: its Hardened}. `deps`:
+    the sandbox's read-only test-dependency lib/, which each child appends to sys.path."""
     for name, src in GRADER_FILES.items():
         _write(os.path.join(host, name), (GRADER_SRC / src).read_text())
     _write(os.path.join(host, "pytest.ini"), "[pytest]\n")
@@ -161,6 +192,7 @@ def _install_grader(host: str, repo: str, task: Task, timeout_s: float) -> dict[
         "repo": repo,
         "budget_s": timeout_s,
         "summary_cap": SUMMARY_CAP,
+        "deps": deps or "",
     }
     _write(os.path.join(host, "manifest.json"), json.dumps(manifest))
     return layout
@@ -357,7 +389,7 @@ def grade_repo(
 ) -> Grade:
     """Reward function: hidden tests run on a fresh copy of the agent's final repo."""
     try:
-        box = Sandbox(repo_dir, limits=limits)
+        box = Sandbox(repo_dir, limits=limits, test_deps=deps_of(task))
     except RepoTooLarge as e:
         return Grade(
             passed=0,

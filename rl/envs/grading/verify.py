@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from rl.envs.grading.grade_devops import verify_devops
 from rl.envs.grading.grade_review import verify_review
 from rl.envs.grading.harden import harden_suite
-from rl.envs.grading.tasks import Task, apply_solution, grade_in
+from rl.envs.grading.tasks import Task, apply_solution, deps_of, grade_in
 from rl.envs.isolation.sandbox import Limits, Sandbox
 
 
@@ -49,7 +49,7 @@ def _verify_hidden(task: Task, timeout_s: float, limits: Limits) -> Verdict:
     problem = _unhardenable(task.hidden_tests)
     if problem:
         return Verdict(task.id, False, problem)
-    with Sandbox.from_files(task.files, limits=limits) as box:
+    with Sandbox.from_files(task.files, limits=limits, test_deps=deps_of(task)) as box:
         for i, command in enumerate(task.setup):
             result = box.run(command, timeout_s)
             if not result.ok:
@@ -59,7 +59,7 @@ def _verify_hidden(task: Task, timeout_s: float, limits: Limits) -> Verdict:
                     f"setup command {i} ({command!r}) ended {result.status}: "
                     f"{_last_line(result.output)}",
                 )
-        with Sandbox(box.root, limits=limits) as before:
+        with Sandbox(box.root, limits=limits, test_deps=deps_of(task)) as before:
             untouched = grade_in(before, task, timeout_s)
         if untouched.total == 0:
             return Verdict(task.id, False, f"no hidden tests ran: {_last_line(untouched.output)}")

@@ -9,8 +9,9 @@ that uid, which the kernel applies to every process of the uid in a single pass.
 Backends:
 - "bwrap" (bubblewrap, the default and the only isolated one): new pid/net/ipc/uts namespaces (no
   network; every process dies when the command's shell exits), the system bound read-only (/usr, a
-  few /etc files, the Python prefix), a private tmpfs /tmp, the episode bound read-write at /repo;
-  nothing else of the host is visible.
+  few /etc files, the Python prefix), a private tmpfs /tmp, the episode bound read-write at /repo,
+  the repository's declared test dependencies (if any) read-only at /rl_test_deps, last on
+  sys.path (rl/envs/isolation/dep_cache.py); nothing else of the host is visible.
 - "rlimit": no namespaces, so NOT isolation: same uid switch, rlimits, timeouts and process sweep,
   but the network and world-readable/writable host paths (/tmp) are reachable. Never chosen
   silently: without a working bwrap, `Sandbox(...)` raises `SandboxUnavailable` unless the caller
@@ -47,6 +48,8 @@ import warnings
 from pathlib import Path
 
 from rl.envs.isolation import cgroups
+from rl.envs.isolation.dep_cache import MOUNT as DEPS_MOUNT
+from rl.envs.isolation.dep_cache import host_dir as deps_host_dir
 
 SANDBOX_REPO = "/repo"  # where the episode directory appears inside bwrap
 
@@ -116,7 +119,10 @@ _ETC_FILES = ("ld.so.cache", "ld.so.conf", "passwd", "group", "nsswitch.conf", "
 
 
 def _bwrap_prefix(
-    episode_dir: str, limits: Limits, ro_binds: tuple[tuple[str, str], ...] = ()
+    episode_dir: str,
+    limits: Limits,
+    ro_binds: tuple[tuple[str, str], ...] = (),
+    deps: str | None = None,
 ) -> list[str]:
     args = [_bwrap_bin(), "--ro-bind", "/usr", "/usr"]
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
@@ -163,14 +169,16 @@ def _bwrap_prefix(
     ]
     if not _is_root():
         args += ["--unshare-user"]
-    for key, value in _sandbox_env(SANDBOX_REPO).items():
+    for key, value in _sandbox_env(SANDBOX_REPO, deps).items():
         args += ["--setenv", key, value]
     return args + ["--"]
 
 
-def _sandbox_env(repo: str) -> dict[str, str]:
+def _sandbox_env(repo: str, deps: str | None = None) -> dict[str, str]:
+    """`deps`: the test-dependency folder as commands see it; its hook appends its lib/ to
+    sys.path after site-packages (rl/envs/isolation/dep_cache.py)."""
     bins = [os.path.join(p, "bin") for p in _python_prefixes()]
-    return {
+    env = {
         "PATH": ":".join(bins + ["/usr/local/bin", "/usr/bin", "/bin"]),
         "HOME": repo,
         "TMPDIR": "/tmp",
@@ -181,6 +189,9 @@ def _sandbox_env(repo: str) -> dict[str, str]:
         # results depend on what the host happens to have installed: tasks get plain pytest.
         "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
     }
+    if deps:
+        env["PYTHONPATH"] = os.path.join(deps, "hook")
+    return env
 
 
 def _drop_privileges(uid: int | None) -> list[str]:
@@ -327,8 +338,12 @@ class Sandbox:
         backend_name: str | None = None,
         own_uid: bool | None = None,
         allow_unisolated: bool = False,
+        test_deps: tuple[str, ...] | list[str] = (),
     ):
-        """backend_name="rlimit" is itself an explicit opt-in to the unisolated mode."""
+        """backend_name="rlimit" is itself an explicit opt-in to the unisolated mode.
+        test_deps: the repository's pinned test-dependency set, bound read-only and put on
+        sys.path after site-packages (rl/envs/isolation/dep_cache.py); MissingTestDeps when this
+        machine's cache lacks it."""
         if backend_name not in (None, "bwrap", "rlimit"):
             raise ValueError(
                 f"unknown sandbox backend {backend_name!r} (expected 'bwrap' or 'rlimit')"
@@ -342,7 +357,15 @@ class Sandbox:
         auto = _is_root() and (self.backend == "bwrap" or _others_can_run_python())
         self.own_uid = auto if own_uid is None else own_uid
         self.uid = _fresh_uid() if self.own_uid else os.getuid()
+        deps_host = deps_host_dir(list(test_deps))  # before anything is made: fail closed
+        self.test_deps = tuple(test_deps)
+        # where commands see the folder: bound at DEPS_MOUNT (bwrap), the host's path (rlimit)
+        self._deps = None
         self._ro_binds: tuple[tuple[str, str], ...] = ()
+        if deps_host:
+            self._deps = DEPS_MOUNT if self.backend == "bwrap" else deps_host
+            if self.backend == "bwrap":
+                self._ro_binds = ((deps_host, DEPS_MOUNT),)
         self._closed = True  # until fully built: __del__ must not act on a half-made sandbox
         self._base = tempfile.mkdtemp(prefix="rl-episode-", dir=base_dir)
         self._mounted = False
@@ -393,6 +416,12 @@ class Sandbox:
         return box
 
     # -- commands
+
+    @property
+    def deps_lib(self) -> str | None:
+        """The test dependencies' lib/ as commands see it (None without a set): the grader's
+        child appends it to sys.path (rl/envs/grading/grader/child.py)."""
+        return os.path.join(self._deps, "lib") if self._deps else None
 
     def readonly_dir(self, name: str) -> tuple[str, str]:
         """A directory the host fills and commands can read but not write: returns (host path,
@@ -465,9 +494,9 @@ class Sandbox:
         inner = _rlimits(self.limits, self.own_uid) + ["/bin/sh", "-c", command]
         if self.backend == "bwrap":
             drop = _drop_privileges(self.uid if self.own_uid else None)
-            prefix = _bwrap_prefix(self.root, self.limits, self._ro_binds)
+            prefix = _bwrap_prefix(self.root, self.limits, self._ro_binds, self._deps)
             return prefix + drop + inner, self.root, {}
-        env = _sandbox_env(self.root)
+        env = _sandbox_env(self.root, self._deps)
         env["TMPDIR"] = self._tmp
         # setpriv switches uid after the cgroup wrapper (run as us) has joined the episode cgroup.
         return _drop_privileges(self.uid if self.own_uid else None) + inner, self.root, env

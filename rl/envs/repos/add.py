@@ -6,6 +6,14 @@
         [--name NAME] [--specs DIR] [--out POOL.jsonl] [--tasks 10] [--tries 30] [--timeout 120]
         [--cache DIR] [--setup-model URL --setup-model-name NAME]
     python -m rl.envs.repos suite --specs DIR/a.json ... --out suite.jsonl   # see suites.py
+    python -m rl.envs.repos deps whatever==0.7                # fetch a spec's test_deps (pins)
+
+Declared test dependencies: when the setup agent's test runs fail to import a module that the
+project declares as a test dependency (test_requirements.txt, tox deps, a test extra, a poetry dev
+group: rl/envs/repos/dep_fetch.py), `add` installs exactly those with pip on the host (wheels, no
+dependencies of theirs) into a read-only cache folder keyed by the pinned set, runs the setup agent
+again with it mounted, and records the pins in the spec (`test_deps`); every sandbox of the
+repository mounts it after site-packages (rl/envs/isolation/dep_cache.py). --no-fetch-deps: none.
 
 Sources: rl/envs/repos/fetch.py. It prints the setup agent's proposal (setup commands, test
 command, test files, notes), then the gate's verdict. The setup agent is the scripted one, or a
@@ -35,7 +43,9 @@ import tempfile
 from pathlib import Path
 
 from rl.envs.grading.harden import is_test_module
+from rl.envs.isolation.dep_cache import MissingTestDeps
 from rl.envs.repos.chat_policy import SetupModelError, add_model_arguments, model_policy
+from rl.envs.repos.dep_fetch import FetchError
 from rl.envs.repos.fetch import AddError, default_cache, load_source
 from rl.envs.repos.setup import PROBLEM
 from rl.envs.repos.spec import EnvSpec, admit
@@ -61,9 +71,11 @@ def check_files(where: str, files: dict[str, str]) -> None:
             ) from None
 
 
-def propose(name: str, files: dict[str, str], timeout_s: float, log=print, policy=None):
-    """Runs the setup agent (`policy(tok)` makes its policy; default scripted); returns (env,
-    proposal or None)."""
+def propose(
+    name: str, files: dict[str, str], timeout_s: float, log=print, policy=None, test_deps=()
+):
+    """Runs the setup agent (`policy(tok)` makes its policy; default scripted) in a sandbox that
+    mounts `test_deps` (pins); returns (env, proposal or None)."""
     from data.tokenizers import ByteTokenizer
     from rl.envs.agent.env import run_episode
     from rl.envs.repos.setup import ScriptedSetupPolicy, SetupEnv, setup_task
@@ -72,7 +84,7 @@ def propose(name: str, files: dict[str, str], timeout_s: float, log=print, polic
     env = SetupEnv(tok, command_timeout_s=timeout_s, test_timeout_s=timeout_s)
     agent = policy(tok) if policy else ScriptedSetupPolicy(tok, test_timeout_s=timeout_s)
     try:
-        run_episode(env, setup_task(name, files), agent)
+        run_episode(env, setup_task(name, files, list(test_deps)), agent)
     except SetupModelError as e:
         raise AddError(f"{name}: the setup model failed: {e}") from None
     if env.proposal is None and getattr(agent, "stopped", ""):
@@ -80,6 +92,25 @@ def propose(name: str, files: dict[str, str], timeout_s: float, log=print, polic
     shown = env.proposal or env.raw
     log(f"proposal: {json.dumps(shown, indent=1) if shown is not None else '(none written)'}")
     return env, env.proposal
+
+
+def fetch_test_deps(files, missing: set[str], root: Path | None, log=print) -> list[str]:
+    """Pins of the declared test dependencies among `missing` (fetched into the cache), [] when
+    none is declared or pip cannot fetch them (said in the log: the proposal stands as it is)."""
+    from rl.envs.repos.dep_fetch import declared_test_requirements, fetch, module_of, needed
+
+    declared = declared_test_requirements(files)
+    wanted = needed(declared, missing)
+    undeclared = sorted(missing - {module_of(r) for r in declared})
+    if undeclared:
+        log(f"test imports not installed and not declared as test dependencies: {undeclared}")
+    if not wanted:
+        return []
+    try:
+        return fetch(wanted, root, log)
+    except FetchError as e:
+        log(f"test dependencies not installed: {e}")
+        return []
 
 
 def write_whole(path: Path, text: str) -> None:
@@ -124,20 +155,27 @@ def add(
     log=print,
     cache: Path | None = None,
     policy=None,
+    fetch_deps: bool = True,
+    deps_cache: Path | None = None,
 ) -> EnvSpec:
     """The whole path; returns the admitted spec, or raises AddError (one line). `policy(tok)`
     makes the setup agent's policy (default: the scripted one; rl/envs/repos/chat_policy.py for a
-    model behind an OpenAI-compatible endpoint)."""
+    model behind an OpenAI-compatible endpoint). fetch_deps: install the declared test
+    dependencies the tests failed to import (network on the host; rl/envs/repos/dep_fetch.py)
+    into `deps_cache` (default rl.envs.isolation.dep_cache.cache_root())."""
     found, files, source = load_source(path, cache, log)
     name = name or found
     check_files(path.rstrip("/"), files)
     env, proposal = propose(name, files, timeout_s, log, policy)
+    pins = fetch_test_deps(files, env.missing_modules, deps_cache, log) if fetch_deps else []
+    if pins:  # the setup agent again, with the declared test dependencies its tests lacked
+        env, proposal = propose(name, files, timeout_s, log, policy, pins)
     if proposal is None:
         rejected = {"name": name, "source": source, "reason": env.problem, "proposal": env.raw}
         keep_verdict(specs, name, None, rejected)
         raise AddError(f"{name}: rejected: {env.problem}")
     spec = EnvSpec(name, proposal["setup"], proposal["test_command"], proposal["test_files"])
-    spec.source, spec.notes = source, proposal["notes"]
+    spec.source, spec.notes, spec.test_deps = source, proposal["notes"], pins
     admission = admit(files, spec)
     log(f"gate: {'admitted' if admission.admitted else 'REJECTED'}: {admission.reason}")
     if not admission.admitted:
@@ -174,13 +212,25 @@ def main(argv=None) -> int:
     a.add_argument(
         "--cache", default="", help=f"download / clone cache (default {default_cache()})"
     )
+    a.add_argument(
+        "--no-fetch-deps",
+        action="store_true",
+        help="install no declared test dependency (default: those the tests failed to import)",
+    )
     add_model_arguments(a)
+    d = sub.add_parser("deps", help="fetch a recorded test-dependency set (pins) into the cache")
+    d.add_argument("pins", nargs="+", help="name==version, as a spec's test_deps records them")
     s = sub.add_parser("suite", help="a held-out suite (gated task file) from any set of specs")
     suites.add_arguments(s)
     args = parser.parse_args(argv)
     try:
         if args.command == "suite":
             suites.run(args)
+            return 0
+        if args.command == "deps":
+            from rl.envs.repos.dep_fetch import ensure
+
+            print(ensure(args.pins, allow_network=True))
             return 0
         out = Path(args.out) if args.out else None
         cache = Path(args.cache) if args.cache else None
@@ -194,8 +244,9 @@ def main(argv=None) -> int:
             args.timeout,
             cache=cache,
             policy=model_policy(args),
+            fetch_deps=not args.no_fetch_deps,
         )
-    except AddError as e:
+    except (AddError, MissingTestDeps, FetchError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0

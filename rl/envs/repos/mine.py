@@ -32,7 +32,7 @@ import random
 import re
 
 from rl.envs.grading.harden import drop_tests, iter_tests
-from rl.envs.grading.tasks import Task, grade_in
+from rl.envs.grading.tasks import Task, deps_of, grade_in
 from rl.envs.isolation.sandbox import Limits, Sandbox
 from rl.envs.repos.spec import (
     EnvSpec,
@@ -282,6 +282,7 @@ def build_task(recipe: Recipe, files: dict[str, str], spec: EnvSpec) -> Task:
         test_command=spec.test_command,
         kind=recipe.kind,
         meta={
+            **deps_meta(spec),
             "template": f"repo_{recipe.kind}",
             "project": recipe.project,
             "op": site.op,
@@ -291,6 +292,12 @@ def build_task(recipe: Recipe, files: dict[str, str], spec: EnvSpec) -> Task:
             "tools": ["search", "code_search"],  # real repos are big enough to search
         },
     )
+
+
+def deps_meta(spec: EnvSpec) -> dict:
+    """A task's meta entry for its repository's test-dependency set (none: no entry, so tasks of
+    repositories without one are as before)."""
+    return {"test_deps": list(spec.test_deps)} if spec.test_deps else {}
 
 
 def source_files(files: dict[str, str], spec: EnvSpec) -> list[str]:
@@ -335,7 +342,7 @@ def fail_to_pass(
     """Graded test ids that pass at baseline and fail with the mutation (a crash fails them all)."""
     mutated = dict(files)
     mutated[site.path] = site.apply(files[site.path])
-    with Sandbox.from_files(mutated, limits=limits) as box:
+    with Sandbox.from_files(mutated, limits=limits, test_deps=spec.test_deps) as box:
         for command in spec.setup:
             if not box.run(command, 60).ok:
                 return []
@@ -550,7 +557,7 @@ def cheats_fail(task: Task, timeout_s: float = 60.0, limits: Limits = Limits()) 
     for name, edits in cheats(task).items():
         files = dict(task.files)
         files.update({k: v for k, v in edits.items() if v is not None})
-        with Sandbox.from_files(files, limits=limits) as box:
+        with Sandbox.from_files(files, limits=limits, test_deps=deps_of(task)) as box:
             for command in task.setup:
                 box.run(command, timeout_s)
             if grade_in(box, task, timeout_s).all_pass:

@@ -118,7 +118,7 @@ def config_task(project: str, files: dict[str, str], spec: EnvSpec) -> Task | No
             {rel: fixed},
             check="python3 -m pytest -q",
             editable={rel: {"kind": "lines", "keep": [header, *keep]}},
-            setup=spec.setup,
+            spec=spec,
         )
     return None
 
@@ -178,7 +178,7 @@ def ini_task(project: str, files: dict[str, str], spec: EnvSpec, seed: int = 0) 
         {"pytest.ini": fixed},
         check=check,
         editable={"pytest.ini": {"kind": "lines", "keep": ["[pytest]"]}},
-        setup=spec.setup,
+        spec=spec,
     )
 
 
@@ -220,14 +220,14 @@ def makefile_task(project: str, files: dict[str, str], spec: EnvSpec, seed: int 
         {"Makefile": MAKEFILE.format(good)},
         check="make test",
         editable={"Makefile": {"kind": "script", "repair": [6], "pattern": PYTEST_LINE}},
-        setup=spec.setup,
+        spec=spec,
     )
 
 
-def _devops_task(project, task_id, prompt, files, solution, *, check, editable, setup) -> Task:
+def _devops_task(project, task_id, prompt, files, solution, *, check, editable, spec) -> Task:
     """A mined DevOps task: graded by its trusted `check` command (rl/envs/grading/grade_devops.py),
-    the agent editing only what `editable` allows; no hidden tests. `setup`: the spec's (run at the
-    episode's start and again by grading)."""
+    the agent editing only what `editable` allows; no hidden tests. The spec's setup runs at the
+    episode's start and again by grading; its test dependencies are in every sandbox."""
     return Task(
         id=task_id,
         prompt=prompt,
@@ -235,8 +235,9 @@ def _devops_task(project, task_id, prompt, files, solution, *, check, editable, 
         hidden_tests={},
         solution=solution,
         kind="devops",
-        setup=list(setup),
+        setup=list(spec.setup),
         meta={
+            **M.deps_meta(spec),
             "template": "repo_devops",
             "project": project,
             "grader": "devops",

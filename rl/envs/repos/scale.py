@@ -56,6 +56,8 @@ def try_one(source: str, specs: str, timeout_s: float) -> dict:
             row.update(name=spec.name, admitted=True, reason="ok", tests=len(spec.baseline))
             row["passing"] = len(spec.passing())
             row["notes"] = spec.notes
+            if spec.test_deps:  # declared test dependencies add installed (dep_fetch.py)
+                row["test_deps"] = spec.test_deps
         except AddError as e:
             row.update(admitted=False, reason=str(e), tests=0)
         except Exception as e:  # a crash of the path itself is a rejection the table must show

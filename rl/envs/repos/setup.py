@@ -27,6 +27,7 @@ from data.chat import tool_call_text
 from data.tokenizers import Tokenizer
 from rl.envs.agent.env import CodingEnv, run_episode
 from rl.envs.grading.tasks import Task
+from rl.envs.repos.dep_fetch import missing_modules
 from rl.envs.repos.spec import (
     SETUP_TIMEOUT_S,
     SPEC_FILE,
@@ -58,7 +59,9 @@ CONFIG_FILES = ("pyproject.toml", "setup.cfg", "tox.ini", "setup.py", "pytest.in
 PYTEST = "python3 -m pytest -q"
 
 
-def setup_task(name: str, files: dict[str, str]) -> Task:
+def setup_task(name: str, files: dict[str, str], test_deps: list[str] | None = None) -> Task:
+    """`test_deps`: the pinned test dependencies its sandbox mounts (repos/dep_fetch.py)."""
+    meta = {"project": name, **({"test_deps": list(test_deps)} if test_deps else {})}
     return Task(
         id=f"setup-{name}",
         prompt=SETUP_PROMPT,
@@ -66,7 +69,7 @@ def setup_task(name: str, files: dict[str, str]) -> Task:
         hidden_tests={},
         solution={},
         kind="setup",
-        meta={"project": name},
+        meta=meta,
     )
 
 
@@ -83,6 +86,13 @@ class SetupEnv(CodingEnv):
         self.proposal: dict | None = None
         self.raw = None  # what the agent wrote, parsed but not validated (kept when rejected)
         self.problem = ""
+        self.missing_modules: set[str] = set()  # "No module named 'X'" in any tool output
+
+    def _run_items(self, parsed):
+        observations, submitted = super()._run_items(parsed)
+        for text in observations:
+            self.missing_modules |= missing_modules(text)
+        return observations, submitted
 
     def _finish(self, reason: str) -> None:
         self._record.done_reason = reason

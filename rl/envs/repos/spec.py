@@ -48,6 +48,9 @@ class EnvSpec:
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
     source: str = ""  # where the snapshot came from
     notes: list[str] = dataclasses.field(default_factory=list)  # what the setup agent found/did
+    # pinned declared test dependencies every sandbox of the repository mounts (key: their hash;
+    # rl/envs/isolation/dep_cache.py); [] for none
+    test_deps: list[str] = dataclasses.field(default_factory=list)
 
     def passing(self) -> set[str]:
         return {t for t, ok in self.baseline.items() if ok}
@@ -137,9 +140,10 @@ def support_files(files: dict[str, str], test_files: list[str]) -> dict[str, str
     """What the test files import from beside them, graded from the original (never the agent's
     copy): conftest.py / __init__.py beside the test files and in the test directories above
     them (below the root: the grader installs the task's root conftest.py itself), and helper
-    modules (mixins, base classes) in test directories, at the same paths. A package's own
-    `__init__.py` beside a test file inside it (webencodings/tests.py) is the code under test:
-    never a support file (`graded_source` imports it from the repository)."""
+    modules (mixins, base classes) in test directories and their test subdirectories, at the
+    same paths. A package's own `__init__.py` beside a test file inside it (webencodings/tests.py)
+    is the code under test: never a support file (`graded_source` imports it from the
+    repository)."""
     dirs = {os.path.dirname(t) for t in test_files} - {""}
     for d in list(dirs):
         while "/" in d:
@@ -149,7 +153,10 @@ def support_files(files: dict[str, str], test_files: list[str]) -> dict[str, str
     out = {}
     for path, text in files.items():
         d, name = os.path.split(path)
-        if d not in dirs or path in test_files or not name.endswith(".py"):
+        # a helper package inside a test directory (contextlib2's test/support/, CPython's
+        # layout: `from test.support import os_helper`) is imported from beside the tests too
+        inside = _test_dir(d) and any(d.startswith(t + "/") for t in dirs if _test_dir(t))
+        if (d not in dirs and not inside) or path in test_files or not name.endswith(".py"):
             continue
         if name == "conftest.py" or (_test_dir(d) and not is_test_module(path)):
             out[path] = text
@@ -174,6 +181,7 @@ def suite_task(name: str, files: dict[str, str], spec: EnvSpec, tests: dict[str,
         solution={},
         setup=list(spec.setup),
         test_command=spec.test_command,
+        meta={"test_deps": list(spec.test_deps)} if spec.test_deps else {},
     )
 
 
@@ -201,7 +209,7 @@ def admit(files: dict[str, str], spec: EnvSpec, limits: Limits = Limits()) -> Ad
                 "rename one, or leave out a file that only holds doctests"
             )
             return Admission(name, False, why, None)
-    with Sandbox.from_files(files, limits=limits) as box:
+    with Sandbox.from_files(files, limits=limits, test_deps=spec.test_deps) as box:
         t0 = time.monotonic()
         for i, command in enumerate(spec.setup):
             r = box.run(command, SETUP_TIMEOUT_S)

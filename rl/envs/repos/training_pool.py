@@ -25,9 +25,10 @@ import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+from rl.envs.isolation.dep_cache import MissingTestDeps
 from rl.envs.repos import holdout
 from rl.envs.repos import mine as M
-from rl.envs.repos.vendored import PROJECTS, load_spec, project_files
+from rl.envs.repos.vendored import PROJECTS, load_spec, project_files, require_test_deps
 
 SEED = 7  # candidate order, apart from the suite's (0) and `make --repos`'s default (1)
 
@@ -111,6 +112,11 @@ def main(argv=None) -> int:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--seed", type=int, default=SEED)
     a = p.parse_args(argv)
+    try:  # every sandbox of a project mounts its declared test dependencies: cached, or stop
+        require_test_deps(training_projects())
+    except MissingTestDeps as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     n = mine_pool(a.out, a.per_project, a.workers, a.seed)
     print(f"{n} recipes in {a.out}")
     return 0

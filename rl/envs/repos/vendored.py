@@ -47,6 +47,18 @@ def project_files(name: str) -> dict[str, str]:
     return read_tree(VENDOR / name)
 
 
+def require_test_deps(projects) -> None:
+    """Start-up check: each project's declared test-dependency set (its spec's `test_deps`) is in
+    this machine's cache, else MissingTestDeps naming the project and the set."""
+    from rl.envs.isolation.dep_cache import MissingTestDeps, host_dir
+
+    for name in sorted(set(projects)):
+        try:
+            host_dir(load_spec(name).test_deps)
+        except MissingTestDeps as e:
+            raise MissingTestDeps(f"{name}: {e}") from None
+
+
 def load_spec(name: str) -> EnvSpec:
     path = SPECS / f"{name}.json"
     if not path.exists():

@@ -5,6 +5,8 @@ library, so a repo `pytest.py`, `json.py` or `sitecustomize.py` is never what ge
 reads only the grader's own ini (-c), the grader's conftest.py and the hidden tests (all read-only);
 plugin autoloading is off (PYTEST_DISABLE_PLUGIN_AUTOLOAD in the sandbox env), so a repo
 `*.dist-info` entry point or a `pytest.ini`/`setup.cfg`/`pyproject.toml` addopts line does nothing.
+The repository's declared test dependencies (a read-only folder: the manifest's "deps",
+rl/envs/isolation/dep_cache.py) go last on sys.path, so they never shadow pytest or the stdlib.
 
 Agent code still runs in this process (the tests import it) and can forge what it reports; the host
 catches that with canary tests, strict comparisons and sealed expected values (see
@@ -46,6 +48,10 @@ def main() -> None:
     site = [i for i, p in enumerate(sys.path) if p.endswith(("site-packages", "dist-packages"))]
     sys.path.insert(site[0] if site else len(sys.path), os.getcwd())
     sys.path.insert(0, here)  # _rl_grader, the hardened asserts' comparison
+    with open(os.path.join(here, "manifest.json")) as f:
+        deps = json.load(f).get("deps")
+    if deps:  # the repository's declared test dependencies (read-only): last, never shadowing
+        sys.path.append(deps)
     import _rl_grader  # before any repo code: the sealed asserts' records live here
 
     collector = Collector()
