@@ -65,7 +65,9 @@ def test_mtp_stage_loss_has_no_gradient_outside_the_mtp_module(tiny_model):
         grads[trainable] = _leaves(grad(params))
     for k, g in grads["mtp"].items():
         if k.startswith("['mtp_"):
-            np.testing.assert_array_equal(g, grads["all"][k])  # the MTP loss's own gradient
+            # the MTP loss's own gradient; two programs, so equal up to float32 rounding (bitwise
+            # only while XLA happens to fuse both alike), while the frozen trunk's is exactly 0
+            np.testing.assert_allclose(g, grads["all"][k], rtol=1e-5, atol=1e-9)
         else:
             assert not np.any(g), k
     assert any(np.any(g) for k, g in grads["mtp"].items() if k.startswith("['mtp_"))
