@@ -6,8 +6,11 @@ import resource
 import subprocess
 import sys
 
+from xla_env import xla_flags
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ENV = dict(os.environ, XLA_FLAGS="", PYTHONPATH=ROOT)  # one CPU device unless a bench sets more
+# one CPU device unless a bench sets more, and the suite's cheap compiles (tests/xla_env.py)
+ENV = dict(os.environ, XLA_FLAGS=xla_flags(), PYTHONPATH=ROOT)
 NUM = r"([-+]?(?:\d[\d,]*\.?\d*(?:e[-+]?\d+)?|nan|inf))"
 
 

@@ -5,7 +5,6 @@ precision is left at JAX's default, the numeric mode production runs in; a test 
 sets it locally (`with jax.default_matmul_precision("highest"):`) and says why.
 """
 
-import importlib.metadata
 import os
 import shutil
 import sys
@@ -15,18 +14,11 @@ import pytest
 flags = os.environ.get("XLA_FLAGS", "")
 if "xla_force_host_platform_device_count" not in flags:
     os.environ["XLA_FLAGS"] = (flags + " --xla_force_host_platform_device_count=8").strip()
-# The suite's CPU goes mostly to compiling: with a cold compile cache (a fresh machine, as CI is)
-# it took ~3x the CPU of a warm run. Its programs are tiny and run a few times each, so the suite
-# asks XLA:CPU for cheap code rather than fast code: LLVM at -O0 and, on JAX 0.10's XLA, the older
-# elemental fusion emitters; together they compile the tiny preset's grad and decode programs ~3x
-# faster (bench/RESULTS.md "Suite time"). Precision is unchanged (float32 stays float32, no
-# fast-math); results may differ from XLA's default build in the last bits, which every reference
-# comparison's tolerance covers. `python main.py` and the benches run with XLA's defaults. JAX
-# 0.11's XLA no longer knows the emitter flag, and an unknown XLA flag aborts the process.
-CHEAP_COMPILE_FLAGS = ["--xla_backend_optimization_level=0"]
-if tuple(int(x) for x in importlib.metadata.version("jaxlib").split(".")[:2]) < (0, 11):
-    CHEAP_COMPILE_FLAGS.append("--xla_cpu_use_fusion_emitters=false")
-for flag in CHEAP_COMPILE_FLAGS:
+# Cheap XLA:CPU compiles for the whole suite (tests/xla_env.py says why and what they change).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from xla_env import cheap_compile_flags  # noqa: E402
+
+for flag in cheap_compile_flags():
     if flag.split("=")[0] not in os.environ["XLA_FLAGS"]:
         os.environ["XLA_FLAGS"] += " " + flag
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -11,12 +11,15 @@ import sys
 import textwrap
 
 import pytest
+from xla_env import xla_flags
 
 from bench import bench_gpu
 from model import count_params, presets
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ENV = dict(os.environ, XLA_FLAGS="", PYTHONPATH=ROOT)  # one CPU device, as one GPU
+# one CPU device, as one GPU (with the suite's cheap compiles: XLA's defaults took 72 s of CPU
+# for this bench's tiny run, these 29)
+ENV = dict(os.environ, XLA_FLAGS=xla_flags(), PYTHONPATH=ROOT)
 
 
 def _rows(path) -> list[dict]:

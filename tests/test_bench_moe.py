@@ -6,8 +6,10 @@ import re
 import subprocess
 import sys
 
+from xla_env import xla_flags
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ENV = dict(os.environ, XLA_FLAGS="", PYTHONPATH=ROOT)
+ENV = dict(os.environ, XLA_FLAGS=xla_flags(), PYTHONPATH=ROOT)
 
 
 def test_tiny_run_matches_blocked_and_times_every_impl():

@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 import pytest
+from xla_env import xla_flags
 
 _TESTS = os.path.dirname(os.path.abspath(__file__))
 _ROOT = os.path.dirname(_TESTS)
@@ -279,7 +280,7 @@ def test_two_process_streamed_load_bounds_host_memory(tmp_path):
     env = dict(
         os.environ,
         JAX_PLATFORMS="cpu",
-        XLA_FLAGS="--xla_force_host_platform_device_count=4",
+        XLA_FLAGS=xla_flags(4),
         MALLOC_MMAP_THRESHOLD_="65536",
     )
     procs = [

@@ -18,6 +18,7 @@ import time
 import numpy as np
 import pytest
 from s3_fixture import s3_server  # noqa: F401 (the session fixture)
+from xla_env import xla_flags
 
 from configs import rl as rl_config
 from rl.learning import batch_source, loop
@@ -148,8 +149,7 @@ def _launch_trainers(cmd, logs):
         # gloo waits 30 s by default for a peer at a collective: a loaded host (one process still
         # compiling) exceeded that twice; XLA:CPU's collective timeout is raised in case it governs
         # gloo's wait here (not shown: the passing runs were at low load)
-        XLA_FLAGS="--xla_force_host_platform_device_count=2 "
-        "--xla_cpu_collective_timeout_seconds=600",
+        XLA_FLAGS=xla_flags(2, "--xla_cpu_collective_timeout_seconds=600"),
     )
     hosts = [f"--coordinator_address=localhost:{port}", "--num_processes=2"]
     return [

@@ -16,6 +16,7 @@ import subprocess
 import sys
 
 import numpy as np
+from xla_env import xla_flags
 
 _TESTS = os.path.dirname(os.path.abspath(__file__))
 _ROOT = os.path.dirname(_TESTS)
@@ -86,9 +87,7 @@ def _free_port():
 
 def test_two_processes_write_own_shards_and_read_only_needed_slices(tmp_path):
     port, store = _free_port(), str(tmp_path / "w")
-    env = dict(
-        os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=2"
-    )
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=xla_flags(2))
     outs = [str(tmp_path / f"out{i}.json") for i in range(2)]
     procs = [
         subprocess.Popen([sys.executable, __file__, str(port), str(i), store, outs[i]], env=env)

@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from xla_env import xla_flags
 
 _TESTS = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [os.path.dirname(_TESTS), _TESTS]  # this checkout first (also as a script)
@@ -187,7 +188,7 @@ def test_hf_folder_as_model_initializes_params(tmp_path):
 
 
 def _spawn(workdir, out):
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=1")
+    env = dict(os.environ, XLA_FLAGS=xla_flags(1))
     return subprocess.Popen(
         [sys.executable, __file__, str(workdir), str(out)],
         stdout=subprocess.PIPE,
@@ -255,7 +256,7 @@ def test_sigterm_saves_then_sigkill_then_restart_matches_uninterrupted_run(tmp_p
         capture_output=True,
         text=True,
         timeout=600,
-        env=dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=1"),
+        env=dict(os.environ, XLA_FLAGS=xla_flags(1)),
     )
     assert final.returncode == 0, final.stdout + final.stderr
     assert "resumed" in final.stdout, final.stdout

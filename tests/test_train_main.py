@@ -8,14 +8,13 @@ import sys
 
 import numpy as np
 import pytest
+from xla_env import xla_flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _main(*args, timeout=120):
-    env = dict(
-        os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu"
-    )
+    env = dict(os.environ, XLA_FLAGS=xla_flags(8), JAX_PLATFORMS="cpu")
     return subprocess.run(
         [sys.executable, "main.py", *args],
         cwd=ROOT,
