@@ -181,3 +181,14 @@ def test_stages_chain_three_stages():
     rows = re.findall(rf"^\| \((a|b|c)\) .*? \| {NUM} \| {NUM} \| {NUM} \| {NUM} \|$", out, re.M)
     assert [r[0] for r in rows] == ["a", "b", "c"], out
     assert all(finite_positive(*(num(x) for x in r[1:])) for r in rows), rows
+
+
+@compiles
+def test_compile_the_suites_flags_compile_the_grad_cheaper():
+    """bench_compile's tiny run: the tiny preset's grad compiled cold in two fresh processes, with
+    XLA's defaults and with the suite's flags (tests/xla_env.py); the suite's must cost less CPU
+    (0.16x on JAX 0.10 at load ~1.4, 2026-11-29), else its reason to exist is gone."""
+    out = run_tiny("bench_compile.py")
+    rows = dict(re.findall(rf"^(xla defaults|suite) +grad compile {NUM}x", out, re.M))
+    assert set(rows) == {"xla defaults", "suite"}, out
+    assert float(rows["xla defaults"]) == 1.0 and float(rows["suite"]) < 0.9, out
