@@ -176,13 +176,18 @@ def _requirement_lines(text: str) -> list[str]:
     return out
 
 
-def _tox_deps(text: str) -> list[str]:
+def _ini(text: str) -> configparser.ConfigParser:
+    """tox.ini / setup.cfg as parsed sections; an unreadable file reads as empty."""
     parser = configparser.ConfigParser(interpolation=None, strict=False)
     try:
         parser.read_string(text)
     except configparser.Error:
-        return []
-    out = []
+        return configparser.ConfigParser(interpolation=None)
+    return parser
+
+
+def _tox_deps(text: str) -> list[str]:
+    parser, out = _ini(text), []
     for section in parser.sections():
         if section == "testenv" or section.startswith("testenv:"):
             deps = parser.get(section, "deps", fallback="")
@@ -191,11 +196,7 @@ def _tox_deps(text: str) -> list[str]:
 
 
 def _setup_cfg(text: str) -> list[str]:
-    parser = configparser.ConfigParser(interpolation=None, strict=False)
-    try:
-        parser.read_string(text)
-    except configparser.Error:
-        return []
+    parser = _ini(text)
     out = _requirement_lines(parser.get("options", "tests_require", fallback=""))
     for extra in TEST_EXTRAS:
         out += _requirement_lines(parser.get("options.extras_require", extra, fallback=""))
