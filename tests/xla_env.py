@@ -5,10 +5,10 @@ took ~3x the CPU of a warm run. Its programs are tiny and run a few times each, 
 XLA:CPU for cheap code rather than fast code: LLVM at -O0 and, on JAX 0.10's XLA, the older
 elemental fusion emitters; together they compile the tiny preset's grad 6x and its first
 generate calls ~3x faster, and cut the cold suite's CPU by 59% (bench/RESULTS.md "Suite time").
-Precision is unchanged (float32 stays float32, no fast-math); results may differ from XLA's default build in the last
-bits, which every reference comparison's tolerance covers. `python main.py` and the benches run
-with XLA's defaults outside the suite. JAX 0.11's XLA no longer knows the emitter flag, and an
-unknown XLA flag aborts the process, hence the version check.
+Precision is unchanged (float32 stays float32, no fast-math); results may differ from XLA's
+default build in the last bits, which every reference comparison's tolerance covers. `python
+main.py` and the benches run with XLA's defaults outside the suite. JAX 0.11's XLA no longer
+knows the emitter flag, and an unknown XLA flag aborts the process, hence the version check.
 """
 
 import importlib.metadata
