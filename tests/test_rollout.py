@@ -224,6 +224,11 @@ def test_a_prompt_that_leaves_no_room_is_skipped_with_a_clear_error():
     )
 
 
+# Prefill buckets from 512: real episodes' prompts run to hundreds of tokens; smaller ones only
+# add compiled programs (128: 16 across these tests, 512: 12). Small windows have their own test.
+EPISODE_MIN_BUCKET = 512
+
+
 @pytest.fixture(scope="module")
 def real_episodes():
     cfg, params = tiny(max_position_embeddings=4096)  # records may pass the cache: see below
@@ -236,7 +241,7 @@ def real_episodes():
         temperature=0.8,
         valid_vocab=TOK.vocab_size,
         params_version=7,
-        min_bucket=128,
+        min_bucket=EPISODE_MIN_BUCKET,
     )
     kw = dict(env_kwargs=dict(obs_token_budget=200), log_every_s=0, reward=LENGTH_REWARD)
     forced = play_episodes(eng, TOK, [task], scripted=lambda t: OraclePolicy(TOK, t), **kw)
@@ -355,7 +360,7 @@ def _branch_engine(cfg, params, temperature=0.8):
         cache_len=2048,
         temperature=temperature,
         valid_vocab=TOK.vocab_size,
-        min_bucket=128,
+        min_bucket=EPISODE_MIN_BUCKET,
     )
 
 

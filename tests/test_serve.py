@@ -58,6 +58,7 @@ TOK = ByteTokenizer()
 STOPS = [TOK.special_id("end"), TOK.eos_id]
 
 
+SERVED_CACHE_LEN = 256  # the served engine's, also generate's and replay's: programs shared
 KEY_A, KEY_B = "sk-test-alice-0123456789", "sk-test-bob-9876543210"  # the fixture's two keys
 
 
@@ -70,8 +71,8 @@ def serve_block(**kw):
             model_name=MODEL,
             tokenizer="byte",
             slots=4,
-            cache_len=256,
-            min_bucket=16,
+            cache_len=SERVED_CACHE_LEN,
+            min_bucket=64,  # short requests: 16 compiled 31 programs in this module, 64: 19
             temperature=0.0,
             seed=0,
             max_new_tokens=12,
@@ -111,7 +112,10 @@ def served(tiny, tmp_path_factory):
 
 
 def reference(cfg, params, prompt, max_new):
-    out = generate(cfg, params, [prompt], max_new, stop_tokens=STOPS, valid_vocab=TOK.vocab_size)
+    """generate's tokens; every call on the served cache length (one set of compiled programs, the
+    replay engine's too, instead of one per rounded prompt length)."""
+    out = generate(cfg, params, [prompt], max_new, stop_tokens=STOPS, valid_vocab=TOK.vocab_size,
+                   cache_len=SERVED_CACHE_LEN)  # fmt: skip
     return out.sequences[0].tokens
 
 
@@ -619,7 +623,7 @@ def replay(cfg, params0, params1, prompt, head, max_new):
     """A swap from params0 to params1 after the tokens `head` (teacher-forced under params0),
     on a fresh plain engine (greedy speculative decoding emits exactly the plain greedy tokens;
     a plain step emits one token per iteration, so the swap lands after exactly len(head))."""
-    engine = RolloutEngine(cfg, params0, slots=1, cache_len=256, temperature=0.0,
+    engine = RolloutEngine(cfg, params0, slots=1, cache_len=SERVED_CACHE_LEN, temperature=0.0,
                            valid_vocab=TOK.vocab_size, stop_width=2)  # fmt: skip
     engine.submit(0, prompt, max_new=max_new, stop_tokens=STOPS, forced=head)
     turns = engine.step(len(head)) if head else []
@@ -634,13 +638,16 @@ def test_hot_swap_mid_stream_drops_and_corrupts_nothing(served, tiny):
     cfg, params0 = tiny
     params1 = jax.device_get(init_params(cfg, jax.random.PRNGKey(1)))
     WeightWriter(served["store"], dtype="float32").publish(params0, 0)
+    # Written before the streams start, promoted once they run: the swap then waits only for the
+    # follower's poll (0.05 s), and 200-token streams outlast it by far on a loaded machine.
+    WeightWriter(served["store"], dtype="float32").publish(params1, 1)
     client, n = served["client"], 4
     started, ids, results = threading.Event(), [], {}
 
     def stream(i):
         messages = [{"role": "user", "content": f"request {i}"}]
         chunks = client.chat.completions.create(
-            model=MODEL, messages=messages, max_tokens=40, stream=True
+            model=MODEL, messages=messages, max_tokens=200, stream=True
         )
         for c in chunks:
             started.set()
@@ -651,7 +658,6 @@ def test_hot_swap_mid_stream_drops_and_corrupts_nothing(served, tiny):
     with concurrent.futures.ThreadPoolExecutor(n) as pool:
         futures = [pool.submit(stream, i) for i in range(n)]
         started.wait(60)
-        WeightWriter(served["store"], dtype="float32").publish(params1, 1)
         Promotions(served["store"]).promote(1)
         for f in futures:
             f.result(timeout=120)
