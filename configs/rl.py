@@ -87,7 +87,12 @@ def get_config() -> ml_collections.ConfigDict:
             groups_per_batch=4,
             groups_per_call=4,  # groups one sampler decodes at once
             max_new_tokens=8,
-            max_tokens=16,  # training row length and the loss's fixed normalizer
+            max_tokens=16,  # longest training row and the loss's fixed normalizer
+            # True: a batch's rows are padded to the shortest of max_tokens, max_tokens/2, ..
+            # (>= 256) that holds its longest episode (rl/learning/batch.py row_length): one
+            # compiled step per length, none training on padding up to max_tokens. False: always
+            # max_tokens (one program; the loss is the same either way).
+            length_buckets=True,
             swap_every=2,  # decode iterations between weight-store polls (in-flight update)
             # the samplers' sampling temperature (the loss's log-probs use it too) and MTP draft
             # tokens per verify step: configs/engine_block.py's defaults

@@ -501,3 +501,59 @@ def test_uniform_term_matches_numpy_and_keeps_its_gradient_where_the_policy_satu
     k2 = make_rl_loss(_toy_apply, norm_tokens=norm, kl_beta=beta, valid_vocab=n)
     gk = jax.grad(lambda p: k2(p, batch, None)[0])(params)["logits"]
     assert abs(float(gk[1, 2, 0])) < 1e-3 * beta / (norm * b)
+
+
+# --- row lengths (rl.length_buckets) -------------------------------------------------------------
+
+
+def _lengths(*n_tokens):
+    return [{"tokens": np.zeros(n, np.int32)} for n in n_tokens]
+
+
+def test_row_length_is_the_shortest_rung_that_holds_the_batch():
+    """Halvings of max_tokens, never below `shortest` (unless max_tokens is) nor off `multiple`;
+    a record needs len(tokens) - 1 positions."""
+    assert rb.row_length(_lengths(300, 90), 2048) == 512
+    assert rb.row_length(_lengths(257), 2048) == 256  # 256 positions fit 256
+    assert rb.row_length(_lengths(258), 2048) == 512
+    assert rb.row_length(_lengths(2049), 2048) == 2048  # the longest a record may be
+    assert rb.row_length(_lengths(10), 2048) == 256  # the floor
+    assert rb.row_length(_lengths(10), 16) == 16  # max_tokens below the floor: itself
+    assert rb.row_length(_lengths(10), 1536) == 384  # 1536 -> 768 -> 384; 192 < 256
+    assert rb.row_length(_lengths(10), 1536, multiple=256) == 768  # 384 is no multiple of 256
+    assert rb.row_length(_lengths(10), 1000, shortest=100) == 125  # 125 is odd: the ladder ends
+    assert rb.row_length([], 2048) == 256
+
+
+def test_rl_loss_and_grads_do_not_depend_on_the_row_length(tiny_model):
+    """The same records collated to max_tokens and to their row_length: the loss is normalized
+    by max_tokens, so loss, metrics and gradients agree (float32, the training precision) and
+    only the padding differs (the short batch has half the positions here)."""
+    from model import generate
+    from rl.sampling.samplers import records_from_generate
+
+    cfg, params = tiny_model
+    prompts = [[1, 2, 3], [4, 5], [6], [7, 8, 9, 10]]
+    out = generate(cfg, params, prompts, 40, temperature=0.7, seed=2)
+    recs = records_from_generate(out, prompts, ["g0", "g0", "g1", "g1"], rewards=[1, 0, 0.5, 0])
+    max_tokens = 128
+    t = rb.row_length(recs, max_tokens, shortest=32)
+    assert t == 64 and max(len(r["tokens"]) for r in recs) - 1 <= t
+    k, n = cfg.num_experts_per_tok, cfg.num_moe_layers
+    loss_fn = jax.jit(make_rl_loss(model_apply(cfg), norm_tokens=max_tokens, temperature=0.7))
+    grad_fn = jax.jit(jax.grad(lambda p, b: loss_fn(p, b, None)[0]))
+    results = []
+    for seq_len in (max_tokens, t):
+        b = rb.collate(recs, seq_len=seq_len, rows=4, n_moe_layers=n, k=k)
+        b = {key: jnp.asarray(v) for key, v in b.items()}
+        loss, aux = loss_fn(params, b, None)
+        results.append((float(loss), jax.device_get(aux["metrics"]), grad_fn(params, b)))
+    (full, m_full, g_full), (short, m_short, g_short) = results
+    assert full == pytest.approx(short, rel=1e-5, abs=1e-7) and abs(full) > 1e-6
+    for key in ("ratio_mean", "policy_loss"):
+        assert float(m_full[key]) == pytest.approx(float(m_short[key]), rel=1e-5, abs=1e-7), key
+    flat_full, flat_short = (jax.tree_util.tree_leaves(g) for g in (g_full, g_short))
+    scale = max(float(jnp.max(jnp.abs(g))) for g in flat_full)
+    assert scale > 0
+    for a, b_ in zip(flat_full, flat_short):
+        np.testing.assert_allclose(np.asarray(b_), np.asarray(a), rtol=1e-4, atol=1e-6 * scale)

@@ -298,3 +298,29 @@ def _script(workdir, out):
 
 if __name__ == "__main__":
     _script(sys.argv[1], sys.argv[2])
+
+
+def test_throughput_counts_each_step_at_its_own_row_length(monkeypatch):
+    """Steps of different row lengths (RL's length buckets): tokens/s and MFU's FLOP/s sum each
+    step's own rows x length and FLOPs per token at that length (attention grows with it), over
+    the window since the last reset (which the first step's compile is not in)."""
+    from model import flops_per_token, presets
+    from train import trainer
+
+    clock = iter([0.0, 0.0, 0.0, 10.0, 14.0, 20.0])  # start, reset, reset, row, reset, row
+    monkeypatch.setattr(trainer.time, "perf_counter", lambda: next(clock))
+    cfg = presets.get("tiny")
+    per_token = lambda t: flops_per_token(cfg, t)  # noqa: E731
+    timer = trainer._Throughput(0, per_token)
+    timer.add(16, 2048)  # the first step (its compile): reset away below
+    timer.reset(1)
+    timer.add(16, 256)
+    timer.add(16, 1024)
+    row = timer.row(3, 10)  # 2 steps in 10 s
+    assert row["step_time_s"] == 5.0 and row["tokens_per_s"] == 16 * (256 + 1024) / 10
+    want = 16 * (256 * per_token(256) + 1024 * per_token(1024)) / 10
+    assert row["flops_per_s"] == pytest.approx(want, rel=1e-12)
+    assert per_token(1024) > per_token(256)  # why a fixed length's FLOPs would be wrong
+    timer.reset(3)
+    timer.add(16, 512)
+    assert timer.row(4, 10)["tokens_per_s"] == 16 * 512 / 6

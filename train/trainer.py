@@ -465,22 +465,31 @@ class _NonFiniteWatch:
 
 
 class _Throughput:
-    """Step time and tokens/s over the window since the last reset (log, eval and checkpoint
-    pauses and the first step's compilation are excluded by resetting after them)."""
+    """Step time, tokens/s and FLOP/s over the window since the last reset (log, eval and
+    checkpoint pauses and the first step's compilation are excluded by resetting after them).
+    Each step adds its own batch's shape: RL batches vary in row length (rl.length_buckets), and
+    attention's FLOPs per token with it."""
 
-    def __init__(self, step: int, tokens_per_step: int):
-        self.tokens_per_step = tokens_per_step
+    def __init__(self, step: int, flops_per_token):
+        self.flops_per_token = flops_per_token  # row length -> training FLOPs per token
         self.start_step, self.run_t0 = step, time.perf_counter()
         self.reset(step)
 
     def reset(self, step: int) -> None:
-        self.t0, self.step = time.perf_counter(), step
+        self.t0, self.step, self.tokens, self.flops = time.perf_counter(), step, 0, 0.0
+
+    def add(self, rows: int, row_length: int) -> None:
+        self.tokens += rows * row_length
+        self.flops += rows * row_length * self.flops_per_token(row_length)
 
     def row(self, step: int, total_steps: int) -> dict:
         now = time.perf_counter()
         # nan: no step in the window (a line right after the first step's compilation)
         dt = (now - self.t0) / (step - self.step) if step > self.step else float("nan")
-        row = dict(step_time_s=dt, tokens_per_s=self.tokens_per_step / dt)
+        elapsed = now - self.t0 if step > self.step else float("nan")
+        row = dict(
+            step_time_s=dt, tokens_per_s=self.tokens / elapsed, flops_per_s=self.flops / elapsed
+        )
         if total_steps:
             row["eta_s"] = (
                 (now - self.run_t0) / max(step - self.start_step, 1) * (total_steps - step)
@@ -493,10 +502,9 @@ def _metrics_row(m, state, step: int, run: Run, timer: _Throughput, peak) -> dic
     t = run.config.train
     row = {k: float(v) for k, v in jax.device_get(m).items()}
     row.update(timer.row(step, t.steps))
-    flops = model.flops_per_token(run.cfg, t.seq_len, trainable=t.trainable)
     row.update(
         lr=float(run.schedule(step - 1)),
-        mfu=peak.mfu(row["tokens_per_s"] * flops),
+        mfu=peak.mfu(row.pop("flops_per_s")),
         mfu_peak_flops=peak.flops,
         skipped_total=float(jax.device_get(state.skipped_steps)),
     )
@@ -656,7 +664,9 @@ def _loop(run, ckpt, source, state, step_fn, eval_fn, peak, ls, log, stop_after_
     preempt = _Preemption()
     last_ckpt = lambda: ckpt.all_steps()[-1] if ckpt.all_steps() else "none"
     watch = _NonFiniteWatch(t.max_nonfinite_in_a_row, log, last_ckpt)
-    timer = _Throughput(step, t.batch_size * t.seq_len)
+    timer = _Throughput(
+        step, functools.partial(model.flops_per_token, run.cfg, trainable=t.trainable)
+    )
     deadline = ls["deadline"]
     if heldout and t.eval_at_start and step == 0:  # the stage's starting point
         _log_eval(step, evaluate(eval_fn, state.params, heldout, mesh), log, writer, "initial ")
@@ -667,6 +677,7 @@ def _loop(run, ckpt, source, state, step_fn, eval_fn, peak, ls, log, stop_after_
             break
         batch = source.device_batch(shd.global_batch(local, mesh))
         state, m = step_fn(state, batch)
+        timer.add(*batch["tokens"].shape)
         step += 1
         watch.push(step, m["nonfinite_streak"])
         extra = source.after_step(state, step, m)

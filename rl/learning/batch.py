@@ -5,7 +5,8 @@ malformed_mask, plus 'reward' and 'group_id') is token-exact over the whole tran
 
 The training forward runs on tokens[:-1] and predicts tokens[1:] (targets): position t's loss is
 on token t+1, so loss_mask/sampler_logprobs/advantages are the record's fields shifted by one.
-Rows are padded to a fixed length (static shapes: one compiled step) and a fixed row count.
+Rows are padded to a fixed row count and to a length from a short ladder (row_length: a few
+compiled steps, not one per batch).
 """
 
 from __future__ import annotations
@@ -71,6 +72,32 @@ def sender_advantages(records: Sequence[dict], adv: np.ndarray) -> np.ndarray:
         x = np.asarray([float(records[i]["sender_reward"]) for i in idx], np.float64)
         out[idx] = (x - x.mean()).astype(np.float32)
     return out
+
+
+SHORTEST_ROW = 256  # row_length's floor: below it a step is cheap anyway, and fewer programs
+
+
+def row_length(
+    records: Sequence[dict], max_tokens: int, *, multiple: int = 1, shortest: int = SHORTEST_ROW
+) -> int:
+    """The row length T of a batch of `records`: the shortest of max_tokens, max_tokens / 2,
+    max_tokens / 4, .. that holds every record's forward positions (len(tokens) - 1), is a
+    multiple of `multiple` (context parallelism's 2 x context) and is >= `shortest` (max_tokens
+    itself when that is shorter). A function of the records alone, so every host collating the
+    same records gets the same T.
+
+    Why: the loss is normalized by the configured max_tokens, not by T (rl/learning/grpo.py), so
+    padding changes nothing but the cost; episodes far shorter than their budget (bench_rl_coding:
+    ~400 of 2,048 tokens) otherwise spend most of a step on padding. The ladder keeps the number
+    of compiled steps at log2(max_tokens / shortest) + 1."""
+    need = max((len(r["tokens"]) - 1 for r in records), default=1)
+    length = max_tokens
+    while length % 2 == 0:
+        half = length // 2
+        if half < max(need, shortest) or half % multiple:
+            break
+        length = half
+    return length
 
 
 def collate(

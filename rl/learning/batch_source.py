@@ -266,6 +266,7 @@ class RLBatchSource(trainer.BatchSource):
         self.ref = None  # (ref_fn, ref_params) when the KL term is on
         self.pending_step = None  # (records, ids, stats, t0) of the batch being trained
         self.times = {"waited": 0.0, "batch_at": None, "step_end": None}  # timeline and idle
+        self.row_multiple = 1  # row lengths' divisor: set from the trainer's mesh in start()
 
     # -- state (the checkpoint's data slot)
 
@@ -280,6 +281,8 @@ class RLBatchSource(trainer.BatchSource):
 
     def start(self, run, state) -> None:
         self.version = int(jax.device_get(state.step))
+        context = run.mesh.shape.get("context", 1)
+        self.row_multiple = 2 * context if context > 1 else 1  # zig-zag chunks (config_check)
         timeline.start(self.workdir, f"trainer{jax.process_index()}", thread_only=True)
         if self.primary:
             os.makedirs(self.workdir, exist_ok=True)
@@ -367,9 +370,12 @@ class RLBatchSource(trainer.BatchSource):
             recs = [r for g in take["ids"] for r in self.store.get(g)]
             self.pending_step = (recs, take["ids"], take["stats"], time.perf_counter())
         rows = self.config.train.batch_size
+        seq_len = self.rl.max_tokens
+        if self.rl.length_buckets:
+            seq_len = rb.row_length(recs, seq_len, multiple=self.row_multiple)
         b = rb.collate(
             recs,
-            seq_len=self.rl.max_tokens,
+            seq_len=seq_len,
             rows=rows,
             n_moe_layers=self.cfg.num_moe_layers,
             k=self.cfg.num_experts_per_tok,
