@@ -540,14 +540,13 @@ def test_rl_loss_and_grads_do_not_depend_on_the_row_length(tiny_model):
     t = rb.row_length(recs, max_tokens, shortest=32)
     assert t == 64 and max(len(r["tokens"]) for r in recs) - 1 <= t
     k, n = cfg.num_experts_per_tok, cfg.num_moe_layers
-    loss_fn = jax.jit(make_rl_loss(model_apply(cfg), norm_tokens=max_tokens, temperature=0.7))
-    grad_fn = jax.jit(jax.grad(lambda p, b: loss_fn(p, b, None)[0]))
+    loss_fn = make_rl_loss(model_apply(cfg), norm_tokens=max_tokens, temperature=0.7)
+    value_and_grad = jax.jit(jax.value_and_grad(lambda p, b: loss_fn(p, b, None), has_aux=True))
     results = []
     for seq_len in (max_tokens, t):
         b = rb.collate(recs, seq_len=seq_len, rows=4, n_moe_layers=n, k=k)
-        b = {key: jnp.asarray(v) for key, v in b.items()}
-        loss, aux = loss_fn(params, b, None)
-        results.append((float(loss), jax.device_get(aux["metrics"]), grad_fn(params, b)))
+        (loss, aux), grads = value_and_grad(params, {key: jnp.asarray(v) for key, v in b.items()})
+        results.append((float(loss), jax.device_get(aux["metrics"]), grads))
     (full, m_full, g_full), (short, m_short, g_short) = results
     assert full == pytest.approx(short, rel=1e-5, abs=1e-7) and abs(full) > 1e-6
     for key in ("ratio_mean", "policy_loss"):
