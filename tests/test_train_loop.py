@@ -274,32 +274,6 @@ def test_sigterm_saves_then_sigkill_then_restart_matches_uninterrupted_run(tmp_p
         np.testing.assert_array_equal(a[k], b[k], err_msg=k)  # params, router biases, rng
 
 
-def _script(workdir, out):
-    """Subprocess body: 20 steps (logs sleep a little, so signals land mid-run), checkpoints every
-    5, on one device."""
-    from train import trainer
-
-    def slow_log(line):
-        print(line, flush=True)
-        time.sleep(0.05)
-
-    config = tiny_run_config(steps=20, every=5)
-    config.mesh.data = 1
-    state = trainer.train(config, workdir, log=slow_log)
-    if int(state.step) < config.train.steps:
-        return  # preempted
-    flat = {
-        jax.tree_util.keystr(p): np.asarray(x)
-        for p, x in jax.tree_util.tree_leaves_with_path(jax.device_get(state.params))
-    }
-    flat["rng"] = np.asarray(jax.device_get(state.rng))
-    np.savez(out, **flat)
-
-
-if __name__ == "__main__":
-    _script(sys.argv[1], sys.argv[2])
-
-
 def test_throughput_counts_each_step_at_its_own_row_length(monkeypatch):
     """Steps of different row lengths (RL's length buckets): tokens/s and MFU's FLOP/s sum each
     step's own rows x length and FLOPs per token at that length (attention grows with it), over
@@ -324,3 +298,29 @@ def test_throughput_counts_each_step_at_its_own_row_length(monkeypatch):
     timer.reset(3)
     timer.add(16, 512)
     assert timer.row(4, 10)["tokens_per_s"] == 16 * 512 / 6
+
+
+def _script(workdir, out):
+    """Subprocess body: 20 steps (logs sleep a little, so signals land mid-run), checkpoints every
+    5, on one device."""
+    from train import trainer
+
+    def slow_log(line):
+        print(line, flush=True)
+        time.sleep(0.05)
+
+    config = tiny_run_config(steps=20, every=5)
+    config.mesh.data = 1
+    state = trainer.train(config, workdir, log=slow_log)
+    if int(state.step) < config.train.steps:
+        return  # preempted
+    flat = {
+        jax.tree_util.keystr(p): np.asarray(x)
+        for p, x in jax.tree_util.tree_leaves_with_path(jax.device_get(state.params))
+    }
+    flat["rng"] = np.asarray(jax.device_get(state.rng))
+    np.savez(out, **flat)
+
+
+if __name__ == "__main__":
+    _script(sys.argv[1], sys.argv[2])

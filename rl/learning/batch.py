@@ -87,9 +87,9 @@ def row_length(
     same records gets the same T.
 
     Why: the loss is normalized by the configured max_tokens, not by T (rl/learning/grpo.py), so
-    padding changes nothing but the cost; episodes far shorter than their budget (bench_rl_coding:
-    ~400 of 2,048 tokens) otherwise spend most of a step on padding. The ladder keeps the number
-    of compiled steps at log2(max_tokens / shortest) + 1."""
+    padding changes nothing but the cost; episodes far shorter than their budget (bench_rl_repos'
+    first run: 232-288 of 4,096 tokens) otherwise spend most of a step on padding. The ladder
+    keeps the number of compiled steps at log2(max_tokens / shortest) + 1."""
     need = max((len(r["tokens"]) - 1 for r in records), default=1)
     length = max_tokens
     while length % 2 == 0:
