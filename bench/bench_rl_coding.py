@@ -39,7 +39,10 @@ held-out "before" is measured once (the same params, tasks and sampler seed for 
 table has a row per seed, the PNG a reward and pass-rate curve per seed, and held-out pass@1 after
 RL, its gain over "before" and best-of-4 after are printed as mean, min and max over the seeds.
 
-Re-running reuses finished stages found in --workdir (traces, the SFT export).
+Re-running reuses finished stages found in --workdir (traces, the SFT export, a finished RL seed)
+and held-out measurements saved there (WORKDIR/heldout_before.json, RUN_DIR/heldout_after.json) when
+they were taken of the same params with the same evaluation settings: the held-out play is seeded
+(tasks and sampler), and a re-measured "before" came out identical (bench/RESULTS.md, issue 55).
 `--eval_only RUN_DIR[,RUN_DIR]` evaluates the SFT export and each RL run's newest published params
 (RUN_DIR/weights) on `--heldout` tasks and exits (how the 48-task table in bench/RESULTS_LOG.md
 was made).
@@ -48,6 +51,7 @@ was made).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import random
@@ -202,6 +206,37 @@ def heldout(config, params, n_tasks: int, k: int = 4) -> dict:
     ]
     groups, _ = rl_stages.play_heldout(config, params, tasks, k, HELDOUT_SEED_BASE)
     return heldout_metrics([t.id for t in tasks], groups, k)
+
+
+def saved_heldout(path: str, key: dict, measure) -> dict:
+    """heldout()'s metrics from `path` when it holds a measurement under the same `key` (what was
+    evaluated and how), else measure() saved there (written whole, then renamed: a killed run
+    leaves no half file)."""
+    if os.path.exists(path):
+        with open(path) as f:
+            saved = json.load(f)
+        if saved.get("key") == key:
+            print(f"held-out: reusing {path}", flush=True)
+            return saved["metrics"]
+    metrics = measure()
+    with open(path + ".tmp", "w") as f:
+        json.dump({"key": key, "metrics": metrics}, f, default=float)
+    os.replace(path + ".tmp", path)
+    return metrics
+
+
+def heldout_key(config, n_tasks: int, params: str) -> dict:
+    """What a held-out measurement depends on besides the sampler code: the params (a path, or a
+    run dir and step), the tasks and the episode settings."""
+    coding = config.rl.coding
+    return dict(
+        params=params,
+        tasks=n_tasks,
+        family=coding.templates[0],
+        temperature=config.rl.temperature,
+        max_tokens=config.rl.max_tokens,
+        coding={k: str(v) for k, v in sorted(coding.to_dict().items())},
+    )
 
 
 def evaluate_only(config, params_dir: str, runs: list[str], n_tasks: int) -> None:
@@ -368,7 +403,11 @@ def main():
         evaluate_only(config, params_dir, args.eval_only.split(","), args.heldout)
         return
     t0 = time.time()
-    before = heldout(config, load_params(params_dir)[1], args.heldout)
+    before = saved_heldout(
+        os.path.join(args.workdir, "heldout_before.json"),
+        heldout_key(config, args.heldout, os.path.abspath(params_dir)),
+        lambda: heldout(config, load_params(params_dir)[1], args.heldout),
+    )
     wall["heldout_before"] = time.time() - t0
     print(f"held-out before RL: {describe(before)}")
     rows, histories, afters = [], {}, {}
@@ -378,7 +417,12 @@ def main():
         out = loop.train(config, run_dir)
         wall["rl"] = time.time() - t0
         t0 = time.time()
-        afters[seed] = heldout(config, jax.device_get(out["state"].params), args.heldout)
+        step = int(jax.device_get(out["state"].step))
+        afters[seed] = saved_heldout(
+            os.path.join(run_dir, "heldout_after.json"),
+            heldout_key(config, args.heldout, f"{os.path.abspath(run_dir)} step {step}"),
+            functools.partial(heldout, config, jax.device_get(out["state"].params), args.heldout),
+        )
         wall["heldout_after"] = time.time() - t0
         print(f"held-out after RL (rl.seed {config.rl.seed}): {describe(afters[seed])}")
         histories[f"seed {config.rl.seed}"] = h = out["history"]

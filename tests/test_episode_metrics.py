@@ -201,3 +201,30 @@ def test_bench_rl_coding_counts_heldout_with_the_function(monkeypatch):
     assert m == episode_metrics(want, ks=(1, 4))
     assert (m["pass_rate"], m["best_of_4"], m["done/error"]) == (2 / 8, 1.0, 3 / 8)
     assert "pass@1 0.250 best-of-4 1.000" in bench.describe(m) and "'error': 3" in bench.describe(m)
+
+
+def test_bench_rl_coding_reuses_a_heldout_measurement_only_under_its_key(monkeypatch, tmp_path):
+    """A re-run of the bench (issue 55's seeds, added one at a time) reuses the held-out figures
+    it saved for the same params and settings, and measures again when either changed."""
+    monkeypatch.setenv("COMPOSER_JAX_HUGEPAGES", "0")
+    path = os.path.join(ROOT, "bench", "bench_rl_coding.py")
+    spec = importlib.util.spec_from_file_location("bench_rl_coding", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    calls = []
+
+    def measure(value):
+        def run():
+            calls.append(value)
+            return {"pass_rate": value}
+
+        return run
+
+    saved = str(tmp_path / "heldout_before.json")
+    key = {"params": "/x/params_240", "tasks": 48}
+    assert bench.saved_heldout(saved, key, measure(0.25)) == {"pass_rate": 0.25}
+    assert bench.saved_heldout(saved, dict(key), measure(0.5)) == {"pass_rate": 0.25}
+    assert calls == [0.25]  # the second call read the file
+    other = {**key, "params": "/x/run step 73"}
+    assert bench.saved_heldout(saved, other, measure(0.5)) == {"pass_rate": 0.5}
+    assert calls == [0.25, 0.5] and os.listdir(tmp_path) == ["heldout_before.json"]
