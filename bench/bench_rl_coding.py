@@ -227,15 +227,13 @@ def saved_heldout(path: str, key: dict, measure) -> dict:
 
 def heldout_key(config, n_tasks: int, params: str) -> dict:
     """What a held-out measurement depends on besides the sampler code: the params (a path, or a
-    run dir and step), the tasks and the episode settings."""
-    coding = config.rl.coding
+    run dir and step), the tasks and the episode settings (the family is rl.coding.templates)."""
     return dict(
         params=params,
         tasks=n_tasks,
-        family=coding.templates[0],
         temperature=config.rl.temperature,
         max_tokens=config.rl.max_tokens,
-        coding={k: str(v) for k, v in sorted(coding.to_dict().items())},
+        coding={k: str(v) for k, v in sorted(config.rl.coding.to_dict().items())},
     )
 
 
