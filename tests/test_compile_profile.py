@@ -18,6 +18,10 @@ def test_rows_for_a_compile_then_a_cache_hit_and_the_summary(tmp_path, monkeypat
     handler = cp._CompileLog(level=logging.DEBUG)
     logger = logging.getLogger("jax")
     level = logger.level
+    # Under `-p tools.compile_profile` the plugin's own handler would write each row a second time.
+    plugin_handlers = [h for h in logger.handlers if isinstance(h, cp._CompileLog)]
+    for h in plugin_handlers:
+        logger.removeHandler(h)
     logger.addHandler(handler)
     logger.setLevel(logging.DEBUG)
     jax.config.update("jax_log_compiles", True)
@@ -28,6 +32,8 @@ def test_rows_for_a_compile_then_a_cache_hit_and_the_summary(tmp_path, monkeypat
     finally:
         jax.config.update("jax_log_compiles", False)
         logger.removeHandler(handler)
+        for h in plugin_handlers:
+            logger.addHandler(h)
         logger.setLevel(level)
     rows = [line.split("\t") for line in out.getvalue().splitlines()]
     mine = [(kind, float(s)) for test, kind, program, s in rows if program == "profiled_program"]
@@ -43,6 +49,7 @@ def test_rows_for_a_compile_then_a_cache_hit_and_the_summary(tmp_path, monkeypat
     assert text.startswith("CPU 2 s;") or text.startswith("CPU 3 s;"), text
     line = next(l for l in text.splitlines() if l.startswith("profiled_program"))
     assert line.split()[-2:] == ["1", "1"], line  # one XLA compile, one cache hit
+    assert "no wall rows" in text
     assert cp.parse("Finished tracing") is None and cp.parse("unrelated message") is None
 
 
@@ -57,3 +64,18 @@ def _fresh_program():
         return jnp.sin(x) * _RUN_CONSTANT + 0.125
 
     return profiled_program
+
+
+def test_occupancy_counts_tests_at_once_and_the_tail_run_alone(tmp_path):
+    """Two workers: a 0-10 s and a 2-6 s test overlap (4 s two at once), then 10-14 s alone
+    on one: 14 s of wall, 4 + 10 + 4 = 18 test-seconds (1.29 at once), alone 2 + 4 + 4 = 10 s."""
+    prefix = str(tmp_path / "prof")
+    rows = {"gw0": [("a", 100.0, 10.0), ("c", 110.0, 4.0)], "gw1": [("b", 102.0, 4.0)]}
+    for worker, tests in rows.items():
+        with open(f"{prefix}.{worker}.1.tsv", "w") as f:
+            for name, start, wall in tests:
+                f.write(f"tests/t.py::{name}\tcpu\t-\t1.0\n")
+                f.write(f"tests/t.py::{name}\twall\t{start:.3f}\t{wall:.4f}\n")
+    text = cp.summarize(prefix)
+    assert "tests ran 14 s of wall time, 1.29 at once on average; one alone for 10 s" in text, text
+    assert text.startswith("CPU 3 s;"), text  # wall rows are not CPU

@@ -79,7 +79,11 @@ def test_streamed_export_is_byte_identical_in_one_process(name, tmp_path):
     mesh = jax.make_mesh((*MESH, 1), sh.MESH_AXES, axis_types=(jax.sharding.AxisType.Auto,) * 5)
     if name == "tiny":  # the real preset, random weights, laid out on the mesh
         cfg = presets.get("tiny")
-        params = init_params(cfg, jax.random.PRNGKey(1), _shardings(cfg, mesh, sh.DEFAULT_RULES))
+        # An unsharded init placed on the mesh: a sharded init's bits (threefry is partitionable)
+        # from the one init program the suite shares, not a compile per mesh.
+        params = jax.device_put(
+            init_params(cfg, jax.random.PRNGKey(1)), _shardings(cfg, mesh, sh.DEFAULT_RULES)
+        )
     else:  # a checkpoint with an MTP module (its own MoE block, shared embed/head)
         cfg, params = load_hf_checkpoint_sharded(
             os.path.join(FIXTURES, name), mesh, sh.DEFAULT_RULES
@@ -222,8 +226,10 @@ def _lm_step(moe_comm, mesh):
     from model.hf_stream import _shardings
 
     cfg = presets.get("tiny", moe_comm=moe_comm, moe_impl="dense")
-    with jax.set_mesh(mesh), nn.logical_axis_rules(sh.DEFAULT_RULES):
-        params = init_params(cfg, jax.random.PRNGKey(0), _shardings(cfg, mesh, sh.DEFAULT_RULES))
+    # The suite's shared unsharded init program, placed (not a sharded init compiled per mesh).
+    params = jax.device_put(
+        init_params(cfg, jax.random.PRNGKey(0)), _shardings(cfg, mesh, sh.DEFAULT_RULES)
+    )
     tokens = jax.random.randint(jax.random.PRNGKey(0), (4, 16), 0, cfg.vocab_size)
 
     def loss(p):

@@ -25,6 +25,16 @@ def _mesh(shape):
     return jax.make_mesh((*shape, 1), AXES, axis_types=(AxisType.Auto,) * 5)
 
 
+def _tiny_params_on(cfg, mesh):
+    """cfg's params (seed 0) laid out on the mesh by the default rules: the suite's one unsharded
+    init program (compute-only fields do not change it), placed; an init under the mesh would
+    compile a program of its own for each mesh (~6 s of CPU) and give the same bits."""
+    from model import init_params, param_logical_specs
+
+    shardings = sh.logical_shardings(param_logical_specs(cfg), mesh, sh.DEFAULT_RULES)
+    return jax.device_put(init_params(cfg, jax.random.PRNGKey(0)), shardings)
+
+
 def _setup(cfg, b=8, t=8):
     x = jax.random.normal(jax.random.PRNGKey(1), (b, t, cfg.hidden_size), jnp.float32)
     seg = jnp.ones((b, t), jnp.int32)
@@ -121,15 +131,15 @@ def test_capacity_drops_are_counted_and_large_capacity_is_dropless(tiny_moe, fac
 def test_tiny_transformer_forward_matches_with_uneven_rows():
     """The whole tiny model (MoE + MTP blocks) through the all-to-all path, with a row count (3 x 5)
     that no mesh axis divides, so the dispatch pads with no-op rows."""
-    from model import Transformer, init_params
+    from model import Transformer
 
     mesh = _mesh(MESHES["expert2_fsdp2_tensor2"])
     tokens = jax.random.randint(jax.random.PRNGKey(1), (3, 5), 0, 320)
     logits = {}
     for comm in ("gspmd", "alltoall"):
         cfg = presets.get("tiny", moe_comm=comm, moe_impl="dense")
+        params = _tiny_params_on(cfg, mesh)
         with jax.set_mesh(mesh), nn.logical_axis_rules(sh.DEFAULT_RULES):
-            params = init_params(cfg, jax.random.PRNGKey(0))
             out = jax.jit(lambda p, t, cfg=cfg: Transformer(cfg).apply({"params": p}, t))(
                 params, tokens
             )
@@ -180,7 +190,7 @@ def test_dropped_count_surfaces_in_moe_output_and_train_metrics():
     kept in token order -> tokens 0 and 1 kept; tokens 2, 3 (valid: 4 assignments) dropped, and
     the padding tokens' drops (4..7) not counted: 8 devices x 4 = 32 dropped of 64 valid
     assignments. Dropless (factor 0) drops none, same skew."""
-    from model import Transformer, init_params
+    from model import Transformer
     from train.losses import lm_loss
 
     forced, seg = _skewed()
@@ -191,8 +201,8 @@ def test_dropped_count_surfaces_in_moe_output_and_train_metrics():
     for factor in (1.0, 0.0):
         cfg = presets.get("tiny", moe_comm="alltoall", moe_impl="dense", moe_capacity_factor=factor)
         assert cfg.num_hidden_layers - cfg.num_dense_layers == 1  # one MoE layer (+ MTP, unused)
+        params = _tiny_params_on(cfg, mesh)
         with jax.set_mesh(mesh), nn.logical_axis_rules(sh.DEFAULT_RULES):
-            params = init_params(cfg, jax.random.PRNGKey(0))
             fwd = lambda p, cfg=cfg: Transformer(cfg).apply(
                 {"params": p}, tokens, segment_ids=seg, forced_experts=forced[None], with_mtp=False
             )

@@ -7,8 +7,10 @@ JAX compile it caused (tracing, lowering, XLA compile, persistent-cache hit), an
 Each process (xdist worker) appends to its own PREFIX.<worker>.<pid>.tsv; rows are
 `test id, kind, program, seconds`, kind one of: trace | lower | xla | hit (a program read from the
 persistent cache instead of an XLA compile; its seconds are the read) | cpu (the test's own CPU
-seconds, its waited-for subprocesses included). The seconds JAX logs for compiles are wall time:
-under load they run long, so compare them with each other, not with the CPU column.
+seconds, its waited-for subprocesses included) | wall (the test's wall seconds; its program column
+is the wall-clock time it started, so the summary can say how busy the workers were). The seconds
+JAX logs for compiles are wall time: under load they run long, so compare them with each other,
+not with the CPU column.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import os
 import re
 import resource
 import sys
+import time
 
 _PATTERNS = (
     ("trace", re.compile(r"Finished tracing (\S+) for jit in ([0-9.e-]+) sec")),
@@ -85,10 +88,13 @@ def pytest_configure(config):
 def pytest_runtest_protocol(item, nextitem):
     _state["test"] = item.nodeid
     _state["cpu0"] = _cpu()
+    _state["wall0"] = time.time()
 
 
 def pytest_runtest_logfinish(nodeid, location):
     _write(nodeid, "cpu", "-", _cpu() - _state.pop("cpu0", _cpu()))
+    start = _state.pop("wall0", time.time())
+    _write(nodeid, "wall", f"{start:.3f}", time.time() - start)
 
 
 def summarize(prefix: str, top: int = 25) -> str:
@@ -96,6 +102,7 @@ def summarize(prefix: str, top: int = 25) -> str:
     by_file = collections.defaultdict(collections.Counter)
     by_program = collections.defaultdict(collections.Counter)
     totals = collections.Counter()
+    spans = []  # (start, end) of every test, over all workers
     for path in sorted(glob.glob(f"{prefix}.*.tsv")):
         with open(path) as f:
             for line in f:
@@ -103,6 +110,9 @@ def summarize(prefix: str, top: int = 25) -> str:
                 if len(parts) != 4:
                     continue
                 test, kind, program, seconds = parts
+                if kind == "wall":
+                    spans.append((float(program), float(program) + float(seconds)))
+                    continue
                 by_file[test.split("::")[0]][kind] += float(seconds)
                 totals[kind] += float(seconds)
                 if kind != "cpu":
@@ -111,6 +121,7 @@ def summarize(prefix: str, top: int = 25) -> str:
     out = [
         f"CPU {totals['cpu']:.0f} s; compile (wall) trace {totals['trace']:.0f} s, lower "
         f"{totals['lower']:.0f} s, XLA {totals['xla']:.0f} s",
+        occupancy(spans),
         "",
         f"{'file':48s} {'cpu':>7s} {'trace':>7s} {'lower':>7s} {'xla':>7s}",
     ]
@@ -126,6 +137,26 @@ def summarize(prefix: str, top: int = 25) -> str:
         seconds = c["trace"] + c["lower"] + c["xla"]
         out.append(f"{name[:40]:40s} {seconds:9.1f} {c['xla n']:8d} {c['hit n']:10d}")
     return "\n".join(out)
+
+
+def occupancy(spans: list[tuple[float, float]]) -> str:
+    """How busy the workers were: tests running at once, averaged over the run's wall time (from
+    the first test's start to the last one's end; collection before is not in it), and how long
+    only one test ran (the tail a slow last file makes)."""
+    if not spans:
+        return "no wall rows (a profile from before they were written)"
+    events = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans])
+    running, last, alone = 0, events[0][0], 0.0
+    for t, step in events:
+        if running == 1:
+            alone += t - last
+        running, last = running + step, t
+    wall = events[-1][0] - events[0][0]
+    busy = sum(b - a for a, b in spans)
+    return (
+        f"tests ran {wall:.0f} s of wall time, {busy / max(wall, 1e-9):.2f} at once on average; "
+        f"one alone for {alone:.0f} s"
+    )
 
 
 if __name__ == "__main__":
