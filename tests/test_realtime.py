@@ -305,7 +305,7 @@ def test_one_key_flooding_positive_signals_moves_nothing_beyond_its_cap(tmp_path
 
     cfg, params = tiny_model
     flood, capped = _poison_logs(str(tmp_path))
-    rt = cycle_config("", 1e-3).realtime  # the default guard: max_key_share 0.25
+    rt = cycle_config("", 6e-3).realtime  # the default guard: max_key_share 0.25
     reads = {}
     for name, work in (("flood", flood), ("capped", capped)):
         log_dir = os.path.join(work, "interactions")
@@ -337,7 +337,9 @@ def test_one_key_flooding_positive_signals_moves_nothing_beyond_its_cap(tmp_path
 
     base_dir = str(tmp_path / "base")
     save_params(base_dir, cfg, jax.device_get(params))
-    reports = [cycle(cycle_config(base_dir, lr=1e-3), w) for w in (flood, capped)]
+    # The promoting cycle's lr (6e-3, as above): one train-step program for both tests (the lr is
+    # a constant of the compiled step), not a third one.
+    reports = [cycle(cycle_config(base_dir, lr=6e-3), w) for w in (flood, capped)]
     assert [r["decision"] for r in reports] == ["promoted", "promoted"], reports[0]["why"]
     assert reports[0]["data"]["by_key"] == {"h0": 3, "h1": 3, "h2": 3, "h3": 3, "F": 4}
     assert reports[0]["eval"]["candidate"] == reports[1]["eval"]["candidate"]
