@@ -92,8 +92,10 @@ def pytest_runtest_protocol(item, nextitem):
 
 
 def pytest_runtest_logfinish(nodeid, location):
-    _write(nodeid, "cpu", "-", _cpu() - _state.pop("cpu0", _cpu()))
-    start = _state.pop("wall0", time.time())
+    if "cpu0" not in _state:  # pytest may call this twice for one test: one row each
+        return
+    _write(nodeid, "cpu", "-", _cpu() - _state.pop("cpu0"))
+    start = _state.pop("wall0")
     _write(nodeid, "wall", f"{start:.3f}", time.time() - start)
 
 
