@@ -55,6 +55,7 @@ def get_config() -> ml_collections.ConfigDict:
             z_loss=0.0,
             mtp_mode="ce",
             mtp_weight=0.3,  # mtp_mode: 'none' | 'ce' | 'distill'
+            mtp_lr=0.0,  # > 0: the MTP modules' own peak lr, on lr's schedule (train/optim.py)
             # 'all' | 'mtp': only the MTP modules learn (the trunk, embeddings and head frozen),
             # the stage that trains draft heads for speculative decoding on a finished model
             trainable="all",

@@ -232,3 +232,46 @@ def test_bfloat16_moments_halve_the_state_and_track_float32_adamw():
     np.testing.assert_allclose(runs["bfloat16"], runs["float32"], atol=0.02 * moved)
     with pytest.raises(ValueError, match="train.moment_dtype='float16': expected"):
         optim.make_optimizer(**kw, moment_dtype="float16")
+
+
+@pytest.mark.parametrize("name", ["adamw", "muon"])
+def test_mtp_schedule_scales_only_the_mtp_modules_steps(name):
+    """An MTP schedule at 4x the lr (train.mtp_lr): every MTP-module leaf's update is 4x the one
+    without it (AdamW's and Muon's steps, weight decay included, are linear in the lr), every
+    other leaf's is the same, up to float32 rounding (another grouping of leaves compiles another
+    program: Muon's Newton-Schulz iterations differ by ~1e-7 on updates of ~1e-2), and the frozen
+    router bias does not move."""
+    params = model.init_params(TINY, jax.random.PRNGKey(0))
+    grads = jax.tree.map(
+        lambda p: np.random.default_rng(p.size % 89).standard_normal(p.shape, np.float32), params
+    )
+    kw = dict(
+        params=params,
+        logical_specs=model.param_logical_specs(TINY),
+        schedule=lambda _: 0.01,
+        optimizer=name,
+        weight_decay=0.1,
+        clip_norm=None,
+    )
+    step = lambda tx: _flat(jax.jit(tx.update)(grads, tx.init(params), params)[0])  # noqa: E731
+    base = step(optim.make_optimizer(**kw))
+    scaled = step(optim.make_optimizer(**kw, mtp_schedule=lambda _: 0.04))
+    mtp = [p for p in base if p.startswith("mtp_")]
+    assert mtp and len(mtp) < len(base)
+    close = dict(rtol=1e-4, atol=1e-6)
+    for path in base:
+        want = 4 * base[path] if path.startswith("mtp_") else base[path]
+        np.testing.assert_allclose(scaled[path], want, **close, err_msg=path)
+    for path in (p for p in base if p.endswith("router_bias")):
+        np.testing.assert_array_equal(scaled[path], 0.0, err_msg=path)
+
+
+def test_a_negative_mtp_lr_is_a_one_line_config_error():
+    from configs import default
+    from model.errors import ConfigError
+    from train.config_check import check_config
+
+    c = default.get_config()
+    c.train.mtp_lr = -1e-3
+    with pytest.raises(ConfigError, match=r"^train.mtp_lr=-0.001: must be >= 0"):
+        check_config(c, TINY, num_devices=1)

@@ -34,6 +34,10 @@ def check_config(config, model_cfg, num_devices: int, num_processes: int = 1) ->
     for field in ("batch_size", "seq_len", "microbatches", "log_every", "eval_every"):
         if t[field] <= 0:
             raise ConfigError(f"train.{field}={t[field]}: must be > 0")
+    if t.mtp_lr < 0:
+        raise ConfigError(
+            f"train.mtp_lr={t.mtp_lr}: must be >= 0 (0: the MTP modules use train.lr)"
+        )
     if t.steps < 0 or (t.steps == 0 and t.schedule != "constant"):
         raise ConfigError(
             f"train.steps={t.steps}: must be > 0 (0 = until the batch source ends, with "

@@ -139,9 +139,16 @@ def make_optimizer(
     clip_norm: float | None = 1.0,
     trainable: Any = None,
     moment_dtype: str = "float32",
+    mtp_schedule: optax.Schedule | None = None,
 ) -> optax.GradientTransformation:
     """`params` may be abstract (ShapeDtypeStruct); only its tree structure is read.
-    `trainable` defaults to model.trainable_mask(params)."""
+    `trainable` defaults to model.trainable_mask(params).
+
+    mtp_schedule: the MTP modules' own learning rate (train.mtp_lr; None: `schedule`). Why a
+    rate and not a loss weight: under Adam a parameter's step is ~lr whatever its gradient's size,
+    so the only knob on how fast the draft heads follow a trunk that RL moves is their own lr
+    (bench/RESULTS.md, "MTP acceptance through coding RL"). With it, the MTP leaves get their own
+    transforms ('<label>_mtp'), so the optimizer state's tree differs from a run without it."""
     if optimizer not in ("adamw", "muon"):
         raise ValueError(f"train.optimizer={optimizer!r}: expected 'adamw' or 'muon'")
     if moment_dtype not in ("float32", "bfloat16"):
@@ -149,10 +156,15 @@ def make_optimizer(
     if trainable is None:
         trainable = model.trainable_mask(params)
     labels = param_labels(param_roles(logical_specs, trainable), optimizer)
-    adamw = lambda wd: optax.adamw(schedule, b1=b1, b2=b2, eps=eps, weight_decay=wd)
+    if mtp_schedule is not None:
+        in_mtp = model.trainable_mask(params, "mtp")
+        labels = jax.tree.map(lambda l, m: f"{l}_mtp" if m and l != "frozen" else l, labels, in_mtp)
+    adamw = lambda wd, sched=schedule: optax.adamw(sched, b1=b1, b2=b2, eps=eps, weight_decay=wd)
     transforms = {
         "adamw": adamw(weight_decay),
         "adamw_no_decay": adamw(0.0),
+        "adamw_mtp": adamw(weight_decay, mtp_schedule),
+        "adamw_no_decay_mtp": adamw(0.0, mtp_schedule),
         "frozen": optax.set_to_zero(),
     }
     if optimizer == "muon":
@@ -163,12 +175,13 @@ def make_optimizer(
         dims_fn = lambda p: jax.tree_util.tree_map_with_path(lambda k, _: dims[_path_key(k)], p)
         # consistent_rms=0.2 scales each orthogonalized update to AdamW's typical RMS (Moonlight,
         # arXiv:2502.16982), so one learning rate serves both optimizers.
-        transforms["muon"] = optax.contrib.muon(
-            schedule,
+        muon = lambda sched: optax.contrib.muon(
+            sched,
             weight_decay=weight_decay,
             muon_weight_dimension_numbers=dims_fn,
             consistent_rms=0.2,
         )
+        transforms.update(muon=muon(schedule), muon_mtp=muon(mtp_schedule))
     used = set(jax.tree.leaves(labels))
     transforms = {k: v for k, v in transforms.items() if k in used}
     chain = [optax.multi_transform(transforms, labels)]

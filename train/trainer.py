@@ -100,14 +100,15 @@ class Run:
 
 def build_optimizer(config, cfg) -> tuple[optax.GradientTransformation, optax.Schedule]:
     t = config.train
-    schedule = optim.make_schedule(
+    make_schedule = functools.partial(
+        optim.make_schedule,
         kind=t.schedule,
-        peak_lr=t.lr,
         total_steps=t.steps,
         warmup_steps=t.warmup_steps,
         min_lr_ratio=t.min_lr_ratio,
         decay_fraction=t.wsd_decay_fraction,
     )
+    schedule = make_schedule(peak_lr=t.lr)
     shapes = model.param_shapes(cfg)
     tx = optim.make_optimizer(
         params=shapes,
@@ -121,6 +122,7 @@ def build_optimizer(config, cfg) -> tuple[optax.GradientTransformation, optax.Sc
         clip_norm=t.clip_norm,
         moment_dtype=t.moment_dtype,
         trainable=model.trainable_mask(shapes, t.trainable),
+        mtp_schedule=make_schedule(peak_lr=t.mtp_lr) if t.mtp_lr else None,
     )
     return tx, schedule
 
