@@ -23,6 +23,12 @@ RL, after N RL steps without the MTP self-distillation term, and after N steps w
    same tasks with plain and speculative decoding (one task at a time, after a warm-up pass), and
    the speedup. Also the RL runs' median train_step span (rl/episodes/timeline.py): the term's cost.
 
+`--weights 1` runs only the RL run with the term; `--mtp_lr` sets its heads' own lr (train.mtp_lr;
+0: the policy's `--lr`; default: configs/rl.py's). Every RL run saves its per-step metrics
+(`mtp_kl`, `mtp_accept_est`, the samplers' `spec/acceptance`, `entropy`, ...) in RUN/history.json,
+and a second plot (--out with `_steps`) draws the samplers' acceptance per RL step for every run in
+--workdir, so reruns with other flags into one --workdir compare on one figure.
+
 Prints a markdown table and one JSON line; writes the plot (--out). Acceptance and tokens per
 verify step are counts (fine on a loaded machine); timings only mean something on a quiet one.
 With `--seeds` (issue 55) every seed runs all of the above in WORKDIR/seed_N (its own start, RL
@@ -88,6 +94,8 @@ def run_rl(config, workdir: str, log) -> dict:
     out = loop.train(config, workdir, log=log)
     spans = [e for e in timeline.read(workdir) if e["name"] == "train_step"]
     step_s = [e["dur"] / 1e6 for e in spans[1:]]  # the first step compiles
+    with open(os.path.join(workdir, "history.json"), "w") as f:  # per step: mtp_kl, acceptance
+        json.dump(out["history"], f)
     return {
         "params": jax.device_get(out["state"].params),
         "steps": len(out["history"]),
@@ -149,6 +157,35 @@ def plot(rows_by_seed: dict, path: str) -> None:
     fig.savefig(path, dpi=120)
 
 
+def plot_steps(root: str, path: str) -> None:
+    """The samplers' acceptance at every RL step of every run saved under root (each run's
+    history.json; a run dir's name says its variant: rl_w<term>_lr<lr>[_mtplr<heads' lr>]), one
+    color per variant, one line per seed: reruns into the same --workdir add their runs."""
+    import glob
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = sorted(glob.glob(os.path.join(root, "**", "rl_w*", "history.json"), recursive=True))
+    variants = sorted({os.path.basename(os.path.dirname(r)) for r in runs})
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for r in runs:
+        name = os.path.basename(os.path.dirname(r))
+        with open(r) as f:
+            h = [e for e in json.load(f) if "spec/acceptance" in e]
+        color = f"C{variants.index(name)}"
+        label = name if r == next(x for x in runs if name in x) else None
+        ax.plot([e["step"] for e in h], [e["spec/acceptance"] for e in h], color=color, label=label)
+    ax.set_xlabel("RL step")
+    ax.set_ylabel("samplers' acceptance (accepted / drafted)")
+    ax.set_ylim(0, 1)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--task", default="pattern", choices=("pattern", "coding"))
@@ -169,11 +206,21 @@ def main() -> None:
     ap.add_argument("--out", default="bench/rl_mtp_acceptance.png")
     ap.add_argument("--group_size", type=int, default=0, help="rl.group_size (0: configs/rl.py's)")
     ap.add_argument("--seeds", default="", help="e.g. 100,101: all of it per seed, mean/min/max")
+    ap.add_argument(
+        "--mtp_lr",
+        type=float,
+        default=-1,
+        help="RL runs' train.mtp_lr (0: --lr; < 0: the config's)",
+    )
+    ap.add_argument(
+        "--weights", default="0,1", help="which RL runs: rl.mtp_weight 0 (no term), 1 (the term)"
+    )
     tiny = dict(warm_steps=1, rl_steps=1, groups_per_batch=1, group_size=2, eval_groups=1)
     tmp = os.path.join(tempfile.gettempdir(), "bench_rl_mtp_tiny")
     args = parse_tiny(ap, dict(tiny, eval_group_size=2, workdir="", out=tmp + ".png"))
     args.workdir = args.workdir or tempfile.mkdtemp(prefix="bench_rl_mtp_")
     args.pool = max(args.warm_steps, args.rl_steps) * args.groups_per_batch
+    args.weights = {float(w) for w in args.weights.split(",")}
     seeds = parse_seeds(args.seeds) if args.seeds else [args.seed]
     rows_by_seed, runs_by_seed = {}, {}
     for seed in seeds:
@@ -181,6 +228,7 @@ def main() -> None:
         workdir = os.path.join(args.workdir, f"seed_{seed}") if args.seeds else args.workdir
         rows_by_seed[seed], runs_by_seed[seed] = run_seed(args, workdir)
     plot(rows_by_seed, args.out)
+    plot_steps(args.workdir, args.out.removesuffix(".png") + "_steps.png")
     if args.seeds:
         print_over_seeds(rows_by_seed, runs_by_seed)
 
@@ -204,7 +252,8 @@ def run_seed(args, workdir: str) -> tuple[dict, dict]:
     if not os.path.exists(os.path.join(start, "model_config.json")):
         c = base_config(args, args.params)
         if args.warm_steps:  # the MTP stage on the policy's own samples: trunk frozen
-            c.train.update(steps=args.warm_steps, trainable="mtp", mtp_mode="distill")
+            # the heads at --lr here (train.mtp_lr 0), as before train.mtp_lr existed
+            c.train.update(steps=args.warm_steps, trainable="mtp", mtp_mode="distill", mtp_lr=0.0)
             c.rl.mtp_weight = 1.0
             params = run_rl(c, os.path.join(workdir, "warm"), log)["params"]
         else:
@@ -214,12 +263,26 @@ def run_seed(args, workdir: str) -> tuple[dict, dict]:
         save_params(start, loop.model_config(c), params)
     rows, runs = {}, {}
     cfg_start, params = load_params(start)
-    rows["before RL"] = measure(base_config(args, start), params, args)
-    for w, name in ((0.0, "RL, no MTP term"), (1.0, "RL + MTP term")):
+    # The start's measurement is seeded (tasks, sampler): saved, so a rerun that only adds an RL
+    # variant does not play the held-out tasks again (not with --timing: timings are not kept).
+    before = os.path.join(start, f"before_{args.eval_groups}x{args.eval_group_size}_k{args.k}"
+                          f"_t{args.temperature:g}_s{args.seed}.json")  # fmt: skip
+    if os.path.exists(before) and not args.timing:
+        with open(before) as f:
+            rows["before RL"] = json.load(f)
+    else:
+        rows["before RL"] = measure(base_config(args, start), params, args)
+        with open(before, "w") as f:
+            json.dump(rows["before RL"], f, default=float)
+    runs_wanted = ((0.0, "RL, no MTP term"), (1.0, "RL + MTP term"))
+    for w, name in (r for r in runs_wanted if r[0] in args.weights):
         c = base_config(args, start)
         c.rl.mtp_weight = w
         c.train.steps = args.rl_steps
-        runs[name] = run_rl(c, os.path.join(workdir, f"rl_w{w:g}"), log)
+        if args.mtp_lr >= 0:
+            c.train.mtp_lr = args.mtp_lr
+        heads = f"_mtplr{c.train.mtp_lr:g}" if c.train.mtp_lr else ""
+        runs[name] = run_rl(c, os.path.join(workdir, f"rl_w{w:g}_lr{args.lr:g}{heads}"), log)
         rows[name] = measure(c, runs[name]["params"], args)
     print(f"\n{args.rl_steps} RL steps, task {args.task}, K={args.k}, seed {args.seed}\n")
     print(
