@@ -171,12 +171,14 @@ def plot_steps(root: str, path: str) -> None:
     runs = sorted(glob.glob(os.path.join(root, "**", "rl_w*", "history.json"), recursive=True))
     variants = sorted({os.path.basename(os.path.dirname(r)) for r in runs})
     fig, ax = plt.subplots(figsize=(6, 3.5))
+    labelled = set()
     for r in runs:
         name = os.path.basename(os.path.dirname(r))
         with open(r) as f:
             h = [e for e in json.load(f) if "spec/acceptance" in e]
+        label = None if name in labelled else name  # one legend entry per variant
+        labelled.add(name)
         color = f"C{variants.index(name)}"
-        label = name if r == next(x for x in runs if name in x) else None
         ax.plot([e["step"] for e in h], [e["spec/acceptance"] for e in h], color=color, label=label)
     ax.set_xlabel("RL step")
     ax.set_ylabel("samplers' acceptance (accepted / drafted)")
