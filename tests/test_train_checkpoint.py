@@ -4,6 +4,7 @@ import os
 
 import jax
 import numpy as np
+import pytest
 from test_train_standin import STANDIN_RULES, standin_setup
 
 from model import export, presets
@@ -75,6 +76,21 @@ def test_corrupted_latest_checkpoint_falls_back_with_warning(tmp_path, caplog):
         restored, data_state, _ = _restore(reader, su, mesh)
     assert int(restored.step) == 1 and data_state == {"next_index": 1}
     assert any("checkpoints/2 is unreadable" in r.getMessage() for r in caplog.records)
+
+
+def test_a_checkpoint_of_another_optimizer_is_a_one_line_error_and_stays(tmp_path):
+    """Resuming AdamW checkpoints with Muon (another optimizer-state tree) is not corruption: no
+    fallback to an older checkpoint (they share the layout) and no fresh start over them."""
+    from model.errors import ConfigError
+
+    su, _, _, steps = _train_and_save(tmp_path, (1, 1, 1, 1), steps=2)
+    muon = standin_setup(optimizer="muon")
+    with checkpoint.Checkpointer(str(tmp_path)) as reader:
+        with pytest.raises(ConfigError, match=r"checkpoints/2 holds a training state of another"):
+            _restore(reader, muon, _mesh((1, 1, 1, 1)))
+        assert reader.all_steps() == steps == [1, 2]
+    with checkpoint.Checkpointer(str(tmp_path)) as reader:  # the same config still resumes
+        assert int(_restore(reader, su, _mesh((1, 1, 1, 1)))[0].step) == 2
 
 
 def test_no_checkpoint_gives_none(tmp_path):

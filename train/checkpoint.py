@@ -20,8 +20,13 @@ import grain.checkpoint as grain_ckpt
 import jax
 import jax.numpy as jnp
 
+from model.errors import ConfigError
 from model.orbax_io import ocp
 from train.state import TrainState
+
+# Orbax's words when a checkpoint's tree (its params' and optimizer state's structure) is not the
+# restore target's: a run of another layout wrote it, which no older checkpoint of it fixes.
+_LAYOUT_MISMATCH = "tree structures do not match"
 
 
 class _IteratorStateSnapshot:
@@ -115,7 +120,9 @@ class Checkpointer:
         """Newest checkpoint that restores cleanly, or None if there is none.
 
         A checkpoint that fails to restore (truncated or corrupted files) is skipped with a warning
-        and the one before it is tried.
+        and the one before it is tried. One written with another state layout (a changed
+        optimizer, moment dtype, MTP lr, trainable set or model) raises ConfigError instead:
+        skipping it would start the run over and overwrite the checkpoints it did not read.
         """
         target = _abstract(_state_tree(abstract_state), _state_tree(shardings))
         # A failed restore leaves orbax's read tasks erroring in the background; their tracebacks
@@ -135,6 +142,13 @@ class Checkpointer:
                 if int(tree["step"]) != step:
                     raise ValueError(f"checkpoint {step} holds step {int(tree['step'])}")
             except Exception as e:
+                if _LAYOUT_MISMATCH in str(e):
+                    raise ConfigError(
+                        f"checkpoint {self.directory}/{step} holds a training state of another "
+                        "layout than this run's (changed train.optimizer, train.moment_dtype, "
+                        "train.mtp_lr, train.trainable or model?): resume with the config that "
+                        "wrote it, or use another --workdir; nothing was overwritten"
+                    ) from None
                 logging.warning(
                     "checkpoint %s/%d is unreadable (%s: %s); trying the previous one",
                     self.directory,
