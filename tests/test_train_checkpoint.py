@@ -78,6 +78,23 @@ def test_corrupted_latest_checkpoint_falls_back_with_warning(tmp_path, caplog):
     assert any("checkpoints/2 is unreadable" in r.getMessage() for r in caplog.records)
 
 
+def test_every_checkpoint_unreadable_is_a_one_line_error_not_a_fresh_start(tmp_path):
+    from model.errors import InputError
+
+    su, _, _, steps = _train_and_save(tmp_path, (1, 1, 1, 1), steps=2)
+    for f in glob.glob(
+        str(tmp_path / "checkpoints" / "*" / "state" / "**" / "d" / "*"), recursive=True
+    ):
+        os.truncate(f, 7)
+    with checkpoint.Checkpointer(str(tmp_path)) as reader:
+        with pytest.raises(
+            InputError,
+            match=r"no checkpoint under .* restores into this run's state \(steps \[1, 2\]",
+        ):
+            _restore(reader, su, _mesh((1, 1, 1, 1)))
+        assert reader.all_steps() == steps
+
+
 def test_a_checkpoint_of_another_optimizer_is_a_one_line_error_and_stays(tmp_path):
     """Resuming AdamW checkpoints with Muon (another optimizer-state tree) is not corruption: no
     fallback to an older checkpoint (they share the layout) and no fresh start over them."""

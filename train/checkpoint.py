@@ -20,7 +20,7 @@ import grain.checkpoint as grain_ckpt
 import jax
 import jax.numpy as jnp
 
-from model.errors import ConfigError
+from model.errors import ConfigError, InputError
 from model.orbax_io import ocp
 from train.state import TrainState
 
@@ -120,9 +120,9 @@ class Checkpointer:
         """Newest checkpoint that restores cleanly, or None if there is none.
 
         A checkpoint that fails to restore (truncated or corrupted files) is skipped with a warning
-        and the one before it is tried. One written with another state layout (a changed
-        optimizer, moment dtype, MTP lr, trainable set or model) raises ConfigError instead:
-        skipping it would start the run over and overwrite the checkpoints it did not read.
+        and the one before it is tried; when none restores, InputError (starting over would
+        overwrite them). One written with another state layout (a changed optimizer, moment dtype,
+        MTP lr, trainable set or model) raises ConfigError at once, for the same reason.
         """
         target = _abstract(_state_tree(abstract_state), _state_tree(shardings))
         # A failed restore leaves orbax's read tasks erroring in the background; their tracebacks
@@ -159,6 +159,12 @@ class Checkpointer:
                 continue
             state = abstract_state.replace(**tree)
             return state, restored["data"].state, dict(restored["config"])
+        if self.all_steps():
+            raise InputError(
+                f"no checkpoint under {self.directory} restores into this run's state (steps "
+                f"{self.all_steps()}: another model's shapes, or damaged files; the warnings above "
+                "say which); run the config that wrote them, or use another --workdir"
+            )
         return None
 
 

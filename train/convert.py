@@ -20,13 +20,8 @@ def export_latest(config, workdir: str, *, run: Run | None = None) -> str:
     with checkpoint.Checkpointer(workdir, keep=config.checkpoint.keep, async_save=False) as ckpt:
         if not ckpt.all_steps():
             raise InputError(f"--workdir={workdir}: no checkpoint under {ckpt.directory}")
-        restored = ckpt.restore_latest(run.abstract_state(), run.state_shardings())
-    if restored is None:
-        raise InputError(
-            f"--workdir={workdir}: no checkpoint under {ckpt.directory} restores into model "
-            f"{config.model!r}"
-        )
-    state = restored[0]
+        # None restoring, or one of another model: restore_latest's one-line errors
+        state = ckpt.restore_latest(run.abstract_state(), run.state_shardings())[0]
     path = os.path.join(workdir, "export", f"params_{int(jax.device_get(state.step))}")
     export.save_params(path, run.cfg, state.params)
     if config.export_hf:
