@@ -267,8 +267,8 @@ def run_seed(args, workdir: str) -> tuple[dict, dict]:
     cfg_start, params = load_params(start)
     # The start's measurement is seeded (tasks, sampler): saved, so a rerun that only adds an RL
     # variant does not play the held-out tasks again (not with --timing: timings are not kept).
-    before = os.path.join(start, f"before_{args.eval_groups}x{args.eval_group_size}_k{args.k}"
-                          f"_t{args.temperature:g}_s{args.seed}.json")  # fmt: skip
+    key = f"{args.eval_groups}x{args.eval_group_size}_k{args.k}_t{args.temperature:g}"
+    before = os.path.join(start, f"before_{key}_m{args.max_tokens}_s{args.seed}.json")
     if os.path.exists(before) and not args.timing:
         with open(before) as f:
             rows["before RL"] = json.load(f)
