@@ -1,10 +1,10 @@
 """RL on real repositories, the whole path with one command (issue 52): training-repository tasks
 -> expert traces -> SFT -> RL -> held-out evaluation before SFT, after SFT and after RL.
 
-    python bench/bench_rl_repos.py [--max_tokens 4096] [--new_traces 16] [--trace_minutes 5]
-        [--sft_steps 80] [--sft_minutes 0] [--rl_steps 40] [--rl_minutes 10] [--eval_every 0]
-        [--heldout_sites 4] [--heldout_repos 4] [--k 4] [--workdir runs/bench_rl_repos]
-        [--seeds 0,1]
+    python bench/bench_rl_repos.py [--init PARAMS] [--max_tokens 4096] [--new_traces 16]
+        [--trace_minutes 5] [--sft_steps 80] [--sft_minutes 0] [--rl_steps 40] [--rl_minutes 10]
+        [--eval_every 0] [--heldout_sites 4] [--heldout_repos 4] [--k 4]
+        [--workdir runs/bench_rl_repos] [--seeds 0,1]
     python bench/bench_rl_repos.py --tiny --seeds 0,1   # smoke: tiny, 1 SFT + 1 RL step
 
 1. Tasks: data/repos/pool.jsonl's "train" bugfix/feature lines (gated tasks mined from the
@@ -17,7 +17,10 @@
    never play them to the end.
 3. SFT: bench/rl_stages.py's sft (train/'s loop, configs/sft.py's loss) from a random init of
    `--preset` with `--mtp_modules` MTP heads (trained by self-distillation) at context
-   `--max_tokens`, for `--sft_steps` or `--sft_minutes` (0: no time bound).
+   `--max_tokens`, for `--sft_steps` or `--sft_minutes` (0: no time bound). `--init PARAMS`
+   starts it from an exported policy instead (e.g. bench_rl_coding's SFT, which already speaks
+   the tool protocol on procedural tasks), its context YaRN-extended to `--max_tokens` when
+   shorter (the long-context stage's rule; "before SFT" is then that policy).
 4. RL: rl/learning/loop.py on the task file (one trainer, async sampler threads, groups of
    `--group_size`, single epoch, speculative samplers with `--spec_k` drafts and the MTP
    self-distillation term, rl.mtp_weight's default) for `--rl_steps` or `--rl_minutes`. With
@@ -147,10 +150,13 @@ def evaluate_once(path: str, config, params_fn, sets: dict, k: int, seed: int) -
 
 
 def table(stages: dict, k: int) -> str:
-    """Markdown rows: stage x set."""
+    """Markdown rows: stage x set (best-of-4 and best-of-K when K > 4)."""
+    bests = [4, k] if k > 4 else [k]
     head = (
-        f"| stage | set | tasks x K | pass@1 | best-of-{k} | tokens | tool calls | malformed "
-        "rate | copy rate (edits) | MTP acceptance (both sets) | endings |\n" + "|---" * 11 + "|"
+        "| stage | set | tasks x K | pass@1 | "
+        + "".join(f"best-of-{j} | " for j in bests)
+        + "tokens | tool calls | malformed rate | copy rate (edits) | MTP acceptance (both sets) "
+        "| endings |\n" + "|---" * (10 + len(bests)) + "|"
     )
     rows = []
     for stage, sets in stages.items():
@@ -160,7 +166,8 @@ def table(stages: dict, k: int) -> str:
             copy = "-" if m["copy_rate"] is None else f"{m['copy_rate']:.2f}"
             rows.append(
                 f"| {stage} | {name} | {m['tasks']} x {k} | {m['pass_rate']:.3f} | "
-                f"{m[f'best_of_{k}']:.3f} | {m['completion_tokens']:.0f} | "
+                + "".join(f"{m[f'best_of_{j}']:.3f} | " for j in bests)
+                + f"{m['completion_tokens']:.0f} | "
                 f"{m['tool_calls']:.2f} | {m['malformed_rate']:.3f} | {copy} ({m['edits']}) | "
                 f"{m['spec/acceptance']:.3f} | {ends} |"
             )
@@ -250,6 +257,13 @@ def arguments():
     ap = argparse.ArgumentParser()
     ap.add_argument("--preset", default="tiny4", choices=("tiny4", "tiny"))
     ap.add_argument("--mtp_modules", type=int, default=1)
+    ap.add_argument(
+        "--init",
+        default="",
+        help="exported params SFT starts from (e.g. bench_rl_coding's SFT export: a policy that "
+        "already speaks the tool protocol), its context YaRN-extended to --max_tokens; '': a "
+        "random init of --preset",
+    )
     ap.add_argument("--max_tokens", type=int, default=4096, help="context: SFT rows, RL, eval")
     ap.add_argument("--obs_token_budget", type=int, default=2048, help="tool-output trim")
     ap.add_argument("--new_traces", type=int, default=16, help="expert traces played now")
@@ -323,6 +337,7 @@ def main():
         max_tokens=args.max_tokens,
         steps=args.sft_steps,
         lr=args.sft_lr,
+        init=args.init,
         batch_size=args.sft_batch,
         max_seconds=60 * args.sft_minutes,
     )
@@ -331,6 +346,8 @@ def main():
     size = min(args.pool or len(pool), len(pool))  # dynamic sampling may skip many tied groups
     configs = {s: loop.resolve(rl_config_for(args, params_dir, tasks_path, size, s)) for s in seeds}
     config = configs[seeds[0]]
+    from jax.random import PRNGKey
+
     from model import init_params
     from model.export import load_params
 
@@ -340,7 +357,8 @@ def main():
         "before SFT": evaluate_once(
             f"{w}/eval_before_sft.json",
             config,
-            lambda: init_params(cfg, jax.random.PRNGKey(0)),  # a random init of the same model
+            # SFT's start: --init's params (at the extended context) or a random init
+            lambda: load_params(args.init)[1] if args.init else init_params(cfg, PRNGKey(0)),
             sets,
             args.k,
             args.eval_seed,

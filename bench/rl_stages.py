@@ -81,16 +81,18 @@ def sft(
     max_seconds: float = 0.0,
 ) -> str:
     """-> the exported params dir of an SFT run (train/'s loop, configs/sft.py's loss: assistant
-    tokens only) on the trace file `traces` alone, from `init` (exported params) or a random init
-    of `preset`; with MTP modules they train jointly by self-distillation. max_seconds > 0: no
-    step starts after that many seconds (a shared machine's bound; the export is of the step
-    reached)."""
+    tokens only) on the trace file `traces` alone, from `init` (exported params: a context
+    shorter than max_tokens is extended by context_extension) or a random init of `preset`; with
+    MTP modules they train jointly by self-distillation. max_seconds > 0: no step starts after
+    that many seconds (a shared machine's bound; the export is of the step reached)."""
     from configs import sft as sft_config
 
     c = sft_config.get_config()
     c.model = preset
     c.init_params_from = init
     c.model_overrides = dict(num_mtp_modules=mtp_modules, max_position_embeddings=max_tokens)
+    if init:
+        c.model_overrides.update(context_extension(init, max_tokens))
     c.data.sources = (dict(c.data.sources[0], paths=[traces]),)
     c.data.heldout_fraction = 0.05
     c.train.update(
@@ -110,6 +112,26 @@ def sft(
     return train_and_export(c, workdir)
 
 
+def context_extension(init: str, max_tokens: int) -> dict:
+    """ModelConfig overrides that extend the exported model in `init` to `max_tokens` positions
+    the way the long-context stage does (configs/long_context.py): YaRN with factor max_tokens /
+    the context its RoPE was trained at (its max_position_embeddings, or the original context of
+    a model already extended). {} when it already holds max_tokens."""
+    from model import export
+
+    with open(os.path.join(init, "model_config.json")) as f:
+        cfg = export.config_from_json(f.read(), os.path.join(init, "model_config.json"))
+    if max_tokens <= cfg.max_position_embeddings:
+        return {}
+    rope = cfg.rope_scaling
+    trained = (
+        rope.original_max_position_embeddings if rope.factor > 1 else cfg.max_position_embeddings
+    )
+    return dict(
+        rope_scaling=dict(factor=max_tokens / trained, original_max_position_embeddings=trained)
+    )
+
+
 def play_heldout(config, params, tasks, k: int, seed: int) -> tuple[list[list[dict]], dict]:
     """k episodes of each task at the RL temperature in the RL loop's sampler (config: a resolved
     RL config), params fixed -> (the sampler's groups, one per task; its counters with
@@ -127,8 +149,10 @@ def play_heldout(config, params, tasks, k: int, seed: int) -> tuple[list[list[di
 
 
 def heldout_metrics(task_ids: list[str], groups: list[list[dict]], k: int) -> dict:
-    """rl.episodes.episode_metrics.episode_metrics (ks 1 and k) over the sampler's groups, one per
-    task, each topped up to k episodes with failures for the episodes the driver dropped."""
+    """rl.episodes.episode_metrics.episode_metrics (ks 1, k and 4 when k > 4: best-of-4 from 16
+    episodes a task is the unbiased estimator, less noisy than from 4) over the sampler's groups,
+    one per task, each topped up to k episodes with failures for the episodes the driver
+    dropped."""
     from rl.episodes.episode_metrics import episode_metrics
     from rl.episodes.schema import Episode
 
@@ -136,7 +160,7 @@ def heldout_metrics(task_ids: list[str], groups: list[list[dict]], k: int) -> di
     for task_id, group in zip(task_ids, groups, strict=True):
         ends = sum(r.get("segment", 0) == r.get("segments", 1) - 1 for r in group)  # episodes
         records += group + [Episode.dropped(task_id).to_dict() for _ in range(k - ends)]
-    return episode_metrics(records, ks=(1, k))
+    return episode_metrics(records, ks=(1, 4, k) if k > 4 else (1, k))
 
 
 def describe(m: dict, k: int = 4) -> str:

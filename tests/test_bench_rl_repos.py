@@ -62,3 +62,30 @@ def test_time_bounded_stage_reuses_its_latest_export(tmp_path, monkeypatch):
     c.train.max_seconds = 0.0  # step-bounded: params_120 is missing, so it trains
     monkeypatch.setattr("train.convert.export_latest", lambda c, w: "exported")
     assert b.train_and_export(c, str(tmp_path)) == "exported" and trained == [str(tmp_path)]
+
+
+def test_context_extension_is_the_long_context_stage_rule(tmp_path):
+    """SFT from an exported policy (--init) extends its context the way configs/long_context.py
+    extends pretraining's: YaRN with factor new / trained context; an extended model keeps its
+    original context as the base; a long enough one is left alone."""
+    import dataclasses
+
+    from configs import long_context
+    from model import export, presets
+    from model.config import RopeScaling
+
+    def exported(name, **fields):
+        os.makedirs(tmp_path / name)
+        cfg = dataclasses.replace(presets.get("tiny"), **fields)
+        (tmp_path / name / "model_config.json").write_text(export.config_to_json(cfg))
+        return str(tmp_path / name)
+
+    trained = exported("short", max_position_embeddings=long_context.ORIGINAL_CONTEXT)
+    stage = long_context.long_context_overrides().to_dict()["rope_scaling"]
+    assert b.context_extension(trained, long_context.LONG_CONTEXT) == {"rope_scaling": stage}
+    rope = dict(factor=16.0, original_max_position_embeddings=128)
+    extended = exported("long", max_position_embeddings=2048, rope_scaling=RopeScaling(**rope))
+    assert b.context_extension(extended, 8192) == {
+        "rope_scaling": dict(factor=64.0, original_max_position_embeddings=128)
+    }
+    assert b.context_extension(extended, 2048) == {}
