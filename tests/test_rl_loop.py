@@ -322,6 +322,39 @@ def test_rl_starts_from_exported_params(tmp_path):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+def test_a_run_waiting_for_a_batch_ends_at_its_budget_and_on_sigterm(tmp_path):
+    """No batch comes (here: no samplers; in a real run: every group tied under dynamic
+    sampling): the trainer's wait ends when train.max_seconds is spent, and on SIGTERM, with a
+    checkpoint, instead of polling until the pool is used up."""
+    import faulthandler
+    import threading
+
+    faulthandler.dump_traceback_later(300, exit=True)  # a wait that never ends fails, not hangs
+    try:
+        c = rl_config.get_config()
+        c.rl.update(pool_size=64, groups_per_batch=2, group_size=4, samplers=0)
+        c.train.max_seconds = 15.0  # spent while the first batch is awaited
+        t0 = time.monotonic()
+        out = loop.train(c, str(tmp_path / "budget"), log=lambda *_: None)
+        assert out["history"] == [] and time.monotonic() - t0 < 120
+        assert os.listdir(tmp_path / "budget" / "checkpoints") == ["0"]
+        c.train.max_seconds = 0.0
+        said, before = [], signal.getsignal(signal.SIGTERM)
+
+        def sigterm_once_the_loop_handles_it():  # the trainer installs its handler at the loop
+            while signal.getsignal(signal.SIGTERM) is before:
+                time.sleep(0.1)
+            time.sleep(1.0)  # inside the wait for the first batch
+            os.kill(os.getpid(), signal.SIGTERM)
+
+        threading.Thread(target=sigterm_once_the_loop_handles_it, daemon=True).start()
+        out = loop.train(c, str(tmp_path / "sigterm"), log=said.append)
+        assert out["history"] == [] and any("preempted while waiting" in s for s in said), said
+        assert os.listdir(tmp_path / "sigterm" / "checkpoints") == ["0"]
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+
+
 class _Store:
     """The rollout store's read side, in memory."""
 

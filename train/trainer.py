@@ -360,10 +360,17 @@ class BatchSource:
         get_state()                JSON, captured when a checkpoint is saved
         close()                    once, at the end (also after an error)
 
-    `log_keys`: which of after_step's scalars the progress line shows.
+    `log_keys`: which of after_step's scalars the progress line shows. `give_up()` (set by the
+    trainer before the first step): True once train.max_seconds is spent or a SIGTERM arrived; a
+    source that waits for its batch (RL's, for groups with signal) polls it and returns None, so a
+    run that gets no batch still ends on time and saves.
     """
 
     log_keys: tuple[str, ...] = ()
+
+    @staticmethod
+    def give_up() -> bool:
+        return False
 
     def set_state(self, state: Any) -> None:
         raise NotImplementedError
@@ -670,12 +677,15 @@ def _loop(run, ckpt, source, state, step_fn, eval_fn, peak, ls, log, stop_after_
         step, functools.partial(model.flops_per_token, run.cfg, trainable=t.trainable)
     )
     deadline = ls["deadline"]
+    source.give_up = lambda: time.monotonic() >= deadline or preempt.requested
     if heldout and t.eval_at_start and step == 0:  # the stage's starting point
         _log_eval(step, evaluate(eval_fn, state.params, heldout, mesh), log, writer, "initial ")
     saved, early = step in ckpt.all_steps(), False
     while not t.steps or step < t.steps:
         local = source.next_batch(step) if time.monotonic() < deadline else None
         if local is None:  # the source is exhausted (an RL pool used up) or time is up
+            if preempt.requested:
+                log(f"preempted while waiting for a batch at step {step}: saving, exiting")
             break
         batch = source.device_batch(shd.global_batch(local, mesh))
         state, m = step_fn(state, batch)

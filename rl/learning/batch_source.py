@@ -343,7 +343,10 @@ class RLBatchSource(trainer.BatchSource):
                 if sel is not None:
                     self.pending_step = (*sel, time.perf_counter())
                     take = {"ids": sel[1], "stats": sel[2]}
-                decision = {"take": take, "done": sel is None and not self.books.unfinished()}
+                # no batch and none will come (pool used up), or the trainer's wall budget is
+                # spent or SIGTERM arrived (give_up): the run ends here and saves
+                finished = not self.books.unfinished() or self.give_up()
+                decision = {"take": take, "done": sel is None and finished}
                 if take is not None or decision["done"]:
                     # the books travel only with a decision (what a checkpoint after the step
                     # saves), not with every poll while the batch waits
