@@ -119,8 +119,7 @@ def context_extension(init: str, max_tokens: int) -> dict:
     a model already extended). {} when it already holds max_tokens."""
     from model import export
 
-    with open(os.path.join(init, "model_config.json")) as f:
-        cfg = export.config_from_json(f.read(), os.path.join(init, "model_config.json"))
+    cfg = export.load_config(init)
     if max_tokens <= cfg.max_position_embeddings:
         return {}
     rope = cfg.rope_scaling

@@ -81,18 +81,23 @@ def _mute_closed_loop_callbacks():
     return previous
 
 
-def load_params(path: str, shardings=None) -> tuple[ModelConfig, dict]:
-    """-> (cfg, params). `shardings` (pytree of jax.sharding.Sharding) restores directly sharded."""
-    from model.params import param_shapes
-
-    path = os.path.abspath(path)
-    where = os.path.join(path, "model_config.json")
+def load_config(path: str) -> ModelConfig:
+    """The ModelConfig of the params export in `path` (its model_config.json), params unread."""
+    where = os.path.join(os.path.abspath(path), "model_config.json")
     if not os.path.exists(where):
         raise FileNotFoundError(
             f"{where}: not found (is {path} a params checkpoint from model.export?)"
         )
     with open(where) as f:
-        cfg = config_from_json(f.read(), where)
+        return config_from_json(f.read(), where)
+
+
+def load_params(path: str, shardings=None) -> tuple[ModelConfig, dict]:
+    """-> (cfg, params). `shardings` (pytree of jax.sharding.Sharding) restores directly sharded."""
+    from model.params import param_shapes
+
+    path = os.path.abspath(path)
+    cfg = load_config(path)
     shapes = param_shapes(cfg)
     if shardings is not None:
         shapes = jax.tree_util.tree_map(
