@@ -40,13 +40,13 @@ forces passes, drop the pin); `verify_devops` is the gate.
 
 from __future__ import annotations
 
-import ast
 import os
 import re
 import shlex
 import shutil
 import tempfile
 
+from rl.envs.grading.ast_parse import parse_python
 from rl.envs.grading.harden import drop_tests, iter_tests
 from rl.envs.grading.tasks import Grade, Task, deps_of
 from rl.envs.isolation.sandbox import Limits, RepoTooLarge, Sandbox
@@ -349,7 +349,7 @@ def cheats(task: Task) -> dict[str, dict[str, str | None]]:
         "conftest_forces_pass": {**task.files, "conftest.py": _CONFTEST_PASS},
     }
     for t in tests:  # drop one test function of a test file: the set shrinks by one
-        keys = [k for k, _ in iter_tests(ast.parse(solved[t]))]
+        keys = [k for k, _ in iter_tests(parse_python(solved[t]))]
         if keys:
             out["drop_one_test"] = {**solved, t: drop_tests(solved[t], {keys[-1]})}
             break

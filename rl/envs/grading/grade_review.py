@@ -29,6 +29,7 @@ import ast
 import difflib
 import posixpath
 
+from rl.envs.grading.ast_parse import parse_python
 from rl.envs.grading.tasks import Grade, Task
 
 SCHEMA = {"report": {"path": ((str,), True), "line": ((int,), True)}}
@@ -42,7 +43,7 @@ REVIEW_OPS = ("flip_comparison", "off_by_one", "swap_args", "flip_bool_op")
 def answer_span(source: str, line: int) -> tuple[int, int]:
     """(lo, hi) lines accepted for a defect on `line` of `source` (see the module docstring)."""
     best = None
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parse_python(source)):
         if isinstance(node, ast.stmt) and node.lineno <= line <= node.end_lineno:
             if best is None or (node.lineno, -node.end_lineno) > (best.lineno, -best.end_lineno):
                 best = node  # the innermost statement holding the line

@@ -55,6 +55,7 @@ import posixpath
 import secrets
 from typing import Any
 
+from rl.envs.grading.ast_parse import parse_python
 from rl.envs.grading.collect import ClassInfo, Suite, always_bound, branches, flat, is_fixture
 
 EQ_MODULE = "_rl_grader"  # strict_eq.py is installed in the grader dir under this name
@@ -118,7 +119,7 @@ def harden_suite(
     classes (asserts rewritten, canaries added) and installed in place of the originals.
     conftest.py files are left as they are."""
     trees = {
-        rel: ast.parse(src, filename=rel)
+        rel: parse_python(src, filename=rel)
         for rel, src in modules.items()
         if rel.endswith(".py") and posixpath.basename(rel) != "conftest.py"
     }
@@ -156,7 +157,7 @@ def harden_suite(
             homes.setdefault(key, []).extend(state.candidates.get(id(cls), []))
     for cands in homes.values():
         state.add_canaries(cands, canaries)
-    header = ast.parse(f"from {EQ_MODULE} import eq as {eq_name}, seal as {seal_name}").body
+    header = parse_python(f"from {EQ_MODULE} import eq as {eq_name}, seal as {seal_name}").body
     out, support = {}, {}
     for rel, tree in trees.items():
         touched = is_test_module(rel) or any(c.rel == rel for c in relevant.values())
@@ -421,7 +422,7 @@ def _guard_unittest_main(tree: ast.Module) -> None:
     for node in tree.body:
         if isinstance(node, ast.ImportFrom) and node.module == "unittest" and not node.level:
             names |= {a.asname or a.name for a in node.names if a.name == "main"}
-    guard = ast.parse('if __name__ == "__main__":\n    pass').body[0]
+    guard = parse_python('if __name__ == "__main__":\n    pass').body[0]
     for i, node in enumerate(tree.body):
         call = node.value if isinstance(node, ast.Expr) else None
         if isinstance(call, ast.Call) and ast.unparse(call.func) in names:
@@ -693,12 +694,12 @@ def drop_tests(source: str, keys: set[str]) -> str:
     if not keys:
         return source
     out = _drop_defined(source, keys)
-    inherited = keys - {k for k, _ in iter_tests(ast.parse(source))}
-    return _shadow_inherited(out, ast.parse(out), inherited) if inherited else out
+    inherited = keys - {k for k, _ in iter_tests(parse_python(source))}
+    return _shadow_inherited(out, parse_python(out), inherited) if inherited else out
 
 
 def _drop_defined(source: str, keys: set[str]) -> str:
-    tree = ast.parse(source)
+    tree = parse_python(source)
     spans = []
     for key, node in iter_tests(tree):
         if key in keys:
@@ -709,7 +710,7 @@ def _drop_defined(source: str, keys: set[str]) -> str:
         lines[first - 1 : last] = []
     out = "".join(lines)
     try:
-        ast.parse(out)
+        parse_python(out)
         return out
     except SyntaxError:  # an emptied class: keep it with `pass`
         lines = source.splitlines(keepends=True)

@@ -34,7 +34,6 @@ network, tests that do not finish within --timeout (they hang, or wait on the ne
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import os
 import re
@@ -42,6 +41,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from rl.envs.grading.ast_parse import parse_python
 from rl.envs.grading.harden import is_test_module
 from rl.envs.isolation.dep_cache import MissingTestDeps
 from rl.envs.repos.chat_policy import SetupModelError, add_model_arguments, model_policy
@@ -64,7 +64,7 @@ def check_files(where: str, files: dict[str, str]) -> None:
         )
     if "setup.py" in files:
         try:
-            ast.parse(files["setup.py"], filename="setup.py")
+            parse_python(files["setup.py"], filename="setup.py")
         except SyntaxError as e:
             raise AddError(
                 f"{where}/setup.py does not parse (line {e.lineno}: {e.msg}): fix or remove it"

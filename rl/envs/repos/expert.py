@@ -35,6 +35,7 @@ from collections.abc import Generator
 from data.chat import tool_call_text
 from data.tokenizers import Tokenizer
 from rl.envs.agent.scripted import minimal_edit
+from rl.envs.grading.ast_parse import parse_python
 from rl.envs.grading.tasks import Task
 from rl.envs.repos.mine import functions
 
@@ -182,7 +183,7 @@ def _mistake(kind: str, path: str, old_file: str, edit: tuple[str, str]):
 
 
 def _function_lines(source: str, symbol: str) -> tuple[int, int]:
-    for sym, node in functions(ast.parse(source)):
+    for sym, node in functions(parse_python(source)):
         if sym == symbol:
             return node.lineno, node.end_lineno
     raise GaveUp(f"{symbol} is not a function of the file")
@@ -227,7 +228,7 @@ def _repro_command(task: Task, path: str) -> str | None:
     if not m:
         return None
     head, call = m.group(1), m.group(1) + m.group(2)
-    tree = ast.parse(task.files[path])
+    tree = parse_python(task.files[path])
     defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
     if head not in defined or any(c in call for c in '"$`\\!'):
         return None
@@ -261,7 +262,7 @@ def _syntax_slip(old_file: str, old: str, new: str) -> str:
             bad = new[:i] + new[i + 1 :]
             after = old_file.replace(old, bad, 1)
             try:
-                ast.parse(after)
+                parse_python(after)
             except SyntaxError:
                 if after.count(bad) == 1:
                     return bad

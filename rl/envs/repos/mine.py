@@ -31,6 +31,7 @@ import json
 import random
 import re
 
+from rl.envs.grading.ast_parse import parse_python
 from rl.envs.grading.harden import drop_tests, iter_tests
 from rl.envs.grading.tasks import Task, deps_of, grade_in
 from rl.envs.isolation.sandbox import Limits, Sandbox
@@ -134,7 +135,7 @@ def _body(func: ast.FunctionDef) -> list[ast.stmt]:
 
 
 def bug_sites(path: str, source: str) -> list[Site]:
-    tree, out = ast.parse(source), []
+    tree, out = parse_python(source), []
     for symbol, func in functions(tree):
         for stmt in _body(func):
             for node in ast.walk(stmt):
@@ -205,7 +206,7 @@ def _still_parses(source: str, site: Site) -> bool:
     compared (a site never leaves its function): dumping the whole module per site made
     candidate_sites quadratic (schema.py: 224 s for 203 sites on a loaded 2-core host)."""
     try:
-        changed = _function_dump(ast.parse(site.apply(source)), site.symbol)
+        changed = _function_dump(parse_python(site.apply(source)), site.symbol)
     except SyntaxError:
         return False
     return changed != _original_dump(source, site.symbol)
@@ -213,7 +214,7 @@ def _still_parses(source: str, site: Site) -> bool:
 
 @functools.lru_cache(maxsize=4096)
 def _original_dump(source: str, symbol: str) -> str | None:
-    return _function_dump(ast.parse(source), symbol)
+    return _function_dump(parse_python(source), symbol)
 
 
 def _function_dump(tree: ast.Module, symbol: str) -> str | None:
@@ -226,7 +227,7 @@ def _function_dump(tree: ast.Module, symbol: str) -> str | None:
 def removal_sites(path: str, source: str) -> list[Site]:
     """Feature removal: each function's body (after the docstring) -> raise NotImplementedError."""
     out = []
-    for symbol, func in functions(ast.parse(source)):
+    for symbol, func in functions(parse_python(source)):
         body = _body(func)
         name = func.name
         if (
@@ -457,7 +458,7 @@ def _doc_sentence(source: str, symbol: str) -> str:
     """The docstring's first paragraph (all its lines) as a whole sentence about the function:
     "It should <verb> ..." for a verb summary, the summary quoted for a noun phrase, "" when
     none."""
-    for sym, func in functions(ast.parse(source)):
+    for sym, func in functions(parse_python(source)):
         if sym != symbol:
             continue
         para = (ast.get_docstring(func) or "").strip().split("\n\n")[0]
@@ -485,7 +486,7 @@ def _first_test(recipe: Recipe, files: dict[str, str], spec: EnvSpec) -> ast.Fun
     by_rel = {hidden_rel(p): p for p in spec.test_files}
     for tid in recipe.f2p:
         rel, key = tid.split("::", 1)
-        for k, node in iter_tests(ast.parse(files[by_rel[rel]])):
+        for k, node in iter_tests(parse_python(files[by_rel[rel]])):
             if k == key:
                 return node
     return None
@@ -519,7 +520,7 @@ def _literal(node: ast.AST) -> bool:
 
 def _api_in_test(test: ast.FunctionDef, module_source: str) -> str | None:
     """The first public name the mutated module defines that the test calls."""
-    defined = {sym.split(".")[-1] for sym, _ in functions(ast.parse(module_source))}
+    defined = {sym.split(".")[-1] for sym, _ in functions(parse_python(module_source))}
     for node in ast.walk(test):
         if isinstance(node, ast.Call):
             f = node.func

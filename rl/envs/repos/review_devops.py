@@ -29,11 +29,11 @@ vendored projects.
 
 from __future__ import annotations
 
-import ast
 import importlib.util
 import random
 import re
 
+from rl.envs.grading.ast_parse import parse_python
 from rl.envs.grading.grade_devops import PYTEST_LINE
 from rl.envs.grading.grade_review import REVIEW_OPS, answer_span, unified_diff
 from rl.envs.grading.tasks import Task
@@ -47,7 +47,7 @@ PLUGIN_OPTIONS = {"pytest_cov": ("--cov", "--no-cov"), "xdist": ("-n", "--dist")
 
 def stub_function(source: str, symbol: str) -> str:
     """`source` with `symbol`'s body (after its docstring) replaced by raise NotImplementedError."""
-    for sym, func in M.functions(ast.parse(source)):
+    for sym, func in M.functions(parse_python(source)):
         body = M._body(func)
         if sym == symbol and body:
             span = (

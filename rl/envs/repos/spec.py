@@ -27,6 +27,7 @@ import re
 import time
 from pathlib import Path
 
+from rl.envs.grading.ast_parse import parse_python
 from rl.envs.grading.harden import harden_suite, is_test_module
 from rl.envs.grading.tasks import Grade, Task, grade_in
 from rl.envs.isolation.sandbox import Limits, Sandbox
@@ -100,7 +101,7 @@ def graded_source(path: str, files: dict[str, str]) -> str:
     package (the agent's code), not a copy beside the hidden tests. Lines keep their numbers."""
     text = files[path]
     try:
-        tree = ast.parse(text)
+        tree = parse_python(text)
     except SyntaxError:
         return text
     lines = text.splitlines(keepends=True)
