@@ -195,3 +195,92 @@ def test_reproduction_command_of_a_quoted_call():
     )
     task.files["src/semver/__init__.py"] = "def other(): 0\n"
     assert _repro_command(task, "src/semver/__init__.py") is None
+
+
+def test_a_killed_trace_run_resumes_without_replaying_what_it_played(tmp_path, monkeypatch):
+    """rl.envs.repo_traces main: a run killed after 3 episodes (KeyboardInterrupt from the 4th)
+    leaves those 3 in OUT.progress; the rerun plays only the others (a line the kill cut short is
+    played again) and writes the same OUT as an uninterrupted run; another --mistake-rate than the
+    progress file's is refused in one line. The expert is replaced by a recorder here: what is
+    tested is the bookkeeping around it (the expert itself: the tests above)."""
+    from rl.envs import repo_traces
+
+    recipes = {t["recipe"]["id"]: t["recipe"] for t in traces()}
+    pool = tmp_path / "pool.jsonl"
+    pool.write_text("".join(json.dumps(r) + "\n" for r in list(recipes.values())[:4]))
+    calls, kill_at, failing = [], [4], list(recipes)[1]
+
+    def fake_expert(recipe, k, mistake_rate):
+        calls.append((recipe.id, k))
+        if len(calls) == kill_at[0]:
+            raise KeyboardInterrupt
+        if k == 1 and recipe.id == failing:  # a function of the job, like the real expert
+            return None, "failed: a planted failure"
+        trace = {"id": f"expert-{recipe.id}-{k}", "task": recipe.id, "project": recipe.project,
+                 "recipe": recipe.to_dict(), "tokens": 100 + k, "mistake": None}  # fmt: skip
+        return trace, "solved"
+
+    monkeypatch.setattr(repo_traces, "expert_trace", fake_expert)
+    monkeypatch.setattr(repo_traces, "require_isolation", lambda: None)
+    monkeypatch.setattr(repo_traces, "require_test_deps", lambda projects: None)
+    argv = lambda out, rate="0.25": ["--pool", str(pool), "--out", str(out), "--per-task", "2",  # noqa: E731
+                                     "--workers", "1", "--mistake-rate", rate]  # fmt: skip
+
+    whole = tmp_path / "whole.jsonl"
+    kill_at[0] = 0
+    assert repo_traces.main(argv(whole)) == 0
+    assert len(calls) == 8
+    calls.clear()
+    kill_at[0] = 4
+    out = tmp_path / "out.jsonl"
+    with pytest.raises(KeyboardInterrupt):
+        repo_traces.main(argv(out))
+    assert not out.exists()
+    progress = tmp_path / "out.jsonl.progress"
+    lines = progress.read_text().splitlines()
+    assert len(lines) == 3
+    progress.write_text("\n".join(lines[:2]) + "\n" + lines[2][:40])  # the third cut short
+    played_before = calls[:2]
+    calls.clear()
+    kill_at[0] = 0
+    assert repo_traces.main(argv(out)) == 0
+    assert not set(calls) & set(played_before) and len(calls) == 6
+    assert out.read_text() == whole.read_text() != ""
+    calls.clear()
+    assert repo_traces.main(argv(out)) == 0 and calls == []  # everything played: nothing again
+    assert out.read_text() == whole.read_text()
+    assert repo_traces.main(argv(out, rate="0.5")) == 2 and calls == []
+
+
+def test_a_pool_line_cut_short_is_skipped_and_its_site_mined_again(tmp_path, monkeypatch, capsys):
+    """training_pool.mine_pool killed while appending a recipe (its line cut short, its site not
+    yet listed as tried): load_pool skips that line with a warning naming it, and the next
+    mine_pool tries only that site again and ends the cut line first, so the pool is whole. The
+    sandboxed fail->pass check is replaced by a recorder (the bookkeeping is what is tested)."""
+    calls = []
+
+    def fake_try_site(name, site):
+        calls.append(M.site_id(name, site))
+        return M.Recipe(M.site_id(name, site), name, "bugfix", site, ["tests/t.py::test"], "fix")
+
+    monkeypatch.setattr(training_pool, "try_site", fake_try_site)
+    monkeypatch.setattr(training_pool, "training_projects", lambda: ["first", "toposort"])
+    out = str(tmp_path / "pool.jsonl")
+    assert training_pool.mine_pool(out, per_project=2, workers=1, log=lambda m: None) == 4
+    whole = [r.to_dict() for r in training_pool.load_pool(out)]
+    with open(out) as f:
+        lines = f.read().splitlines()
+    with open(out, "w") as f:  # the kill: the last recipe half written, its site not tried yet
+        f.write("\n".join(lines[:-1]) + "\n" + lines[-1][:50])
+    with open(out + ".tried") as f:
+        tried = f.read().splitlines()
+    with open(out + ".tried", "w") as f:
+        f.write("\n".join(tried[:-1]) + "\n")
+    assert [r.to_dict() for r in training_pool.load_pool(out)] == whole[:-1]
+    assert f"{out}:4: cut short" in capsys.readouterr().err
+    calls.clear()
+    assert training_pool.mine_pool(out, per_project=2, workers=1, log=lambda m: None) == 4
+    assert calls == [tried[-1]]
+    assert f"{out}:4: cut short" in capsys.readouterr().err  # said once more, then dropped
+    assert [r.to_dict() for r in training_pool.load_pool(out)] == whole
+    assert "cut short" not in capsys.readouterr().err

@@ -12,6 +12,11 @@ the episode's token ids. Output is a function of the pool file (in play_order) a
 arguments: trace k of a recipe uses statement variant ("full", "terse")[k % 2] and the rng
 Random("<recipe id>:<k>") (its flow, and a mistake with probability --mistake-rate).
 
+Resumable: every played job (recipe, k) is appended to OUT.progress as it ends, so a killed run
+loses only the episodes in flight; a rerun with the same --mistake-rate plays only the jobs not in
+it (runs under --time-budget add up, a larger pool extends), and OUT holds the traces of every
+played job of this pool, in job order. Delete OUT.progress after changing the expert.
+
 Refused (one line, exit 2) before anything is written: a trace whose project is held out by
 repository (holdout.HELD_OUT_REPOS when this runs) or whose task is a committed suite task (held
 out by site).
@@ -31,7 +36,7 @@ import random
 import sys
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 
 import numpy as np
 
@@ -145,6 +150,37 @@ def summary(outcomes: list[str], traces: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def progress_path(out: str) -> str:
+    return out + ".progress"
+
+
+def load_progress(path: str, mistake_rate: float) -> tuple[dict[str, tuple], int]:
+    """({job id: (trace | None, outcome)}, lines cut short) of the jobs an earlier run played.
+    A line cut short by a kill is dropped (its job is played again). Raises ValueError (one line)
+    when the earlier run used another --mistake-rate: its traces would not be this run's."""
+    if not os.path.exists(path):
+        return {}, 0
+    done, cut = {}, 0
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                cut += 1
+                continue
+            if row["mistake_rate"] != mistake_rate:
+                raise ValueError(
+                    f"{path} was written with --mistake-rate {row['mistake_rate']}, not "
+                    f"{mistake_rate}: rerun with that rate or delete the file to start over"
+                )
+            done[row["job"]] = (row["trace"], row["outcome"])
+    return done, cut
+
+
+def job_id(recipe: M.Recipe, k: int) -> str:
+    return f"{recipe.id}#{k}"
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m rl.envs.repo_traces", description=__doc__)
     p.add_argument("--pool", required=True, help="recipes (python -m rl.envs.repos.training_pool)")
@@ -171,21 +207,42 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     jobs = [(r, k) for r in recipes for k in range(a.per_task)]
-    t0, outcomes, traces = time.monotonic(), [], []
+    try:  # jobs an earlier run (killed, over its budget, or a smaller pool) already played
+        played, cut = load_progress(progress_path(a.out), a.mistake_rate)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    reused = sum(job_id(r, k) in played for r, k in jobs)
+    print(f"{reused} of {len(jobs)} jobs played before ({progress_path(a.out)}; {cut} cut short)")
+    t0 = time.monotonic()
 
     def play(job):
         if a.time_budget and time.monotonic() - t0 > a.time_budget:
             return None, "skipped"
         return expert_trace(job[0], job[1], a.mistake_rate)
 
-    with ThreadPoolExecutor(a.workers) as pool:  # sandboxed commands overlap in threads
-        for (r, k), (trace, outcome) in zip(jobs, pool.map(play, jobs)):
-            if outcome == "skipped":  # over the time budget: not played, not counted
-                continue
-            outcomes.append(outcome)
-            if trace:
-                traces.append(trace)
-            print(f"{r.id} #{k}: {outcome}", flush=True)
+    # Every played job is appended to the progress file as it ends, so a killed run loses only
+    # the episodes in flight; the output is written whole, in job order, at the end.
+    pool = ThreadPoolExecutor(a.workers)  # sandboxed commands overlap in threads
+    try:
+        with open(progress_path(a.out), "a", encoding="utf-8") as progress:
+            if cut and progress.tell():  # end the line a kill cut short before appending
+                progress.write("\n")
+            futures = {pool.submit(play, j): j for j in jobs if job_id(*j) not in played}
+            for future in as_completed(futures):
+                (trace, outcome), (r, k) = future.result(), futures[future]
+                if outcome == "skipped":  # over the time budget: not played, not counted
+                    continue
+                row = {"job": job_id(r, k), "mistake_rate": a.mistake_rate, "outcome": outcome}
+                progress.write(json.dumps({**row, "trace": trace}, ensure_ascii=False) + "\n")
+                progress.flush()
+                played[job_id(r, k)] = (trace, outcome)
+                print(f"{r.id} #{k}: {outcome}", flush=True)
+    finally:  # Ctrl-C or an error: the episodes in flight end, the queued ones are not started
+        pool.shutdown(wait=True, cancel_futures=True)
+    results = [played[job_id(*j)] for j in jobs if job_id(*j) in played]
+    traces = [trace for trace, _ in results if trace]
+    outcomes = [outcome for _, outcome in results]
     write_traces(a.out, traces)
     print(summary(outcomes, traces))
     load = "/".join(f"{x:.1f}" for x in os.getloadavg())

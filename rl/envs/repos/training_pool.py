@@ -9,7 +9,9 @@ later is left out the next time). Which sites: the seeded candidate order of min
 every committed suite id skipped (held out by site). A candidate is kept on mine.mine's rule:
 some, not all, baseline-passing tests fail with it. The file is appended to as candidates are
 tried, and tried ids (kept or not) are listed in POOL.jsonl.tried, so a killed run resumes
-where it stopped; projects are interleaved candidate by candidate so a partial pool covers each.
+where it stopped (--per-project counts every try: the same value finishes a killed run, a larger
+one extends the pool; a line the kill cut short is dropped and its site tried again); projects
+are interleaved candidate by candidate so a partial pool covers each.
 
 Not done here (the expert's solve replaces it for SFT): the task gate and the scripted cheats
 (projects.gated) that RL pools pass; an expert trace is kept only when the real grader passes
@@ -45,13 +47,15 @@ def suite_ids() -> frozenset[str]:
     return frozenset(r.id for r in load_recipes()) if SUITE.exists() else frozenset()
 
 
-def candidates(projects, per_project: int, seed: int = SEED, skip=frozenset()):
-    """(project, site) pairs, projects interleaved, at most `per_project` tries per project."""
+def candidates(projects, per_project: int, seed: int = SEED, skip=frozenset(), tried=frozenset()):
+    """(project, site) pairs, projects interleaved: each project's first `per_project` candidates
+    not in `skip` (the suite's sites), less those already `tried`, so a rerun with the same
+    --per-project finishes what a killed run left and a larger one extends it."""
     queues = []
     for name in projects:
         files, spec = project_files(name), load_spec(name)
         sites = [s for s in M.candidate_sites(files, spec, seed) if M.site_id(name, s) not in skip]
-        queues.append([(name, s) for s in sites[:per_project]])
+        queues.append([(name, s) for s in sites[:per_project] if M.site_id(name, s) not in tried])
     for i in range(max((len(q) for q in queues), default=0)):
         for q in queues:
             if i < len(q):
@@ -72,19 +76,55 @@ def try_site(name: str, site: M.Site) -> M.Recipe | None:
 
 
 def load_pool(path: str) -> list[M.Recipe]:
+    """The recipes in `path`. A line a killed run cut short is skipped with a warning: its site
+    was not yet listed as tried (that line is written after the recipe's), so mining tries it
+    again."""
     if not os.path.exists(path):
         return []
+    recipes = []
     with open(path, encoding="utf-8") as f:
-        return [M.Recipe.from_dict(json.loads(line)) for line in f if line.strip()]
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                recipes.append(M.Recipe.from_dict(json.loads(line)))
+            except json.JSONDecodeError:
+                print(f"warning: {path}:{n}: cut short (a killed run?); skipped", file=sys.stderr)
+    return recipes
+
+
+def drop_cut_lines(path: str) -> None:
+    """Rewrites `path` (whole: tmp + rename) without the lines a killed run cut short, so the
+    lines appended next start lines of their own and no load warns about them again."""
+    if not os.path.exists(path):
+        return
+    with open(path, encoding="utf-8") as f:
+        lines = [line for line in f.read().split("\n") if line.strip()]
+    whole = []
+    for line in lines:
+        try:
+            json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        whole.append(line)
+    if len(whole) < len(lines):
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            f.write("".join(line + "\n" for line in whole))
+        os.replace(path + ".tmp", path)
 
 
 def mine_pool(out: str, per_project: int, workers: int = 2, seed: int = SEED, log=print) -> int:
     """Appends the kept recipes of untried candidates to `out`; returns how many it holds."""
     held = set(holdout.HELD_OUT_REPOS)
     tried_path = out + ".tried"
-    tried = set(open(tried_path).read().split()) if os.path.exists(tried_path) else set()
-    skip = suite_ids() | tried
-    todo = list(candidates(training_projects(), per_project, seed, skip))
+    load_pool(out)  # warns of a line a killed run cut short (its site is tried again) ...
+    drop_cut_lines(out)  # ... and drops it
+    listed = open(tried_path).read() if os.path.exists(tried_path) else ""
+    if listed and not listed.endswith("\n"):  # a cut id matches no site: only end its line
+        with open(tried_path, "a") as f:
+            f.write("\n")
+    tried = set(listed.split())
+    todo = list(candidates(training_projects(), per_project, seed, suite_ids(), tried))
     log(f"{len(todo)} candidate sites to try ({len(tried)} tried before)")
     lock = threading.Lock()
 
@@ -108,7 +148,9 @@ def mine_pool(out: str, per_project: int, workers: int = 2, seed: int = SEED, lo
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m rl.envs.repos.training_pool")
     p.add_argument("--out", required=True, help="recipes, one JSON line each (appended)")
-    p.add_argument("--per-project", type=int, default=60, help="candidate sites tried per project")
+    p.add_argument(
+        "--per-project", type=int, default=60, help="candidate sites tried per project, in all"
+    )
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--seed", type=int, default=SEED)
     a = p.parse_args(argv)
