@@ -46,9 +46,12 @@ def _command(weed: str, data: str, ports: list[int]) -> list[str]:
     m, mg, v, vg, f, fg, s, sg = ports
     # Every listener on a free port (the gRPC ones default to port + 10000, which may be taken);
     # the Iceberg/Lance catalogs off; 64 MB volumes so the data dir stays small, as many as the
-    # disk holds (the default 8 volumes = 512 MB fill up with a 100M-param model's versions).
+    # disk holds (the default 8 volumes = 512 MB fill up with a 100M-param model's versions); the
+    # filer's and the gateway's local sockets in the data dir (their default is /tmp, where a
+    # killed weed leaves them; its gRPC sockets have no flag: _stop removes them).
     return [
         weed, "server", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+        f"-filer.localSocket={data}/filer.sock", f"-s3.localSocket={data}/s3.sock",
         f"-master.port={m}", f"-master.port.grpc={mg}", "-master.telemetry=false",
         "-master.volumeSizeLimitMB=64", "-volume.max=0",
         f"-volume.port={v}", f"-volume.port.grpc={vg}",
@@ -83,10 +86,17 @@ def _wait_ready(proc, endpoint: str, log_path: str) -> str | None:
     return f"weed server not ready within {START_SECONDS} s"
 
 
-def _stop(proc) -> None:
-    # SIGKILL: its graceful shutdown (SIGTERM) stalls ~10 s, and the data dir is thrown away.
+GRPC_SOCKET = "/tmp/seaweedfs-{}-grpc-{}.sock"  # where weed puts each server's gRPC socket
+
+
+def _stop(proc, ports: list[int]) -> None:
+    # SIGKILL: its graceful shutdown (SIGTERM) stalls ~10 s, and the data dir is thrown away; the
+    # gRPC sockets it leaves in /tmp go too (hundreds piled up over the suite's runs).
     proc.kill()
     proc.wait()
+    for name, port in zip(("master", "volume", "filer", "s3"), ports[1::2]):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(GRPC_SOCKET.format(name, port))
 
 
 def kvstore_spec(endpoint: str, path: str) -> dict:
@@ -141,7 +151,7 @@ def weed_server():
             raise RuntimeError(f"S3 server (SeaweedFS) could not start: {why}")
         yield endpoint
     finally:
-        _stop(proc)
+        _stop(proc, ports)
         shutil.rmtree(data, ignore_errors=True)
 
 

@@ -2,7 +2,8 @@
 tensorstore kvstore spec as JSON: arrays published shard by shard from an fsdp=4 mesh are fetched
 bitwise onto a tensor=2 x expert=2 mesh (the tiny preset's own leaves: test_rl_weight_store.py); the
 collector leaves no unreferenced object; a truncated newest manifest falls back; an unreachable or
-silent endpoint fails in bounded time with a one-line error."""
+silent endpoint fails in bounded time with a one-line error; a stopped server leaves no socket
+in /tmp."""
 
 import json
 import socket
@@ -14,7 +15,12 @@ import pytest
 import tensorstore as ts
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
-from s3_fixture import closed_port, nobody_home_spec, s3_server  # noqa: F401 (the session fixture)
+from s3_fixture import (  # noqa: F401 (s3_server: the session fixture)
+    closed_port,
+    nobody_home_spec,
+    s3_server,
+    weed_server,
+)
 from test_rl_weight_store import _assert_bitwise, _step
 
 from model.sharding import role_mesh
@@ -104,3 +110,19 @@ def test_silent_store_times_out_in_one_line():
         with pytest.raises(StoreError, match="timed out after 2 s") as e:
             WeightReader(json.dumps(spec), timeout=2).latest_version()
         assert time.perf_counter() - t0 < 10 and "\n" not in str(e.value)
+
+
+def test_a_stopped_server_leaves_no_socket_in_tmp():
+    """weed puts a filer, a gateway and four gRPC sockets in /tmp by default and never removes
+    them when killed (hundreds had piled up); the fixture's server leaves none."""
+    import glob
+
+    before = set(glob.glob("/tmp/seaweedfs-*.sock"))
+    try:
+        with weed_server() as endpoint:
+            assert "127.0.0.1" in endpoint
+            during = set(glob.glob("/tmp/seaweedfs-*.sock")) - before
+    except RuntimeError as e:
+        pytest.skip(str(e))
+    assert len(during) == 4  # the gRPC ones have no flag: there while it runs ...
+    assert not set(glob.glob("/tmp/seaweedfs-*.sock")) - before  # ... removed when it stops
