@@ -7,7 +7,7 @@ checked at its end. A conversion can pause mid-tree whenever it runs Python code
 collection's finalizer or `gc.callbacks`) and another thread may then convert a tree of its own;
 the first one then fails with `SystemError: AST constructor recursion depth mismatch` (cpython
 gh-106905). The RL samplers grade episodes on several threads at once, and a real-repository run
-lost a held-out episode to exactly this; Python 3.12 tracks the depth per conversion instead.
+lost a held-out episode to exactly this (the same interleaving does not fail on Python 3.12.1).
 A reentrant lock: a parse nested in the same thread (a GC callback that parses) must not deadlock.
 """
 
