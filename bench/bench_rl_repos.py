@@ -319,13 +319,15 @@ def main():
         from rl.envs import save_tasks
 
         save_tasks(build(pool), tasks_path)
+    with open(tasks_path) as f:  # a reused task file sizes the pool, not today's runnable lines
+        n_pool = sum(1 for line in f if line.strip())
     sets = {name: build(lines) for name, lines in chosen.items()}
     traces = os.path.join(args.workdir, "traces.jsonl")
     counts = make_traces(pool, traces, args.new_traces, args.trace_minutes, args.max_tokens)
     held_ids = {t.id for s in sets.values() for t in s}
     assert not held_ids & {json.loads(x)["task"] for x in open(traces)}, "held-out task in traces"
     wall["tasks+traces"] = time.time() - t0
-    print(f"RL pool: {len(pool)} tasks; held-out: "
+    print(f"RL pool: {n_pool} tasks ({tasks_path}; {len(pool)} runnable here now); held-out: "
           + ", ".join(f"{n} {len(s)}" for n, s in sets.items())
           + f"; traces {counts}", flush=True)  # fmt: skip
     t0 = time.time()
@@ -343,7 +345,7 @@ def main():
     )
     wall["sft"] = time.time() - t0
     seeds = parse_seeds(args.seeds) if args.seeds else [None]
-    size = min(args.pool or len(pool), len(pool))  # dynamic sampling may skip many tied groups
+    size = min(args.pool or n_pool, n_pool)  # dynamic sampling may skip many tied groups
     configs = {s: loop.resolve(rl_config_for(args, params_dir, tasks_path, size, s)) for s in seeds}
     config = configs[seeds[0]]
     from jax.random import PRNGKey
