@@ -266,3 +266,33 @@ def test_sampler_mesh_takes_sizes_and_a_device_list():
         role_mesh({"tensor": 3}, DEV[:4])
     with pytest.raises(ValueError, match="unknown axes"):
         role_mesh({"model": 2}, DEV[:2])
+
+
+def test_an_engine_at_the_mapping_cap_drops_compiled_programs_and_decodes_the_same(
+    reference, monkeypatch
+):
+    """model/engine/map_limit.py: with vm.max_map_count read so that the process is past the
+    mark, the engine's first new program first drops all compiled programs (XLA:CPU's kernel
+    mappings go with them, instead of LLVM failing at the kernel's cap later); the episode decodes
+    exactly as the reference engine's. Last in this module: it empties the jit caches."""
+    import gc
+
+    from model.engine import map_limit
+
+    params, want = reference
+    cfg, _ = tiny()
+    held = map_limit.mappings()
+    monkeypatch.setattr(map_limit, "cap", lambda: int(held / map_limit.FRACTION))
+    released, clear = [], jax.clear_caches
+
+    def measured_clear():
+        before = map_limit.mappings()
+        clear()
+        gc.collect()
+        released.append(before - map_limit.mappings())
+
+    monkeypatch.setattr(jax, "clear_caches", measured_clear)
+    got = play(RolloutEngine(cfg, params, temperature=0.0, **ENGINE), cfg)
+    assert_same_decode(got, want)
+    # Once, before its first program: the drop took the process back under the mark.
+    assert len(released) == 1 and released[0] > 100, released  # compiled kernels unmapped

@@ -27,6 +27,7 @@ import numpy as np
 from model import sharding as sh
 from model.config import ModelConfig
 from model.decode import decode_params, engine_config, split_layer_specs, split_layers
+from model.engine.map_limit import ensure_room
 from model.engine.programs import (
     _decode_jit,
     _end_turns_jit,
@@ -374,6 +375,14 @@ class RolloutEngine:
 
     # -- running
 
+    def _use_program(self, key: tuple) -> None:
+        """Records a decode / prefill program; before its first use, makes room for its compiled
+        kernels under the process's mapping cap (model/engine/map_limit.py)."""
+        if key not in self.programs:
+            ensure_room()
+        self.programs.add(key)
+        assert len(self.programs) <= self.max_programs, (self.programs, self.max_programs)
+
     def step(self, max_iterations: int = 256) -> list[Turn]:
         """Starts queued requests in free slots, prefills pending tokens, then decodes until some
         turn ends (or max_iterations). -> the turns that ended."""
@@ -388,8 +397,7 @@ class RolloutEngine:
         rows, kv = self._decode_shape(running)
         spec = self._decode_spec(running)
         recording = ("raw_logprobs",) if spec.top_logprobs >= 0 else ()
-        self.programs.add(("decode", len(rows), kv) + recording)
-        assert len(self.programs) <= self.max_programs, (self.programs, self.max_programs)
+        self._use_program(("decode", len(rows), kv) + recording)
         with self._context():
             self.state = self._decode(
                 self.cfg,
@@ -540,8 +548,7 @@ class RolloutEngine:
             req.state, req.new = "running", []
         kv = _bucket(int((start + n_seq).max()), self.kv_buckets)  # the positions written
         kv = self.spec.cache_len if self.seq_split else kv
-        self.programs.add(("prefill", r, t, kv))
-        assert len(self.programs) <= self.max_programs, (self.programs, self.max_programs)
+        self._use_program(("prefill", r, t, kv))
         with self._context():
             self.state = self._prefill(
                 self.cfg,
