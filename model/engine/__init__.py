@@ -27,6 +27,8 @@ By concern, one file each (every one's docstring says what it holds):
   model/engine/speculation.py  MTP drafts, the MTP cache's catch-up, the verify step
   model/engine/scheduling.py   the host side: `RolloutEngine` (queue, slots, buckets, weight
                                swaps), `Sampling`, `Turn`
+  model/engine/map_limit.py    room under the kernel's cap on memory mappings (XLA:CPU maps each
+                               compiled kernel): compiled programs dropped before it is reached
 
 Sequences and the pending token. A slot holds one growing sequence (an episode's context). The last
 token known for it (the last prompt / observation token, or the last emitted one) is *pending*: not
