@@ -70,15 +70,9 @@ def _release_compiled_programs():
     kernel's vm.max_map_count (65,530) and abort inside XLA. Clearing only then keeps the
     programs modules share (a cleared one comes back from the on-disk cache above, not free)."""
     yield
-    try:
-        with open("/proc/self/maps") as f:
-            mappings = sum(1 for _ in f)
-    except OSError:  # not Linux: no such limit to guard
-        return
-    if mappings > MAPPINGS_BEFORE_RELEASE:
-        import jax
+    from model.engine.map_limit import ensure_room  # the engine's own guard, at a lower mark
 
-        jax.clear_caches()
+    ensure_room(mark=MAPPINGS_BEFORE_RELEASE)
 
 
 # Shared builders, session-scoped: built once per pytest process and never mutated (jax arrays are

@@ -9,9 +9,10 @@ held-out play) held 6k mappings after SFT and 60k nine minutes later, 20k each o
 kinds, as its engines met new (rows, cache window) buckets.
 
 `ensure_room()` runs before an engine compiles a program it has not used: above FRACTION of the
-cap it drops every compiled program in the process (jax.clear_caches, as tests/conftest.py does
-between modules) and logs it once, so later calls compile again (or read JAX's persistent cache)
-instead of the process dying; raising the cap (`sysctl -w vm.max_map_count=262144`) avoids it.
+cap it drops every compiled program in the process (jax.clear_caches; tests/conftest.py calls it
+between modules with a lower mark) and logs it once, so later calls compile again (or read JAX's
+persistent cache) instead of the process dying; raising the cap (`sysctl -w
+vm.max_map_count=262144`) avoids it.
 """
 
 from __future__ import annotations
@@ -40,20 +41,21 @@ def cap() -> int | None:
         return None
 
 
-def ensure_room(limit: int | None = None) -> bool:
-    """Drops every compiled program when the process holds more than FRACTION of `limit`
-    mappings (default: vm.max_map_count). -> whether it did."""
+def ensure_room(mark: int | None = None) -> bool:
+    """Drops every compiled program when the process holds more than `mark` mappings (default:
+    FRACTION of vm.max_map_count). -> whether it did."""
     import jax
 
-    limit = cap() if limit is None else limit
+    limit = cap()
+    mark = mark if mark is not None else None if limit is None else int(FRACTION * limit)
     held = mappings()
-    if limit is None or held is None or held <= FRACTION * limit:
+    if mark is None or held is None or held <= mark:
         return False
     jax.clear_caches()
     if not _said:
         _said.append(True)
         logging.warning(
-            "%d memory mappings of vm.max_map_count=%d: dropped every compiled program (XLA:CPU "
+            "%d memory mappings of vm.max_map_count=%s: dropped every compiled program (XLA:CPU "
             "maps ~3 per compiled kernel); they compile again as needed. `sysctl -w "
             "vm.max_map_count=262144` avoids the recompiles",
             held,
