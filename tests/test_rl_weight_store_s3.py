@@ -6,6 +6,7 @@ silent endpoint fails in bounded time with a one-line error; a stopped server le
 in /tmp."""
 
 import json
+import os
 import socket
 import time
 
@@ -16,6 +17,9 @@ import tensorstore as ts
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 from s3_fixture import (  # noqa: F401 (s3_server: the session fixture)
+    GRPC_SOCKET,
+    SERVERS,
+    _free_ports,
     closed_port,
     nobody_home_spec,
     s3_server,
@@ -114,15 +118,15 @@ def test_silent_store_times_out_in_one_line():
 
 def test_a_stopped_server_leaves_no_socket_in_tmp():
     """weed puts a filer, a gateway and four gRPC sockets in /tmp by default and never removes
-    them when killed (hundreds had piled up); the fixture's server leaves none."""
-    import glob
-
-    before = set(glob.glob("/tmp/seaweedfs-*.sock"))
+    them when killed (hundreds had piled up); the fixture's server leaves none. Its own ports name
+    them (other workers' servers come and go in /tmp meanwhile)."""
+    ports = _free_ports(8)
+    grpc = [GRPC_SOCKET.format(name, port) for name, port in zip(SERVERS, ports[1::2])]
+    default = [f"/tmp/seaweedfs-filer-{ports[4]}.sock", f"/tmp/seaweedfs-s3-{ports[6]}.sock"]
     try:
-        with weed_server() as endpoint:
-            assert "127.0.0.1" in endpoint
-            during = set(glob.glob("/tmp/seaweedfs-*.sock")) - before
+        with weed_server(ports):
+            during = [os.path.exists(p) for p in grpc + default]
     except RuntimeError as e:
         pytest.skip(str(e))
-    assert len(during) == 4  # the gRPC ones have no flag: there while it runs ...
-    assert not set(glob.glob("/tmp/seaweedfs-*.sock")) - before  # ... removed when it stops
+    assert during == [True] * 4 + [False] * 2  # the gRPC ones have no flag: there while it runs
+    assert not any(os.path.exists(p) for p in grpc + default)  # ... removed when it stops
