@@ -94,17 +94,18 @@ def load_pool(path: str) -> list[M.Recipe]:
 
 
 def drop_cut_lines(path: str) -> None:
-    """Rewrites `path` (whole: tmp + rename) without the lines a killed run cut short, so the
-    lines appended next start lines of their own and no load warns about them again."""
+    """Rewrites `path` (whole: tmp + rename) without the lines a killed run cut short (warning
+    about each, as load_pool does), so the lines appended next start lines of their own."""
     if not os.path.exists(path):
         return
     with open(path, encoding="utf-8") as f:
         lines = [line for line in f.read().split("\n") if line.strip()]
     whole = []
-    for line in lines:
+    for n, line in enumerate(lines, 1):
         try:
             json.loads(line)
         except json.JSONDecodeError:
+            print(f"warning: {path}:{n}: cut short (a killed run?); dropped", file=sys.stderr)
             continue
         whole.append(line)
     if len(whole) < len(lines):
@@ -117,8 +118,7 @@ def mine_pool(out: str, per_project: int, workers: int = 2, seed: int = SEED, lo
     """Appends the kept recipes of untried candidates to `out`; returns how many it holds."""
     held = set(holdout.HELD_OUT_REPOS)
     tried_path = out + ".tried"
-    load_pool(out)  # warns of a line a killed run cut short (its site is tried again) ...
-    drop_cut_lines(out)  # ... and drops it
+    drop_cut_lines(out)  # a recipe line a kill cut short: its site is tried again
     listed = open(tried_path).read() if os.path.exists(tried_path) else ""
     if listed and not listed.endswith("\n"):  # a cut id matches no site: only end its line
         with open(tried_path, "a") as f:
