@@ -1,18 +1,19 @@
 """RL on real repositories, the whole path with one command (issue 52): training-repository tasks
 -> expert traces -> SFT -> RL -> held-out evaluation before SFT, after SFT and after RL.
 
-    python bench/bench_rl_repos.py [--init PARAMS] [--max_tokens 4096] [--new_traces 16]
-        [--trace_minutes 5] [--sft_steps 80] [--sft_minutes 0] [--rl_steps 40] [--rl_minutes 10]
-        [--eval_every 0] [--heldout_sites 4] [--heldout_repos 4] [--k 4]
+    python bench/bench_rl_repos.py [--init PARAMS] [--max_tokens 4096] [--traces FILE]
+        [--new_traces 16] [--trace_minutes 5] [--sft_steps 80] [--sft_minutes 0] [--rl_steps 40]
+        [--rl_minutes 10] [--eval_every 0] [--heldout_sites 4] [--heldout_repos 4] [--k 4]
         [--workdir runs/bench_rl_repos] [--seeds 0,1]
     python bench/bench_rl_repos.py --tiny --seeds 0,1   # smoke: tiny, 1 SFT + 1 RL step
 
 1. Tasks: data/repos/pool.jsonl's "train" bugfix/feature lines (gated tasks mined from the
    training repositories, rl.envs.repos.scale), written as a task file (rl/envs/grading/tasks.py)
    that the RL loop reads (rl.coding.tasks).
-2. Expert traces: the committed ones (data/traces/repo_expert_traces.jsonl, training repositories
-   only) plus `--new_traces` played now by the scripted expert (rl/envs/repo_traces.py
-   expert_trace, in the sandbox, real grader) on recipes of 1., for at most `--trace_minutes`;
+2. Expert traces: `--traces` (default the committed data/traces/repo_expert_traces.jsonl; a
+   larger file from `python -m rl.envs.repo_traces`; training repositories only) plus
+   `--new_traces` played now by the scripted expert (rl/envs/repo_traces.py expert_trace, in the
+   sandbox, real grader) on recipes of 1., for at most `--trace_minutes`;
    traces longer than the context (`--max_tokens`) are left out and counted: the policy could
    never play them to the end.
 3. SFT: bench/rl_stages.py's sft (train/'s loop, configs/sft.py's loss) from a random init of
@@ -38,7 +39,9 @@
 Overlap is checked before any model loads: no held-out task id in the traces or the RL pool, no
 held-out repository among the training projects. Printed: a table (stage x set), the curves'
 points, one row per RL seed, with wall times and the load; the PNG `--out` holds held-out pass@1
-and best-of-K vs RL steps and the samplers' MTP acceptance vs RL steps.
+and best-of-K vs RL steps and the samplers' MTP acceptance vs RL steps. Every held-out episode's
+transcript (ending, grade, its turns as text) is kept beside the metrics: --workdir's
+eval_before_sft.jsonl, eval_after_sft.jsonl and RL's heldout_episodes.jsonl.
 `--seeds S1,S2` repeats 4.-5. per rl.seed from the one SFT export (bench/common.py over_seeds).
 Re-running reuses finished stages found in --workdir (task file, traces, the SFT export).
 """
@@ -70,15 +73,20 @@ from rl.learning import loop  # noqa: E402
 TRACES = os.path.join(ROOT, "data/traces/repo_expert_traces.jsonl")
 
 
-def make_traces(pool: list[dict], path: str, new: int, minutes: float, max_tokens: int) -> dict:
-    """The SFT file: committed expert traces + `new` played now on pool recipes (at most
+def make_traces(
+    pool: list[dict], path: str, given: str, new: int, minutes: float, max_tokens: int
+) -> dict:
+    """The SFT file: the expert traces in `given` + `new` played now on pool recipes (at most
     `minutes`), those within `max_tokens` kept. -> counts."""
     from rl.envs import repo_traces
     from rl.envs.repos import mine as M
 
     if os.path.exists(path):
         return json.load(open(path + ".counts"))
-    rows = [json.loads(x) for x in open(TRACES)] if os.path.exists(TRACES) else []
+    if not os.path.isfile(given):
+        raise ValueError(f"--traces {given}: no such file")
+    with open(given, encoding="utf-8") as f:
+        rows = [json.loads(x) for x in f if x.strip()]
     t0, outcomes = time.monotonic(), []
     for d in sorted(pool, key=lambda d: d["id"].rsplit("-", 1)[-1])[:new]:
         if time.monotonic() - t0 > 60 * minutes:
@@ -93,7 +101,7 @@ def make_traces(pool: list[dict], path: str, new: int, minutes: float, max_token
         raise ValueError(f"no expert trace fits --max_tokens={max_tokens}")
     repo_traces.write_traces(path, kept)
     counts = dict(
-        committed=len(rows) - outcomes.count("solved"),
+        given=len(rows) - outcomes.count("solved"),
         played=len(outcomes),
         solved=outcomes.count("solved"),
         over_context=len(rows) - len(kept),
@@ -121,21 +129,28 @@ def rl_config_for(args, params_dir: str, tasks_path: str, pool_size: int, seed: 
     )
 
 
-def evaluate(config, params, sets: dict, k: int, seed: int) -> dict:
+def evaluate(config, params, sets: dict, k: int, seed: int, episodes: str = "") -> dict:
     """{set: metrics} of k episodes per task (every set's tasks in one play call, so one engine
-    serves them): episode_metrics, copy_stats, and the samplers' MTP acceptance over all sets."""
+    serves them): episode_metrics, copy_stats, and the samplers' MTP acceptance over all sets.
+    `episodes`: a JSONL path that gets every episode's transcript (what failed, to read)."""
     from data.tokenizers import ByteTokenizer
     from eval.copy_rate import copy_stats
 
+    tok = ByteTokenizer()
     tasks = [t for s in sets.values() for t in s]
     groups, counters = rl_stages.play_heldout(config, params, tasks, k, seed)
-    out, i = {}, 0
+    out, i, lines = {}, 0, []
     for name, these in sets.items():
         mine, i = groups[i : i + len(these)], i + len(these)
         m = rl_stages.heldout_metrics([t.id for t in these], mine, k)
-        m.update(copy_stats(ByteTokenizer(), [r for g in mine for r in g], these))
+        m.update(copy_stats(tok, [r for g in mine for r in g], these))
         m["spec/acceptance"] = counters.get("spec/acceptance", float("nan"))
         out[name] = m
+        lines += [dict(set=name, **rl_stages.transcript(tok, r)) for g in mine for r in g]
+    if episodes:
+        with open(episodes + ".tmp", "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(x, ensure_ascii=False) + "\n" for x in lines)
+        os.replace(episodes + ".tmp", episodes)
     return out
 
 
@@ -144,7 +159,7 @@ def evaluate_once(path: str, config, params_fn, sets: dict, k: int, seed: int) -
     play a finished evaluation again; params_fn() gives the params only when needed."""
     if os.path.exists(path):
         return json.load(open(path))
-    out = evaluate(config, params_fn(), sets, k, seed)
+    out = evaluate(config, params_fn(), sets, k, seed, episodes=path[: -len(".json")] + ".jsonl")
     save_json(path, out)
     return out
 
@@ -203,7 +218,10 @@ def run_rl(config, run_dir: str, args, sets: dict, log) -> tuple[list, list]:
             save_json(os.path.join(run_dir, "partial.json"), dict(history=history, points=points))
     if params is not None and (not points or points[-1][0] != len(history)):  # not played yet
         save_json(os.path.join(run_dir, "partial.json"), dict(history=history, points=points))
-        points.append((len(history), evaluate(config, params, sets, args.k, args.eval_seed)))
+        episodes = os.path.join(run_dir, "heldout_episodes.jsonl")
+        points.append(
+            (len(history), evaluate(config, params, sets, args.k, args.eval_seed, episodes))
+        )
     save_json(done, {"history": history, "points": points})
     return history, points
 
@@ -266,6 +284,7 @@ def arguments():
     )
     ap.add_argument("--max_tokens", type=int, default=4096, help="context: SFT rows, RL, eval")
     ap.add_argument("--obs_token_budget", type=int, default=2048, help="tool-output trim")
+    ap.add_argument("--traces", default=TRACES, help="expert traces for SFT (repo_traces' file)")
     ap.add_argument("--new_traces", type=int, default=16, help="expert traces played now")
     ap.add_argument("--trace_minutes", type=float, default=5.0)
     ap.add_argument("--sft_steps", type=int, default=80)
@@ -323,7 +342,9 @@ def main():
         n_pool = sum(1 for line in f if line.strip())
     sets = {name: build(lines) for name, lines in chosen.items()}
     traces = os.path.join(args.workdir, "traces.jsonl")
-    counts = make_traces(pool, traces, args.new_traces, args.trace_minutes, args.max_tokens)
+    counts = make_traces(
+        pool, traces, args.traces, args.new_traces, args.trace_minutes, args.max_tokens
+    )
     held_ids = {t.id for s in sets.values() for t in s}
     assert not held_ids & {json.loads(x)["task"] for x in open(traces)}, "held-out task in traces"
     wall["tasks+traces"] = time.time() - t0

@@ -147,6 +147,19 @@ def play_heldout(config, params, tasks, k: int, seed: int) -> tuple[list[list[di
     return groups, dict(sampler.counters, **acceptance(sampler.counters))
 
 
+def transcript(tok, record: dict) -> dict:
+    """An episode record as text to read: its ending, grade, malformed turns and its turns after
+    the prompt, each ["policy" | "env", text] (the mask's runs: 1 on the policy's tokens)."""
+    ids, mask = list(record["tokens"]), list(record["mask"])
+    turns, start = [], record["prompt_len"]
+    for t in range(start + 1, len(ids) + 1):
+        if t == len(ids) or mask[t] != mask[start]:
+            turns.append(["policy" if mask[start] else "env", tok.decode(ids[start:t])])
+            start = t
+    keys = ("task_id", "done_reason", "tests_passed", "tests_total", "malformed_turns")
+    return dict({key: record.get(key) for key in keys}, turns=turns)
+
+
 def heldout_metrics(task_ids: list[str], groups: list[list[dict]], k: int) -> dict:
     """rl.episodes.episode_metrics.episode_metrics (ks 1, k and 4 when k > 4: best-of-4 from 16
     episodes a task is the unbiased estimator, less noisy than from 4) over the sampler's groups,

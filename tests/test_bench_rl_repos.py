@@ -89,3 +89,18 @@ def test_context_extension_is_the_long_context_stage_rule(tmp_path):
         "rope_scaling": dict(factor=64.0, original_max_position_embeddings=128)
     }
     assert b.context_extension(extended, 2048) == {}
+
+
+def test_transcript_splits_an_episode_into_policy_and_environment_turns():
+    from data.tokenizers import ByteTokenizer
+
+    tok = ByteTokenizer()
+    parts = [("prompt", 0), ("call a", 1), ("result", 0), ("call b", 1)]
+    ids = [i for text, _ in parts for i in tok.encode(text)]
+    mask = [m for text, m in parts for _ in tok.encode(text)]
+    record = dict(task_id="t", done_reason="submit", tokens=ids, mask=mask, prompt_len=6)
+    out = b.transcript(tok, dict(record, tests_passed=2, tests_total=3, malformed_turns=[1]))
+    assert out["turns"] == [["policy", "call a"], ["env", "result"], ["policy", "call b"]]
+    assert (out["task_id"], out["done_reason"], out["malformed_turns"]) == ("t", "submit", [1])
+    assert (out["tests_passed"], out["tests_total"]) == (2, 3)
+    assert b.transcript(tok, dict(record, prompt_len=len(ids)))["turns"] == []

@@ -191,3 +191,7 @@ def test_rl_repos_whole_path_over_two_seeds(tmp_path):
     traces = [json.loads(x) for x in (tmp_path / "traces.jsonl").read_text().splitlines()]
     assert traces and all(t["project"] not in ("roman", "jsonpointer", "schema") for t in traces)
     assert (tmp_path / "curve.png").stat().st_size > 0
+    for stage in ("eval_before_sft", "eval_after_sft", "rl_seed_0/heldout_episodes"):
+        episodes = [json.loads(x) for x in (tmp_path / f"{stage}.jsonl").read_text().splitlines()]
+        assert sorted(e["set"] for e in episodes) == ["repos"] * 2 + ["sites"] * 2, stage
+        assert all(e["turns"] and e["turns"][0][0] == "policy" for e in episodes), stage
