@@ -34,7 +34,8 @@
    rl_stages.py play_heldout) before SFT (a random init of the same model), after SFT and after
    RL; metrics by rl.episodes.episode_metrics (pass@1, best-of-K, completion tokens, tool calls,
    malformed rate, endings) and eval/copy_rate.py (how often an `edit` copies the buggy line
-   exactly from what the policy read), plus the samplers' MTP acceptance.
+   exactly from what the policy read; how often the first search names the symbol the
+   statement names), plus the samplers' MTP acceptance.
 
 Overlap is checked before any model loads: no held-out task id in the traces or the RL pool, no
 held-out repository among the training projects. Printed: a table (stage x set), the curves'
@@ -134,7 +135,7 @@ def evaluate(config, params, sets: dict, k: int, seed: int, episodes: str = "") 
     serves them): episode_metrics, copy_stats, and the samplers' MTP acceptance over all sets.
     `episodes`: a JSONL path that gets every episode's transcript (what failed, to read)."""
     from data.tokenizers import ByteTokenizer
-    from eval.copy_rate import copy_stats
+    from eval.copy_rate import copy_stats, search_stats
 
     tok = ByteTokenizer()
     tasks = [t for s in sets.values() for t in s]
@@ -144,6 +145,7 @@ def evaluate(config, params, sets: dict, k: int, seed: int, episodes: str = "") 
         mine, i = groups[i : i + len(these)], i + len(these)
         m = rl_stages.heldout_metrics([t.id for t in these], mine, k)
         m.update(copy_stats(tok, [r for g in mine for r in g], these))
+        m.update(search_stats(tok, [r for g in mine for r in g], these))
         m["spec/acceptance"] = counters.get("spec/acceptance", float("nan"))
         out[name] = m
         lines += [dict(set=name, **rl_stages.transcript(tok, r)) for g in mine for r in g]
@@ -170,8 +172,10 @@ def table(stages: dict, k: int) -> str:
     head = (
         "| stage | set | tasks x K | pass@1 | "
         + "".join(f"best-of-{j} | " for j in bests)
-        + "tokens | tool calls | malformed rate | copy rate (edits) | MTP acceptance (both sets) "
-        "| endings |\n" + "|---" * (10 + len(bests)) + "|"
+        + "tokens | tool calls | malformed rate | copy rate (edits) | 1st search names the "
+        "statement's symbol (searches) | MTP acceptance (both sets) | endings |\n"
+        + "|---" * (11 + len(bests))
+        + "|"
     )
     rows = []
     for stage, sets in stages.items():
@@ -179,12 +183,14 @@ def table(stages: dict, k: int) -> str:
             n = m["episodes"]
             ends = {key[5:]: round(v * n) for key, v in m.items() if key.startswith("done/")}
             copy = "-" if m["copy_rate"] is None else f"{m['copy_rate']:.2f}"
+            named = m.get("search_name_rate")  # None: no search; absent: a result saved before
+            named = "-" if named is None else f"{named:.2f} ({m['searches']})"
             rows.append(
                 f"| {stage} | {name} | {m['tasks']} x {k} | {m['pass_rate']:.3f} | "
                 + "".join(f"{m[f'best_of_{j}']:.3f} | " for j in bests)
                 + f"{m['completion_tokens']:.0f} | "
                 f"{m['tool_calls']:.2f} | {m['malformed_rate']:.3f} | {copy} ({m['edits']}) | "
-                f"{m['spec/acceptance']:.3f} | {ends} |"
+                f"{named} | {m['spec/acceptance']:.3f} | {ends} |"
             )
     return "\n".join([head, *rows])
 

@@ -60,3 +60,26 @@ def test_unknown_task_is_named():
 
     with pytest.raises(ValueError, match="unknown task 'zz'"):
         copy_stats(TOK, [{"task_id": "zz", "tokens": [], "mask": []}], [TASK])
+
+
+def test_first_search_names_the_statements_symbol_or_not():
+    from eval.copy_rate import search_stats, statement_names
+
+    task = Task("t", "There is a bug in `Dict._hook`: `parse()` fails", {"a.py": OLD}, {}, {})
+    assert statement_names(task.prompt) == {"_hook", "parse"}
+    prompt = TOK.encode(task.prompt)
+    names = record(  # a read, then the first search names _hook; the second search is not read
+        [
+            (prompt, 0),
+            (turn("read_file", {"path": "a.py"}), 1),
+            (TOK.encode(OLD), 0),
+            (turn("search", {"pattern": r"def _hook\b"}), 1),
+            (TOK.encode("a.py:1"), 0),
+            (turn("search", {"pattern": "munchify"}), 1),
+        ]
+    )
+    other = record([(prompt, 0), (turn("code_search", {"query": "semver parse_version"}), 1)])
+    none = record([(prompt, 0), (turn("run_tests", {}), 1)])  # no search: not counted
+    s = search_stats(TOK, [names, other, none], [task])
+    assert s == {"searches": 2, "searches_naming": 1, "search_name_rate": 1 / 2}
+    assert search_stats(TOK, [none], [task])["search_name_rate"] is None
