@@ -84,8 +84,6 @@ def make_traces(
 
     if os.path.exists(path):
         return json.load(open(path + ".counts"))
-    if not os.path.isfile(given):
-        raise ValueError(f"--traces {given}: no such file")
     with open(given, encoding="utf-8") as f:
         rows = [json.loads(x) for x in f if x.strip()]
     t0, outcomes = time.monotonic(), []
@@ -336,6 +334,10 @@ def main():
     args = arguments()
     if args.tiny:  # a fresh run: re-running reuses the stages found in --workdir
         shutil.rmtree(args.workdir, ignore_errors=True)
+    if not os.path.exists(os.path.join(args.workdir, "traces.jsonl")) and not os.path.isfile(
+        args.traces
+    ):
+        sys.exit(f"error: --traces {args.traces}: no such file")
     os.makedirs(args.workdir, exist_ok=True)
     wall, t0 = {}, time.time()
     pool, chosen = select(args.heldout_sites, args.heldout_repos)

@@ -118,18 +118,18 @@ def first_search(tok: Tokenizer, record: Mapping) -> dict | None:
 
 
 def search_stats(tok: Tokenizer, records: Sequence[Mapping], tasks: Sequence) -> dict:
-    """The module docstring's first-search counts over `records` (task_id, tokens, mask)."""
+    """The module docstring's first-search counts over `records` (task_id, tokens, mask) whose
+    statement names a symbol."""
     by_id = {t.id: t for t in tasks}
     searches = naming = 0
     for rec in records:
         if rec["task_id"] not in by_id:
             raise ValueError(f"search_stats: record of unknown task {rec['task_id']!r}")
-        args = first_search(tok, rec)
-        if args is None:
+        names, args = statement_names(by_id[rec["task_id"]].prompt), first_search(tok, rec)
+        if args is None or not names:  # no search, or nothing named to copy: not counted
             continue
         text = json.dumps(args, ensure_ascii=False)
         searches += 1
-        names = statement_names(by_id[rec["task_id"]].prompt)
         naming += any(re.search(rf"(?<!\w){re.escape(n)}(?!\w)", text) for n in names)
     return {
         "searches": searches,

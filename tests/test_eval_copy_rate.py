@@ -83,3 +83,5 @@ def test_first_search_names_the_statements_symbol_or_not():
     s = search_stats(TOK, [names, other, none], [task])
     assert s == {"searches": 2, "searches_naming": 1, "search_name_rate": 1 / 2}
     assert search_stats(TOK, [none], [task])["search_name_rate"] is None
+    unnamed = Task("t", "the total is wrong", {"a.py": OLD}, {}, {})  # nothing to copy
+    assert search_stats(TOK, [names], [unnamed])["searches"] == 0
