@@ -150,12 +150,11 @@ def play_heldout(config, params, tasks, k: int, seed: int) -> tuple[list[list[di
 def transcript(tok, record: dict) -> dict:
     """An episode record as text to read: its ending, grade, malformed turns and its turns after
     the prompt, each ["policy" | "env", text] (the mask's runs: 1 on the policy's tokens)."""
-    ids, mask = list(record["tokens"]), list(record["mask"])
-    turns, start = [], record["prompt_len"]
-    for t in range(start + 1, len(ids) + 1):
-        if t == len(ids) or mask[t] != mask[start]:
-            turns.append(["policy" if mask[start] else "env", tok.decode(ids[start:t])])
-            start = t
+    from eval.copy_rate import mask_runs
+
+    start = record["prompt_len"]
+    ids, mask = list(record["tokens"])[start:], list(record["mask"])[start:]
+    turns = [["policy" if m else "env", tok.decode(ids[lo:hi])] for m, lo, hi in mask_runs(mask)]
     keys = ("task_id", "done_reason", "tests_passed", "tests_total", "malformed_turns")
     return dict({key: record.get(key) for key in keys}, turns=turns)
 

@@ -47,7 +47,7 @@ def buggy_lines(task) -> set[str]:
     return out
 
 
-def _runs(mask: Sequence[int]) -> list[tuple[int, int, int]]:
+def mask_runs(mask: Sequence[int]) -> list[tuple[int, int, int]]:
     """(value, start, end) of the maximal runs of equal mask values."""
     runs, start = [], 0
     for t in range(1, len(mask) + 1):
@@ -60,7 +60,7 @@ def _runs(mask: Sequence[int]) -> list[tuple[int, int, int]]:
 def edit_calls(tok: Tokenizer, record: Mapping) -> list[tuple[str, str]]:
     """(old text, what the policy had read before the call) per well-formed `edit` call."""
     tokens, read, out, seen_policy = list(record["tokens"]), "", [], False
-    for value, lo, hi in _runs(list(record["mask"])):
+    for value, lo, hi in mask_runs(list(record["mask"])):
         if value == 0:
             if seen_policy:
                 read += tok.decode(tokens[lo:hi])
@@ -109,7 +109,7 @@ def statement_names(prompt: str) -> set[str]:
 def first_search(tok: Tokenizer, record: Mapping) -> dict | None:
     """The arguments of the record's first well-formed `search` or `code_search` call."""
     tokens = list(record["tokens"])
-    for value, lo, hi in _runs(list(record["mask"])):
+    for value, lo, hi in mask_runs(list(record["mask"])):
         if value == 1:
             for call in parse_turn(tok, tokens[lo:hi], SEARCH_TOOLS).calls:
                 if call.name in SEARCH_TOOLS:
