@@ -3,7 +3,7 @@
     python -m rl.envs.repos.training_pool --out /tmp/pool.jsonl --per-project 120   # mine (sandbox)
     python -m rl.envs.repo_traces --pool /tmp/pool.jsonl --out data/traces/repo_expert_traces.jsonl
 
-The committed traces: `--pool data/repos/expert_pool.jsonl --per-task 2` (rl/envs/README.md).
+The committed traces: `--pool data/repos/expert_pool.jsonl --per-task 4` (rl/envs/README.md).
 
 Every trace is one CodingEnv episode (the RL environment: its system prompt with the search
 tools, its sandbox, its tool-output trim at the default obs_token_budget) of a task rebuilt from a
