@@ -1,0 +1,93 @@
+"""The name-copy probe (issue 52): teacher-forced, can the policy write the symbol the statement
+names where the expert's call names it?
+
+A held-out episode shows the same skill sampled (eval/copy_rate.py search_stats), but one
+episode a task and ~10 searches a set make a noisy figure, and a first search that goes wrong
+ends the measurement. Here each expert trace (rl/envs/repo_traces.py's, or data/rename.py's
+renamed copy of it, whose names no training trace holds) is cut after its first assistant turn
+that names a symbol the statement backticks; the policy reads the prefix up to that name and
+predicts its bytes, each from the true bytes before it (teacher forcing).
+
+    rows = naming_rows(tok, traces, seq_len)      # (ids, where the name starts, its length)
+    name_copy_probe(cfg, params, rows, seq_len)   # {"names", "names_exact", "name_bytes"}
+
+names_exact: the fraction of names whose every byte is the argmax (greedy decoding would write
+the name whole from that point); name_bytes: the mean fraction of a name's bytes that are.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from data.chat import render_messages
+from data.rename import backticked_names
+from data.tokenizers import Tokenizer
+
+
+def naming_prefix(messages: Sequence[Mapping]) -> tuple[list, str] | None:
+    """(messages up to the first assistant turn naming a statement's symbol, that symbol), or
+    None when no turn names one."""
+    statement = next((m["content"] for m in messages if m["role"] == "user"), "")
+    names = backticked_names(statement)
+    for i, m in enumerate(messages):
+        if m["role"] != "assistant":
+            continue
+        text = m.get("content", "") + json.dumps(m.get("tool_calls") or [], ensure_ascii=False)
+        named = [n for n in names if n in text]
+        if named:
+            return list(messages[: i + 1]), named[0]
+    return None
+
+
+def naming_rows(tok: Tokenizer, traces: Sequence[Mapping], seq_len: int) -> list[tuple]:
+    """(ids, start, length) per trace whose naming prefix fits seq_len: the name's first
+    occurrence in the last (naming) turn at ids[start:start + length]."""
+    rows = []
+    for trace in traces:
+        cut = naming_prefix(trace["messages"])
+        if cut is None:
+            continue
+        messages, name = cut
+        ids, mask = render_messages(tok, messages)
+        turn = max(i for i, m in enumerate(mask) if not m) + 1  # the naming turn's first id
+        want = tok.encode(name)
+        for start in range(turn, len(ids) - len(want) + 1):
+            if ids[start : start + len(want)] == want:
+                if len(ids) <= seq_len:
+                    rows.append((ids, start, len(want)))
+                break
+    return rows
+
+
+def name_copy_probe(cfg, params, rows: Sequence[tuple], seq_len: int, batch: int = 4) -> dict:
+    """The module docstring's figures over `rows` (naming_rows), rows padded to seq_len."""
+    from model import Transformer
+
+    if not rows:
+        raise ValueError("name_copy_probe: no trace names a statement's symbol within seq_len")
+
+    @jax.jit
+    def greedy(p, tokens):  # tokens [B,T] -> the argmax next byte at each position [B,T]
+        return jnp.argmax(Transformer(cfg).apply({"params": p}, tokens, with_mtp=False).logits, -1)
+
+    exact, byte_share = [], []
+    for lo in range(0, len(rows), batch):
+        chunk = rows[lo : lo + batch]
+        tokens = np.zeros((batch, seq_len), np.int32)
+        for b, (ids, _, _) in enumerate(chunk):
+            tokens[b, : len(ids)] = ids
+        pred = np.asarray(greedy(params, tokens))
+        for b, (ids, start, n) in enumerate(chunk):
+            hit = pred[b, start - 1 : start - 1 + n] == np.asarray(ids[start : start + n])
+            exact.append(bool(hit.all()))
+            byte_share.append(float(hit.mean()))
+    return {
+        "names": len(rows),
+        "names_exact": float(np.mean(exact)),
+        "name_bytes": float(np.mean(byte_share)),
+    }

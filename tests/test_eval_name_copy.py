@@ -1,0 +1,45 @@
+"""eval/name_copy.py: rows point at the name in the naming turn; the probe's teacher-forced
+argmax agrees with greedy decoding on the real tiny preset."""
+
+import json
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from data.rename import backticked_names
+from data.tokenizers import ByteTokenizer
+from eval.name_copy import name_copy_probe, naming_rows
+from model import Transformer, init_params, presets
+
+TRACES = os.path.join(os.path.dirname(__file__), "..", "data/traces/repo_expert_traces.jsonl")
+
+
+def test_rows_point_at_the_statement_name_in_the_naming_turn():
+    tok = ByteTokenizer()
+    with open(TRACES, encoding="utf-8") as f:
+        traces = [json.loads(next(f)) for _ in range(12)]
+    rows = naming_rows(tok, traces, seq_len=4096)
+    assert len(rows) >= 8
+    for ids, start, n in rows:
+        text = tok.decode(ids)
+        statement = text[: text.index(tok.decode(ids[start - 1 : start + n]))]
+        assert tok.decode(ids[start : start + n]) in backticked_names(statement)
+        assert ids[-1] == tok.special_id("end")  # the prefix ends with the naming turn
+
+
+def test_probe_counts_a_name_greedy_decoding_writes_and_not_one_it_does_not():
+    tok, cfg = ByteTokenizer(), presets.get("tiny")
+    params = init_params(cfg, jax.random.PRNGKey(0))
+    step = jax.jit(lambda p, t: jnp.argmax(Transformer(cfg).apply({"params": p}, t).logits, -1))
+    ids = tok.encode("fix `abc` please") + [tok.special_id("assistant")]
+    start, seq_len = len(ids), 64
+    for _ in range(5):  # greedy: each next byte the argmax after the bytes before it
+        tokens = np.zeros((1, seq_len), np.int32)
+        tokens[0, : len(ids)] = ids
+        ids = ids + [int(step(params, tokens)[0, len(ids) - 1])]
+    wrong = ids[:-1] + [(ids[-1] + 1) % 256]  # its last byte is not the argmax; the rest is
+    rows = [(ids, start, 5), (wrong, start, 5)]
+    probe = name_copy_probe(cfg, params, rows, seq_len, batch=2)
+    assert probe == {"names": 2, "names_exact": 0.5, "name_bytes": 0.9}
