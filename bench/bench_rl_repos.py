@@ -2,7 +2,8 @@
 -> expert traces -> SFT -> RL -> held-out evaluation before SFT, after SFT and after RL.
 
     python bench/bench_rl_repos.py [--init PARAMS] [--max_tokens 4096] [--traces FILE]
-        [--new_traces 16] [--trace_minutes 5] [--sft_steps 80] [--sft_minutes 0] [--rl_steps 40]
+        [--new_traces 16] [--trace_minutes 5] [--sft_steps 80] [--sft_minutes 0]
+        [--sft_turns 0] [--sft_renamed 0] [--sft_seq_len 0] [--rl_steps 40]
         [--rl_minutes 10] [--eval_every 0] [--heldout_sites 4] [--heldout_repos 4] [--k 4]
         [--workdir runs/bench_rl_repos] [--seeds 0,1]
     python bench/bench_rl_repos.py --tiny --seeds 0,1   # smoke: tiny, 1 SFT + 1 RL step
@@ -21,7 +22,10 @@
    `--max_tokens`, for `--sft_steps` or `--sft_minutes` (0: no time bound). `--init PARAMS`
    starts it from an exported policy instead (e.g. bench_rl_coding's SFT, which already speaks
    the tool protocol on procedural tasks), its context YaRN-extended to `--max_tokens` when
-   shorter (the long-context stage's rule; "before SFT" is then that policy).
+   shorter (the long-context stage's rule; "before SFT" is then that policy). `--sft_turns N`
+   trains on each trace cut after its N-th assistant turn, `--sft_renamed N` on N copies of each
+   with the statement's symbols renamed afresh throughout (data/rename.py: names only copying
+   can write), `--sft_seq_len` sets shorter rows for such prefixes (rl_stages.sft_traces).
 4. RL: rl/learning/loop.py on the task file (one trainer, async sampler threads, groups of
    `--group_size`, single epoch, speculative samplers with `--spec_k` drafts and the MTP
    self-distillation term, rl.mtp_weight's default) for `--rl_steps` or `--rl_minutes`. With
@@ -35,7 +39,9 @@
    RL; metrics by rl.episodes.episode_metrics (pass@1, best-of-K, completion tokens, tool calls,
    malformed rate, endings) and eval/copy_rate.py (how often an `edit` copies the buggy line
    exactly from what the policy read; how often the first search names the symbol the
-   statement names), plus the samplers' MTP acceptance.
+   statement names), the samplers' MTP acceptance, and eval/name_copy.py's teacher-forced probe
+   (can the policy write the statement's symbol where the expert names it) on `--probe_traces`
+   committed traces as trained and renamed afresh.
 
 Overlap is checked before any model loads: no held-out task id in the traces or the RL pool, no
 held-out repository among the training projects. Printed: a table (stage x set), the curves'
@@ -72,13 +78,15 @@ from bench.rl_stages import build, select  # noqa: E402
 from rl.learning import loop  # noqa: E402
 
 TRACES = os.path.join(ROOT, "data/traces/repo_expert_traces.jsonl")
+PROBE_LEN = 2048  # the name-copy probe's rows: a naming prefix is ~1.0-1.6k byte tokens
 
 
 def make_traces(
-    pool: list[dict], path: str, given: str, new: int, minutes: float, max_tokens: int
+    pool: list[dict], path: str, given: str, new: int, minutes: float, max_tokens: int, args
 ) -> dict:
     """The SFT file: the expert traces in `given` + `new` played now on pool recipes (at most
-    `minutes`), those within `max_tokens` kept. -> counts."""
+    `minutes`), those within `max_tokens` kept, then as args.sft_turns / args.sft_renamed say
+    (rl_stages.sft_traces), those within the SFT rows (args.sft_seq_len) kept. -> counts."""
     from rl.envs import repo_traces
     from rl.envs.repos import mine as M
 
@@ -96,16 +104,19 @@ def make_traces(
         rows += [trace] if trace else []
     repo_traces.check_training_only(rows)  # no held-out repository or suite site
     kept = [t for t in rows if t["tokens"] <= max_tokens]
-    if not kept:
-        raise ValueError(f"no expert trace fits --max_tokens={max_tokens}")
-    repo_traces.write_traces(path, kept)
+    docs = rl_stages.sft_traces(kept, renamed=args.sft_renamed, turns=args.sft_turns, seed=0)
+    docs = [t for t in docs if t["tokens"] <= (args.sft_seq_len or max_tokens)]
+    if not docs:
+        raise ValueError(f"no expert trace fits --max_tokens={max_tokens} / --sft_seq_len")
+    repo_traces.write_traces(path, docs)
     counts = dict(
         given=len(rows) - outcomes.count("solved"),
         played=len(outcomes),
         solved=outcomes.count("solved"),
         over_context=len(rows) - len(kept),
         kept=len(kept),
-        tokens=sum(t["tokens"] for t in kept),
+        documents=len(docs),
+        tokens=sum(t["tokens"] for t in docs),
     )
     json.dump(counts, open(path + ".counts", "w"))
     return counts
@@ -128,14 +139,18 @@ def rl_config_for(args, params_dir: str, tasks_path: str, pool_size: int, seed: 
     )
 
 
-def evaluate(config, params, sets: dict, k: int, seed: int, episodes: str = "") -> dict:
+def evaluate(
+    config, params, sets: dict, k: int, seed: int, probe: dict, episodes: str = ""
+) -> dict:
     """{set: metrics} of k episodes per task (every set's tasks in one play call, so one engine
-    serves them): episode_metrics, copy_stats, and the samplers' MTP acceptance over all sets.
+    serves them): episode_metrics, copy_stats, and the samplers' MTP acceptance over all sets;
+    the name-copy probe on `probe`'s rows (name_probe; the same figures in both sets).
     `episodes`: a JSONL path that gets every episode's transcript (what failed, to read)."""
     from data.tokenizers import ByteTokenizer
     from eval.copy_rate import copy_stats, search_stats
 
     tok = ByteTokenizer()
+    probe = name_probe(config, params, probe)
     tasks = [t for s in sets.values() for t in s]
     groups, counters = rl_stages.play_heldout(config, params, tasks, k, seed)
     out, i, lines = {}, 0, []
@@ -145,7 +160,7 @@ def evaluate(config, params, sets: dict, k: int, seed: int, episodes: str = "") 
         m.update(copy_stats(tok, [r for g in mine for r in g], these))
         m.update(search_stats(tok, [r for g in mine for r in g], these))
         m["spec/acceptance"] = counters.get("spec/acceptance", float("nan"))
-        out[name] = m
+        out[name] = dict(m, **probe)
         lines += [dict(set=name, **rl_stages.transcript(tok, r)) for g in mine for r in g]
     if episodes:
         with open(episodes + ".tmp", "w", encoding="utf-8") as f:
@@ -154,12 +169,26 @@ def evaluate(config, params, sets: dict, k: int, seed: int, episodes: str = "") 
     return out
 
 
-def evaluate_once(path: str, config, params_fn, sets: dict, k: int, seed: int) -> dict:
+def name_probe(config, params, rows: dict) -> dict:
+    """eval/name_copy.py's probe per row set of rl_stages.name_probe_rows: {'names_exact/trained',
+    'name_bytes/trained', 'names_exact/fresh', 'name_bytes/fresh'}."""
+    from eval.name_copy import name_copy_probe
+
+    cfg, out = loop.model_config(config), {}
+    for label, these in rows.items():
+        got = name_copy_probe(cfg, params, these, min(PROBE_LEN, cfg.max_position_embeddings))
+        key = label.split()[0]  # trained | fresh
+        out[f"names_exact/{key}"], out[f"name_bytes/{key}"] = got["names_exact"], got["name_bytes"]
+    return out
+
+
+def evaluate_once(path: str, config, params_fn, sets: dict, k: int, seed: int, probe: dict) -> dict:
     """evaluate, its result kept in `path` (JSON): a re-run after a later stage failed does not
     play a finished evaluation again; params_fn() gives the params only when needed."""
     if os.path.exists(path):
         return json.load(open(path))
-    out = evaluate(config, params_fn(), sets, k, seed, episodes=path[: -len(".json")] + ".jsonl")
+    episodes = path[: -len(".json")] + ".jsonl"
+    out = evaluate(config, params_fn(), sets, k, seed, probe, episodes=episodes)
     save_json(path, out)
     return out
 
@@ -171,8 +200,9 @@ def table(stages: dict, k: int) -> str:
         "| stage | set | tasks x K | pass@1 | "
         + "".join(f"best-of-{j} | " for j in bests)
         + "tokens | tool calls | malformed rate | copy rate (edits) | 1st search names the "
-        "statement's symbol (searches) | MTP acceptance (both sets) | endings |\n"
-        + "|---" * (11 + len(bests))
+        "statement's symbol (searches) | name copied, teacher-forced: trained / fresh names, "
+        "exact (bytes) (both sets) | MTP acceptance (both sets) | endings |\n"
+        + "|---" * (12 + len(bests))
         + "|"
     )
     rows = []
@@ -183,17 +213,22 @@ def table(stages: dict, k: int) -> str:
             copy = "-" if m["copy_rate"] is None else f"{m['copy_rate']:.2f}"
             named = m.get("search_name_rate")  # None: no search; absent: a result saved before
             named = "-" if named is None else f"{named:.2f} ({m['searches']})"
+            probe = " / ".join(  # absent: a result saved before the probe
+                f"{m[f'names_exact/{w}']:.2f} ({m[f'name_bytes/{w}']:.2f})"
+                for w in ("trained", "fresh")
+                if f"names_exact/{w}" in m
+            )
             rows.append(
                 f"| {stage} | {name} | {m['tasks']} x {k} | {m['pass_rate']:.3f} | "
                 + "".join(f"{m[f'best_of_{j}']:.3f} | " for j in bests)
                 + f"{m['completion_tokens']:.0f} | "
                 f"{m['tool_calls']:.2f} | {m['malformed_rate']:.3f} | {copy} ({m['edits']}) | "
-                f"{named} | {m['spec/acceptance']:.3f} | {ends} |"
+                f"{named} | {probe or '-'} | {m['spec/acceptance']:.3f} | {ends} |"
             )
     return "\n".join([head, *rows])
 
 
-def run_rl(config, run_dir: str, args, sets: dict, log) -> tuple[list, list]:
+def run_rl(config, run_dir: str, args, sets: dict, probe: dict, log) -> tuple[list, list]:
     """RL (in chunks of --eval_every steps, the held-out sets played after each) -> (the loop's
     history over all chunks, [(step, {set: metrics})])."""
     done = os.path.join(run_dir, "bench_result.json")  # a re-run reuses a finished RL stage
@@ -217,14 +252,16 @@ def run_rl(config, run_dir: str, args, sets: dict, log) -> tuple[list, list]:
         params = jax.device_get(out["state"].params)
         in_time = not args.rl_minutes or time.time() < t_end  # out of time: only the final play
         if args.eval_every and len(history) < args.rl_steps and in_time:
-            points.append((len(history), evaluate(config, params, sets, args.k, args.eval_seed)))
+            points.append(
+                (len(history), evaluate(config, params, sets, args.k, args.eval_seed, probe))
+            )
             log(f"held-out after {len(history)} RL steps: {brief(points[-1][1], args.k)}")
             save_json(os.path.join(run_dir, "partial.json"), dict(history=history, points=points))
     if params is not None and (not points or points[-1][0] != len(history)):  # not played yet
         save_json(os.path.join(run_dir, "partial.json"), dict(history=history, points=points))
         episodes = os.path.join(run_dir, "heldout_episodes.jsonl")
         points.append(
-            (len(history), evaluate(config, params, sets, args.k, args.eval_seed, episodes))
+            (len(history), evaluate(config, params, sets, args.k, args.eval_seed, probe, episodes))
         )
     save_json(done, {"history": history, "points": points})
     return history, points
@@ -295,6 +332,10 @@ def arguments():
     ap.add_argument("--sft_minutes", type=float, default=0.0, help="SFT wall budget (0: steps)")
     ap.add_argument("--sft_lr", type=float, default=2e-3)
     ap.add_argument("--sft_batch", type=int, default=2)
+    ap.add_argument("--sft_seq_len", type=int, default=0, help="SFT row length (0: --max_tokens)")
+    ap.add_argument("--sft_turns", type=int, default=0, help="SFT on traces cut after N turns")
+    ap.add_argument("--sft_renamed", type=int, default=0, help="N renamed copies a trace")
+    ap.add_argument("--probe_traces", type=int, default=64, help="name-copy probe's traces")
     ap.add_argument("--rl_steps", type=int, default=40)
     ap.add_argument("--rl_minutes", type=float, default=10.0, help="RL wall budget (0: steps)")
     ap.add_argument("--rl_lr", type=float, default=1e-5)
@@ -326,7 +367,9 @@ def arguments():
     tiny = dict(preset="tiny", max_tokens=2048, new_traces=1, sft_steps=1, rl_steps=1)
     tiny.update(rl_minutes=0.0, group_size=2, groups_per_batch=1, heldout_sites=1)
     tiny.update(heldout_repos=1, k=2, max_turns=2, max_turn_tokens=32, workdir=tmp)
-    tiny.update(out=tmp + ".png", dynamic_sampling=0)  # 1 step: a tied group would be skipped
+    tiny.update(
+        out=tmp + ".png", dynamic_sampling=0, probe_traces=8
+    )  # 1 step: a tied group would be skipped
     return parse_tiny(ap, tiny)
 
 
@@ -351,7 +394,7 @@ def main():
     sets = {name: build(lines) for name, lines in chosen.items()}
     traces = os.path.join(args.workdir, "traces.jsonl")
     counts = make_traces(
-        pool, traces, args.traces, args.new_traces, args.trace_minutes, args.max_tokens
+        pool, traces, args.traces, args.new_traces, args.trace_minutes, args.max_tokens, args
     )
     held_ids = {t.id for s in sets.values() for t in s}
     assert not held_ids & {json.loads(x)["task"] for x in open(traces)}, "held-out task in traces"
@@ -371,6 +414,7 @@ def main():
         init=args.init,
         batch_size=args.sft_batch,
         max_seconds=60 * args.sft_minutes,
+        seq_len=args.sft_seq_len,
     )
     wall["sft"] = time.time() - t0
     seeds = parse_seeds(args.seeds) if args.seeds else [None]
@@ -384,6 +428,7 @@ def main():
 
     t0 = time.time()
     cfg, w = loop.model_config(config), args.workdir
+    probe = rl_stages.name_probe_rows(TRACES, args.probe_traces, min(PROBE_LEN, args.max_tokens))
     stages = {
         "before SFT": evaluate_once(
             f"{w}/eval_before_sft.json",
@@ -393,6 +438,7 @@ def main():
             sets,
             args.k,
             args.eval_seed,
+            probe,
         )
     }
     print(f"held-out before SFT: {brief(stages['before SFT'], args.k)}", flush=True)
@@ -403,6 +449,7 @@ def main():
         sets,
         args.k,
         args.eval_seed,
+        probe,
     )
     print(f"held-out after SFT: {brief(stages['after SFT'], args.k)}", flush=True)
     wall["eval"] = time.time() - t0
@@ -410,7 +457,7 @@ def main():
     for seed, config in configs.items():
         t0 = time.time()
         run_dir = os.path.join(args.workdir, "rl" if seed is None else f"rl_seed_{seed}")
-        history, points = run_rl(config, run_dir, args, sets, print)
+        history, points = run_rl(config, run_dir, args, sets, probe, print)
         wall["rl+eval"] = time.time() - t0
         label = f"seed {config.rl.seed}"
         curves[label] = (history, [(0, stages["after SFT"])] + points)

@@ -8,6 +8,7 @@ too, as pool lines, so choosing them needs neither JAX nor a built task.
 
 from __future__ import annotations
 
+import json
 import os
 
 KINDS = ("bugfix", "feature")  # what the repo expert works; review/DevOps are another harness
@@ -79,12 +80,14 @@ def sft(
     init: str = "",
     batch_size: int = 4,
     max_seconds: float = 0.0,
+    seq_len: int = 0,
 ) -> str:
     """-> the exported params dir of an SFT run (train/'s loop, configs/sft.py's loss: assistant
     tokens only) on the trace file `traces` alone, from `init` (exported params: a context
     shorter than max_tokens is extended by context_extension) or a random init of `preset`; with
     MTP modules they train jointly by self-distillation. max_seconds > 0: no step starts after
-    that many seconds (a shared machine's bound; the export is of the step reached)."""
+    that many seconds (a shared machine's bound; the export is of the step reached). seq_len:
+    the rows' length when shorter than the context (0: max_tokens), e.g. for trace prefixes."""
     from configs import sft as sft_config
 
     c = sft_config.get_config()
@@ -98,7 +101,7 @@ def sft(
     c.train.update(
         steps=steps,
         batch_size=batch_size,
-        seq_len=max_tokens,
+        seq_len=seq_len or max_tokens,
         lr=lr,
         warmup_steps=10,
         eval_every=min(steps, 25)
@@ -247,3 +250,59 @@ def build(lines: list) -> list:
     from rl.envs.repos import scale
 
     return scale.pool_tasks(lines)
+
+
+def name_probe_rows(traces_path: str, n: int = 64, seq_len: int = 2048) -> dict:
+    """{'trained names': rows, 'fresh names': rows} for eval/name_copy.py's probe: n traces of
+    `traces_path` (a fixed sample) as they are, and renamed afresh by data/rename.py (names no
+    training trace holds: only copying writes them)."""
+    import random
+
+    from data.rename import renamed_trace
+    from data.tokenizers import ByteTokenizer
+    from eval.name_copy import naming_rows
+
+    with open(traces_path, encoding="utf-8") as f:
+        traces = [json.loads(x) for x in f if x.strip()]
+    sample = random.Random(0).sample(traces, min(n, len(traces)))
+    fresh = [renamed_trace(t, random.Random(i)) for i, t in enumerate(sample)]
+    tok = ByteTokenizer()
+    return {
+        "trained names": naming_rows(tok, sample, seq_len),
+        "fresh names": naming_rows(tok, [t for t in fresh if t], seq_len),
+    }
+
+
+def prefix_turns(trace: dict, turns: int) -> dict:
+    """`trace` cut after its `turns`-th assistant message (0: whole)."""
+    if not turns:
+        return trace
+    messages, seen = [], 0
+    for m in trace["messages"]:
+        messages.append(m)
+        seen += m["role"] == "assistant"
+        if seen == turns:
+            break
+    return dict(trace, messages=messages)
+
+
+def sft_traces(traces: list, *, renamed: int, turns: int, seed: int) -> list:
+    """The SFT documents of expert traces: each cut after `turns` assistant turns (0: whole),
+    then replaced by `renamed` copies named afresh (data/rename.py; 0: as played; a trace whose
+    statement names nothing renamable is kept as played), in a seeded shuffle; "tokens"
+    recounted."""
+    import random
+
+    from data.chat import render_messages
+    from data.rename import renamed_trace
+    from data.tokenizers import ByteTokenizer
+
+    rng, tok, out = random.Random(seed), ByteTokenizer(), []
+    for trace in traces:
+        cut = prefix_turns(trace, turns)
+        copies = [renamed_trace(cut, rng) for _ in range(renamed)]
+        out += [c for c in copies if c] or [cut]
+    if renamed or turns:
+        out = [dict(t, tokens=len(render_messages(tok, t["messages"])[0])) for t in out]
+        rng.shuffle(out)
+    return out

@@ -104,3 +104,42 @@ def test_transcript_splits_an_episode_into_policy_and_environment_turns():
     assert (out["task_id"], out["done_reason"], out["malformed_turns"]) == ("t", "submit", [1])
     assert (out["tests_passed"], out["tests_total"]) == (2, 3)
     assert b.transcript(tok, dict(record, prompt_len=len(ids)))["turns"] == []
+
+
+TRACES = os.path.join(os.path.dirname(__file__), "..", "data/traces/repo_expert_traces.jsonl")
+
+
+def committed_traces(n: int) -> list[dict]:
+    import json
+
+    with open(TRACES, encoding="utf-8") as f:
+        return [json.loads(next(f)) for _ in range(n)]
+
+
+def test_sft_documents_cut_and_renamed_copies():
+    from data.chat import render_messages
+    from data.tokenizers import ByteTokenizer
+
+    traces = committed_traces(6)
+    assert b.sft_traces(traces, renamed=0, turns=0, seed=0) == traces  # as played
+    docs = b.sft_traces(traces, renamed=2, turns=2, seed=0)
+    assert len(docs) == 12 and len({d["id"] for d in docs}) == 12
+    tok = ByteTokenizer()
+    for d in docs:
+        assert [m["role"] for m in d["messages"]].count("assistant") == 2
+        assert d["messages"][-1]["role"] == "assistant" and d["renamed"]
+        assert d["tokens"] == len(render_messages(tok, d["messages"])[0])
+    assert b.sft_traces(traces, renamed=2, turns=2, seed=0) == docs  # seeded
+
+
+def test_probe_rows_fresh_names_are_in_no_committed_trace():
+    from data.tokenizers import ByteTokenizer
+
+    rows = b.name_probe_rows(TRACES, n=16, seq_len=2048)
+    assert len(rows["trained names"]) >= 10 and len(rows["fresh names"]) >= 10
+    text = open(TRACES, encoding="utf-8").read()
+    tok = ByteTokenizer()
+    for ids, start, n in rows["fresh names"]:
+        assert tok.decode(ids[start : start + n]) not in text
+    for ids, start, n in rows["trained names"]:
+        assert tok.decode(ids[start : start + n]) in text
