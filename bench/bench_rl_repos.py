@@ -232,6 +232,7 @@ def run_rl(config, run_dir: str, args, sets: dict, probe: dict, log) -> tuple[li
     """RL (in chunks of --eval_every steps, the held-out sets played after each) -> (the loop's
     history over all chunks, [(step, {set: metrics})])."""
     done = os.path.join(run_dir, "bench_result.json")  # a re-run reuses a finished RL stage
+    os.makedirs(run_dir, exist_ok=True)  # --rl_steps 0: no loop makes it
     if os.path.exists(done):
         saved = json.load(open(done))
         return saved["history"], [tuple(p) for p in saved["points"]]
