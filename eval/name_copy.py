@@ -18,6 +18,7 @@ the name whole from that point); name_bytes: the mean fraction of a name's bytes
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 
 import jax
@@ -29,6 +30,16 @@ from data.rename import backticked_names
 from data.tokenizers import Tokenizer
 
 
+def whole(name: str) -> str:
+    """A regex matching `name` as a whole identifier (`parse` not inside `parse_version`)."""
+    return rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])"
+
+
+def word_byte(tok: Tokenizer, token: int) -> bool:
+    """True when `token` is one identifier character (a control token is not)."""
+    return re.fullmatch(r"[A-Za-z0-9_]", tok.decode([token])) is not None
+
+
 def naming_prefix(messages: Sequence[Mapping]) -> tuple[list, str] | None:
     """(messages up to the first assistant turn naming a statement's symbol, that symbol), or
     None when no turn names one."""
@@ -38,7 +49,7 @@ def naming_prefix(messages: Sequence[Mapping]) -> tuple[list, str] | None:
         if m["role"] != "assistant":
             continue
         text = m.get("content", "") + json.dumps(m.get("tool_calls") or [], ensure_ascii=False)
-        named = [n for n in names if n in text]
+        named = [n for n in names if re.search(whole(n), text)]
         if named:
             return list(messages[: i + 1]), named[0]
     return None
@@ -56,8 +67,10 @@ def naming_rows(tok: Tokenizer, traces: Sequence[Mapping], seq_len: int) -> list
         ids, mask = render_messages(tok, messages)
         turn = max(i for i, m in enumerate(mask) if not m) + 1  # the naming turn's first id
         want = tok.encode(name)
-        for start in range(turn, len(ids) - len(want) + 1):
-            if ids[start : start + len(want)] == want:
+        for start in range(turn, len(ids) - len(want)):
+            if ids[start : start + len(want)] == want and not (
+                word_byte(tok, ids[start - 1]) or word_byte(tok, ids[start + len(want)])
+            ):  # the name whole, not inside a longer identifier
                 if len(ids) <= seq_len:
                     rows.append((ids, start, len(want)))
                 break

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from data.chat import render_messages
 from data.rename import backticked_names
 from data.tokenizers import ByteTokenizer
 from eval.name_copy import name_copy_probe, naming_rows
@@ -43,3 +44,17 @@ def test_probe_counts_a_name_greedy_decoding_writes_and_not_one_it_does_not():
     rows = [(ids, start, 5), (wrong, start, 5)]
     probe = name_copy_probe(cfg, params, rows, seq_len, batch=2)
     assert probe == {"names": 2, "names_exact": 0.5, "name_bytes": 0.9}
+
+
+def test_a_name_inside_a_longer_identifier_is_not_the_name():
+    tok = ByteTokenizer()
+    messages = [
+        {"role": "system", "content": "tools"},
+        {"role": "user", "content": "fix `parse`"},
+        {"role": "assistant", "content": "parse_version is fine."},  # names no symbol whole
+        {"role": "tool", "content": "ok"},
+        {"role": "assistant", "content": "see parse_version, then parse."},
+    ]
+    ((ids, start, n),) = naming_rows(tok, [{"messages": messages}], seq_len=512)
+    assert n == 5 and tok.decode(ids[start - 5 : start + n + 1]) == "then parse."
+    assert len(ids) == len(render_messages(tok, messages)[0])  # cut after the naming turn
