@@ -96,6 +96,8 @@ def probe_len(cfg) -> int:
 def probe(cfg, params, rows: dict) -> str:
     from eval.name_copy import name_copy_probe
 
+    if not all(rows.values()):
+        return f"none: no naming prefix fits the model's {probe_len(cfg)}-token context"
     out = []
     for label, these in rows.items():
         got = name_copy_probe(cfg, params, these, probe_len(cfg))
@@ -129,7 +131,8 @@ def main():
     if args.init:
         cfg, params = load_params(args.init)
     else:
-        cfg = presets.get(args.preset, num_mtp_modules=0)
+        # a random init at the probe's length (the presets' own context is 512)
+        cfg = presets.get(args.preset, num_mtp_modules=0, max_position_embeddings=2048)
         params = init_params(cfg, jax.random.PRNGKey(args.seed))
     traces = os.path.join(ROOT, "data/traces/repo_expert_traces.jsonl")
     rows = rl_stages.name_probe_rows(traces, args.probe_traces, probe_len(cfg))
