@@ -88,19 +88,14 @@ def make_step(cfg, opt):
     return step, jax.jit(loss_fn)
 
 
-def probe_len(cfg) -> int:
-    """The probe's row length: 2,048 (a naming prefix is ~1.0-1.6k tokens), or the context."""
-    return min(2048, cfg.max_position_embeddings)
-
-
 def probe(cfg, params, rows: dict) -> str:
     from eval.name_copy import name_copy_probe
 
     if not all(rows.values()):
-        return f"none: no naming prefix fits the model's {probe_len(cfg)}-token context"
+        return f"none: no naming prefix fits the model's {rl_stages.probe_len(cfg)}-token context"
     out = []
     for label, these in rows.items():
-        got = name_copy_probe(cfg, params, these, probe_len(cfg))
+        got = name_copy_probe(cfg, params, these, rl_stages.probe_len(cfg))
         out.append(f"{label}: exact {got['names_exact']:.3f} bytes {got['name_bytes']:.3f}")
     return "; ".join(out) + f" ({len(next(iter(rows.values())))} traces)"
 
@@ -135,7 +130,7 @@ def main():
         cfg = presets.get(args.preset, num_mtp_modules=0, max_position_embeddings=2048)
         params = init_params(cfg, jax.random.PRNGKey(args.seed))
     traces = os.path.join(ROOT, "data/traces/repo_expert_traces.jsonl")
-    rows = rl_stages.name_probe_rows(traces, args.probe_traces, probe_len(cfg))
+    rows = rl_stages.name_probe_rows(traces, args.probe_traces, rl_stages.probe_len(cfg))
     print(f"name-copy probe before: {probe(cfg, params, rows)}", flush=True)
     opt = optax.adam(args.lr)
     state, (step, score) = opt.init(params), make_step(cfg, opt)

@@ -78,7 +78,6 @@ from bench.rl_stages import build, select  # noqa: E402
 from rl.learning import loop  # noqa: E402
 
 TRACES = os.path.join(ROOT, "data/traces/repo_expert_traces.jsonl")
-PROBE_LEN = 2048  # the name-copy probe's rows: a naming prefix is ~1.0-1.6k byte tokens
 
 
 def make_traces(
@@ -176,7 +175,7 @@ def name_probe(config, params, rows: dict) -> dict:
 
     cfg, out = loop.model_config(config), {}
     for label, these in rows.items():
-        got = name_copy_probe(cfg, params, these, min(PROBE_LEN, cfg.max_position_embeddings))
+        got = name_copy_probe(cfg, params, these, rl_stages.probe_len(cfg))
         key = label.split()[0]  # trained | fresh
         out[f"names_exact/{key}"], out[f"name_bytes/{key}"] = got["names_exact"], got["name_bytes"]
     return out
@@ -368,9 +367,8 @@ def arguments():
     tiny = dict(preset="tiny", max_tokens=2048, new_traces=1, sft_steps=1, rl_steps=1)
     tiny.update(rl_minutes=0.0, group_size=2, groups_per_batch=1, heldout_sites=1)
     tiny.update(heldout_repos=1, k=2, max_turns=2, max_turn_tokens=32, workdir=tmp)
-    tiny.update(
-        out=tmp + ".png", dynamic_sampling=0, probe_traces=8
-    )  # 1 step: a tied group would be skipped
+    # dynamic_sampling 0: with 1 RL step a tied group would be skipped
+    tiny.update(out=tmp + ".png", dynamic_sampling=0, probe_traces=8)
     return parse_tiny(ap, tiny)
 
 
@@ -429,7 +427,7 @@ def main():
 
     t0 = time.time()
     cfg, w = loop.model_config(config), args.workdir
-    probe = rl_stages.name_probe_rows(TRACES, args.probe_traces, min(PROBE_LEN, args.max_tokens))
+    probe = rl_stages.name_probe_rows(TRACES, args.probe_traces, rl_stages.probe_len(cfg))
     stages = {
         "before SFT": evaluate_once(
             f"{w}/eval_before_sft.json",

@@ -252,6 +252,12 @@ def build(lines: list) -> list:
     return scale.pool_tasks(lines)
 
 
+def probe_len(cfg) -> int:
+    """The name-copy probe's row length: 2,048 (a naming prefix is ~1.0-1.6k byte tokens), or the
+    model's context when shorter."""
+    return min(2048, cfg.max_position_embeddings)
+
+
 def name_probe_rows(traces_path: str, n: int = 64, seq_len: int = 2048) -> dict:
     """{'trained names': rows, 'fresh names': rows} for eval/name_copy.py's probe: n traces of
     `traces_path` (a fixed sample) as they are, and renamed afresh by data/rename.py (names no

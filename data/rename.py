@@ -25,11 +25,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+_WORD = r"[A-Za-z0-9_]"
 _BUILTIN_TYPES = (dict, list, str, set, tuple, bytes, int, float, frozenset, object, type)
 RESERVED = frozenset(
     set(dir(builtins)) | set(keyword.kwlist) | {a for t in _BUILTIN_TYPES for a in dir(t)}
 )
 _SYLLABLES = tuple(c + v for c in "bcdfghjklmnprstvwz" for v in "aeiou")
+
+
+def whole_word(pattern: str) -> str:
+    """`pattern` (a regex) matched only as a whole identifier (`parse` not in `parse_version`)."""
+    return rf"(?<!{_WORD})(?:{pattern})(?!{_WORD})"
 
 
 def renamable(name: str) -> bool:
@@ -87,7 +93,7 @@ def rename_messages(
     if not mapping:
         return [dict(m) for m in messages]
     words = "|".join(re.escape(k) for k in sorted(mapping, key=len, reverse=True))
-    pattern = re.compile(rf"(?<![A-Za-z0-9_])(?:{words})(?![A-Za-z0-9_])")
+    pattern = re.compile(whole_word(words))
     out = []
     for m in messages:
         new = dict(m, content=_sub(m.get("content", ""), pattern, mapping))

@@ -29,6 +29,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 
+from data.rename import whole_word
 from data.tokenizers import Tokenizer
 from rl.envs.agent.tools import parse_turn
 
@@ -130,7 +131,7 @@ def search_stats(tok: Tokenizer, records: Sequence[Mapping], tasks: Sequence) ->
             continue
         text = json.dumps(args, ensure_ascii=False)
         searches += 1
-        naming += any(re.search(rf"(?<!\w){re.escape(n)}(?!\w)", text) for n in names)
+        naming += any(re.search(whole_word(re.escape(n)), text) for n in names)
     return {
         "searches": searches,
         "searches_naming": naming,

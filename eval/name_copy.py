@@ -17,6 +17,7 @@ the name whole from that point); name_bytes: the mean fraction of a name's bytes
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -26,13 +27,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from data.chat import render_messages
-from data.rename import backticked_names
+from data.rename import backticked_names, whole_word
 from data.tokenizers import Tokenizer
-
-
-def whole(name: str) -> str:
-    """A regex matching `name` as a whole identifier (`parse` not inside `parse_version`)."""
-    return rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])"
 
 
 def word_byte(tok: Tokenizer, token: int) -> bool:
@@ -49,7 +45,7 @@ def naming_prefix(messages: Sequence[Mapping]) -> tuple[list, str] | None:
         if m["role"] != "assistant":
             continue
         text = m.get("content", "") + json.dumps(m.get("tool_calls") or [], ensure_ascii=False)
-        named = [n for n in names if re.search(whole(n), text)]
+        named = [n for n in names if re.search(whole_word(re.escape(n)), text)]
         if named:
             return list(messages[: i + 1]), named[0]
     return None
@@ -77,17 +73,24 @@ def naming_rows(tok: Tokenizer, traces: Sequence[Mapping], seq_len: int) -> list
     return rows
 
 
-def name_copy_probe(cfg, params, rows: Sequence[tuple], seq_len: int, batch: int = 4) -> dict:
-    """The module docstring's figures over `rows` (naming_rows), rows padded to seq_len."""
+@functools.lru_cache(maxsize=4)
+def greedy_fn(cfg):
+    """A jitted forward of `cfg`'s model: (params, tokens [B,T]) -> the argmax next byte at each
+    position [B,T]. Cached per config: every stage's probe reuses one compiled program."""
     from model import Transformer
 
+    def greedy(params, tokens):
+        logits = Transformer(cfg).apply({"params": params}, tokens, with_mtp=False).logits
+        return jnp.argmax(logits, -1)
+
+    return jax.jit(greedy)
+
+
+def name_copy_probe(cfg, params, rows: Sequence[tuple], seq_len: int, batch: int = 4) -> dict:
+    """The module docstring's figures over `rows` (naming_rows), rows padded to seq_len."""
     if not rows:
         raise ValueError("name_copy_probe: no trace names a statement's symbol within seq_len")
-
-    @jax.jit
-    def greedy(p, tokens):  # tokens [B,T] -> the argmax next byte at each position [B,T]
-        return jnp.argmax(Transformer(cfg).apply({"params": p}, tokens, with_mtp=False).logits, -1)
-
+    greedy = greedy_fn(cfg)
     exact, byte_share = [], []
     for lo in range(0, len(rows), batch):
         chunk = rows[lo : lo + batch]
