@@ -3,13 +3,16 @@ with cheap-code flags (tests/xla_env.py) and what they cost at run time.
 
     python bench/bench_compile.py            # XLA's defaults, -O0, -O0 + JAX 0.10's older emitters
     python bench/bench_compile.py --tiny     # the grad program only, defaults vs the suite's flags
+    python bench/bench_compile.py --repeats 6  # each flag set 6 times, round-robin: a mean per set
 
 Each flag set runs in its own fresh process with JAX's persistent compile cache off, so every
 figure is a cold compile. Per flag set: CPU seconds (user + sys of the process) to lower and to
 compile `value_and_grad` of the tiny preset's forward ([2, 64] tokens), the same for 5 runs of it,
 and the CPU of the first (compiling) and second (compiled) greedy and speculative `generate` calls.
 The process's CPU, not wall time, so a loaded host inflates the figures less; state the load
-(printed) beside any figure you keep.
+(printed) beside any figure you keep. This host's speed drifts by 20% or more within an hour, so
+compare flag sets with --repeats: the sets run in turn, and each one's mean over its runs of the
+compiles (the grad and both first generate calls) is printed at the end.
 """
 
 import argparse
@@ -25,7 +28,11 @@ FLAG_SETS = {
     "xla defaults": "",
     "-O0": "--xla_backend_optimization_level=0",
     "-O0 + old emitters": "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false",
+    # LLVM's module unsplit: one codegen thread per program, less CPU in all (tests/xla_env.py).
+    "-O0 + old emitters, unsplit": "--xla_backend_optimization_level=0 "
+    "--xla_cpu_use_fusion_emitters=false --xla_cpu_parallel_codegen_split_count=1",
 }
+COMPILES = ("grad_compile", "generate_greedy_first", "generate_speculative_first")
 
 
 def probe(with_generate: bool) -> dict:
@@ -88,6 +95,7 @@ def suite_flags() -> str:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tiny", action="store_true", help="the grad program only, two flag sets")
+    ap.add_argument("--repeats", type=int, default=1, help="runs of each flag set, in turn")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -95,12 +103,25 @@ def main():
         return
     sets = {"xla defaults": "", "suite": suite_flags()} if args.tiny else FLAG_SETS
     print(f"load before: {os.getloadavg()}", flush=True)
-    rows = {}
-    for name, flags in sets.items():
-        rows[name] = run_child(flags, with_generate=not args.tiny)
-        figures = ", ".join(f"{k} {v:.2f}" for k, v in rows[name].items() if k != "error")
-        print(f"{name:20s} [{flags}]: {rows[name].get('error') or figures} s of CPU", flush=True)
+    rows, totals = {}, {name: [] for name in sets}
+    for _ in range(args.repeats):
+        for name, flags in sets.items():
+            rows[name] = run_child(flags, with_generate=not args.tiny)
+            figures = ", ".join(f"{k} {v:.2f}" for k, v in rows[name].items() if k != "error")
+            print(
+                f"{name:20s} [{flags}]: {rows[name].get('error') or figures} s of CPU", flush=True
+            )
+            if "error" not in rows[name]:
+                totals[name].append(sum(rows[name].get(k, 0.0) for k in COMPILES))
     print(f"load after: {os.getloadavg()}")
+    if args.repeats > 1:
+        for name, runs in totals.items():
+            if runs:
+                mean = sum(runs) / len(runs)
+                each = " ".join(f"{t:.2f}" for t in runs)
+                print(
+                    f"{name:28s} compiles: mean {mean:.2f} s of CPU over {len(runs)} runs ({each})"
+                )
     base = rows[next(iter(sets))].get("grad_compile")
     for name, row in rows.items():
         if base and row.get("grad_compile"):

@@ -185,10 +185,16 @@ def test_stages_chain_three_stages():
 
 @compiles
 def test_compile_the_suites_flags_compile_the_grad_cheaper():
-    """bench_compile's tiny run: the tiny preset's grad compiled cold in two fresh processes, with
-    XLA's defaults and with the suite's flags (tests/xla_env.py); the suite's must cost less CPU
-    (0.16x on JAX 0.10 at load ~1.4, 2026-11-29), else its reason to exist is gone."""
-    out = run_tiny("bench_compile.py")
+    """bench_compile's tiny run: the tiny preset's grad compiled cold in fresh processes, twice
+    each in turn, with XLA's defaults and with the suite's flags (tests/xla_env.py); the suite's
+    must cost less CPU on average (0.16x on JAX 0.10 at load ~1.4, 2026-11-29), else its reason
+    to exist is gone."""
+    out = run_tiny("bench_compile.py", "--repeats", "2")
     rows = dict(re.findall(rf"^(xla defaults|suite) +grad compile {NUM}x", out, re.M))
     assert set(rows) == {"xla defaults", "suite"}, out
-    assert float(rows["xla defaults"]) == 1.0 and float(rows["suite"]) < 0.9, out
+    assert float(rows["xla defaults"]) == 1.0, out
+    means = dict(
+        re.findall(rf"^(xla defaults|suite) +compiles: mean {NUM} s of CPU over 2 runs", out, re.M)
+    )
+    assert set(means) == {"xla defaults", "suite"}, out
+    assert num(means["suite"]) < 0.9 * num(means["xla defaults"]), out
