@@ -49,11 +49,11 @@ def pytest_configure(config):
 
 def pytest_collection_finish(session):
     """Python's cyclic GC, tuned for a process that traces JAX programs: tracing allocates many
-    short-lived containers, so the default (700, 10, 10) thresholds ran a collection every few
-    hundred of them, each older-generation pass walking every module object imported so far.
-    Freezing what exists after collection (modules, fixtures' code) takes those out of every
-    pass, and a larger first threshold runs fewer of them: GC's share of a worker's CPU samples
-    on tests/test_rollout.py fell from 3.1% to 1.6% (perf; bench/RESULTS.md "Suite time")."""
+    short-lived containers, so the default thresholds (700, 10, 10) ran a young collection every
+    700 of them and, as survivors piled up, full ones that walk every object the imports made.
+    Freezing what exists after collection (modules, test code) takes it out of every pass, and
+    larger thresholds run fewer passes: GC's share of a worker's CPU samples on
+    tests/test_rollout.py fell from 3.1% to 1.6% (perf; bench/RESULTS.md "Suite time")."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(10_000, 20, 20)
