@@ -7,7 +7,7 @@ elemental fusion emitters; together they compile the tiny preset's grad 6x and i
 generate calls ~3x faster, and cut the cold suite's CPU by 59% (bench/RESULTS.md "Suite time").
 LLVM also compiles each program as one module instead of splitting it for parallel codegen
 threads: the split makes one compile finish sooner on idle cores but costs more CPU in all, and the
-suite keeps both cores busy with three workers (bench_compile.py's programs: 8-20% less CPU).
+suite keeps both cores busy with three workers (bench_compile.py's programs: 8-23% less CPU).
 Precision is unchanged (float32 stays float32, no fast-math); results may differ from XLA's
 default build in the last bits, which every reference comparison's tolerance covers. `python
 main.py` and the benches run with XLA's defaults outside the suite. JAX 0.11's XLA no longer
