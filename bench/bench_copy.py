@@ -1,6 +1,6 @@
 """Can the policy learn to copy? (issue 52: the measured blocker is writing the statement's symbol
-into a call.) Trains a params pytree on a synthetic copy task with Adam and reports, every
---every steps, the NLL on the bytes only copying predicts, beside its two bounds, then the
+into a call.) Trains the params with train/'s step and Adam on a synthetic copy task and reports,
+every --every steps, the NLL on the bytes only copying predicts, beside its two bounds, then the
 name-copy probe (eval/name_copy.py) on committed expert traces as trained and renamed afresh.
 
     python bench/bench_copy.py --init PARAMS [--task induction] [--steps 600] [--lr 1e-3]
@@ -29,7 +29,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT]
 
 import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import optax  # noqa: E402
 
@@ -70,22 +69,34 @@ def batch(task: str, rng, size: int, half: int) -> tuple[np.ndarray, np.ndarray]
     return np.stack([r[0] for r in rows]).astype(np.int32), np.stack([r[1] for r in rows])
 
 
-def make_step(cfg, opt):
-    from model import Transformer
+def lm_batch(tokens: np.ndarray, scored: np.ndarray) -> dict:
+    """Rows [B,T] and their scored mask -> train/'s batch: predict tokens[:, 1:], loss on the
+    scored targets only (train.losses.lm_loss averages CE over loss_mask)."""
+    b, t = tokens.shape[0], tokens.shape[1] - 1
+    return {
+        "tokens": tokens[:, :-1],
+        "targets": tokens[:, 1:],
+        "positions": np.broadcast_to(np.arange(t, dtype=np.int32), (b, t)),
+        "segment_ids": np.ones((b, t), np.int32),
+        "loss_mask": scored[:, 1:].astype(np.float32),
+    }
 
-    def loss_fn(params, tokens, scored):  # tokens [B,T]; scored [B,T]: targets to score
-        logits = Transformer(cfg).apply({"params": params}, tokens, with_mtp=False).logits
-        logp = jax.nn.log_softmax(logits[:, :-1], -1)  # [B,T-1,V]: predicts tokens[:, 1:]
-        nll = -jnp.take_along_axis(logp, tokens[:, 1:, None], -1)[..., 0]  # [B,T-1]
-        return (nll * scored[:, 1:]).sum() / scored[:, 1:].sum()
 
-    @jax.jit
-    def step(params, state, tokens, scored):
-        loss, grads = jax.value_and_grad(loss_fn)(params, tokens, scored)
-        updates, state = opt.update(grads, state, params)
-        return optax.apply_updates(params, updates), state, loss
+def make_step(cfg):
+    """The project's train_step with its LM loss (no MTP, no balance loss, no router-bias update:
+    the copy CE alone moves the params), and its eval_step for the held-out score."""
+    from train.losses import make_lm_loss
+    from train.step import eval_step, train_step
 
-    return step, jax.jit(loss_fn)
+    loss_fn = make_lm_loss(cfg, mtp_mode="none", use_balance_loss=False)
+    step = jax.jit(lambda state, b: train_step(state, b, loss_fn)[0])
+    sums = jax.jit(lambda params, b: eval_step(params, b, loss_fn))
+
+    def score(params, b) -> float:
+        out = sums(params, b)
+        return float(out["ce_sum"] / out["weight"])
+
+    return step, score
 
 
 def probe(cfg, params, rows: dict) -> str:
@@ -119,6 +130,7 @@ def arguments():
 def main():
     from model import init_params, presets
     from model.export import load_params
+    from train.state import create_train_state
 
     args = arguments()
     if args.task == "induction" and args.half < 48:
@@ -132,21 +144,19 @@ def main():
     traces = os.path.join(ROOT, "data/traces/repo_expert_traces.jsonl")
     rows = rl_stages.name_probe_rows(traces, args.probe_traces, rl_stages.probe_len(cfg))
     print(f"name-copy probe before: {probe(cfg, params, rows)}", flush=True)
-    opt = optax.adam(args.lr)
-    state, (step, score) = opt.init(params), make_step(cfg, opt)
+    state = create_train_state(params, optax.adam(args.lr), jax.random.PRNGKey(args.seed))
+    step, score = make_step(cfg)
     rng, held = np.random.default_rng(args.seed), np.random.default_rng(args.seed + 1)
-    test = batch(args.task, held, args.batch, args.half)
+    test = lm_batch(*batch(args.task, held, args.batch, args.half))
     print(f"| step | copied-byte NLL (held-out batch; copy 0, no copy {NO_COPY:.2f}) | wall s |")
     print("|---|---|---|")
     t0 = time.time()
     for i in range(args.steps + 1):
         if i % args.every == 0 or i == args.steps:
-            print(
-                f"| {i} | {float(score(params, *test)):.3f} | {time.time() - t0:.0f} |", flush=True
-            )
+            print(f"| {i} | {score(state.params, test):.3f} | {time.time() - t0:.0f} |", flush=True)
         if i < args.steps:
-            params, state, _ = step(params, state, *batch(args.task, rng, args.batch, args.half))
-    print(f"name-copy probe after: {probe(cfg, params, rows)}")
+            state = step(state, lm_batch(*batch(args.task, rng, args.batch, args.half)))
+    print(f"name-copy probe after: {probe(cfg, state.params, rows)}")
 
 
 if __name__ == "__main__":
