@@ -6,6 +6,8 @@ name-copy probe (eval/name_copy.py) on committed expert traces as trained and re
     python bench/bench_copy.py --init PARAMS [--task induction] [--steps 600] [--lr 1e-3]
     python bench/bench_copy.py --preset tiny4 --task fixed      # from a random init
     python bench/bench_copy.py --tiny                           # smoke: tiny, 2 steps
+    python bench/bench_copy.py --preset tiny4 --steps 3000 --export DIR   # a copier to SFT from
+    python bench/bench_copy.py --write_drills PATH [--drills N]  # the induction rows as SFT docs
 
 Tasks (rows of 2 x --half random lowercase bytes, --batch a step):
 - fixed: --half random bytes, then the same again: the second half is a copy at a fixed
@@ -14,12 +16,14 @@ Tasks (rows of 2 x --half random lowercase bytes, --batch a step):
   in a shuffled order, then padding: a name's bytes after its first are known only by finding
   the earlier occurrence of the byte before them (content-addressed copy, an induction head).
 Scored positions: the second half's bytes (fixed) or the second list's name bytes after each
-name's first (induction). Perfect copying scores 0 nats; not copying, log 26 = 3.26.
+name's first (induction). Perfect copying scores 0 nats; not copying, log 26 = 3.26; copying by a
+key of the last 1 or 2 bytes (keyed_copy_nll, printed in the table's header) in between.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -46,27 +50,76 @@ def fixed_row(rng, half: int) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate([x, x]), np.r_[np.zeros(half), np.ones(half)]
 
 
-def induction_row(rng, half: int) -> tuple[np.ndarray, np.ndarray]:
-    """The module docstring's induction row: (tokens [2*half], scored [2*half])."""
+def induction_parts(rng, half: int) -> tuple[list, list]:
+    """(context: 4 random names at random places in `half` bytes of random filler, names: the
+    same 4 in a shuffled order), as lists of byte ids per name."""
     names = [rng.integers(*LETTERS, size=rng.integers(5, 12)) for _ in range(4)]
     filler = list(rng.integers(*LETTERS, size=half - sum(len(x) + 1 for x in names)))
     cuts = np.sort(rng.integers(0, len(filler) + 1, size=len(names)))  # names whole, in order
-    tokens = []
+    context = []
     for x, lo, hi in zip(names, np.r_[0, cuts[:-1]], cuts):
-        tokens += filler[lo:hi] + [SPACE, *x]
-    tokens += filler[cuts[-1] :]
+        context += filler[lo:hi] + [SPACE, *x]
+    context += filler[cuts[-1] :]
+    return context, [list(names[j]) for j in rng.permutation(len(names))]
+
+
+def induction_row(rng, half: int) -> tuple[np.ndarray, np.ndarray]:
+    """The module docstring's induction row: (tokens [2*half], scored [2*half])."""
+    tokens, names = induction_parts(rng, half)
     scored = [0] * len(tokens)
-    for j in rng.permutation(len(names)):
-        tokens += [SPACE, *names[j]]
-        scored += [0, 0] + [1] * (len(names[j]) - 1)  # the first byte of a name is a guess
+    for name in names:
+        tokens += [SPACE, *name]
+        scored += [0, 0] + [1] * (len(name) - 1)  # the first byte of a name is a guess
     pad = 2 * half - len(tokens)
     return np.asarray(tokens + [SPACE] * pad), np.asarray(scored + [0] * pad)
+
+
+def drill_document(rng, half: int) -> dict:
+    """An induction row as an SFT chat document (the trace files' format): the user's message is
+    the context, the assistant's the names in their new order, space-separated; SFT's loss (the
+    assistant's bytes) then scores the copy, plus each name's first byte, which is a guess."""
+    context, names = induction_parts(rng, half)
+    text = lambda ids: bytes(int(b) for b in ids).decode()  # noqa: E731 (lowercase ascii)
+    return {
+        "messages": [
+            {"role": "user", "content": text(context)},
+            {"role": "assistant", "content": " ".join(text(x) for x in names)},
+        ]
+    }
+
+
+def write_drills(path: str, n: int, half: int, seed: int) -> str:
+    """`n` drill documents to `path` (jsonl, field "messages"), from rng seed `seed` (apart from
+    the copy task's own rows: a drill is never a held-out row)."""
+    rng = np.random.default_rng([seed, 1])
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        for _ in range(n):
+            f.write(json.dumps(drill_document(rng, half)) + "\n")
+    os.replace(path + ".tmp", path)  # whole or absent: a killed run leaves no half file
+    return path
 
 
 def batch(task: str, rng, size: int, half: int) -> tuple[np.ndarray, np.ndarray]:
     make = fixed_row if task == "fixed" else induction_row
     rows = [make(rng, half) for _ in range(size)]
     return np.stack([r[0] for r in rows]).astype(np.int32), np.stack([r[1] for r in rows])
+
+
+def keyed_copy_nll(tokens: np.ndarray, scored: np.ndarray, key_len: int) -> float:
+    """The mean NLL over the scored bytes of a predictor that copies by content with a key of
+    `key_len` bytes: the bytes that followed each earlier occurrence of the last `key_len` bytes,
+    weighted by count (uniform over the letters where the key never occurred). The mechanism's
+    yardstick: an induction head keyed on one byte scores ~1.2 on the induction rows (a byte
+    recurs in the filler), one keyed on two ~0.06."""
+    nll = []
+    for row, mask in zip(tokens.tolist(), scored):
+        for t in np.flatnonzero(mask):
+            key = row[t - key_len : t]
+            seen = [row[j + key_len] for j in range(t - key_len) if row[j : j + key_len] == key]
+            hit = seen.count(row[t])
+            nll.append(math.log(len(seen) / hit) if hit else NO_COPY if not seen else math.inf)
+    return float(np.mean(nll))
 
 
 def lm_batch(tokens: np.ndarray, scored: np.ndarray) -> dict:
@@ -123,6 +176,13 @@ def arguments():
     ap.add_argument("--half", type=int, default=64)
     ap.add_argument("--probe_traces", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--export", default="", help="save the trained params here (model.export)")
+    ap.add_argument(
+        "--write_drills",
+        default="",
+        help="write --drills induction rows as SFT chat documents to this jsonl and exit",
+    )
+    ap.add_argument("--drills", type=int, default=20_000)
     tiny = dict(preset="tiny", steps=2, every=1, batch=2, half=48, probe_traces=4)
     return parse_tiny(ap, tiny)
 
@@ -135,6 +195,9 @@ def main():
     args = arguments()
     if args.task == "induction" and args.half < 48:
         sys.exit(f"error: --half {args.half}: the induction task needs 48 (4 names of <= 12 bytes)")
+    if args.write_drills:
+        print(write_drills(args.write_drills, args.drills, args.half, args.seed))
+        return
     if args.init:
         cfg, params = load_params(args.init)
     else:
@@ -147,8 +210,11 @@ def main():
     state = create_train_state(params, optax.adam(args.lr), jax.random.PRNGKey(args.seed))
     step, score = make_step(cfg)
     rng, held = np.random.default_rng(args.seed), np.random.default_rng(args.seed + 1)
-    test = lm_batch(*batch(args.task, held, args.batch, args.half))
-    print(f"| step | copied-byte NLL (held-out batch; copy 0, no copy {NO_COPY:.2f}) | wall s |")
+    rows_held = batch(args.task, held, args.batch, args.half)
+    test = lm_batch(*rows_held)
+    keyed = ", ".join(f"{k}-byte key {keyed_copy_nll(*rows_held, k):.2f}" for k in (2, 1))
+    print(f"| step | copied-byte NLL (held-out batch; copy 0, {keyed}, no copy {NO_COPY:.2f}) "
+          "| wall s |")  # fmt: skip
     print("|---|---|---|")
     t0 = time.time()
     for i in range(args.steps + 1):
@@ -157,6 +223,11 @@ def main():
         if i < args.steps:
             state = step(state, lm_batch(*batch(args.task, rng, args.batch, args.half)))
     print(f"name-copy probe after: {probe(cfg, state.params, rows)}")
+    if args.export:
+        from model.export import save_params
+
+        save_params(args.export, cfg, state.params)
+        print(f"params saved: {args.export}")
 
 
 if __name__ == "__main__":

@@ -3,9 +3,9 @@
 
     python bench/bench_rl_repos.py [--init PARAMS] [--max_tokens 4096] [--traces FILE]
         [--new_traces 16] [--trace_minutes 5] [--sft_steps 80] [--sft_minutes 0]
-        [--sft_turns 0] [--sft_renamed 0] [--sft_seq_len 0] [--rl_steps 40]
-        [--rl_minutes 10] [--eval_every 0] [--heldout_sites 4] [--heldout_repos 4] [--k 4]
-        [--workdir runs/bench_rl_repos] [--seeds 0,1]
+        [--sft_turns 0] [--sft_renamed 0] [--sft_seq_len 0] [--sft_drills 0]
+        [--rl_steps 40] [--rl_minutes 10] [--eval_every 0] [--heldout_sites 4]
+        [--heldout_repos 4] [--k 4] [--workdir runs/bench_rl_repos] [--seeds 0,1]
     python bench/bench_rl_repos.py --tiny --seeds 0,1   # smoke: tiny, 1 SFT + 1 RL step
 
 1. Tasks: data/repos/pool.jsonl's "train" bugfix/feature lines (gated tasks mined from the
@@ -26,6 +26,8 @@
    trains on each trace cut after its N-th assistant turn, `--sft_renamed N` on N copies of each
    with the statement's symbols renamed afresh throughout (data/rename.py: names only copying
    can write), `--sft_seq_len` sets shorter rows for such prefixes (rl_stages.sft_traces).
+   `--sft_drills S` puts bench_copy.py's induction drills (find a name by its bytes, write it
+   again: the content-addressed copy a statement's symbol needs) in that share of the rows.
 4. RL: rl/learning/loop.py on the task file (one trainer, async sampler threads, groups of
    `--group_size`, single epoch, speculative samplers with `--spec_k` drafts and the MTP
    self-distillation term, rl.mtp_weight's default) for `--rl_steps` or `--rl_minutes`. With
@@ -119,6 +121,19 @@ def make_traces(
     )
     json.dump(counts, open(path + ".counts", "w"))
     return counts
+
+
+def sft_drills(args) -> tuple:
+    """rl_stages.sft's mix for --sft_drills: bench_copy.py's induction drills (20,000 documents,
+    ~2.6M byte tokens: more than a 14-minute SFT reads) at that share of the rows."""
+    if not args.sft_drills:
+        return ()
+    from bench.bench_copy import write_drills
+
+    path = os.path.join(args.workdir, "drills.jsonl")
+    if not os.path.exists(path):
+        write_drills(path, 20_000, half=64, seed=0)
+    return (("copy_drills", path, args.sft_drills),)
 
 
 def rl_config_for(args, params_dir: str, tasks_path: str, pool_size: int, seed: int | None):
@@ -336,6 +351,13 @@ def arguments():
     ap.add_argument("--sft_turns", type=int, default=0, help="SFT on traces cut after N turns")
     ap.add_argument("--sft_renamed", type=int, default=0, help="N renamed copies a trace")
     ap.add_argument("--probe_traces", type=int, default=64, help="name-copy probe's traces")
+    ap.add_argument(
+        "--sft_drills",
+        type=float,
+        default=0.0,
+        help="share of SFT rows from bench_copy.py's induction drills (content-addressed copy "
+        "in chat form; 0: none)",
+    )
     ap.add_argument("--rl_steps", type=int, default=40)
     ap.add_argument("--rl_minutes", type=float, default=10.0, help="RL wall budget (0: steps)")
     ap.add_argument("--rl_lr", type=float, default=1e-5)
@@ -414,6 +436,7 @@ def main():
         batch_size=args.sft_batch,
         max_seconds=60 * args.sft_minutes,
         seq_len=args.sft_seq_len,
+        mix=sft_drills(args),
     )
     wall["sft"] = time.time() - t0
     seeds = parse_seeds(args.seeds) if args.seeds else [None]

@@ -68,9 +68,13 @@ def coding_rl_config(args, params_dir: str, seed: int | None, pool_size: int, rl
     return c
 
 
-def sft(
+def sft(traces: str, workdir: str, **options) -> str:
+    """-> the exported params dir of an SFT run: train/'s loop on sft_config(traces, **options)."""
+    return train_and_export(sft_config(traces, **options), workdir)
+
+
+def sft_config(
     traces: str,
-    workdir: str,
     *,
     preset: str,
     mtp_modules: int,
@@ -81,13 +85,15 @@ def sft(
     batch_size: int = 4,
     max_seconds: float = 0.0,
     seq_len: int = 0,
-) -> str:
-    """-> the exported params dir of an SFT run (train/'s loop, configs/sft.py's loss: assistant
-    tokens only) on the trace file `traces` alone, from `init` (exported params: a context
+    mix: tuple = (),
+):
+    """-> the config of an SFT run (configs/sft.py's loss: assistant tokens only) on the trace
+    file `traces` (and `mix`), from `init` (exported params: a context
     shorter than max_tokens is extended by context_extension) or a random init of `preset`; with
     MTP modules they train jointly by self-distillation. max_seconds > 0: no step starts after
     that many seconds (a shared machine's bound; the export is of the step reached). seq_len:
-    the rows' length when shorter than the context (0: max_tokens), e.g. for trace prefixes."""
+    the rows' length when shorter than the context (0: max_tokens), e.g. for trace prefixes.
+    mix: ((name, chat jsonl, share of rows), ...) trained beside the traces, which keep the rest."""
     from configs import sft as sft_config
 
     c = sft_config.get_config()
@@ -96,7 +102,13 @@ def sft(
     c.model_overrides = dict(num_mtp_modules=mtp_modules, max_position_embeddings=max_tokens)
     if init:
         c.model_overrides.update(context_extension(init, max_tokens))
-    c.data.sources = (dict(c.data.sources[0], paths=[traces]),)
+    rest = 1.0 - sum(share for _, _, share in mix)
+    if not 0 < rest <= 1:
+        raise ValueError(f"sft mix {mix}: the shares must leave the traces a share in (0, 1]")
+    traces_source = dict(c.data.sources[0], paths=[traces], weight=rest)
+    c.data.sources = (traces_source,) + tuple(
+        dict(c.data.sources[0], paths=[path], name=name, weight=share) for name, path, share in mix
+    )
     c.data.heldout_fraction = 0.05
     c.train.update(
         steps=steps,
@@ -112,7 +124,7 @@ def sft(
         mtp_mode="distill" if mtp_modules else "none",
         max_seconds=max_seconds,
     )
-    return train_and_export(c, workdir)
+    return c
 
 
 def context_extension(init: str, max_tokens: int) -> dict:

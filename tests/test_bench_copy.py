@@ -36,6 +36,57 @@ def test_induction_rows_score_only_bytes_an_earlier_occurrence_gives():
         assert all(scored[s] == 0 for s in starts[-4:])
 
 
+def test_keyed_copy_nll_against_counts_by_hand():
+    """In 1 2 7 1 2 8 3 2 7, the last 7 after key '2' (followed earlier by 7 and by 8): ln 2; after
+    key '3 2' (never seen): the no-copy bound; the 8 after key '1 2' (followed earlier by 7 only):
+    a miss. On the induction rows a 2-byte key nearly solves the copy and a 1-byte key half does."""
+    row = np.asarray([[1, 2, 7, 1, 2, 8, 3, 2, 7]])
+    mask = np.zeros((1, 9))
+    mask[0, 8] = 1
+    assert np.isclose(b.keyed_copy_nll(row, mask, 1), np.log(2))
+    assert np.isclose(b.keyed_copy_nll(row, mask, 2), b.NO_COPY)
+    mask[0, 5] = 1
+    assert b.keyed_copy_nll(row, mask, 2) == np.inf
+    tokens, scored = b.batch("induction", np.random.default_rng(1), 32, 64)
+    two, one = b.keyed_copy_nll(tokens, scored, 2), b.keyed_copy_nll(tokens, scored, 1)
+    assert 0 < two < 0.2 < 0.8 < one < 1.6 < b.NO_COPY
+
+
+def test_drills_are_the_induction_rows_in_chat_form(tmp_path):
+    """A drill's user message is an induction row's context and its assistant message that row's
+    names in their new order; the file reads back through data/'s jsonl source (the SFT mix's
+    reader) whole."""
+    from data.sources import SourceSpec, open_source
+
+    doc = b.drill_document(np.random.default_rng(3), 64)
+    tokens, scored = b.induction_row(np.random.default_rng(3), 64)
+    user, assistant = (m["content"].encode() for m in doc["messages"])
+    assert [m["role"] for m in doc["messages"]] == ["user", "assistant"]
+    assert bytes(tokens[: len(user)].tolist()) == user
+    assert bytes(tokens[len(user) : len(user) + 1 + len(assistant)].tolist()) == b" " + assistant
+    for name in assistant.split(b" "):
+        assert b" " + name in user  # each name copies an earlier occurrence
+    path = b.write_drills(str(tmp_path / "drills.jsonl"), 7, half=64, seed=0)
+    source = open_source(SourceSpec("jsonl", (path,), field="messages", name="drills"))
+    assert len(source) == 7 and all(len(source.read(i).value) == 2 for i in range(7))
+    again = b.write_drills(str(tmp_path / "again.jsonl"), 7, half=64, seed=0)
+    assert open(path).read() == open(again).read()  # seeded: reproducible
+
+
+def test_sft_mix_gives_the_drills_their_share_and_the_traces_the_rest():
+    from bench.rl_stages import sft_config
+
+    options = dict(preset="tiny", mtp_modules=0, max_tokens=512, steps=1, lr=1e-3)
+    c = sft_config("T.jsonl", mix=(("copy_drills", "D.jsonl", 0.25),), **options)
+    got = [(s["paths"], s["weight"], s["field"]) for s in c.data.sources]
+    assert got == [(["T.jsonl"], 0.75, "messages"), (["D.jsonl"], 0.25, "messages")]
+    assert [(s["paths"], s["weight"]) for s in sft_config("T.jsonl", **options).data.sources] == [
+        (["T.jsonl"], 1.0)
+    ]
+    with pytest.raises(ValueError, match="leave the traces a share"):
+        sft_config("T.jsonl", mix=(("d", "D.jsonl", 1.0),), **options)
+
+
 @pytest.mark.long
 def test_smoke_run_prints_the_table_and_both_probes():
     out = run_tiny("bench_copy.py")
