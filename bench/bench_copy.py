@@ -164,10 +164,28 @@ def probe(cfg, params, rows: dict) -> str:
     return "; ".join(out) + f" ({len(next(iter(rows.values())))} traces)"
 
 
+def parse_override(text: str) -> tuple[str, int | float]:
+    """'num_hidden_layers=2' -> ('num_hidden_layers', 2); 'initializer_range=0.02' -> a float."""
+    field, _, value = text.partition("=")
+    for kind in (int, float):
+        try:
+            return field, kind(value)
+        except ValueError:
+            pass
+    sys.exit(f"error: --override {text!r}: want FIELD=NUMBER, e.g. initializer_range=0.02")
+
+
 def arguments():
     ap = argparse.ArgumentParser()
     ap.add_argument("--init", default="", help="exported params (train/'s export)")
     ap.add_argument("--preset", default="tiny4", help="random init of a preset without --init")
+    ap.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="a ModelConfig field of the random init, e.g. initializer_range=0.02 (repeatable)",
+    )
     ap.add_argument("--task", default="induction", choices=("fixed", "induction"))
     ap.add_argument("--steps", type=int, default=600)
     ap.add_argument("--every", type=int, default=100)
@@ -202,7 +220,12 @@ def main():
         cfg, params = load_params(args.init)
     else:
         # a random init at the probe's length (the presets' own context is 512)
-        cfg = presets.get(args.preset, num_mtp_modules=0, max_position_embeddings=2048)
+        overrides = dict(num_mtp_modules=0, max_position_embeddings=2048)
+        overrides.update(parse_override(x) for x in args.override)
+        try:
+            cfg = presets.get(args.preset, **overrides)
+        except (TypeError, ValueError) as e:  # an unknown field or a value the config refuses
+            sys.exit(f"error: --preset {args.preset} --override {args.override}: {e}")
         params = init_params(cfg, jax.random.PRNGKey(args.seed))
     traces = os.path.join(ROOT, "data/traces/repo_expert_traces.jsonl")
     rows = rl_stages.name_probe_rows(traces, args.probe_traces, rl_stages.probe_len(cfg))

@@ -52,6 +52,14 @@ def test_keyed_copy_nll_against_counts_by_hand():
     assert 0 < two < 0.2 < 0.8 < one < 1.6 < b.NO_COPY
 
 
+def test_override_parses_numbers_and_names_a_bad_one():
+    assert b.parse_override("num_hidden_layers=2") == ("num_hidden_layers", 2)
+    assert b.parse_override("initializer_range=0.02") == ("initializer_range", 0.02)
+    assert isinstance(b.parse_override("rope_theta=1e4")[1], float)
+    with pytest.raises(SystemExit, match="want FIELD=NUMBER"):
+        b.parse_override("initializer_range")
+
+
 def test_drills_are_the_induction_rows_in_chat_form(tmp_path):
     """A drill's user message is an induction row's context and its assistant message that row's
     names in their new order; the file reads back through data/'s jsonl source (the SFT mix's
