@@ -23,6 +23,7 @@ key of the last 1 or 2 bytes (keyed_copy_nll, printed in the table's header) in 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import math
 import os
@@ -120,6 +121,35 @@ def keyed_copy_nll(tokens: np.ndarray, scored: np.ndarray, key_len: int) -> floa
             hit = seen.count(row[t])
             nll.append(math.log(len(seen) / hit) if hit else NO_COPY if not seen else math.inf)
     return float(np.mean(nll))
+
+
+def keyed_copy_hits(ids: list, positions, key_len: int) -> list[bool]:
+    """Per position p: does the byte that most often followed the earlier occurrences of the
+    `key_len` bytes before p (a tie: the latest) equal ids[p]? A key never seen earlier is a
+    miss. What a greedy induction head keyed on that many bytes writes."""
+    hits = []
+    for p in positions:
+        key = ids[p - key_len : p]
+        seen = [ids[j + key_len] for j in range(p - key_len) if ids[j : j + key_len] == key]
+        best = collections.Counter(reversed(seen)).most_common(1)  # stable: ties to the latest
+        hits.append(bool(best) and best[0][0] == ids[p])
+    return hits
+
+
+def keyed_probe(rows: dict, key_lens=(1, 2, 3)) -> str:
+    """The name-copy probe's yardstick: the share of name bytes after the first (the first has no
+    key in common with the statement's occurrence, which follows a backtick) that a copier keyed
+    on k bytes writes, per row set."""
+    out = []
+    for label, these in rows.items():
+        shares = []
+        for k in key_lens:
+            hits = [
+                h for ids, lo, n in these for h in keyed_copy_hits(ids, range(lo + 1, lo + n), k)
+            ]
+            shares.append(f"{k}-byte {np.mean(hits):.2f}")
+        out.append(f"{label}: " + ", ".join(shares))
+    return "; ".join(out)
 
 
 def lm_batch(tokens: np.ndarray, scored: np.ndarray) -> dict:
@@ -229,6 +259,8 @@ def main():
         params = init_params(cfg, jax.random.PRNGKey(args.seed))
     traces = os.path.join(ROOT, "data/traces/repo_expert_traces.jsonl")
     rows = rl_stages.name_probe_rows(traces, args.probe_traces, rl_stages.probe_len(cfg))
+    print(f"name bytes after the first that a copier keyed on the bytes before writes: "
+          f"{keyed_probe(rows)}")  # fmt: skip
     print(f"name-copy probe before: {probe(cfg, params, rows)}", flush=True)
     state = create_train_state(params, optax.adam(args.lr), jax.random.PRNGKey(args.seed))
     step, score = make_step(cfg)

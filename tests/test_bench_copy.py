@@ -52,6 +52,18 @@ def test_keyed_copy_nll_against_counts_by_hand():
     assert 0 < two < 0.2 < 0.8 < one < 1.6 < b.NO_COPY
 
 
+def test_keyed_copy_hits_by_hand():
+    """After key '2' the earlier continuations are 7 then 8: a tie goes to the latest (8); key
+    '1 2' was followed by 7 once; key '3 2' never occurred (a miss)."""
+    ids = [1, 2, 7, 1, 2, 8, 3, 2, 7]
+    assert b.keyed_copy_hits(ids, [8], 1) == [False]
+    assert b.keyed_copy_hits(ids[:8] + [8], [8], 1) == [True]
+    assert b.keyed_copy_hits(ids, [5, 8], 2) == [False, False]
+    assert b.keyed_copy_hits(ids[:5] + [7], [5], 2) == [True]
+    rows = {"r": [(ids[:5] + [7], 3, 3)]}  # the "name" 1 2 7 at 3..5: bytes 2 and 7 scored
+    assert b.keyed_probe(rows, key_lens=(1, 2)) == "r: 1-byte 1.00, 2-byte 0.50"
+
+
 def test_override_parses_numbers_and_names_a_bad_one():
     assert b.parse_override("num_hidden_layers=2") == ("num_hidden_layers", 2)
     assert b.parse_override("initializer_range=0.02") == ("initializer_range", 0.02)
