@@ -90,8 +90,8 @@ def drill_document(rng, half: int) -> dict:
 
 
 def write_drills(path: str, n: int, half: int, seed: int) -> str:
-    """`n` drill documents to `path` (jsonl, field "messages"), from rng seed `seed` (apart from
-    the copy task's own rows: a drill is never a held-out row)."""
+    """`n` drill documents to `path` (jsonl, field "messages") from an rng stream apart from the
+    copy task's training and held-out rows of the same `seed`."""
     rng = np.random.default_rng([seed, 1])
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path + ".tmp", "w", encoding="utf-8") as f:
@@ -107,6 +107,13 @@ def batch(task: str, rng, size: int, half: int) -> tuple[np.ndarray, np.ndarray]
     return np.stack([r[0] for r in rows]).astype(np.int32), np.stack([r[1] for r in rows])
 
 
+def continuations(ids: list, p: int, key_len: int) -> list:
+    """The bytes that followed each earlier occurrence (before p) of the `key_len` bytes before
+    p, in order."""
+    key = ids[p - key_len : p]
+    return [ids[j + key_len] for j in range(p - key_len) if ids[j : j + key_len] == key]
+
+
 def keyed_copy_nll(tokens: np.ndarray, scored: np.ndarray, key_len: int) -> float:
     """The mean NLL over the scored bytes of a predictor that copies by content with a key of
     `key_len` bytes: the bytes that followed each earlier occurrence of the last `key_len` bytes,
@@ -116,8 +123,7 @@ def keyed_copy_nll(tokens: np.ndarray, scored: np.ndarray, key_len: int) -> floa
     nll = []
     for row, mask in zip(tokens.tolist(), scored):
         for t in np.flatnonzero(mask):
-            key = row[t - key_len : t]
-            seen = [row[j + key_len] for j in range(t - key_len) if row[j : j + key_len] == key]
+            seen = continuations(row, t, key_len)
             hit = seen.count(row[t])
             nll.append(math.log(len(seen) / hit) if hit else NO_COPY if not seen else math.inf)
     return float(np.mean(nll))
@@ -129,8 +135,7 @@ def keyed_copy_hits(ids: list, positions, key_len: int) -> list[bool]:
     miss. What a greedy induction head keyed on that many bytes writes."""
     hits = []
     for p in positions:
-        key = ids[p - key_len : p]
-        seen = [ids[j + key_len] for j in range(p - key_len) if ids[j : j + key_len] == key]
+        seen = continuations(ids, p, key_len)
         best = collections.Counter(reversed(seen)).most_common(1)  # stable: ties to the latest
         hits.append(bool(best) and best[0][0] == ids[p])
     return hits

@@ -125,7 +125,7 @@ def make_traces(
 
 def sft_drills(args) -> tuple:
     """rl_stages.sft's mix for --sft_drills: bench_copy.py's induction drills (20,000 documents,
-    ~2.6M byte tokens: more than a 14-minute SFT reads) at that share of the rows."""
+    2.08M byte tokens: more than a 14-minute SFT reads) at that share of the rows."""
     if not args.sft_drills:
         return ()
     from bench.bench_copy import write_drills
