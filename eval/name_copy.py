@@ -6,13 +6,16 @@ episode a task and ~10 searches a set make a noisy figure, and a first search th
 ends the measurement. Here each expert trace (rl/envs/repo_traces.py's, or data/rename.py's
 renamed copy of it, whose names no training trace holds) is cut after its first assistant turn
 that names a symbol the statement backticks; the policy reads the prefix up to that name and
-predicts its bytes, each from the true bytes before it (teacher forcing).
+predicts its tokens, each from the true tokens before it (teacher forcing). Any tokenizer: the
+name's tokens are found by characters (name_span), so a BPE token that carries the quote before
+the name counts as the name's first.
 
     rows = naming_rows(tok, traces, seq_len)      # (ids, where the name starts, its length)
     name_copy_probe(cfg, params, rows, seq_len)   # {"names", "names_exact", "name_bytes"}
 
-names_exact: the fraction of names whose every byte is the argmax (greedy decoding would write
-the name whole from that point); name_bytes: the mean fraction of a name's bytes that are.
+names_exact: the fraction of names whose every token is the argmax (greedy decoding would write
+the name whole from that point); name_bytes: the mean fraction of a name's tokens that are (its
+bytes under the byte tokenizer; the key keeps that name).
 """
 
 from __future__ import annotations
@@ -28,12 +31,7 @@ import numpy as np
 
 from data.chat import render_messages
 from data.rename import backticked_names, whole_word
-from data.tokenizers import Tokenizer
-
-
-def word_byte(tok: Tokenizer, token: int) -> bool:
-    """True when `token` is one identifier character (a control token is not)."""
-    return re.fullmatch(r"[A-Za-z0-9_]", tok.decode([token])) is not None
+from data.tokenizers import SPECIAL_TOKENS, Tokenizer
 
 
 def naming_prefix(messages: Sequence[Mapping]) -> tuple[list, str] | None:
@@ -51,9 +49,25 @@ def naming_prefix(messages: Sequence[Mapping]) -> tuple[list, str] | None:
     return None
 
 
+def name_span(tok: Tokenizer, ids: Sequence[int], turn: int, name: str) -> tuple | None:
+    """(start, length) of the tokens that write `name`'s first whole occurrence (not inside a
+    longer identifier, not a control token's text) in ids[turn:], or None. Found by character
+    offsets, not by matching tok.encode(name): a BPE vocabulary tokenizes a name by its
+    neighbours (a token may carry the quote before it), the byte tokenizer gives the name's bytes.
+    """
+    ends = [len(tok.decode(ids[turn:j])) for j in range(turn, len(ids) + 1)]  # chars before j
+    control = {tok.special_id(n) for n in SPECIAL_TOKENS}
+    for m in re.finditer(whole_word(re.escape(name)), tok.decode(ids[turn:])):
+        first = max(j for j, e in enumerate(ends) if e <= m.start())
+        last = min(j for j, e in enumerate(ends) if e >= m.end())
+        if not control & set(ids[turn + first : turn + last]):
+            return turn + first, last - first
+    return None
+
+
 def naming_rows(tok: Tokenizer, traces: Sequence[Mapping], seq_len: int) -> list[tuple]:
     """(ids, start, length) per trace whose naming prefix fits seq_len: the name's first
-    occurrence in the last (naming) turn at ids[start:start + length]."""
+    occurrence in the last (naming) turn at ids[start:start + length] (name_span)."""
     rows = []
     for trace in traces:
         cut = naming_prefix(trace["messages"])
@@ -62,20 +76,15 @@ def naming_rows(tok: Tokenizer, traces: Sequence[Mapping], seq_len: int) -> list
         messages, name = cut
         ids, mask = render_messages(tok, messages)
         turn = max(i for i, m in enumerate(mask) if not m) + 1  # the naming turn's first id
-        want = tok.encode(name)
-        for start in range(turn, len(ids) - len(want)):
-            if ids[start : start + len(want)] == want and not (
-                word_byte(tok, ids[start - 1]) or word_byte(tok, ids[start + len(want)])
-            ):  # the name whole, not inside a longer identifier
-                if len(ids) <= seq_len:
-                    rows.append((ids, start, len(want)))
-                break
+        span = name_span(tok, ids, turn, name)
+        if span and len(ids) <= seq_len:
+            rows.append((ids, *span))
     return rows
 
 
 @functools.lru_cache(maxsize=4)
 def greedy_fn(cfg):
-    """A jitted forward of `cfg`'s model: (params, tokens [B,T]) -> the argmax next byte at each
+    """A jitted forward of `cfg`'s model: (params, tokens [B,T]) -> the argmax next token at each
     position [B,T]. Cached per config: every stage's probe reuses one compiled program."""
     from model import Transformer
 

@@ -58,3 +58,31 @@ def test_a_name_inside_a_longer_identifier_is_not_the_name():
     ((ids, start, n),) = naming_rows(tok, [{"messages": messages}], seq_len=512)
     assert n == 5 and tok.decode(ids[start - 5 : start + n + 1]) == "then parse."
     assert len(ids) == len(render_messages(tok, messages)[0])  # cut after the naming turn
+
+
+def test_a_bpe_vocabulary_finds_the_same_names_by_their_tokens(tmp_path):
+    """naming_rows locates the name by characters: with a data/code_bpe.py vocabulary (a name's
+    first token can carry the space or quote before it) every trace the byte rows hold is found,
+    and the span writes that name whole and nothing of another identifier."""
+    import itertools
+    import random
+    import re
+
+    from data.code_bpe import corpus, train_bpe
+    from data.rename import renamed_trace
+    from data.tokenizers import load_tokenizer
+
+    texts = itertools.islice(corpus([], TRACES), 2000)
+    bpe = load_tokenizer("hf:" + train_bpe(texts, 1000, str(tmp_path / "bpe.json")))
+    with open(TRACES, encoding="utf-8") as f:
+        traces = [json.loads(next(f)) for _ in range(24)]
+    fresh = [renamed_trace(t, random.Random(i)) for i, t in enumerate(traces)]
+    traces += [t for t in fresh if t]
+    by_bytes = naming_rows(ByteTokenizer(), traces, seq_len=10**6)
+    by_bpe = naming_rows(bpe, traces, seq_len=10**6)
+    assert len(by_bpe) == len(by_bytes) >= 30
+    for (b_ids, b_start, b_n), (ids, start, n) in zip(by_bytes, by_bpe):
+        name = bytes(b_ids[b_start : b_start + b_n]).decode()
+        assert re.fullmatch(rf"\W*{re.escape(name)}\W*", bpe.decode(ids[start : start + n]))
+    tokens, nbytes = sum(r[2] for r in by_bpe), sum(r[2] for r in by_bytes)
+    assert tokens < nbytes  # a name takes fewer tokens than bytes (spans are not padded out)
