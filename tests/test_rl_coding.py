@@ -33,6 +33,7 @@ from rl.episodes.rewards import LengthTerm, RewardConfig, episode_reward
 from rl.learning import loop
 from rl.sampling import coding_sampler, sampler_process
 from rl.stores.store import RolloutStore
+from rl.stores.weight_store import FixedWeights
 from train import trainer
 from train.tensorboard import read_scalars
 
@@ -245,6 +246,36 @@ def test_coding_sampler_swaps_weights_in_flight():
     # the episode decoded first got 2 tokens (swap_every) from version 0, the rest from 1: the
     # weights changed inside an episode, its cache kept
     assert any(set(v.tolist()) == {0, 1} for v in versions), versions
+
+
+def test_coding_sampler_encodes_episodes_with_the_runs_tokenizer():
+    """data.tokenizer is the samplers' too (resolve sets rl.coding.tokenizer and valid_vocab from
+    it): with the HF fixture vocabulary the prompt decodes to the task's statement under that
+    tokenizer, and every id, prompt and policy, lies in its vocabulary. A conflicting
+    rl.coding.tokenizer or a missing file is a one-line ConfigError."""
+    _sandbox_or_skip()
+    from data.tokenizers import load_tokenizer
+    from model.errors import ConfigError
+
+    spec = "hf:" + os.path.join(os.path.dirname(__file__), "fixtures/data/tokenizer.json")
+    tok = load_tokenizer(spec)
+    c = _config()
+    c.data.tokenizer, c.model_overrides = spec, {"vocab_size": tok.vocab_size}
+    resolved = loop.resolve(c)
+    assert resolved.rl.coding.tokenizer == spec and resolved.rl.valid_vocab == tok.vocab_size
+    assert loop.resolve(_config()).rl.valid_vocab == load_tokenizer("byte").vocab_size
+    sampler = sampler_process.make_sampler(resolved.rl, loop.model_config(resolved))
+    task = sampler_process.make_task(resolved.rl, 0)
+    (group,) = sampler.play([task], FixedWeights(trainer.host_params(resolved, sampler.cfg)), 1)
+    for r in group:
+        assert task.prompt.splitlines()[0] in tok.decode(r["tokens"][: r["prompt_len"]])
+        assert 0 <= int(np.min(r["tokens"])) and int(np.max(r["tokens"])) < tok.vocab_size
+    c.rl.coding.tokenizer = "byte"
+    with pytest.raises(ConfigError, match="rl.coding.tokenizer='byte': it is set from"):
+        loop.resolve(c)
+    c.rl.coding.tokenizer, c.data.tokenizer = "", "hf:/no/such/tokenizer.json"
+    with pytest.raises(ConfigError, match="data.tokenizer='hf:/no/such/tokenizer.json': HF "):
+        loop.resolve(c)
 
 
 def test_coding_pool_uses_training_templates_only():

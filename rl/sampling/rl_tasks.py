@@ -137,7 +137,7 @@ def _coding_task(rl, j: int):
 
 
 def _coding_sampler(rl, cfg, mesh=None, rules=None):
-    from data.tokenizers import ByteTokenizer
+    from data.tokenizers import load_tokenizer
     from rl.envs.agent.summary import summary_config
     from rl.episodes.rewards import reward_config_from_dict
     from rl.sampling.coding_sampler import CodingSampler
@@ -145,7 +145,7 @@ def _coding_sampler(rl, cfg, mesh=None, rules=None):
     c = rl.coding
     return CodingSampler(
         cfg,
-        ByteTokenizer(),
+        load_tokenizer(rl.coding.tokenizer or "byte"),
         reward_config_from_dict(rl.reward.to_dict()),
         group_size=rl.group_size,
         max_tokens=rl.max_tokens,
@@ -170,8 +170,9 @@ def _coding_sampler(rl, cfg, mesh=None, rules=None):
 def _coding_resolve(config) -> None:
     """Summaries, shared prefixes and the engine agree; the sandbox must isolate (fail closed:
     rl.envs.require_isolation raises unless bubblewrap works or the caller opted in), and the
-    trainer's valid vocab is the tokenizer's (the engine samples from it; log-probs must match)."""
-    from data.tokenizers import ByteTokenizer
+    trainer's valid vocab is the tokenizer's (the engine samples from it; log-probs must match):
+    data.tokenizer's, which the samplers load from rl.coding.tokenizer."""
+    from data.tokenizers import load_tokenizer
     from rl.envs import require_isolation
     from rl.envs.agent.summary import summary_config
 
@@ -196,7 +197,17 @@ def _coding_resolve(config) -> None:
         except MissingTestDeps as e:
             raise ConfigError(f"rl.coding.tasks={rl.coding.tasks}: {e}") from None
     require_isolation()
-    vocab = ByteTokenizer().vocab_size
+    spec = config.data.tokenizer
+    if rl.coding.tokenizer not in ("", spec):
+        raise ConfigError(
+            f"rl.coding.tokenizer={rl.coding.tokenizer!r}: it is set from data.tokenizer "
+            f"({spec!r}); set that instead"
+        )
+    try:
+        vocab = load_tokenizer(spec).vocab_size
+    except (OSError, ValueError, KeyError) as e:
+        raise ConfigError(f"data.tokenizer={spec!r}: {e}") from None
+    rl.coding.tokenizer = spec
     check_rl_vocab(rl, vocab)
     rl.valid_vocab = vocab
 
