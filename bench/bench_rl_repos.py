@@ -3,7 +3,7 @@
 
     python bench/bench_rl_repos.py [--init PARAMS] [--max_tokens 4096] [--traces FILE]
         [--new_traces 16] [--trace_minutes 5] [--sft_steps 80] [--sft_minutes 0]
-        [--sft_turns 0] [--sft_renamed 0] [--sft_seq_len 0] [--sft_drills 0]
+        [--sft_turns 0] [--sft_renamed 0] [--sft_seq_len 0] [--sft_drills 0] [--code_bpe 0]
         [--rl_steps 40] [--rl_minutes 10] [--eval_every 0] [--heldout_sites 4]
         [--heldout_repos 4] [--k 4] [--workdir runs/bench_rl_repos] [--seeds 0,1]
     python bench/bench_rl_repos.py --tiny --seeds 0,1   # smoke: tiny, 1 SFT + 1 RL step
@@ -28,6 +28,10 @@
    can write), `--sft_seq_len` sets shorter rows for such prefixes (rl_stages.sft_traces).
    `--sft_drills S` puts bench_copy.py's induction drills (find a name by its bytes, write it
    again: the content-addressed copy a statement's symbol needs) in that share of the rows.
+   `--code_bpe N` learns a BPE vocabulary of N ids from the training repositories
+   (rl/envs/repos/vocabulary.py, into --workdir) and runs every stage with it instead of the
+   byte tokenizer: SFT rows, RL's samplers (data.tokenizer), held-out episodes and the probe;
+   token counts, --max_tokens and --obs_token_budget are then in its tokens (~4 bytes each).
 4. RL: rl/learning/loop.py on the task file (one trainer, async sampler threads, groups of
    `--group_size`, single epoch, speculative samplers with `--spec_k` drafts and the MTP
    self-distillation term, rl.mtp_weight's default) for `--rl_steps` or `--rl_minutes`. With
@@ -83,11 +87,12 @@ TRACES = os.path.join(ROOT, "data/traces/repo_expert_traces.jsonl")
 
 
 def make_traces(
-    pool: list[dict], path: str, given: str, new: int, minutes: float, max_tokens: int, args
+    pool: list[dict], path: str, given: str, new: int, minutes: float, max_tokens: int, args, tok
 ) -> dict:
     """The SFT file: the expert traces in `given` + `new` played now on pool recipes (at most
-    `minutes`), those within `max_tokens` kept, then as args.sft_turns / args.sft_renamed say
-    (rl_stages.sft_traces), those within the SFT rows (args.sft_seq_len) kept. -> counts."""
+    `minutes`), those within `max_tokens` of `tok` kept, then as args.sft_turns /
+    args.sft_renamed say (rl_stages.sft_traces), those within the SFT rows (args.sft_seq_len)
+    kept. -> counts."""
     from rl.envs import repo_traces
     from rl.envs.repos import mine as M
 
@@ -104,8 +109,11 @@ def make_traces(
         outcomes.append(outcome.split(":")[0])
         rows += [trace] if trace else []
     repo_traces.check_training_only(rows)  # no held-out repository or suite site
+    rows = [dict(t, tokens=rl_stages.count_tokens(tok, t)) for t in rows]  # the run's tokens
     kept = [t for t in rows if t["tokens"] <= max_tokens]
-    docs = rl_stages.sft_traces(kept, renamed=args.sft_renamed, turns=args.sft_turns, seed=0)
+    docs = rl_stages.sft_traces(
+        kept, renamed=args.sft_renamed, turns=args.sft_turns, seed=0, tok=tok
+    )
     docs = [t for t in docs if t["tokens"] <= (args.sft_seq_len or max_tokens)]
     if not docs:
         raise ValueError(f"no expert trace fits --max_tokens={max_tokens} / --sft_seq_len")
@@ -123,6 +131,19 @@ def make_traces(
     return counts
 
 
+def tokenizer_spec(args) -> str:
+    """'byte', or with --code_bpe N 'hf:' a code BPE vocabulary of N ids learned from the
+    training repositories (rl/envs/repos/vocabulary.py) in --workdir (once: a re-run reuses it)."""
+    if not args.code_bpe:
+        return "byte"
+    from rl.envs.repos.vocabulary import write_vocabulary
+
+    path = os.path.join(args.workdir, f"code_bpe_{args.code_bpe}.json")
+    if not os.path.exists(path):
+        write_vocabulary(args.code_bpe, path)
+    return f"hf:{path}"
+
+
 def sft_drills(args) -> tuple:
     """rl_stages.sft's mix for --sft_drills: bench_copy.py's induction drills (20,000 documents,
     2.08M byte tokens: more than a 14-minute SFT reads) at that share of the rows."""
@@ -136,8 +157,10 @@ def sft_drills(args) -> tuple:
     return (("copy_drills", path, args.sft_drills),)
 
 
-def rl_config_for(args, params_dir: str, tasks_path: str, pool_size: int, seed: int | None):
-    return rl_stages.coding_rl_config(
+def rl_config_for(
+    args, params_dir: str, tasks_path: str, pool_size: int, seed: int | None, tokenizer: str
+):
+    config = rl_stages.coding_rl_config(
         args,
         params_dir,
         seed,
@@ -151,6 +174,8 @@ def rl_config_for(args, params_dir: str, tasks_path: str, pool_size: int, seed: 
             obs_token_budget=args.obs_token_budget,
         ),
     )
+    config.data.tokenizer = tokenizer  # the samplers' too (rl_tasks' resolve)
+    return config
 
 
 def evaluate(
@@ -160,10 +185,10 @@ def evaluate(
     serves them): episode_metrics, copy_stats, and the samplers' MTP acceptance over all sets;
     the name-copy probe on `probe`'s rows (name_probe; the same figures in both sets).
     `episodes`: a JSONL path that gets every episode's transcript (what failed, to read)."""
-    from data.tokenizers import ByteTokenizer
+    from data.tokenizers import load_tokenizer
     from eval.copy_rate import copy_stats, search_stats
 
-    tok = ByteTokenizer()
+    tok = load_tokenizer(config.data.tokenizer)
     probe = name_probe(config, params, probe)
     tasks = [t for s in sets.values() for t in s]
     groups, counters = rl_stages.play_heldout(config, params, tasks, k, seed)
@@ -215,7 +240,7 @@ def table(stages: dict, k: int) -> str:
         + "".join(f"best-of-{j} | " for j in bests)
         + "tokens | tool calls | malformed rate | copy rate (edits) | 1st search names the "
         "statement's symbol (searches) | name copied, teacher-forced: trained / fresh names, "
-        "exact (bytes) (both sets) | MTP acceptance (both sets) | endings |\n"
+        "exact (share of its tokens) (both sets) | MTP acceptance (both sets) | endings |\n"
         + "|---" * (12 + len(bests))
         + "|"
     )
@@ -358,6 +383,13 @@ def arguments():
         help="share of SFT rows from bench_copy.py's induction drills (content-addressed copy "
         "in chat form; 0: none)",
     )
+    ap.add_argument(
+        "--code_bpe",
+        type=int,
+        default=0,
+        help="a BPE vocabulary of N ids learned from the training repositories for every stage "
+        "(rl/envs/repos/vocabulary.py; 0: the byte tokenizer)",
+    )
     ap.add_argument("--rl_steps", type=int, default=40)
     ap.add_argument("--rl_minutes", type=float, default=10.0, help="RL wall budget (0: steps)")
     ap.add_argument("--rl_lr", type=float, default=1e-5)
@@ -413,9 +445,13 @@ def main():
     with open(tasks_path) as f:  # a reused task file sizes the pool, not today's runnable lines
         n_pool = sum(1 for line in f if line.strip())
     sets = {name: build(lines) for name, lines in chosen.items()}
+    from data.tokenizers import load_tokenizer
+
+    spec = tokenizer_spec(args)
+    tok = load_tokenizer(spec)
     traces = os.path.join(args.workdir, "traces.jsonl")
     counts = make_traces(
-        pool, traces, args.traces, args.new_traces, args.trace_minutes, args.max_tokens, args
+        pool, traces, args.traces, args.new_traces, args.trace_minutes, args.max_tokens, args, tok
     )
     held_ids = {t.id for s in sets.values() for t in s}
     assert not held_ids & {json.loads(x)["task"] for x in open(traces)}, "held-out task in traces"
@@ -437,11 +473,14 @@ def main():
         max_seconds=60 * args.sft_minutes,
         seq_len=args.sft_seq_len,
         mix=sft_drills(args),
+        tokenizer=spec,
     )
     wall["sft"] = time.time() - t0
     seeds = parse_seeds(args.seeds) if args.seeds else [None]
     size = min(args.pool or n_pool, n_pool)  # dynamic sampling may skip many tied groups
-    configs = {s: loop.resolve(rl_config_for(args, params_dir, tasks_path, size, s)) for s in seeds}
+    configs = {
+        s: loop.resolve(rl_config_for(args, params_dir, tasks_path, size, s, spec)) for s in seeds
+    }
     config = configs[seeds[0]]
     from jax.random import PRNGKey
 
@@ -450,7 +489,7 @@ def main():
 
     t0 = time.time()
     cfg, w = loop.model_config(config), args.workdir
-    probe = rl_stages.name_probe_rows(TRACES, args.probe_traces, rl_stages.probe_len(cfg))
+    probe = rl_stages.name_probe_rows(TRACES, args.probe_traces, rl_stages.probe_len(cfg), tok)
     stages = {
         "before SFT": evaluate_once(
             f"{w}/eval_before_sft.json",

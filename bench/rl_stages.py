@@ -86,6 +86,7 @@ def sft_config(
     max_seconds: float = 0.0,
     seq_len: int = 0,
     mix: tuple = (),
+    tokenizer: str = "byte",
 ):
     """-> the config of an SFT run (configs/sft.py's loss: assistant tokens only) on the trace
     file `traces` (and `mix`), from `init` (exported params: a context
@@ -93,8 +94,11 @@ def sft_config(
     MTP modules they train jointly by self-distillation. max_seconds > 0: no step starts after
     that many seconds (a shared machine's bound; the export is of the step reached). seq_len:
     the rows' length when shorter than the context (0: max_tokens), e.g. for trace prefixes.
-    mix: ((name, chat jsonl, share of rows), ...) trained beside the traces, which keep the rest."""
+    mix: ((name, chat jsonl, share of rows), ...) trained beside the traces, which keep the rest.
+    tokenizer: data.tokenizer's spec; a random init's vocabulary is sized to it (an init's must
+    hold it: train/'s data check)."""
     from configs import sft as sft_config
+    from data.tokenizers import load_tokenizer
 
     c = sft_config.get_config()
     c.model = preset
@@ -102,6 +106,9 @@ def sft_config(
     c.model_overrides = dict(num_mtp_modules=mtp_modules, max_position_embeddings=max_tokens)
     if init:
         c.model_overrides.update(context_extension(init, max_tokens))
+    elif tokenizer != "byte":
+        c.model_overrides["vocab_size"] = load_tokenizer(tokenizer).vocab_size
+    c.data.tokenizer = tokenizer
     rest = 1.0 - sum(share for _, _, share in mix)
     if not 0 < rest <= 1:
         raise ValueError(f"sft mix {mix}: the shares must leave the traces a share in (0, 1]")
@@ -270,10 +277,10 @@ def probe_len(cfg) -> int:
     return min(2048, cfg.max_position_embeddings)
 
 
-def name_probe_rows(traces_path: str, n: int = 64, seq_len: int = 2048) -> dict:
+def name_probe_rows(traces_path: str, n: int = 64, seq_len: int = 2048, tok=None) -> dict:
     """{'trained names': rows, 'fresh names': rows} for eval/name_copy.py's probe: n traces of
     `traces_path` (a fixed sample) as they are, and renamed afresh by data/rename.py (names no
-    training trace holds: only copying writes them)."""
+    training trace holds: only copying writes them), in `tok`'s ids (None: bytes)."""
     import random
 
     from data.rename import renamed_trace
@@ -284,7 +291,7 @@ def name_probe_rows(traces_path: str, n: int = 64, seq_len: int = 2048) -> dict:
         traces = [json.loads(x) for x in f if x.strip()]
     sample = random.Random(0).sample(traces, min(n, len(traces)))
     fresh = [renamed_trace(t, random.Random(i)) for i, t in enumerate(sample)]
-    tok = ByteTokenizer()
+    tok = tok or ByteTokenizer()
     return {
         "trained names": naming_rows(tok, sample, seq_len),
         "fresh names": naming_rows(tok, [t for t in fresh if t], seq_len),
@@ -304,23 +311,29 @@ def prefix_turns(trace: dict, turns: int) -> dict:
     return dict(trace, messages=messages)
 
 
-def sft_traces(traces: list, *, renamed: int, turns: int, seed: int) -> list:
+def count_tokens(tok, trace: dict) -> int:
+    """The rendered chat's length in `tok`'s ids (data/chat.py: what SFT trains on)."""
+    from data.chat import render_messages
+
+    return len(render_messages(tok, trace["messages"])[0])
+
+
+def sft_traces(traces: list, *, renamed: int, turns: int, seed: int, tok=None) -> list:
     """The SFT documents of expert traces: each cut after `turns` assistant turns (0: whole),
     then replaced by `renamed` copies named afresh (data/rename.py; 0: as played; a trace whose
     statement names nothing renamable is kept as played), in a seeded shuffle; "tokens"
-    recounted."""
+    recounted in `tok`'s ids (None: bytes)."""
     import random
 
-    from data.chat import render_messages
     from data.rename import renamed_trace
     from data.tokenizers import ByteTokenizer
 
-    rng, tok, out = random.Random(seed), ByteTokenizer(), []
+    rng, tok, out = random.Random(seed), tok or ByteTokenizer(), []
     for trace in traces:
         cut = prefix_turns(trace, turns)
         copies = [renamed_trace(cut, rng) for _ in range(renamed)]
         out += [c for c in copies if c] or [cut]
     if renamed or turns:
-        out = [dict(t, tokens=len(render_messages(tok, t["messages"])[0])) for t in out]
+        out = [dict(t, tokens=count_tokens(tok, t)) for t in out]
         rng.shuffle(out)
     return out

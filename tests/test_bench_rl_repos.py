@@ -143,3 +143,30 @@ def test_probe_rows_fresh_names_are_in_no_committed_trace():
         assert tok.decode(ids[start : start + n]) not in text
     for ids, start, n in rows["trained names"]:
         assert tok.decode(ids[start : start + n]) in text
+
+
+def test_sft_with_a_bpe_vocabulary_trains_on_its_ids(tmp_path):
+    """--code_bpe's SFT config: data.tokenizer is the vocabulary, a random init is sized to it,
+    and train/'s rows are that tokenizer's ids of the traces, with the
+    documents' "tokens" counted in them (sft_traces)."""
+    import json
+
+    from data.chat import render_messages
+    from data.tokenizers import load_tokenizer
+    from train.batches import data_iterators
+
+    spec = "hf:" + os.path.join(os.path.dirname(__file__), "fixtures/data/tokenizer.json")
+    tok = load_tokenizer(spec)
+    docs = b.sft_traces(committed_traces(4), renamed=1, turns=1, seed=0, tok=tok)
+    assert all(d["tokens"] == b.count_tokens(tok, d) < len(json.dumps(d)) for d in docs)
+    path = tmp_path / "docs.jsonl"
+    path.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    options = dict(preset="tiny", mtp_modules=0, max_tokens=512, steps=1, lr=1e-3, batch_size=2)
+    c = b.sft_config(str(path), tokenizer=spec, **options)
+    assert c.data.tokenizer == spec and c.model_overrides["vocab_size"] == tok.vocab_size
+    assert "vocab_size" not in b.sft_config(str(path), **options).model_overrides  # bytes: preset
+    train_it, _ = data_iterators(c, tok.vocab_size)
+    rows = next(iter(train_it))["tokens"]
+    text = tok.decode([int(t) for t in rows[0] if t != tok.pad_id])
+    rendered = [tok.decode(render_messages(tok, d["messages"])[0]) for d in docs]
+    assert any(text[:1000] in r for r in rendered), text  # a document's text under `tok`

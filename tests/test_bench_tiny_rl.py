@@ -197,3 +197,25 @@ def test_rl_repos_whole_path_over_two_seeds(tmp_path):
         episodes = [json.loads(x) for x in (tmp_path / f"{stage}.jsonl").read_text().splitlines()]
         assert sorted(e["set"] for e in episodes) == ["repos"] * 2 + ["sites"] * 2, stage
         assert all(e["turns"] and e["turns"][0][0] == "policy" for e in episodes), stage
+
+
+@compiles
+def test_rl_repos_whole_path_with_a_code_bpe(tmp_path):
+    """--code_bpe 512: the vocabulary is trained into the workdir and every stage runs on it:
+    the SFT documents' token counts are its ids (fewer than their bytes), the table's stages
+    and probes are printed, and the held-out transcripts decode to text."""
+    from bench.rl_stages import count_tokens
+    from data.tokenizers import ByteTokenizer, load_tokenizer
+
+    out = run_tiny("bench_rl_repos.py", "--code_bpe", "512", "--workdir", str(tmp_path),
+                   "--out", str(tmp_path / "curve.png"))  # fmt: skip
+    stages = re.findall(r"^\| (before SFT|after SFT|after RL \(seed \d, \d+ steps\)) \| "
+                        r"(sites|repos) \| 1 x 2 \|", out, re.M)  # fmt: skip
+    assert len(stages) == 6, out
+    tok = load_tokenizer(f"hf:{tmp_path}/code_bpe_512.json")
+    assert tok.vocab_size == 512
+    traces = [json.loads(x) for x in (tmp_path / "traces.jsonl").read_text().splitlines()]
+    assert traces and all(t["tokens"] == count_tokens(tok, t) for t in traces[:50])
+    assert all(t["tokens"] < count_tokens(ByteTokenizer(), t) for t in traces[:50])
+    episodes = (tmp_path / "eval_after_sft.jsonl").read_text().splitlines()
+    assert len(episodes) == 4 and all(json.loads(e)["turns"] for e in episodes)
