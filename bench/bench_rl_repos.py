@@ -474,6 +474,7 @@ def main():
         seq_len=args.sft_seq_len,
         mix=sft_drills(args),
         tokenizer=spec,
+        tool_output_budget=args.obs_token_budget,  # one trim in SFT, RL and eval
     )
     wall["sft"] = time.time() - t0
     seeds = parse_seeds(args.seeds) if args.seeds else [None]

@@ -87,6 +87,7 @@ def sft_config(
     seq_len: int = 0,
     mix: tuple = (),
     tokenizer: str = "byte",
+    tool_output_budget: int = 0,
 ):
     """-> the config of an SFT run (configs/sft.py's loss: assistant tokens only) on the trace
     file `traces` (and `mix`), from `init` (exported params: a context
@@ -96,7 +97,8 @@ def sft_config(
     the rows' length when shorter than the context (0: max_tokens), e.g. for trace prefixes.
     mix: ((name, chat jsonl, share of rows), ...) trained beside the traces, which keep the rest.
     tokenizer: data.tokenizer's spec; a random init's vocabulary is sized to it (an init's must
-    hold it: train/'s data check)."""
+    hold it: train/'s data check). tool_output_budget: the rows' tool results trimmed to that
+    many tokens (data/chat.py's trim, as RL's obs_token_budget; 0: configs/sft.py's)."""
     from configs import sft as sft_config
     from data.tokenizers import load_tokenizer
 
@@ -109,6 +111,8 @@ def sft_config(
     elif tokenizer != "byte":
         c.model_overrides["vocab_size"] = load_tokenizer(tokenizer).vocab_size
     c.data.tokenizer = tokenizer
+    if tool_output_budget:
+        c.data.tool_output_budget = tool_output_budget
     rest = 1.0 - sum(share for _, _, share in mix)
     if not 0 < rest <= 1:
         raise ValueError(f"sft mix {mix}: the shares must leave the traces a share in (0, 1]")

@@ -162,8 +162,9 @@ def test_sft_with_a_bpe_vocabulary_trains_on_its_ids(tmp_path):
     path = tmp_path / "docs.jsonl"
     path.write_text("".join(json.dumps(d) + "\n" for d in docs))
     options = dict(preset="tiny", mtp_modules=0, max_tokens=512, steps=1, lr=1e-3, batch_size=2)
-    c = b.sft_config(str(path), tokenizer=spec, **options)
+    c = b.sft_config(str(path), tokenizer=spec, tool_output_budget=300, **options)
     assert c.data.tokenizer == spec and c.model_overrides["vocab_size"] == tok.vocab_size
+    assert c.data.tool_output_budget == 300  # RL's obs_token_budget, the one trim
     assert "vocab_size" not in b.sft_config(str(path), **options).model_overrides  # bytes: preset
     train_it, _ = data_iterators(c, tok.vocab_size)
     rows = next(iter(train_it))["tokens"]
