@@ -141,10 +141,10 @@ def keyed_copy_hits(ids: list, positions, key_len: int) -> list[bool]:
     return hits
 
 
-def keyed_probe(rows: dict, key_lens=(1, 2, 3)) -> str:
+def keyed_probe(rows: dict, key_lens=(1, 2, 3), unit: str = "byte") -> str:
     """The name-copy probe's yardstick: the share of name bytes after the first (the first has no
     key in common with the statement's occurrence, which follows a backtick) that a copier keyed
-    on k bytes writes, per row set."""
+    on k bytes writes, per row set. Rows of another tokenizer: its tokens (`unit` names them)."""
     out = []
     for label, these in rows.items():
         shares = []
@@ -152,7 +152,7 @@ def keyed_probe(rows: dict, key_lens=(1, 2, 3)) -> str:
             hits = [
                 h for ids, lo, n in these for h in keyed_copy_hits(ids, range(lo + 1, lo + n), k)
             ]
-            shares.append(f"{k}-byte {np.mean(hits):.2f}")
+            shares.append(f"{k}-{unit} {np.mean(hits):.2f}")
         out.append(f"{label}: " + ", ".join(shares))
     return "; ".join(out)
 

@@ -1,5 +1,6 @@
 """bench/bench_copy.py: its rows score exactly the bytes a copier can know; its smoke run prints
-the table and both probes (-m long: it compiles the tiny preset)."""
+the table and both probes; bench/bench_sft_tokenizers.py's smoke run prints both arms (-m long:
+they compile the tiny preset)."""
 
 import re
 
@@ -116,3 +117,24 @@ def test_smoke_run_prints_the_table_and_both_probes():
         line = re.search(rf"name-copy probe {when}: trained names: exact {NUM} bytes {NUM}; "
                          rf"fresh names: exact {NUM} bytes {NUM}", out)  # fmt: skip
         assert line and all(0 <= float(x) <= 1 for x in line.groups()), out
+
+
+@pytest.mark.long
+def test_tokenizer_arms_print_both_rows_on_the_same_names(tmp_path):
+    """bench/bench_sft_tokenizers.py --tiny: a byte row and a code BPE row, the same probe names
+    in both (rows counted alike), bits/byte and shares in range."""
+    out = run_tiny("bench_sft_tokenizers.py", "--workdir", str(tmp_path))
+    x = r"[\d.]+"  # a figure, not captured
+    rows = re.findall(
+        rf"^\| (byte|code BPE 512) \| (\d+) \| 2 x (\d+) \| 2 \| ({x}) \| "
+        rf"{x} \(({x})\) / {x} \(({x})\) \| .* \| (\d+) \| \d+ \| {x} \|$",
+        out,
+        re.M,
+    )
+    assert [r[0] for r in rows] == ["byte", "code BPE 512"], out
+    (_, byte_ids, byte_len, *_, byte_rows), (_, bpe_ids, bpe_len, *_, bpe_rows) = rows
+    assert (byte_ids, bpe_ids, byte_len, bpe_len) == ("272", "512", "512", "128")
+    assert byte_rows == bpe_rows and int(byte_rows) > 0
+    for r in rows:
+        assert 0 < float(r[3]) < 9 and all(0 <= float(v) <= 1 for v in r[4:6])
+    assert "1-byte" in out and "1-token" in out
