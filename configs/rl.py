@@ -161,7 +161,7 @@ def get_config() -> ml_collections.ConfigDict:
             # rl.envs.repos add` mines from your repository): its first rl.pool_size tasks; '' = off
             tasks="",
             # the samplers' tokenizer: set by resolve to data.tokenizer (the run's one spec, e.g.
-            # 'hf:PATH' from `python -m data.code_bpe`); its vocab is rl.valid_vocab
+            # 'hf:PATH' from `python -m rl.envs.repos.vocabulary`); its vocab is rl.valid_vocab
             tokenizer="",
             max_turns=4,  # turns per episode
             max_turn_tokens=64,  # tokens the policy may emit per turn
