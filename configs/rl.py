@@ -19,7 +19,7 @@ Start: `model` is a preset name or an HF folder; `init_params_from` (exported pa
 Task: 'pattern' is the toy task of tests/test_rl_loop.py (reward = fraction of completion tokens
 with id < pattern_size; ~pattern_size/vocab at random init). 'coding' plays multi-turn CodingEnv
 episodes in the sandbox (rl/sampling/coding_sampler.py on rl/sampling/rollout.py's driver,
-ByteTokenizer) on a pool of `pool_size` generated tasks (training templates only, seeded by
+data.tokenizer's ids) on a pool of `pool_size` generated tasks (training templates only, seeded by
 rl.seed); the reward is rl/episodes/rewards.py under rl.reward on the hidden tests' grade and the
 episode's counts, carried by each record and logged (progress lines, TensorBoard) as reward/mean and
 per part: reward/outcome, reward/malformed, reward/len_<quantity> for each length term under
