@@ -8,6 +8,7 @@ name-copy probe (eval/name_copy.py) on committed expert traces as trained and re
     python bench/bench_copy.py --tiny                           # smoke: tiny, 2 steps
     python bench/bench_copy.py --preset tiny4 --steps 3000 --export DIR   # a copier to SFT from
     python bench/bench_copy.py --write_drills PATH [--drills N]  # the induction rows as SFT docs
+    python bench/bench_copy.py --task words --tokenizer hf:V.json --preset tiny  # in V's tokens
 
 Tasks (rows of 2 x --half random lowercase bytes, --batch a step):
 - fixed: --half random bytes, then the same again: the second half is a copy at a fixed
@@ -15,9 +16,14 @@ Tasks (rows of 2 x --half random lowercase bytes, --batch a step):
 - induction: 4 random names (5-11 bytes) at random places in random filler, then the same names
   in a shuffled order, then padding: a name's bytes after its first are known only by finding
   the earlier occurrence of the byte before them (content-addressed copy, an induction head).
-Scored positions: the second half's bytes (fixed) or the second list's name bytes after each
-name's first (induction). Perfect copying scores 0 nats; not copying, log 26 = 3.26; copying by a
-key of the last 1 or 2 bytes (keyed_copy_nll, printed in the table's header) in between.
+- words: the induction task made of the training repositories' identifier words, in any
+  tokenizer's ids (--tokenizer; bench/copy_words.py: letter names merge with the filler under a
+  BPE vocabulary, so only these rows ask a BPE model for the copy the names need).
+Scored positions: the second half's bytes (fixed) or the second list's name tokens after each
+name's first (induction, words). Perfect copying scores 0 nats; not copying, log 26 = 3.26 on
+the letter tasks; copying by a key of the last 1 or 2 tokens (keyed_copy_nll, keyed_copy_hits:
+the table's header) in between. The table's greedy column: the share of scored tokens that are
+the model's argmax.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ import optax  # noqa: E402
 
 from bench import rl_stages  # noqa: E402
 from bench.common import parse_tiny  # noqa: E402
+from bench.copy_words import word_document, word_row  # noqa: E402
 
 LETTERS = (97, 123)  # a-z
 SPACE = 32
@@ -89,21 +96,34 @@ def drill_document(rng, half: int) -> dict:
     }
 
 
-def write_drills(path: str, n: int, half: int, seed: int) -> str:
+def write_drills(path: str, n: int, half: int, seed: int, pool=(), words: int = 24) -> str:
     """`n` drill documents to `path` (jsonl, field "messages") from an rng stream apart from the
-    copy task's training and held-out rows of the same `seed`."""
+    copy task's training and held-out rows of the same `seed`: induction rows of `half`, or with
+    a `pool`, words rows of `words` filler words (copy_words.py)."""
     rng = np.random.default_rng([seed, 1])
+    document = (
+        (lambda: word_document(rng, pool, words)) if pool else lambda: drill_document(rng, half)
+    )
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path + ".tmp", "w", encoding="utf-8") as f:
         for _ in range(n):
-            f.write(json.dumps(drill_document(rng, half)) + "\n")
+            f.write(json.dumps(document()) + "\n")
     os.replace(path + ".tmp", path)  # whole or absent: a killed run leaves no half file
     return path
 
 
-def batch(task: str, rng, size: int, half: int) -> tuple[np.ndarray, np.ndarray]:
-    make = fixed_row if task == "fixed" else induction_row
-    rows = [make(rng, half) for _ in range(size)]
+def row_maker(task: str, half: int, tok=None, pool=(), words: int = 24):
+    """rng -> one row of `task`: (tokens [2*half], scored [2*half]); words rows in `tok`'s ids,
+    `words` filler words drawn from `pool` (copy_words.py)."""
+    if task == "fixed":
+        return lambda rng: fixed_row(rng, half)
+    if task == "induction":
+        return lambda rng: induction_row(rng, half)
+    return lambda rng: word_row(tok, rng, pool, words, 2 * half)
+
+
+def batch(make_row, rng, size: int) -> tuple[np.ndarray, np.ndarray]:
+    rows = [make_row(rng) for _ in range(size)]
     return np.stack([r[0] for r in rows]).astype(np.int32), np.stack([r[1] for r in rows])
 
 
@@ -172,17 +192,21 @@ def lm_batch(tokens: np.ndarray, scored: np.ndarray) -> dict:
 
 def make_step(cfg):
     """The project's train_step with its LM loss (no MTP, no balance loss, no router-bias update:
-    the copy CE alone moves the params), and its eval_step for the held-out score."""
+    the copy CE alone moves the params), and a held-out score: (the scored targets' mean NLL from
+    its eval_step, the share of them that are the model's argmax)."""
+    from eval.name_copy import greedy_fn
     from train.losses import make_lm_loss
     from train.step import eval_step, train_step
 
     loss_fn = make_lm_loss(cfg, mtp_mode="none", use_balance_loss=False)
     step = jax.jit(lambda state, b: train_step(state, b, loss_fn)[0])
     sums = jax.jit(lambda params, b: eval_step(params, b, loss_fn))
+    greedy = greedy_fn(cfg)
 
-    def score(params, b) -> float:
+    def score(params, b) -> tuple[float, float]:
         out = sums(params, b)
-        return float(out["ce_sum"] / out["weight"])
+        hit = np.asarray(greedy(params, b["tokens"])) == b["targets"]
+        return float(out["ce_sum"] / out["weight"]), float(hit[b["loss_mask"] > 0].mean())
 
     return step, score
 
@@ -221,7 +245,9 @@ def arguments():
         metavar="FIELD=VALUE",
         help="a ModelConfig field of the random init, e.g. initializer_range=0.02 (repeatable)",
     )
-    ap.add_argument("--task", default="induction", choices=("fixed", "induction"))
+    ap.add_argument("--task", default="induction", choices=("fixed", "induction", "words"))
+    ap.add_argument("--tokenizer", default="byte", help="data/tokenizers.py spec (hf:PATH)")
+    ap.add_argument("--words", type=int, default=24, help="filler words a words row")
     ap.add_argument("--steps", type=int, default=600)
     ap.add_argument("--every", type=int, default=100)
     ap.add_argument("--lr", type=float, default=1e-3)
@@ -233,55 +259,97 @@ def arguments():
     ap.add_argument(
         "--write_drills",
         default="",
-        help="write --drills induction rows as SFT chat documents to this jsonl and exit",
+        help="write --drills rows of --task (induction, or words: its --words) as SFT chat "
+        "documents to this jsonl and exit",
     )
     ap.add_argument("--drills", type=int, default=20_000)
     tiny = dict(preset="tiny", steps=2, every=1, batch=2, half=48, probe_traces=4)
     return parse_tiny(ap, tiny)
 
 
-def main():
+def model_for(args, vocab_size: int):
+    """(cfg, params): --init's export (its vocabulary must be the tokenizer's size), or a random
+    init of --preset at the probe's length (the presets' own context is 512)."""
     from model import init_params, presets
     from model.export import load_params
+
+    if args.init:
+        cfg, params = load_params(args.init)
+        if cfg.vocab_size != vocab_size:
+            sys.exit(f"error: --init {args.init} has {cfg.vocab_size} ids; --tokenizer "
+                     f"{args.tokenizer} has {vocab_size}")  # fmt: skip
+        return cfg, params
+    overrides = dict(num_mtp_modules=0, max_position_embeddings=2048)
+    if args.tokenizer != "byte":
+        overrides["vocab_size"] = vocab_size
+    overrides.update(parse_override(x) for x in args.override)
+    try:
+        cfg = presets.get(args.preset, **overrides)
+    except (TypeError, ValueError) as e:  # an unknown field or a value the config refuses
+        sys.exit(f"error: --preset {args.preset} --override {args.override}: {e}")
+    return cfg, init_params(cfg, jax.random.PRNGKey(args.seed))
+
+
+def table_header(task: str, tokens: np.ndarray, scored: np.ndarray) -> str:
+    """The table's header with the held-out batch's yardsticks: what a copier keyed on the last
+    2 or 1 tokens writes (and its NLL on the letter tasks, whose no-copy bound is log 26)."""
+    hits = [
+        np.mean([h for row, m in zip(tokens.tolist(), scored) for h in keyed_copy_hits(
+            row, np.flatnonzero(m), k)])
+        for k in (2, 1)
+    ]  # fmt: skip
+    keyed = f"a copier keyed on 2 / 1 tokens writes {hits[0]:.2f} / {hits[1]:.2f}"
+    if task != "words":
+        nll = ", ".join(f"{k}-byte key {keyed_copy_nll(tokens, scored, k):.2f}" for k in (2, 1))
+        keyed += f"; NLL: copy 0, {nll}, no copy {NO_COPY:.2f}"
+    return f"| step | copied-token NLL (held-out batch) | greedy share ({keyed}) | wall s |"
+
+
+def main():
+    from data.tokenizers import load_tokenizer
     from train.state import create_train_state
 
     args = arguments()
     if args.task == "induction" and args.half < 48:
         sys.exit(f"error: --half {args.half}: the induction task needs 48 (4 names of <= 12 bytes)")
+    try:
+        tok = load_tokenizer(args.tokenizer)
+    except (OSError, ValueError) as e:
+        sys.exit(f"error: --tokenizer {args.tokenizer}: {e}")
+    pool = ()
+    if args.task == "words":
+        from data.rename import word_pool
+        from rl.envs.repos.vocabulary import training_files
+
+        pool = word_pool(training_files())
     if args.write_drills:
-        print(write_drills(args.write_drills, args.drills, args.half, args.seed))
+        print(write_drills(args.write_drills, args.drills, args.half, args.seed, pool, args.words))
         return
-    if args.init:
-        cfg, params = load_params(args.init)
-    else:
-        # a random init at the probe's length (the presets' own context is 512)
-        overrides = dict(num_mtp_modules=0, max_position_embeddings=2048)
-        overrides.update(parse_override(x) for x in args.override)
-        try:
-            cfg = presets.get(args.preset, **overrides)
-        except (TypeError, ValueError) as e:  # an unknown field or a value the config refuses
-            sys.exit(f"error: --preset {args.preset} --override {args.override}: {e}")
-        params = init_params(cfg, jax.random.PRNGKey(args.seed))
+    cfg, params = model_for(args, tok.vocab_size)
     traces = os.path.join(ROOT, "data/traces/repo_expert_traces.jsonl")
-    rows = rl_stages.name_probe_rows(traces, args.probe_traces, rl_stages.probe_len(cfg))
-    print(f"name bytes after the first that a copier keyed on the bytes before writes: "
-          f"{keyed_probe(rows)}")  # fmt: skip
+    rows = rl_stages.name_probe_rows(traces, args.probe_traces, rl_stages.probe_len(cfg), tok)
+    unit = "byte" if args.tokenizer == "byte" else "token"
+    print(f"name {unit}s after the first that a copier keyed on the {unit}s before writes: "
+          f"{keyed_probe(rows, unit=unit)}")  # fmt: skip
     print(f"name-copy probe before: {probe(cfg, params, rows)}", flush=True)
     state = create_train_state(params, optax.adam(args.lr), jax.random.PRNGKey(args.seed))
     step, score = make_step(cfg)
+    make_row = row_maker(args.task, args.half, tok, pool, args.words)
     rng, held = np.random.default_rng(args.seed), np.random.default_rng(args.seed + 1)
-    rows_held = batch(args.task, held, args.batch, args.half)
+    try:
+        rows_held = batch(make_row, held, args.batch)
+    except ValueError as e:  # words rows that do not fit 2 x --half tokens
+        sys.exit(f"error: {e}")
     test = lm_batch(*rows_held)
-    keyed = ", ".join(f"{k}-byte key {keyed_copy_nll(*rows_held, k):.2f}" for k in (2, 1))
-    print(f"| step | copied-byte NLL (held-out batch; copy 0, {keyed}, no copy {NO_COPY:.2f}) "
-          "| wall s |")  # fmt: skip
-    print("|---|---|---|")
+    print(table_header(args.task, *rows_held))
+    print("|---|---|---|---|")
     t0 = time.time()
     for i in range(args.steps + 1):
         if i % args.every == 0 or i == args.steps:
-            print(f"| {i} | {score(state.params, test):.3f} | {time.time() - t0:.0f} |", flush=True)
+            nll, share = score(state.params, test)
+            print(f"| {i} | {nll:.3f} | {share:.3f} | {time.time() - t0:.0f} |", flush=True)
         if i < args.steps:
-            state = step(state, lm_batch(*batch(args.task, rng, args.batch, args.half)))
+            state = step(state, lm_batch(*batch(make_row, rng, args.batch)))
     print(f"name-copy probe after: {probe(cfg, state.params, rows)}")
     if args.export:
         from model.export import save_params

@@ -3,7 +3,8 @@
 
     python bench/bench_rl_repos.py [--init PARAMS] [--max_tokens 4096] [--traces FILE]
         [--new_traces 16] [--trace_minutes 5] [--sft_steps 80] [--sft_minutes 0]
-        [--sft_turns 0] [--sft_renamed 0] [--sft_seq_len 0] [--sft_drills 0] [--code_bpe 0]
+        [--sft_turns 0] [--sft_renamed 0] [--sft_seq_len 0] [--sft_drills 0]
+        [--sft_drill_task induction] [--sft_rename_words] [--code_bpe 0]
         [--rl_steps 40] [--rl_minutes 10] [--eval_every 0] [--heldout_sites 4]
         [--heldout_repos 4] [--k 4] [--workdir runs/bench_rl_repos] [--seeds 0,1]
     python bench/bench_rl_repos.py --tiny --seeds 0,1   # smoke: tiny, 1 SFT + 1 RL step
@@ -25,9 +26,12 @@
    shorter (the long-context stage's rule; "before SFT" is then that policy). `--sft_turns N`
    trains on each trace cut after its N-th assistant turn, `--sft_renamed N` on N copies of each
    with the statement's symbols renamed afresh throughout (data/rename.py: names only copying
-   can write), `--sft_seq_len` sets shorter rows for such prefixes (rl_stages.sft_traces).
+   can write; syllable words, or with `--sft_rename_words` the training repositories' identifier
+   words), `--sft_seq_len` sets shorter rows for such prefixes (rl_stages.sft_traces).
    `--sft_drills S` puts bench_copy.py's induction drills (find a name by its bytes, write it
-   again: the content-addressed copy a statement's symbol needs) in that share of the rows.
+   again: the content-addressed copy a statement's symbol needs) in that share of the rows;
+   `--sft_drill_task words` makes them of code words (bench/copy_words.py), the drills that
+   ask for the same copy under `--code_bpe`'s vocabulary (letter names merge with their filler).
    `--code_bpe N` learns a BPE vocabulary of N ids from the training repositories
    (rl/envs/repos/vocabulary.py, into --workdir) and runs every stage with it instead of the
    byte tokenizer: SFT rows, RL's samplers (data.tokenizer), held-out episodes and the probe;
@@ -86,6 +90,17 @@ from rl.learning import loop  # noqa: E402
 TRACES = os.path.join(ROOT, "data/traces/repo_expert_traces.jsonl")
 
 
+def rename_pool(args) -> tuple | None:
+    """--sft_rename_words: the training repositories' identifier words (data/rename.py
+    word_pool) for the renamed copies' names; None: syllable names."""
+    if not args.sft_rename_words:
+        return None
+    from data.rename import word_pool
+    from rl.envs.repos.vocabulary import training_files
+
+    return word_pool(training_files())
+
+
 def make_traces(
     pool: list[dict], path: str, given: str, new: int, minutes: float, max_tokens: int, args, tok
 ) -> dict:
@@ -112,7 +127,12 @@ def make_traces(
     rows = [dict(t, tokens=rl_stages.count_tokens(tok, t)) for t in rows]  # the run's tokens
     kept = [t for t in rows if t["tokens"] <= max_tokens]
     docs = rl_stages.sft_traces(
-        kept, renamed=args.sft_renamed, turns=args.sft_turns, seed=0, tok=tok
+        kept,
+        renamed=args.sft_renamed,
+        turns=args.sft_turns,
+        seed=0,
+        tok=tok,
+        pool=rename_pool(args),
     )
     docs = [t for t in docs if t["tokens"] <= (args.sft_seq_len or max_tokens)]
     if not docs:
@@ -142,19 +162,6 @@ def tokenizer_spec(args) -> str:
     if not os.path.exists(path):
         write_vocabulary(args.code_bpe, path)
     return f"hf:{path}"
-
-
-def sft_drills(args) -> tuple:
-    """rl_stages.sft's mix for --sft_drills: bench_copy.py's induction drills (20,000 documents,
-    2.08M byte tokens: more than a 14-minute SFT reads) at that share of the rows."""
-    if not args.sft_drills:
-        return ()
-    from bench.bench_copy import write_drills
-
-    path = os.path.join(args.workdir, "drills.jsonl")
-    if not os.path.exists(path):
-        write_drills(path, 20_000, half=64, seed=0)
-    return (("copy_drills", path, args.sft_drills),)
 
 
 def rl_config_for(
@@ -375,6 +382,12 @@ def arguments():
     ap.add_argument("--sft_seq_len", type=int, default=0, help="SFT row length (0: --max_tokens)")
     ap.add_argument("--sft_turns", type=int, default=0, help="SFT on traces cut after N turns")
     ap.add_argument("--sft_renamed", type=int, default=0, help="N renamed copies a trace")
+    ap.add_argument(
+        "--sft_rename_words",
+        action="store_true",
+        help="renamed copies take names of the training repositories' identifier words "
+        "(cache_header_parse) instead of syllables (hu_za_bi)",
+    )
     ap.add_argument("--probe_traces", type=int, default=64, help="name-copy probe's traces")
     ap.add_argument(
         "--sft_drills",
@@ -382,6 +395,12 @@ def arguments():
         default=0.0,
         help="share of SFT rows from bench_copy.py's induction drills (content-addressed copy "
         "in chat form; 0: none)",
+    )
+    ap.add_argument(
+        "--sft_drill_task",
+        default="induction",
+        choices=("induction", "words"),
+        help="the drills' rows: random letters (bytes) or code words (any tokenizer)",
     )
     ap.add_argument(
         "--code_bpe",
@@ -472,7 +491,7 @@ def main():
         batch_size=args.sft_batch,
         max_seconds=60 * args.sft_minutes,
         seq_len=args.sft_seq_len,
-        mix=sft_drills(args),
+        mix=rl_stages.drill_mix(args.workdir, args.sft_drills, args.sft_drill_task),
         tokenizer=spec,
         tool_output_budget=args.obs_token_budget,  # one trim in SFT, RL and eval
     )

@@ -315,6 +315,26 @@ def prefix_turns(trace: dict, turns: int) -> dict:
     return dict(trace, messages=messages)
 
 
+def drill_mix(workdir: str, share: float, task: str) -> tuple:
+    """sft_config's mix for bench_rl_repos.py --sft_drills: bench_copy.py's drills of `task`
+    (20,000 documents in `workdir`: induction rows, 2.08M byte tokens, more than a 14-minute SFT
+    reads; or words rows of 24 filler words, bench/copy_words.py) at `share` of the rows."""
+    if not share:
+        return ()
+    from bench.bench_copy import write_drills
+
+    pool = ()
+    if task == "words":
+        from data.rename import word_pool
+        from rl.envs.repos.vocabulary import training_files
+
+        pool = word_pool(training_files())
+    path = os.path.join(workdir, f"drills_{task}.jsonl")
+    if not os.path.exists(path):
+        write_drills(path, 20_000, half=64, seed=0, pool=pool, words=24)
+    return (("copy_drills", path, share),)
+
+
 def count_tokens(tok, trace: dict) -> int:
     """The rendered chat's length in `tok`'s ids (data/chat.py: what SFT trains on)."""
     from data.chat import render_messages
@@ -322,11 +342,13 @@ def count_tokens(tok, trace: dict) -> int:
     return len(render_messages(tok, trace["messages"])[0])
 
 
-def sft_traces(traces: list, *, renamed: int, turns: int, seed: int, tok=None) -> list:
+def sft_traces(
+    traces: list, *, renamed: int, turns: int, seed: int, tok=None, pool: tuple | None = None
+) -> list:
     """The SFT documents of expert traces: each cut after `turns` assistant turns (0: whole),
-    then replaced by `renamed` copies named afresh (data/rename.py; 0: as played; a trace whose
-    statement names nothing renamable is kept as played), in a seeded shuffle; "tokens"
-    recounted in `tok`'s ids (None: bytes)."""
+    then replaced by `renamed` copies named afresh (data/rename.py, syllable names or `pool`'s
+    words; 0: as played; a trace whose statement names nothing renamable is kept as played), in
+    a seeded shuffle; "tokens" recounted in `tok`'s ids (None: bytes)."""
     import random
 
     from data.rename import renamed_trace
@@ -335,7 +357,7 @@ def sft_traces(traces: list, *, renamed: int, turns: int, seed: int, tok=None) -
     rng, tok, out = random.Random(seed), tok or ByteTokenizer(), []
     for trace in traces:
         cut = prefix_turns(trace, turns)
-        copies = [renamed_trace(cut, rng) for _ in range(renamed)]
+        copies = [renamed_trace(cut, rng, pool) for _ in range(renamed)]
         out += [c for c in copies if c] or [cut]
     if renamed or turns:
         out = [dict(t, tokens=count_tokens(tok, t)) for t in out]

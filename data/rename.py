@@ -13,16 +13,24 @@ keywords or builtins, not a method of a builtin type (`get`, `copy`, `update` al
 dicts and lists in the code the trace shows), and at least 3 characters. Matching is by whole
 identifier (`parse` never touches `parse_version`). A renamed trace is not re-graded: it is SFT
 text, and its `renamed` field maps each new name to the original.
+
+New names are syllable words (`hu_za_bi`) by default, or, given a word pool (`word_pool` of the
+training repositories' files), 2-3 of their identifier words (`cache_header_parse`): a policy
+SFT'd on syllable names learns to write syllable names where it should copy (issue 52, session
+40's transcripts); with pool words the renamer's style is the code's own.
 """
 
 from __future__ import annotations
 
 import builtins
+import collections
 import keyword
 import random
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 _WORD = r"[A-Za-z0-9_]"
@@ -58,15 +66,42 @@ def backticked_names(text: str) -> list[str]:
     return names
 
 
-def fresh_name(old: str, rng: random.Random, taken: set[str]) -> str:
-    """A new identifier in `old`'s style (leading underscores, CamelCase or snake_case), 2-3
-    words of 1-3 syllables, not in `taken` and not reserved."""
+def identifier_words(text: str) -> list[str]:
+    """The lowercase words of `text`'s identifiers, split at `_` and camelCase humps, 3+ letters,
+    each occurrence (`parseHTTPHeader_v2` -> parse, http, header)."""
+    words = []
+    for ident in re.findall(IDENT, text):
+        for part in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+", ident):
+            if len(part) >= 3:
+                words.append(part.lower())
+    return words
+
+
+def word_pool(files: Sequence[str], least: int = 8) -> tuple[np.ndarray, np.ndarray]:
+    """(the identifier words of `files`, sorted, their cumulative frequencies): a word is drawn
+    as often as the code uses it (`self`, `name` often). ValueError under `least` words."""
+    counts = collections.Counter()
+    for path in files:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            counts.update(identifier_words(f.read()))
+    if len(counts) < least:
+        raise ValueError(f"word_pool: {len(counts)} words in {len(files)} files; need {least}")
+    words = np.asarray(sorted(counts))
+    cdf = np.cumsum([counts[w] for w in words], dtype=np.float64)
+    return words, cdf / cdf[-1]
+
+
+def fresh_name(old: str, rng: random.Random, taken: set[str], pool: tuple | None = None) -> str:
+    """A new identifier in `old`'s style (leading underscores, CamelCase or snake_case), not in
+    `taken` and not reserved: 2-3 words of 1-3 syllables, or of `pool`'s words (word_pool)."""
     lead = old[: len(old) - len(old.lstrip("_"))]
     camel = old.lstrip("_")[:1].isupper()
     while True:
-        words = [
-            "".join(rng.choices(_SYLLABLES, k=rng.randint(1, 3))) for _ in range(rng.randint(2, 3))
-        ]
+        n = rng.randint(2, 3)
+        if pool is None:
+            words = ["".join(rng.choices(_SYLLABLES, k=rng.randint(1, 3))) for _ in range(n)]
+        else:
+            words = [str(w) for w in rng.choices(pool[0], cum_weights=pool[1], k=n)]
         body = "".join(w.capitalize() for w in words) if camel else "_".join(words)
         name = lead + body
         if name not in taken and renamable(name):
@@ -106,10 +141,13 @@ def rename_messages(
     return out
 
 
-def renamed_trace(trace: Mapping[str, Any], rng: random.Random) -> dict[str, Any] | None:
+def renamed_trace(
+    trace: Mapping[str, Any], rng: random.Random, pool: tuple | None = None
+) -> dict[str, Any] | None:
     """A copy of `trace` (its "messages": system, user statement, ...) with every renamable name
-    the statement backticks renamed afresh; None when the statement names none. The copy's
-    "renamed" maps new -> old; its "id" gains a suffix; tokens are the caller's to recount."""
+    the statement backticks renamed afresh (fresh_name, of `pool`'s words when given); None when
+    the statement names none. The copy's "renamed" maps new -> old; its "id" gains a suffix;
+    tokens are the caller's to recount."""
     messages = trace["messages"]
     statement = next((m["content"] for m in messages if m["role"] == "user"), "")
     olds = backticked_names(statement)
@@ -119,7 +157,7 @@ def renamed_trace(trace: Mapping[str, Any], rng: random.Random) -> dict[str, Any
     taken = set(re.findall(IDENT, text))
     mapping: dict[str, str] = {}
     for old in olds:
-        mapping[old] = fresh_name(old, rng, taken)
+        mapping[old] = fresh_name(old, rng, taken, pool)
         taken.add(mapping[old])
     suffix = "-".join(mapping[o] for o in olds)
     return dict(

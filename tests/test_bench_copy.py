@@ -48,7 +48,7 @@ def test_keyed_copy_nll_against_counts_by_hand():
     assert np.isclose(b.keyed_copy_nll(row, mask, 2), b.NO_COPY)
     mask[0, 5] = 1
     assert b.keyed_copy_nll(row, mask, 2) == np.inf
-    tokens, scored = b.batch("induction", np.random.default_rng(1), 32, 64)
+    tokens, scored = b.batch(b.row_maker("induction", 64), np.random.default_rng(1), 32)
     two, one = b.keyed_copy_nll(tokens, scored, 2), b.keyed_copy_nll(tokens, scored, 1)
     assert 0 < two < 0.2 < 0.8 < one < 1.6 < b.NO_COPY
 
@@ -111,8 +111,9 @@ def test_sft_mix_gives_the_drills_their_share_and_the_traces_the_rest():
 @pytest.mark.long
 def test_smoke_run_prints_the_table_and_both_probes():
     out = run_tiny("bench_copy.py")
-    rows = re.findall(rf"^\| (\d+) \| {NUM} \| \d+ \|$", out, re.M)
+    rows = re.findall(rf"^\| (\d+) \| {NUM} \| {NUM} \| \d+ \|$", out, re.M)
     assert [r[0] for r in rows] == ["0", "1", "2"], out
+    assert all(0 <= float(share) <= 1 for _, _, share in rows), out
     for when in ("before", "after"):
         line = re.search(rf"name-copy probe {when}: trained names: exact {NUM} bytes {NUM}; "
                          rf"fresh names: exact {NUM} bytes {NUM}", out)  # fmt: skip

@@ -132,6 +132,21 @@ def test_sft_documents_cut_and_renamed_copies():
     assert b.sft_traces(traces, renamed=2, turns=2, seed=0) == docs  # seeded
 
 
+def test_renamed_copies_take_pool_words_with_a_pool():
+    """--sft_rename_words: each new name is 2-3 of the pool's words (snake or Camel case)."""
+    import re
+
+    import numpy as np
+
+    words = ["cache", "header", "parse", "token"]
+    pool = (np.asarray(words), np.asarray([0.25, 0.5, 0.75, 1.0]))
+    docs = b.sft_traces(committed_traces(6), renamed=1, turns=1, seed=0, pool=pool)
+    for d in docs:
+        for new in d["renamed"]:
+            parts = [p.lower() for p in re.findall(r"[A-Za-z][a-z]*", new)]
+            assert 2 <= len(parts) <= 3 and set(parts) <= set(words), new
+
+
 def test_probe_rows_fresh_names_are_in_no_committed_trace():
     from data.tokenizers import ByteTokenizer
 

@@ -5,10 +5,18 @@ import os
 import random
 import re
 
+import numpy as np
 import pytest
 
 from data.chat import render_messages
-from data.rename import backticked_names, fresh_name, renamable, rename_messages, renamed_trace
+from data.rename import (
+    backticked_names,
+    fresh_name,
+    identifier_words,
+    renamable,
+    rename_messages,
+    renamed_trace,
+)
 from data.tokenizers import ByteTokenizer
 
 TRACES = os.path.join(os.path.dirname(__file__), "..", "data/traces/repo_expert_traces.jsonl")
@@ -85,3 +93,26 @@ def test_renamed_committed_traces_round_trip_and_render():
         weighted = [m for m in trace["messages"] if m["role"] == "assistant" and m.get("weight", 1)]
         assert trained_runs == len(weighted)
     assert renamed >= 30
+
+
+def test_identifier_words_split_snake_and_camel_case():
+    got = identifier_words("def parseHTTPHeader_v2(self, max_len): x = 1")
+    assert got == ["def", "parse", "http", "header", "self", "max", "len"]
+
+
+def test_fresh_names_of_pool_words_keep_the_style_and_default_stream():
+    """With a pool, a fresh name is 2-3 of its words in the old name's style; without one, the
+    syllable names of the same seed as before pools existed (the probe's fresh names)."""
+    words = np.asarray(["cache", "header", "parse"])
+    pool = (words, np.asarray([0.5, 0.75, 1.0]))
+    rng, taken = random.Random(2), {"cache_header"}
+    for _ in range(20):
+        snake = fresh_name("parse_line", rng, taken, pool)
+        assert 2 <= len(snake.split("_")) <= 3 and set(snake.split("_")) <= set(words)
+        assert snake != "cache_header"
+        camel = fresh_name("_OrderedSet", rng, taken, pool)
+        parts = re.findall(r"[A-Z][a-z]+", camel)
+        assert camel.startswith("_") and camel[1:] == "".join(parts)
+        assert {p.lower() for p in parts} <= set(words)
+    # the syllable stream is the one the committed probe rows were drawn from
+    assert fresh_name("parse_line", random.Random(0), set()) == "boze_keta_ziji"

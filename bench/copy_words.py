@@ -1,0 +1,75 @@
+"""bench_copy.py's `words` task: the induction task made of code words, so that it means the same
+copy under any tokenizer (issue 52).
+
+The `induction` task's names are random letters run into random-letter filler: under a BPE
+vocabulary a name's tokens merge with the filler after it, so the same name is different tokens
+in its two occurrences and no copy by content can be learned from it. Here filler and names are
+words of the training repositories' identifiers (`header`, `cache`, `parse`), space-separated,
+and each name is 2-3 of them joined snake_case (`cache_header_parse`), as a renamed symbol is:
+both occurrences of a name follow a space, so any tokenizer whose pre-tokenizer splits at spaces
+(the byte tokenizer; data/tokenizers.py's pattern, which also starts a token at each `_`) writes
+them as the same ids. A name's tokens after its first are known only by finding its earlier
+occurrence: a copy keyed on the token before them.
+
+    pool = word_pool(training_files())     # data/rename.py; rl/envs/repos/vocabulary.py
+    tokens, scored = word_row(tok, rng, pool, filler=24, length=128)
+    word_document(rng, pool, filler=24)     # the same row as an SFT chat document
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+NAMES = 4  # names a row copies, as in bench_copy's induction rows
+
+
+def draw_words(rng, pool: tuple, n: int) -> list[str]:
+    """`n` words of `pool` (word_pool), each as likely as its frequency."""
+    words, cdf = pool
+    return [str(w) for w in words[np.searchsorted(cdf, rng.random(n), side="right")]]
+
+
+def word_parts(rng, pool: tuple, filler: int) -> tuple[list[str], list[str]]:
+    """(context: `filler` words drawn from `pool` (word_pool) with NAMES names at random places,
+    names: the same names in a shuffled order). A name is 2-3 drawn words joined by `_`."""
+    names = ["_".join(draw_words(rng, pool, rng.integers(2, 4))) for _ in range(NAMES)]
+    filler_words = draw_words(rng, pool, filler)
+    cuts = np.sort(rng.integers(1, filler + 1, size=NAMES))  # a name after a word: after a space
+    context = []
+    for name, lo, hi in zip(names, np.r_[0, cuts[:-1]], cuts):
+        context += filler_words[lo:hi] + [name]
+    context += filler_words[cuts[-1] :]
+    return context, [names[j] for j in rng.permutation(NAMES)]
+
+
+def word_row(tok, rng, pool: tuple, filler: int, length: int) -> tuple:
+    """A words row in `tok`'s ids: (tokens [length], scored [length]); scored marks each
+    repeated name's tokens after its first. Rows over `length` tokens are redrawn; ValueError
+    when 100 draws in a row are."""
+    for _ in range(100):
+        context, names = word_parts(rng, pool, filler)
+        tokens = tok.encode(" ".join(context))
+        scored = [0] * len(tokens)
+        for name in names:
+            ids = tok.encode(" " + name)  # a space starts a token: the context's ids again
+            tokens += ids
+            scored += [0] + [1] * (len(ids) - 1)  # the first token of a name is a guess
+        if len(tokens) <= length:
+            pad = tok.encode(" ")[-1:] * (length - len(tokens))
+            return np.asarray(tokens + pad), np.asarray(scored + [0] * len(pad))
+    raise ValueError(
+        f"word_row: 100 rows of {filler} filler words ran over {length} tokens; "
+        "fewer --words or a longer --half"
+    )
+
+
+def word_document(rng, pool: tuple, filler: int) -> dict:
+    """A words row as an SFT chat document (the trace files' format): the user's message is the
+    context, the assistant's the names in their new order, space-separated."""
+    context, names = word_parts(rng, pool, filler)
+    return {
+        "messages": [
+            {"role": "user", "content": " ".join(context)},
+            {"role": "assistant", "content": " ".join(names)},
+        ]
+    }

@@ -1,0 +1,108 @@
+"""bench/copy_words.py: the words rows ask for the same copy under the byte tokenizer and a code
+BPE vocabulary (a name's later occurrence is the same ids as its earlier one, and only the
+tokens that occurrence gives are scored); their drills are those rows in chat form."""
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+
+from bench import bench_copy, copy_words
+from data.code_bpe import corpus, train_bpe
+from data.rename import word_pool
+from data.tokenizers import ByteTokenizer, load_tokenizer
+from rl.envs.repos import vocabulary
+
+
+@pytest.fixture(scope="module")
+def pool():
+    return word_pool(vocabulary.training_files()[:20])
+
+
+@pytest.fixture(scope="module")
+def bpe(tmp_path_factory):
+    """A 600-id vocabulary of a few training files and 40 trace messages (seconds)."""
+    texts = itertools.chain(
+        corpus(vocabulary.training_files()[:6]),
+        itertools.islice(corpus([], vocabulary.EXPERT_TRACES), 40),
+    )
+    path = train_bpe(texts, 600, str(tmp_path_factory.mktemp("bpe") / "v.json"))
+    return load_tokenizer(f"hf:{path}")
+
+
+def test_pool_is_sorted_with_frequencies(pool):
+    words, cdf = pool
+    assert words.tolist() == sorted(set(words)) and len(words) > 100
+    freq = np.diff(cdf, prepend=0)
+    assert np.isclose(cdf[-1], 1) and (freq > 0).all()
+    drawn = copy_words.draw_words(np.random.default_rng(0), pool, 20_000)
+    for word in ("self", "assert", words[0]):  # drawn as often as the files use them
+        share = freq[words.tolist().index(word)]
+        assert abs(drawn.count(word) / 20_000 - share) < 4 * np.sqrt(share / 20_000) + 1e-4
+    with pytest.raises(ValueError, match="word_pool: 0 words in 0 files"):
+        word_pool([])
+
+
+@pytest.mark.parametrize("tokenizer", ["byte", "bpe"])
+def test_a_scored_token_is_what_followed_its_key_in_the_names_earlier_occurrence(
+    tokenizer, pool, bpe
+):
+    """Each repeated name is the very ids of its occurrence in the context; scored: all of them
+    but the first; nothing else scored; padding to the row's length."""
+    tok = ByteTokenizer() if tokenizer == "byte" else bpe
+    length = 512 if tokenizer == "byte" else 256
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        state = rng.bit_generator.state
+        tokens, scored = copy_words.word_row(tok, rng, pool, 16, length)
+        rng.bit_generator.state = state
+        context, names = copy_words.word_parts(rng, pool, 16)
+        assert len(tokens) == len(scored) == length
+        n_context = len(tok.encode(" ".join(context)))
+        ids, pos = tokens.tolist(), n_context
+        assert not scored[:n_context].any()
+        for name in names:
+            name_ids = tok.encode(" " + name)
+            assert ids[pos : pos + len(name_ids)] == name_ids
+            assert any(ids[j : j + len(name_ids)] == name_ids for j in range(n_context)), (
+                name
+            )  # the same ids earlier: a copy by content writes them
+            assert scored[pos : pos + len(name_ids)].tolist() == [0] + [1] * (len(name_ids) - 1)
+            pos += len(name_ids)
+        assert not scored[pos:].any() and tok.decode(ids[pos:]).strip() == ""
+
+
+def test_rows_that_cannot_fit_name_the_flags(pool):
+    with pytest.raises(ValueError, match="fewer --words or a longer --half"):
+        copy_words.word_row(ByteTokenizer(), np.random.default_rng(0), pool, 24, 64)
+
+
+def test_word_drills_are_the_rows_in_chat_form_and_seeded(tmp_path, pool):
+    path = bench_copy.write_drills(str(tmp_path / "a.jsonl"), 5, 64, 0, pool=pool, words=16)
+    again = bench_copy.write_drills(str(tmp_path / "b.jsonl"), 5, 64, 0, pool=pool, words=16)
+    assert open(path).read() == open(again).read()
+    docs = [json.loads(x) for x in open(path)]
+    rng = np.random.default_rng([0, 1])  # write_drills' stream
+    for doc in docs:
+        context, names = copy_words.word_parts(rng, pool, 16)
+        user, assistant = (m["content"] for m in doc["messages"])
+        assert user == " ".join(context) and assistant == " ".join(names)
+        assert all(f" {n} " in f" {user} " for n in names)
+    letters = bench_copy.write_drills(str(tmp_path / "c.jsonl"), 5, 64, 0)
+    assert json.loads(open(letters).readline())["messages"][1]["content"].islower()
+
+
+def test_rl_repos_drill_task_words_mixes_word_drills(tmp_path):
+    """bench_rl_repos.py --sft_drills 0.25 --sft_drill_task words (rl_stages.drill_mix): 20,000
+    drills of the training repositories' words at a quarter of the SFT rows."""
+    from bench.rl_stages import drill_mix
+
+    ((name, path, share),) = drill_mix(str(tmp_path), 0.25, "words")
+    assert (name, share) == ("copy_drills", 0.25) and path.endswith("drills_words.jsonl")
+    docs = [json.loads(x) for x in open(path)]
+    words, _ = word_pool(vocabulary.training_files())
+    names = docs[0]["messages"][1]["content"].split()
+    assert len(docs) == 20_000 and len(names) == copy_words.NAMES
+    assert all(set(n.split("_")) <= set(words) for n in names)
+    assert drill_mix(str(tmp_path), 0.0, "words") == ()
