@@ -352,9 +352,11 @@ def main():
             state = step(state, lm_batch(*batch(make_row, rng, args.batch)))
     print(f"name-copy probe after: {probe(cfg, state.params, rows)}")
     if args.export:
+        from data.export_tokenizer import record_tokenizer
         from model.export import save_params
 
         save_params(args.export, cfg, state.params)
+        record_tokenizer(args.export, args.tokenizer)
         print(f"params saved: {args.export}")
 
 

@@ -36,7 +36,9 @@ def get_config() -> ml_collections.ConfigDict:
             test_timeout_s=60.0,
             test_command="python3 -m pytest -q",  # the run_tests tool
             max_repo_bytes=1 << 30,  # the sandbox's copy limit (Limits.repo_bytes)
-            tokenizer="byte",  # data.tokenizers.load_tokenizer spec (RL's)
+            # data.tokenizers.load_tokenizer spec (RL's); '' = the one the --params export
+            # records (data/export_tokenizer.py), bytes when it records none or without --params
+            tokenizer="",
             model_name="composer",  # the model an --endpoint request names
             log_dir="",  # '' = <workdir>/interactions, where --mode=serve logs
         )

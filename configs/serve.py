@@ -27,7 +27,9 @@ def get_config() -> ml_collections.ConfigDict:
             host="127.0.0.1",
             port=8000,  # --port overrides
             model_name="composer",  # the one model id of /v1/models; requests must name it
-            tokenizer="byte",  # data.tokenizers.load_tokenizer spec
+            # data.tokenizers.load_tokenizer spec; '' = the one the --params export records
+            # (data/export_tokenizer.py), bytes when it records none
+            tokenizer="",
             # the engine (configs/engine_block.py): requests decoded at once, context per
             # request; the temperature of a request that names none (each request may bring its
             # own temperature / top_p / top_k, sampled per slot in one batch)

@@ -347,6 +347,20 @@ def encode_array(tok: Tokenizer, text: str) -> np.ndarray:
     return np.asarray(tok.encode(text), np.int32)
 
 
+def spec_dict(spec: str | Mapping[str, Any] | None) -> dict[str, Any]:
+    """load_tokenizer's spec as a mapping: {"kind": ..., "path": ..., options}."""
+    if spec is None or spec == "byte":
+        return {"kind": "byte"}
+    if isinstance(spec, str):
+        kind, sep, path = spec.partition(":")
+        if not sep or kind not in ("hf", "tiktoken"):
+            raise ValueError(
+                f"tokenizer spec {spec!r}: expected 'byte', 'hf:PATH' or 'tiktoken:PATH'"
+            )
+        return {"kind": kind, "path": path}
+    return dict(spec)
+
+
 def load_tokenizer(spec: str | Mapping[str, Any] | None = "byte") -> Tokenizer:
     """Builds a tokenizer from a spec; files are local paths, nothing is downloaded.
 
@@ -354,16 +368,7 @@ def load_tokenizer(spec: str | Mapping[str, Any] | None = "byte") -> Tokenizer:
           | a mapping {'kind': 'byte'|'hf'|'tiktoken', 'path': ..., plus 'special_map' (hf) or
           'special_ids' / 'pat_str' (tiktoken)}.
     """
-    if spec is None or spec == "byte":
-        return ByteTokenizer()
-    if isinstance(spec, str):
-        kind, sep, path = spec.partition(":")
-        if not sep or kind not in ("hf", "tiktoken"):
-            raise ValueError(
-                f"tokenizer spec {spec!r}: expected 'byte', 'hf:PATH' or 'tiktoken:PATH'"
-            )
-        spec = {"kind": kind, "path": path}
-    options = dict(spec)
+    options = spec_dict(spec)
     kind = options.pop("kind", None)
     if kind == "byte":
         if options:

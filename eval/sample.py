@@ -5,7 +5,7 @@ Lives outside model/ because it needs a tokenizer (data/); model/ never imports 
 
 from __future__ import annotations
 
-from data.tokenizers import ByteTokenizer
+from data.export_tokenizer import tokenizer_for_export
 from eval.humaneval import decode_valid
 from model.export import load_params
 from model.prompt_batch import generate
@@ -21,14 +21,15 @@ def sample_cli(
     seed: int = 0,
     decode_dtype: str = "auto",
 ) -> str:
-    """Completion of `prompt` (text, byte tokenizer) from a params checkpoint written by
-    model.export.save_params; stops at the tokenizer's end-of-sequence token. decode_dtype: the
-    engine's (ModelConfig.decode_dtype; the config's `decode_dtype`)."""
+    """Completion of `prompt` (text, in the tokenizer the export records: data/export_tokenizer.py;
+    bytes for one that records none) from a params checkpoint written by model.export.save_params;
+    stops at the tokenizer's end-of-sequence token. decode_dtype: the engine's
+    (ModelConfig.decode_dtype; the config's `decode_dtype`)."""
     if not prompt:
         raise ValueError("--prompt: empty")
     cfg, params = load_params(checkpoint_dir)
     cfg = cfg.replace(decode_dtype=decode_dtype)
-    tok = ByteTokenizer()
+    tok = tokenizer_for_export(checkpoint_dir, "", cfg.vocab_size)
     ids = [tok.bos_id] + tok.encode(prompt)  # documents start with <|bos|> in training (packing)
     out = generate(
         cfg,

@@ -17,7 +17,7 @@ import pytest
 from configs import agent as agent_config
 from configs import realtime as realtime_config
 from data.chat import generation_prompt, tool_call_text
-from data.tokenizers import ByteTokenizer
+from data.tokenizers import ByteTokenizer, load_tokenizer
 from model.errors import InputError
 from rl.serve import agent
 from rl.serve import feedback as fbk
@@ -375,3 +375,24 @@ def test_in_process_params_play_on_the_engine_and_log_sampler_facts(repo, tmp_pa
     policy = r["mask"] == 1
     assert policy.any() and (r["logprobs"][policy] < 0).all()  # the sampler's own log-probs
     assert r["experts"].shape[0] > 0 and r["experts"].shape[1] == len(r["tokens"])
+
+
+def test_the_agent_reads_with_the_tokenizer_its_params_were_trained_on(tmp_path):
+    """agent.tokenizer '' (the default): the --params export's recorded vocabulary; bytes
+    without --params; a contradicting spec or a folder that is no export: one line."""
+    from data.export_tokenizer import record_tokenizer
+    from model import presets
+    from model.export import config_to_json
+
+    fixture = os.path.join(ROOT, "tests/fixtures/data/tokenizer.json")
+    export = tmp_path / "export"
+    export.mkdir()
+    (export / "model_config.json").write_text(config_to_json(presets.get("tiny", vocab_size=400)))
+    record_tokenizer(str(export), f"hf:{fixture}")
+    want = load_tokenizer(f"hf:{fixture}").encode("def add(a, b):")
+    assert agent._tokenizer("", str(export)).encode("def add(a, b):") == want
+    assert agent._tokenizer("", "").vocab_size == TOK.vocab_size  # an endpoint: bytes
+    with pytest.raises(InputError, match="agent.tokenizer: .* was trained with hf:"):
+        agent._tokenizer("byte", str(export))
+    with pytest.raises(InputError, match=f"--params={tmp_path}: .*model_config.json: not found"):
+        agent._tokenizer("", str(tmp_path))

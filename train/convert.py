@@ -1,5 +1,6 @@
 """--mode=convert: export the params of the newest good checkpoint: params-only Orbax (for
-samplers and the next stage's --config.init_params_from) and, with --config.export_hf=True, an
+samplers and the next stage's --config.init_params_from) with the tokenizer it was trained on
+recorded in it (data/export_tokenizer.py), and, with --config.export_hf=True, an
 HF folder (config.json + safetensors) through model/'s streamed HF export."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ import os
 
 import jax
 
+from data.export_tokenizer import record_tokenizer
 from model import export
 from model.errors import InputError
 from train import checkpoint
@@ -24,6 +26,7 @@ def export_latest(config, workdir: str, *, run: Run | None = None) -> str:
         state = ckpt.restore_latest(run.abstract_state(), run.state_shardings())[0]
     path = os.path.join(workdir, "export", f"params_{int(jax.device_get(state.step))}")
     export.save_params(path, run.cfg, state.params)
+    record_tokenizer(path, config.data.tokenizer)  # the ids' meaning travels with the params
     if config.export_hf:
         from model import hf_stream
 

@@ -26,6 +26,7 @@ def _model(config, params_dir: str, cache_len: int):
 
 
 def run_rollouts(config, workdir: str, params_dir: str = "") -> dict:
+    from data.export_tokenizer import tokenizer_for_export
     from data.tokenizers import ByteTokenizer
     from model.engine_config import EngineConfig, build_engine
     from rl.envs import OraclePolicy, generate_tasks, load_tasks, require_isolation
@@ -44,8 +45,9 @@ def run_rollouts(config, workdir: str, params_dir: str = "") -> dict:
             "--mode=rollout needs --config=configs/rollout.py (this config has no rl section)"
         )
     r = config.rl
-    tok = ByteTokenizer()
     cfg, params = _model(config, params_dir, r.cache_len)
+    # the export's own tokenizer (a random-init smoke run: bytes)
+    tok = tokenizer_for_export(params_dir, "", cfg.vocab_size) if params_dir else ByteTokenizer()
     tasks = load_tasks(r.tasks) if r.tasks else generate_tasks(r.n_tasks, seed=r.task_seed)
     require_test_deps(tasks)  # declared test dependencies in this machine's cache, or one line
     ec = EngineConfig.from_block(r, cfg)  # the block's decode keys (configs/engine_block.py)

@@ -278,7 +278,6 @@ def main(
 ) -> Outcome:
     """main.py --mode=agent: picks the policy, runs the episode, prints the diff (stdout) and a
     summary line (stderr)."""
-    from data.tokenizers import load_tokenizer
     from rl.envs import require_isolation
 
     a = config.agent
@@ -294,7 +293,7 @@ def main(
         )
     kind = given[0].lstrip("-")
     require_isolation()  # model-written commands run in the sandbox: bubblewrap or refuse
-    tok = load_tokenizer(a.tokenizer)
+    tok = _tokenizer(a.tokenizer, params)
     engine = _engine(config, params, tok) if kind == "params" else None
     log_dir = a.log_dir or os.path.join(workdir, "interactions")
     api_key = os.environ.get("COMPOSER_API_KEY") or os.environ.get("OPENAI_API_KEY") or "-"
@@ -327,6 +326,23 @@ def main(
         file=sys.stderr,
     )
     return o
+
+
+def _tokenizer(spec: str, params_dir: str):
+    """agent.tokenizer when set, else the one the --params export records (bytes for one that
+    records none, or for an --endpoint / --scripted policy); a contradiction is one line."""
+    from data.export_tokenizer import tokenizer_for_export
+    from data.tokenizers import load_tokenizer
+    from model.export import load_config
+
+    try:
+        if params_dir:
+            return tokenizer_for_export(params_dir, spec, load_config(params_dir).vocab_size)
+        return load_tokenizer(spec or "byte")
+    except FileNotFoundError as e:  # a params dir that is not an export
+        raise InputError(f"--params={params_dir}: {' '.join(str(e).split())}") from None
+    except ValueError as e:
+        raise InputError(f"agent.tokenizer: {e}") from None
 
 
 def _engine(config, params_dir: str, tok):

@@ -183,6 +183,7 @@ def run_cycle(config, workdir: str, *, evaluate, check, log=print) -> dict:
     `suite_metrics`: the eval suites); check(base metrics, candidate metrics) -> (ok, deltas,
     reasons) (eval/promotion.py `no_regression` with the parsed realtime.gates). Injected by
     main.py: rl/ imports nothing of eval/ (eval uses rl)."""
+    from data.export_tokenizer import record_tokenizer
     from model.export import save_params
     from rl.serve.server import serve_paths
 
@@ -223,6 +224,7 @@ def run_cycle(config, workdir: str, *, evaluate, check, log=print) -> dict:
     )
     candidate = os.path.join(cycle_dir, "candidate")
     save_params(candidate, cfg, params)
+    record_tokenizer(candidate, config.data.tokenizer)
     base_m = state.get("base_metrics") or evaluate(
         config, state["base_dir"], os.path.join(cycle_dir, "eval_base"), log
     )

@@ -139,7 +139,7 @@ def serve(config, params_dir: str, workdir: str, port: int = 0) -> None:
     """--mode=serve: blocks until SIGTERM / ctrl-C, then shuts down cleanly (exit 0)."""
     import uvicorn
 
-    from data.tokenizers import load_tokenizer
+    from data.export_tokenizer import tokenizer_for_export
     from model.errors import InputError
     from model.export import load_params
 
@@ -155,8 +155,12 @@ def serve(config, params_dir: str, workdir: str, port: int = 0) -> None:
         cfg = cfg.replace(decode_dtype=config.decode_dtype)
     except (FileNotFoundError, ValueError) as e:
         raise InputError(f"--params={params_dir}: {' '.join(str(e).split())}") from None
+    try:  # serve.tokenizer, else the export's own (data/export_tokenizer.py)
+        tok = tokenizer_for_export(params_dir, s.tokenizer, cfg.vocab_size)
+    except ValueError as e:
+        raise InputError(f"serve.tokenizer: {e}") from None
     log_dir, store = serve_paths(s, workdir)
-    server = build(s, cfg, params, load_tokenizer(s.tokenizer), log_dir=log_dir, keys=keys)
+    server = build(s, cfg, params, tok, log_dir=log_dir, keys=keys)
     server.loop.start()
     follower = PromotedFollower(store, server.loop, poll_s=s.poll_s).start() if s.follow else None
     auth = f"{len(keys.hashes)} API keys" if not keys.open else "no API keys"
