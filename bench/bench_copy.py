@@ -246,7 +246,11 @@ def arguments():
         help="a ModelConfig field of the random init, e.g. initializer_range=0.02 (repeatable)",
     )
     ap.add_argument("--task", default="induction", choices=("fixed", "induction", "words"))
-    ap.add_argument("--tokenizer", default="byte", help="data/tokenizers.py spec (hf:PATH)")
+    ap.add_argument(
+        "--tokenizer",
+        default="",
+        help="data/tokenizers.py spec (hf:PATH); '': --init's recorded one, else bytes",
+    )
     ap.add_argument("--words", type=int, default=24, help="filler words a words row")
     ap.add_argument("--steps", type=int, default=600)
     ap.add_argument("--every", type=int, default=100)
@@ -267,27 +271,32 @@ def arguments():
     return parse_tiny(ap, tiny)
 
 
-def model_for(args, vocab_size: int):
-    """(cfg, params): --init's export (its vocabulary must be the tokenizer's size), or a random
-    init of --preset at the probe's length (the presets' own context is 512)."""
+def model_for(args) -> tuple:
+    """(cfg, params, tokenizer spec): --init's export, read in --tokenizer or else the one it
+    records (data/export_tokenizer.py), or a random init of --preset at the probe's length (the
+    presets' own context is 512), its vocabulary sized to a --tokenizer that is not bytes."""
+    from data.export_tokenizer import recorded_tokenizer, tokenizer_for_export
+    from data.tokenizers import load_tokenizer
     from model import init_params, presets
     from model.export import load_params
 
-    if args.init:
-        cfg, params = load_params(args.init)
-        if cfg.vocab_size != vocab_size:
-            sys.exit(f"error: --init {args.init} has {cfg.vocab_size} ids; --tokenizer "
-                     f"{args.tokenizer} has {vocab_size}")  # fmt: skip
-        return cfg, params
+    try:
+        if args.init:
+            cfg, params = load_params(args.init)
+            tokenizer_for_export(args.init, args.tokenizer, cfg.vocab_size)  # or one line
+            return cfg, params, args.tokenizer or recorded_tokenizer(args.init) or "byte"
+        tok = load_tokenizer(args.tokenizer or "byte")
+    except (OSError, ValueError) as e:
+        sys.exit(f"error: --init {args.init!r} / --tokenizer {args.tokenizer!r}: {e}")
     overrides = dict(num_mtp_modules=0, max_position_embeddings=2048)
-    if args.tokenizer != "byte":
-        overrides["vocab_size"] = vocab_size
+    if args.tokenizer not in ("", "byte"):
+        overrides["vocab_size"] = tok.vocab_size
     overrides.update(parse_override(x) for x in args.override)
     try:
         cfg = presets.get(args.preset, **overrides)
     except (TypeError, ValueError) as e:  # an unknown field or a value the config refuses
         sys.exit(f"error: --preset {args.preset} --override {args.override}: {e}")
-    return cfg, init_params(cfg, jax.random.PRNGKey(args.seed))
+    return cfg, init_params(cfg, jax.random.PRNGKey(args.seed)), args.tokenizer or "byte"
 
 
 def table_header(task: str, tokens: np.ndarray, scored: np.ndarray) -> str:
@@ -306,16 +315,12 @@ def table_header(task: str, tokens: np.ndarray, scored: np.ndarray) -> str:
 
 
 def main():
-    from data.tokenizers import load_tokenizer
+    from data.tokenizers import ByteTokenizer, load_tokenizer
     from train.state import create_train_state
 
     args = arguments()
     if args.task == "induction" and args.half < 48:
         sys.exit(f"error: --half {args.half}: the induction task needs 48 (4 names of <= 12 bytes)")
-    try:
-        tok = load_tokenizer(args.tokenizer)
-    except (OSError, ValueError) as e:
-        sys.exit(f"error: --tokenizer {args.tokenizer}: {e}")
     pool = ()
     if args.task == "words":
         from data.rename import word_pool
@@ -325,10 +330,11 @@ def main():
     if args.write_drills:
         print(write_drills(args.write_drills, args.drills, args.half, args.seed, pool, args.words))
         return
-    cfg, params = model_for(args, tok.vocab_size)
+    cfg, params, spec = model_for(args)
+    tok = load_tokenizer(spec)
     traces = os.path.join(ROOT, "data/traces/repo_expert_traces.jsonl")
     rows = rl_stages.name_probe_rows(traces, args.probe_traces, rl_stages.probe_len(cfg), tok)
-    unit = "byte" if args.tokenizer == "byte" else "token"
+    unit = "byte" if isinstance(tok, ByteTokenizer) else "token"
     print(f"name {unit}s after the first that a copier keyed on the {unit}s before writes: "
           f"{keyed_probe(rows, unit=unit)}")  # fmt: skip
     print(f"name-copy probe before: {probe(cfg, params, rows)}", flush=True)
@@ -356,7 +362,7 @@ def main():
         from model.export import save_params
 
         save_params(args.export, cfg, state.params)
-        record_tokenizer(args.export, args.tokenizer)
+        record_tokenizer(args.export, spec)
         print(f"params saved: {args.export}")
 
 
