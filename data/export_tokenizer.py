@@ -82,7 +82,7 @@ def tokenizer_for_export(
         if recorded is not None and not _same(given, recorded):
             raise ValueError(
                 f"tokenizer {spec!r}: the export {export_dir} was trained with "
-                f"{_describe(recorded)}; leave the tokenizer unset to use it"
+                f"{_describe(recorded)}"
             )
     chosen = spec_dict(spec) if spec else (recorded or {"kind": "byte"})
     tok = load_tokenizer(chosen)

@@ -39,7 +39,7 @@ def test_no_record_means_bytes_and_a_given_spec_is_used(tmp_path):
 
 def test_a_contradiction_or_too_many_ids_is_one_line(tmp_path):
     record_tokenizer(str(tmp_path), f"hf:{FIXTURE}")
-    with pytest.raises(ValueError, match="was trained with hf:.*leave the tokenizer unset"):
+    with pytest.raises(ValueError, match="'byte': the export .* was trained with hf:"):
         tokenizer_for_export(str(tmp_path), "byte", 400)
     # the same vocabulary named by its original path is no contradiction
     assert tokenizer_for_export(str(tmp_path), f"hf:{FIXTURE}", 400).vocab_size == 400
@@ -72,3 +72,29 @@ def test_sample_reads_the_prompt_in_the_recorded_vocabulary(tmp_path):
     want = generate(cfg, params, [ids], 6, stop_tokens=[tok.eos_id], valid_vocab=400).tokens[0]
     want = [t for t in want if t != tok.eos_id]
     assert text == tok.decode(want) and len(want) >= 1
+
+
+def test_training_from_an_export_of_another_tokenizer_is_refused_before_compiling(tmp_path):
+    """--config.init_params_from=EXPORT with a data.tokenizer other than the one EXPORT records:
+    one config error line, nothing compiled or written (main.py)."""
+    import subprocess
+    import sys
+
+    from model import presets
+    from model.export import config_to_json
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    export = tmp_path / "export"
+    (export / "params").mkdir(parents=True)  # the trainer's first check: a params folder
+    (export / "model_config.json").write_text(config_to_json(presets.get("tiny", vocab_size=400)))
+    record_tokenizer(str(export), f"hf:{FIXTURE}")
+    out = subprocess.run(
+        [sys.executable, os.path.join(root, "main.py"), "--config.model=tiny",
+         f"--config.init_params_from={export}",
+         f"--workdir={tmp_path / 'w'}"],
+        capture_output=True, text=True, cwd=root, timeout=300,
+    )  # fmt: skip
+    lines = [x for x in out.stderr.splitlines() if x.startswith("config error:")]
+    assert out.returncode == 2 and len(lines) == 1, out.stderr[-2000:]
+    assert "data.tokenizer: tokenizer 'byte': the export" in lines[0] and "hf:" in lines[0]
+    assert not os.path.exists(tmp_path / "w" / "checkpoints")

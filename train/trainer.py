@@ -149,6 +149,7 @@ def build(config, *, loss_fn: Callable | None = None, cfg: model.ModelConfig | N
     devices = trainer_devices(config)
     mesh_sizes = check_config(config, cfg, len(devices), jax.process_count())
     _check_init_params_from(config.init_params_from)  # before anything is compiled
+    _check_init_tokenizer(config, cfg)
     tx, schedule = build_optimizer(config, cfg)
     loss_kw = dict(z_loss_coef=t.z_loss, use_balance_loss=t.balance_loss)
     if loss_fn is None:
@@ -265,6 +266,20 @@ def _check_init_params_from(path: str) -> None:
             f"init_params_from={path!r}: not a params export (no {os.path.join(path, 'params')}; "
             "write one with --mode=convert)"
         )
+
+
+def _check_init_tokenizer(config, cfg) -> None:
+    """An init export that records another tokenizer than data.tokenizer (data/export_tokenizer.py)
+    would be trained on ids that mean other text: refused in one line."""
+    from data.export_tokenizer import tokenizer_for_export
+
+    path = config.init_params_from
+    if not path or "data" not in config:
+        return
+    try:
+        tokenizer_for_export(path, config.data.tokenizer or "byte", cfg.vocab_size)
+    except ValueError as e:
+        raise shd.ConfigError(f"init_params_from={path!r} and data.tokenizer: {e}") from None
 
 
 def _load_init_params(path: str, abstract_params, model_name: str):

@@ -29,6 +29,7 @@ def run_rollouts(config, workdir: str, params_dir: str = "") -> dict:
     from data.export_tokenizer import tokenizer_for_export
     from data.tokenizers import ByteTokenizer
     from model.engine_config import EngineConfig, build_engine
+    from model.errors import InputError
     from rl.envs import OraclePolicy, generate_tasks, load_tasks, require_isolation
     from rl.envs.grading.tasks import require_test_deps
     from rl.episodes.records import to_json
@@ -47,7 +48,12 @@ def run_rollouts(config, workdir: str, params_dir: str = "") -> dict:
     r = config.rl
     cfg, params = _model(config, params_dir, r.cache_len)
     # the export's own tokenizer (a random-init smoke run: bytes)
-    tok = tokenizer_for_export(params_dir, "", cfg.vocab_size) if params_dir else ByteTokenizer()
+    try:
+        tok = (
+            tokenizer_for_export(params_dir, "", cfg.vocab_size) if params_dir else ByteTokenizer()
+        )
+    except ValueError as e:  # an unreadable record, or more ids than the model has
+        raise InputError(f"--params={params_dir}: {e}") from None
     tasks = load_tasks(r.tasks) if r.tasks else generate_tasks(r.n_tasks, seed=r.task_seed)
     require_test_deps(tasks)  # declared test dependencies in this machine's cache, or one line
     ec = EngineConfig.from_block(r, cfg)  # the block's decode keys (configs/engine_block.py)

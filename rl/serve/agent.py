@@ -342,7 +342,7 @@ def _tokenizer(spec: str, params_dir: str):
     except FileNotFoundError as e:  # a params dir that is not an export
         raise InputError(f"--params={params_dir}: {' '.join(str(e).split())}") from None
     except ValueError as e:
-        raise InputError(f"agent.tokenizer: {e}") from None
+        raise InputError(f"agent.tokenizer: {e} (leave it unset to use the export's)") from None
 
 
 def _engine(config, params_dir: str, tok):

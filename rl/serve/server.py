@@ -158,7 +158,7 @@ def serve(config, params_dir: str, workdir: str, port: int = 0) -> None:
     try:  # serve.tokenizer, else the export's own (data/export_tokenizer.py)
         tok = tokenizer_for_export(params_dir, s.tokenizer, cfg.vocab_size)
     except ValueError as e:
-        raise InputError(f"serve.tokenizer: {e}") from None
+        raise InputError(f"serve.tokenizer: {e} (leave it unset to use the export's)") from None
     log_dir, store = serve_paths(s, workdir)
     server = build(s, cfg, params, tok, log_dir=log_dir, keys=keys)
     server.loop.start()
