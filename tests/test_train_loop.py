@@ -19,8 +19,6 @@ import numpy as np
 import pytest
 from xla_env import xla_flags
 
-from data.export_tokenizer import recorded_tokenizer
-
 _TESTS = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [os.path.dirname(_TESTS), _TESTS]  # this checkout first (also as a script)
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
@@ -91,6 +89,8 @@ def test_resume_is_bitwise_corrupt_latest_falls_back_and_logs(tmp_path):
     path = convert.export_latest(tiny_run_config(), str(tmp_path / "a"))
     assert path.endswith("params_8")
     _assert_bitwise(export.restore_params(path), full.params)
+    from data.export_tokenizer import recorded_tokenizer  # here: this file also runs as a script
+
     assert recorded_tokenizer(path) == {"kind": "byte"}  # the ids' tokenizer, recorded
     # --mode=eval at eval.nll's defaults on that export: the training loop's final held-out figure.
     _eval_nll_equals_training_figure(path, events, lines)
