@@ -10,7 +10,7 @@ name-copy probe (eval/name_copy.py) on committed expert traces as trained and re
     python bench/bench_copy.py --write_drills PATH [--drills N]  # the induction rows as SFT docs
     python bench/bench_copy.py --task words --tokenizer hf:V.json --preset tiny  # in V's tokens
 
-Tasks (rows of 2 x --half random lowercase bytes, --batch a step):
+Tasks (rows of 2 x --half tokens, --batch a step; the letter tasks' are random lowercase bytes):
 - fixed: --half random bytes, then the same again: the second half is a copy at a fixed
   distance (a head attending --half positions back solves it; no content lookup).
 - induction: 4 random names (5-11 bytes) at random places in random filler, then the same names
