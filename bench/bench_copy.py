@@ -23,7 +23,8 @@ Scored positions: the second half's bytes (fixed) or the second list's name toke
 name's first (induction, words). Perfect copying scores 0 nats; not copying, log 26 = 3.26 on
 the letter tasks; copying by a key of the last 1 or 2 tokens (keyed_copy_nll, keyed_copy_hits:
 the table's header) in between. The table's greedy column: the share of scored tokens that are
-the model's argmax.
+the model's argmax; for words, beside it the same share on control rows whose repeated names are
+other draws, absent from the context (what the words' own statistics give without a copy).
 """
 
 from __future__ import annotations
@@ -112,14 +113,14 @@ def write_drills(path: str, n: int, half: int, seed: int, pool=(), words: int = 
     return path
 
 
-def row_maker(task: str, half: int, tok=None, pool=(), words: int = 24):
+def row_maker(task: str, half: int, tok=None, pool=(), words: int = 24, absent: bool = False):
     """rng -> one row of `task`: (tokens [2*half], scored [2*half]); words rows in `tok`'s ids,
-    `words` filler words drawn from `pool` (copy_words.py)."""
+    `words` filler words drawn from `pool` (copy_words.py; absent: its control rows)."""
     if task == "fixed":
         return lambda rng: fixed_row(rng, half)
     if task == "induction":
         return lambda rng: induction_row(rng, half)
-    return lambda rng: word_row(tok, rng, pool, words, 2 * half)
+    return lambda rng: word_row(tok, rng, pool, words, 2 * half, absent)
 
 
 def batch(make_row, rng, size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -311,7 +312,9 @@ def table_header(task: str, tokens: np.ndarray, scored: np.ndarray) -> str:
     if task != "words":
         nll = ", ".join(f"{k}-byte key {keyed_copy_nll(tokens, scored, k):.2f}" for k in (2, 1))
         keyed += f"; NLL: copy 0, {nll}, no copy {NO_COPY:.2f}"
-    return f"| step | copied-token NLL (held-out batch) | greedy share ({keyed}) | wall s |"
+    control = "greedy share, names not in the context (words: what is not copying)"
+    nll = "copied-token NLL (held-out batch)"
+    return f"| step | {nll} | greedy share ({keyed}) | {control} | wall s |"
 
 
 def main():
@@ -347,13 +350,19 @@ def main():
     except ValueError as e:  # words rows that do not fit 2 x --half tokens
         sys.exit(f"error: {e}")
     test = lm_batch(*rows_held)
+    # the control: the same model on rows whose names after the context are other draws; the
+    # greedy share minus it is what the copy adds (words' names are half-predictable as words)
+    absent = row_maker(args.task, args.half, tok, pool, args.words, absent=True)
+    control = lm_batch(*batch(absent, np.random.default_rng(args.seed + 2), args.batch))
     print(table_header(args.task, *rows_held))
-    print("|---|---|---|---|")
+    print("|---|---|---|---|---|")
     t0 = time.time()
     for i in range(args.steps + 1):
         if i % args.every == 0 or i == args.steps:
             nll, share = score(state.params, test)
-            print(f"| {i} | {nll:.3f} | {share:.3f} | {time.time() - t0:.0f} |", flush=True)
+            away = f"{score(state.params, control)[1]:.3f}" if args.task == "words" else "-"
+            line = f"| {i} | {nll:.3f} | {share:.3f} | {away} | {time.time() - t0:.0f} |"
+            print(line, flush=True)
         if i < args.steps:
             state = step(state, lm_batch(*batch(make_row, rng, args.batch)))
     print(f"name-copy probe after: {probe(cfg, state.params, rows)}")

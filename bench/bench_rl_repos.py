@@ -3,7 +3,7 @@
 
     python bench/bench_rl_repos.py [--init PARAMS] [--max_tokens 4096] [--traces FILE]
         [--new_traces 16] [--trace_minutes 5] [--sft_steps 80] [--sft_minutes 0]
-        [--sft_turns 0] [--sft_renamed 0] [--sft_seq_len 0] [--sft_drills 0]
+        [--sft_turns 0] [--sft_renamed 0] [--sft_seed 0] [--sft_seq_len 0] [--sft_drills 0]
         [--sft_drill_task induction] [--sft_rename_words] [--code_bpe 0]
         [--rl_steps 40] [--rl_minutes 10] [--eval_every 0] [--heldout_sites 4]
         [--heldout_repos 4] [--k 4] [--workdir runs/bench_rl_repos] [--seeds 0,1]
@@ -130,7 +130,7 @@ def make_traces(
         kept,
         renamed=args.sft_renamed,
         turns=args.sft_turns,
-        seed=0,
+        seed=args.sft_seed,
         tok=tok,
         pool=rename_pool(args),
     )
@@ -380,6 +380,13 @@ def arguments():
     ap.add_argument("--sft_lr", type=float, default=2e-3)
     ap.add_argument("--sft_batch", type=int, default=2)
     ap.add_argument("--sft_seq_len", type=int, default=0, help="SFT row length (0: --max_tokens)")
+    ap.add_argument(
+        "--sft_seed",
+        type=int,
+        default=0,
+        help="SFT's seed: the renamed copies' names, the documents' order, train.seed (a random "
+        "init's params and the batches)",
+    )
     ap.add_argument("--sft_turns", type=int, default=0, help="SFT on traces cut after N turns")
     ap.add_argument("--sft_renamed", type=int, default=0, help="N renamed copies a trace")
     ap.add_argument(
@@ -494,6 +501,7 @@ def main():
         mix=rl_stages.drill_mix(args.workdir, args.sft_drills, args.sft_drill_task),
         tokenizer=spec,
         tool_output_budget=args.obs_token_budget,  # one trim in SFT, RL and eval
+        seed=args.sft_seed,
     )
     wall["sft"] = time.time() - t0
     seeds = parse_seeds(args.seeds) if args.seeds else [None]
@@ -502,10 +510,11 @@ def main():
         s: loop.resolve(rl_config_for(args, params_dir, tasks_path, size, s, spec)) for s in seeds
     }
     config = configs[seeds[0]]
-    from jax.random import PRNGKey
-
     from model import init_params
     from model.export import load_params
+    from train.trainer import init_rngs
+
+    sft_init_key = init_rngs(args.sft_seed)[0]  # the trainer's params key of train.seed
 
     t0 = time.time()
     cfg, w = loop.model_config(config), args.workdir
@@ -514,8 +523,8 @@ def main():
         "before SFT": evaluate_once(
             f"{w}/eval_before_sft.json",
             config,
-            # SFT's start: --init's params (at the extended context) or a random init
-            lambda: load_params(args.init)[1] if args.init else init_params(cfg, PRNGKey(0)),
+            # SFT's start: --init's params (at the extended context) or its random init
+            lambda: load_params(args.init)[1] if args.init else init_params(cfg, sft_init_key),
             sets,
             args.k,
             args.eval_seed,

@@ -29,25 +29,34 @@ def draw_words(rng, pool: tuple, n: int) -> list[str]:
     return [str(w) for w in words[np.searchsorted(cdf, rng.random(n), side="right")]]
 
 
-def word_parts(rng, pool: tuple, filler: int) -> tuple[list[str], list[str]]:
+def draw_names(rng, pool: tuple) -> list[str]:
+    """NAMES names, each 2-3 words of `pool` joined by `_`."""
+    return ["_".join(draw_words(rng, pool, rng.integers(2, 4))) for _ in range(NAMES)]
+
+
+def word_parts(rng, pool: tuple, filler: int, absent: bool = False) -> tuple[list[str], list[str]]:
     """(context: `filler` words drawn from `pool` (word_pool) with NAMES names at random places,
-    names: the same names in a shuffled order). A name is 2-3 drawn words joined by `_`."""
-    names = ["_".join(draw_words(rng, pool, rng.integers(2, 4))) for _ in range(NAMES)]
+    names: the same names in a shuffled order). A name is 2-3 drawn words joined by `_`.
+    absent: the names after the context are other draws, none of them in the context: the
+    control row, where a copy has nothing to find and only the words' own statistics predict."""
+    names = draw_names(rng, pool)
     filler_words = draw_words(rng, pool, filler)
     cuts = np.sort(rng.integers(1, filler + 1, size=NAMES))  # a name after a word: after a space
     context = []
     for name, lo, hi in zip(names, np.r_[0, cuts[:-1]], cuts):
         context += filler_words[lo:hi] + [name]
     context += filler_words[cuts[-1] :]
-    return context, [names[j] for j in rng.permutation(NAMES)]
+    if absent:
+        names = [name for name in draw_names(rng, pool) if name not in names]
+    return context, [names[j] for j in rng.permutation(len(names))]
 
 
-def word_row(tok, rng, pool: tuple, filler: int, length: int) -> tuple:
+def word_row(tok, rng, pool: tuple, filler: int, length: int, absent: bool = False) -> tuple:
     """A words row in `tok`'s ids: (tokens [length], scored [length]); scored marks each
-    repeated name's tokens after its first. Rows over `length` tokens are redrawn; ValueError
-    when 100 draws in a row are."""
+    repeated name's tokens after its first (absent: word_parts' control, names not repeated).
+    Rows over `length` tokens are redrawn; ValueError when 100 draws in a row are."""
     for _ in range(100):
-        context, names = word_parts(rng, pool, filler)
+        context, names = word_parts(rng, pool, filler, absent)
         tokens = tok.encode(" ".join(context))
         scored = [0] * len(tokens)
         for name in names:

@@ -88,6 +88,7 @@ def sft_config(
     mix: tuple = (),
     tokenizer: str = "byte",
     tool_output_budget: int = 0,
+    seed: int = 0,
 ):
     """-> the config of an SFT run (configs/sft.py's loss: assistant tokens only) on the trace
     file `traces` (and `mix`), from `init` (exported params: a context
@@ -98,7 +99,8 @@ def sft_config(
     mix: ((name, chat jsonl, share of rows), ...) trained beside the traces, which keep the rest.
     tokenizer: data.tokenizer's spec; a random init's vocabulary is sized to it (an init's must
     hold it: train/'s data check). tool_output_budget: the rows' tool results trimmed to that
-    many tokens (data/chat.py's trim, as RL's obs_token_budget; 0: configs/sft.py's)."""
+    many tokens (data/chat.py's trim, as RL's obs_token_budget; 0: configs/sft.py's). seed:
+    train.seed (a random init's params, the batches' order)."""
     from configs import sft as sft_config
     from data.tokenizers import load_tokenizer
 
@@ -134,6 +136,7 @@ def sft_config(
         log_every=20,
         mtp_mode="distill" if mtp_modules else "none",
         max_seconds=max_seconds,
+        seed=seed,
     )
     return c
 

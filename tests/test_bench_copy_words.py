@@ -73,6 +73,22 @@ def test_a_scored_token_is_what_followed_its_key_in_the_names_earlier_occurrence
         assert not scored[pos:].any() and tok.decode(ids[pos:]).strip() == ""
 
 
+def test_control_rows_name_what_the_context_never_held(pool, bpe):
+    """absent: the same context as the row of that rng state, then other names, none of them
+    in the context (nothing to copy), scored the same way."""
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        state = rng.bit_generator.state
+        context, names = copy_words.word_parts(rng, pool, 16)
+        rng.bit_generator.state = state
+        context_again, others = copy_words.word_parts(rng, pool, 16, absent=True)
+        assert context_again == context and 0 < len(others) <= copy_words.NAMES
+        assert not set(others) & set(names) and all(n not in context for n in others)
+        assert all("_" in n for n in others)
+    tokens, scored = copy_words.word_row(bpe, rng, pool, 16, 256, absent=True)
+    assert scored.sum() > 0 and len(tokens) == 256
+
+
 def test_rows_that_cannot_fit_name_the_flags(pool):
     with pytest.raises(ValueError, match="fewer --words or a longer --half"):
         copy_words.word_row(ByteTokenizer(), np.random.default_rng(0), pool, 24, 64)
