@@ -220,7 +220,10 @@ def probe(cfg, params, rows: dict) -> str:
     out = []
     for label, these in rows.items():
         got = name_copy_probe(cfg, params, these, rl_stages.probe_len(cfg))
-        out.append(f"{label}: exact {got['names_exact']:.3f} bytes {got['name_bytes']:.3f}")
+        out.append(
+            f"{label}: exact {got['names_exact']:.3f} bytes {got['name_bytes']:.3f} "
+            f"first {got['name_first']:.3f}"
+        )
     return "; ".join(out) + f" ({len(next(iter(rows.values())))} traces)"
 
 

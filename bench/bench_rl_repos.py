@@ -5,6 +5,7 @@
         [--new_traces 16] [--trace_minutes 5] [--sft_steps 80] [--sft_minutes 0]
         [--sft_turns 0] [--sft_renamed 0] [--sft_seed 0] [--sft_seq_len 0] [--sft_drills 0]
         [--sft_drill_task induction] [--sft_rename_words] [--code_bpe 0]
+        [--code_bpe_pattern cl100k]
         [--rl_steps 40] [--rl_minutes 10] [--eval_every 0] [--heldout_sites 4]
         [--heldout_repos 4] [--k 4] [--workdir runs/bench_rl_repos] [--seeds 0,1]
     python bench/bench_rl_repos.py --tiny --seeds 0,1   # smoke: tiny, 1 SFT + 1 RL step
@@ -36,6 +37,8 @@
    (rl/envs/repos/vocabulary.py, into --workdir) and runs every stage with it instead of the
    byte tokenizer: SFT rows, RL's samplers (data.tokenizer), held-out episodes and the probe;
    token counts, --max_tokens and --obs_token_budget are then in its tokens (~4 bytes each).
+   `--code_bpe_pattern identifiers` learns it with a pre-tokenizer that cuts an identifier from
+   what precedes it, so the statement's symbol is the same ids in the calls that name it.
 4. RL: rl/learning/loop.py on the task file (one trainer, async sampler threads, groups of
    `--group_size`, single epoch, speculative samplers with `--spec_k` drafts and the MTP
    self-distillation term, rl.mtp_weight's default) for `--rl_steps` or `--rl_minutes`. With
@@ -158,9 +161,10 @@ def tokenizer_spec(args) -> str:
         return "byte"
     from rl.envs.repos.vocabulary import write_vocabulary
 
-    path = os.path.join(args.workdir, f"code_bpe_{args.code_bpe}.json")
+    suffix = "" if args.code_bpe_pattern == "cl100k" else f"_{args.code_bpe_pattern}"
+    path = os.path.join(args.workdir, f"code_bpe_{args.code_bpe}{suffix}.json")
     if not os.path.exists(path):
-        write_vocabulary(args.code_bpe, path)
+        write_vocabulary(args.code_bpe, path, pattern=args.code_bpe_pattern)
     return f"hf:{path}"
 
 
@@ -217,14 +221,15 @@ def evaluate(
 
 def name_probe(config, params, rows: dict) -> dict:
     """eval/name_copy.py's probe per row set of rl_stages.name_probe_rows: {'names_exact/trained',
-    'name_bytes/trained', 'names_exact/fresh', 'name_bytes/fresh'}."""
+    'name_bytes/trained', 'name_first/trained', and the same of 'fresh'}."""
     from eval.name_copy import name_copy_probe
 
     cfg, out = loop.model_config(config), {}
     for label, these in rows.items():
         got = name_copy_probe(cfg, params, these, rl_stages.probe_len(cfg))
         key = label.split()[0]  # trained | fresh
-        out[f"names_exact/{key}"], out[f"name_bytes/{key}"] = got["names_exact"], got["name_bytes"]
+        for figure in ("names_exact", "name_bytes", "name_first"):
+            out[f"{figure}/{key}"] = got[figure]
     return out
 
 
@@ -247,9 +252,8 @@ def table(stages: dict, k: int) -> str:
         + "".join(f"best-of-{j} | " for j in bests)
         + "tokens | tool calls | malformed rate | copy rate (edits) | 1st search names the "
         "statement's symbol (searches) | name copied, teacher-forced: trained / fresh names, "
-        "exact (share of its tokens) (both sets) | MTP acceptance (both sets) | endings |\n"
-        + "|---" * (12 + len(bests))
-        + "|"
+        "exact (share of its tokens; first token) (both sets) | MTP acceptance (both sets) | "
+        "endings |\n" + "|---" * (12 + len(bests)) + "|"
     )
     rows = []
     for stage, sets in stages.items():
@@ -259,8 +263,9 @@ def table(stages: dict, k: int) -> str:
             copy = "-" if m["copy_rate"] is None else f"{m['copy_rate']:.2f}"
             named = m.get("search_name_rate")  # None: no search; absent: a result saved before
             named = "-" if named is None else f"{named:.2f} ({m['searches']})"
-            probe = " / ".join(  # absent: a result saved before the probe
-                f"{m[f'names_exact/{w}']:.2f} ({m[f'name_bytes/{w}']:.2f})"
+            probe = " / ".join(  # absent: a result saved before the probe (or its first)
+                f"{m[f'names_exact/{w}']:.2f} ({m[f'name_bytes/{w}']:.2f}"
+                + (f"; {m[f'name_first/{w}']:.2f})" if f"name_first/{w}" in m else ")")
                 for w in ("trained", "fresh")
                 if f"names_exact/{w}" in m
             )
@@ -415,6 +420,13 @@ def arguments():
         default=0,
         help="a BPE vocabulary of N ids learned from the training repositories for every stage "
         "(rl/envs/repos/vocabulary.py; 0: the byte tokenizer)",
+    )
+    ap.add_argument(
+        "--code_bpe_pattern",
+        default="cl100k",
+        choices=("cl100k", "identifiers"),
+        help="--code_bpe's pre-tokenizer (data/code_bpe.py): identifiers makes a name the same "
+        "ids where the statement backticks it and where a call writes it",
     )
     ap.add_argument("--rl_steps", type=int, default=40)
     ap.add_argument("--rl_minutes", type=float, default=10.0, help="RL wall budget (0: steps)")

@@ -11,11 +11,15 @@ name's tokens are found by characters (name_span), so a BPE token that carries t
 the name counts as the name's first.
 
     rows = naming_rows(tok, traces, seq_len)      # (ids, where the name starts, its length)
-    name_copy_probe(cfg, params, rows, seq_len)   # {"names", "names_exact", "name_bytes"}
+    name_copy_probe(cfg, params, rows, seq_len)   # {"names", "names_exact", "name_bytes", ...}
 
 names_exact: the fraction of names whose every token is the argmax (greedy decoding would write
 the name whole from that point); name_bytes: the mean fraction of a name's tokens that are (its
-bytes under the byte tokenizer; the key keeps that name).
+bytes under the byte tokenizer; the key keeps that name); name_first: the fraction of names whose
+first token is. The first token and the rest need different mechanisms: the rest is a copy keyed
+on the token before (an induction head), the first has no such key (the statement's occurrence
+follows a backtick, the call's a quote or `def `): it needs a pointer to "the symbol the
+statement backticks", so a policy can copy well and still start the wrong name.
 """
 
 from __future__ import annotations
@@ -100,7 +104,7 @@ def name_copy_probe(cfg, params, rows: Sequence[tuple], seq_len: int, batch: int
     if not rows:
         raise ValueError("name_copy_probe: no trace names a statement's symbol within seq_len")
     greedy = greedy_fn(cfg)
-    exact, byte_share = [], []
+    exact, byte_share, first = [], [], []
     for lo in range(0, len(rows), batch):
         chunk = rows[lo : lo + batch]
         tokens = np.zeros((batch, seq_len), np.int32)
@@ -111,8 +115,10 @@ def name_copy_probe(cfg, params, rows: Sequence[tuple], seq_len: int, batch: int
             hit = pred[b, start - 1 : start - 1 + n] == np.asarray(ids[start : start + n])
             exact.append(bool(hit.all()))
             byte_share.append(float(hit.mean()))
+            first.append(bool(hit[0]))
     return {
         "names": len(rows),
         "names_exact": float(np.mean(exact)),
         "name_bytes": float(np.mean(byte_share)),
+        "name_first": float(np.mean(first)),
     }

@@ -115,8 +115,10 @@ def test_smoke_run_prints_the_table_and_both_probes():
     assert [r[0] for r in rows] == ["0", "1", "2"], out
     assert all(0 <= float(share) <= 1 for _, _, share in rows), out
     for when in ("before", "after"):
-        line = re.search(rf"name-copy probe {when}: trained names: exact {NUM} bytes {NUM}; "
-                         rf"fresh names: exact {NUM} bytes {NUM}", out)  # fmt: skip
+        names = rf"exact {NUM} bytes {NUM} first {NUM}"
+        line = re.search(
+            rf"name-copy probe {when}: trained names: {names}; fresh names: {names}", out
+        )
         assert line and all(0 <= float(x) <= 1 for x in line.groups()), out
 
 

@@ -182,7 +182,7 @@ def test_rl_repos_whole_path_over_two_seeds(tmp_path):
     stages = re.findall(r"^\| (before SFT|after SFT|after RL \(seed \d, \d+ steps\)) \| "
                         r"(sites|repos) \| 1 x 2 \|", out, re.M)  # fmt: skip
     assert [s[0][:9] for s in stages] == ["before SF"] * 2 + ["after SFT"] * 2 + ["after RL "] * 4
-    probes = re.findall(rf"\| {NUM} \({NUM}\) / {NUM} \({NUM}\) \|", out)
+    probes = re.findall(rf"\| {NUM} \({NUM}; {NUM}\) / {NUM} \({NUM}; {NUM}\) \|", out)
     assert len(probes) == 8 and all(0 <= float(x) <= 1 for p in probes for x in p), out
     rows = re.findall(rf"^\| (\d) \| (\d+) \| {NUM} \| {NUM} \|", out, re.M)
     assert [r[0] for r in rows] == ["0", "1"], out

@@ -56,3 +56,32 @@ def test_a_vocabulary_smaller_than_bytes_and_specials_is_refused(tmp_path):
     with pytest.raises(SystemExit, match="error: code BPE vocab_size 100: at least 272"):
         vocabulary.main(["--vocab_size", "100", "--out", str(tmp_path / "t.json")])
     assert not os.path.exists(tmp_path / "t.json")
+
+
+def test_identifiers_pattern_writes_a_name_as_the_same_ids_wherever_it_stands(tmp_path):
+    """Under cl100k a word takes the character before it (` parse`, `` `parse ``, `(parse`), so
+    the statement's backticked symbol and the call that names it are different ids and a copy
+    of ids cannot write it; under "identifiers" every context gives the same ids. Both round
+    trip, and "identifiers" is the longer in tokens (a space is a token of its own)."""
+    name = "parse_header_value"
+    contexts = ["fix `{}` now", "def {}(line)", '{{"pattern": "{}"}}', "x.{} = 1", "see {}."]
+    spans = {}
+    for pattern in ("cl100k", "identifiers"):
+        path = train_bpe(small_corpus(), 600, str(tmp_path / f"{pattern}.json"), pattern)
+        tok = load_tokenizer(f"hf:{path}")
+        spans[pattern] = set()
+        for context in contexts:
+            text = context.format(name)
+            ids = tok.encode(text)
+            assert tok.decode(ids) == text
+            # the tokens that cover the name: by characters, as eval/name_copy.py finds them
+            lo = text.index(name)
+            ends = [len(tok.decode(ids[:j])) for j in range(len(ids) + 1)]
+            first = max(j for j, e in enumerate(ends) if e <= lo)
+            last = min(j for j, e in enumerate(ends) if e >= lo + len(name))
+            spans[pattern].add(tuple(ids[first:last]))
+        spans[pattern + " tokens"] = len(tok.encode(CODE))
+    assert len(spans["identifiers"]) == 1 and len(spans["cl100k"]) > 1
+    assert spans["identifiers tokens"] > spans["cl100k tokens"]
+    with pytest.raises(ValueError, match="code BPE pattern 'gpt2': one of"):
+        train_bpe(iter([CODE]), 600, str(tmp_path / "t.json"), "gpt2")

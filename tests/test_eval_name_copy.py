@@ -41,9 +41,13 @@ def test_probe_counts_a_name_greedy_decoding_writes_and_not_one_it_does_not():
         tokens[0, : len(ids)] = ids
         ids = ids + [int(step(params, tokens)[0, len(ids) - 1])]
     wrong = ids[:-1] + [(ids[-1] + 1) % 256]  # its last byte is not the argmax; the rest is
-    rows = [(ids, start, 5), (wrong, start, 5)]
+    first_wrong = ids[:start] + [(ids[start] + 1) % 256] + ids[start + 1 :]
+    rows = [(ids, start, 5), (wrong, start, 5), (first_wrong, start, 5)]
     probe = name_copy_probe(cfg, params, rows, seq_len, batch=2)
-    assert probe == {"names": 2, "names_exact": 0.5, "name_bytes": 0.9}
+    # first_wrong: its first byte is not the argmax; the bytes after it may be or not (their
+    # argmax follows a changed prefix), so its share is bounded, not fixed
+    assert (probe["names"], probe["names_exact"], probe["name_first"]) == (3, 1 / 3, 2 / 3)
+    assert (1 + 0.8) / 3 - 1e-9 <= probe["name_bytes"] <= (1 + 0.8 + 0.8) / 3 + 1e-9
 
 
 def test_a_name_inside_a_longer_identifier_is_not_the_name():
