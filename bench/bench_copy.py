@@ -178,6 +178,17 @@ def keyed_probe(rows: dict, key_lens=(1, 2, 3), unit: str = "byte") -> str:
     return "; ".join(out)
 
 
+def statement_ids(tok, rows: dict) -> str:
+    """eval/name_copy.py same_ids_as_statement per row set: can a copy of ids write the name?"""
+    from eval.name_copy import same_ids_as_statement
+
+    out = []
+    for label, these in rows.items():
+        got = same_ids_as_statement(tok, these)
+        out.append(f"{label}: first token {got['first']:.2f}, all tokens {got['whole']:.2f}")
+    return "; ".join(out)
+
+
 def lm_batch(tokens: np.ndarray, scored: np.ndarray) -> dict:
     """Rows [B,T] and their scored mask -> train/'s batch: predict tokens[:, 1:], loss on the
     scored targets only (train.losses.lm_loss averages CE over loss_mask)."""
@@ -343,6 +354,7 @@ def main():
     unit = "byte" if isinstance(tok, ByteTokenizer) else "token"
     print(f"name {unit}s after the first that a copier keyed on the {unit}s before writes: "
           f"{keyed_probe(rows, unit=unit)}")  # fmt: skip
+    print(f"names written in the statement's ids: {statement_ids(tok, rows)}")
     print(f"name-copy probe before: {probe(cfg, params, rows)}", flush=True)
     state = create_train_state(params, optax.adam(args.lr), jax.random.PRNGKey(args.seed))
     step, score = make_step(cfg)

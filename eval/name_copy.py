@@ -86,6 +86,39 @@ def naming_rows(tok: Tokenizer, traces: Sequence[Mapping], seq_len: int) -> list
     return rows
 
 
+def token_span(tok: Tokenizer, ids: Sequence[int], lo: int, hi: int) -> list[int]:
+    """The tokens of ids that cover characters [lo, hi) of tok.decode(ids)."""
+    ends = [len(tok.decode(ids[:j])) for j in range(len(ids) + 1)]  # chars before token j
+    first = max(j for j, e in enumerate(ends) if e <= lo)
+    return list(ids[first : min(j for j, e in enumerate(ends) if e >= hi)])
+
+
+def statement_offset(text: str, name: str) -> int:
+    """The character offset of `name`'s first whole occurrence inside a backticked span of
+    `text` (the statement's, as data/rename.py backticked_names finds names)."""
+    for span in re.finditer(r"`([^`]+)`", text):
+        hit = re.search(whole_word(re.escape(name)), span.group(1))
+        if hit:
+            return span.start(1) + hit.start()
+    raise ValueError(f"{name!r} is in no backticked span")
+
+
+def same_ids_as_statement(tok: Tokenizer, rows: Sequence[tuple]) -> dict:
+    """Over naming_rows: the share of names whose first token, and whose whole token sequence,
+    in the naming turn are the ids of the statement's backticked occurrence. Below 1, a copy of
+    ids cannot write the name: the vocabulary tokenizes it by its neighbours (data/code_bpe.py's
+    patterns)."""
+    first, whole = [], []
+    for ids, start, n in rows:
+        written = list(ids[start : start + n])
+        name = re.search(r"[A-Za-z_][A-Za-z0-9_]*", tok.decode(written)).group()
+        lo = statement_offset(tok.decode(ids[:start]), name)
+        stated = token_span(tok, ids[:start], lo, lo + len(name))
+        first.append(stated[0] == written[0])
+        whole.append(stated == written)
+    return {"first": float(np.mean(first)), "whole": float(np.mean(whole))}
+
+
 @functools.lru_cache(maxsize=4)
 def greedy_fn(cfg):
     """A jitted forward of `cfg`'s model: (params, tokens [B,T]) -> the argmax next token at each

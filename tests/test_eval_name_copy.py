@@ -90,3 +90,27 @@ def test_a_bpe_vocabulary_finds_the_same_names_by_their_tokens(tmp_path):
         assert re.fullmatch(rf"\W*{re.escape(name)}\W*", bpe.decode(ids[start : start + n]))
     tokens, nbytes = sum(r[2] for r in by_bpe), sum(r[2] for r in by_bytes)
     assert tokens < nbytes  # a name takes fewer tokens than bytes (spans are not padded out)
+
+
+def test_statement_ids_tell_whether_a_copy_of_ids_can_write_the_name(tmp_path):
+    """same_ids_as_statement: bytes and an 'identifiers' vocabulary write every name as the
+    statement's ids; cl100k's pre-tokenizer (a word takes the space or quote before it) does not
+    for most: the quantity data/code_bpe.py's 'identifiers' pattern exists for."""
+    import itertools
+
+    from data.code_bpe import corpus, train_bpe
+    from data.tokenizers import load_tokenizer
+    from eval.name_copy import same_ids_as_statement
+
+    with open(TRACES, encoding="utf-8") as f:
+        traces = [json.loads(next(f)) for _ in range(12)]
+    got = {
+        "byte": same_ids_as_statement(ByteTokenizer(), naming_rows(ByteTokenizer(), traces, 10**6))
+    }
+    for pattern in ("cl100k", "identifiers"):
+        texts = itertools.islice(corpus([], TRACES), 2000)
+        path = train_bpe(texts, 1000, str(tmp_path / f"{pattern}.json"), pattern)
+        tok = load_tokenizer(f"hf:{path}")
+        got[pattern] = same_ids_as_statement(tok, naming_rows(tok, traces, 10**6))
+    assert got["byte"] == got["identifiers"] == {"first": 1.0, "whole": 1.0}
+    assert got["cl100k"]["first"] < 0.8 and got["cl100k"]["whole"] <= got["cl100k"]["first"]
