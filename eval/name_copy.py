@@ -53,17 +53,27 @@ def naming_prefix(messages: Sequence[Mapping]) -> tuple[list, str] | None:
     return None
 
 
+def char_ends(tok: Tokenizer, ids: Sequence[int]) -> list[int]:
+    """[len(ids) + 1]: the characters tok.decode writes for ids[:j], per j."""
+    return [len(tok.decode(ids[:j])) for j in range(len(ids) + 1)]
+
+
+def covering(ends: list[int], lo: int, hi: int) -> tuple[int, int]:
+    """(first, last): ids[first:last] are the fewest tokens covering characters [lo, hi)."""
+    first = max(j for j, e in enumerate(ends) if e <= lo)
+    return first, min(j for j, e in enumerate(ends) if e >= hi)
+
+
 def name_span(tok: Tokenizer, ids: Sequence[int], turn: int, name: str) -> tuple | None:
     """(start, length) of the tokens that write `name`'s first whole occurrence (not inside a
     longer identifier, not a control token's text) in ids[turn:], or None. Found by character
     offsets, not by matching tok.encode(name): a BPE vocabulary tokenizes a name by its
     neighbours (a token may carry the quote before it), the byte tokenizer gives the name's bytes.
     """
-    ends = [len(tok.decode(ids[turn:j])) for j in range(turn, len(ids) + 1)]  # chars before j
+    ends = char_ends(tok, ids[turn:])
     control = {tok.special_id(n) for n in SPECIAL_TOKENS}
     for m in re.finditer(whole_word(re.escape(name)), tok.decode(ids[turn:])):
-        first = max(j for j, e in enumerate(ends) if e <= m.start())
-        last = min(j for j, e in enumerate(ends) if e >= m.end())
+        first, last = covering(ends, m.start(), m.end())
         if not control & set(ids[turn + first : turn + last]):
             return turn + first, last - first
     return None
@@ -86,13 +96,6 @@ def naming_rows(tok: Tokenizer, traces: Sequence[Mapping], seq_len: int) -> list
     return rows
 
 
-def token_span(tok: Tokenizer, ids: Sequence[int], lo: int, hi: int) -> list[int]:
-    """The tokens of ids that cover characters [lo, hi) of tok.decode(ids)."""
-    ends = [len(tok.decode(ids[:j])) for j in range(len(ids) + 1)]  # chars before token j
-    first = max(j for j, e in enumerate(ends) if e <= lo)
-    return list(ids[first : min(j for j, e in enumerate(ends) if e >= hi)])
-
-
 def statement_offset(text: str, name: str) -> int:
     """The character offset of `name`'s first whole occurrence inside a backticked span of
     `text` (the statement's, as data/rename.py backticked_names finds names)."""
@@ -113,7 +116,8 @@ def same_ids_as_statement(tok: Tokenizer, rows: Sequence[tuple]) -> dict:
         written = list(ids[start : start + n])
         name = re.search(r"[A-Za-z_][A-Za-z0-9_]*", tok.decode(written)).group()
         lo = statement_offset(tok.decode(ids[:start]), name)
-        stated = token_span(tok, ids[:start], lo, lo + len(name))
+        first_id, last_id = covering(char_ends(tok, ids[:start]), lo, lo + len(name))
+        stated = list(ids[first_id:last_id])
         first.append(stated[0] == written[0])
         whole.append(stated == written)
     return {"first": float(np.mean(first)), "whole": float(np.mean(whole))}
