@@ -365,17 +365,19 @@ def main():
     except ValueError as e:  # words rows that do not fit 2 x --half tokens
         sys.exit(f"error: {e}")
     test = lm_batch(*rows_held)
-    # the control: the same model on rows whose names after the context are other draws; the
+    # words' control: the same model on rows whose names after the context are other draws; the
     # greedy share minus it is what the copy adds (words' names are half-predictable as words)
-    absent = row_maker(args.task, args.half, tok, pool, args.words, absent=True)
-    control = lm_batch(*batch(absent, np.random.default_rng(args.seed + 2), args.batch))
+    control = None
+    if args.task == "words":
+        absent = row_maker(args.task, args.half, tok, pool, args.words, absent=True)
+        control = lm_batch(*batch(absent, np.random.default_rng(args.seed + 2), args.batch))
     print(table_header(args.task, *rows_held))
     print("|---|---|---|---|---|")
     t0 = time.time()
     for i in range(args.steps + 1):
         if i % args.every == 0 or i == args.steps:
             nll, share = score(state.params, test)
-            away = f"{score(state.params, control)[1]:.3f}" if args.task == "words" else "-"
+            away = "-" if control is None else f"{score(state.params, control)[1]:.3f}"
             line = f"| {i} | {nll:.3f} | {share:.3f} | {away} | {time.time() - t0:.0f} |"
             print(line, flush=True)
         if i < args.steps:

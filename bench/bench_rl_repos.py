@@ -88,6 +88,7 @@ import jax  # noqa: E402
 from bench import rl_stages  # noqa: E402
 from bench.common import over_seeds, parse_seeds, parse_tiny, seeds_line  # noqa: E402
 from bench.rl_stages import build, select  # noqa: E402
+from data.code_bpe import PATTERNS  # noqa: E402
 from rl.learning import loop  # noqa: E402
 
 TRACES = os.path.join(ROOT, "data/traces/repo_expert_traces.jsonl")
@@ -424,7 +425,7 @@ def arguments():
     ap.add_argument(
         "--code_bpe_pattern",
         default="cl100k",
-        choices=("cl100k", "identifiers"),
+        choices=tuple(PATTERNS),
         help="--code_bpe's pre-tokenizer (data/code_bpe.py): identifiers makes a name the same "
         "ids where the statement backticks it and where a call writes it",
     )

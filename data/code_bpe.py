@@ -26,22 +26,22 @@ import json
 import os
 from collections.abc import Iterable, Iterator, Sequence
 
+from data.tokenizers import DEFAULT_PAT_STR
+
 # identifiers: a run of letters, digits and `_` that starts with a letter or `_` is one
 # pre-token and takes no leading space or punctuation; punctuation runs (a leading space allowed)
 # and whitespace runs are the rest, digits outside identifiers in threes as in cl100k.
 IDENTIFIER_PAT_STR = (
     r"""[\p{L}_][\p{L}\p{N}_]*|\p{N}{1,3}| ?[^\s\p{L}\p{N}_]+[\r\n]*|\s*[\r\n]+|\s+"""
 )
+PATTERNS = {"cl100k": DEFAULT_PAT_STR, "identifiers": IDENTIFIER_PAT_STR}
 
 
 def pattern_str(pattern: str) -> str:
     """The pre-tokenizer regex of a PATTERNS name; ValueError names the choices."""
-    from data.tokenizers import DEFAULT_PAT_STR
-
-    patterns = {"cl100k": DEFAULT_PAT_STR, "identifiers": IDENTIFIER_PAT_STR}
-    if pattern not in patterns:
-        raise ValueError(f"code BPE pattern {pattern!r}: one of {sorted(patterns)}")
-    return patterns[pattern]
+    if pattern not in PATTERNS:
+        raise ValueError(f"code BPE pattern {pattern!r}: one of {sorted(PATTERNS)}")
+    return PATTERNS[pattern]
 
 
 def corpus(files: Sequence[str], traces: str = "") -> Iterator[str]:

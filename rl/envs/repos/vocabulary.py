@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from data.code_bpe import corpus, train_bpe
+from data.code_bpe import PATTERNS, corpus, train_bpe
 from rl.envs.repos.holdout import HELD_OUT_REPOS
 from rl.envs.repos.vendored import ROOT, VENDOR
 
@@ -42,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument(
         "--pattern",
         default="cl100k",
-        choices=("cl100k", "identifiers"),
+        choices=tuple(PATTERNS),
         help="the pre-tokenizer (data/code_bpe.py): identifiers cuts a name from what precedes it",
     )
     a = p.parse_args(argv)
