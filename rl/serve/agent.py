@@ -52,7 +52,13 @@ from rl.envs.grading.tasks import Task
 from rl.envs.isolation.sandbox import Limits
 from rl.episodes.records import episode_records, to_json
 from rl.episodes.rewards import RewardConfig
-from rl.serve.agent_folder import apply_change, read_repo, sandbox_files, unified_diff
+from rl.serve.agent_folder import (
+    apply_change,
+    check_folder,
+    read_repo,
+    sandbox_files,
+    unified_diff,
+)
 from rl.serve.agent_policies import EndpointPolicy, ScriptedTurns, load_scripted
 from rl.serve.interaction_log import InteractionLog
 
@@ -292,6 +298,7 @@ def main(
             f"--scripted=FILE (got {', '.join(given) or 'none'})"
         )
     kind = given[0].lstrip("-")
+    check_folder(repo)
     require_isolation()  # model-written commands run in the sandbox: bubblewrap or refuse
     tok = _tokenizer(a.tokenizer, params)
     engine = _engine(config, params, tok) if kind == "params" else None

@@ -28,12 +28,18 @@ SKIP_DIRS = {
 }
 
 
-def read_repo(path: str, max_bytes: int) -> dict[str, str]:
-    """path -> text of the repository's files (symlinks and non-UTF-8 files left out: the sandbox
-    takes text), or InputError for a path that is not a folder or files over `max_bytes`."""
+def check_folder(path: str) -> None:
+    """InputError unless `path` is a folder: checked before anything else starts (the sandbox's
+    own start-up check may print a warning, and a bad path must stay one line)."""
     if not os.path.isdir(path):
         what = "does not exist" if not os.path.exists(path) else "is not a folder"
         raise InputError(f"--repo={path} {what} (give the repository's folder)")
+
+
+def read_repo(path: str, max_bytes: int) -> dict[str, str]:
+    """path -> text of the repository's files (symlinks and non-UTF-8 files left out: the sandbox
+    takes text), or InputError for a path that is not a folder or files over `max_bytes`."""
+    check_folder(path)
     files, total = {}, 0
     for dirpath, dirnames, filenames in os.walk(path):
         dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
