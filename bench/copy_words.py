@@ -51,9 +51,20 @@ def word_parts(rng, pool: tuple, filler: int, absent: bool = False) -> tuple[lis
     return context, [names[j] for j in rng.permutation(len(names))]
 
 
+def first_name_token(tok, ids: list) -> int:
+    """The index in `ids` (" " + name in `tok`'s ids) of the first token that holds a character
+    of the name: 0 under cl100k (` cache`), 1 under the `identifiers` pattern, whose space is a
+    token of its own (` `, `cache_`). Which name comes next is a guess; what follows is a copy."""
+    for index in range(len(ids)):
+        if tok.decode(ids[: index + 1]).strip():
+            return index
+    raise ValueError(f"first_name_token: {ids} decode to blanks")
+
+
 def word_row(tok, rng, pool: tuple, filler: int, length: int, absent: bool = False) -> tuple:
     """A words row in `tok`'s ids: (tokens [length], scored [length]); scored marks each
-    repeated name's tokens after its first (absent: word_parts' control, names not repeated).
+    repeated name's tokens after its first (first_name_token; absent: word_parts' control, names
+    not repeated).
     Rows over `length` tokens are redrawn; ValueError when 100 draws in a row are."""
     for _ in range(100):
         context, names = word_parts(rng, pool, filler, absent)
@@ -61,8 +72,9 @@ def word_row(tok, rng, pool: tuple, filler: int, length: int, absent: bool = Fal
         scored = [0] * len(tokens)
         for name in names:
             ids = tok.encode(" " + name)  # a space starts a token: the context's ids again
+            guessed = first_name_token(tok, ids) + 1  # up to the name's first token: a guess
             tokens += ids
-            scored += [0] + [1] * (len(ids) - 1)  # the first token of a name is a guess
+            scored += [0] * guessed + [1] * (len(ids) - guessed)
         if len(tokens) <= length:
             pad = tok.encode(" ")[-1:] * (length - len(tokens))
             return np.asarray(tokens + pad), np.asarray(scored + [0] * len(pad))

@@ -31,6 +31,17 @@ def bpe(tmp_path_factory):
     return load_tokenizer(f"hf:{path}")
 
 
+@pytest.fixture(scope="module")
+def bpe_identifiers(tmp_path_factory):
+    """The same texts under the `identifiers` pattern: a space is a token of its own."""
+    texts = itertools.chain(
+        corpus(vocabulary.training_files()[:6]),
+        itertools.islice(corpus([], vocabulary.EXPERT_TRACES), 40),
+    )
+    path = str(tmp_path_factory.mktemp("bpe") / "v.json")
+    return load_tokenizer(f"hf:{train_bpe(texts, 600, path, pattern='identifiers')}")
+
+
 def test_pool_is_sorted_with_frequencies(pool):
     words, cdf = pool
     assert words.tolist() == sorted(set(words)) and len(words) > 100
@@ -44,15 +55,17 @@ def test_pool_is_sorted_with_frequencies(pool):
         word_pool([])
 
 
-@pytest.mark.parametrize("tokenizer", ["byte", "bpe"])
+@pytest.mark.parametrize("tokenizer", ["byte", "bpe", "identifiers"])
 def test_a_scored_token_is_what_followed_its_key_in_the_names_earlier_occurrence(
-    tokenizer, pool, bpe
+    tokenizer, pool, bpe, bpe_identifiers
 ):
-    """Each repeated name is the very ids of its occurrence in the context; scored: all of them
-    but the first; nothing else scored; padding to the row's length."""
-    tok = ByteTokenizer() if tokenizer == "byte" else bpe
+    """Each repeated name is the very ids of its occurrence in the context; scored: its tokens
+    after the one that holds its first character (which name comes next is a guess; under
+    `identifiers` the space before it is a token of its own); nothing else scored; padding to
+    the row's length."""
+    tok = {"byte": ByteTokenizer(), "bpe": bpe, "identifiers": bpe_identifiers}[tokenizer]
     length = 512 if tokenizer == "byte" else 256
-    rng = np.random.default_rng(0)
+    rng, leads = np.random.default_rng(0), set()
     for _ in range(20):
         state = rng.bit_generator.state
         tokens, scored = copy_words.word_row(tok, rng, pool, 16, length)
@@ -68,9 +81,19 @@ def test_a_scored_token_is_what_followed_its_key_in_the_names_earlier_occurrence
             assert any(ids[j : j + len(name_ids)] == name_ids for j in range(n_context)), (
                 name
             )  # the same ids earlier: a copy by content writes them
-            assert scored[pos : pos + len(name_ids)].tolist() == [0] + [1] * (len(name_ids) - 1)
+            guessed = len(name_ids) - int(scored[pos : pos + len(name_ids)].sum())
+            expected = [0] * guessed + [1] * (len(name_ids) - guessed)
+            assert scored[pos : pos + len(name_ids)].tolist() == expected
+            head = tok.decode(name_ids[:guessed])  # the guess holds the name's first character
+            assert head.strip() and name.startswith(head.strip()), (head, name)
+            assert not tok.decode(name_ids[: guessed - 1]).strip()  # and only blanks before it
+            leads.add(guessed)
             pos += len(name_ids)
         assert not scored[pos:].any() and tok.decode(ids[pos:]).strip() == ""
+    # bytes and `identifiers`: the space is a token of its own, then the first letter / word;
+    # cl100k's pattern: ` cache` is one token, or ` ` and `c` where this small vocabulary
+    # has not merged them
+    assert leads == {"byte": {2}, "bpe": {1, 2}, "identifiers": {2}}[tokenizer]
 
 
 def test_control_rows_name_what_the_context_never_held(pool, bpe):
