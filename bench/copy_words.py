@@ -53,8 +53,9 @@ def word_parts(rng, pool: tuple, filler: int, absent: bool = False) -> tuple[lis
 
 def first_name_token(tok, ids: list) -> int:
     """The index in `ids` (" " + name in `tok`'s ids) of the first token that holds a character
-    of the name: 0 under cl100k (` cache`), 1 under the `identifiers` pattern, whose space is a
-    token of its own (` `, `cache_`). Which name comes next is a guess; what follows is a copy."""
+    of the name: 0 under cl100k where its vocabulary merged the space in (` cache`), 1 under the
+    `identifiers` pattern, whose space is a token of its own (` `, `cache_`). Which name comes
+    next is a guess; what follows is a copy."""
     for index in range(len(ids)):
         if tok.decode(ids[: index + 1]).strip():
             return index
