@@ -9,6 +9,7 @@ name-copy probe (eval/name_copy.py) on committed expert traces as trained and re
     python bench/bench_copy.py --preset tiny4 --steps 3000 --export DIR   # a copier to SFT from
     python bench/bench_copy.py --write_drills PATH [--drills N]  # the induction rows as SFT docs
     python bench/bench_copy.py --task words --tokenizer hf:V.json --preset tiny  # in V's tokens
+    python bench/bench_copy.py --task mention --tokenizer hf:V.json --preset tiny  # + a pointer
 
 Tasks (rows of 2 x --half tokens, --batch a step; the letter tasks' are random lowercase bytes):
 - fixed: --half random bytes, then the same again: the second half is a copy at a fixed
@@ -19,12 +20,18 @@ Tasks (rows of 2 x --half tokens, --batch a step; the letter tasks' are random l
 - words: the induction task made of the training repositories' identifier words, in any
   tokenizer's ids (--tokenizer; bench/copy_words.py: letter names merge with the filler under a
   BPE vocabulary, so only these rows ask a BPE model for the copy the names need).
+- mention: a words row whose context marks one of its names in backticks and which ends in the
+  expert's "Searching for the definition of" and that name: its first token is known only
+  through the mark (a pointer, what a first search needs), the rest by a copy.
 Scored positions: the second half's bytes (fixed) or the second list's name tokens after each
-name's first (induction, words). Perfect copying scores 0 nats; not copying, log 26 = 3.26 on
-the letter tasks; copying by a key of the last 1 or 2 tokens (keyed_copy_nll, keyed_copy_hits:
-the table's header) in between. The table's greedy column: the share of scored tokens that are
-the model's argmax; for words, beside it the same share on control rows whose repeated names are
-other draws, absent from the context (what the words' own statistics give without a copy).
+name's first (induction, words), plus the asked-for name's every token (mention). Perfect copying
+scores 0 nats; not copying, log 26 = 3.26 on the letter tasks; copying by a key of the last 1 or 2
+tokens (keyed_copy_nll, keyed_copy_hits: the table's header) in between. The table's greedy column:
+the share of scored tokens that are the model's argmax; for words, beside it the same share on
+control rows whose repeated names are other draws, absent from the context (what the words' own
+statistics give without a copy); for mention, the share of asked-for first tokens the model writes
+on its rows and on control rows with no mark (where a model that copies but reads no mark guesses
+among the row's 4 names).
 """
 
 from __future__ import annotations
@@ -46,7 +53,7 @@ import optax  # noqa: E402
 
 from bench import rl_stages  # noqa: E402
 from bench.common import parse_tiny  # noqa: E402
-from bench.copy_words import word_document, word_row  # noqa: E402
+from bench.copy_words import POINTED, word_document, word_row  # noqa: E402
 
 LETTERS = (97, 123)  # a-z
 SPACE = 32
@@ -97,13 +104,17 @@ def drill_document(rng, half: int) -> dict:
     }
 
 
-def write_drills(path: str, n: int, half: int, seed: int, pool=(), words: int = 24) -> str:
+def write_drills(
+    path: str, n: int, half: int, seed: int, pool=(), words: int = 24, ask: bool = False
+) -> str:
     """`n` drill documents to `path` (jsonl, field "messages") from an rng stream apart from the
     copy task's training and held-out rows of the same `seed`: induction rows of `half`, or with
-    a `pool`, words rows of `words` filler words (copy_words.py)."""
+    a `pool`, words rows of `words` filler words (copy_words.py; `ask`: mention rows)."""
     rng = np.random.default_rng([seed, 1])
     document = (
-        (lambda: word_document(rng, pool, words)) if pool else lambda: drill_document(rng, half)
+        (lambda: word_document(rng, pool, words, ask))
+        if pool
+        else lambda: drill_document(rng, half)
     )
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path + ".tmp", "w", encoding="utf-8") as f:
@@ -113,14 +124,18 @@ def write_drills(path: str, n: int, half: int, seed: int, pool=(), words: int = 
     return path
 
 
-def row_maker(task: str, half: int, tok=None, pool=(), words: int = 24, absent: bool = False):
-    """rng -> one row of `task`: (tokens [2*half], scored [2*half]); words rows in `tok`'s ids,
-    `words` filler words drawn from `pool` (copy_words.py; absent: its control rows)."""
+def row_maker(task: str, half: int, tok=None, pool=(), words: int = 24, control: bool = False):
+    """rng -> one row of `task`: (tokens [2*half], scored [2*half]); words and mention rows in
+    `tok`'s ids, `words` filler words drawn from `pool` (copy_words.py; control: their control
+    rows, names absent from the context / no mark)."""
     if task == "fixed":
         return lambda rng: fixed_row(rng, half)
     if task == "induction":
         return lambda rng: induction_row(rng, half)
-    return lambda rng: word_row(tok, rng, pool, words, 2 * half, absent)
+    if task == "mention":
+        ask = "unmarked" if control else "marked"
+        return lambda rng: word_row(tok, rng, pool, words, 2 * half, ask=ask)
+    return lambda rng: word_row(tok, rng, pool, words, 2 * half, absent=control)
 
 
 def batch(make_row, rng, size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -190,15 +205,16 @@ def statement_ids(tok, rows: dict) -> str:
 
 
 def lm_batch(tokens: np.ndarray, scored: np.ndarray) -> dict:
-    """Rows [B,T] and their scored mask -> train/'s batch: predict tokens[:, 1:], loss on the
-    scored targets only (train.losses.lm_loss averages CE over loss_mask)."""
+    """Rows [B,T] and their scored mask (nonzero: scored) -> train/'s batch: predict
+    tokens[:, 1:], loss on the scored targets only (train.losses.lm_loss averages CE over
+    loss_mask)."""
     b, t = tokens.shape[0], tokens.shape[1] - 1
     return {
         "tokens": tokens[:, :-1],
         "targets": tokens[:, 1:],
         "positions": np.broadcast_to(np.arange(t, dtype=np.int32), (b, t)),
         "segment_ids": np.ones((b, t), np.int32),
-        "loss_mask": scored[:, 1:].astype(np.float32),
+        "loss_mask": (scored[:, 1:] > 0).astype(np.float32),
     }
 
 
@@ -260,7 +276,9 @@ def arguments():
         metavar="FIELD=VALUE",
         help="a ModelConfig field of the random init, e.g. initializer_range=0.02 (repeatable)",
     )
-    ap.add_argument("--task", default="induction", choices=("fixed", "induction", "words"))
+    ap.add_argument(
+        "--task", default="induction", choices=("fixed", "induction", "words", "mention")
+    )
     ap.add_argument(
         "--tokenizer",
         default="",
@@ -278,7 +296,8 @@ def arguments():
     ap.add_argument(
         "--write_drills",
         default="",
-        help="write --drills rows of --task (induction, or words: its --words) as SFT chat "
+        help="write --drills rows of --task (induction, or words / mention: its --words) as SFT "
+        "chat "
         "documents to this jsonl and exit",
     )
     ap.add_argument("--drills", type=int, default=20_000)
@@ -323,12 +342,33 @@ def table_header(task: str, tokens: np.ndarray, scored: np.ndarray) -> str:
         for k in (2, 1)
     ]  # fmt: skip
     keyed = f"a copier keyed on 2 / 1 tokens writes {hits[0]:.2f} / {hits[1]:.2f}"
-    if task != "words":
+    if task not in ("words", "mention"):
         nll = ", ".join(f"{k}-byte key {keyed_copy_nll(tokens, scored, k):.2f}" for k in (2, 1))
         keyed += f"; NLL: copy 0, {nll}, no copy {NO_COPY:.2f}"
     control = "greedy share, names not in the context (words: what is not copying)"
+    if task == "mention":
+        control = "the asked-for name's first token written: marked rows / no mark (a guess)"
     nll = "copied-token NLL (held-out batch)"
     return f"| step | {nll} | greedy share ({keyed}) | {control} | wall s |"
+
+
+def control_column(args, score, tok, pool: tuple, rows_held: tuple):
+    """params -> the table's control cell. words: the greedy share on rows whose names after the
+    context are other draws (what the words' own statistics give: the share minus it is the
+    copy). mention: the asked-for first tokens written on the held-out rows and on rows with no
+    mark (what copying without reading the mark gives). Other tasks: '-'."""
+    if args.task not in ("words", "mention"):
+        return lambda params: "-"
+    rows = batch(
+        row_maker(args.task, args.half, tok, pool, args.words, control=True),
+        np.random.default_rng(args.seed + 2),
+        args.batch,
+    )
+    if args.task == "words":
+        absent = lm_batch(*rows)
+        return lambda params: f"{score(params, absent)[1]:.3f}"
+    marked, unmarked = (lm_batch(tokens, scored == POINTED) for tokens, scored in (rows_held, rows))
+    return lambda params: f"{score(params, marked)[1]:.3f} / {score(params, unmarked)[1]:.3f}"
 
 
 def main():
@@ -339,13 +379,17 @@ def main():
     if args.task == "induction" and args.half < 48:
         sys.exit(f"error: --half {args.half}: the induction task needs 48 (4 names of <= 12 bytes)")
     pool = ()
-    if args.task == "words":
+    if args.task in ("words", "mention"):
         from data.rename import word_pool
         from rl.envs.repos.vocabulary import training_files
 
         pool = word_pool(training_files())
     if args.write_drills:
-        print(write_drills(args.write_drills, args.drills, args.half, args.seed, pool, args.words))
+        ask = args.task == "mention"
+        path = write_drills(
+            args.write_drills, args.drills, args.half, args.seed, pool, args.words, ask
+        )
+        print(path)
         return
     cfg, params, spec = model_for(args)
     tok = load_tokenizer(spec)
@@ -365,20 +409,15 @@ def main():
     except ValueError as e:  # words rows that do not fit 2 x --half tokens
         sys.exit(f"error: {e}")
     test = lm_batch(*rows_held)
-    # words' control: the same model on rows whose names after the context are other draws; the
-    # greedy share minus it is what the copy adds (words' names are half-predictable as words)
-    control = None
-    if args.task == "words":
-        absent = row_maker(args.task, args.half, tok, pool, args.words, absent=True)
-        control = lm_batch(*batch(absent, np.random.default_rng(args.seed + 2), args.batch))
+    control = control_column(args, score, tok, pool, rows_held)
     print(table_header(args.task, *rows_held))
     print("|---|---|---|---|---|")
     t0 = time.time()
     for i in range(args.steps + 1):
         if i % args.every == 0 or i == args.steps:
             nll, share = score(state.params, test)
-            away = "-" if control is None else f"{score(state.params, control)[1]:.3f}"
-            line = f"| {i} | {nll:.3f} | {share:.3f} | {away} | {time.time() - t0:.0f} |"
+            line = f"| {i} | {nll:.3f} | {share:.3f} | {control(state.params)} | "
+            line += f"{time.time() - t0:.0f} |"
             print(line, flush=True)
         if i < args.steps:
             state = step(state, lm_batch(*batch(make_row, rng, args.batch)))

@@ -14,6 +14,15 @@ occurrence: a copy keyed on the token before them.
     pool = word_pool(training_files())     # data/rename.py; rl/envs/repos/vocabulary.py
     tokens, scored = word_row(tok, rng, pool, filler=24, length=128)
     word_document(rng, pool, filler=24)     # the same row as an SFT chat document
+    mention_row(tok, rng, pool, filler=24, length=128)   # + one name marked, then asked for
+
+The `mention` rows add what a words row cannot ask: a name's first token. A statement marks its
+symbol in backticks among other identifiers, and the expert's first search names it
+(rl/envs/repos/expert.py: "Searching for the definition of NAME."): which name comes next is
+known there only through the mark. A mention row is a words row whose context writes one of its
+names in backticks and which ends in those words and the marked name, every token of it scored:
+its first through the mark (a pointer), the rest by a copy. Its control writes no mark: there a
+model that copies names but reads no mark guesses the first token among the row's NAMES names.
 """
 
 from __future__ import annotations
@@ -21,6 +30,9 @@ from __future__ import annotations
 import numpy as np
 
 NAMES = 4  # names a row copies, as in bench_copy's induction rows
+QUERY = " Searching for the definition of"  # the expert's words before its first search, then
+# " " + the name (rl/envs/repos/expert.py)
+POINTED = 2  # `scored` value of a mention row's asked-for first token (a copy's is 1)
 
 
 def draw_words(rng, pool: tuple, n: int) -> list[str]:
@@ -62,20 +74,46 @@ def first_name_token(tok, ids: list) -> int:
     raise ValueError(f"first_name_token: {ids} decode to blanks")
 
 
-def word_row(tok, rng, pool: tuple, filler: int, length: int, absent: bool = False) -> tuple:
+def mark(context: list[str], name: str) -> list[str]:
+    """`context` with the first occurrence of `name` in backticks, as a statement marks its
+    symbol."""
+    at = context.index(name)
+    return context[:at] + [f"`{name}`"] + context[at + 1 :]
+
+
+def word_ids(tok, rng, pool: tuple, filler: int, absent: bool, ask) -> tuple[list, list]:
+    """One words row's (ids, scored) before padding; `ask` (mention rows): 'marked' or
+    'unmarked', one of the names is asked for after them, its first token scored POINTED."""
+    context, names = word_parts(rng, pool, filler, absent)
+    if ask:  # not by its place in the list: no cue but the mark (words rows draw nothing more)
+        asked = names[rng.integers(len(names))]
+        context = mark(context, asked) if ask == "marked" else context
+    tokens = tok.encode(" ".join(context))
+    scored = [0] * len(tokens)
+    for name in names:
+        ids = tok.encode(" " + name)  # a space starts a token: the context's ids again
+        guessed = first_name_token(tok, ids) + 1  # up to the name's first token: a guess
+        tokens += ids
+        scored += [0] * guessed + [1] * (len(ids) - guessed)
+    if ask:
+        query, ids = tok.encode(QUERY), tok.encode(" " + asked)
+        first = first_name_token(tok, ids)
+        tokens += query + ids + tok.encode(".")
+        scored += [0] * (len(query) + first) + [POINTED] + [1] * (len(ids) - first - 1) + [0]
+    return tokens, scored
+
+
+def word_row(
+    tok, rng, pool: tuple, filler: int, length: int, absent: bool = False, ask: str = ""
+) -> tuple:
     """A words row in `tok`'s ids: (tokens [length], scored [length]); scored marks each
     repeated name's tokens after its first (first_name_token; absent: word_parts' control, names
-    not repeated).
+    not repeated). ask='marked': a mention row (the module's docstring); 'unmarked': its control.
     Rows over `length` tokens are redrawn; ValueError when 100 draws in a row are."""
+    if ask and absent:
+        raise ValueError("word_row: a mention row asks for a name of its context; absent has none")
     for _ in range(100):
-        context, names = word_parts(rng, pool, filler, absent)
-        tokens = tok.encode(" ".join(context))
-        scored = [0] * len(tokens)
-        for name in names:
-            ids = tok.encode(" " + name)  # a space starts a token: the context's ids again
-            guessed = first_name_token(tok, ids) + 1  # up to the name's first token: a guess
-            tokens += ids
-            scored += [0] * guessed + [1] * (len(ids) - guessed)
+        tokens, scored = word_ids(tok, rng, pool, filler, absent, ask)
         if len(tokens) <= length:
             pad = tok.encode(" ")[-1:] * (length - len(tokens))
             return np.asarray(tokens + pad), np.asarray(scored + [0] * len(pad))
@@ -85,13 +123,19 @@ def word_row(tok, rng, pool: tuple, filler: int, length: int, absent: bool = Fal
     )
 
 
-def word_document(rng, pool: tuple, filler: int) -> dict:
+def word_document(rng, pool: tuple, filler: int, ask: bool = False) -> dict:
     """A words row as an SFT chat document (the trace files' format): the user's message is the
-    context, the assistant's the names in their new order, space-separated."""
+    context, the assistant's the names in their new order, space-separated; `ask`: a mention
+    row's, one name marked in the context and asked for after the names."""
     context, names = word_parts(rng, pool, filler)
+    said = " ".join(names)
+    if ask:
+        asked = names[rng.integers(len(names))]
+        context = mark(context, asked)
+        said += f"{QUERY} {asked}."
     return {
         "messages": [
             {"role": "user", "content": " ".join(context)},
-            {"role": "assistant", "content": " ".join(names)},
+            {"role": "assistant", "content": said},
         ]
     }

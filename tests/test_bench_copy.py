@@ -141,3 +141,13 @@ def test_tokenizer_arms_print_both_rows_on_the_same_names(tmp_path):
     for r in rows:
         assert 0 < float(r[3]) < 9 and all(0 <= float(v) <= 1 for v in r[4:6])
     assert "1-byte" in out and "1-token" in out
+
+
+@pytest.mark.long
+def test_smoke_run_of_the_mention_task_reads_its_pointer_columns():
+    """--task mention in bytes (rows of 8 filler words fit 320 bytes): the control cell is the
+    asked-for first tokens written on marked rows / rows with no mark, each a share."""
+    out = run_tiny("bench_copy.py", "--task", "mention", "--half", "160", "--words", "8")
+    rows = re.findall(rf"^\| (\d+) \| {NUM} \| {NUM} \| {NUM} / {NUM} \| \d+ \|$", out, re.M)
+    assert [r[0] for r in rows] == ["0", "1", "2"], out
+    assert all(0 <= float(x) <= 1 for r in rows for x in r[2:]), out

@@ -2,8 +2,10 @@
 BPE vocabulary (a name's later occurrence is the same ids as its earlier one, and only the
 tokens that occurrence gives are scored); their drills are those rows in chat form."""
 
+import collections
 import itertools
 import json
+import re
 
 import numpy as np
 import pytest
@@ -112,6 +114,65 @@ def test_control_rows_name_what_the_context_never_held(pool, bpe):
     assert scored.sum() > 0 and len(tokens) == 256
 
 
+def asked_span(tok, tokens: list, name: str) -> tuple[int, list]:
+    """(where the mention query's `name` starts in `tokens`, its ids): after the last QUERY."""
+    query, name_ids = tok.encode(copy_words.QUERY), tok.encode(" " + name)
+    starts = [j for j in range(len(tokens)) if tokens[j : j + len(query)] == query]
+    return starts[-1] + len(query), name_ids
+
+
+@pytest.mark.parametrize("tokenizer", ["byte", "bpe", "identifiers"])
+def test_mention_rows_ask_for_the_one_marked_name(tokenizer, pool, bpe, bpe_identifiers):
+    """A mention row: the words row of that rng state with one of its names in backticks, then
+    QUERY and that name, its first token scored POINTED and the rest 1; its control, the same
+    with no mark. The asked-for name is each of the row's names about as often, by its place in
+    the context and in the list: only the mark tells which (a model that copies the list's
+    first or last name, or the context's, would not be paid)."""
+    tok = {"byte": ByteTokenizer(), "bpe": bpe, "identifiers": bpe_identifiers}[tokenizer]
+    length = 640 if tokenizer == "byte" else 256
+    rng, places = np.random.default_rng(2), collections.Counter()
+    for _ in range(40):
+        state = rng.bit_generator.state
+        tokens, scored = copy_words.word_row(tok, rng, pool, 16, length, ask="marked")
+        rng.bit_generator.state = state
+        context, names = copy_words.word_parts(rng, pool, 16)
+        ids, text = tokens.tolist(), tok.decode(tokens.tolist())
+        (asked,) = re.findall(r"`(\w+)`", text)  # one mark, on one of the row's names
+        assert asked in names and text.rstrip().endswith(f"{copy_words.QUERY} {asked}.")
+        places[("list", names.index(asked))] += 1
+        places[("context", [w for w in context if w in names].index(asked))] += 1
+        at, name_ids = asked_span(tok, ids, asked)
+        first = copy_words.first_name_token(tok, name_ids)
+        assert ids[at : at + len(name_ids)] == name_ids
+        rest = [1] * (len(name_ids) - first - 1)
+        assert scored[at:].tolist()[: len(name_ids) + 1] == [0] * first + [2, *rest, 0]
+        assert np.flatnonzero(scored == copy_words.POINTED).tolist() == [at + first]
+        if tokenizer != "bpe":  # the mark's next id is the name's first: a pointer copies it
+            opening = next(j for j in range(at) if "`" in tok.decode([ids[j]]))
+            assert ids[opening + 1] == ids[at + first]
+        rng.bit_generator.state = state
+        plain, plain_scored = copy_words.word_row(tok, rng, pool, 16, length, ask="unmarked")
+        assert "`" not in tok.decode(plain.tolist())
+        assert (plain_scored == copy_words.POINTED).sum() == 1
+    assert all(3 <= places[(where, k)] for where in ("list", "context") for k in range(4)), places
+    with pytest.raises(ValueError, match="absent has none"):
+        copy_words.word_row(tok, rng, pool, 16, length, absent=True, ask="marked")
+
+
+def test_lm_batch_scores_every_nonzero_mark(pool, bpe_identifiers):
+    """A mention row's POINTED tokens are trained on like its copies (loss_mask > 0), and the
+    table's pointer column reads those alone."""
+    tokens, scored = copy_words.word_row(
+        bpe_identifiers, np.random.default_rng(0), pool, 16, 256, ask="marked"
+    )
+    tokens, scored = tokens[None], scored[None]
+    assert (bench_copy.lm_batch(tokens, scored)["loss_mask"] == (scored[:, 1:] > 0)).all()
+    pointed = bench_copy.lm_batch(tokens, scored == copy_words.POINTED)
+    assert pointed["loss_mask"].sum() == 1
+    (at,) = np.flatnonzero(pointed["loss_mask"][0])
+    assert scored[0, at + 1] == copy_words.POINTED  # targets are tokens[:, 1:]
+
+
 def test_rows_that_cannot_fit_name_the_flags(pool):
     with pytest.raises(ValueError, match="fewer --words or a longer --half"):
         copy_words.word_row(ByteTokenizer(), np.random.default_rng(0), pool, 24, 64)
@@ -128,6 +189,11 @@ def test_word_drills_are_the_rows_in_chat_form_and_seeded(tmp_path, pool):
         user, assistant = (m["content"] for m in doc["messages"])
         assert user == " ".join(context) and assistant == " ".join(names)
         assert all(f" {n} " in f" {user} " for n in names)
+    mention = bench_copy.write_drills(str(tmp_path / "m.jsonl"), 5, 64, 0, pool, 16, ask=True)
+    for line in open(mention):
+        user, assistant = (m["content"] for m in json.loads(line)["messages"])
+        (asked,) = re.findall(r"`(\w+)`", user)
+        assert assistant.endswith(f"{copy_words.QUERY} {asked}.")
     letters = bench_copy.write_drills(str(tmp_path / "c.jsonl"), 5, 64, 0)
     assert json.loads(open(letters).readline())["messages"][1]["content"].islower()
 
