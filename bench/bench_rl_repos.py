@@ -32,7 +32,9 @@
    `--sft_drills S` puts bench_copy.py's induction drills (find a name by its bytes, write it
    again: the content-addressed copy a statement's symbol needs) in that share of the rows;
    `--sft_drill_task words` makes them of code words (bench/copy_words.py), the drills that
-   ask for the same copy under `--code_bpe`'s vocabulary (letter names merge with their filler).
+   ask for the same copy under `--code_bpe`'s vocabulary (letter names merge with their filler);
+   `mention` adds one backticked name asked for after the expert's "Searching for the
+   definition of" (the pointer a first search needs).
    `--code_bpe N` learns a BPE vocabulary of N ids from the training repositories
    (rl/envs/repos/vocabulary.py, into --workdir) and runs every stage with it instead of the
    byte tokenizer: SFT rows, RL's samplers (data.tokenizer), held-out episodes and the probe;
@@ -412,8 +414,9 @@ def arguments():
     ap.add_argument(
         "--sft_drill_task",
         default="induction",
-        choices=("induction", "words"),
-        help="the drills' rows: random letters (bytes) or code words (any tokenizer)",
+        choices=("induction", "words", "mention"),
+        help="the drills' rows: random letters (bytes), code words (any tokenizer), or code "
+        "words with one name marked and asked for after them (bench/copy_words.py)",
     )
     ap.add_argument(
         "--code_bpe",

@@ -321,20 +321,21 @@ def prefix_turns(trace: dict, turns: int) -> dict:
 def drill_mix(workdir: str, share: float, task: str) -> tuple:
     """sft_config's mix for bench_rl_repos.py --sft_drills: bench_copy.py's drills of `task`
     (20,000 documents in `workdir`: induction rows, 2.08M byte tokens, more than a 14-minute SFT
-    reads; or words rows of 24 filler words, bench/copy_words.py) at `share` of the rows."""
+    reads; or words / mention rows of 24 filler words, bench/copy_words.py) at `share` of the
+    rows."""
     if not share:
         return ()
     from bench.bench_copy import write_drills
 
     pool = ()
-    if task == "words":
+    if task in ("words", "mention"):
         from data.rename import word_pool
         from rl.envs.repos.vocabulary import training_files
 
         pool = word_pool(training_files())
     path = os.path.join(workdir, f"drills_{task}.jsonl")
     if not os.path.exists(path):
-        write_drills(path, 20_000, half=64, seed=0, pool=pool, words=24)
+        write_drills(path, 20_000, half=64, seed=0, pool=pool, words=24, ask=task == "mention")
     return (("copy_drills", path, share),)
 
 

@@ -211,3 +211,7 @@ def test_rl_repos_drill_task_words_mixes_word_drills(tmp_path):
     assert len(docs) == 20_000 and len(names) == copy_words.NAMES
     assert all(set(n.split("_")) <= set(words) for n in names)
     assert drill_mix(str(tmp_path), 0.0, "words") == ()
+    ((_, mention, _),) = drill_mix(str(tmp_path), 0.25, "mention")
+    user, assistant = (m["content"] for m in json.loads(open(mention).readline())["messages"])
+    (asked,) = re.findall(r"`(\w+)`", user)
+    assert assistant.endswith(f"{copy_words.QUERY} {asked}.")
