@@ -10,6 +10,7 @@ name-copy probe (eval/name_copy.py) on committed expert traces as trained and re
     python bench/bench_copy.py --write_drills PATH [--drills N]  # the induction rows as SFT docs
     python bench/bench_copy.py --task words --tokenizer hf:V.json --preset tiny  # in V's tokens
     python bench/bench_copy.py --task mention --tokenizer hf:V.json --preset tiny  # + a pointer
+    python bench/bench_copy.py --init C --task mention --steps 0 --held 512  # C on 512 rows
 
 Tasks (rows of 2 x --half tokens, --batch a step; the letter tasks' are random lowercase bytes):
 - fixed: --half random bytes, then the same again: the second half is a copy at a fixed
@@ -290,6 +291,13 @@ def arguments():
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--half", type=int, default=64)
+    ap.add_argument(
+        "--held",
+        type=int,
+        default=0,
+        help="rows in the held-out and control batches (0: --batch); e.g. --init C --steps 0 "
+        "--held 512 scores a trained copier on more rows than its table had",
+    )
     ap.add_argument("--probe_traces", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--export", default="", help="save the trained params here (model.export)")
@@ -362,7 +370,7 @@ def control_column(args, score, tok, pool: tuple, rows_held: tuple):
     rows = batch(
         row_maker(args.task, args.half, tok, pool, args.words, control=True),
         np.random.default_rng(args.seed + 2),
-        args.batch,
+        args.held or args.batch,
     )
     if args.task == "words":
         absent = lm_batch(*rows)
@@ -405,11 +413,14 @@ def main():
     make_row = row_maker(args.task, args.half, tok, pool, args.words)
     rng, held = np.random.default_rng(args.seed), np.random.default_rng(args.seed + 1)
     try:
-        rows_held = batch(make_row, held, args.batch)
+        rows_held = batch(make_row, held, args.held or args.batch)
     except ValueError as e:  # words rows that do not fit 2 x --half tokens
         sys.exit(f"error: {e}")
     test = lm_batch(*rows_held)
     control = control_column(args, score, tok, pool, rows_held)
+    n_held, length = rows_held[0].shape
+    controls = "-" if args.task in ("fixed", "induction") else n_held  # control_column's
+    print(f"held-out rows: {n_held} (tokens of {length}), control rows: {controls}")
     print(table_header(args.task, *rows_held))
     print("|---|---|---|---|---|")
     t0 = time.time()

@@ -146,8 +146,11 @@ def test_tokenizer_arms_print_both_rows_on_the_same_names(tmp_path):
 @pytest.mark.long
 def test_smoke_run_of_the_mention_task_reads_its_pointer_columns():
     """--task mention in bytes (rows of 8 filler words fit 320 bytes): the control cell is the
-    asked-for first tokens written on marked rows / rows with no mark, each a share."""
-    out = run_tiny("bench_copy.py", "--task", "mention", "--half", "160", "--words", "8")
+    asked-for first tokens written on marked rows / rows with no mark, each a share of the
+    --held 8 rows' one asked-for name each (not of tiny's batch of 2)."""
+    args = ("--task", "mention", "--half", "160", "--words", "8", "--held", "8")
+    out = run_tiny("bench_copy.py", *args)
     rows = re.findall(rf"^\| (\d+) \| {NUM} \| {NUM} \| {NUM} / {NUM} \| \d+ \|$", out, re.M)
     assert [r[0] for r in rows] == ["0", "1", "2"], out
     assert all(0 <= float(x) <= 1 for r in rows for x in r[2:]), out
+    assert "held-out rows: 8 (tokens of 320), control rows: 8" in out, out
