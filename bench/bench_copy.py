@@ -305,8 +305,7 @@ def arguments():
         "--write_drills",
         default="",
         help="write --drills rows of --task (induction, or words / mention: its --words) as SFT "
-        "chat "
-        "documents to this jsonl and exit",
+        "chat documents to this jsonl and exit",
     )
     ap.add_argument("--drills", type=int, default=20_000)
     tiny = dict(preset="tiny", steps=2, every=1, batch=2, half=48, probe_traces=4)

@@ -14,15 +14,16 @@ occurrence: a copy keyed on the token before them.
     pool = word_pool(training_files())     # data/rename.py; rl/envs/repos/vocabulary.py
     tokens, scored = word_row(tok, rng, pool, filler=24, length=128)
     word_document(rng, pool, filler=24)     # the same row as an SFT chat document
-    mention_row(tok, rng, pool, filler=24, length=128)   # + one name marked, then asked for
+    word_row(tok, rng, pool, 24, 128, ask="marked")  # a mention row: one name marked, asked for
 
 The `mention` rows add what a words row cannot ask: a name's first token. A statement marks its
 symbol in backticks among other identifiers, and the expert's first search names it
 (rl/envs/repos/expert.py: "Searching for the definition of NAME."): which name comes next is
 known there only through the mark. A mention row is a words row whose context writes one of its
-names in backticks and which ends in those words and the marked name, every token of it scored:
-its first through the mark (a pointer), the rest by a copy. Its control writes no mark: there a
-model that copies names but reads no mark guesses the first token among the row's NAMES names.
+names in backticks and which ends in the expert's words (QUERY) and the marked name, every
+token of it scored: its first through the mark (a pointer), the rest by a copy. Its control
+writes no mark: there a model that copies names but reads no mark guesses the first token among
+the row's NAMES names.
 """
 
 from __future__ import annotations
