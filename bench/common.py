@@ -165,9 +165,11 @@ def seeds_line(name: str, summary: dict, fmt: str = ".3f") -> str:
     )
 
 
-def tiny_export(preset: str = "tiny", seed: int = 0) -> str:
-    """A temporary folder holding random-init params of `preset` in model.export's layout: what a
-    bench that reads an export (--params) smokes with under --tiny."""
+def tiny_export(preset: str = "tiny", seed: int = 0, **overrides) -> str:
+    """A temporary folder holding random-init params of `preset` (its config fields `overrides`
+    replaced) in model.export's layout: what a bench that reads an export (--params) smokes with
+    under --tiny."""
+    import dataclasses
     import tempfile
 
     import jax
@@ -175,7 +177,7 @@ def tiny_export(preset: str = "tiny", seed: int = 0) -> str:
     from model import init_params, presets
     from model.export import save_params
 
-    cfg = presets.get(preset)
+    cfg = dataclasses.replace(presets.get(preset), **overrides)
     path = os.path.join(tempfile.mkdtemp(prefix="bench_tiny_export_"), "params")
     save_params(path, cfg, jax.device_get(init_params(cfg, jax.random.PRNGKey(seed))))
     return path

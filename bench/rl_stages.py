@@ -284,10 +284,14 @@ def probe_len(cfg) -> int:
     return min(2048, cfg.max_position_embeddings)
 
 
-def name_probe_rows(traces_path: str, n: int = 64, seq_len: int = 2048, tok=None) -> dict:
+def name_probe_rows(
+    traces_path: str, n: int = 64, seq_len: int = 2048, tok=None, pool: tuple | None = None
+) -> dict:
     """{'trained names': rows, 'fresh names': rows} for eval/name_copy.py's probe: n traces of
     `traces_path` (a fixed sample) as they are, and renamed afresh by data/rename.py (names no
-    training trace holds: only copying writes them), in `tok`'s ids (None: bytes)."""
+    training trace holds: only copying writes them), in `tok`'s ids (None: bytes). `pool`
+    (data/rename.py word_pool): also 'word names', the same sample renamed with `pool`'s words
+    (names of the code's own words that no trace holds)."""
     import random
 
     from data.rename import renamed_trace
@@ -297,12 +301,13 @@ def name_probe_rows(traces_path: str, n: int = 64, seq_len: int = 2048, tok=None
     with open(traces_path, encoding="utf-8") as f:
         traces = [json.loads(x) for x in f if x.strip()]
     sample = random.Random(0).sample(traces, min(n, len(traces)))
-    fresh = [renamed_trace(t, random.Random(i)) for i, t in enumerate(sample)]
     tok = tok or ByteTokenizer()
-    return {
-        "trained names": naming_rows(tok, sample, seq_len),
-        "fresh names": naming_rows(tok, [t for t in fresh if t], seq_len),
-    }
+    rows = {"trained names": naming_rows(tok, sample, seq_len)}
+    renames = [("fresh names", None)] + ([("word names", pool)] if pool else [])
+    for name, words in renames:
+        renamed = [renamed_trace(t, random.Random(i), words) for i, t in enumerate(sample)]
+        rows[name] = naming_rows(tok, [t for t in renamed if t], seq_len)
+    return rows
 
 
 def prefix_turns(trace: dict, turns: int) -> dict:

@@ -20,6 +20,8 @@ first token is. The first token and the rest need different mechanisms: the rest
 on the token before (an induction head), the first has no such key (the statement's occurrence
 follows a backtick, the call's a quote or `def `): it needs a pointer to "the symbol the
 statement backticks", so a policy can copy well and still start the wrong name.
+first_token_odds says how far off a missed first token is: its rank among the vocabulary, its
+probability, and what the argmax writes instead.
 """
 
 from __future__ import annotations
@@ -159,3 +161,38 @@ def name_copy_probe(cfg, params, rows: Sequence[tuple], seq_len: int, batch: int
         "name_bytes": float(np.mean(byte_share)),
         "name_first": float(np.mean(first)),
     }
+
+
+@functools.lru_cache(maxsize=4)
+def next_logprobs_fn(cfg):
+    """A jitted forward of `cfg`'s model: (params, tokens [B,T], at [B]) -> the log-probabilities
+    of the token after position at[b] [B,V]. Cached per config, as greedy_fn."""
+    from model import Transformer
+
+    def next_logprobs(params, tokens, at):
+        logits = Transformer(cfg).apply({"params": params}, tokens, with_mtp=False).logits
+        return jax.nn.log_softmax(logits[jnp.arange(tokens.shape[0]), at].astype(jnp.float32), -1)
+
+    return jax.jit(next_logprobs)
+
+
+def first_token_odds(cfg, params, rows: Sequence[tuple], seq_len: int, batch: int = 4) -> dict:
+    """Per row of `rows` (naming_rows), at the name's first token: {"ranks": how many vocabulary
+    ids the model puts above it (0: the argmax writes it), "probs": its probability, "written":
+    the argmax id}, lists in rows' order; rows padded to seq_len."""
+    if not rows:
+        raise ValueError("first_token_odds: no trace names a statement's symbol within seq_len")
+    next_logprobs = next_logprobs_fn(cfg)
+    out = {"ranks": [], "probs": [], "written": []}
+    for lo in range(0, len(rows), batch):
+        chunk = rows[lo : lo + batch]
+        tokens, at = np.zeros((batch, seq_len), np.int32), np.zeros(batch, np.int32)
+        for b, (ids, start, _) in enumerate(chunk):
+            tokens[b, : len(ids)], at[b] = ids, start - 1
+        logp = np.asarray(next_logprobs(params, tokens, at))  # [batch, V]
+        for b, (ids, start, _) in enumerate(chunk):
+            true = logp[b, ids[start]]
+            out["ranks"].append(int((logp[b] > true).sum()))
+            out["probs"].append(float(np.exp(true)))
+            out["written"].append(int(logp[b].argmax()))
+    return out

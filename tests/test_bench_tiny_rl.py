@@ -118,6 +118,17 @@ def test_probe_name_recall_reads_both_kinds_of_names():
 
 
 @compiles
+def test_probe_name_first_ranks_each_set_of_names():
+    out = run_tiny("probe_name_first.py", "--words")
+    rows = re.findall(rf"^\| \S+ \| (\w+) names \| (\d+) \| {NUM} \| (\d+) \| {NUM} \| (.+) \|$",
+                      out, re.M)  # fmt: skip
+    assert [r[0] for r in rows] == ["trained", "fresh", "word"], out
+    for _, n, share, rank, prob, instead in rows:  # a random init: the names' first bytes missed
+        assert int(n) >= 1 and 0 <= float(share) <= 1 and 0 <= int(rank) < 320, out
+        assert 0 < float(prob) < 1 and (instead == "-") == (float(share) == 1), out
+
+
+@compiles
 def test_rl_summary_over_two_seeds(tmp_path):
     out = run_tiny("bench_rl_summary.py", "--seeds", "0,1", "--workdir", str(tmp_path),
                    "--out", str(tmp_path / "seeds.png"))  # fmt: skip

@@ -11,7 +11,7 @@ import numpy as np
 from data.chat import render_messages
 from data.rename import backticked_names
 from data.tokenizers import ByteTokenizer
-from eval.name_copy import name_copy_probe, naming_rows
+from eval.name_copy import first_token_odds, name_copy_probe, naming_rows
 from model import Transformer, init_params, presets
 
 TRACES = os.path.join(os.path.dirname(__file__), "..", "data/traces/repo_expert_traces.jsonl")
@@ -48,6 +48,28 @@ def test_probe_counts_a_name_greedy_decoding_writes_and_not_one_it_does_not():
     # argmax follows a changed prefix), so its share is bounded, not fixed
     assert (probe["names"], probe["names_exact"], probe["name_first"]) == (3, 1 / 3, 2 / 3)
     assert (1 + 0.8) / 3 - 1e-9 <= probe["name_bytes"] <= (1 + 0.8 + 0.8) / 3 + 1e-9
+
+
+def test_first_token_odds_are_the_models_log_softmax_at_the_names_start():
+    cfg = presets.get("tiny")
+    params = init_params(cfg, jax.random.PRNGKey(1))
+    rng, seq_len = np.random.default_rng(0), 64
+    rows = [(list(rng.integers(0, 256, n)), start, 3) for n, start in ((40, 30), (64, 9), (20, 17))]
+    odds = first_token_odds(cfg, params, rows, seq_len, batch=2)  # 2 batches, the last padded
+    forward = jax.jit(lambda p, t: Transformer(cfg).apply({"params": p}, t).logits)
+    tokens = np.zeros((len(rows), seq_len), np.int32)
+    for b, (ids, _, _) in enumerate(rows):
+        tokens[b, : len(ids)] = ids
+    logits = forward(params, tokens).astype(jnp.float32)  # the reference, one row a batch entry
+    for b, ((ids, start, _), rank, prob, written) in enumerate(zip(rows, *odds.values())):
+        logp = np.asarray(jax.nn.log_softmax(logits[b, start - 1]))
+        assert rank == int((logp > logp[ids[start]]).sum()) and written == int(logp.argmax())
+        np.testing.assert_allclose(prob, np.exp(logp[ids[start]]), rtol=1e-5)
+    probe = name_copy_probe(cfg, params, rows, seq_len, batch=2)  # rank 0: the argmax writes it
+    assert probe["name_first"] == np.mean([r == 0 for r in odds["ranks"]])
+    rigged = [(ids[:start] + [written] + ids[start + 1 :], start, n)
+              for (ids, start, n), written in zip(rows, odds["written"])]  # fmt: skip
+    assert first_token_odds(cfg, params, rigged, seq_len, batch=2)["ranks"] == [0, 0, 0]
 
 
 def test_a_name_inside_a_longer_identifier_is_not_the_name():
