@@ -352,12 +352,20 @@ def count_tokens(tok, trace: dict) -> int:
 
 
 def sft_traces(
-    traces: list, *, renamed: int, turns: int, seed: int, tok=None, pool: tuple | None = None
+    traces: list,
+    *,
+    renamed: int,
+    turns: int,
+    seed: int,
+    tok=None,
+    pool: tuple | None = None,
+    match: bool = False,
 ) -> list:
     """The SFT documents of expert traces: each cut after `turns` assistant turns (0: whole),
     then replaced by `renamed` copies named afresh (data/rename.py, syllable names or `pool`'s
-    words; 0: as played; a trace whose statement names nothing renamable is kept as played), in
-    a seeded shuffle; "tokens" recounted in `tok`'s ids (None: bytes)."""
+    words, as many words as the old name with `match`; 0: as played; a trace whose statement
+    names nothing renamable is kept as played), in a seeded shuffle; "tokens" recounted in
+    `tok`'s ids (None: bytes)."""
     import random
 
     from data.rename import renamed_trace
@@ -366,7 +374,7 @@ def sft_traces(
     rng, tok, out = random.Random(seed), tok or ByteTokenizer(), []
     for trace in traces:
         cut = prefix_turns(trace, turns)
-        copies = [renamed_trace(cut, rng, pool) for _ in range(renamed)]
+        copies = [renamed_trace(cut, rng, pool, match) for _ in range(renamed)]
         out += [c for c in copies if c] or [cut]
     if renamed or turns:
         out = [dict(t, tokens=count_tokens(tok, t)) for t in out]

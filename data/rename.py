@@ -17,7 +17,10 @@ text, and its `renamed` field maps each new name to the original.
 New names are syllable words (`hu_za_bi`) by default, or, given a word pool (`word_pool` of the
 training repositories' files), 2-3 of their identifier words (`cache_header_parse`): a policy
 SFT'd on syllable names learns to write syllable names where it should copy (issue 52, session
-40's transcripts); with pool words the renamer's style is the code's own.
+40's transcripts); with pool words the renamer's style is the code's own. With `match`, a new
+name has as many words as the old (1-3): a policy SFT'd only on names of 2-3 words learns that a
+name never starts with a whole-name token and does not write a one-word symbol (`toposort`, one
+token of the identifiers vocabulary) where it should (issue 52, session 46).
 """
 
 from __future__ import annotations
@@ -91,13 +94,23 @@ def word_pool(files: Sequence[str], least: int = 8) -> tuple[np.ndarray, np.ndar
     return words, cdf / cdf[-1]
 
 
-def fresh_name(old: str, rng: random.Random, taken: set[str], pool: tuple | None = None) -> str:
+def word_count(name: str) -> int:
+    """The words of identifier `name`, split at `_` and camelCase humps, any length
+    (`toposort` 1, `FixedTzOffset` 3, `_parse_v2` 3)."""
+    return len(re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+", name))
+
+
+def fresh_name(
+    old: str, rng: random.Random, taken: set[str], pool: tuple | None = None, match: bool = False
+) -> str:
     """A new identifier in `old`'s style (leading underscores, CamelCase or snake_case), not in
-    `taken` and not reserved: 2-3 words of 1-3 syllables, or of `pool`'s words (word_pool)."""
+    `taken` and not reserved: 2-3 words of 1-3 syllables, or of `pool`'s words (word_pool).
+    match: as many words as `old` has (word_count, 1-3) instead of 2-3, so that a one-word symbol
+    gets a one-word name, as real statements' symbols mostly are."""
     lead = old[: len(old) - len(old.lstrip("_"))]
     camel = old.lstrip("_")[:1].isupper()
     while True:
-        n = rng.randint(2, 3)
+        n = min(max(word_count(old), 1), 3) if match else rng.randint(2, 3)
         if pool is None:
             words = ["".join(rng.choices(_SYLLABLES, k=rng.randint(1, 3))) for _ in range(n)]
         else:
@@ -142,10 +155,11 @@ def rename_messages(
 
 
 def renamed_trace(
-    trace: Mapping[str, Any], rng: random.Random, pool: tuple | None = None
+    trace: Mapping[str, Any], rng: random.Random, pool: tuple | None = None, match: bool = False
 ) -> dict[str, Any] | None:
     """A copy of `trace` (its "messages": system, user statement, ...) with every renamable name
-    the statement backticks renamed afresh (fresh_name, of `pool`'s words when given); None when
+    the statement backticks renamed afresh (fresh_name, of `pool`'s words when given, as many
+    words as the old name with `match`); None when
     the statement names none. The copy's "renamed" maps new -> old; its "id" gains a suffix;
     tokens are the caller's to recount."""
     messages = trace["messages"]
@@ -157,7 +171,7 @@ def renamed_trace(
     taken = set(re.findall(IDENT, text))
     mapping: dict[str, str] = {}
     for old in olds:
-        mapping[old] = fresh_name(old, rng, taken, pool)
+        mapping[old] = fresh_name(old, rng, taken, pool, match)
         taken.add(mapping[old])
     suffix = "-".join(mapping[o] for o in olds)
     return dict(
