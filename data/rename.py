@@ -105,17 +105,23 @@ def fresh_name(
 ) -> str:
     """A new identifier in `old`'s style (leading underscores, CamelCase or snake_case), not in
     `taken` and not reserved: 2-3 words of 1-3 syllables, or of `pool`'s words (word_pool).
-    match: as many words as `old` has (word_count, 1-3) instead of 2-3, so that a one-word symbol
-    gets a one-word name, as real statements' symbols mostly are."""
-    lead = old[: len(old) - len(old.lstrip("_"))]
-    camel = old.lstrip("_")[:1].isupper()
+    match: `old`'s shape as well: as many words (word_count, 1-3) instead of 2-3, so that a
+    one-word symbol gets a one-word name, as real statements' symbols mostly are, and lowerCamel
+    kept (`toRoman` -> `cacheHeader`, not `cache_header`)."""
+    lead, bare = old[: len(old) - len(old.lstrip("_"))], old.lstrip("_")
+    camel = bare[:1].isupper()
+    lower_camel = match and bare[:1].islower() and re.search("[a-z][A-Z]", bare) is not None
     while True:
         n = min(max(word_count(old), 1), 3) if match else rng.randint(2, 3)
         if pool is None:
             words = ["".join(rng.choices(_SYLLABLES, k=rng.randint(1, 3))) for _ in range(n)]
         else:
             words = [str(w) for w in rng.choices(pool[0], cum_weights=pool[1], k=n)]
-        body = "".join(w.capitalize() for w in words) if camel else "_".join(words)
+        if camel or lower_camel:
+            body = "".join(w.capitalize() for w in words)
+            body = body[:1].lower() + body[1:] if lower_camel else body
+        else:
+            body = "_".join(words)
         name = lead + body
         if name not in taken and renamable(name):
             return name

@@ -122,11 +122,12 @@ def test_fresh_names_of_pool_words_keep_the_style_and_default_stream():
 @pytest.mark.parametrize(
     "old, count, drawn",
     [("toposort", 1, 1), ("Dict", 1, 1), ("parse_line", 2, 2), ("FixedTzOffset", 3, 3),
-     ("_parse_v2", 3, 3), ("parseHTTPHeader_v2", 5, 3)],
+     ("_parse_v2", 3, 3), ("parseHTTPHeader_v2", 5, 3), ("toRoman", 2, 2)],
 )  # fmt: skip
 def test_matched_fresh_names_have_the_old_names_word_count(old, count, drawn):
     """match: a one-word symbol gets a one-word name, of pool words or of syllables (lowercase
-    letters: word_count splits them the same way), in its style; over 3 words are drawn as 3."""
+    letters: word_count splits them the same way), in its style, lowerCamel included; over 3
+    words are drawn as 3."""
     assert word_count(old) == count
     pool = (np.asarray(["cache", "header", "parse"]), np.asarray([0.5, 0.75, 1.0]))
     rng = random.Random(3)
@@ -135,3 +136,4 @@ def test_matched_fresh_names_have_the_old_names_word_count(old, count, drawn):
             new = fresh_name(old, rng, {"cache"}, words, match=True)
             assert word_count(new) == drawn and new != "cache" and renamable(new)
             assert new[0].isupper() == old[0].isupper() and new.startswith("_") == (old[0] == "_")
+            assert "_" in old.lstrip("_") or "_" not in new.lstrip("_")  # toRoman: cacheHeader
