@@ -4,7 +4,8 @@
     python bench/bench_rl_repos.py [--init PARAMS] [--max_tokens 4096] [--traces FILE]
         [--new_traces 16] [--trace_minutes 5] [--sft_steps 80] [--sft_minutes 0]
         [--sft_turns 0] [--sft_renamed 0] [--sft_seed 0] [--sft_seq_len 0] [--sft_drills 0]
-        [--sft_drill_task induction] [--sft_rename_words] [--sft_rename_match] [--code_bpe 0]
+        [--sft_drill_task induction] [--sft_rename_words] [--sft_rename_match]
+        [--sft_keep_played] [--code_bpe 0]
         [--code_bpe_pattern cl100k]
         [--rl_steps 40] [--rl_minutes 10] [--eval_every 0] [--heldout_sites 4]
         [--heldout_repos 4] [--k 4] [--workdir runs/bench_rl_repos] [--seeds 0,1]
@@ -29,7 +30,8 @@
    with the statement's symbols renamed afresh throughout (data/rename.py: names only copying
    can write; syllable words, or with `--sft_rename_words` the training repositories' identifier
    words; `--sft_rename_match`: as many words as the old name, so one-word symbols get one-word
-   names), `--sft_seq_len` sets shorter rows for such prefixes (rl_stages.sft_traces).
+   names; `--sft_keep_played`: the trace as played beside its copies), `--sft_seq_len` sets
+   shorter rows for such prefixes (rl_stages.sft_traces).
    `--sft_drills S` puts bench_copy.py's induction drills (find a name by its bytes, write it
    again: the content-addressed copy a statement's symbol needs) in that share of the rows;
    `--sft_drill_task words` makes them of code words (bench/copy_words.py), the drills that
@@ -141,6 +143,7 @@ def make_traces(
         tok=tok,
         pool=rename_pool(args),
         match=args.sft_rename_match,
+        keep=args.sft_keep_played,
     )
     docs = [t for t in docs if t["tokens"] <= (args.sft_seq_len or max_tokens)]
     if not docs:
@@ -410,6 +413,12 @@ def arguments():
         action="store_true",
         help="renamed names have as many words as the names they replace (1-3), so a one-word "
         "symbol gets a one-word name (data/rename.py fresh_name's match)",
+    )
+    ap.add_argument(
+        "--sft_keep_played",
+        action="store_true",
+        help="with --sft_renamed: each trace also as played, beside its renamed copies (renaming "
+        "alone takes the real symbols' tokens out of SFT)",
     )
     ap.add_argument("--probe_traces", type=int, default=64, help="name-copy probe's traces")
     ap.add_argument(

@@ -360,12 +360,15 @@ def sft_traces(
     tok=None,
     pool: tuple | None = None,
     match: bool = False,
+    keep: bool = False,
 ) -> list:
     """The SFT documents of expert traces: each cut after `turns` assistant turns (0: whole),
     then replaced by `renamed` copies named afresh (data/rename.py, syllable names or `pool`'s
     words, as many words as the old name with `match`; 0: as played; a trace whose statement
-    names nothing renamable is kept as played), in a seeded shuffle; "tokens" recounted in
-    `tok`'s ids (None: bytes)."""
+    names nothing renamable is kept as played), or with `keep` kept as played beside them, in a
+    seeded shuffle; "tokens" recounted in `tok`'s ids (None: bytes). Why keep: renaming takes a
+    symbol's tokens out of every document, and SFT then pushes them down everywhere (session
+    46: half the probe's real symbols' first tokens appear in no renamed document)."""
     import random
 
     from data.rename import renamed_trace
@@ -375,7 +378,8 @@ def sft_traces(
     for trace in traces:
         cut = prefix_turns(trace, turns)
         copies = [renamed_trace(cut, rng, pool, match) for _ in range(renamed)]
-        out += [c for c in copies if c] or [cut]
+        copies = [c for c in copies if c]
+        out += [cut] + copies if keep else copies or [cut]
     if renamed or turns:
         out = [dict(t, tokens=count_tokens(tok, t)) for t in out]
         rng.shuffle(out)

@@ -5,6 +5,7 @@ whole path is tests/test_bench_tiny_rl.py's -m long smoke run)."""
 import os
 
 from bench import rl_stages as b
+from data.rename import backticked_names
 from rl.envs.repos import holdout
 
 
@@ -130,6 +131,16 @@ def test_sft_documents_cut_and_renamed_copies():
         assert d["messages"][-1]["role"] == "assistant" and d["renamed"]
         assert d["tokens"] == len(render_messages(tok, d["messages"])[0])
     assert b.sft_traces(traces, renamed=2, turns=2, seed=0) == docs  # seeded
+
+
+def test_keep_played_puts_each_trace_beside_its_renamed_copies():
+    """--sft_keep_played: each renamable trace as played plus its copies, none of them lost."""
+    traces = committed_traces(6)
+    docs = b.sft_traces(traces, renamed=2, turns=0, seed=0, keep=True)
+    played = [d for d in docs if "renamed" not in d]
+    assert sorted(d["id"] for d in played) == sorted(t["id"] for t in traces)
+    renamable = sum(bool(backticked_names(t["messages"][1]["content"])) for t in traces)
+    assert len(docs) == len(traces) + 2 * renamable and renamable >= 4
 
 
 def test_renamed_copies_take_pool_words_with_a_pool():
