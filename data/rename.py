@@ -18,9 +18,10 @@ New names are syllable words (`hu_za_bi`) by default, or, given a word pool (`wo
 training repositories' files), 2-3 of their identifier words (`cache_header_parse`): a policy
 SFT'd on syllable names learns to write syllable names where it should copy (issue 52, session
 40's transcripts); with pool words the renamer's style is the code's own. With `match`, a new
-name has as many words as the old (1-3): a policy SFT'd only on names of 2-3 words learns that a
-name never starts with a whole-name token and does not write a one-word symbol (`toposort`, one
-token of the identifiers vocabulary) where it should (issue 52, session 46).
+name has the old one's shape, as many words (1-3) and lowerCamel kept: a policy SFT'd only on
+names of 2-3 words learns that a name never starts with a whole-name token and does not write a
+one-word symbol (`toposort`, one token of the identifiers vocabulary) where it should (issue
+52, session 46).
 """
 
 from __future__ import annotations
@@ -164,10 +165,9 @@ def renamed_trace(
     trace: Mapping[str, Any], rng: random.Random, pool: tuple | None = None, match: bool = False
 ) -> dict[str, Any] | None:
     """A copy of `trace` (its "messages": system, user statement, ...) with every renamable name
-    the statement backticks renamed afresh (fresh_name, of `pool`'s words when given, as many
-    words as the old name with `match`); None when
-    the statement names none. The copy's "renamed" maps new -> old; its "id" gains a suffix;
-    tokens are the caller's to recount."""
+    the statement backticks renamed afresh (fresh_name, of `pool`'s words when given, in the old
+    name's shape with `match`); None when the statement names none. The copy's "renamed" maps
+    new -> old; its "id" gains a suffix; tokens are the caller's to recount."""
     messages = trace["messages"]
     statement = next((m["content"] for m in messages if m["role"] == "user"), "")
     olds = backticked_names(statement)
