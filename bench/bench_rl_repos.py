@@ -29,9 +29,9 @@
    trains on each trace cut after its N-th assistant turn, `--sft_renamed N` on N copies of each
    with the statement's symbols renamed afresh throughout (data/rename.py: names only copying
    can write; syllable words, or with `--sft_rename_words` the training repositories' identifier
-   words; `--sft_rename_match`: as many words as the old name, so one-word symbols get one-word
-   names; `--sft_keep_played`: the trace as played beside its copies), `--sft_seq_len` sets
-   shorter rows for such prefixes (rl_stages.sft_traces).
+   words; `--sft_rename_match`: in the old name's shape, as many words and lowerCamel kept, so
+   one-word symbols get one-word names; `--sft_keep_played`: the trace as played beside its
+   copies), `--sft_seq_len` sets shorter rows for such prefixes (rl_stages.sft_traces).
    `--sft_drills S` puts bench_copy.py's induction drills (find a name by its bytes, write it
    again: the content-addressed copy a statement's symbol needs) in that share of the rows;
    `--sft_drill_task words` makes them of code words (bench/copy_words.py), the drills that
@@ -411,8 +411,9 @@ def arguments():
     ap.add_argument(
         "--sft_rename_match",
         action="store_true",
-        help="renamed names have as many words as the names they replace (1-3), so a one-word "
-        "symbol gets a one-word name (data/rename.py fresh_name's match)",
+        help="renamed names in the shape of the names they replace: as many words (1-3), so a "
+        "one-word symbol gets a one-word name, and lowerCamel kept (data/rename.py fresh_name's "
+        "match)",
     )
     ap.add_argument(
         "--sft_keep_played",

@@ -112,8 +112,9 @@ def fresh_name(
     lead, bare = old[: len(old) - len(old.lstrip("_"))], old.lstrip("_")
     camel = bare[:1].isupper()
     lower_camel = match and bare[:1].islower() and re.search("[a-z][A-Z]", bare) is not None
+    matched = min(max(word_count(old), 1), 3)
     while True:
-        n = min(max(word_count(old), 1), 3) if match else rng.randint(2, 3)
+        n = matched if match else rng.randint(2, 3)
         if pool is None:
             words = ["".join(rng.choices(_SYLLABLES, k=rng.randint(1, 3))) for _ in range(n)]
         else:

@@ -138,6 +138,15 @@ def greedy_fn(cfg):
     return jax.jit(greedy)
 
 
+def padded(chunk: Sequence[tuple], batch: int, seq_len: int) -> np.ndarray:
+    """[batch, seq_len] int32: the ids of `chunk`'s rows (naming_rows) zero-padded; a short last
+    chunk padded with empty rows (one compiled shape)."""
+    tokens = np.zeros((batch, seq_len), np.int32)
+    for b, (ids, _, _) in enumerate(chunk):
+        tokens[b, : len(ids)] = ids
+    return tokens
+
+
 def name_copy_probe(cfg, params, rows: Sequence[tuple], seq_len: int, batch: int = 4) -> dict:
     """The module docstring's figures over `rows` (naming_rows), rows padded to seq_len."""
     if not rows:
@@ -146,10 +155,7 @@ def name_copy_probe(cfg, params, rows: Sequence[tuple], seq_len: int, batch: int
     exact, byte_share, first = [], [], []
     for lo in range(0, len(rows), batch):
         chunk = rows[lo : lo + batch]
-        tokens = np.zeros((batch, seq_len), np.int32)
-        for b, (ids, _, _) in enumerate(chunk):
-            tokens[b, : len(ids)] = ids
-        pred = np.asarray(greedy(params, tokens))
+        pred = np.asarray(greedy(params, padded(chunk, batch, seq_len)))
         for b, (ids, start, n) in enumerate(chunk):
             hit = pred[b, start - 1 : start - 1 + n] == np.asarray(ids[start : start + n])
             exact.append(bool(hit.all()))
@@ -186,10 +192,9 @@ def first_token_odds(cfg, params, rows: Sequence[tuple], seq_len: int, batch: in
     out = {"ranks": [], "probs": [], "written": []}
     for lo in range(0, len(rows), batch):
         chunk = rows[lo : lo + batch]
-        tokens, at = np.zeros((batch, seq_len), np.int32), np.zeros(batch, np.int32)
-        for b, (ids, start, _) in enumerate(chunk):
-            tokens[b, : len(ids)], at[b] = ids, start - 1
-        logp = np.asarray(next_logprobs(params, tokens, at))  # [batch, V]
+        at = np.zeros(batch, np.int32)  # the position before each name: its logits predict it
+        at[: len(chunk)] = [start - 1 for _, start, _ in chunk]
+        logp = np.asarray(next_logprobs(params, padded(chunk, batch, seq_len), at))  # [batch, V]
         for b, (ids, start, _) in enumerate(chunk):
             true = logp[b, ids[start]]
             out["ranks"].append(int((logp[b] > true).sum()))
